@@ -1,0 +1,381 @@
+/* Implementation of the shared kernel contract; see kernel_common.h. */
+#define _GNU_SOURCE
+#include "kernel_common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static const char *const mode_names[KC_MODE_COUNT] = {
+    "mpi", "masteronly", "funneled", "multiple", "serial"};
+
+const char *kc_mode_name(kc_mode mode) {
+    return (mode >= 0 && mode < KC_MODE_COUNT) ? mode_names[mode] : "?";
+}
+
+int kc_parse_mode(const char *text, kc_mode *mode) {
+    for (int m = 0; m < KC_MODE_COUNT; ++m) {
+        if (strcmp(text, mode_names[m]) == 0) {
+            *mode = (kc_mode)m;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int kc_required_level(kc_mode mode) {
+    switch (mode) {
+    case KC_MODE_MULTIPLE: return MPI_THREAD_MULTIPLE;
+    case KC_MODE_MASTERONLY:
+    case KC_MODE_FUNNELED: return MPI_THREAD_FUNNELED;
+    default: return MPI_THREAD_SINGLE;
+    }
+}
+
+const char *kc_level_name(int level) {
+    if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
+    if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+    if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+    if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+    return "unknown";
+}
+
+int kc_parse_long(const char *text, long lo, long hi, long *out) {
+    if (!text || !*text) return -1;
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int kc_parse_double(const char *text, double lo, double hi, double *out) {
+    if (!text || !*text) return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static void finish(int status) __attribute__((noreturn));
+static void finish(int status) {
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Finalize();
+    exit(status);
+}
+
+void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
+             kc_mode mode, const char *arg_error, const char *help) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->kernel = kernel;
+    ctx->mode = mode;
+    int required = arg_error ? MPI_THREAD_SINGLE : kc_required_level(mode);
+    if (MPI_Init_thread(argc, argv, required, &ctx->provided) != MPI_SUCCESS) {
+        fprintf(stderr, "%s: MPI_Init_thread failed\n", kernel);
+        exit(1);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &ctx->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ctx->nranks);
+    if (arg_error) {
+        if (ctx->rank == 0)
+            fprintf(stderr, "%s: %s (try --help)\n", kernel, arg_error);
+        finish(2);
+    }
+    if (help) {
+        if (ctx->rank == 0) fputs(help, stdout);
+        finish(0);
+    }
+    if (ctx->provided < required) {
+        if (ctx->rank == 0)
+            fprintf(stderr,
+                    "%s: mode %s needs %s but the MPI library provides only %s\n",
+                    kernel, kc_mode_name(mode), kc_level_name(required),
+                    kc_level_name(ctx->provided));
+        finish(1);
+    }
+    ctx->threads = 1;
+#ifdef _OPENMP
+    if (mode == KC_MODE_MPI || mode == KC_MODE_SERIAL)
+        omp_set_num_threads(1);
+    ctx->threads = omp_get_max_threads();
+#endif
+    ctx->thread_cpu = malloc((size_t)ctx->threads * sizeof *ctx->thread_cpu);
+    if (!ctx->thread_cpu) kc_abort(ctx, "out of memory");
+    for (int t = 0; t < ctx->threads; ++t) ctx->thread_cpu[t] = -1;
+    kc_record_cpu(ctx);
+}
+
+void kc_fail(const kc_ctx *ctx, int status, const char *fmt, ...) {
+    if (ctx->rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "%s: ", ctx->kernel);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    fflush(stdout);
+    finish(status);
+}
+
+void kc_abort(const kc_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: rank %d: ", ctx->kernel, ctx->rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1); /* not reached */
+}
+
+void *kc_malloc(const kc_ctx *ctx, size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0) bytes = 1;
+    if (posix_memalign(&p, 64, bytes) != 0 || !p)
+        kc_abort(ctx, "cannot allocate %zu bytes", bytes);
+    return p;
+}
+
+void kc_record_cpu(kc_ctx *ctx) {
+    int t = 0;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+#endif
+    if (ctx->thread_cpu && t < ctx->threads) ctx->thread_cpu[t] = sched_getcpu();
+}
+
+int kc_all_true(const kc_ctx *ctx, int ok) {
+    int in = ok ? 1 : 0, out = 0;
+    (void)ctx;
+    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return out;
+}
+
+kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value) {
+    kc_stat s;
+    double sum = 0.0;
+    MPI_Allreduce(&value, &s.min, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&value, &s.max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    s.mean = sum / ctx->nranks;
+    return s;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void jgrow(kc_json *j, size_t extra) {
+    if (j->len + extra + 1 <= j->cap) return;
+    size_t cap = j->cap ? j->cap : 256;
+    while (cap < j->len + extra + 1) cap *= 2;
+    char *nb = realloc(j->buf, cap);
+    if (!nb) {
+        fprintf(stderr, "kernel: out of memory building the RESULT line\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    j->buf = nb;
+    j->cap = cap;
+}
+
+static void jappend(kc_json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jappend(kc_json *j, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    jgrow(j, (size_t)n);
+    vsnprintf(j->buf + j->len, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    j->len += (size_t)n;
+}
+
+static void jstring(kc_json *j, const char *s) {
+    jappend(j, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
+        if (*p == '"' || *p == '\\') jappend(j, "\\%c", *p);
+        else if (*p < 0x20) jappend(j, "\\u%04x", *p);
+        else jappend(j, "%c", *p);
+    }
+    jappend(j, "\"");
+}
+
+static void jkey(kc_json *j, const char *key) {
+    if (!j->first) jappend(j, ",");
+    j->first = 0;
+    jstring(j, key);
+    jappend(j, ":");
+}
+
+static void jnumber(kc_json *j, double v) {
+    if (isfinite(v)) jappend(j, "%.9g", v);
+    else jappend(j, "null");
+}
+
+void kc_json_begin(kc_json *j) {
+    memset(j, 0, sizeof *j);
+    j->first = 1;
+    jappend(j, "{");
+}
+
+void kc_json_str(kc_json *j, const char *key, const char *value) {
+    jkey(j, key);
+    jstring(j, value);
+}
+
+void kc_json_int(kc_json *j, const char *key, long long value) {
+    jkey(j, key);
+    jappend(j, "%lld", value);
+}
+
+void kc_json_num(kc_json *j, const char *key, double value) {
+    jkey(j, key);
+    jnumber(j, value);
+}
+
+void kc_json_bool(kc_json *j, const char *key, int value) {
+    jkey(j, key);
+    jappend(j, value ? "true" : "false");
+}
+
+void kc_json_raw(kc_json *j, const char *key, const char *json) {
+    jkey(j, key);
+    jappend(j, "%s", json);
+}
+
+void kc_json_stat(kc_json *j, const char *key, kc_stat s) {
+    jkey(j, key);
+    jappend(j, "{\"min\":");
+    jnumber(j, s.min);
+    jappend(j, ",\"mean\":");
+    jnumber(j, s.mean);
+    jappend(j, ",\"max\":");
+    jnumber(j, s.max);
+    jappend(j, "}");
+}
+
+void kc_json_num_array(kc_json *j, const char *key, const double *v, size_t n) {
+    jkey(j, key);
+    jappend(j, "[");
+    for (size_t i = 0; i < n; ++i) {
+        if (i) jappend(j, ",");
+        jnumber(j, v[i]);
+    }
+    jappend(j, "]");
+}
+
+/* The first line of the library version string ("Open MPI v4.1.4, ...",
+ * "MPICH Version: 4.0.2", "MVAPICH2 Version : 2.3.7"), white space folded. */
+static void library_version(char *out, size_t cap) {
+    char raw[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(raw, &len);
+    size_t o = 0;
+    int space = 0;
+    for (int i = 0; i < len && raw[i] && raw[i] != '\n' && o + 1 < cap; ++i) {
+        unsigned char c = (unsigned char)raw[i];
+        if (isspace(c)) {
+            space = 1;
+            continue;
+        }
+        if (space && o > 0 && o + 2 < cap) out[o++] = ' ';
+        space = 0;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
+void kc_json_common(kc_json *j, const kc_ctx *ctx) {
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    library_version(lib, sizeof lib);
+    kc_json_str(j, "kernel", ctx->kernel);
+    kc_json_str(j, "mode", kc_mode_name(ctx->mode));
+    kc_json_int(j, "ranks", ctx->nranks);
+    kc_json_int(j, "threads", ctx->threads);
+    kc_json_str(j, "thread_level", kc_level_name(ctx->provided));
+    kc_json_str(j, "mpi_library", lib);
+    kc_json_int(j, "fault_injected", KC_FAULT_INJECTED);
+
+    /* Hosts and cores of every thread of every rank, gathered on rank 0. */
+    char host[MPI_MAX_PROCESSOR_NAME] = {0};
+    int hlen = 0;
+    MPI_Get_processor_name(host, &hlen);
+    char *hosts = NULL;
+    int *cpus = NULL;
+    int *counts = NULL, *displs = NULL;
+    if (ctx->rank == 0) {
+        hosts = malloc((size_t)ctx->nranks * MPI_MAX_PROCESSOR_NAME);
+        counts = malloc((size_t)ctx->nranks * sizeof *counts);
+        displs = malloc((size_t)ctx->nranks * sizeof *displs);
+        if (!hosts || !counts || !displs) kc_abort(ctx, "out of memory");
+    }
+    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME,
+               MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Gather(&ctx->threads, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int total = 0;
+    if (ctx->rank == 0) {
+        for (int r = 0; r < ctx->nranks; ++r) {
+            displs[r] = total;
+            total += counts[r];
+        }
+        cpus = malloc((size_t)(total ? total : 1) * sizeof *cpus);
+        if (!cpus) kc_abort(ctx, "out of memory");
+    }
+    MPI_Gatherv(ctx->thread_cpu, ctx->threads, MPI_INT, cpus, counts, displs, MPI_INT,
+                0, MPI_COMM_WORLD);
+    if (ctx->rank == 0) {
+        jkey(j, "hosts");
+        jappend(j, "[");
+        for (int r = 0; r < ctx->nranks; ++r) {
+            if (r) jappend(j, ",");
+            jstring(j, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+        }
+        jappend(j, "]");
+        jkey(j, "cpus");
+        jappend(j, "[");
+        for (int r = 0; r < ctx->nranks; ++r) {
+            jappend(j, r ? ",[" : "[");
+            for (int t = 0; t < counts[r]; ++t)
+                jappend(j, t ? ",%d" : "%d", cpus[displs[r] + t]);
+            jappend(j, "]");
+        }
+        jappend(j, "]");
+    }
+    free(hosts);
+    free(cpus);
+    free(counts);
+    free(displs);
+}
+
+void kc_json_emit(kc_json *j, const kc_ctx *ctx) {
+    jappend(j, "}");
+    if (ctx->rank == 0) {
+        printf("RESULT %s\n", j->buf);
+        fflush(stdout);
+    }
+    free(j->buf);
+    memset(j, 0, sizeof *j);
+}
+
+double kc_now(void) { return MPI_Wtime(); }
+
+int kc_finalize(kc_ctx *ctx) {
+    free(ctx->thread_cpu);
+    ctx->thread_cpu = NULL;
+    MPI_Finalize();
+    return 0;
+}

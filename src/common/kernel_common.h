@@ -1,0 +1,126 @@
+/* Shared contract of the harness kernels (spmv, md, ring, stream).
+ *
+ * Every kernel:
+ *   - parses its options before MPI starts (so MPI_Init_thread can ask for the
+ *     thread level its --mode needs), then calls kc_init();
+ *   - verifies its own result and reports it through the RESULT line;
+ *   - prints readable lines plus one or more lines "RESULT <json>";
+ *   - on error exits non-zero with a message that starts with its name.
+ *
+ * No global mutable state: everything lives in a kc_ctx owned by main().
+ */
+#ifndef KERNEL_COMMON_H
+#define KERNEL_COMMON_H
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef enum {
+    KC_MODE_MPI = 0,    /* one single-threaded rank per core */
+    KC_MODE_MASTERONLY, /* MPI outside parallel regions only (FUNNELED) */
+    KC_MODE_FUNNELED,   /* master communicates while other threads compute */
+    KC_MODE_MULTIPLE,   /* several threads call MPI (MULTIPLE) */
+    KC_MODE_SERIAL,     /* hybrid decomposition, one thread per rank */
+    KC_MODE_COUNT
+} kc_mode;
+
+/* Per-process context, filled by kc_init(). */
+typedef struct {
+    const char *kernel;   /* "spmv", "md", ... : prefix of every message */
+    kc_mode mode;
+    int rank, nranks;
+    int threads;          /* OpenMP threads per rank actually used */
+    int provided;         /* MPI thread level provided */
+    int *thread_cpu;      /* [threads]: core each thread ran on (kc_record_cpus) */
+} kc_ctx;
+
+/* Mode names, parsing and the MPI thread level each mode requires. */
+const char *kc_mode_name(kc_mode mode);
+int kc_parse_mode(const char *text, kc_mode *mode);   /* 0 on success */
+int kc_required_level(kc_mode mode);
+const char *kc_level_name(int level);
+
+/* Checked conversions for option values: 0 on success, -1 if `text` is not an
+ * integer (or number) within [lo, hi]. */
+int kc_parse_long(const char *text, long lo, long hi, long *out);
+int kc_parse_double(const char *text, double lo, double hi, double *out);
+
+/* Start MPI at the level `mode` needs and fill `ctx`.  `arg_error` is a message
+ * collected while parsing options (NULL if none): it is printed by rank 0 and
+ * the program exits with status 2 after a clean MPI_Finalize.  If `help` is
+ * non-NULL it is printed by rank 0 and the program exits with status 0.
+ * If the library provides less than the mode needs, a clear message is
+ * printed and the program exits with status 1.
+ * `allow_threads`: 0 if the mode runs one thread per rank (mpi, serial): the
+ * kernel then uses one thread whatever OMP_NUM_THREADS says. */
+void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
+             kc_mode mode, const char *arg_error, const char *help);
+
+/* Collective failure: rank 0 prints "<kernel>: <message>" on stderr, every
+ * rank finalises MPI and exits with `status`.  All ranks must call it. */
+void kc_fail(const kc_ctx *ctx, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
+/* Local fatal error (allocation failure, MPI error on one rank): prints
+ * "<kernel>: rank R: <message>" and calls MPI_Abort. */
+void kc_abort(const kc_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* Allocate or abort; memory is not touched (first touch is the caller's). */
+void *kc_malloc(const kc_ctx *ctx, size_t bytes);
+
+/* Record the core each OpenMP thread runs on.  Call it from inside a parallel
+ * region of the timed phase (every thread calls it); outside a parallel
+ * region it records thread 0 only. */
+void kc_record_cpu(kc_ctx *ctx);
+
+/* Logical AND of `ok` over all ranks. */
+int kc_all_true(const kc_ctx *ctx, int ok);
+
+/* min/mean/max of a per-rank value over all ranks. */
+typedef struct { double min, mean, max; } kc_stat;
+kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value);
+
+/* ----- RESULT line --------------------------------------------------------
+ * A small JSON object builder.  Keys are emitted in call order.  The builder
+ * lives on rank 0 only in practice, but all calls are safe on every rank. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int first;
+} kc_json;
+
+void kc_json_begin(kc_json *j);
+void kc_json_str(kc_json *j, const char *key, const char *value);
+void kc_json_int(kc_json *j, const char *key, long long value);
+void kc_json_num(kc_json *j, const char *key, double value);
+void kc_json_bool(kc_json *j, const char *key, int value);
+void kc_json_raw(kc_json *j, const char *key, const char *json); /* value is JSON already */
+void kc_json_stat(kc_json *j, const char *key, kc_stat s);        /* {"min":..,"mean":..,"max":..} */
+void kc_json_num_array(kc_json *j, const char *key, const double *v, size_t n);
+
+/* Adds the keys every RESULT line must carry and that the context knows:
+ * kernel, mode, ranks, threads, thread_level, mpi_library, hosts, cpus.
+ * Collective: every rank must call it (it gathers the cores and hosts). */
+void kc_json_common(kc_json *j, const kc_ctx *ctx);
+
+/* Prints "RESULT {...}" on stdout (rank 0 only) and frees the builder. */
+void kc_json_emit(kc_json *j, const kc_ctx *ctx);
+
+/* Wall clock in seconds. */
+double kc_now(void);
+
+/* Finalise MPI and release the context. */
+int kc_finalize(kc_ctx *ctx);
+
+/* When the kernels are built with -DKERNEL_FAULT_INJECT=ON every kernel
+ * deliberately corrupts one computed value before it verifies its result,
+ * so the harness can prove that a wrong result fails its check. */
+#ifdef KC_FAULT_INJECT
+#define KC_FAULT_INJECTED 1
+#else
+#define KC_FAULT_INJECTED 0
+#endif
+
+#endif

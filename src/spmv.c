@@ -1,0 +1,2 @@
+#include "kernel_common.h"
+int main(int argc, char **argv) { (void)argc; (void)argv; return 1; }

@@ -1,0 +1,22 @@
+# cmake -DREGEX=<regex> -P expect_failure.cmake <command> <args...>
+# Passes when the command exits non-zero and its combined output matches REGEX.
+set(cmd "")
+set(seen_script FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(seen_script)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} MATCHES "expect_failure\\.cmake$")
+    set(seen_script TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                TIMEOUT 100)
+set(all "${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a failure, but the command succeeded:\n${all}")
+endif()
+if(NOT all MATCHES "${REGEX}")
+  message(FATAL_ERROR "failed (${rc}) without the expected message '${REGEX}':\n${all}")
+endif()
+message(STATUS "failed as expected (${rc}): ${all}")
