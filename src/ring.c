@@ -1,2 +1,797 @@
+/* ring: point-to-point communication kernel (latency, bandwidth, node ring).
+ *
+ * Patterns (--pattern):
+ *   pingpong  ranks 0 and P-1 exchange blocking messages; latency = half the
+ *             round trip (Xu & Hwang, seed 003).
+ *   bw        as osu_bw: rank 0 streams a window of MPI_Isend to rank P-1, which
+ *             posts the matching MPI_Irecv window; after each window rank P-1
+ *             answers with a 4-byte ack.  bandwidth = size*window / window time.
+ *   ring      Rabenseifner's ring (seed 002, Sect. 3.1): nodes (MPI_COMM_TYPE_SHARED
+ *             groups, or single ranks with --rank-as-node) form a logical ring; the
+ *             k communicating CPUs of a node each MPI_Sendrecv a message to their
+ *             counterpart on the next node and from the previous node.
+ *             mpi: local ranks 0..k-1 communicate (k <= ranks per node);
+ *             masteronly: the master of every rank sends ONE message k times larger
+ *             (k <= threads) outside parallel regions, the threads fill/check buffers;
+ *             multiple: k threads of every rank call MPI_Sendrecv concurrently
+ *             (MPI_THREAD_MULTIPLE), thread t with tag TAG_DATA+t.
+ *             Aggregated bandwidth per node = bytes of all ring messages / time / nodes.
+ *
+ * Measurement, per message size: warm-up iterations (discarded), then --reps
+ * timed loops of `iters` iterations, each fenced by a barrier; the sample of a
+ * repetition is the per-iteration time of the slowest rank.  The headline figures
+ * (latency_us, bandwidth_MBps, fom) come from the best (minimum) repetition;
+ * min/mean/max and the raw samples are in the RESULT line, one line per size,
+ * sizes ascending (so the last RESULT line is the largest size).
+ *
+ * Verification, per size and outside the timed region: every received buffer is
+ * checked against a pattern that depends on (source rank, thread lane, size,
+ * iteration) on the first exchange, after the timed loops (the data of the last
+ * timed exchange) and on a final separate exchange; receive buffers are poisoned
+ * before each of these phases so a missing message is caught too.
+ */
 #include "kernel_common.h"
-int main(int argc, char **argv) { (void)argc; (void)argv; return 1; }
+
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define RING_MAX_SIZE (16L * 1024 * 1024) /* largest message size (per CPU) */
+#define RING_MAX_SIZES 64                 /* entries in --sizes */
+#define RING_MAX_K 64                     /* k * 16 MiB must fit an int count */
+#define BW_RECV_CAP (64L * 1024 * 1024)   /* receive window memory of bw */
+#define TAG_DATA 100
+#define TAG_ACK 99
+#define POISON 0xA5
+
+static const char *HELP =
+    "usage: ring [--pattern pingpong|bw|ring] [--mode mpi|masteronly|multiple]\n"
+    "            [--sizes LIST|MIN:MAX] [--reps R] [--iters-scale F]\n"
+    "            [--window W] [--k K] [--rank-as-node]\n"
+    "  Point-to-point communication kernel.\n"
+    "  --pattern  pingpong: ranks 0 and P-1, latency = half round trip (us)\n"
+    "             bw: osu_bw-like streaming bandwidth rank 0 -> P-1 (MB/s, 1e6 B)\n"
+    "             ring: nodes form a logical ring, k CPUs per node MPI_Sendrecv with\n"
+    "             their counterparts; aggregated bandwidth per node (default ring)\n"
+    "  --mode     mpi (default): one thread per rank;\n"
+    "             masteronly: OMP_NUM_THREADS threads, MPI only outside parallel\n"
+    "             regions (ring: one message k times larger per rank);\n"
+    "             multiple: ring only, k threads per rank call MPI (THREAD_MULTIPLE)\n"
+    "  --sizes    message sizes in bytes: comma list with optional K/M suffix\n"
+    "             (KiB/MiB), e.g. 8,1K,1M, or a power-of-two range MIN:MAX, e.g.\n"
+    "             1:16M; each within 1 B .. 16 MiB (default 1:16M); sorted ascending\n"
+    "  --reps     timed repetitions per size (default 3); the best one is reported\n"
+    "  --iters-scale  multiplier of the iteration counts (default 1.0; > 0).\n"
+    "             Base: pingpong/ring 1000 up to 8 KiB, then 1000*8KiB/size, at\n"
+    "             least 20; bw (windows) 128MiB/(window*size) within 1 .. 100.\n"
+    "             Warm-up: iters/10, at least 1\n"
+    "  --window   bw: messages in flight per window (default 64)\n"
+    "  --k        ring: communicating CPUs per node (mpi: ranks per node, default\n"
+    "             all; masteronly/multiple: threads per rank, default all)\n"
+    "  --rank-as-node  ring: every rank is its own node (ring on one machine)\n"
+    "  --help     this text\n"
+    "  One RESULT line per size; the last one is the largest size.\n";
+
+typedef enum { PAT_PINGPONG = 0, PAT_BW, PAT_RING, PAT_COUNT } pattern_t;
+static const char *const pattern_names[PAT_COUNT] = {"pingpong", "bw", "ring"};
+
+typedef struct {
+    kc_mode mode;
+    pattern_t pattern;
+    long sizes[RING_MAX_SIZES];
+    int nsizes;
+    double iters_scale;
+    long reps, window, k;
+    int k_given, window_given, rank_as_node;
+} options;
+
+/* ---- option parsing (before MPI starts) ---------------------------------- */
+
+/* One size "N", "NK" or "NM" (KiB, MiB) of `len` characters; 0 on success. */
+static int parse_one_size(const char *text, size_t len, long *out) {
+    char tmp[32];
+    if (len == 0 || len >= sizeof tmp) return -1;
+    memcpy(tmp, text, len);
+    tmp[len] = '\0';
+    long mult = 1;
+    char last = tmp[len - 1];
+    if (last == 'K' || last == 'k') mult = 1024;
+    else if (last == 'M' || last == 'm') mult = 1024 * 1024;
+    if (mult != 1) tmp[--len] = '\0';
+    long v = 0;
+    if (kc_parse_long(tmp, 0, LONG_MAX / (1024 * 1024), &v) != 0) return -2; /* not a number */
+    v *= mult;
+    if (v < 1 || v > RING_MAX_SIZE) return -1;
+    *out = v;
+    return 0;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+static int size_error(char *err, size_t cap, const char *text, size_t len, int code) {
+    snprintf(err, cap,
+             code == -2 ? "--sizes: '%.*s' is not a size (integer bytes, optional K or M suffix)"
+                        : "--sizes: size '%.*s' is out of range (1 B .. 16 MiB)",
+             (int)(len > 40 ? 40 : len), text);
+    return -1;
+}
+
+static int parse_sizes(const char *arg, options *o, char *err, size_t cap) {
+    const char *colon = strchr(arg, ':');
+    o->nsizes = 0;
+    if (colon) {
+        long lo = 0, hi = 0;
+        int rc = parse_one_size(arg, (size_t)(colon - arg), &lo);
+        if (rc != 0) return size_error(err, cap, arg, (size_t)(colon - arg), rc);
+        rc = parse_one_size(colon + 1, strlen(colon + 1), &hi);
+        if (rc != 0) return size_error(err, cap, colon + 1, strlen(colon + 1), rc);
+        if (lo > hi) {
+            snprintf(err, cap, "--sizes: range '%s' has MIN > MAX", arg);
+            return -1;
+        }
+        for (long s = lo; s <= hi && o->nsizes < RING_MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
+        return 0;
+    }
+    const char *p = arg;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (o->nsizes == RING_MAX_SIZES) {
+            snprintf(err, cap, "--sizes: more than %d sizes", RING_MAX_SIZES);
+            return -1;
+        }
+        long v = 0;
+        int rc = parse_one_size(p, len, &v);
+        if (rc != 0) return size_error(err, cap, p, len, rc);
+        o->sizes[o->nsizes++] = v;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    /* ascending, without duplicates: the last RESULT line is the largest size */
+    qsort(o->sizes, (size_t)o->nsizes, sizeof o->sizes[0], cmp_long);
+    int n = 1;
+    for (int i = 1; i < o->nsizes; ++i)
+        if (o->sizes[i] != o->sizes[n - 1]) o->sizes[n++] = o->sizes[i];
+    o->nsizes = n;
+    return 0;
+}
+
+static const char *parse(int argc, char **argv, options *o, int *help, char *err, size_t cap) {
+    static const struct option longopts[] = {
+        {"pattern", required_argument, NULL, 'p'}, {"mode", required_argument, NULL, 'm'},
+        {"sizes", required_argument, NULL, 's'},   {"reps", required_argument, NULL, 'r'},
+        {"iters-scale", required_argument, NULL, 'f'}, {"window", required_argument, NULL, 'w'},
+        {"k", required_argument, NULL, 'k'},       {"rank-as-node", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    memset(o, 0, sizeof *o);
+    o->mode = KC_MODE_MPI;
+    o->pattern = PAT_RING;
+    o->iters_scale = 1.0;
+    o->reps = 3;
+    o->window = 64;
+    o->k = 0;
+    parse_sizes("1:16M", o, err, cap);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'p': {
+            int found = 0;
+            for (int i = 0; i < PAT_COUNT; ++i)
+                if (strcmp(optarg, pattern_names[i]) == 0) {
+                    o->pattern = (pattern_t)i;
+                    found = 1;
+                }
+            if (!found) {
+                snprintf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", optarg);
+                return err;
+            }
+            break;
+        }
+        case 'm':
+            if (kc_parse_mode(optarg, &o->mode) != 0) {
+                snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, multiple)", optarg);
+                return err;
+            }
+            if (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY &&
+                o->mode != KC_MODE_MULTIPLE) {
+                snprintf(err, cap,
+                         "mode %s is not supported by the communication kernel "
+                         "(mpi, masteronly, multiple)", optarg);
+                return err;
+            }
+            break;
+        case 's':
+            if (parse_sizes(optarg, o, err, cap) != 0) return err;
+            break;
+        case 'r':
+            if (kc_parse_long(optarg, 1, 1000, &o->reps) != 0) {
+                snprintf(err, cap, "--reps must be an integer in [1, 1000], got '%s'", optarg);
+                return err;
+            }
+            break;
+        case 'f':
+            if (kc_parse_double(optarg, 0.0, 1000.0, &o->iters_scale) != 0 || o->iters_scale <= 0.0) {
+                snprintf(err, cap, "--iters-scale must be a number in (0, 1000], got '%s'", optarg);
+                return err;
+            }
+            break;
+        case 'w':
+            if (kc_parse_long(optarg, 1, 1024, &o->window) != 0) {
+                snprintf(err, cap, "--window must be an integer in [1, 1024], got '%s'", optarg);
+                return err;
+            }
+            o->window_given = 1;
+            break;
+        case 'k':
+            if (kc_parse_long(optarg, 1, RING_MAX_K, &o->k) != 0) {
+                snprintf(err, cap, "--k must be an integer in [1, %d], got '%s'", RING_MAX_K, optarg);
+                return err;
+            }
+            o->k_given = 1;
+            break;
+        case 'n': o->rank_as_node = 1; break;
+        case 'h': *help = 1; break;
+        default:
+            snprintf(err, cap, "unknown option or missing value '%s'", argv[optind - 1]);
+            return err;
+        }
+    }
+    if (optind < argc) {
+        snprintf(err, cap, "unexpected argument '%s'", argv[optind]);
+        return err;
+    }
+    if (o->mode == KC_MODE_MULTIPLE && o->pattern != PAT_RING) {
+        snprintf(err, cap, "mode multiple is only available with --pattern ring");
+        return err;
+    }
+    if (o->k_given && o->pattern != PAT_RING) {
+        snprintf(err, cap, "--k applies only to --pattern ring");
+        return err;
+    }
+    if (o->window_given && o->pattern != PAT_BW) {
+        snprintf(err, cap, "--window applies only to --pattern bw");
+        return err;
+    }
+    return NULL;
+}
+
+/* ---- data pattern --------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+/* Seed of the message sent by world rank `src`, thread lane `lane`, for
+ * message size `size` at exchange `iter`. */
+static uint64_t pattern_seed(int src, int lane, long size, long iter) {
+    uint64_t s = mix64((uint64_t)(unsigned)src + 0x9E3779B97F4A7C15ull);
+    s = mix64(s ^ ((uint64_t)(unsigned)lane << 40) ^ (uint64_t)size);
+    return mix64(s + (uint64_t)iter);
+}
+
+/* Word j of the pattern (a bijection of seed + j*C, so two seeds differ in every word). */
+static inline uint64_t pattern_word(uint64_t seed, size_t j) {
+    uint64_t x = seed + (uint64_t)j * 0x9E3779B97F4A7C15ull;
+    return x ^ (x >> 29);
+}
+
+static void fill_words(unsigned char *buf, uint64_t seed, size_t w0, size_t w1) {
+    for (size_t j = w0; j < w1; ++j) {
+        uint64_t w = pattern_word(seed, j);
+        memcpy(buf + 8 * j, &w, 8);
+    }
+}
+
+static void fill_tail(unsigned char *buf, size_t n, uint64_t seed) {
+    size_t nw = n / 8, rem = n - 8 * nw;
+    if (rem) {
+        uint64_t w = pattern_word(seed, nw);
+        memcpy(buf + 8 * nw, &w, rem);
+    }
+}
+
+static long bytes_differ(uint64_t a, uint64_t b) {
+    uint64_t x = a ^ b;
+    long n = 0;
+    for (int i = 0; i < 8; ++i, x >>= 8) n += (x & 0xFF) != 0;
+    return n;
+}
+
+static long check_words(const unsigned char *buf, uint64_t seed, size_t w0, size_t w1) {
+    long bad = 0;
+    for (size_t j = w0; j < w1; ++j) {
+        uint64_t got;
+        memcpy(&got, buf + 8 * j, 8);
+        uint64_t w = pattern_word(seed, j);
+        if (got != w) bad += bytes_differ(got, w);
+    }
+    return bad;
+}
+
+static long check_tail(const unsigned char *buf, size_t n, uint64_t seed) {
+    size_t nw = n / 8, rem = n - 8 * nw;
+    long bad = 0;
+    if (rem) {
+        uint64_t w = pattern_word(seed, nw);
+        unsigned char t[8];
+        memcpy(t, &w, 8);
+        for (size_t i = 0; i < rem; ++i) bad += buf[8 * nw + i] != t[i];
+    }
+    return bad;
+}
+
+/* Serial versions (one thread's own buffer). */
+static void fill_serial(unsigned char *buf, size_t n, uint64_t seed) {
+    fill_words(buf, seed, 0, n / 8);
+    fill_tail(buf, n, seed);
+}
+static long check_serial(const unsigned char *buf, size_t n, uint64_t seed) {
+    return check_words(buf, seed, 0, n / 8) + check_tail(buf, n, seed);
+}
+
+/* Work-shared versions: all threads of the rank (one in mpi mode). */
+static void fill_par(kc_ctx *ctx, unsigned char *buf, size_t n, uint64_t seed) {
+    const long nw = (long)(n / 8);
+#pragma omp parallel
+    {
+        kc_record_cpu(ctx);
+#pragma omp for schedule(static)
+        for (long j = 0; j < nw; ++j) fill_words(buf, seed, (size_t)j, (size_t)j + 1);
+    }
+    fill_tail(buf, n, seed);
+}
+
+static void poison_par(unsigned char *buf, size_t n) {
+    const long chunk = 1L << 16, nc = (long)((n + (size_t)chunk - 1) / (size_t)chunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < nc; ++c) {
+        size_t b = (size_t)c * (size_t)chunk, e = b + (size_t)chunk < n ? b + (size_t)chunk : n;
+        memset(buf + b, POISON, e - b);
+    }
+}
+
+static long check_par(kc_ctx *ctx, const unsigned char *buf, size_t n, uint64_t seed) {
+    const long nw = (long)(n / 8);
+    long bad = 0;
+#pragma omp parallel reduction(+ : bad)
+    {
+        kc_record_cpu(ctx);
+#pragma omp for schedule(static)
+        for (long j = 0; j < nw; ++j) bad += check_words(buf, seed, (size_t)j, (size_t)j + 1);
+    }
+    return bad + check_tail(buf, n, seed);
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* ---- topology ------------------------------------------------------------- */
+
+typedef struct {
+    MPI_Comm node;  /* ranks of my node */
+    MPI_Comm lane;  /* ranks with my local rank, one per node, ranked by node index */
+    int local_rank, ppn, node_index, nnodes;
+    int ppn_min, ppn_max;
+} topology;
+
+static void topology_init(const kc_ctx *ctx, int rank_as_node, topology *t) {
+    if (rank_as_node) MPI_Comm_dup(MPI_COMM_SELF, &t->node);
+    else MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &t->node);
+    MPI_Comm_rank(t->node, &t->local_rank);
+    MPI_Comm_size(t->node, &t->ppn);
+    MPI_Comm leaders = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, t->local_rank == 0 ? 0 : MPI_UNDEFINED, ctx->rank, &leaders);
+    int info[2] = {0, 0};
+    if (leaders != MPI_COMM_NULL) {
+        MPI_Comm_rank(leaders, &info[0]);
+        MPI_Comm_size(leaders, &info[1]);
+        MPI_Comm_free(&leaders);
+    }
+    MPI_Bcast(info, 2, MPI_INT, 0, t->node);
+    t->node_index = info[0];
+    t->nnodes = info[1];
+    MPI_Allreduce(&t->ppn, &t->ppn_min, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&t->ppn, &t->ppn_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Comm_split(MPI_COMM_WORLD, t->local_rank, t->node_index, &t->lane);
+}
+
+static void topology_free(topology *t) {
+    MPI_Comm_free(&t->lane);
+    MPI_Comm_free(&t->node);
+}
+
+/* ---- the exchanges -------------------------------------------------------- */
+
+typedef struct {
+    pattern_t pat;
+    kc_mode mode;
+    MPI_Comm comm;
+    int role;       /* pingpong/bw: 0 sender (rank 0), 1 receiver (rank P-1); ring: 1 active; -1 idle */
+    int peer;       /* pingpong/bw partner (rank in comm) */
+    int next, prev; /* ring neighbours (ranks in comm) */
+    int src_world;  /* world rank whose data this rank receives */
+    int kthreads;   /* multiple: communicating threads */
+    long window, nslots;
+    long size;      /* per-CPU message size of the current step */
+    size_t msg;     /* bytes per MPI message (masteronly ring: k * size) */
+    unsigned char *sbuf, *rbuf;
+    unsigned char **tsbuf, **trbuf;
+    MPI_Request *reqs;
+    MPI_Status *stats; /* real array: MPICH's MPI_STATUSES_IGNORE trips gcc -Wstringop-overflow */
+    char ack[4];
+} exch;
+
+/* n iterations of the pattern; no timing, no buffer work. */
+static void run_iters(kc_ctx *ctx, exch *e, long n) {
+    const int count = (int)e->msg;
+    switch (e->pat) {
+    case PAT_PINGPONG:
+        if (e->role == 0) {
+            for (long it = 0; it < n; ++it) {
+                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
+                MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+            }
+        } else if (e->role == 1) {
+            for (long it = 0; it < n; ++it) {
+                MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
+            }
+        }
+        break;
+    case PAT_BW:
+        if (e->role == 0) {
+            for (long it = 0; it < n; ++it) {
+                for (long j = 0; j < e->window; ++j)
+                    MPI_Isend(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
+                MPI_Waitall((int)e->window, e->reqs, e->stats);
+                MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
+            }
+        } else if (e->role == 1) {
+            for (long it = 0; it < n; ++it) {
+                for (long j = 0; j < e->window; ++j)
+                    MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, count, MPI_BYTE, e->peer,
+                              TAG_DATA, e->comm, &e->reqs[j]);
+                MPI_Waitall((int)e->window, e->reqs, e->stats);
+                MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
+            }
+        }
+        break;
+    case PAT_RING:
+        if (e->role != 1) break;
+        if (e->mode == KC_MODE_MULTIPLE) {
+#pragma omp parallel
+            {
+                const int t = thread_id();
+                kc_record_cpu(ctx);
+                if (t < e->kthreads)
+                    for (long it = 0; it < n; ++it)
+                        MPI_Sendrecv(e->tsbuf[t], count, MPI_BYTE, e->next, TAG_DATA + t,
+                                     e->trbuf[t], count, MPI_BYTE, e->prev, TAG_DATA + t, e->comm,
+                                     MPI_STATUS_IGNORE);
+            }
+        } else {
+            for (long it = 0; it < n; ++it)
+                MPI_Sendrecv(e->sbuf, count, MPI_BYTE, e->next, TAG_DATA, e->rbuf, count, MPI_BYTE,
+                             e->prev, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+        }
+        break;
+    default: break;
+    }
+}
+
+static int sends(const exch *e) { return e->role == 0 || (e->role == 1 && e->pat != PAT_BW); }
+static int receives(const exch *e) { return e->role == 1 || (e->role == 0 && e->pat == PAT_PINGPONG); }
+static size_t recv_bytes(const exch *e) {
+    return e->pat == PAT_BW ? (size_t)(e->window < e->nslots ? e->window : e->nslots) * e->msg : e->msg;
+}
+
+/* Fill the send buffer(s) with the pattern of exchange `iter`, poison the receive buffer(s). */
+static void prepare(kc_ctx *ctx, exch *e, long iter) {
+    if (e->pat == PAT_RING && e->mode == KC_MODE_MULTIPLE) {
+        if (e->role != 1) return;
+#pragma omp parallel
+        {
+            const int t = thread_id();
+            kc_record_cpu(ctx);
+            if (t < e->kthreads) {
+                fill_serial(e->tsbuf[t], e->msg, pattern_seed(ctx->rank, t, e->size, iter));
+                memset(e->trbuf[t], POISON, e->msg);
+            }
+        }
+        return;
+    }
+    if (sends(e)) fill_par(ctx, e->sbuf, e->msg, pattern_seed(ctx->rank, 0, e->size, iter));
+    if (receives(e)) poison_par(e->rbuf, recv_bytes(e));
+}
+
+/* Wrong bytes received in exchange `iter`; `inject` corrupts one byte first. */
+static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
+    long bad = 0;
+    if (e->pat == PAT_RING && e->mode == KC_MODE_MULTIPLE) {
+        if (e->role != 1) return 0;
+        if (inject) e->trbuf[0][e->msg / 2] ^= 0x5A;
+#pragma omp parallel reduction(+ : bad)
+        {
+            const int t = thread_id();
+            if (t < e->kthreads)
+                bad += check_serial(e->trbuf[t], e->msg, pattern_seed(e->src_world, t, e->size, iter));
+        }
+        return bad;
+    }
+    if (!receives(e)) return 0;
+    if (inject) e->rbuf[e->msg / 2] ^= 0x5A;
+    const uint64_t seed = pattern_seed(e->src_world, 0, e->size, iter);
+    const size_t nmsg = recv_bytes(e) / e->msg;
+    for (size_t m = 0; m < nmsg; ++m) bad += check_par(ctx, e->rbuf + m * e->msg, e->msg, seed);
+    return bad;
+}
+
+/* Timed iterations per repetition before --iters-scale.  pingpong/ring: 1000
+ * up to 8 KiB, then 1000*8KiB/size (constant bytes), at least 20.  bw (one
+ * iteration = one window): about 128 MiB per repetition, 1 .. 100. */
+static long base_iters(pattern_t p, long size, long window) {
+    if (p == PAT_BW) {
+        long it = (128L * 1024 * 1024) / (window * size);
+        return it < 1 ? 1 : (it > 100 ? 100 : it);
+    }
+    if (size <= 8192) return 1000;
+    long it = 1000L * 8192 / size;
+    return it < 20 ? 20 : it;
+}
+
+static long bw_slots(long window, long size) {
+    if (window * size <= BW_RECV_CAP) return window;
+    long s = BW_RECV_CAP / size;
+    return s < 1 ? 1 : s;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    int help = 0;
+    char errbuf[256];
+    const char *err = parse(argc, argv, &o, &help, errbuf, sizeof errbuf);
+    kc_ctx ctx;
+    kc_init(&ctx, &argc, &argv, "ring", o.mode, err, help ? HELP : NULL);
+
+    const int P = ctx.nranks;
+    if (o.pattern != PAT_RING && P < 2)
+        kc_fail(&ctx, 2, "pattern %s needs at least 2 ranks (got %d)", pattern_names[o.pattern], P);
+
+    topology topo;
+    topology_init(&ctx, o.rank_as_node, &topo);
+    const int hybrid = o.mode != KC_MODE_MPI;
+
+    exch e;
+    memset(&e, 0, sizeof e);
+    e.pat = o.pattern;
+    e.mode = o.mode;
+    e.window = o.window;
+    e.role = -1;
+    e.kthreads = 1;
+    long k = 1;
+    if (o.pattern == PAT_RING) {
+        if (topo.ppn_min != topo.ppn_max) {
+            topology_free(&topo);
+            kc_fail(&ctx, 2, "the nodes have different rank counts (%d .. %d); the ring needs "
+                             "the same number of ranks on every node", topo.ppn_min, topo.ppn_max);
+        }
+        const long limit = hybrid ? ctx.threads : topo.ppn;
+        k = o.k_given ? o.k : limit;
+        if (k > limit) {
+            topology_free(&topo);
+            if (hybrid)
+                kc_fail(&ctx, 2, "--k %ld is larger than the %d threads per rank (OMP_NUM_THREADS) "
+                                 "in mode %s", k, ctx.threads, kc_mode_name(o.mode));
+            kc_fail(&ctx, 2, "--k %ld is larger than the %d ranks per node", k, topo.ppn);
+        }
+        e.comm = topo.lane;
+        e.role = (hybrid || topo.local_rank < k) ? 1 : -1;
+        e.next = (topo.node_index + 1) % topo.nnodes;
+        e.prev = (topo.node_index + topo.nnodes - 1) % topo.nnodes;
+        MPI_Group lg, wg;
+        MPI_Comm_group(topo.lane, &lg);
+        MPI_Comm_group(MPI_COMM_WORLD, &wg);
+        MPI_Group_translate_ranks(lg, 1, &e.prev, wg, &e.src_world);
+        MPI_Group_free(&lg);
+        MPI_Group_free(&wg);
+        e.kthreads = o.mode == KC_MODE_MULTIPLE ? (int)k : 1;
+    } else {
+        MPI_Comm_dup(MPI_COMM_WORLD, &e.comm);
+        if (ctx.rank == 0) {
+            e.role = 0;
+            e.peer = P - 1;
+        } else if (ctx.rank == P - 1) {
+            e.role = 1;
+            e.peer = 0;
+        }
+        e.src_world = e.peer;
+    }
+
+    /* Buffers, allocated once for the largest size; first touch by the fills. */
+    const long maxsize = o.sizes[o.nsizes - 1];
+    const size_t msg_max = (size_t)maxsize * (size_t)(o.mode == KC_MODE_MASTERONLY && o.pattern == PAT_RING ? k : 1);
+    size_t rcap = msg_max;
+    if (o.pattern == PAT_BW)
+        for (int i = 0; i < o.nsizes; ++i) {
+            long s = bw_slots(o.window, o.sizes[i]);
+            size_t b = (size_t)(s < o.window ? s : o.window) * (size_t)o.sizes[i];
+            if (b > rcap) rcap = b;
+        }
+    if (e.pat == PAT_RING && e.mode == KC_MODE_MULTIPLE) {
+        e.tsbuf = kc_malloc(&ctx, (size_t)k * sizeof *e.tsbuf);
+        e.trbuf = kc_malloc(&ctx, (size_t)k * sizeof *e.trbuf);
+        for (long t = 0; t < k; ++t) {
+            e.tsbuf[t] = kc_malloc(&ctx, msg_max);
+            e.trbuf[t] = kc_malloc(&ctx, msg_max);
+        }
+    } else if (e.role >= 0) {
+        e.sbuf = kc_malloc(&ctx, sends(&e) ? msg_max : 1);
+        e.rbuf = kc_malloc(&ctx, receives(&e) ? rcap : 1);
+    }
+    e.reqs = kc_malloc(&ctx, (size_t)o.window * sizeof *e.reqs);
+    e.stats = kc_malloc(&ctx, (size_t)o.window * sizeof *e.stats);
+    memset(e.ack, 0, sizeof e.ack);
+
+    const long nodes = topo.nnodes;
+    if (ctx.rank == 0) {
+        printf("ring: pattern %s, mode %s, %d ranks x %d threads, %ld node(s) x %d ranks%s",
+               pattern_names[o.pattern], kc_mode_name(o.mode), P, ctx.threads, nodes, topo.ppn,
+               o.rank_as_node ? " (rank-as-node)" : "");
+        if (o.pattern == PAT_RING) printf(", k=%ld", k);
+        if (o.pattern == PAT_BW) printf(", window %ld", o.window);
+        printf(", %ld reps, iters-scale %g\n", o.reps, o.iters_scale);
+        fflush(stdout);
+    }
+
+    double *samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *samples);
+    for (int si = 0; si < o.nsizes; ++si) {
+        const long size = o.sizes[si];
+        e.size = size;
+        e.msg = (size_t)size * (size_t)(o.mode == KC_MODE_MASTERONLY && o.pattern == PAT_RING ? k : 1);
+        e.nslots = bw_slots(o.window, size);
+        long iters = (long)llround((double)base_iters(o.pattern, size, o.window) * o.iters_scale);
+        if (iters < 1) iters = 1;
+        const long warmup = iters / 10 > 1 ? iters / 10 : 1;
+        const long it_first = 0, it_timed = 1, it_last = 2 + warmup + o.reps * iters;
+        const int inject = KC_FAULT_INJECTED && si == o.nsizes - 1 &&
+                           ctx.rank == (o.pattern == PAT_BW ? P - 1 : 0);
+        long bad = 0;
+
+        /* first exchange, verified */
+        prepare(&ctx, &e, it_first);
+        run_iters(&ctx, &e, 1);
+        bad += check(&ctx, &e, it_first, 0);
+
+        /* warm-up and timed repetitions */
+        prepare(&ctx, &e, it_timed);
+        run_iters(&ctx, &e, warmup);
+        double total = 0.0;
+        for (long r = 0; r < o.reps; ++r) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = kc_now();
+            run_iters(&ctx, &e, iters);
+            double dt = kc_now() - t0, slowest = 0.0;
+            MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            samples[r] = slowest / (double)iters;
+            total += slowest;
+        }
+        bad += check(&ctx, &e, it_timed, inject); /* data of the last timed exchange */
+
+        /* last exchange, verified */
+        prepare(&ctx, &e, it_last);
+        run_iters(&ctx, &e, 1);
+        bad += check(&ctx, &e, it_last, 0);
+
+        long bad_total = 0;
+        MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        struct { int rank, src; } mine = {bad ? ctx.rank : INT_MAX, bad ? e.src_world : -1}, first;
+        MPI_Allreduce(&mine, &first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+        const int verified = bad_total == 0;
+
+        double tmin = samples[0], tmax = samples[0], tsum = 0.0;
+        for (long r = 0; r < o.reps; ++r) {
+            tmin = samples[r] < tmin ? samples[r] : tmin;
+            tmax = samples[r] > tmax ? samples[r] : tmax;
+            tsum += samples[r];
+        }
+        const double tmean = tsum / (double)o.reps;
+        double latency_us = NAN, bw_mbps = NAN, bytes_node = 0.0;
+        if (o.pattern == PAT_PINGPONG) {
+            latency_us = tmin / 2.0 * 1e6;
+            bw_mbps = (double)size / (tmin / 2.0) / 1e6;
+        } else if (o.pattern == PAT_BW) {
+            bw_mbps = (double)size * (double)o.window / tmin / 1e6;
+        } else {
+            /* bytes every node sends per exchange: mpi k ranks x size;
+             * masteronly/multiple: every rank k x size */
+            bytes_node = (double)size * (double)k * (hybrid ? (double)topo.ppn : 1.0);
+            latency_us = tmin * 1e6;
+            bw_mbps = bytes_node / tmin / 1e6;
+        }
+        const double fom = o.pattern == PAT_PINGPONG ? latency_us : bw_mbps;
+
+        if (ctx.rank == 0) {
+            printf("ring: %-9s %9ld B  iters %5ld x %ld  t/iter min %.3e s mean %.3e s max %.3e s",
+                   pattern_names[o.pattern], size, iters, o.reps, tmin, tmean, tmax);
+            if (isfinite(latency_us)) printf("  latency %.3f us", latency_us);
+            printf("  bandwidth %.1f MB/s  verification %s\n", bw_mbps, verified ? "PASSED" : "FAILED");
+            fflush(stdout);
+        }
+
+        kc_json j;
+        kc_json_begin(&j);
+        kc_json_common(&j, &ctx);
+        kc_json_str(&j, "pattern", pattern_names[o.pattern]);
+        kc_json_int(&j, "size", size);
+        kc_json_int(&j, "msg_bytes", (long long)e.msg);
+        kc_json_int(&j, "iters", iters);
+        kc_json_int(&j, "warmup", warmup);
+        kc_json_int(&j, "reps", o.reps);
+        if (o.pattern == PAT_BW) kc_json_int(&j, "window", o.window);
+        kc_json_int(&j, "nodes", nodes);
+        kc_json_int(&j, "ranks_per_node", topo.ppn);
+        kc_json_bool(&j, "rank_as_node", o.rank_as_node);
+        kc_json_int(&j, "k", k);
+        if (o.pattern == PAT_RING) kc_json_num(&j, "bytes_per_node_per_iter", bytes_node);
+        if (isfinite(latency_us)) kc_json_num(&j, "latency_us", latency_us);
+        kc_json_num(&j, "bandwidth_MBps", bw_mbps);
+        kc_json_num(&j, "t_min_s", tmin);
+        kc_json_num(&j, "t_mean_s", tmean);
+        kc_json_num(&j, "t_max_s", tmax);
+        kc_json_num_array(&j, "samples_s", samples, (size_t)o.reps);
+        kc_json_num(&j, "t_total_s", total);
+        kc_json_num(&j, "t_comm_s", total);
+        kc_json_num(&j, "t_comp_s", 0.0);
+        kc_json_num(&j, "fom", fom);
+        kc_json_str(&j, "fom_unit", o.pattern == PAT_PINGPONG ? "us" : "MB/s");
+        kc_json_int(&j, "wrong_bytes", bad_total);
+        kc_json_bool(&j, "verified", verified);
+        kc_json_emit(&j, &ctx);
+
+        if (!verified) {
+            free(samples);
+            kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
+                             "rank %d in the message from rank %d",
+                    size, bad_total, first.rank, first.src);
+        }
+    }
+
+    free(samples);
+    free(e.reqs);
+    free(e.stats);
+    free(e.sbuf);
+    free(e.rbuf);
+    if (e.tsbuf) {
+        for (long t = 0; t < k; ++t) {
+            free(e.tsbuf[t]);
+            free(e.trbuf[t]);
+        }
+        free(e.tsbuf);
+        free(e.trbuf);
+    }
+    if (o.pattern != PAT_RING) MPI_Comm_free(&e.comm);
+    topology_free(&topo);
+    return kc_finalize(&ctx);
+}

@@ -1,0 +1,412 @@
+"""ReFrame checks: build the kernels once per MPI stack and run each of them
+as pure MPI and as hybrid MPI+OpenMP at equal cores.
+
+* ``KernelBuild`` is an environment-scoped fixture: the CMake build of ``src/``
+  with the stack's own wrapper, once per (partition, stack) in a session.
+* ``SpmvCheck``, ``MdCheck``, ``RingCheck`` and ``StreamCheck`` run one kernel
+  per layout ``R x T`` (R ranks per node times T threads per rank, R*T = the
+  partition's cores per node).  T = 1 is ``mpi``; T > 1 runs the hybrid modes.
+  The layouts come from the detected processor topology of every partition of
+  the system, so the same checks run unchanged on a 2-core laptop and on a
+  128-core node.
+
+Sanity is the kernel's own verification, plus proof that the MPI library the
+kernel reports is the stack its environment claims, plus a check that no two
+threads shared a core (oversubscription).  Every perflog line carries kernel,
+mode, ranks, threads, size, stack (environ) and partition so runs can be paired.
+
+Variables worth setting with ``-S``:
+  ``KernelBuild.fault_inject=1``   build kernels that corrupt one value
+                                    (every check must then fail)
+  ``KernelBuild.build_type=Debug``  CMake build type
+  ``nodes=N``                       nodes per run (default: partition extras)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+
+import reframe as rfm
+import reframe.core.runtime as rt
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (
+    fixture,
+    parameter,
+    run_after,
+    run_before,
+    sanity_function,
+    variable,
+)
+from reframe.core.exceptions import ReframeFatalError
+from reframe.core.launchers import JobLauncher
+
+SRC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'src')
+KERNELS = ('spmv', 'md', 'ring', 'stream')
+
+# What `mpi_library` (MPI_Get_library_version, first line) starts with, per stack.
+LIBRARY_PREFIX = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2'}
+
+
+# ---- topology and layouts ------------------------------------------------------
+
+def cores_per_node(partition) -> int:
+    """Physical cores of one node of `partition` (detected or configured)."""
+    proc = partition.processor
+    if proc.num_cores:
+        return int(proc.num_cores)
+    if proc.num_cpus:
+        return int(proc.num_cpus) // int(proc.num_cpus_per_core or 1)
+    if partition.scheduler.registered_name == 'local':
+        return len(os.sched_getaffinity(0))
+    raise ValueError(f'partition {partition.fullname}: processor topology unknown; '
+                     f'run reframe --detect-host-topology or set "processor"')
+
+
+def _divisor_layouts(cores: int) -> list[tuple[int, int]]:
+    return [(cores // t, t) for t in range(1, cores + 1) if cores % t == 0]
+
+
+def system_layouts() -> list[tuple[int, int]]:
+    """Every R x T with R*T = cores per node, over all partitions of the system."""
+    try:
+        partitions = rt.runtime().system.partitions
+    except ReframeFatalError:   # no runtime: imported outside reframe (pytest)
+        partitions = []
+    cores = set()
+    for part in partitions:
+        try:
+            cores.add(cores_per_node(part))
+        except ValueError:
+            continue
+    if not cores:
+        cores.add(len(os.sched_getaffinity(0)))
+    return sorted({lay for c in cores for lay in _divisor_layouts(c)},
+                  key=lambda rt_: (rt_[1], rt_[0]))
+
+
+def runs_for(hybrid_modes: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """(mode, ranks per node, threads per rank) for every layout."""
+    out = []
+    for ranks, threads in system_layouts():
+        modes = ('mpi',) if threads == 1 else hybrid_modes
+        out += [(mode, ranks, threads) for mode in modes]
+    return out
+
+
+def _layout_name(layout: tuple[str, int, int]) -> str:
+    mode, ranks, threads = layout
+    return f'{mode}_{ranks}x{threads}'
+
+
+# ---- launcher -----------------------------------------------------------------
+
+class StackLauncher(JobLauncher):
+    """The stack's own launcher, with rank and thread binding for its family.
+
+    Every rank gets T distinct cores and OMP_PLACES=cores pins one thread per
+    core: a hybrid rank's threads never share a core.  MVAPICH2 binds each rank
+    to one core by default, which serialises a hybrid rank's threads; its
+    hybrid binding policy is set through the environment instead.
+    """
+
+    def __init__(self, path: str, family: str, ranks_per_node: int, threads: int,
+                 cores_per_rank: int | None = None):
+        super().__init__()
+        self.path = path
+        self.family = family
+        self.ranks_per_node = ranks_per_node
+        self.threads = threads
+        # Cores each rank is bound to: its threads, unless a test narrows it.
+        self.cores_per_rank = cores_per_rank or threads
+
+    def command(self, job) -> list[str]:
+        n, r, t = str(job.num_tasks), str(self.ranks_per_node), str(self.cores_per_rank)
+        if self.family == 'openmpi':
+            return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
+                    '--bind-to', 'core']
+        if self.family == 'mpich':
+            return [self.path, '-n', n, '-ppn', r, '-bind-to', f'core:{t}']
+        return [self.path, '-n', n]
+
+
+def binding_env(family: str, threads: int, binding: str = 'threads') -> dict[str, str]:
+    """OpenMP placement, and MVAPICH2's hybrid binding unless told otherwise."""
+    env = {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
+           'OMP_PROC_BIND': 'close'}
+    if family == 'mvapich2' and binding == 'threads':
+        env.update({'MV2_ENABLE_AFFINITY': '1', 'MV2_CPU_BINDING_POLICY': 'hybrid',
+                    'MV2_THREADS_PER_PROCESS': str(threads)})
+    return env
+
+
+# ---- build fixture --------------------------------------------------------------
+
+class KernelBuild(rfm.CompileOnlyRegressionTest):
+    """CMake build of every kernel with the environment's own MPI wrapper.
+
+    The build tree lives under the system prefix (``var/build/<stack>-...``)
+    rather than in the stage directory, so the shm and tcp partitions of one
+    stack share it and a later session only rebuilds what changed.
+    """
+
+    descr = 'Build the kernels for one MPI stack'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build_system = 'CustomBuild'
+    sourcesdir = None
+    fault_inject = variable(typ.Bool, value=False)
+    build_type = variable(str, value='Release')
+    build_dir = variable(str, value='')
+
+    @run_before('compile')
+    def configure(self):
+        env = self.current_environ
+        stack = env.extras.get('stack', env.name)
+        wrapper = hashlib.sha1(env.cc.encode()).hexdigest()[:8]
+        tag = f'{stack}-{self.build_type.lower()}-{wrapper}'
+        if self.fault_inject:
+            tag += '-fault-inject'
+        self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
+        launcher = env.extras.get('launcher', '')
+        configure = [
+            'cmake', '-S', SRC_DIR, '-B', self.build_dir,
+            f'-DCMAKE_BUILD_TYPE={self.build_type}',
+            f'-DCMAKE_C_COMPILER={env.cc}', f'-DMPI_C_COMPILER={env.cc}',
+            f'-DKERNEL_FAULT_INJECT={"ON" if self.fault_inject else "OFF"}',
+        ] + ([f'-DMPIEXEC_EXECUTABLE={launcher}'] if launcher else [])
+        jobs = max(1, len(os.sched_getaffinity(0)))
+        self.build_system.commands = [
+            ' '.join(shlex.quote(a) for a in configure),
+            f'cmake --build {shlex.quote(self.build_dir)} -j {jobs}',
+        ]
+        self.prebuild_cmds = hold_node_lock(self.current_partition)
+
+    @sanity_function
+    def built(self):
+        return sn.all(sn.path_exists(self.executable_path(k)) for k in KERNELS)
+
+    def executable_path(self, kernel: str) -> str:
+        return os.path.join(self.build_dir, kernel)
+
+
+def hold_node_lock(partition) -> list[str]:
+    """Shell lines that take the node's lock for the rest of the job script.
+
+    On a local partition several jobs can run at once (one per partition, or
+    with the async policy); they would share the cores and spoil each other's
+    timings.  Every build and run holds this lock, so the local machine runs
+    one of them at a time whatever execution policy ReFrame uses.
+    """
+    if partition.scheduler.registered_name != 'local':
+        return []
+    lock = os.path.join(rt.runtime().system.prefix, 'node.lock')
+    return [f'exec 9>>"{lock}"', 'flock 9']
+
+
+# ---- run checks --------------------------------------------------------------------
+
+class KernelCheck(rfm.RunOnlyRegressionTest):
+    """One kernel run at one layout; subclasses say how to run their kernel."""
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    time_limit = '5m'
+    build = fixture(KernelBuild, scope='environment')
+
+
+    # Loggable fields: every perflog line carries them.
+    kernel = variable(str)
+    mode = variable(str, value='')
+    ranks = variable(int, value=0)
+    threads = variable(int, value=0)
+    size = variable(str, value='')
+    cores = variable(int, value=0)
+    nodes = variable(int, value=0)
+    mpi_library = variable(str, value='')
+    verified = variable(str, value='')
+    oversubscribed = variable(str, value='')
+
+    #: ``threads``: each rank is bound to as many cores as it has threads (the
+    #: default).  ``one-core``: each rank is bound to a single core, as
+    #: MVAPICH2 does by default; its threads then share that core and the
+    #: oversubscription check must fail the run (used by the tests).
+    binding = variable(typ.Str[r'threads|one-core'], value='threads')
+
+    @run_after('init')
+    def set_layout(self):
+        self.mode, self.ranks, self.threads = self.layout
+        self.size = str(self.problem)
+        self.descr = (f'{self.kernel} {self.mode} {self.ranks}x{self.threads} '
+                      f'size {self.size}')
+
+    def kernel_args(self) -> list[str]:
+        raise NotImplementedError
+
+    @run_after('setup')
+    def place(self):
+        part = self.current_partition
+        self.cores = cores_per_node(part)
+        self.skip_if(self.ranks * self.threads != self.cores,
+                     f'layout {self.ranks}x{self.threads} does not fill the '
+                     f'{self.cores} cores of {part.fullname}')
+        if not self.nodes:
+            self.nodes = int(part.extras.get('nodes', 1))
+        self.num_tasks_per_node = self.ranks
+        self.num_tasks = self.ranks * self.nodes
+        self.num_cpus_per_task = self.threads
+        env = self.current_environ
+        self.executable = self.build.executable_path(self.kernel)
+        self.executable_opts = ['--mode', self.mode] + self.kernel_args()
+        self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
+                                         self.binding))
+        self.prerun_cmds = hold_node_lock(part)
+
+    @run_before('run')
+    def set_launcher(self):
+        env = self.current_environ
+        if env.extras.get('launcher'):
+            self.job.launcher = StackLauncher(
+                env.extras['launcher'], env.extras.get('family', ''), self.ranks,
+                self.threads, cores_per_rank=1 if self.binding == 'one-core' else None)
+
+    # -- results ----------------------------------------------------------------
+
+    def results(self) -> list[dict]:
+        """Every RESULT line of the run, parsed (cached)."""
+        if not hasattr(self, '_results'):
+            lines = sn.evaluate(sn.extractall(r'^RESULT (\{.*\})\s*$', self.stdout, 1))
+            self._results = []
+            for line in lines:
+                try:
+                    self._results.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise sn.SanityError(
+                        f'malformed RESULT line ({err}): {line[:200]}') from None
+        return self._results
+
+    def headline(self) -> dict:
+        """The RESULT line that gives the figures (the last one)."""
+        return self.results()[-1]
+
+    def _library_matches(self, lib: str) -> bool:
+        stack = self.current_environ.extras.get('family', self.current_environ.name)
+        prefix = LIBRARY_PREFIX.get(stack)
+        return prefix is None or lib.startswith(prefix)
+
+    def _shared_cores(self, res: dict) -> list[str]:
+        """Cores on which two threads of this run ran (empty if none)."""
+        seen: dict[tuple[str, int], str] = {}
+        clashes = []
+        hosts = res.get('hosts') or []
+        for r, cpus in enumerate(res.get('cpus') or []):
+            host = hosts[r] if r < len(hosts) else '?'
+            for t, cpu in enumerate(cpus):
+                if cpu is None or cpu < 0:
+                    continue
+                who = f'rank {r} thread {t}'
+                if (host, cpu) in seen:
+                    clashes.append(f'{who} and {seen[(host, cpu)]} on {host} core {cpu}')
+                else:
+                    seen[(host, cpu)] = who
+        return clashes
+
+    @sanity_function
+    def validate(self):
+        sn.evaluate(sn.assert_eq(self.job.exitcode, 0,
+                                 msg=f'{self.kernel} exited with status {{0}}'))
+        results = self.results()
+        sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
+        res = self.headline()
+        self.mpi_library = str(res.get('mpi_library', ''))
+        self.verified = str(all(r.get('verified') is True for r in results)).lower()
+        sn.evaluate(sn.assert_true(
+            self.verified == 'true',
+            msg=f'{self.kernel} did not verify its result'))
+        stack = self.current_environ.name
+        sn.evaluate(sn.assert_true(
+            self._library_matches(self.mpi_library),
+            msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
+                f'"{self.mpi_library}": built or linked against another stack'))
+        clashes = self._shared_cores(res)
+        over = self.ranks * self.threads > self.cores or bool(clashes)
+        self.oversubscribed = str(over).lower()
+        sn.evaluate(sn.assert_false(
+            over, msg=f'oversubscribed run {self.unique_name}: '
+                      + ('; '.join(clashes) or 'more threads than cores')))
+        if (res.get('ranks') != self.num_tasks or
+                res.get('threads') != self.threads):
+            raise sn.SanityError(
+                f'{self.kernel} ran {res.get("ranks")}x{res.get("threads")}, '
+                f'expected {self.num_tasks}x{self.threads}')
+        return True
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        res = self.headline()
+        unit = res.get('fom_unit', '')
+        self.perf_variables = {
+            'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), unit),
+            't_total': sn.make_performance_function(
+                lambda: float(self.headline()['t_total_s']), 's'),
+            't_comp': sn.make_performance_function(
+                lambda: float(self.headline()['t_comp_s']), 's'),
+            't_comm': sn.make_performance_function(
+                lambda: float(self.headline()['t_comm_s']), 's'),
+        }
+
+
+@rfm.simple_test
+class SpmvCheck(KernelCheck):
+    """Chow & Hysom's 27-point SpMV, weak scaling: N^3 rows per core."""
+
+    kernel = 'spmv'
+    layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
+    problem = parameter([16])
+    iters = variable(int, value=20)
+
+    def kernel_args(self) -> list[str]:
+        return ['--n', str(self.problem), '--iters', str(self.iters)]
+
+
+@rfm.simple_test
+class MdCheck(KernelCheck):
+    """Chorley's Lennard-Jones MD: 4 L^3 atoms in all (strong scaling)."""
+
+    kernel = 'md'
+    layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
+    problem = parameter([8])
+    steps = variable(int, value=50)
+
+    def kernel_args(self) -> list[str]:
+        return ['--cells-per-side', str(self.problem), '--steps', str(self.steps)]
+
+
+@rfm.simple_test
+class RingCheck(KernelCheck):
+    """Rabenseifner's ring, each rank its own node: equal bytes per node."""
+
+    kernel = 'ring'
+    layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
+    problem = parameter(['8,65536,1048576'])
+    iters_scale = variable(float, value=0.05)
+
+    def kernel_args(self) -> list[str]:
+        return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
+                '--iters-scale', str(self.iters_scale)]
+
+
+@rfm.simple_test
+class StreamCheck(KernelCheck):
+    """STREAM triad: the node's memory bandwidth, the roofline's roof."""
+
+    kernel = 'stream'
+    layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
+    problem = parameter([4000000])
+    iters = variable(int, value=5)
+
+    def kernel_args(self) -> list[str]:
+        return ['--n', str(self.problem), '--iters', str(self.iters)]

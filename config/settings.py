@@ -1,0 +1,256 @@
+"""ReFrame configuration of the hybrid MPI+OpenMP harness.
+
+The ``local`` system (this machine) is worked out when the file loads:
+
+* one programming environment per MPI stack that is really present.  A stack is
+  found through its *own* compiler wrapper and launcher, never through the
+  unsuffixed ``mpicc``/``mpirun`` that Debian's ``update-alternatives`` points
+  at whichever stack won:
+
+  ========  ==========================================  =====================
+  stack     found at                                     override
+  ========  ==========================================  =====================
+  openmpi   ``mpicc.openmpi`` + ``mpirun.openmpi``       ``HARNESS_OPENMPI_PREFIX``
+  mpich     ``mpicc.mpich`` + ``mpiexec.mpich``          ``HARNESS_MPICH_PREFIX``
+  mvapich2  only where its prefix is given               ``HARNESS_MVAPICH2_PREFIX``
+  ========  ==========================================  =====================
+
+  A prefix means ``<prefix>/bin/mpicc`` and ``<prefix>/bin/mpiexec`` (or
+  ``mpirun``).  A stack that is absent is left out with one line saying so;
+  ``HARNESS_STACKS=openmpi,mpich`` restricts the set.
+
+* one partition per interconnect: ``shm`` (each stack's default between ranks
+  on one node) and ``tcp`` (loopback TCP forced for each stack).  The
+  transport settings belong to the stack, so each environment is defined once
+  per partition with its own variables.
+
+* the processor topology is detected by ReFrame (``processor`` is left out).
+
+* perflogs go to a persistent directory, ``$HARNESS_VAR_DIR/perflogs``
+  (default ``<checkout>/var``), together with ReFrame's stage, output and JSON
+  run reports.
+
+Run it as ``reframe -C config/settings.py -c checks -r``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+VAR_DIR = os.path.abspath(
+    os.environ.get('HARNESS_VAR_DIR', os.path.join(os.path.dirname(_HERE), 'var'))
+)
+
+os.makedirs(VAR_DIR, exist_ok=True)
+
+# Per stack: how to find it, its launcher, and what forces loopback TCP.
+# `family` tells the checks how to bind ranks and threads with that launcher.
+_STACKS = {
+    'openmpi': {
+        'descr': 'Open MPI',
+        'family': 'openmpi',
+        'prefix_var': 'HARNESS_OPENMPI_PREFIX',
+        'suffixed': ('mpicc.openmpi', 'mpirun.openmpi'),
+        'launchers': ('mpirun', 'mpiexec'),
+        'env': {
+            # Open MPI refuses to run as root unless told (CI machines are root).
+            **({'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
+               if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}),
+        },
+        'tcp_env': {
+            'OMPI_MCA_pml': 'ob1',
+            'OMPI_MCA_btl': 'self,tcp',
+            # Open MPI excludes the loopback interface by default.
+            'OMPI_MCA_btl_tcp_if_include': 'lo',
+        },
+    },
+    'mpich': {
+        'descr': 'MPICH',
+        'family': 'mpich',
+        'prefix_var': 'HARNESS_MPICH_PREFIX',
+        'suffixed': ('mpicc.mpich', 'mpiexec.mpich'),
+        'launchers': ('mpiexec', 'mpirun'),
+        'env': {},
+        'tcp_env': {'UCX_TLS': 'tcp,self', 'UCX_NET_DEVICES': 'lo'},
+    },
+    'mvapich2': {
+        'descr': 'MVAPICH2',
+        'family': 'mvapich2',
+        'prefix_var': 'HARNESS_MVAPICH2_PREFIX',
+        'suffixed': None,
+        'launchers': ('mpiexec', 'mpirun'),
+        'env': {},
+        # Built with the TCP-only ch3:sock device here; on a cluster the site
+        # configuration picks the device.  Nothing to force.
+        'tcp_env': {},
+    },
+}
+
+_PARTITIONS = {
+    'shm': 'shared memory between the ranks of one node (each stack\'s default)',
+    'tcp': 'TCP over the loopback interface, forced for every stack',
+}
+
+
+def _note(msg: str) -> None:
+    # One line per stack left out; only where the user asked to hear it.
+    if os.environ.get('HARNESS_QUIET') != '1':
+        print(f'[harness config] {msg}', file=sys.stderr)
+
+
+def _find_stack(name: str, spec: dict) -> dict | None:
+    """The wrapper and launcher of one stack, or None if it is absent."""
+    prefix = os.environ.get(spec['prefix_var'], '').strip()
+    if prefix:
+        cc = os.path.join(prefix, 'bin', 'mpicc')
+        launcher = next(
+            (os.path.join(prefix, 'bin', exe) for exe in spec['launchers']
+             if os.access(os.path.join(prefix, 'bin', exe), os.X_OK)),
+            None,
+        )
+        if not os.access(cc, os.X_OK) or launcher is None:
+            _note(f'{name}: left out: {spec["prefix_var"]}={prefix} has no '
+                  f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
+            return None
+        return {'cc': cc, 'launcher': launcher, 'prefix': prefix}
+
+    if spec['suffixed'] is None:
+        _note(f'{name}: left out: set {spec["prefix_var"]} to its install prefix')
+        return None
+
+    cc_name, launcher_name = spec['suffixed']
+    cc, launcher = shutil.which(cc_name), shutil.which(launcher_name)
+    if not cc or not launcher:
+        _note(f'{name}: left out: {cc_name} / {launcher_name} not found on PATH')
+        return None
+    return {'cc': cc, 'launcher': launcher, 'prefix': ''}
+
+
+def _selected_stacks() -> list[str]:
+    wanted = os.environ.get('HARNESS_STACKS', '').strip()
+    if not wanted:
+        return list(_STACKS)
+    names = [s.strip() for s in wanted.split(',') if s.strip()]
+    unknown = [s for s in names if s not in _STACKS]
+    if unknown:
+        raise ValueError(
+            f'HARNESS_STACKS names unknown stack(s) {", ".join(unknown)}; '
+            f'known: {", ".join(_STACKS)}'
+        )
+    return names
+
+
+def _environments() -> tuple[list[dict], list[str]]:
+    envs, names = [], []
+    for name in _selected_stacks():
+        spec = _STACKS[name]
+        found = _find_stack(name, spec)
+        if found is None:
+            continue
+        names.append(name)
+        for part in _PARTITIONS:
+            env_vars = dict(spec['env'])
+            if part == 'tcp':
+                env_vars.update(spec['tcp_env'])
+            envs.append({
+                'name': name,
+                'target_systems': [f'local:{part}'],
+                'cc': found['cc'],
+                'env_vars': [[k, v] for k, v in env_vars.items()],
+                'features': ['mpi', 'openmp', f'stack-{name}'],
+                'extras': {
+                    'stack': name,
+                    'family': spec['family'],
+                    'descr': spec['descr'],
+                    'launcher': found['launcher'],
+                    'prefix': found['prefix'],
+                    'transport': part,
+                },
+            })
+    if not names:
+        _note('no MPI stack found: install Debian\'s openmpi-bin/libopenmpi-dev or '
+              'mpich/libmpich-dev, or set HARNESS_MVAPICH2_PREFIX')
+    return envs, names
+
+
+_ENVS, _STACK_NAMES = _environments()
+
+site_configuration = {
+    'systems': [
+        {
+            'name': 'local',
+            'descr': 'This machine: its MPI stacks over shared memory and loopback TCP',
+            'hostnames': ['.*'],
+            'prefix': VAR_DIR,
+            'stagedir': os.path.join(VAR_DIR, 'stage'),
+            'outputdir': os.path.join(VAR_DIR, 'output'),
+            'partitions': [
+                {
+                    'name': part,
+                    'descr': descr,
+                    'scheduler': 'local',
+                    # The checks replace this with each stack's own launcher.
+                    'launcher': 'local',
+                    'environs': _STACK_NAMES or ['builtin'],
+                    'max_jobs': 1,  # never two runs side by side: no oversubscription
+                    'time_limit': '10m',
+                    'features': ['local', f'transport-{part}'],
+                    'extras': {'transport': part, 'nodes': 1},
+                }
+                for part, descr in _PARTITIONS.items()
+            ],
+        },
+    ],
+    'environments': [
+        *_ENVS,
+    ],
+    'general': [
+        {
+            'report_file': os.path.join(VAR_DIR, 'reports', 'run-report-{sessionid}.json'),
+            'timestamp_dirs': '%Y%m%dT%H%M%S',
+            'topology_prefix': os.path.join(VAR_DIR, 'topology'),
+            'check_search_path': [os.path.join(os.path.dirname(_HERE), 'checks')],
+        },
+    ],
+    'logging': [
+        {
+            'level': 'debug',
+            'handlers': [
+                {'type': 'stream', 'name': 'stdout', 'level': 'info',
+                 'format': '%(message)s'},
+                {'type': 'file', 'name': os.path.join(VAR_DIR, 'reframe.log'),
+                 'level': 'debug',
+                 'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s',
+                 'append': True},
+            ],
+            'handlers_perflog': [
+                {
+                    'type': 'filelog',
+                    'prefix': '%(check_system)s/%(check_partition)s',
+                    'basedir': os.path.join(VAR_DIR, 'perflogs'),
+                    'level': 'info',
+                    # Every field needed to pair runs, then the variables.
+                    'format': (
+                        '%(check_job_completion_time)s|%(check_system)s|'
+                        '%(check_partition)s|%(check_environ)s|%(check_name)s|'
+                        '%(check_kernel)s|%(check_mode)s|%(check_ranks)s|'
+                        '%(check_threads)s|%(check_size)s|%(check_cores)s|'
+                        '%(check_mpi_library)s|%(check_verified)s|'
+                        '%(check_oversubscribed)s|%(check_result)s|'
+                        '%(check_perfvalues)s'
+                    ),
+                    'format_perfvars': (
+                        '%(check_perf_value)s|%(check_perf_unit)s|'
+                        '%(check_perf_ref)s|%(check_perf_lower_thres)s|'
+                        '%(check_perf_upper_thres)s|'
+                    ),
+                    'datefmt': '%Y-%m-%dT%H:%M:%S%z',
+                    'append': True,
+                },
+            ],
+        },
+    ],
+}

@@ -1,0 +1,25 @@
+# ring: communication kernel (pingpong, bw, ring).  Small sizes, scaled-down
+# iteration counts: every case runs in well under a second.
+set(RING_QUICK --sizes 8,1000,65536,1048576 --iters-scale 0.05 --reps 2)
+kernel_test(ring_pingpong_2x1 NP 2 THREADS 1 COMMAND ring --pattern pingpong ${RING_QUICK})
+kernel_test(ring_bw_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw ${RING_QUICK})
+kernel_test(ring_bw_small_window_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw --window 3 --sizes 1:4K --iters-scale 0.05)
+kernel_test(ring_ring_mpi_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node ${RING_QUICK})
+kernel_test(ring_ring_shared_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --k 1 ${RING_QUICK})
+kernel_test(ring_ring_masteronly_1x2 NP 1 THREADS 2 COMMAND ring --pattern ring --mode masteronly --rank-as-node ${RING_QUICK})
+kernel_test(ring_ring_multiple_1x2 NP 1 THREADS 2 COMMAND ring --pattern ring --mode multiple --rank-as-node ${RING_QUICK})
+kernel_test(ring_pingpong_masteronly_2x2 NP 2 THREADS 2 COMMAND ring --pattern pingpong --mode masteronly ${RING_QUICK})
+kernel_test(ring_odd_sizes_2x1 NP 2 THREADS 1 COMMAND ring --pattern pingpong --sizes 1,3,7,9,1023 --iters-scale 0.01 --reps 1)
+# The documented quick run of the ReFrame check.
+kernel_test(ring_quick_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node --sizes 8,65536,1048576 --iters-scale 0.05)
+# Bad input: clear message, non-zero exit.
+kernel_test(ring_bad_size_zero NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: size '0' is out of range" COMMAND ring --sizes 0)
+kernel_test(ring_bad_size_big NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: size '32M' is out of range" COMMAND ring --sizes 8,32M)
+kernel_test(ring_bad_size_range NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '1M:1K' has MIN > MAX" COMMAND ring --sizes 1M:1K)
+kernel_test(ring_bad_k NP 2 THREADS 1 EXPECT_FAIL "ring: --k 2 is larger than the 1 ranks per node" COMMAND ring --rank-as-node --k 2 --sizes 8)
+kernel_test(ring_bad_k_multiple NP 1 THREADS 2 EXPECT_FAIL "ring: --k 3 is larger than the 2 threads per rank" COMMAND ring --mode multiple --k 3 --sizes 8)
+kernel_test(ring_bad_pingpong_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern pingpong needs at least 2 ranks" COMMAND ring --pattern pingpong --sizes 8)
+kernel_test(ring_bad_bw_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern bw needs at least 2 ranks" COMMAND ring --pattern bw --sizes 8)
+kernel_test(ring_bad_mode NP 1 THREADS 1 EXPECT_FAIL "ring: mode funneled is not supported" COMMAND ring --mode funneled)
+kernel_test(ring_bad_multiple_pattern NP 2 THREADS 1 EXPECT_FAIL "ring: mode multiple is only available with --pattern ring" COMMAND ring --pattern pingpong --mode multiple)
+kernel_test(ring_bad_scale NP 1 THREADS 1 EXPECT_FAIL "ring: --iters-scale must be" COMMAND ring --iters-scale 0)

@@ -1,0 +1,29 @@
+# spmv: Chow & Hysom hybrid SpMV.  Every run verifies y against a stencil
+# recomputation in global coordinates (wrong y => exit 3).
+kernel_test(spmv_mpi_1x1 NP 1 THREADS 1 COMMAND spmv --n 8 --iters 5)
+kernel_test(spmv_mpi_2x1 NP 2 THREADS 1 COMMAND spmv --n 12 --iters 10)
+kernel_test(spmv_masteronly_1x2 NP 1 THREADS 2 COMMAND spmv --mode masteronly --n 12 --iters 10)
+kernel_test(spmv_funneled_1x2 NP 1 THREADS 2 COMMAND spmv --mode funneled --n 12 --iters 10)
+kernel_test(spmv_funneled_2x2 NP 2 THREADS 2 COMMAND spmv --mode funneled --n 6 --iters 5)
+kernel_test(spmv_funneled_1thread NP 2 THREADS 1 COMMAND spmv --mode funneled --n 6 --iters 5)
+kernel_test(spmv_masteronly_2x2 NP 2 THREADS 2 COMMAND spmv --mode masteronly --n 6 --iters 5)
+kernel_test(spmv_serial_decomp2 NP 1 THREADS 1 COMMAND spmv --mode serial --decomp-threads 2 --n 12 --iters 10)
+kernel_test(spmv_serial_decomp8_2ranks NP 2 THREADS 1 COMMAND spmv --mode serial --decomp-threads 8 --n 4 --iters 3)
+# 3 ranks: rank grid 3x1x1 (non-cubic); 4 ranks: 2x2x1 with edge neighbours;
+# 8 ranks: 2x2x2, every rank has corner, edge and face neighbours (oversubscribed, tiny)
+kernel_test(spmv_mpi_3x1 NP 3 THREADS 1 COMMAND spmv --n 5 --iters 5)
+kernel_test(spmv_mpi_4x1 NP 4 THREADS 1 COMMAND spmv --n 4 --iters 3)
+kernel_test(spmv_mpi_8x1 NP 8 THREADS 1 COMMAND spmv --n 3 --iters 3)
+kernel_test(spmv_n1 NP 2 THREADS 1 COMMAND spmv --n 1 --iters 2)
+kernel_test(spmv_times_file NP 2 THREADS 1 COMMAND spmv --n 4 --iters 4 --times-file ${CMAKE_CURRENT_BINARY_DIR}/spmv_times.txt)
+# bad input
+kernel_test(spmv_bad_size_zero NP 1 THREADS 1 EXPECT_FAIL "spmv: --n must be" COMMAND spmv --n 0)
+kernel_test(spmv_bad_size_negative NP 1 THREADS 1 EXPECT_FAIL "spmv: --n must be" COMMAND spmv --n -4)
+kernel_test(spmv_bad_size_overflow NP 2 THREADS 1 EXPECT_FAIL "spmv: --n 5000 is too large.*32-bit" COMMAND spmv --n 5000)
+# --n 200 fits one core's box (8e6 rows) but not the 4N x 2N x 2N box of 16 threads
+kernel_test(spmv_bad_size_decomp NP 1 THREADS 1 EXPECT_FAIL "spmv: --n 200 is too large: a box of 800 x 400 x 400 \\(16 threads\\)" COMMAND spmv --mode serial --decomp-threads 16 --n 200)
+kernel_test(spmv_bad_mode NP 1 THREADS 1 EXPECT_FAIL "spmv: unknown mode 'bogus'" COMMAND spmv --mode bogus)
+kernel_test(spmv_bad_mode_multiple NP 1 THREADS 2 EXPECT_FAIL "spmv: mode multiple is not supported" COMMAND spmv --mode multiple)
+kernel_test(spmv_bad_threads NP 1 THREADS 512 EXPECT_FAIL "spmv: 512 threads per rank .* exceed the [0-9]+ online cores" COMMAND spmv --mode masteronly --n 4)
+kernel_test(spmv_bad_decomp_mode NP 1 THREADS 1 EXPECT_FAIL "spmv: --decomp-threads applies to --mode serial only" COMMAND spmv --mode mpi --decomp-threads 2)
+kernel_test(spmv_bad_times_file NP 1 THREADS 1 EXPECT_FAIL "spmv: cannot open --times-file" COMMAND spmv --n 2 --iters 1 --times-file /nonexistent/dir/t.txt)

@@ -1,0 +1,36 @@
+"""Layouts come from the partition's cores, never written in as 2."""
+
+from __future__ import annotations
+
+from conftest import REPO
+from reframe.utility import import_module_from_file
+
+
+def load_checks():
+    return import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+
+
+def test_every_divisor_layout_fills_the_node():
+    checks = load_checks()
+    lay = checks._divisor_layouts(128)
+    assert (128, 1) in lay and (1, 128) in lay and (16, 8) in lay
+    assert all(r * t == 128 for r, t in lay)
+    assert len(lay) == 8
+    assert checks._divisor_layouts(2) == [(2, 1), (1, 2)]
+    assert checks._divisor_layouts(6) == [(6, 1), (3, 2), (2, 3), (1, 6)]
+
+
+def test_launcher_binds_each_rank_to_its_threads_cores():
+    checks = load_checks()
+
+    class Job:
+        num_tasks = 4
+
+    ompi = checks.StackLauncher('/usr/bin/mpirun.openmpi', 'openmpi', 2, 4)
+    assert ompi.command(Job()) == ['/usr/bin/mpirun.openmpi', '-np', '4', '--map-by',
+                                   'ppr:2:node:PE=4', '--bind-to', 'core']
+    mpich = checks.StackLauncher('/usr/bin/mpiexec.mpich', 'mpich', 2, 4)
+    assert mpich.command(Job()) == ['/usr/bin/mpiexec.mpich', '-n', '4', '-ppn', '2',
+                                    '-bind-to', 'core:4']
+    assert checks.binding_env('mvapich2', 4)['MV2_CPU_BINDING_POLICY'] == 'hybrid'
+    assert 'MV2_CPU_BINDING_POLICY' not in checks.binding_env('mvapich2', 4, 'one-core')

@@ -1,0 +1,93 @@
+"""Reading perflogs: real header layout, corrupt lines, header changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from hybridverdict.perflog import PerflogError, ReadStats, header_fields, read_perflogs
+
+PERF = ('fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres|'
+        't_total_value|t_total_unit|t_total_ref|t_total_lower_thres|t_total_upper_thres')
+HEADER = '|'.join(header_fields()) + '|' + PERF
+
+
+def line(kernel='spmv', mode='mpi', ranks=2, threads=1, size='16', t=1.0, env='mpich',
+         part='shm', time='2026-11-22T10:00:00+0000', result='pass', verified='true',
+         over='false') -> str:
+    return (f'{time}|local|{part}|{env}|SpmvCheck %layout={mode}|{kernel}|{mode}|{ranks}|'
+            f'{threads}|{size}|2|MPICH Version: 4.0.2|{verified}|{over}|{result}|'
+            f'2.5|GFLOP/s|0|None|None|{t}|s|0|None|None')
+
+
+def write(path: Path, *lines: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('\n'.join(lines) + '\n')
+    return path
+
+
+def test_reads_every_field(tmp_path):
+    write(tmp_path / 'local/shm/SpmvCheck.log', HEADER, line(t=1.25))
+    (rec,) = read_perflogs([str(tmp_path)])
+    assert (rec.system, rec.partition, rec.stack, rec.kernel) == ('local', 'shm', 'mpich', 'spmv')
+    assert (rec.mode, rec.ranks, rec.threads, rec.size) == ('mpi', 2, 1, '16')
+    assert rec.values == {'fom': 2.5, 't_total': 1.25}
+    assert rec.units['fom'] == 'GFLOP/s'
+    assert rec.time == dt.datetime(2026, 11, 22, 10, tzinfo=dt.timezone.utc)
+    assert rec.usable
+
+
+def test_truncated_and_corrupt_lines_are_skipped_and_counted(tmp_path):
+    good = line()
+    write(tmp_path / 'a.log', HEADER, good, good[:40], 'garbage without pipes',
+          line(ranks='two'), line(time='not a time'))
+    stats = ReadStats()
+    recs = read_perflogs([str(tmp_path)], stats=stats)
+    assert len(recs) == 1
+    assert stats.skipped == 4
+    assert stats.records == 1
+
+
+def test_build_lines_are_not_kernel_runs(tmp_path):
+    build = '2026-11-22T10:00:00+00:00|local|shm|mpich|KernelBuild|' + '|'.join(
+        ['null'] * 9) + '|pass|'
+    write(tmp_path / 'KernelBuild.log', '|'.join(header_fields()) + '|', build)
+    stats = ReadStats()
+    assert read_perflogs([str(tmp_path)], stats=stats) == []
+    assert stats.skipped == 0
+
+
+def test_renamed_header_files_are_read(tmp_path):
+    write(tmp_path / 'x.log.h0', HEADER, line(t=1.0))
+    write(tmp_path / 'x.log', HEADER, line(t=2.0))
+    assert sorted(r.values['t_total'] for r in read_perflogs([str(tmp_path)])) == [1.0, 2.0]
+
+
+def test_extra_unknown_fields_are_fine(tmp_path):
+    write(tmp_path / 'x.log', HEADER + '|extra_field', line() + '|whatever')
+    assert len(read_perflogs([str(tmp_path)])) == 1
+
+
+def test_since_filters_older_runs(tmp_path):
+    write(tmp_path / 'x.log', HEADER, line(time='2026-11-21T10:00:00+0000'), line())
+    since = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
+    assert len(read_perflogs([str(tmp_path)], since=since)) == 1
+
+
+def test_failed_or_oversubscribed_runs_are_not_usable(tmp_path):
+    write(tmp_path / 'x.log', HEADER, line(result='fail'), line(verified='false'),
+          line(over='true'))
+    assert [r.usable for r in read_perflogs([str(tmp_path)])] == [False, False, False]
+
+
+def test_inputs_are_never_modified(tmp_path):
+    path = write(tmp_path / 'x.log', HEADER, line(), 'truncated|line')
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    read_perflogs([str(tmp_path)])
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(PerflogError, match='no such perflog'):
+        read_perflogs([str(tmp_path / 'nope')])

@@ -1,0 +1,69 @@
+"""Pairing and judging: WIN/LOSS/TIE against the measured noise."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hybridverdict.perflog import Record
+from hybridverdict.verdict import judge, relative_spread, verdicts
+
+T0 = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
+
+
+def rec(mode: str, t: float, ranks: int = 2, threads: int = 1, **kw) -> Record:
+    fields = dict(time=T0, system='local', partition='shm', stack='mpich', kernel='spmv',
+                  mode=mode, ranks=ranks, threads=threads, size='16', cores=2,
+                  mpi_library='MPICH Version: 4.0.2', verified=True, oversubscribed=False,
+                  result='pass', values={'t_total': t}, units={'t_total': 's'}, source='x')
+    fields.update(kw)
+    return Record(**fields)
+
+
+def hyb(t: float, **kw) -> Record:
+    return rec('masteronly', t, ranks=1, threads=2, **kw)
+
+
+def test_judge_uses_the_noise_band():
+    assert judge(1.10, 0.05) == 'WIN'
+    assert judge(0.90, 0.05) == 'LOSS'
+    assert judge(1.04, 0.05) == 'TIE'
+    assert judge(0.96, 0.05) == 'TIE'
+
+
+def test_relative_spread():
+    assert relative_spread([1.0]) == 0.0
+    assert relative_spread([0.9, 1.0, 1.1]) == pytest.approx(0.1)
+
+
+def test_speedup_is_tmpi_over_thybrid_with_medians():
+    (v,) = verdicts([rec('mpi', 2.0), rec('mpi', 2.0), rec('mpi', 2.0),
+                     hyb(1.0), hyb(1.0), hyb(1.0)])
+    assert v.speedup == pytest.approx(2.0)
+    assert (v.n_mpi, v.n_hybrid) == (3, 3)
+    assert v.verdict == 'WIN'
+    assert (v.mpi_layout, v.hybrid_layout, v.hybrid_mode) == ('2x1', '1x2', 'masteronly')
+
+
+def test_noisy_samples_turn_a_difference_into_a_tie():
+    # 10% faster on median, but each side spreads by +-20%: not significant.
+    found = verdicts([rec('mpi', 0.8), rec('mpi', 1.1), rec('mpi', 1.2),
+                      hyb(0.8), hyb(1.0), hyb(1.2)])
+    assert found[0].verdict == 'TIE'
+    assert found[0].noise > 0.3
+
+
+def test_loss_when_hybrid_is_clearly_slower():
+    assert verdicts([rec('mpi', 1.0), hyb(1.5)])[0].verdict == 'LOSS'
+
+
+def test_pairs_only_within_stack_partition_size_and_cores():
+    found = verdicts([rec('mpi', 1.0), hyb(1.0, stack='openmpi'), hyb(1.0, partition='tcp'),
+                      hyb(1.0, size='32'), rec('masteronly', 1.0, ranks=1, threads=4)])
+    assert found == []
+
+
+def test_unusable_runs_never_enter_a_verdict():
+    assert verdicts([rec('mpi', 1.0), hyb(0.1, verified=False)]) == []
+    assert verdicts([rec('mpi', 1.0), hyb(0.1, oversubscribed=True)]) == []
+    assert verdicts([rec('mpi', 1.0, result='fail'), hyb(0.1)]) == []
