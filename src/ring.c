@@ -567,6 +567,24 @@ static long bw_slots(long window, long size) {
     return s < 1 ? 1 : s;
 }
 
+/* Free the buffers (and the communicator if it is the exchange's own). */
+static void release(exch *e, int own_comm) {
+    free(e->reqs);
+    free(e->stats);
+    free(e->sbuf);
+    free(e->rbuf);
+    if (e->tsbuf) {
+        for (int t = 0; t < e->kthreads; ++t) {
+            free(e->tsbuf[t]);
+            free(e->trbuf[t]);
+        }
+        free(e->tsbuf);
+        free(e->trbuf);
+    }
+    if (own_comm) MPI_Comm_free(&e->comm);
+    memset(e, 0, sizeof *e);
+}
+
 int main(int argc, char **argv) {
     options o;
     int help = 0;
@@ -772,6 +790,8 @@ int main(int argc, char **argv) {
 
         if (!verified) {
             free(samples);
+            release(&e, o.pattern != PAT_RING);
+            topology_free(&topo);
             kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
                              "rank %d in the message from rank %d",
                     size, bad_total, first.rank, first.src);
@@ -779,19 +799,7 @@ int main(int argc, char **argv) {
     }
 
     free(samples);
-    free(e.reqs);
-    free(e.stats);
-    free(e.sbuf);
-    free(e.rbuf);
-    if (e.tsbuf) {
-        for (long t = 0; t < k; ++t) {
-            free(e.tsbuf[t]);
-            free(e.trbuf[t]);
-        }
-        free(e.tsbuf);
-        free(e.trbuf);
-    }
-    if (o.pattern != PAT_RING) MPI_Comm_free(&e.comm);
+    release(&e, o.pattern != PAT_RING);
     topology_free(&topo);
     return kc_finalize(&ctx);
 }

@@ -6,6 +6,8 @@ kernel_test(md_mpi_1x1_rebuild_every_step NP 1 THREADS 1 COMMAND md --cells-per-
 kernel_test(md_check_forces_1x1 NP 1 THREADS 1 COMMAND md --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
 kernel_test(md_check_forces_2x1 NP 2 THREADS 1 COMMAND md --check-forces --cells-per-side 6 --steps 30 --rebuild-every 7)
 kernel_test(md_check_forces_1x2 NP 1 THREADS 2 COMMAND md --mode masteronly --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
+kernel_test(md_check_forces_full_1x2 NP 1 THREADS 2 COMMAND md --mode masteronly --list full --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
+kernel_test(md_check_forces_full_2x1 NP 2 THREADS 1 COMMAND md --list full --check-forces --cells-per-side 6 --steps 30 --rebuild-every 7)
 # 2x2x2 ranks (oversubscribed): ghosts forwarded across x, y and z reach edges and corners
 kernel_test(md_check_forces_2x2x2 NP 8 THREADS 1 COMMAND md --check-forces --cells-per-side 6 --steps 6 --rebuild-every 3)
 # bad input
@@ -13,6 +15,7 @@ kernel_test(md_bad_mode NP 1 THREADS 1 EXPECT_FAIL "md: unknown or unsupported m
 kernel_test(md_bad_steps NP 1 THREADS 1 EXPECT_FAIL "md: --steps must be a positive integer" COMMAND md --steps 0)
 kernel_test(md_bad_density NP 1 THREADS 1 EXPECT_FAIL "md: --density must be a positive number" COMMAND md --density -0.5)
 kernel_test(md_bad_cutoff NP 1 THREADS 1 EXPECT_FAIL "md: --cutoff .* is larger than half the box side" COMMAND md --cells-per-side 2 --cutoff 2.5)
+kernel_test(md_bad_list NP 1 THREADS 1 EXPECT_FAIL "md: --list must be half or full" COMMAND md --list quarter)
 kernel_test(md_bad_decomposition NP 2 THREADS 1 EXPECT_FAIL "md: box side .* gives sub-boxes of .* < cutoff\\+skin" COMMAND md --cells-per-side 3)
 # step-0 energy and virial agree across 1 rank, 2 ranks and 1 rank x 2 threads (1e-12 relative)
 separate_arguments(_md_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
