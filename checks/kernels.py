@@ -229,6 +229,9 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
     mpi_library = variable(str, value='')
     verified = variable(str, value='')
     oversubscribed = variable(str, value='')
+    #: 'true' when a rank's MPI_Finalize hung and the kernel's watchdog ended
+    #: it after printing verified results (MPICH 4.0.x ch4:ucx over TCP).
+    finalize_hung = variable(str, value='')
 
     #: ``threads``: each rank is bound to as many cores as it has threads (the
     #: default).  ``one-core``: each rank is bound to a single core, as
@@ -331,6 +334,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
             self._library_matches(self.mpi_library),
             msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
                 f'"{self.mpi_library}": built or linked against another stack'))
+        self.finalize_hung = str(bool(sn.evaluate(sn.findall(
+            r'MPI_Finalize did not return', self.stderr)))).lower()
         clashes = self._shared_cores(res)
         over = self.ranks * self.threads > self.cores or bool(clashes)
         self.oversubscribed = str(over).lower()

@@ -239,7 +239,8 @@ site_configuration = {
                         '%(check_kernel)s|%(check_mode)s|%(check_ranks)s|'
                         '%(check_threads)s|%(check_size)s|%(check_cores)s|'
                         '%(check_mpi_library)s|%(check_verified)s|'
-                        '%(check_oversubscribed)s|%(check_result)s|'
+                        '%(check_oversubscribed)s|%(check_finalize_hung)s|'
+                        '%(check_result)s|'
                         '%(check_perfvalues)s'
                     ),
                     'format_perfvars': (

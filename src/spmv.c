@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -676,6 +677,30 @@ int main(int argc, char **argv) {
         fclose(tf);
     }
 
+    /* ---- fewer cores allowed to a rank than it runs threads (e.g. Open MPI
+     * binds a 1- or 2-rank job to one core per rank by default)? */
+    int shared_core = 0;
+    {
+        cpu_set_t all;
+        CPU_ZERO(&all);
+        int nth_seen = 1;
+#pragma omp parallel
+        {
+            cpu_set_t mine;
+            CPU_ZERO(&mine);
+            int ok = sched_getaffinity(0, sizeof mine, &mine) == 0;
+#pragma omp critical
+            {
+                if (ok) CPU_OR(&all, &all, &mine);
+                else CPU_SET(0, &all);
+            }
+#pragma omp master
+            nth_seen = num_threads();
+        }
+        shared_core = CPU_COUNT(&all) < nth_seen;
+    }
+    shared_core = !kc_all_true(&ctx, !shared_core);
+
     /* ---- verification of the last call's y, without CSR and halo */
     if (KC_FAULT_INJECTED && ctx.rank == 0) P.y[0] += 1.0;
     double max_err = 0.0, max_ref = 0.0;
@@ -719,6 +744,11 @@ int main(int argc, char **argv) {
                funneled ? " [comp includes the overlapped interior]" : "", st_wall.max);
         printf("spmv: %.3f GFLOP/s, %.3f GB/s of modelled traffic (%.0f bytes per call)\n",
                gflops, traffic_gbs, bytes_model);
+        if (shared_core)
+            printf("spmv: WARNING: a rank may run on fewer cores than it has threads: the "
+                   "launcher bound it too narrowly (Open MPI: --map-by slot:PE=%d or "
+                   "--bind-to none); timings are not meaningful\n",
+                   ctx.threads);
         printf("spmv: verification %s (max|y-yref|/max|yref| = %.3g, bound %.0e)\n",
                verified ? "PASSED" : "FAILED", rel_err, REL_TOL);
     }
@@ -761,6 +791,7 @@ int main(int argc, char **argv) {
     const size_t nt = K > MAX_TIMES_IN_JSON ? MAX_TIMES_IN_JSON : (size_t)K;
     kc_json_num_array(&j, "comm_times_s", tc_comm, nt);
     kc_json_bool(&j, "comm_times_complete", (long)nt == K);
+    kc_json_bool(&j, "threads_share_core", shared_core);
     kc_json_num(&j, "rel_error", rel_err);
     kc_json_num(&j, "rel_error_bound", REL_TOL);
     kc_json_bool(&j, "verified", verified);

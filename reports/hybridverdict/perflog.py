@@ -170,7 +170,7 @@ def header_fields() -> tuple[str, ...]:
     """Fields a harness perflog header starts with (for tests and writers)."""
     return ('job_completion_time', 'system', 'partition', 'environ', 'name',
             'kernel', 'mode', 'ranks', 'threads', 'size', 'cores', 'mpi_library',
-            'verified', 'oversubscribed', 'result')
+            'verified', 'oversubscribed', 'finalize_hung', 'result')
 
 
 __all__ = ['Record', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',

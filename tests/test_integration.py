@@ -1,0 +1,142 @@
+"""Real ReFrame sessions on this machine with the local MPI stacks.
+
+Each test runs its own session in a temporary HARNESS_VAR_DIR, so the user's
+perflogs are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BIN, REPO, mpi_env, run_reframe
+
+pytestmark = pytest.mark.integration
+
+KERNEL_CHECKS = ('SpmvCheck', 'MdCheck', 'RingCheck', 'StreamCheck')
+PAIRING_FIELDS = ('job_completion_time', 'system', 'partition', 'environ', 'kernel', 'mode',
+                  'ranks', 'threads', 'size', 'mpi_library')
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f'--- stdout ---\n{proc.stdout[-15000:]}\n--- stderr ---\n{proc.stderr[-5000:]}'
+
+
+@pytest.fixture(scope='module')
+def session(tmp_path_factory, stacks) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The whole suite: every kernel, stack, partition and layout."""
+    var = tmp_path_factory.mktemp('var')
+    return var, run_reframe(var, '-r')
+
+
+def test_every_check_passes_for_every_stack_and_partition(session, stacks):
+    var, proc = session
+    assert proc.returncode == 0, explain(proc)
+    for check in KERNEL_CHECKS:
+        for stack in stacks:
+            for part in ('shm', 'tcp'):
+                for layout in ('mpi_2x1', 'masteronly_1x2'):
+                    want = f'{check} %layout={layout}'
+                    assert any(want in ln and f'@local:{part}+{stack}' in ln and '  OK ' in ln
+                               for ln in proc.stdout.splitlines()), (want, part, stack)
+
+
+def test_perflogs_carry_every_pairing_field(session, stacks):
+    var, _ = session
+    for part in ('shm', 'tcp'):
+        for check in KERNEL_CHECKS:
+            path = var / 'perflogs' / 'local' / part / f'{check}.log'
+            lines = path.read_text().splitlines()
+            header = lines[0].split('|')
+            for field in PAIRING_FIELDS:
+                assert field in header, (path, field)
+            rows = [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
+            assert {r['environ'] for r in rows} == set(stacks)
+            assert {(r['mode'], r['ranks'], r['threads']) for r in rows} == {
+                ('mpi', '2', '1'), ('masteronly', '1', '2')}
+            for r in rows:
+                assert r['verified'] == 'true' and r['oversubscribed'] == 'false'
+                assert float(r['t_total_value']) > 0
+                lib = {'openmpi': 'Open MPI', 'mpich': 'MPICH'}[r['environ']]
+                assert r['mpi_library'].startswith(lib)
+
+
+def test_verdict_table_pairs_every_kernel_stack_and_partition(session, stacks, tmp_path):
+    var, _ = session
+    proc = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
+                           '--out', str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, explain(proc)
+    rows = [ln.split() for ln in proc.stdout.splitlines()
+            if ln.split() and ln.split()[-1] in ('WIN', 'LOSS', 'TIE')]
+    got = {(r[0], r[2], r[3]) for r in rows}
+    want = {(k, s, p) for k in ('spmv', 'md', 'ring', 'stream') for s in stacks
+            for p in ('shm', 'tcp')}
+    assert got == want
+    assert 'report written to' in proc.stdout
+    assert len(list(tmp_path.glob('verdict-*.md'))) == 1
+
+
+def test_a_wrong_result_fails_every_check_whatever_its_speed(tmp_path, stacks):
+    proc = run_reframe(tmp_path, '-r', '--system', 'local:shm', '-p', stacks[0],
+                       '-S', 'KernelBuild.fault_inject=1')
+    assert proc.returncode != 0
+    for check in KERNEL_CHECKS:
+        failed = [ln for ln in proc.stdout.splitlines()
+                  if ln.startswith('[     FAIL ]') and check in ln]
+        assert len(failed) == 2, (check, explain(proc))
+    assert proc.stdout.count('did not verify its result') >= 8, explain(proc)
+
+
+def test_a_kernel_linked_to_another_stack_fails(tmp_path, stacks):
+    """Debian's trap: an MPICH prefix whose mpicc is Open MPI's wrapper."""
+    if set(stacks) != {'openmpi', 'mpich'}:
+        pytest.skip('needs both Open MPI and MPICH')
+    prefix = tmp_path / 'fake-mpich'
+    (prefix / 'bin').mkdir(parents=True)
+    (prefix / 'bin' / 'mpicc').symlink_to('/usr/bin/mpicc.openmpi')
+    (prefix / 'bin' / 'mpiexec').symlink_to('/usr/bin/mpiexec.mpich')
+    proc = run_reframe(tmp_path / 'var', '-r', '--system', 'local:shm', '-p', 'mpich',
+                       '-n', 'StreamCheck%layout=masteronly_1x2',
+                       env={'HARNESS_MPICH_PREFIX': str(prefix)})
+    assert proc.returncode != 0, explain(proc)
+    assert 'was run as stack mpich but reports MPI library "Open MPI' in proc.stdout, explain(proc)
+
+
+def test_threads_sharing_a_core_fail_the_run_and_name_it(tmp_path, stacks):
+    proc = run_reframe(tmp_path, '-r', '--system', 'local:shm', '-p', stacks[0],
+                       '-n', 'StreamCheck%layout=masteronly_1x2', '-S', 'binding=one-core')
+    assert proc.returncode != 0, explain(proc)
+    assert 'oversubscribed run StreamCheck %layout=masteronly_1x2' in proc.stdout, explain(proc)
+    assert 'thread 1 and rank 0 thread 0' in proc.stdout, explain(proc)
+
+
+def test_list_works_with_only_one_stack_installed(tmp_path, stacks):
+    """A PATH on which only one stack's wrappers and launchers exist."""
+    keep = 'mpich' if 'mpich' in stacks else stacks[0]
+    gone = 'openmpi' if keep == 'mpich' else 'mpich'
+    hide = {'openmpi': ('openmpi', 'orterun', 'opal_wrapper', 'ompi'),
+            'mpich': ('mpich', 'hydra')}[gone]
+    only = tmp_path / 'bin'
+    only.mkdir()
+    for d in os.environ['PATH'].split(os.pathsep):
+        if not os.path.isdir(d) or Path(d) == BIN:
+            continue
+        for name in os.listdir(d):
+            if any(h in name for h in hide) or (only / name).exists():
+                continue
+            (only / name).symlink_to(Path(d) / name)
+    env = mpi_env(PATH=f'{BIN}{os.pathsep}{only}', HARNESS_VAR_DIR=str(tmp_path / 'var'))
+    env.pop('HARNESS_QUIET')
+    proc = subprocess.run([sys.executable, str(BIN / 'reframe'), '-C',
+                           str(REPO / 'config' / 'settings.py'), '-c', str(REPO / 'checks'),
+                           '--list'], env=env, capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, explain(proc)
+    cores = len(os.sched_getaffinity(0))
+    layouts = sum(1 for t in range(1, cores + 1) if cores % t == 0)
+    assert f'Found {len(KERNEL_CHECKS) * layouts} check(s)' in proc.stdout, explain(proc)
+    assert f'+{keep}' in proc.stdout
+    assert f'+{gone}' not in proc.stdout
+    assert f'{gone}: left out' in proc.stderr

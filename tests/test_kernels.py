@@ -1,0 +1,85 @@
+"""The kernels, built with CMake for every MPI stack present, under ctest.
+
+* warnings are errors (-Wall -Wextra -Werror);
+* the sanitizer build (address, undefined) passes the same ctest suite;
+* a build that corrupts one value (KERNEL_FAULT_INJECT) fails every kernel's
+  own verification, whatever its speed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, STACKS, mpi_env, present_stacks
+
+KERNEL_RUNS = {
+    'spmv': ['--n', '8', '--iters', '3'],
+    'md': ['--cells-per-side', '5', '--steps', '10'],
+    'ring': ['--pattern', 'ring', '--rank-as-node', '--sizes', '8,4096', '--iters-scale', '0.01'],
+    'stream': ['--n', '10000', '--iters', '2'],
+}
+
+
+def cmake_build(stack: str, build_dir: Path, *options: str) -> Path:
+    cc, launcher = STACKS[stack]
+    configure = ['cmake', '-S', str(REPO / 'src'), '-B', str(build_dir),
+                 f'-DMPI_C_COMPILER={shutil.which(cc)}', f'-DCMAKE_C_COMPILER={shutil.which(cc)}',
+                 f'-DMPIEXEC_EXECUTABLE={shutil.which(launcher)}', *options]
+    for cmd in (configure, ['cmake', '--build', str(build_dir), '-j', str(os.cpu_count() or 1)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, f'{" ".join(cmd)}\n{proc.stdout}\n{proc.stderr}'
+    return build_dir
+
+
+def ctest(build_dir: Path, **env: str) -> None:
+    proc = subprocess.run(['ctest', '--output-on-failure', '--timeout', '120'], cwd=build_dir,
+                          env=mpi_env(**env), capture_output=True, text=True, timeout=1200)
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
+    assert '100% tests passed' in proc.stdout
+
+
+@pytest.mark.parametrize('stack', present_stacks() or ['none'])
+def test_ctest_warnings_as_errors(stack, tmp_path):
+    if stack == 'none':
+        pytest.skip('no MPI stack installed')
+    build = cmake_build(stack, tmp_path / 'build', '-DCMAKE_C_FLAGS=-Werror')
+    ctest(build)
+
+
+@pytest.mark.parametrize('stack', present_stacks() or ['none'])
+def test_ctest_under_sanitizers(stack, tmp_path):
+    if stack == 'none':
+        pytest.skip('no MPI stack installed')
+    build = cmake_build(stack, tmp_path / 'asan', '-DCMAKE_BUILD_TYPE=Debug',
+                        '-DKERNEL_SANITIZE=address,undefined')
+    # MPI libraries keep allocations alive at exit: leaks are theirs, not ours.
+    ctest(build, ASAN_OPTIONS='detect_leaks=0:abort_on_error=1',
+          UBSAN_OPTIONS='halt_on_error=1:print_stacktrace=1')
+
+
+@pytest.fixture(scope='module')
+def fault_build(tmp_path_factory) -> tuple[str, Path]:
+    stacks = present_stacks()
+    if not stacks:
+        pytest.skip('no MPI stack installed')
+    stack = stacks[-1]
+    return stack, cmake_build(stack, tmp_path_factory.mktemp('fault'), '-DKERNEL_FAULT_INJECT=ON')
+
+
+@pytest.mark.parametrize('kernel', sorted(KERNEL_RUNS))
+@pytest.mark.parametrize('layout', ['mpi 2 1', 'masteronly 1 2'])
+def test_a_corrupted_value_fails_verification(fault_build, kernel, layout):
+    stack, build = fault_build
+    mode, ranks, threads = layout.split()
+    launcher = shutil.which(STACKS[stack][1])
+    proc = subprocess.run([launcher, '-n', ranks, str(build / kernel), '--mode', mode,
+                           *KERNEL_RUNS[kernel]], env=mpi_env(OMP_NUM_THREADS=threads),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f'{kernel}: verification FAILED' in proc.stderr
+    assert '"verified":false' in proc.stdout
