@@ -21,8 +21,8 @@ The ``local`` system (this machine) is worked out when the file loads:
 
 * one partition per interconnect: ``shm`` (each stack's default between ranks
   on one node) and ``tcp`` (loopback TCP forced for each stack).  The
-  transport settings belong to the stack, so each environment is defined once
-  per partition with its own variables.
+  transport settings belong to the stack, so each environment is defined for
+  the system (its defaults, used by shm) and again for ``local:tcp``.
 
 * the processor topology is detected by ReFrame (``processor`` is left out).
 
@@ -151,13 +151,16 @@ def _environments() -> tuple[list[dict], list[str]]:
         if found is None:
             continue
         names.append(name)
-        for part in _PARTITIONS:
+        # The stack's defaults for the whole system (shm uses them), and a
+        # more specific definition for the tcp partition, which ReFrame picks
+        # there.
+        for target, transport in (('local', 'shm'), ('local:tcp', 'tcp')):
             env_vars = dict(spec['env'])
-            if part == 'tcp':
+            if transport == 'tcp':
                 env_vars.update(spec['tcp_env'])
             envs.append({
                 'name': name,
-                'target_systems': [f'local:{part}'],
+                'target_systems': [target],
                 'cc': found['cc'],
                 'env_vars': [[k, v] for k, v in env_vars.items()],
                 'features': ['mpi', 'openmp', f'stack-{name}'],
@@ -167,7 +170,7 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'descr': spec['descr'],
                     'launcher': found['launcher'],
                     'prefix': found['prefix'],
-                    'transport': part,
+                    'transport': transport,
                 },
             })
     if not names:

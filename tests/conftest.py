@@ -46,6 +46,7 @@ def run_reframe(var_dir: Path, *args: str, env: dict[str, str] | None = None,
     """One real ReFrame session with the harness configuration, in `var_dir`."""
     environ = mpi_env(HARNESS_VAR_DIR=str(var_dir), **(env or {}))
     environ.pop('HARNESS_QUIET', None)
-    cmd = [str(BIN / 'reframe'), '-C', str(CONFIG), '-c', str(REPO / 'checks'), *args]
+    cmd = [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), '-c', str(REPO / 'checks'),
+           *args]
     return subprocess.run(cmd, cwd=REPO, env=environ, capture_output=True, text=True,
                           timeout=timeout)

@@ -28,7 +28,11 @@ def load(tmp_path, **env: str) -> tuple[dict, str]:
 
 
 def envs_of(conf: dict, part: str) -> dict[str, dict]:
-    return {e['name']: e for e in conf['environments'] if f'local:{part}' in e['target_systems']}
+    """The environments ReFrame picks on local:<part> (the most specific)."""
+    found: dict[str, dict] = {}
+    for target in ('local', f'local:{part}'):
+        found.update({e['name']: e for e in conf['environments'] if target in e['target_systems']})
+    return found
 
 
 def test_one_environment_per_present_stack_with_its_own_wrappers(tmp_path, stacks):

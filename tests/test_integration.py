@@ -98,6 +98,7 @@ def test_a_kernel_linked_to_another_stack_fails(tmp_path, stacks):
     (prefix / 'bin').mkdir(parents=True)
     (prefix / 'bin' / 'mpicc').symlink_to('/usr/bin/mpicc.openmpi')
     (prefix / 'bin' / 'mpiexec').symlink_to('/usr/bin/mpiexec.mpich')
+    (prefix / 'bin' / 'hydra_pmi_proxy').symlink_to('/usr/bin/hydra_pmi_proxy')
     proc = run_reframe(tmp_path / 'var', '-r', '--system', 'local:shm', '-p', 'mpich',
                        '-n', 'StreamCheck%layout=masteronly_1x2',
                        env={'HARNESS_MPICH_PREFIX': str(prefix)})
