@@ -374,8 +374,8 @@ class SpmvCheck(KernelCheck):
 
     kernel = 'spmv'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
-    problem = parameter([16])
-    iters = variable(int, value=20)
+    problem = parameter([32])
+    iters = variable(int, value=100)
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]
@@ -387,8 +387,8 @@ class MdCheck(KernelCheck):
 
     kernel = 'md'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
-    problem = parameter([8])
-    steps = variable(int, value=50)
+    problem = parameter([10])
+    steps = variable(int, value=100)
 
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps)]
@@ -401,7 +401,7 @@ class RingCheck(KernelCheck):
     kernel = 'ring'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
     problem = parameter(['8,65536,1048576'])
-    iters_scale = variable(float, value=0.05)
+    iters_scale = variable(float, value=0.5)
 
     def kernel_args(self) -> list[str]:
         return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
@@ -415,7 +415,7 @@ class StreamCheck(KernelCheck):
     kernel = 'stream'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
     problem = parameter([4000000])
-    iters = variable(int, value=5)
+    iters = variable(int, value=10)
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]

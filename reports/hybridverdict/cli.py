@@ -51,7 +51,8 @@ def markdown(found: list[Verdict], stats: ReadStats, inputs: list[str],
         + (f', runs since {since.isoformat()}' if since else '') + '.',
         '',
         'Speedup = T_mpi / T_hybrid (median total times); WIN or LOSS only '
-        'outside the noise band, TIE inside it; samples = pure-MPI/hybrid runs.',
+        'outside the noise band (twice the relative standard error of the ratio, '
+        'at least the floor), TIE inside it; samples = pure-MPI/hybrid runs.',
         '',
         'MPI libraries:',
         *[f'- {lib}' for lib in libs],

@@ -5,16 +5,18 @@ A pair is (system, partition, stack, kernel, size, cores): the pure-MPI runs
 number of cores.  The speedup is T_mpi / T_hybrid with T the median total time
 of each side; above 1 hybrid is faster.
 
-The verdict rests on the samples: the noise of each side is its relative
-spread (half the max-min range over the median), the pair's noise the sum of
-both sides', never below a floor (by default 5%, the run-to-run jitter of a
-shared machine, which one sample cannot measure).  WIN when the speedup
-exceeds 1 + noise, LOSS when it is below 1 / (1 + noise), TIE otherwise.
+The verdict rests on the samples.  Each side's relative standard error is
+stdev / mean / sqrt(n); the pair's noise is twice their quadrature sum (about
+a 95% band on the ratio), never below a floor (by default 5%: the run-to-run
+jitter of a shared machine, which one sample cannot measure).  More samples
+narrow the band.  WIN when the speedup exceeds 1 + noise, LOSS when it is below
+1 / (1 + noise), TIE otherwise.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -46,12 +48,19 @@ class Verdict:
     mpi_library: str
 
 
-def relative_spread(samples: list[float]) -> float:
-    """Half the range over the median; 0 for a single sample."""
+def relative_error(samples: list[float]) -> float:
+    """Relative standard error of the mean; 0 for a single sample."""
     if len(samples) < 2:
         return 0.0
-    med = statistics.median(samples)
-    return (max(samples) - min(samples)) / 2 / med if med > 0 else 0.0
+    mean = statistics.fmean(samples)
+    if mean <= 0:
+        return 0.0
+    return statistics.stdev(samples) / mean / math.sqrt(len(samples))
+
+
+def pair_noise(a: list[float], b: list[float], floor: float) -> float:
+    """The band around 1 inside which a ratio of the two sides is a TIE."""
+    return max(floor, 2.0 * math.hypot(relative_error(a), relative_error(b)))
 
 
 def judge(speedup: float, noise: float) -> str:
@@ -94,8 +103,7 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
             if t_hyb <= 0 or t_mpi <= 0:
                 continue
             speedup = t_mpi / t_hyb
-            noise = max(noise_floor,
-                        relative_spread(t_mpi_samples) + relative_spread(t_hyb_samples))
+            noise = pair_noise(t_mpi_samples, t_hyb_samples, noise_floor)
             system, partition, stack, kernel, size, cores = key
             out.append(Verdict(
                 system=system, partition=partition, stack=stack, kernel=kernel,
