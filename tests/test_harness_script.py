@@ -1,0 +1,41 @@
+"""The ./harness entry point: its commands and its input checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from conftest import REPO
+
+
+def harness(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / 'harness'), *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=60)
+
+
+def test_help_lists_the_commands():
+    proc = harness('--help')
+    assert proc.returncode == 0
+    for cmd in ('./harness run', './harness test', './harness setup'):
+        assert cmd in proc.stdout
+
+
+def test_unknown_command_is_an_error():
+    proc = harness('bogus')
+    assert proc.returncode != 0
+    assert "unknown command 'bogus'" in proc.stderr
+
+
+def test_bad_repeat_is_refused_before_anything_is_installed():
+    proc = harness('run', HARNESS_REPEAT='three')
+    assert proc.returncode != 0
+    assert "HARNESS_REPEAT must be a positive integer, got 'three'" in proc.stderr
+    assert '[1/4]' not in proc.stdout
+
+
+def test_readme_quick_start_holds_the_two_commands():
+    text = (REPO / 'README.md').read_text()
+    block = text.split('## Quick start', 1)[1].split('```sh', 1)[1].split('```', 1)[0]
+    cmds = [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.startswith('#')]
+    assert cmds == ['./harness run', './harness test']
+    assert (REPO / '.ci' / 'run').read_text().count('./harness test') == 1
