@@ -46,6 +46,11 @@
  * y + 8 bytes per row for x (each x value read once from memory) + 4 bytes
  * per row for the row pointer = 12 nnz + 20 rows.
  *
+ * Performance: the row loop is an OpenMP simd reduction (AVX gathers; the
+ * summation order differs from a sequential loop only by rounding), rows of
+ * exactly 27 nonzeros take a fixed-trip-count path with software prefetch of
+ * val/col, and the big arrays are 2 MiB aligned with MADV_HUGEPAGE.
+ *
  * Figure of merit: GFLOP/s = 2 flops per nonzero x global nnz x calls / t_total,
  * t_total = wall time of the timed loop, max over ranks.
  */
@@ -59,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -97,6 +103,12 @@ static const char *HELP =
 
 #define REL_TOL 1e-12
 #define MAX_NB 26
+/* Software prefetch distance (elements of val/col) of the interior rows:
+ * ~10 rows ahead.  Measured on the 2-core VM (n=128, far beyond the caches):
+ * hardware prefetch alone gave ~0.9 of stream triad, this ~1.05. */
+#ifndef PF_DIST
+#define PF_DIST 256
+#endif
 #define MAX_TIMES_IN_JSON 1000
 
 typedef struct {
@@ -218,6 +230,23 @@ static long env_threads(void) {
     return v > 4096 ? 4096 : v;
 }
 
+/* Large arrays (matrix, vectors): 2 MiB aligned and advised as transparent
+ * huge pages where the kernel allows it (THP "madvise" mode), so the streaming
+ * SpMV does not pay a TLB miss (a two-level page walk in a VM) every 4 KiB.
+ * Memory is not touched here: first touch stays with the compute threads. */
+static void *big_malloc(const kc_ctx *ctx, size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge) return kc_malloc(ctx, bytes);
+    size_t len = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, len) != 0 || !p)
+        kc_abort(ctx, "cannot allocate %zu bytes", len);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, len, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    return p;
+}
+
 /* x as a function of global grid coordinates (verification needs it too). */
 static inline double xfun(long long gx, long long gy, long long gz) {
     return 1.0 + (double)((7 * gx + 13 * gy + 17 * gz) % 11);
@@ -310,9 +339,26 @@ static void interior_chunk(int nint, int tid, int nth, int *lo, int *hi) {
 
 static inline void spmv_row(const int *restrict rp, const int *restrict col,
                             const double *restrict val, const double *restrict x,
-                            double *restrict y, int p) {
+                            double *restrict y, int p, int lim) {
     double s = 0.0;
-    for (int e = rp[p]; e < rp[p + 1]; ++e) s += val[e] * x[col[e]];
+    const int e0 = rp[p], e1 = rp[p + 1];
+    if (e1 - e0 == 27) { /* interior row: fixed trip count, fully vectorised */
+        const double *restrict v = val + e0;
+        const int *restrict c = col + e0;
+        if (lim - e0 >= PF_DIST + 27) { /* stays inside val/col */
+            __builtin_prefetch(v + PF_DIST, 0, 3);
+            __builtin_prefetch(v + PF_DIST + 8, 0, 3);
+            __builtin_prefetch(v + PF_DIST + 16, 0, 3);
+            __builtin_prefetch(v + PF_DIST + 24, 0, 3);
+            __builtin_prefetch(c + PF_DIST, 0, 3);
+            __builtin_prefetch(c + PF_DIST + 16, 0, 3);
+        }
+#pragma omp simd reduction(+ : s)
+        for (int e = 0; e < 27; ++e) s += v[e] * x[c[e]];
+    } else {
+#pragma omp simd reduction(+ : s)
+        for (int e = e0; e < e1; ++e) s += val[e] * x[col[e]];
+    }
     y[p] = s;
 }
 
@@ -508,11 +554,11 @@ int main(int argc, char **argv) {
     scan[0] = 0;
     for (int p = 0; p < P.rows; ++p) scan[p + 1] = scan[p] + row_nnz(&P, P.order[p]);
     P.nnz = scan[P.rows];
-    P.rp = kc_malloc(&ctx, ((size_t)P.rows + 1) * sizeof(int));
-    P.col = kc_malloc(&ctx, (size_t)P.nnz * sizeof(int));
-    P.val = kc_malloc(&ctx, (size_t)P.nnz * sizeof(double));
-    P.y = kc_malloc(&ctx, (size_t)P.rows * sizeof(double));
-    P.x = kc_malloc(&ctx, (size_t)nghost * sizeof(double));
+    P.rp = big_malloc(&ctx, ((size_t)P.rows + 1) * sizeof(int));
+    P.col = big_malloc(&ctx, (size_t)P.nnz * sizeof(int));
+    P.val = big_malloc(&ctx, (size_t)P.nnz * sizeof(double));
+    P.y = big_malloc(&ctx, (size_t)P.rows * sizeof(double));
+    P.x = big_malloc(&ctx, (size_t)nghost * sizeof(double));
     P.rp[0] = 0;
 #pragma omp parallel
     {
@@ -565,7 +611,7 @@ int main(int argc, char **argv) {
     const int *rp = P.rp, *col = P.col, *sidx = P.send_idx;
     const double *val = P.val, *x = P.x;
     double *y = P.y, *sbuf = P.sendbuf;
-    const int rows = P.rows, nint = P.nint, nsend = P.nsend;
+    const int rows = P.rows, nint = P.nint, nsend = P.nsend, lim = P.nnz;
 
     double t_loop = 0.0;
     for (long it = -o.warmup; it < K; ++it) {
@@ -585,7 +631,7 @@ int main(int argc, char **argv) {
             {
                 kc_record_cpu(&ctx);
 #pragma omp for schedule(static)
-                for (int p = 0; p < rows; ++p) spmv_row(rp, col, val, x, y, p);
+                for (int p = 0; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
             }
             double t3 = now();
             tp = t1 - t0;
@@ -617,7 +663,7 @@ int main(int argc, char **argv) {
                     int lo, hi;
                     interior_chunk(nint, tid, nth, &lo, &hi);
                     double a = now();
-                    for (int p = lo; p < hi; ++p) spmv_row(rp, col, val, x, y, p);
+                    for (int p = lo; p < hi; ++p) spmv_row(rp, col, val, x, y, p, lim);
                     thr_t[tid * PAD] = lo < hi ? now() - a : 0.0;
                 }
                 /* ghost values unpacked (and interior done) before boundary rows */
@@ -625,7 +671,7 @@ int main(int argc, char **argv) {
 #pragma omp master
                 t3 = now();
 #pragma omp for schedule(static)
-                for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p);
+                for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
 #pragma omp master
                 t4 = now();
             }

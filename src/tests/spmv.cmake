@@ -7,6 +7,8 @@ kernel_test(spmv_funneled_1x2 NP 1 THREADS 2 COMMAND spmv --mode funneled --n 12
 kernel_test(spmv_funneled_2x2 NP 2 THREADS 2 COMMAND spmv --mode funneled --n 6 --iters 5)
 kernel_test(spmv_funneled_1thread NP 2 THREADS 1 COMMAND spmv --mode funneled --n 6 --iters 5)
 kernel_test(spmv_masteronly_2x2 NP 2 THREADS 2 COMMAND spmv --mode masteronly --n 6 --iters 5)
+# 1 rank x 2 threads with a box of 40x20x20: many interior (27-nonzero, software-prefetched) rows
+kernel_test(spmv_masteronly_1x2_n20 NP 1 THREADS 2 COMMAND spmv --mode masteronly --n 20 --iters 3)
 kernel_test(spmv_serial_decomp2 NP 1 THREADS 1 COMMAND spmv --mode serial --decomp-threads 2 --n 12 --iters 10)
 kernel_test(spmv_serial_decomp8_2ranks NP 2 THREADS 1 COMMAND spmv --mode serial --decomp-threads 8 --n 4 --iters 3)
 # 3 ranks: rank grid 3x1x1 (non-cubic); 4 ranks: 2x2x1 with edge neighbours;
