@@ -376,9 +376,45 @@ class SpmvCheck(KernelCheck):
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
     problem = parameter([32])
     iters = variable(int, value=100)
+    #: STREAM elements per core for the roofline measured in the same job.
+    stream_elements = variable(int, value=16777216)
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]
+
+    @run_before('run')
+    def measure_roof(self):
+        """STREAM triad with the same launcher and layout, just before SpMV.
+
+        Roofline: SpMV moves at least `bytes_per_iter_model` = 12 bytes per
+        nonzero (value + column index) + 20 bytes per row (y, x, row pointer)
+        each call, so its bound is the STREAM bandwidth; the fraction reached
+        is `traffic_gbs` / stream GB/s.
+        """
+        stream_mode = 'mpi' if self.threads == 1 else 'masteronly'
+        launch = self.job.launcher.run_command(self.job)
+        self.prerun_cmds = self.prerun_cmds + [
+            f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
+            f'--n {self.stream_elements} --iters 5 > stream.out'
+        ]
+
+    def stream_result(self) -> dict:
+        lines = sn.evaluate(sn.extractall(r'^RESULT (\{.*\})\s*$',
+                                          os.path.join(self.stagedir, 'stream.out'), 1))
+        if not lines:
+            raise sn.SanityError('the STREAM run before spmv printed no RESULT line')
+        res = json.loads(lines[-1])
+        if res.get('verified') is not True:
+            raise sn.SanityError('the STREAM run before spmv did not verify its result')
+        return res
+
+    @run_before('performance')
+    def add_roofline(self):
+        self.perf_variables['stream_bw'] = sn.make_performance_function(
+            lambda: float(self.stream_result()['fom']), 'GB/s')
+        self.perf_variables['roofline_fraction'] = sn.make_performance_function(
+            lambda: float(self.headline()['traffic_gbs']) / float(self.stream_result()['fom']),
+            'fraction')
 
 
 @rfm.simple_test

@@ -13,7 +13,10 @@
  * lists are recorded and every step refreshes the ghost positions through the
  * same six exchanges.  Every --rebuild-every steps atoms migrate to their new
  * owners (again six face exchanges), the ghosts are rebuilt and the Verlet
- * neighbour lists are rebuilt from a cell binning (LAMMPS "every N check no").
+ * neighbour lists are rebuilt from a cell binning (LAMMPS "every N check no"):
+ * the owned atoms are first sorted by bin (spatial locality), the bins are
+ * (cutoff+skin)/2 wide with a 5x5x5 stencil, and each x row of the stencil is
+ * one contiguous range of binned coordinates.
  * A single rank sends to itself through the same code path.
  *
  * Threads: by default a HALF neighbour list for owned pairs (each computed
@@ -25,6 +28,13 @@
  * all).  Energy and virial are compensated per-thread sums, OpenMP-reduced.  The neighbour build and the integration loops
  * are parallel too; all MPI calls are made outside parallel regions by the
  * master (masteronly, MPI_THREAD_FUNNELED).
+ *
+ * Force loop: per row an "omp simd" pass over the contiguous neighbour list
+ * (gathers, cutoff as a mask, no calls) that also stores the reaction forces
+ * in a small per-thread buffer, then a scalar pass scatters them to f[j].
+ * Each thread owns a fixed block of atoms; with half lists its private force
+ * array spans only its block up to its largest two-sided neighbour, so the
+ * zeroing and the reduction cost about one force array, not one per thread.
  *
  * Phase timers as in the paper: force, movout (halo refresh, migration and
  * ghost rebuild), sum (collectives), movea / moveb (integration halves),
@@ -268,6 +278,8 @@ typedef struct {
     int ncell[3], ncells, cells_cap;
     double clo[3], cinv[3];
     int *cell_start, *cell_atoms, *atom_cell;
+    double *xb;             /* [cap][3] coordinates in binned order */
+    long *idtmp;            /* [cap] scratch for the spatial sort */
     /* Verlet lists, row i = nbr[i*maxn .. (i+1)*maxn): the numtwo[i] two-sided
      * neighbours (owned j > i, half list only; their force is updated too)
      * from the front, the numone[i] one-sided neighbours (ghosts; every j in
@@ -275,6 +287,11 @@ typedef struct {
     int full;               /* 1: full list, 0: half list (newton off for ghosts) */
     int *nbr, *numtwo, *numone, maxn, nbr_rows;
     double *fthr;           /* per-thread force arrays [threads][3*nbr_rows] (half list) */
+    int *rowmax;            /* largest two-sided neighbour of row i (i if none) */
+    int *trange;            /* [threads][2]: atoms whose forces a thread's array holds */
+    double *scratch;        /* per-thread separations and reaction forces of one row [threads][6*maxn] */
+    int *jscratch;          /* per-thread neighbour indices of one row [threads][maxn] */
+    int scratch_maxn;
     swap_t swap[6];
     double *sbuf, *rbuf;
     size_t scap, rcap;      /* doubles */
@@ -298,6 +315,8 @@ static void ensure_atoms(md_sys *s, int n) {
     s->id = grow(s->ctx, s->id, (size_t)s->nlocal * sizeof(long), (size_t)cap * sizeof(long));
     s->cell_atoms = grow(s->ctx, s->cell_atoms, 0, (size_t)cap * sizeof(int));
     s->atom_cell = grow(s->ctx, s->atom_cell, 0, (size_t)cap * sizeof(int));
+    s->xb = grow(s->ctx, s->xb, 0, (size_t)cap * 3 * sizeof(double));
+    s->idtmp = grow(s->ctx, s->idtmp, 0, (size_t)cap * sizeof(long));
     s->cap = cap;
 }
 
@@ -327,6 +346,8 @@ static double image_shift(const md_sys *s, int d, int dir) {
     if (dir == 0) return s->coords[d] == 0 ? s->box : 0.0;
     return s->coords[d] == s->dims[d] - 1 ? -s->box : 0.0;
 }
+
+static void sort_owned(md_sys *s);
 
 /* Migration: owned atoms outside the sub-box go to the face neighbour, x then
  * y then z (an atom leaving through an edge or corner travels in two or three
@@ -390,6 +411,7 @@ static void migrate(md_sys *s) {
                 break;
             }
     s->lost += lost;
+    sort_owned(s);
 }
 
 /* Ghost build: six face exchanges; dimension d forwards the ghosts received
@@ -456,12 +478,16 @@ static void update_ghosts(md_sys *s) {
     }
 }
 
-/* Cell binning of owned + ghost atoms and full Verlet lists (r < rc + skin). */
-static void build_neighbours(md_sys *s) {
+/* Bins of side >= rn / NB_SUB over the sub-box extended by rn (the same grid
+ * on every call: it depends on the sub-box only); the neighbours of an atom
+ * within rn lie in the (2 NB_SUB + 1)^3 bins around its own. */
+enum { NB_SUB = 2 };
+
+static void setup_grid(md_sys *s) {
     int ncells = 1;
     for (int d = 0; d < 3; ++d) {
         const double ext = s->hi[d] - s->lo[d] + 2.0 * s->rn;
-        int n = (int)(ext / s->rn);
+        int n = (int)(ext * NB_SUB / s->rn);
         if (n < 1) n = 1;
         if (n > 1024) n = 1024;
         s->ncell[d] = n;
@@ -470,18 +496,19 @@ static void build_neighbours(md_sys *s) {
         ncells *= n;
     }
     s->ncells = ncells;
-    if (ncells + 1 > s->cells_cap) {
-        s->cells_cap = ncells + 1;
-        s->cell_start = grow(s->ctx, s->cell_start, 0, (size_t)s->cells_cap * sizeof(int));
-    }
-    const int nall = s->nall, nlocal = s->nlocal;
+    s->cells_cap = ncells + 1;
+    s->cell_start = kc_malloc(s->ctx, (size_t)s->cells_cap * sizeof(int));
+}
+
+/* Bin of every atom in [first, last) into atom_cell. */
+static void bin_atoms(md_sys *s, int first, int last) {
     const double *x = s->x;
     int *atom_cell = s->atom_cell;
     const int n0 = s->ncell[0], n1 = s->ncell[1], n2 = s->ncell[2];
     const double c0 = s->clo[0], c1 = s->clo[1], c2 = s->clo[2];
     const double i0 = s->cinv[0], i1 = s->cinv[1], i2 = s->cinv[2];
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < nall; ++i) {
+    for (int i = first; i < last; ++i) {
         int a = (int)floor((x[3 * i] - c0) * i0);
         int b = (int)floor((x[3 * i + 1] - c1) * i1);
         int c = (int)floor((x[3 * i + 2] - c2) * i2);
@@ -490,67 +517,137 @@ static void build_neighbours(md_sys *s) {
         c = c < 0 ? 0 : (c >= n2 ? n2 - 1 : c);
         atom_cell[i] = a + n0 * (b + n1 * c);
     }
-    /* counting sort (serial, O(N)) */
-    int *start = s->cell_start;
+}
+
+/* Counting sort of atoms [0, n) by bin: cell_start[c] .. cell_start[c+1] index
+ * cell_atoms, atoms in increasing index order within a bin. */
+static void count_sort(md_sys *s, int n) {
+    int *start = s->cell_start, *cell_atoms = s->cell_atoms;
+    const int *atom_cell = s->atom_cell;
+    const int ncells = s->ncells;
     memset(start, 0, (size_t)(ncells + 1) * sizeof(int));
-    for (int i = 0; i < nall; ++i) ++start[atom_cell[i] + 1];
+    for (int i = 0; i < n; ++i) ++start[atom_cell[i] + 1];
     for (int c = 0; c < ncells; ++c) start[c + 1] += start[c];
-    for (int i = 0; i < nall; ++i) s->cell_atoms[start[atom_cell[i]]++] = i;
+    for (int i = 0; i < n; ++i) cell_atoms[start[atom_cell[i]]++] = i;
     for (int c = ncells; c > 0; --c) start[c] = start[c - 1];
     start[0] = 0;
+}
+
+/* Spatial sort of the owned atoms by bin (after migration, before the ghosts
+ * are built), so that atoms close in space are close in memory.  Uses f as
+ * scratch: forces are dead between move_a and the next compute_forces. */
+static void sort_owned(md_sys *s) {
+    const int n = s->nlocal;
+    bin_atoms(s, 0, n);
+    count_sort(s, n);
+    const int *perm = s->cell_atoms;
+    double *tmp = s->f;
+    for (int q = 0; q < 2; ++q) {
+        double *a = q == 0 ? s->x : s->v;
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < n; ++k) {
+            const int i = perm[k];
+            tmp[3 * k] = a[3 * i];
+            tmp[3 * k + 1] = a[3 * i + 1];
+            tmp[3 * k + 2] = a[3 * i + 2];
+        }
+        memcpy(a, tmp, (size_t)n * 3 * sizeof(double));
+    }
+    for (int k = 0; k < n; ++k) s->idtmp[k] = s->id[perm[k]];
+    memcpy(s->id, s->idtmp, (size_t)n * sizeof(long));
+}
+
+/* Cell binning of owned + ghost atoms and Verlet lists (r < rc + skin). */
+static void build_neighbours(md_sys *s) {
+    const int nall = s->nall, nlocal = s->nlocal;
+    const double *x = s->x;
+    const int *atom_cell = s->atom_cell;
+    const int n0 = s->ncell[0], n1 = s->ncell[1], n2 = s->ncell[2];
+    bin_atoms(s, 0, nall);
+    count_sort(s, nall);
+    const int *start = s->cell_start;
+    /* binned coordinates, contiguous per bin */
+    {
+        const int *cell_atoms = s->cell_atoms;
+        double *xb = s->xb;
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < nall; ++p) {
+            const int j = cell_atoms[p];
+            xb[3 * p] = x[3 * j];
+            xb[3 * p + 1] = x[3 * j + 1];
+            xb[3 * p + 2] = x[3 * j + 2];
+        }
+    }
 
     if (nlocal > s->nbr_rows || !s->nbr) {
         s->nbr_rows = nlocal + nlocal / 4 + 16;
         free(s->nbr);
         free(s->numtwo);
         free(s->numone);
+        free(s->rowmax);
         free(s->fthr);
         s->nbr = kc_malloc(s->ctx, (size_t)s->nbr_rows * (size_t)s->maxn * sizeof(int));
         s->numtwo = kc_malloc(s->ctx, (size_t)s->nbr_rows * sizeof(int));
         s->numone = kc_malloc(s->ctx, (size_t)s->nbr_rows * sizeof(int));
+        s->rowmax = kc_malloc(s->ctx, (size_t)s->nbr_rows * sizeof(int));
         s->fthr = NULL;
         if (!s->full && s->ctx->threads > 1)
             s->fthr = kc_malloc(s->ctx, (size_t)s->ctx->threads * 3 * (size_t)s->nbr_rows * sizeof(double));
     }
     for (;;) {
         const int maxn = s->maxn;
-        int *nbr = s->nbr, *numtwo = s->numtwo, *numone = s->numone;
+        int *nbr = s->nbr, *numtwo = s->numtwo, *numone = s->numone, *rowmax = s->rowmax;
         const int *cell_atoms = s->cell_atoms;
         const double rn2 = s->rn2;
         const int full = s->full;
+        const double *xb = s->xb;
         int most = 0;
 #pragma omp parallel for schedule(static) reduction(max : most)
         for (int i = 0; i < nlocal; ++i) {
             const double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
             const int ci = atom_cell[i];
             const int a = ci % n0, b = (ci / n0) % n1, c = ci / (n0 * n1);
-            int two = 0, one = 0;
+            const int a0 = a - NB_SUB > 0 ? a - NB_SUB : 0;
+            const int a1 = a + NB_SUB < n0 ? a + NB_SUB : n0 - 1;
+            int two = 0, one = 0, jm = i;
             int *row = nbr + (size_t)i * maxn;
-            for (int cc = (c > 0 ? c - 1 : 0); cc <= (c + 1 < n2 ? c + 1 : n2 - 1); ++cc)
-                for (int bb = (b > 0 ? b - 1 : 0); bb <= (b + 1 < n1 ? b + 1 : n1 - 1); ++bb)
-                    for (int aa = (a > 0 ? a - 1 : 0); aa <= (a + 1 < n0 ? a + 1 : n0 - 1); ++aa) {
-                        const int cell = aa + n0 * (bb + n1 * cc);
-                        for (int p = start[cell]; p < start[cell + 1]; ++p) {
-                            const int j = cell_atoms[p];
-                            if (j == i || (!full && j < i)) continue;
-                            const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1],
-                                         dz = zi - x[3 * j + 2];
-                            if (dx * dx + dy * dy + dz * dz < rn2) {
-                                if (!full && j < nlocal) {
-                                    if (two + one < maxn) row[two] = j;
-                                    ++two;
-                                } else {
-                                    if (two + one < maxn) row[maxn - 1 - one] = j;
-                                    ++one;
-                                }
+            for (int cc = (c - NB_SUB > 0 ? c - NB_SUB : 0); cc <= (c + NB_SUB < n2 ? c + NB_SUB : n2 - 1); ++cc)
+                for (int bb = (b - NB_SUB > 0 ? b - NB_SUB : 0); bb <= (b + NB_SUB < n1 ? b + NB_SUB : n1 - 1); ++bb) {
+                    /* bins a0..a1 of one x row are contiguous in cell_atoms */
+                    const int base = n0 * (bb + n1 * cc);
+                    const int p1 = start[base + a1 + 1];
+                    for (int p = start[base + a0]; p < p1; ++p) {
+                        const int j = cell_atoms[p];
+                        if (j == i || (!full && j < i)) continue;
+                        const double dx = xi - xb[3 * p], dy = yi - xb[3 * p + 1],
+                                     dz = zi - xb[3 * p + 2];
+                        if (dx * dx + dy * dy + dz * dz < rn2) {
+                            if (!full && j < nlocal) {
+                                if (two + one < maxn) row[two] = j;
+                                ++two;
+                                if (j > jm) jm = j;
+                            } else {
+                                if (two + one < maxn) row[maxn - 1 - one] = j;
+                                ++one;
                             }
                         }
                     }
+                }
             numtwo[i] = two;
+            rowmax[i] = jm;
             numone[i] = one;
             if (two + one > most) most = two + one;
         }
-        if (most <= maxn) break;
+        if (most <= maxn) {
+            if (s->scratch_maxn != maxn) {
+                free(s->scratch);
+                s->scratch = kc_malloc(s->ctx, (size_t)s->ctx->threads * 6 * (size_t)maxn * sizeof(double));
+                free(s->jscratch);
+                s->jscratch = kc_malloc(s->ctx, (size_t)s->ctx->threads * (size_t)maxn * sizeof(int));
+                s->scratch_maxn = maxn;
+            }
+            break;
+        }
         s->maxn = most + most / 4 + 8; /* overflow: widen the rows and redo */
         free(s->nbr);
         s->nbr = kc_malloc(s->ctx, (size_t)s->nbr_rows * (size_t)s->maxn * sizeof(int));
@@ -576,70 +673,116 @@ static inline void acc(double *sum, double *comp, double term) {
  * per thread and then OpenMP-reduced. */
 static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
     const int nlocal = s->nlocal, maxn = s->maxn, nthr = s->ctx->threads;
-    const double *x = s->x;
+    const double *restrict x = s->x;
     double *f = s->f, *fthr = s->fthr;
-    const int *nbr = s->nbr, *numtwo = s->numtwo, *numone = s->numone;
+    const int *nbr = s->nbr, *numtwo = s->numtwo, *numone = s->numone, *rowmax = s->rowmax;
+    int *trange = s->trange;
     const double rc2 = s->rc2, ecut = s->ecut;
     const size_t stride = 3 * (size_t)s->nbr_rows;
-    const int private_f = !s->full && nthr > 1;
+    const int full = s->full;
+    const int private_f = !full && nthr > 1;
+    double *scratch = s->scratch;
     double es = 0.0, ec = 0.0, ws = 0.0, wc = 0.0;
     kc_ctx *ctx = s->ctx;
-#pragma omp parallel reduction(+ : es, ec, ws, wc)
+    /* at most nthr threads (fthr, scratch and trange are sized for them) */
+#pragma omp parallel num_threads(nthr) reduction(+ : es, ec, ws, wc)
     {
         kc_record_cpu(ctx);
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        double *fl = private_f ? fthr + (size_t)tid * stride : f;
-        if (private_f) {
-            for (int k = 0; k < 3 * nlocal; ++k) fl[k] = 0.0;
-        } else if (!s->full) {
-#pragma omp for schedule(static)
-            for (int k = 0; k < 3 * nlocal; ++k) fl[k] = 0.0;
+        int nt = 1;
+#ifdef _OPENMP
+        nt = omp_get_num_threads();
+#endif
+        double *restrict fl = private_f ? fthr + (size_t)tid * stride : f;
+        /* reaction forces of one row: computed by the vectorised pass, added
+         * to fl[j] by a scalar pass (different j of a row never alias) */
+        double *restrict tx = scratch + (size_t)tid * 6 * (size_t)maxn;
+        double *restrict ty = tx + maxn, *restrict tz = ty + maxn;
+        double *restrict bx = tz + maxn, *restrict by = bx + maxn, *restrict bz = by + maxn;
+        int *restrict bj = s->jscratch + (size_t)tid * (size_t)maxn;
+        /* a fixed block of atoms per thread; with half lists a thread's array
+         * holds atoms ib .. (largest two-sided neighbour of the block) only,
+         * so the zeroing and the final sum touch ~nlocal atoms, not nthr x */
+        const int ib = (int)((long)nlocal * tid / nt), ie = (int)((long)nlocal * (tid + 1) / nt);
+        if (!full) {
+            int hi = ie;
+            if (private_f)
+                for (int i = ib; i < ie; ++i) hi = rowmax[i] + 1 > hi ? rowmax[i] + 1 : hi;
+            else
+                hi = nlocal;
+            trange[2 * tid] = ib;
+            trange[2 * tid + 1] = hi;
+            for (int k = 3 * ib; k < 3 * hi; ++k) fl[k] = 0.0;
         }
         double s1 = 0.0, c1 = 0.0, s2 = 0.0, c2 = 0.0;
-#pragma omp for schedule(static)
-        for (int i = 0; i < nlocal; ++i) {
+        for (int i = ib; i < ie; ++i) {
             const double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
-            const int *row = nbr + (size_t)i * maxn;
+            const int *restrict row = nbr + (size_t)i * maxn;
             const int n2 = numtwo[i], n1 = numone[i];
             double fx = 0.0, fy = 0.0, fz = 0.0, e2 = 0.0, w2 = 0.0, e1 = 0.0, w1 = 0.0;
+            /* separations of the pairs within the cutoff, compacted into
+             * contiguous buffers by scalar loads (cheaper than vector
+             * gathers; branch-free), two-sided [0, m2), one-sided [m2, m) */
+            const int *restrict back = row + maxn - n1;
+            int m = 0;
             for (int k = 0; k < n2; ++k) {
                 const int j = row[k];
                 const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                if (r2 < rc2) {
-                    const double r2i = 1.0 / r2;
-                    const double r6i = r2i * r2i * r2i;
-                    const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
-                    fx += dx * fpair;
-                    fy += dy * fpair;
-                    fz += dz * fpair;
-                    fl[3 * j] -= dx * fpair;
-                    fl[3 * j + 1] -= dy * fpair;
-                    fl[3 * j + 2] -= dz * fpair;
-                    e2 += 4.0 * r6i * (r6i - 1.0) - ecut;
-                    w2 += fpair * r2;
-                }
+                bx[m] = dx;
+                by[m] = dy;
+                bz[m] = dz;
+                bj[m] = j;
+                m += dx * dx + dy * dy + dz * dz < rc2;
             }
-            const int *back = row + maxn - n1;
+            const int m2 = m;
             for (int k = 0; k < n1; ++k) {
                 const int j = back[k];
                 const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                if (r2 < rc2) {
-                    const double r2i = 1.0 / r2;
-                    const double r6i = r2i * r2i * r2i;
-                    const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
-                    fx += dx * fpair;
-                    fy += dy * fpair;
-                    fz += dz * fpair;
-                    e1 += 4.0 * r6i * (r6i - 1.0) - ecut;
-                    w1 += fpair * r2;
-                }
+                bx[m] = dx;
+                by[m] = dy;
+                bz[m] = dz;
+                m += dx * dx + dy * dy + dz * dz < rc2;
             }
-            if (s->full) {
+#pragma omp simd reduction(+ : fx, fy, fz, e2, w2)
+            for (int k = 0; k < m2; ++k) {
+                const double dx = bx[k], dy = by[k], dz = bz[k];
+                const double r2 = dx * dx + dy * dy + dz * dz;
+                const double r2i = 1.0 / r2;
+                const double r6i = r2i * r2i * r2i;
+                const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
+                const double ddx = dx * fpair, ddy = dy * fpair, ddz = dz * fpair;
+                fx += ddx;
+                fy += ddy;
+                fz += ddz;
+                tx[k] = ddx;
+                ty[k] = ddy;
+                tz[k] = ddz;
+                e2 += 4.0 * r6i * (r6i - 1.0) - ecut;
+                w2 += fpair * r2;
+            }
+            for (int k = 0; k < m2; ++k) {
+                const int j = bj[k];
+                fl[3 * j] -= tx[k];
+                fl[3 * j + 1] -= ty[k];
+                fl[3 * j + 2] -= tz[k];
+            }
+#pragma omp simd reduction(+ : fx, fy, fz, e1, w1)
+            for (int k = m2; k < m; ++k) {
+                const double dx = bx[k], dy = by[k], dz = bz[k];
+                const double r2 = dx * dx + dy * dy + dz * dz;
+                const double r2i = 1.0 / r2;
+                const double r6i = r2i * r2i * r2i;
+                const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
+                fx += dx * fpair;
+                fy += dy * fpair;
+                fz += dz * fpair;
+                e1 += 4.0 * r6i * (r6i - 1.0) - ecut;
+                w1 += fpair * r2;
+            }
+            if (full) {
                 fl[3 * i] = fx;
                 fl[3 * i + 1] = fy;
                 fl[3 * i + 2] = fz;
@@ -652,12 +795,21 @@ static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
             acc(&s2, &c2, w2 + 0.5 * w1);
         }
         if (private_f) {
-            /* implicit barrier above: every thread's array is complete */
+#pragma omp barrier
+            /* every thread's array is complete */
 #pragma omp for schedule(static)
-            for (int k = 0; k < 3 * nlocal; ++k) {
-                double sum = 0.0;
-                for (int t = 0; t < nthr; ++t) sum += fthr[(size_t)t * stride + k];
-                f[k] = sum;
+            for (int i = 0; i < nlocal; ++i) {
+                double sx = 0.0, sy = 0.0, sz = 0.0;
+                for (int t = 0; t < nt; ++t)
+                    if (i >= trange[2 * t] && i < trange[2 * t + 1]) {
+                        const double *ft = fthr + (size_t)t * stride + 3 * (size_t)i;
+                        sx += ft[0];
+                        sy += ft[1];
+                        sz += ft[2];
+                    }
+                f[3 * i] = sx;
+                f[3 * i + 1] = sy;
+                f[3 * i + 2] = sz;
             }
         }
         es += s1;
@@ -929,6 +1081,8 @@ int main(int argc, char **argv) {
         s.hi[d] = boundary(&s, d, s.coords[d] + 1);
     }
 
+    setup_grid(&s);
+    s.trange = kc_malloc(&ctx, 2 * (size_t)ctx.threads * sizeof(int));
     /* Initial capacity: owned + ghosts of the extended sub-box, first-touched
      * by the threads with the schedule of the compute loops. */
     {
@@ -1138,10 +1292,16 @@ int main(int argc, char **argv) {
     free(s.cell_start);
     free(s.cell_atoms);
     free(s.atom_cell);
+    free(s.xb);
+    free(s.idtmp);
     free(s.nbr);
     free(s.numtwo);
     free(s.numone);
+    free(s.rowmax);
+    free(s.trange);
     free(s.fthr);
+    free(s.scratch);
+    free(s.jscratch);
     free(s.sbuf);
     free(s.rbuf);
     MPI_Comm_free(&s.cart);
