@@ -59,7 +59,7 @@ static const char *HELP =
     "          [--preset lammps-in.lj] [--check-forces]\n"
     "  Lennard-Jones fluid (truncated and shifted, reduced units), fcc start with\n"
     "  4 L^3 atoms, velocity Verlet (NVE), 3-D domain decomposition with six face\n"
-    "  exchanges per step, cell-binned full Verlet neighbour lists with a skin.\n"
+    "  exchanges per step, cell-binned Verlet neighbour lists with a skin.\n"
     "  --mode           mpi: one thread per rank; masteronly: OMP_NUM_THREADS threads\n"
     "                   per rank, MPI only outside parallel regions (default mpi)\n"
     "  --cells-per-side fcc unit cells per box side L, atoms = 4 L^3 (default 8)\n"

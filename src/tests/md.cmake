@@ -6,6 +6,8 @@ kernel_test(md_mpi_1x1_rebuild_every_step NP 1 THREADS 1 COMMAND md --cells-per-
 kernel_test(md_check_forces_1x1 NP 1 THREADS 1 COMMAND md --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
 kernel_test(md_check_forces_2x1 NP 2 THREADS 1 COMMAND md --check-forces --cells-per-side 6 --steps 30 --rebuild-every 7)
 kernel_test(md_check_forces_1x2 NP 1 THREADS 2 COMMAND md --mode masteronly --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
+# 3 threads (oversubscribed): uneven per-thread atom blocks and force-array ranges
+kernel_test(md_check_forces_1x3 NP 1 THREADS 3 COMMAND md --mode masteronly --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
 kernel_test(md_check_forces_full_1x2 NP 1 THREADS 2 COMMAND md --mode masteronly --list full --check-forces --cells-per-side 5 --steps 30 --rebuild-every 7)
 kernel_test(md_check_forces_full_2x1 NP 2 THREADS 1 COMMAND md --list full --check-forces --cells-per-side 6 --steps 30 --rebuild-every 7)
 # 2x2x2 ranks (oversubscribed): ghosts forwarded across x, y and z reach edges and corners
