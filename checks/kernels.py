@@ -374,7 +374,7 @@ class SpmvCheck(KernelCheck):
 
     kernel = 'spmv'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
-    problem = parameter([32])
+    problem = parameter([40])
     iters = variable(int, value=100)
     #: STREAM elements per core for the roofline measured in the same job.
     stream_elements = variable(int, value=16777216)
@@ -423,7 +423,7 @@ class MdCheck(KernelCheck):
 
     kernel = 'md'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
-    problem = parameter([10])
+    problem = parameter([16])
     steps = variable(int, value=100)
 
     def kernel_args(self) -> list[str]:
@@ -437,7 +437,7 @@ class RingCheck(KernelCheck):
     kernel = 'ring'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
     problem = parameter(['8,65536,1048576'])
-    iters_scale = variable(float, value=0.5)
+    iters_scale = variable(float, value=2.0)
 
     def kernel_args(self) -> list[str]:
         return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
@@ -450,7 +450,7 @@ class StreamCheck(KernelCheck):
 
     kernel = 'stream'
     layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
-    problem = parameter([4000000])
+    problem = parameter([8000000])
     iters = variable(int, value=10)
 
     def kernel_args(self) -> list[str]:
