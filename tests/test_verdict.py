@@ -73,3 +73,25 @@ def test_unusable_runs_never_enter_a_verdict():
     assert verdicts([rec('mpi', 1.0), hyb(0.1, verified=False)]) == []
     assert verdicts([rec('mpi', 1.0), hyb(0.1, oversubscribed=True)]) == []
     assert verdicts([rec('mpi', 1.0, result='fail'), hyb(0.1)]) == []
+
+
+def test_sizes_sort_as_numbers():
+    found = verdicts([rec('mpi', 1.0, size='12'), hyb(1.0, size='12'),
+                      rec('mpi', 1.0, size='6'), hyb(1.0, size='6')])
+    assert [v.size for v in found] == ['6', '12']
+
+
+def test_md_phase_table_pairs_phases_of_mpi_and_hybrid():
+    from hybridverdict.phases import phase_rows
+
+    def md(mode, ranks, threads, force, movout):
+        return rec(mode, 1.0, ranks=ranks, threads=threads, kernel='md',
+                   values={'t_total': 1.0, 'phase_force': force, 'phase_movout': movout})
+
+    rows = phase_rows([md('mpi', 2, 1, 1.0, 0.2), md('mpi', 2, 1, 1.2, 0.2),
+                       md('masteronly', 1, 2, 1.1, 0.5)])
+    by_phase = {r.phase: r for r in rows}
+    assert set(by_phase) == {'force', 'movout'}
+    assert by_phase['force'].t_mpi == pytest.approx(1.1)
+    assert by_phase['movout'].ratio == pytest.approx(2.5)
+    assert by_phase['force'].samples == '2/1'

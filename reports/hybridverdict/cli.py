@@ -19,7 +19,7 @@ import sys
 
 from tabulate import tabulate
 
-from . import __version__
+from . import __version__, phases
 from .perflog import PerflogError, ReadStats, read_perflogs
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 
@@ -38,8 +38,8 @@ def rows(found: list[Verdict]) -> list[list[object]]:
              v.verdict] for v in found]
 
 
-def markdown(found: list[Verdict], stats: ReadStats, inputs: list[str],
-             since: dt.datetime | None) -> str:
+def markdown(found: list[Verdict], md_phases: list[phases.PhaseRow], stats: ReadStats,
+             inputs: list[str], since: dt.datetime | None) -> str:
     systems = sorted({v.system for v in found})
     libs = sorted({f'{v.stack}: {v.mpi_library}' for v in found})
     lines = [
@@ -60,6 +60,17 @@ def markdown(found: list[Verdict], stats: ReadStats, inputs: list[str],
         tabulate(rows(found), headers=COLUMNS, tablefmt='github', disable_numparse=True),
         '',
     ]
+    if md_phases:
+        lines += [
+            '## MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
+            '',
+            'Median time of each phase on the slowest rank; hybrid/mpi above 1: slower '
+            'in hybrid.',
+            '',
+            tabulate(phases.table_rows(md_phases), headers=phases.COLUMNS,
+                     tablefmt='github', disable_numparse=True),
+            '',
+        ]
     return '\n'.join(lines)
 
 
@@ -118,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
               f'in {", ".join(inputs)}', file=sys.stderr)
         return 1
     print(tabulate(rows(found), headers=COLUMNS, tablefmt='simple', disable_numparse=True))
+    md_phases = phases.phase_rows(records)
+    if md_phases:
+        print('\nMD phase breakdown (median seconds on the slowest rank):')
+        print(tabulate(phases.table_rows(md_phases), headers=phases.COLUMNS,
+                       tablefmt='simple', disable_numparse=True))
     if args.no_write:
         return 0
     out_dir = args.out or os.path.join(default_var_dir(), 'reports')
@@ -125,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     stem = f'verdict-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}'
     md_path = unique_path(out_dir, stem, '.md')
     with open(md_path, 'x', encoding='utf-8') as fp:
-        fp.write(markdown(found, stats, inputs, args.since))
+        fp.write(markdown(found, md_phases, stats, inputs, args.since))
     json_path = md_path[:-len('.md')] + '.json'
     with open(json_path, 'x', encoding='utf-8') as fp:
         json.dump({'version': __version__, 'records': stats.records,
                    'skipped': stats.skipped,
-                   'verdicts': [dataclasses.asdict(v) for v in found]}, fp, indent=1)
+                   'verdicts': [dataclasses.asdict(v) for v in found],
+                   'md_phases': [dataclasses.asdict(r) | {'ratio': r.ratio}
+                                 for r in md_phases]}, fp, indent=1)
     print(f'\nreport written to {md_path} (and {os.path.basename(json_path)})')
     return 0

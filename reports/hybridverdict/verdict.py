@@ -71,6 +71,19 @@ def judge(speedup: float, noise: float) -> str:
     return 'TIE'
 
 
+def size_key(size: str) -> tuple:
+    """Numeric sizes sort as numbers ("6" before "12"), others as text."""
+    try:
+        return (0, float(size), size)
+    except ValueError:
+        return (1, 0.0, size)
+
+
+def group_key(key: tuple) -> tuple:
+    """Order of (system, partition, stack, kernel, size, cores) groups."""
+    return key[:4] + (size_key(key[4]),) + key[5:]
+
+
 def _layout(rec: Record) -> str:
     return f'{rec.ranks}x{rec.threads}'
 
@@ -88,7 +101,7 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
         groups[key][(rec.mode, _layout(rec))].append(rec)
 
     out: list[Verdict] = []
-    for key, sides in sorted(groups.items()):
+    for key, sides in sorted(groups.items(), key=lambda kv: group_key(kv[0])):
         mpi_sides = [(lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi']
         if not mpi_sides:
             continue
