@@ -118,15 +118,12 @@ class StackLauncher(JobLauncher):
     hybrid binding policy is set through the environment instead.
     """
 
-    def __init__(self, path: str, family: str, ranks_per_node: int, threads: int,
-                 cores_per_rank: int | None = None):
+    def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int):
         super().__init__()
         self.path = path
         self.family = family
         self.ranks_per_node = ranks_per_node
-        self.threads = threads
-        # Cores each rank is bound to: its threads, unless a test narrows it.
-        self.cores_per_rank = cores_per_rank or threads
+        self.cores_per_rank = cores_per_rank
 
     def command(self, job) -> list[str]:
         n, r, t = str(job.num_tasks), str(self.ranks_per_node), str(self.cores_per_rank)
@@ -277,9 +274,10 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
     def set_launcher(self):
         env = self.current_environ
         if env.extras.get('launcher'):
+            # Each rank gets a core per thread, unless the test narrows it.
             self.job.launcher = StackLauncher(
                 env.extras['launcher'], env.extras.get('family', ''), self.ranks,
-                self.threads, cores_per_rank=1 if self.binding == 'one-core' else None)
+                1 if self.binding == 'one-core' else self.threads)
 
     # -- results ----------------------------------------------------------------
 
