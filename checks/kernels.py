@@ -362,13 +362,10 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
         unit = res.get('fom_unit', '')
         self.perf_variables = {
             'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), unit),
-            't_total': sn.make_performance_function(
-                lambda: float(self.headline()['t_total_s']), 's'),
-            't_comp': sn.make_performance_function(
-                lambda: float(self.headline()['t_comp_s']), 's'),
-            't_comm': sn.make_performance_function(
-                lambda: float(self.headline()['t_comm_s']), 's'),
         }
+        for var in ('t_total', 't_comp', 't_comm'):
+            self.perf_variables[var] = sn.make_performance_function(
+                lambda key=f'{var}_s': float(self.headline()[key]), 's')
 
 
 @rfm.simple_test
