@@ -102,8 +102,17 @@ def runs_for(hybrid_modes: tuple[str, ...]) -> list[tuple[str, int, int]]:
     return out
 
 
+def serial_runs() -> list[tuple[str, int, int]]:
+    """('serial', R, T) for every hybrid layout R x T (T > 1): R single-thread
+    ranks, each with the subdomain of a T-thread rank (Chow & Hysom's
+    SPMV-Serial, the reference of the multithreading efficiency e_mt)."""
+    return [('serial', ranks, threads) for ranks, threads in system_layouts() if threads > 1]
+
+
 def _layout_name(layout: tuple[str, int, int]) -> str:
     mode, ranks, threads = layout
+    if mode == 'serial':
+        return f'serial_{ranks}x1_decomp{threads}'
     return f'{mode}_{ranks}x{threads}'
 
 
@@ -228,6 +237,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
     size = variable(str, value='')
     cores = variable(int, value=0)
     nodes = variable(int, value=0)
+    #: Threads whose subdomain each rank owns (serial mode: > threads).
+    decomp = variable(int, value=0)
     mpi_library = variable(str, value='')
     verified = variable(str, value='')
     oversubscribed = variable(str, value='')
@@ -244,6 +255,9 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
     @run_after('init')
     def set_layout(self):
         self.mode, self.ranks, self.threads = self.layout
+        self.decomp = self.threads
+        if self.mode == 'serial':
+            self.threads = 1
         self.size = str(self.problem)
         self.descr = (f'{self.kernel} {self.mode} {self.ranks}x{self.threads} '
                       f'size {self.size}')
@@ -255,8 +269,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
     def place(self):
         part = self.current_partition
         self.cores = cores_per_node(part)
-        self.skip_if(self.ranks * self.threads != self.cores,
-                     f'layout {self.ranks}x{self.threads} does not fill the '
+        self.skip_if(self.ranks * self.decomp != self.cores,
+                     f'layout {self.ranks}x{self.decomp} does not fill the '
                      f'{self.cores} cores of {part.fullname}')
         if not self.nodes:
             self.nodes = int(part.extras.get('nodes', 1))
@@ -373,14 +387,20 @@ class SpmvCheck(KernelCheck):
     """Chow & Hysom's 27-point SpMV, weak scaling: N^3 rows per core."""
 
     kernel = 'spmv'
-    layout = parameter(runs_for(('masteronly',)), fmt=_layout_name)
-    problem = parameter([40])
+    layout = parameter(runs_for(('masteronly', 'funneled')) + serial_runs(),
+                       fmt=_layout_name)
+    #: N^3 rows per core: from cache-resident (8: 0.2 MB of matrix per core)
+    #: to memory-bound (64: 85 MB per core).
+    problem = parameter([8, 16, 32, 64])
     iters = variable(int, value=100)
     #: STREAM elements per core for the roofline measured in the same job.
-    stream_elements = variable(int, value=16777216)
+    stream_elements = variable(int, value=8388608)
 
     def kernel_args(self) -> list[str]:
-        return ['--n', str(self.problem), '--iters', str(self.iters)]
+        args = ['--n', str(self.problem), '--iters', str(self.iters)]
+        if self.mode == 'serial':
+            args += ['--decomp-threads', str(self.decomp)]
+        return args
 
     @run_before('run')
     def measure_roof(self):
@@ -409,7 +429,11 @@ class SpmvCheck(KernelCheck):
         return res
 
     @run_before('performance')
-    def add_roofline(self):
+    def add_spmv_variables(self):
+        # The parts of a call, for the efficiency and overlap models.
+        for var in ('t_pack', 't_comp_interior', 't_comp_boundary'):
+            self.perf_variables[var] = sn.make_performance_function(
+                lambda key=f'{var}_s': float(self.headline()[key]), 's')
         self.perf_variables['stream_bw'] = sn.make_performance_function(
             lambda: float(self.stream_result()['fom']), 'GB/s')
         self.perf_variables['roofline_fraction'] = sn.make_performance_function(

@@ -241,6 +241,7 @@ site_configuration = {
                         '%(check_partition)s|%(check_environ)s|%(check_name)s|'
                         '%(check_kernel)s|%(check_mode)s|%(check_ranks)s|'
                         '%(check_threads)s|%(check_size)s|%(check_cores)s|'
+                        '%(check_nodes)s|'
                         '%(check_mpi_library)s|%(check_verified)s|'
                         '%(check_oversubscribed)s|%(check_finalize_hung)s|'
                         '%(check_result)s|'

@@ -35,6 +35,18 @@
  * All buffers are allocated once before the timed loop and first-touched by
  * the threads that use them with the compute loops' static schedule.
  *
+ * Interior / boundary split (all modes): the CSR rows are stored interior rows
+ * first (rows that read no ghost value a neighbour sends; rows on the global
+ * domain's Dirichlet boundary are interior), then the boundary rows, each group
+ * in grid order.  Every mode computes them as two loops and times both per
+ * call: in mpi, masteronly and serial the interior loop (static schedule, then
+ * its barrier) runs after the exchange and is followed by the boundary loop;
+ * in funneled the interior time is the slowest worker's overlapped interior
+ * chunk.  This gives, from masteronly runs, Rabenseifner's (001) overlap model
+ * fractions of T = t_total: f_comp,overlap = t_comp_interior / T,
+ * f_comp,non = (t_comp_boundary + t_pack) / T, f_comm = t_comm / T.
+ * t_comp = t_comp_interior + t_comp_boundary per call.
+ *
  * Verification (every run): x_i = 1 + ((7 gx + 13 gy + 17 gz) mod 11) from the
  * GLOBAL coordinates of point i; y of the last timed call is compared with a
  * recomputation that uses neither the CSR matrix nor the halo: for every owned
@@ -260,7 +272,7 @@ typedef struct {
     int cx, cy, cz;           /* this rank's grid coordinates */
     long long gx0, gy0, gz0;  /* global offset of the box */
     long long Gx, Gy, Gz;     /* global grid */
-    int rows, nint, nnz;      /* rows (points), interior rows first in funneled */
+    int rows, nint, nnz;      /* rows (points), the nint interior rows first */
     int *order;               /* [rows] CSR row p -> local point index */
     int *rp, *col;            /* CSR */
     double *val, *x, *y;      /* x ghosted: (nx+2)(ny+2)(nz+2) */
@@ -534,20 +546,19 @@ int main(int argc, char **argv) {
     const int funneled = o.mode == KC_MODE_FUNNELED;
     const int nghost = (P.nx + 2) * (P.ny + 2) * (P.nz + 2);
 
-    /* ---- row order: funneled puts the interior rows (no ghost reads) first */
+    /* ---- row order (all modes): the interior rows (no ghost reads) first */
     P.order = kc_malloc(&ctx, (size_t)P.rows * sizeof(int));
     {
         int m = 0;
         for (int pt = 0; pt < P.rows; ++pt) {
             int i = pt % P.nx, j = (pt / P.nx) % P.ny, k = pt / (P.nx * P.ny);
-            if (!funneled || !is_boundary(&P, i, j, k)) P.order[m++] = pt;
+            if (!is_boundary(&P, i, j, k)) P.order[m++] = pt;
         }
-        P.nint = funneled ? m : P.rows;
-        if (funneled)
-            for (int pt = 0; pt < P.rows; ++pt) {
-                int i = pt % P.nx, j = (pt / P.nx) % P.ny, k = pt / (P.nx * P.ny);
-                if (is_boundary(&P, i, j, k)) P.order[m++] = pt;
-            }
+        P.nint = m;
+        for (int pt = 0; pt < P.rows; ++pt) {
+            int i = pt % P.nx, j = (pt / P.nx) % P.ny, k = pt / (P.nx * P.ny);
+            if (is_boundary(&P, i, j, k)) P.order[m++] = pt;
+        }
     }
     /* row pointers: prefix sum in a scratch array, copied with first touch */
     int *scan = kc_malloc(&ctx, ((size_t)P.rows + 1) * sizeof(int));
@@ -573,11 +584,16 @@ int main(int argc, char **argv) {
             for (int p = lo; p < hi; ++p) fill_row(&P, p);
 #pragma omp for schedule(static)
             for (int p = P.nint; p < P.rows; ++p) fill_row(&P, p);
-        } else {
+        } else { /* the two static schedules of the interior and boundary loops */
+#pragma omp for schedule(static) nowait
+            for (int p = 0; p < P.nint; ++p) P.rp[p + 1] = scan[p + 1];
 #pragma omp for schedule(static)
-            for (int p = 0; p < P.rows; ++p) P.rp[p + 1] = scan[p + 1];
+            for (int p = P.nint; p < P.rows; ++p) P.rp[p + 1] = scan[p + 1];
+            /* implicit barrier: rp complete before rows are filled */
+#pragma omp for schedule(static) nowait
+            for (int p = 0; p < P.nint; ++p) fill_row(&P, p);
 #pragma omp for schedule(static)
-            for (int p = 0; p < P.rows; ++p) fill_row(&P, p);
+            for (int p = P.nint; p < P.rows; ++p) fill_row(&P, p);
         }
         /* x: ghost layer zero, owned points from the global coordinates */
 #pragma omp for schedule(static)
@@ -599,6 +615,8 @@ int main(int argc, char **argv) {
     double *tc_comm = kc_malloc(&ctx, (size_t)K * sizeof(double));
     double *tc_comp = kc_malloc(&ctx, (size_t)K * sizeof(double));
     double *tc_ovl = kc_malloc(&ctx, (size_t)K * sizeof(double));
+    double *tc_int = kc_malloc(&ctx, (size_t)K * sizeof(double));
+    double *tc_bnd = kc_malloc(&ctx, (size_t)K * sizeof(double));
     const int PAD = 8; /* one cache line per thread */
     double *thr_t = kc_malloc(&ctx, (size_t)ctx.threads * PAD * sizeof(double));
     for (int t = 0; t < ctx.threads * PAD; ++t) thr_t[t] = 0.0;
@@ -619,24 +637,31 @@ int main(int argc, char **argv) {
             MPI_Barrier(MPI_COMM_WORLD);
             t_loop = now();
         }
-        double tp = 0, tc = 0, tcomp = 0, tovl = 0;
+        double tp = 0, tc = 0, tcomp = 0, tovl = 0, tint = 0, tbnd = 0;
         if (!funneled) {
             double t0 = now();
 #pragma omp parallel for schedule(static)
             for (int q = 0; q < nsend; ++q) sbuf[q] = x[sidx[q]];
             double t1 = now();
             exchange(&ctx, &P);
-            double t2 = now();
+            double t2 = now(), tb = t2;
 #pragma omp parallel
             {
                 kc_record_cpu(&ctx);
 #pragma omp for schedule(static)
-                for (int p = 0; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
+                for (int p = 0; p < nint; ++p) spmv_row(rp, col, val, x, y, p, lim);
+                /* implicit barrier: all interior rows done */
+#pragma omp master
+                tb = now();
+#pragma omp for schedule(static) nowait
+                for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
             }
             double t3 = now();
             tp = t1 - t0;
             tc = t2 - t1;
-            tcomp = t3 - t2;
+            tint = tb - t2;
+            tbnd = t3 - tb;
+            tcomp = tint + tbnd;
         } else {
             double t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
             int team = 1;
@@ -681,6 +706,8 @@ int main(int argc, char **argv) {
             tp = t1 - t0;
             tc = t2 - t1;
             tovl = ovl;
+            tint = ovl;
+            tbnd = t4 - t3;
             tcomp = ovl + (t4 - t3);
         }
         if (it >= 0) {
@@ -688,22 +715,28 @@ int main(int argc, char **argv) {
             tc_comm[it] = tc;
             tc_comp[it] = tcomp;
             tc_ovl[it] = tovl;
+            tc_int[it] = tint;
+            tc_bnd[it] = tbnd;
         }
     }
     const double t_wall = now() - t_loop;
 
     /* ---- sums, statistics */
-    double s_pack = 0, s_comm = 0, s_comp = 0, s_ovl = 0;
+    double s_pack = 0, s_comm = 0, s_comp = 0, s_ovl = 0, s_int = 0, s_bnd = 0;
     for (long it = 0; it < K; ++it) {
         s_pack += tc_pack[it];
         s_comm += tc_comm[it];
         s_comp += tc_comp[it];
         s_ovl += tc_ovl[it];
+        s_int += tc_int[it];
+        s_bnd += tc_bnd[it];
     }
     const kc_stat st_pack = kc_stat_over_ranks(&ctx, s_pack);
     const kc_stat st_comm = kc_stat_over_ranks(&ctx, s_comm);
     const kc_stat st_comp = kc_stat_over_ranks(&ctx, s_comp);
     const kc_stat st_ovl = kc_stat_over_ranks(&ctx, s_ovl);
+    const kc_stat st_int = kc_stat_over_ranks(&ctx, s_int);
+    const kc_stat st_bnd = kc_stat_over_ranks(&ctx, s_bnd);
     const kc_stat st_wall = kc_stat_over_ranks(&ctx, t_wall);
     long long loc[2] = {P.nnz, P.rows}, glob[2] = {0, 0};
     MPI_Allreduce(loc, glob, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -784,10 +817,15 @@ int main(int argc, char **argv) {
         if (funneled)
             printf("spmv: rank 0: %d interior rows overlap the exchange, %d boundary rows\n",
                    P.nint, P.rows - P.nint);
+        else
+            printf("spmv: rank 0: %d interior rows, %d boundary rows\n", P.nint,
+                   P.rows - P.nint);
         printf("spmv: %ld calls (+%ld warm-up): pack %.6f s, comm %.6f s, comp %.6f s "
                "(sums, max over ranks)%s; wall %.6f s\n",
                K, o.warmup, st_pack.max, st_comm.max, st_comp.max,
                funneled ? " [comp includes the overlapped interior]" : "", st_wall.max);
+        printf("spmv: comp split: interior %.6f s, boundary %.6f s (sums, max over ranks)\n",
+               st_int.max, st_bnd.max);
         printf("spmv: %.3f GFLOP/s, %.3f GB/s of modelled traffic (%.0f bytes per call)\n",
                gflops, traffic_gbs, bytes_model);
         if (shared_core)
@@ -823,11 +861,16 @@ int main(int argc, char **argv) {
     kc_json_stat(&j, "t_pack", st_pack);
     kc_json_stat(&j, "t_comm", st_comm);
     kc_json_stat(&j, "t_comp", st_comp);
+    kc_json_num(&j, "t_comp_interior_s", st_int.max);
+    kc_json_num(&j, "t_comp_boundary_s", st_bnd.max);
+    kc_json_stat(&j, "t_comp_interior", st_int);
+    kc_json_stat(&j, "t_comp_boundary", st_bnd);
     if (funneled) {
         kc_json_num(&j, "t_overlap_s", st_ovl.max);
         kc_json_stat(&j, "t_overlap", st_ovl);
-        kc_json_int(&j, "interior_rows", P.nint);
     }
+    kc_json_int(&j, "interior_rows", P.nint); /* rank 0's */
+    kc_json_int(&j, "boundary_rows", P.rows - P.nint);
     kc_json_num(&j, "fom", gflops);
     kc_json_str(&j, "fom_unit", "GFLOP/s");
     kc_json_num(&j, "bytes_per_iter_model", bytes_model);
@@ -847,6 +890,8 @@ int main(int argc, char **argv) {
     free(tc_comm);
     free(tc_comp);
     free(tc_ovl);
+    free(tc_int);
+    free(tc_bnd);
     free(thr_t);
     free(P.order);
     free(P.rp);

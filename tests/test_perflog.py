@@ -17,7 +17,7 @@ def line(kernel='spmv', mode='mpi', ranks=2, threads=1, size='16', t=1.0, env='m
          part='shm', time='2026-11-22T10:00:00+0000', result='pass', verified='true',
          over='false') -> str:
     return (f'{time}|local|{part}|{env}|SpmvCheck %layout={mode}|{kernel}|{mode}|{ranks}|'
-            f'{threads}|{size}|2|MPICH Version: 4.0.2|{verified}|{over}|false|{result}|'
+            f'{threads}|{size}|2|1|MPICH Version: 4.0.2|{verified}|{over}|false|{result}|'
             f'2.5|GFLOP/s|0|None|None|{t}|s|0|None|None')
 
 
@@ -51,7 +51,7 @@ def test_truncated_and_corrupt_lines_are_skipped_and_counted(tmp_path):
 
 def test_build_lines_are_not_kernel_runs(tmp_path):
     build = '2026-11-22T10:00:00+00:00|local|shm|mpich|KernelBuild|' + '|'.join(
-        ['null'] * 10) + '|pass|'
+        ['null'] * 11) + '|pass|'
     write(tmp_path / 'KernelBuild.log', '|'.join(header_fields()) + '|', build)
     stats = ReadStats()
     assert read_perflogs([str(tmp_path)], stats=stats) == []

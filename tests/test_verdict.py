@@ -13,7 +13,7 @@ T0 = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
 
 def rec(mode: str, t: float, ranks: int = 2, threads: int = 1, **kw) -> Record:
     fields = dict(time=T0, system='local', partition='shm', stack='mpich', kernel='spmv',
-                  mode=mode, ranks=ranks, threads=threads, size='16', cores=2,
+                  mode=mode, ranks=ranks, threads=threads, size='16', cores=2, nodes=1,
                   mpi_library='MPICH Version: 4.0.2', verified=True, oversubscribed=False,
                   result='pass', values={'t_total': t}, units={'t_total': 's'}, source='x')
     fields.update(kw)

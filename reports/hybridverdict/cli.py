@@ -19,7 +19,7 @@ import sys
 
 from tabulate import tabulate
 
-from . import __version__, phases
+from . import __version__, phases, spmv_model
 from .perflog import PerflogError, ReadStats, read_perflogs
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 
@@ -38,7 +38,38 @@ def rows(found: list[Verdict]) -> list[list[object]]:
              v.verdict] for v in found]
 
 
-def markdown(found: list[Verdict], md_phases: list[phases.PhaseRow], stats: ReadStats,
+@dataclasses.dataclass
+class Section:
+    """One analysis table beside the verdicts."""
+
+    title: str
+    note: str
+    columns: tuple[str, ...]
+    rows: list[list[object]]
+    data: list[dict]
+
+
+def sections(records: list) -> list[Section]:
+    md = phases.phase_rows(records)
+    eff = spmv_model.efficiencies(records)
+    ovl = spmv_model.overlaps(records)
+    out = [
+        Section('MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
+                'Median time of each phase on the slowest rank; hybrid/mpi above 1: '
+                'slower in hybrid.', phases.COLUMNS, phases.table_rows(md),
+                [dataclasses.asdict(r) | {'ratio': r.ratio} for r in md]),
+        Section('SpMV efficiencies (Chow & Hysom)', spmv_model.DIRECTIONS,
+                spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff),
+                [dataclasses.asdict(e) for e in eff]),
+        Section('SpMV overlap model (Rabenseifner): masteronly against funneled',
+                'Fractions of a masteronly call; eps = T_masteronly / T_funneled, one '
+                'communicating thread.', spmv_model.OVL_COLUMNS,
+                spmv_model.overlap_rows(ovl), [dataclasses.asdict(o) for o in ovl]),
+    ]
+    return [sec for sec in out if sec.rows]
+
+
+def markdown(found: list[Verdict], extra: list[Section], stats: ReadStats,
              inputs: list[str], since: dt.datetime | None) -> str:
     systems = sorted({v.system for v in found})
     libs = sorted({f'{v.stack}: {v.mpi_library}' for v in found})
@@ -60,17 +91,10 @@ def markdown(found: list[Verdict], md_phases: list[phases.PhaseRow], stats: Read
         tabulate(rows(found), headers=COLUMNS, tablefmt='github', disable_numparse=True),
         '',
     ]
-    if md_phases:
-        lines += [
-            '## MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
-            '',
-            'Median time of each phase on the slowest rank; hybrid/mpi above 1: slower '
-            'in hybrid.',
-            '',
-            tabulate(phases.table_rows(md_phases), headers=phases.COLUMNS,
-                     tablefmt='github', disable_numparse=True),
-            '',
-        ]
+    for sec in extra:
+        lines += [f'## {sec.title}', '', sec.note, '',
+                  tabulate(sec.rows, headers=sec.columns, tablefmt='github',
+                           disable_numparse=True), '']
     return '\n'.join(lines)
 
 
@@ -129,11 +153,10 @@ def main(argv: list[str] | None = None) -> int:
               f'in {", ".join(inputs)}', file=sys.stderr)
         return 1
     print(tabulate(rows(found), headers=COLUMNS, tablefmt='simple', disable_numparse=True))
-    md_phases = phases.phase_rows(records)
-    if md_phases:
-        print('\nMD phase breakdown (median seconds on the slowest rank):')
-        print(tabulate(phases.table_rows(md_phases), headers=phases.COLUMNS,
-                       tablefmt='simple', disable_numparse=True))
+    extra = sections(records)
+    for sec in extra:
+        print(f'\n{sec.title}\n{sec.note}')
+        print(tabulate(sec.rows, headers=sec.columns, tablefmt='simple', disable_numparse=True))
     if args.no_write:
         return 0
     out_dir = args.out or os.path.join(default_var_dir(), 'reports')
@@ -141,13 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     stem = f'verdict-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}'
     md_path = unique_path(out_dir, stem, '.md')
     with open(md_path, 'x', encoding='utf-8') as fp:
-        fp.write(markdown(found, md_phases, stats, inputs, args.since))
+        fp.write(markdown(found, extra, stats, inputs, args.since))
     json_path = md_path[:-len('.md')] + '.json'
     with open(json_path, 'x', encoding='utf-8') as fp:
         json.dump({'version': __version__, 'records': stats.records,
                    'skipped': stats.skipped,
                    'verdicts': [dataclasses.asdict(v) for v in found],
-                   'md_phases': [dataclasses.asdict(r) | {'ratio': r.ratio}
-                                 for r in md_phases]}, fp, indent=1)
+                   'sections': {sec.title: sec.data for sec in extra}}, fp, indent=1)
     print(f'\nreport written to {md_path} (and {os.path.basename(json_path)})')
     return 0

@@ -34,6 +34,7 @@ class Record:
     threads: int
     size: str
     cores: int
+    nodes: int
     mpi_library: str
     verified: bool
     oversubscribed: bool
@@ -88,6 +89,10 @@ def _parse_time(text: str) -> dt.datetime:
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
+def _int_or_zero(text: str | None) -> int:
+    return int(text) if text and text.isdigit() else 0
+
+
 def _parse_bool(text: str) -> bool:
     return text.strip().lower() in ('true', '1', 'yes')
 
@@ -112,7 +117,8 @@ def _parse_line(fields: list[str], header: list[str], source: str) -> Record:
         system=row['system'], partition=row['partition'], stack=row['environ'],
         kernel=row['kernel'], mode=row['mode'],
         ranks=int(row['ranks']), threads=int(row['threads']), size=row['size'],
-        cores=int(row.get('cores') or 0) if (row.get('cores') or '0').isdigit() else 0,
+        cores=_int_or_zero(row.get('cores')),
+        nodes=_int_or_zero(row.get('nodes')) or 1,
         mpi_library=row.get('mpi_library', ''),
         verified=_parse_bool(row.get('verified', 'false')),
         oversubscribed=_parse_bool(row.get('oversubscribed', 'false')),
@@ -169,7 +175,7 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
 def header_fields() -> tuple[str, ...]:
     """Fields a harness perflog header starts with (for tests and writers)."""
     return ('job_completion_time', 'system', 'partition', 'environ', 'name',
-            'kernel', 'mode', 'ranks', 'threads', 'size', 'cores', 'mpi_library',
+            'kernel', 'mode', 'ranks', 'threads', 'size', 'cores', 'nodes', 'mpi_library',
             'verified', 'oversubscribed', 'finalize_hung', 'result')
 
 

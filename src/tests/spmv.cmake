@@ -29,3 +29,16 @@ kernel_test(spmv_bad_mode_multiple NP 1 THREADS 2 EXPECT_FAIL "spmv: mode multip
 kernel_test(spmv_bad_threads NP 1 THREADS 512 EXPECT_FAIL "spmv: 512 threads per rank .* exceed the [0-9]+ online cores" COMMAND spmv --mode masteronly --n 4)
 kernel_test(spmv_bad_decomp_mode NP 1 THREADS 1 EXPECT_FAIL "spmv: --decomp-threads applies to --mode serial only" COMMAND spmv --mode mpi --decomp-threads 2)
 kernel_test(spmv_bad_times_file NP 1 THREADS 1 EXPECT_FAIL "spmv: cannot open --times-file" COMMAND spmv --n 2 --iters 1 --times-file /nonexistent/dir/t.txt)
+# interior/boundary split of the compute time (Rabenseifner's overlap model):
+# the RESULT line carries both sums and their {min,mean,max}; the regex also
+# demands "verified":true (PASS_REGULAR_EXPRESSION replaces the exit-code check)
+set(spmv_split_re "\"t_comp_interior_s\":[0-9][^,]*,\"t_comp_boundary_s\":[0-9][^,]*,\"t_comp_interior\":{\"min\":[^}]*},\"t_comp_boundary\":{\"min\":[^}]*}")
+kernel_test(spmv_split_mpi_2x1 NP 2 THREADS 1 COMMAND spmv --n 8 --iters 5)
+set_tests_properties(spmv_split_mpi_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "${spmv_split_re}.*\"interior_rows\":448,\"boundary_rows\":64,.*\"verified\":true")
+kernel_test(spmv_split_masteronly_1x2 NP 1 THREADS 2 COMMAND spmv --mode masteronly --n 8 --iters 5)
+set_tests_properties(spmv_split_masteronly_1x2 PROPERTIES PASS_REGULAR_EXPRESSION
+  "${spmv_split_re}.*\"interior_rows\":1024,\"boundary_rows\":0,.*\"verified\":true")
+kernel_test(spmv_split_funneled_2x2 NP 2 THREADS 2 COMMAND spmv --mode funneled --n 4 --iters 3)
+set_tests_properties(spmv_split_funneled_2x2 PROPERTIES PASS_REGULAR_EXPRESSION
+  "${spmv_split_re}.*\"interior_rows\":112,\"boundary_rows\":16,.*\"verified\":true")
