@@ -284,14 +284,19 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
                                          self.binding))
         self.prerun_cmds = hold_node_lock(part)
 
+    def stack_launcher(self) -> JobLauncher:
+        """The environment's own launcher with this run's binding (or the
+        partition's launcher where the environment names none)."""
+        env = self.current_environ
+        if not env.extras.get('launcher'):
+            return self.job.launcher
+        # Each rank gets a core per thread, unless the test narrows it.
+        return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
+                             self.ranks, 1 if self.binding == 'one-core' else self.threads)
+
     @run_before('run')
     def set_launcher(self):
-        env = self.current_environ
-        if env.extras.get('launcher'):
-            # Each rank gets a core per thread, unless the test narrows it.
-            self.job.launcher = StackLauncher(
-                env.extras['launcher'], env.extras.get('family', ''), self.ranks,
-                1 if self.binding == 'one-core' else self.threads)
+        self.job.launcher = self.stack_launcher()
 
     # -- results ----------------------------------------------------------------
 
@@ -389,15 +394,17 @@ class SpmvCheck(KernelCheck):
     kernel = 'spmv'
     layout = parameter(runs_for(('masteronly', 'funneled')) + serial_runs(),
                        fmt=_layout_name)
-    #: N^3 rows per core: from cache-resident (8: 0.2 MB of matrix per core)
-    #: to memory-bound (64: 85 MB per core).
-    problem = parameter([8, 16, 32, 64])
-    iters = variable(int, value=100)
+    #: N^3 rows per core: from cache-resident (16: 1.3 MB of matrix per core)
+    #: to memory-bound (128: 680 MB per core, far beyond any cache).
+    problem = parameter([16, 32, 64, 128])
+    #: SpMV calls; 0: 100 up to N = 64, fewer above (about 0.5 s per run).
+    iters = variable(int, value=0)
     #: STREAM elements per core for the roofline measured in the same job.
     stream_elements = variable(int, value=8388608)
 
     def kernel_args(self) -> list[str]:
-        args = ['--n', str(self.problem), '--iters', str(self.iters)]
+        iters = self.iters or max(10, min(100, 100 * 64 ** 3 // self.problem ** 3))
+        args = ['--n', str(self.problem), '--iters', str(iters)]
         if self.mode == 'serial':
             args += ['--decomp-threads', str(self.decomp)]
         return args
@@ -412,7 +419,10 @@ class SpmvCheck(KernelCheck):
         is `traffic_gbs` / stream GB/s.
         """
         stream_mode = 'mpi' if self.threads == 1 else 'masteronly'
-        launch = self.job.launcher.run_command(self.job)
+        # Not self.job: before the run stage neither its launcher nor its
+        # task count is set yet.
+        launch = self.stack_launcher().run_command(
+            types.SimpleNamespace(num_tasks=self.num_tasks))
         self.prerun_cmds = self.prerun_cmds + [
             f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
             f'--n {self.stream_elements} --iters 5 > stream.out'
@@ -426,6 +436,10 @@ class SpmvCheck(KernelCheck):
         res = json.loads(lines[-1])
         if res.get('verified') is not True:
             raise sn.SanityError('the STREAM run before spmv did not verify its result')
+        if (res.get('ranks'), res.get('threads')) != (self.num_tasks, self.threads):
+            raise sn.SanityError(
+                f'the STREAM run before spmv ran {res.get("ranks")}x{res.get("threads")}, '
+                f'not the layout of spmv, {self.num_tasks}x{self.threads}')
         return res
 
     @run_before('performance')
