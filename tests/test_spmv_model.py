@@ -21,6 +21,7 @@ def test_efficiencies_follow_chow_and_hysom():
     assert e.e_cache == pytest.approx(1.1)
     assert e.e_mt == pytest.approx(0.75)              # 1.5 t_hyb / (2 t_hyb)
     assert e.e_mp == pytest.approx(0.5)
+    assert e.e_ni is None                             # one node
     # (0.8 / 1.1 + 0.5 * 0.2) / (0.8 + 0.2)
     assert e.predicted == pytest.approx(0.8 / 1.1 + 0.1)
     assert e.measured == pytest.approx(0.9)
@@ -41,3 +42,11 @@ def test_overlap_prediction_and_measurement():
     assert o.prediction.eps == pytest.approx(1.0)     # n=2, m=1: break-even at f_comm=0.5
     assert o.prediction.eps_max == pytest.approx(1.5)
     assert o.measured == pytest.approx(1.25)
+
+
+def test_e_ni_on_several_nodes():
+    runs = [spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 0.8, 0.1)]
+    runs = [type(r)(**{**r.__dict__, 'nodes': 4}) for r in runs]
+    (e,) = efficiencies(runs)
+    assert e.nodes == 4
+    assert e.e_ni == pytest.approx(2.0)

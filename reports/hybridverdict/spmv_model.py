@@ -4,12 +4,14 @@ from the SpMV runs of the perflogs.
 Efficiencies (seed 000; ser = the hybrid decomposition run with one thread):
   e_mt    = t_comp^ser / (n_t t_comp^hyb)    multithreading    (> 1 favours hybrid)
   e_cache = t_comp^mpi / t_comp^hyb          relative cache    (> 1 favours hybrid)
+  e_ni    = t_comm^mpi / t_comm^hyb          network interface (> 1 favours hybrid)
   e_mp    = t_comm^hyb / t_comm^mpi          message passing   (< 1 favours hybrid)
 With no overlap the model predicts
   T_hyb / T_mpi = (t_comp^mpi / e_cache + e_mp t_comm^mpi) / (t_comp^mpi + t_comm^mpi),
-shown next to the measured ratio of total times.  e_ni needs the typical
-message sizes of runs on several nodes; on one node e_mp compares the
-intra-node exchanges only (the `nodes` column says which).
+shown next to the measured ratio of total times.  e_ni compares the
+exchanges of each layout's typical messages through the network: it is given
+for runs on several nodes only.  On one node e_mp compares the intra-node
+exchanges only (the `nodes` column says which).
 
 Overlap (seed 001): the fractions of a masteronly call (f_comm; f_comp_non =
 pack + boundary rows; f_comp_overlap = interior rows) give the predicted
@@ -39,6 +41,7 @@ class Efficiency:
     layout: str             # hybrid R x T
     e_mt: float | None
     e_cache: float
+    e_ni: float | None       # several nodes only
     e_mp: float | None
     predicted: float | None  # T_hyb / T_mpi without overlap
     measured: float          # T_hyb / T_mpi
@@ -94,11 +97,12 @@ def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
             e_mt = comp_ser / (threads * comp_hyb) if comp_ser else None
             e_cache = comp_mpi / comp_hyb
             e_mp = comm_hyb / comm_mpi if comm_mpi and comm_hyb is not None else None
+            e_ni = comm_mpi / comm_hyb if nodes > 1 and comm_mpi and comm_hyb else None
             predicted = None
             if e_mp is not None and comm_mpi is not None:
                 predicted = ((comp_mpi / e_cache + e_mp * comm_mpi) / (comp_mpi + comm_mpi))
             out.append(Efficiency(system, partition, stack, size, nodes,
-                                  f'{ranks}x{threads}', e_mt, e_cache, e_mp, predicted,
+                                  f'{ranks}x{threads}', e_mt, e_cache, e_ni, e_mp, predicted,
                                   total_hyb / total_mpi))
     return out
 
@@ -131,7 +135,8 @@ def _fmt(x: float | None) -> str:
     return 'n/a' if x is None else f'{x:.3f}'
 
 
-EFF_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'hybrid', 'e_mt', 'e_cache', 'e_mp',
+EFF_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'hybrid', 'e_mt', 'e_cache', 'e_ni',
+               'e_mp',
                'T_hyb/T_mpi predicted', 'measured')
 OVL_COLUMNS = ('stack', 'partition', 'size', 'layout', 'f_comm', 'f_comp,non',
                'f_comp,overlap', 'eps predicted', 'eps measured', 'eps_max', 'f_comm,best',
@@ -140,7 +145,7 @@ OVL_COLUMNS = ('stack', 'partition', 'size', 'layout', 'f_comm', 'f_comp,non',
 
 def efficiency_rows(rows: list[Efficiency]) -> list[list[object]]:
     return [[e.stack, e.partition, e.size, e.nodes, e.layout, _fmt(e.e_mt), _fmt(e.e_cache),
-             _fmt(e.e_mp), _fmt(e.predicted), _fmt(e.measured)] for e in rows]
+             _fmt(e.e_ni), _fmt(e.e_mp), _fmt(e.predicted), _fmt(e.measured)] for e in rows]
 
 
 def overlap_rows(rows: list[Overlap]) -> list[list[object]]:
@@ -154,6 +159,6 @@ def overlap_rows(rows: list[Overlap]) -> list[list[object]]:
     return out
 
 
-DIRECTIONS = ('e_mt, e_cache (and e_ni) above 1 favour hybrid; e_mp below 1 favours hybrid. '
-              'On one node e_mp compares intra-node exchanges only; e_ni needs several '
-              'nodes.')
+DIRECTIONS = ('e_mt, e_cache and e_ni above 1 favour hybrid; e_mp below 1 favours hybrid. '
+              'On one node e_mp compares intra-node exchanges only, and e_ni (n/a) needs '
+              'several nodes.')
