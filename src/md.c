@@ -146,10 +146,7 @@ static const char *parse(int argc, char **argv, options *o, int *help) {
             }
             break;
         case O_L:
-            if (kc_parse_long(optarg, 1, 400, &o->L) != 0) {
-                snprintf(err, sizeof err, "--cells-per-side must be an integer in [1, 400], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("cells-per-side", optarg, 1, 400, &o->L, err, sizeof err)) return err;
             given_L = 1;
             break;
         case O_DENS:
@@ -217,15 +214,10 @@ static const char *parse(int argc, char **argv, options *o, int *help) {
             }
             break;
         case O_HELP: *help = 1; break;
-        default:
-            snprintf(err, sizeof err, "unknown option or missing value '%s'", argv[optind - 1]);
-            return err;
+        default: return kc_opt_unknown(argv, err, sizeof err);
         }
     }
-    if (optind < argc) {
-        snprintf(err, sizeof err, "unexpected argument '%s'", argv[optind]);
-        return err;
-    }
+    if (kc_opt_leftover(argc, argv, err, sizeof err)) return err;
     if (o->drift_tol == 0.0) o->drift_tol = 1e-3 * fmax(1.0, (o->dt / 0.005) * (o->dt / 0.005));
     /* Every other in.lj setting is already the default; explicit options win. */
     if (strcmp(o->preset, "lammps-in.lj") == 0 && !given_L) o->L = 20;

@@ -216,10 +216,7 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
             if (parse_sizes(optarg, o, err, cap) != 0) return err;
             break;
         case 'r':
-            if (kc_parse_long(optarg, 1, 1000, &o->reps) != 0) {
-                snprintf(err, cap, "--reps must be an integer in [1, 1000], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("reps", optarg, 1, 1000, &o->reps, err, cap)) return err;
             break;
         case 'f':
             if (kc_parse_double(optarg, 0.0, 1000.0, &o->iters_scale) != 0 || o->iters_scale <= 0.0) {
@@ -228,30 +225,19 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
             }
             break;
         case 'w':
-            if (kc_parse_long(optarg, 1, 1024, &o->window) != 0) {
-                snprintf(err, cap, "--window must be an integer in [1, 1024], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("window", optarg, 1, 1024, &o->window, err, cap)) return err;
             o->window_given = 1;
             break;
         case 'k':
-            if (kc_parse_long(optarg, 1, RING_MAX_K, &o->k) != 0) {
-                snprintf(err, cap, "--k must be an integer in [1, %d], got '%s'", RING_MAX_K, optarg);
-                return err;
-            }
+            if (kc_opt_long("k", optarg, 1, RING_MAX_K, &o->k, err, cap)) return err;
             o->k_given = 1;
             break;
         case 'n': o->rank_as_node = 1; break;
         case 'h': *help = 1; break;
-        default:
-            snprintf(err, cap, "unknown option or missing value '%s'", argv[optind - 1]);
-            return err;
+        default: return kc_opt_unknown(argv, err, cap);
         }
     }
-    if (optind < argc) {
-        snprintf(err, cap, "unexpected argument '%s'", argv[optind]);
-        return err;
-    }
+    if (kc_opt_leftover(argc, argv, err, cap)) return err;
     if (o->mode == KC_MODE_MULTIPLE && o->pattern != PAT_RING) {
         snprintf(err, cap, "mode multiple is only available with --pattern ring");
         return err;

@@ -160,29 +160,16 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
             }
             break;
         case 'n':
-            if (kc_parse_long(optarg, 1, 100000, &o->n) != 0) {
-                snprintf(err, cap, "--n must be an integer in [1, 100000], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("n", optarg, 1, 100000, &o->n, err, cap)) return err;
             break;
         case 'i':
-            if (kc_parse_long(optarg, 1, 1000000, &o->iters) != 0) {
-                snprintf(err, cap, "--iters must be an integer in [1, 1000000], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("iters", optarg, 1, 1000000, &o->iters, err, cap)) return err;
             break;
         case 'w':
-            if (kc_parse_long(optarg, 0, 1000, &o->warmup) != 0) {
-                snprintf(err, cap, "--warmup must be an integer in [0, 1000], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("warmup", optarg, 0, 1000, &o->warmup, err, cap)) return err;
             break;
         case 'd':
-            if (kc_parse_long(optarg, 1, 4096, &o->decomp) != 0) {
-                snprintf(err, cap, "--decomp-threads must be an integer in [1, 4096], got '%s'",
-                         optarg);
-                return err;
-            }
+            if (kc_opt_long("decomp-threads", optarg, 1, 4096, &o->decomp, err, cap)) return err;
             break;
         case 't':
             if (!*optarg) {
@@ -192,15 +179,10 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
             o->times_file = optarg;
             break;
         case 'h': *help = 1; break;
-        default:
-            snprintf(err, cap, "unknown option or missing value '%s'", argv[optind - 1]);
-            return err;
+        default: return kc_opt_unknown(argv, err, cap);
         }
     }
-    if (optind < argc) {
-        snprintf(err, cap, "unexpected argument '%s'", argv[optind]);
-        return err;
-    }
+    if (kc_opt_leftover(argc, argv, err, cap)) return err;
     if (o->decomp && o->mode != KC_MODE_SERIAL) {
         snprintf(err, cap, "--decomp-threads applies to --mode serial only");
         return err;

@@ -49,27 +49,16 @@ static const char *parse(int argc, char **argv, options *o, int *help) {
             }
             break;
         case 'n':
-            if (kc_parse_long(optarg, 1, 1L << 34, &o->n) != 0) {
-                snprintf(err, sizeof err, "--n must be an integer in [1, 2^34], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("n", optarg, 1, 1L << 34, &o->n, err, sizeof err)) return err;
             break;
         case 'i':
-            if (kc_parse_long(optarg, 1, 1000000, &o->iters) != 0) {
-                snprintf(err, sizeof err, "--iters must be an integer in [1, 1000000], got '%s'", optarg);
-                return err;
-            }
+            if (kc_opt_long("iters", optarg, 1, 1000000, &o->iters, err, sizeof err)) return err;
             break;
         case 'h': *help = 1; break;
-        default:
-            snprintf(err, sizeof err, "unknown option '%s'", argv[optind - 1]);
-            return err;
+        default: return kc_opt_unknown(argv, err, sizeof err);
         }
     }
-    if (optind < argc) {
-        snprintf(err, sizeof err, "unexpected argument '%s'", argv[optind]);
-        return err;
-    }
+    if (kc_opt_leftover(argc, argv, err, sizeof err)) return err;
     return NULL;
 }
 

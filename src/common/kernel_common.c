@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -67,6 +68,24 @@ int kc_parse_double(const char *text, double lo, double hi, double *out) {
     if (errno != 0 || *end != '\0' || !isfinite(v) || v < lo || v > hi) return -1;
     *out = v;
     return 0;
+}
+
+const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
+                        char *err, size_t cap) {
+    if (kc_parse_long(text, lo, hi, out) == 0) return NULL;
+    snprintf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'", opt, lo, hi, text);
+    return err;
+}
+
+const char *kc_opt_unknown(char *const argv[], char *err, size_t cap) {
+    snprintf(err, cap, "unknown option or missing value '%s'", argv[optind - 1]);
+    return err;
+}
+
+const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap) {
+    if (optind >= argc) return NULL;
+    snprintf(err, cap, "unexpected argument '%s'", argv[optind]);
+    return err;
 }
 
 static void arm_finalize_watchdog(const char *kernel, int status);

@@ -46,6 +46,16 @@ const char *kc_level_name(int level);
 int kc_parse_long(const char *text, long lo, long hi, long *out);
 int kc_parse_double(const char *text, double lo, double hi, double *out);
 
+/* Option-parser messages shared by the kernels.  Each writes its message
+ * into err (cap bytes) and returns err, or returns NULL when all is well.
+ *   kc_opt_long:     "--<opt> must be an integer in [lo, hi], got '<text>'"
+ *   kc_opt_unknown:  getopt_long's '?': "unknown option or missing value ..."
+ *   kc_opt_leftover: an operand after the options: "unexpected argument ..." */
+const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
+                        char *err, size_t cap);
+const char *kc_opt_unknown(char *const argv[], char *err, size_t cap);
+const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap);
+
 /* Start MPI at the level `mode` needs and fill `ctx`.  `arg_error` is a message
  * collected while parsing options (NULL if none): it is printed by rank 0 and
  * the program exits with status 2 after a clean MPI_Finalize.  If `help` is
