@@ -7,7 +7,7 @@ from reframe.utility import import_module_from_file
 
 
 def load_checks():
-    return import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+    return import_module_from_file(str(REPO / 'checks' / 'harnesslib.py'))
 
 
 def test_every_divisor_layout_fills_the_node():

@@ -1,0 +1,375 @@
+"""Shared pieces of the harness's ReFrame checks (no test is defined here).
+
+* topology and layouts: ``cores_per_node``, ``system_layouts``, ``runs_for``,
+  ``serial_runs`` (every R x T with R*T = cores per node);
+* ``StackLauncher`` and ``binding_env``: each stack's own launcher with rank
+  and thread binding;
+* ``KernelBuild``: the environment-scoped build fixture of the kernels;
+* ``hold_node_lock``: one job at a time on a local machine;
+* ``KernelCheck``: the base of every kernel run (sanity, perf variables).
+
+The check files import it after putting this directory on ``sys.path``
+(ReFrame loads check files under mangled module names, so a sibling module
+is imported by its plain name)::
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import harnesslib
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+
+import reframe as rfm
+import reframe.core.runtime as rt
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (
+    fixture,
+    run_after,
+    run_before,
+    sanity_function,
+    variable,
+)
+from reframe.core.exceptions import ReframeFatalError
+from reframe.core.launchers import JobLauncher
+
+SRC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'src')
+KERNELS = ('spmv', 'md', 'ring', 'stream')
+
+# What `mpi_library` (MPI_Get_library_version, first line) starts with, per stack.
+LIBRARY_PREFIX = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2'}
+
+
+# ---- topology and layouts ------------------------------------------------------
+
+def cores_per_node(partition) -> int:
+    """Physical cores of one node of `partition` (detected or configured)."""
+    proc = partition.processor
+    if proc.num_cores:
+        return int(proc.num_cores)
+    if proc.num_cpus:
+        return int(proc.num_cpus) // int(proc.num_cpus_per_core or 1)
+    if partition.scheduler.registered_name == 'local':
+        return len(os.sched_getaffinity(0))
+    raise ValueError(f'partition {partition.fullname}: processor topology unknown; '
+                     f'run reframe --detect-host-topology or set "processor"')
+
+
+def _divisor_layouts(cores: int) -> list[tuple[int, int]]:
+    return [(cores // t, t) for t in range(1, cores + 1) if cores % t == 0]
+
+
+def system_layouts() -> list[tuple[int, int]]:
+    """Every R x T with R*T = cores per node, over all partitions of the system."""
+    try:
+        partitions = rt.runtime().system.partitions
+    except ReframeFatalError:   # no runtime: imported outside reframe (pytest)
+        partitions = []
+    cores = set()
+    for part in partitions:
+        try:
+            cores.add(cores_per_node(part))
+        except ValueError:
+            continue
+    if not cores:
+        cores.add(len(os.sched_getaffinity(0)))
+    return sorted({lay for c in cores for lay in _divisor_layouts(c)},
+                  key=lambda rt_: (rt_[1], rt_[0]))
+
+
+def runs_for(hybrid_modes: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """(mode, ranks per node, threads per rank) for every layout."""
+    out = []
+    for ranks, threads in system_layouts():
+        modes = ('mpi',) if threads == 1 else hybrid_modes
+        out += [(mode, ranks, threads) for mode in modes]
+    return out
+
+
+def serial_runs() -> list[tuple[str, int, int]]:
+    """('serial', R, T) for every hybrid layout R x T (T > 1): R single-thread
+    ranks, each with the subdomain of a T-thread rank (Chow & Hysom's
+    SPMV-Serial, the reference of the multithreading efficiency e_mt)."""
+    return [('serial', ranks, threads) for ranks, threads in system_layouts() if threads > 1]
+
+
+def layout_name(layout: tuple[str, int, int]) -> str:
+    mode, ranks, threads = layout
+    if mode == 'serial':
+        return f'serial_{ranks}x1_decomp{threads}'
+    return f'{mode}_{ranks}x{threads}'
+
+
+# ---- launcher -----------------------------------------------------------------
+
+class StackLauncher(JobLauncher):
+    """The stack's own launcher, with rank and thread binding for its family.
+
+    Every rank gets T distinct cores and OMP_PLACES=cores pins one thread per
+    core: a hybrid rank's threads never share a core.  MVAPICH2 binds each rank
+    to one core by default, which serialises a hybrid rank's threads; its
+    hybrid binding policy is set through the environment instead.
+    """
+
+    def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int):
+        super().__init__()
+        self.path = path
+        self.family = family
+        self.ranks_per_node = ranks_per_node
+        self.cores_per_rank = cores_per_rank
+
+    def command(self, job) -> list[str]:
+        n, r, t = str(job.num_tasks), str(self.ranks_per_node), str(self.cores_per_rank)
+        if self.family == 'openmpi':
+            return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
+                    '--bind-to', 'core']
+        if self.family == 'mpich':
+            return [self.path, '-n', n, '-ppn', r, '-bind-to', f'core:{t}']
+        return [self.path, '-n', n]
+
+
+def binding_env(family: str, threads: int, binding: str = 'threads') -> dict[str, str]:
+    """OpenMP placement, and MVAPICH2's hybrid binding unless told otherwise."""
+    env = {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
+           'OMP_PROC_BIND': 'close'}
+    if family == 'mvapich2' and binding == 'threads':
+        env.update({'MV2_ENABLE_AFFINITY': '1', 'MV2_CPU_BINDING_POLICY': 'hybrid',
+                    'MV2_THREADS_PER_PROCESS': str(threads)})
+    return env
+
+
+# ---- build fixture --------------------------------------------------------------
+
+class KernelBuild(rfm.CompileOnlyRegressionTest):
+    """CMake build of every kernel with the environment's own MPI wrapper.
+
+    The build tree lives under the system prefix (``var/build/<stack>-...``)
+    rather than in the stage directory, so the shm and tcp partitions of one
+    stack share it and a later session only rebuilds what changed.
+    """
+
+    descr = 'Build the kernels for one MPI stack'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build_system = 'CustomBuild'
+    sourcesdir = None
+    fault_inject = variable(typ.Bool, value=False)
+    build_type = variable(str, value='Release')
+    build_dir = variable(str, value='')
+
+    @run_before('compile')
+    def configure(self):
+        env = self.current_environ
+        stack = env.extras.get('stack', env.name)
+        wrapper = hashlib.sha1(env.cc.encode()).hexdigest()[:8]
+        tag = f'{stack}-{self.build_type.lower()}-{wrapper}'
+        if self.fault_inject:
+            tag += '-fault-inject'
+        self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
+        launcher = env.extras.get('launcher', '')
+        configure = [
+            'cmake', '-S', SRC_DIR, '-B', self.build_dir,
+            f'-DCMAKE_BUILD_TYPE={self.build_type}',
+            f'-DCMAKE_C_COMPILER={env.cc}', f'-DMPI_C_COMPILER={env.cc}',
+            f'-DKERNEL_FAULT_INJECT={"ON" if self.fault_inject else "OFF"}',
+        ] + ([f'-DMPIEXEC_EXECUTABLE={launcher}'] if launcher else [])
+        jobs = max(1, len(os.sched_getaffinity(0)))
+        self.build_system.commands = [
+            ' '.join(shlex.quote(a) for a in configure),
+            f'cmake --build {shlex.quote(self.build_dir)} -j {jobs}',
+        ]
+        self.prebuild_cmds = hold_node_lock(self.current_partition)
+
+    @sanity_function
+    def built(self):
+        return sn.all(sn.path_exists(self.executable_path(k)) for k in KERNELS)
+
+    def executable_path(self, kernel: str) -> str:
+        return os.path.join(self.build_dir, kernel)
+
+
+def hold_node_lock(partition) -> list[str]:
+    """Shell lines that take the node's lock for the rest of the job script.
+
+    On a local partition several jobs can run at once (one per partition, or
+    with the async policy); they would share the cores and spoil each other's
+    timings.  Every build and run holds this lock, so the local machine runs
+    one of them at a time whatever execution policy ReFrame uses.
+    """
+    if partition.scheduler.registered_name != 'local':
+        return []
+    lock = os.path.join(rt.runtime().system.prefix, 'node.lock')
+    return [f'exec 9>>"{lock}"', 'flock 9']
+
+
+# ---- run checks --------------------------------------------------------------------
+
+class KernelCheck(rfm.RunOnlyRegressionTest):
+    """One kernel run at one layout; subclasses say how to run their kernel."""
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    time_limit = '5m'
+    build = fixture(KernelBuild, scope='environment')
+
+
+    # Loggable fields: every perflog line carries them.
+    kernel = variable(str)
+    mode = variable(str, value='')
+    ranks = variable(int, value=0)
+    threads = variable(int, value=0)
+    size = variable(str, value='')
+    cores = variable(int, value=0)
+    nodes = variable(int, value=0)
+    #: Threads whose subdomain each rank owns (serial mode: > threads).
+    decomp = variable(int, value=0)
+    mpi_library = variable(str, value='')
+    verified = variable(str, value='')
+    oversubscribed = variable(str, value='')
+    #: 'true' when a rank's MPI_Finalize hung and the kernel's watchdog ended
+    #: it after printing verified results (MPICH 4.0.x ch4:ucx over TCP).
+    finalize_hung = variable(str, value='')
+
+    #: ``threads``: each rank is bound to as many cores as it has threads (the
+    #: default).  ``one-core``: each rank is bound to a single core, as
+    #: MVAPICH2 does by default; its threads then share that core and the
+    #: oversubscription check must fail the run (used by the tests).
+    binding = variable(typ.Str[r'threads|one-core'], value='threads')
+
+    @run_after('init')
+    def set_layout(self):
+        self.mode, self.ranks, self.threads = self.layout
+        self.decomp = self.threads
+        if self.mode == 'serial':
+            self.threads = 1
+        self.size = str(self.problem)
+        self.descr = (f'{self.kernel} {self.mode} {self.ranks}x{self.threads} '
+                      f'size {self.size}')
+
+    def kernel_args(self) -> list[str]:
+        raise NotImplementedError
+
+    @run_after('setup')
+    def place(self):
+        part = self.current_partition
+        self.cores = cores_per_node(part)
+        self.skip_if(self.ranks * self.decomp != self.cores,
+                     f'layout {self.ranks}x{self.decomp} does not fill the '
+                     f'{self.cores} cores of {part.fullname}')
+        if not self.nodes:
+            self.nodes = int(part.extras.get('nodes', 1))
+        self.num_tasks_per_node = self.ranks
+        self.num_tasks = self.ranks * self.nodes
+        self.num_cpus_per_task = self.threads
+        env = self.current_environ
+        self.executable = self.build.executable_path(self.kernel)
+        self.executable_opts = ['--mode', self.mode] + self.kernel_args()
+        self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
+                                         self.binding))
+        self.prerun_cmds = hold_node_lock(part)
+
+    def stack_launcher(self) -> JobLauncher:
+        """The environment's own launcher with this run's binding (or the
+        partition's launcher where the environment names none)."""
+        env = self.current_environ
+        if not env.extras.get('launcher'):
+            return self.job.launcher
+        # Each rank gets a core per thread, unless the test narrows it.
+        return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
+                             self.ranks, 1 if self.binding == 'one-core' else self.threads)
+
+    @run_before('run')
+    def set_launcher(self):
+        self.job.launcher = self.stack_launcher()
+
+    # -- results ----------------------------------------------------------------
+
+    def results(self) -> list[dict]:
+        """Every RESULT line of the run, parsed (cached)."""
+        if not hasattr(self, '_results'):
+            lines = sn.evaluate(sn.extractall(r'^RESULT (\{.*\})\s*$', self.stdout, 1))
+            self._results = []
+            for line in lines:
+                try:
+                    self._results.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise sn.SanityError(
+                        f'malformed RESULT line ({err}): {line[:200]}') from None
+        return self._results
+
+    def headline(self) -> dict:
+        """The RESULT line that gives the figures (the last one)."""
+        return self.results()[-1]
+
+    def _library_matches(self, lib: str) -> bool:
+        stack = self.current_environ.extras.get('family', self.current_environ.name)
+        prefix = LIBRARY_PREFIX.get(stack)
+        return prefix is None or lib.startswith(prefix)
+
+    def _shared_cores(self, res: dict) -> list[str]:
+        """Cores on which two threads of this run ran (empty if none)."""
+        seen: dict[tuple[str, int], str] = {}
+        clashes = []
+        hosts = res.get('hosts') or []
+        for r, cpus in enumerate(res.get('cpus') or []):
+            host = hosts[r] if r < len(hosts) else '?'
+            for t, cpu in enumerate(cpus):
+                if cpu is None or cpu < 0:
+                    continue
+                who = f'rank {r} thread {t}'
+                if (host, cpu) in seen:
+                    clashes.append(f'{who} and {seen[(host, cpu)]} on {host} core {cpu}')
+                else:
+                    seen[(host, cpu)] = who
+        return clashes
+
+    @sanity_function
+    def validate(self):
+        results = self.results()
+        stack = self.current_environ.name
+        if results:
+            # First the library: a kernel linked to another stack explains
+            # whatever else went wrong with it.
+            self.mpi_library = str(self.headline().get('mpi_library', ''))
+            sn.evaluate(sn.assert_true(
+                self._library_matches(self.mpi_library),
+                msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
+                    f'"{self.mpi_library}": built or linked against another stack'))
+            # Then the kernel's own verification, whatever its speed.
+            self.verified = str(all(r.get('verified') is True for r in results)).lower()
+            sn.evaluate(sn.assert_true(
+                self.verified == 'true',
+                msg=f'{self.kernel} did not verify its result'))
+        sn.evaluate(sn.assert_eq(self.job.exitcode, 0,
+                                 msg=f'{self.kernel} exited with status {{0}}'))
+        sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
+        res = self.headline()
+        self.finalize_hung = str(bool(sn.evaluate(sn.findall(
+            r'MPI_Finalize did not return', self.stderr)))).lower()
+        clashes = self._shared_cores(res)
+        over = self.ranks * self.threads > self.cores or bool(clashes)
+        self.oversubscribed = str(over).lower()
+        sn.evaluate(sn.assert_false(
+            over, msg=f'oversubscribed run {self.display_name}: '
+                      + ('; '.join(clashes) or 'more threads than cores')))
+        if (res.get('ranks') != self.num_tasks or
+                res.get('threads') != self.threads):
+            raise sn.SanityError(
+                f'{self.kernel} ran {res.get("ranks")}x{res.get("threads")}, '
+                f'expected {self.num_tasks}x{self.threads}')
+        return True
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        res = self.headline()
+        unit = res.get('fom_unit', '')
+        self.perf_variables = {
+            'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), unit),
+        }
+        for var in ('t_total', 't_comp', 't_comm'):
+            self.perf_variables[var] = sn.make_performance_function(
+                lambda key=f'{var}_s': float(self.headline()[key]), 's')
