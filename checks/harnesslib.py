@@ -160,6 +160,9 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     fault_inject = variable(typ.Bool, value=False)
     build_type = variable(str, value='Release')
     build_dir = variable(str, value='')
+    #: What was built and how, for the perflog: the concretised Spack spec
+    #: where Spack built it, otherwise the CMake build and its wrapper.
+    build_spec = variable(str, value='')
 
     @run_before('compile')
     def configure(self):
@@ -170,6 +173,7 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         if self.fault_inject:
             tag += '-fault-inject'
         self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
+        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}'
         launcher = env.extras.get('launcher', '')
         configure = [
             'cmake', '-S', SRC_DIR, '-B', self.build_dir,
@@ -233,6 +237,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
     #: 'true' when a rank's MPI_Finalize hung and the kernel's watchdog ended
     #: it after printing verified results (MPICH 4.0.x ch4:ucx over TCP).
     finalize_hung = variable(str, value='')
+    #: The build this run used (``KernelBuild.build_spec``).
+    build_spec = variable(str, value='')
 
     #: ``threads``: each rank is bound to as many cores as it has threads (the
     #: default).  ``one-core``: each rank is bound to a single core, as
@@ -267,6 +273,7 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
         self.num_cpus_per_task = self.threads
         env = self.current_environ
         self.executable = self.build.executable_path(self.kernel)
+        self.build_spec = self.build.build_spec
         self.executable_opts = ['--mode', self.mode] + self.kernel_args()
         self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
                                          self.binding))

@@ -244,6 +244,7 @@ site_configuration = {
                         '%(check_nodes)s|'
                         '%(check_mpi_library)s|%(check_verified)s|'
                         '%(check_oversubscribed)s|%(check_finalize_hung)s|'
+                        '%(check_build_spec)s|'
                         '%(check_result)s|'
                         '%(check_perfvalues)s'
                     ),

@@ -176,7 +176,7 @@ def header_fields() -> tuple[str, ...]:
     """Fields a harness perflog header starts with (for tests and writers)."""
     return ('job_completion_time', 'system', 'partition', 'environ', 'name',
             'kernel', 'mode', 'ranks', 'threads', 'size', 'cores', 'nodes', 'mpi_library',
-            'verified', 'oversubscribed', 'finalize_hung', 'result')
+            'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result')
 
 
 __all__ = ['Record', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
