@@ -27,17 +27,24 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from hybridverdict.references import references_file, split_name
 from reframe.core.builtins import (
     fixture,
+    parameter,
     run_after,
     run_before,
     sanity_function,
     variable,
 )
-from reframe.core.exceptions import ReframeFatalError
+from reframe.core.exceptions import PerformanceError, ReframeFatalError
 from reframe.core.launchers import JobLauncher
 
-SRC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'src')
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC_DIR = os.path.join(REPO_DIR, 'src')
+#: Where the systems' references files live unless ReFrame's reference prefix
+#: (``RFM_REFERENCE_PREFIX``; ReFrame 4.10.4's configuration schema does not
+#: accept ``general/reference_prefix`` yet) says otherwise.
+REFERENCES_DIR = os.path.join(REPO_DIR, 'config', 'references')
 KERNELS = ('spmv', 'md', 'ring', 'stream')
 
 # What `mpi_library` (MPI_Get_library_version, first line) starts with, per stack.
@@ -210,10 +217,71 @@ def hold_node_lock(partition) -> list[str]:
     return [f'exec 9>>"{lock}"', 'flock 9']
 
 
+# ---- samples and references ------------------------------------------------------
+
+def samples_per_run() -> int:
+    """Samples of every kernel run (``HARNESS_REPEAT``, default 3).
+
+    The samples are a parameter of the checks rather than ReFrame's
+    ``--repeat``: the verdict checks depend on every sample of the runs they
+    judge, and ``--repeat`` renumbers the variants those dependencies name.
+    """
+    text = os.environ.get('HARNESS_REPEAT', '3').strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f'HARNESS_REPEAT must be a positive integer, got {text!r}')
+    return int(text)
+
+
+class SystemReferences(rfm.RegressionTestPlugin):
+    """Performance references from the system's ``$ref`` file.
+
+    The file is ``<reference prefix>/<system>.yaml`` (see
+    ``hybridverdict.references``), indexed by partition, environment and the
+    test's variant (its parameters without the sample number).  Without the
+    file a test has no references; with ``-S require_reference=true`` (the
+    nightly mode) a test without one fails, naming the file and the key.
+    """
+
+    #: The test's parameters without the sample number: its references key.
+    ref_variant = variable(str, value='-', loggable=False)
+    #: The references file of the current system.
+    references_path = variable(str, value='', loggable=False)
+
+    @run_after('init')
+    def load_system_references(self):
+        _cls, self.ref_variant = split_name(self.display_name)
+        prefix = rt.runtime().get_option('general/0/reference_prefix') or REFERENCES_DIR
+        self.references_path = references_file(prefix, self.current_system.name)
+        if os.path.isfile(self.references_path):
+            self.reference = {'$ref': self.references_path}
+
+    @run_before('performance')
+    def demand_reference(self):
+        if not self.require_reference:
+            return
+        where = (f'{self.current_partition.fullname} {self.current_environ.name} '
+                 f'{type(self).__name__} [{self.ref_variant}]')
+        if not os.path.isfile(self.references_path):
+            raise PerformanceError(
+                f'no references file {self.references_path} for system '
+                f'{self.current_system.name} (needed for {where}); write one from '
+                f'earlier runs with `./harness baseline`')
+        try:
+            self.reference[self]
+        except KeyError:
+            raise PerformanceError(
+                f'no reference for {where} in {self.references_path}; '
+                f'add it with `./harness baseline`') from None
+
+
 # ---- run checks --------------------------------------------------------------------
 
-class KernelCheck(rfm.RunOnlyRegressionTest):
+class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
     """One kernel run at one layout; subclasses say how to run their kernel."""
+
+    #: The sample of this run (HARNESS_REPEAT samples; first so that every run
+    #: gets its first sample before any gets its second).
+    sample = parameter(range(samples_per_run()))
 
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']

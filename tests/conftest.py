@@ -44,7 +44,8 @@ def mpi_env(**extra: str) -> dict[str, str]:
 def run_reframe(var_dir: Path, *args: str, env: dict[str, str] | None = None,
                 timeout: int = 900) -> subprocess.CompletedProcess[str]:
     """One real ReFrame session with the harness configuration, in `var_dir`."""
-    environ = mpi_env(HARNESS_VAR_DIR=str(var_dir), **(env or {}))
+    # One sample per run unless a test asks for more: the sessions stay short.
+    environ = mpi_env(HARNESS_VAR_DIR=str(var_dir), **{'HARNESS_REPEAT': '1', **(env or {})})
     environ.pop('HARNESS_QUIET', None)
     cmd = [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), '-c', str(REPO / 'checks'),
            *args]

@@ -46,6 +46,23 @@ def test_every_check_passes_for_every_stack_and_partition(session, stacks):
                                for ln in proc.stdout.splitlines()), (want, part, stack)
 
 
+def test_verdict_checks_judge_every_kernel_on_every_stack_and_partition(session, stacks):
+    var, proc = session
+    for stack in stacks:
+        for part in ('shm', 'tcp'):
+            for kernel in ('spmv', 'md', 'ring', 'stream'):
+                ok = [ln for ln in proc.stdout.splitlines()
+                      if f'HybridVerdict %pair={kernel}/' in ln and '  OK ' in ln
+                      and f'@local:{part}+{stack}' in ln]
+                assert ok, (kernel, part, stack)
+    rows = (var / 'perflogs' / 'local' / 'shm' / 'HybridVerdict.log').read_text().splitlines()
+    header = rows[0].split('|')
+    for row in rows[1:]:
+        rec = dict(zip(header, row.split('|')))
+        assert rec['mode'].startswith('verdict-') and float(rec['speedup_value']) > 0
+        assert rec['verdict_value'] in ('-1', '0', '1')
+
+
 def test_perflogs_carry_every_pairing_field(session, stacks):
     var, _ = session
     for part in ('shm', 'tcp'):

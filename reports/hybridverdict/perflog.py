@@ -42,6 +42,8 @@ class Record:
     values: dict[str, float]
     units: dict[str, str]
     source: str
+    #: The test's display name (class and parameters).
+    name: str = ''
 
     @property
     def total_cores(self) -> int:
@@ -123,6 +125,7 @@ def _parse_line(fields: list[str], header: list[str], source: str) -> Record:
         verified=_parse_bool(row.get('verified', 'false')),
         oversubscribed=_parse_bool(row.get('oversubscribed', 'false')),
         result=row.get('result', ''), values=values, units=units, source=source,
+        name=row.get('name', ''),
     )
 
 

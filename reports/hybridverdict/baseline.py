@@ -1,0 +1,330 @@
+"""The ``hybridverdict-baseline`` command: a system's references from its runs.
+
+    hybridverdict-baseline [--perflogs DIR|FILE ...] [--since ISO] [--until ISO]
+                           [--system NAME ...] [--prefix DIR] [--floor F]
+                           [--spread-factor K] [--dry-run] [--force]
+
+It reads the perflogs of one or several sessions and, per system, builds the
+ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
+(see :mod:`hybridverdict.references`):
+
+* each reference is the median of the runs of one test variant (all its
+  samples and sessions) on one partition and stack;
+* each tolerance is ``max(floor, K * largest relative deviation from the
+  median)`` (by default 10% and K = 1.5): every run it was made from passes,
+  and a single sample never gets a band narrower than the floor.  A rate's
+  band stops at 0 (ReFrame's limit of -100%).  It is
+  one-sided: times (s, ms, us, ns) may not grow beyond it, everything else
+  (rates, bandwidths, speedups, the verdict code) may not fall below it.  A
+  median of 0 gets an absolute band of ``floor`` (ReFrame reads the thresholds
+  of a zero reference as absolute);
+* entries of the existing file that the runs do not cover are kept.
+
+Before writing it prints the difference from the existing references.  It
+never replaces an existing file without ``--force``, and then keeps the
+previous version as ``<prefix>/previous/<system>-<UTC time>.yaml``.  Runs that
+did not verify or were oversubscribed are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+
+import yaml
+from tabulate import tabulate
+
+from .perflog import PerflogError, ReadStats, Record, read_perflogs
+from .references import INDEX, lower_is_better, references_file, split_name
+
+DEFAULT_FLOOR = 0.10
+DEFAULT_SPREAD_FACTOR = 1.5
+
+#: (partition, environ, variant, variable) within one test class
+Key = tuple[str, str, str, str]
+#: [reference, lower threshold, upper threshold, unit]
+RefTuple = list
+
+
+class ReferencesError(Exception):
+    """A references file that cannot be read or written as asked."""
+
+
+@dataclasses.dataclass
+class Samples:
+    unit: str
+    values: list[float] = dataclasses.field(default_factory=list)
+
+
+def collect(records: Iterable[Record]) -> dict[str, dict[str, dict[Key, Samples]]]:
+    """system -> test class -> key -> samples, from verified runs."""
+    out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
+    for rec in records:
+        if not rec.name or not rec.verified or rec.oversubscribed:
+            continue
+        cls, variant = split_name(rec.name)
+        for var, value in rec.values.items():
+            key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
+            entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
+            entry.values.append(value)
+    return out
+
+
+def reference_tuple(samples: Samples, floor: float, factor: float) -> RefTuple:
+    """[median, lower, upper, unit] with a one-sided tolerance from the spread."""
+    med = statistics.median(samples.values)
+    if med == 0:
+        tol = max(floor, factor * max(abs(v) for v in samples.values))
+        low, high = -tol, tol
+    else:
+        dev = max(abs(v - med) for v in samples.values) / abs(med)
+        tol = round(max(floor, factor * dev), 4)
+        # ReFrame's thresholds are fractions of |reference|; a positive
+        # reference cannot fall by more than 100%, a negative one rise by it.
+        low = -min(tol, 1.0) if med > 0 else -tol
+        high = min(tol, 1.0) if med < 0 else tol
+    if lower_is_better(samples.unit):
+        low = None
+    else:
+        high = None
+    return [float(f'{med:.6g}'), low, high, samples.unit]
+
+
+def build_entries(classes: dict[str, dict[Key, Samples]], floor: float,
+                  factor: float) -> dict[str, dict[Key, RefTuple]]:
+    return {cls: {key: reference_tuple(s, floor, factor) for key, s in keys.items()}
+            for cls, keys in classes.items()}
+
+
+def flatten(doc: dict, path: str) -> dict[str, dict[Key, RefTuple]]:
+    """The entries of a references file written with the harness's index."""
+    out: dict[str, dict[Key, RefTuple]] = {}
+    if not isinstance(doc, dict):
+        raise ReferencesError(f'{path}: not a mapping of test names')
+    for cls, body in doc.items():
+        if not isinstance(body, dict):
+            raise ReferencesError(f'{path}: entry {cls!r} is not a mapping')
+        index = tuple(body.get('$index', ()))
+        if index != INDEX:
+            raise ReferencesError(
+                f'{path}: entry {cls!r} has $index {list(index)}, expected {list(INDEX)} '
+                f'(edit it by hand or move the file away)')
+        entries: dict[Key, RefTuple] = {}
+        for part, envs in body.items():
+            if part == '$index':
+                continue
+            for env, variants in (envs or {}).items():
+                for variant, refs in (variants or {}).items():
+                    for var, ref in (refs or {}).items():
+                        if not isinstance(ref, list) or len(ref) not in (3, 4):
+                            raise ReferencesError(
+                                f'{path}: {cls} {part} {env} [{variant}] {var}: expected '
+                                f'[reference, lower, upper, unit], got {ref!r}')
+                        entries[(str(part), str(env), str(variant), str(var))] = ref
+        out[str(cls)] = entries
+    return out
+
+
+def read_references(path: str) -> dict[str, dict[Key, RefTuple]]:
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding='utf-8') as fp:
+            doc = yaml.safe_load(fp)
+    except (OSError, yaml.YAMLError) as err:
+        raise ReferencesError(f'{path}: cannot read references: {err}') from None
+    return flatten(doc or {}, path)
+
+
+def merge(old: dict[str, dict[Key, RefTuple]],
+          new: dict[str, dict[Key, RefTuple]]) -> dict[str, dict[Key, RefTuple]]:
+    out = {cls: dict(keys) for cls, keys in old.items()}
+    for cls, keys in new.items():
+        out.setdefault(cls, {}).update(keys)
+    return out
+
+
+def to_document(entries: dict[str, dict[Key, RefTuple]]) -> dict:
+    doc: dict = {}
+    for cls in sorted(entries):
+        body: dict = {'$index': list(INDEX)}
+        for (part, env, variant, var), ref in sorted(entries[cls].items()):
+            body.setdefault(part, {}).setdefault(env, {}).setdefault(variant, {})[var] = ref
+        doc[cls] = body
+    return doc
+
+
+def _fmt_tol(ref: RefTuple | None) -> str:
+    if ref is None:
+        return ''
+    low, high = ref[1], ref[2]
+    parts = []
+    if low is not None:
+        parts.append(f'{100 * low:+.0f}%')
+    if high is not None:
+        parts.append(f'{100 * high:+.0f}%')
+    return '/'.join(parts) or 'any'
+
+
+def diff_rows(old: dict[str, dict[Key, RefTuple]],
+              new: dict[str, dict[Key, RefTuple]]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for cls in sorted(set(old) | set(new)):
+        keys = set(old.get(cls, {})) | set(new.get(cls, {}))
+        for key in sorted(keys):
+            was, now = old.get(cls, {}).get(key), new.get(cls, {}).get(key)
+            if now is None:
+                status, change = 'kept', ''
+            elif was is None:
+                status, change = 'new', ''
+            else:
+                same = was[:3] == now[:3]
+                status = 'same' if same else 'changed'
+                change = (f'{100 * (now[0] / was[0] - 1):+.1f}%'
+                          if was[0] not in (0, None) and now[0] is not None else '')
+            part, env, variant, var = key
+            rows.append([cls, part, env, variant, var,
+                         '' if was is None else f'{was[0]:.6g}', _fmt_tol(was),
+                         '' if now is None else f'{now[0]:.6g}', _fmt_tol(now),
+                         change, status])
+    return rows
+
+
+DIFF_COLUMNS = ('test', 'partition', 'stack', 'variant', 'variable', 'old', 'old tol',
+                'new', 'new tol', 'change', 'status')
+
+
+def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: bool,
+                     now: dt.datetime) -> str | None:
+    """Write the file; return where the previous version was kept (if any)."""
+    kept = None
+    if os.path.exists(path):
+        if not force:
+            raise ReferencesError(
+                f'{path} exists: rerun with --force to replace it (the previous '
+                f'version is then kept under {os.path.join(os.path.dirname(path), "previous")})')
+        prev_dir = os.path.join(os.path.dirname(path), 'previous')
+        os.makedirs(prev_dir, exist_ok=True)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        kept = os.path.join(prev_dir, f'{stem}-{now:%Y%m%dT%H%M%S}Z.yaml')
+        n = 1
+        while os.path.exists(kept):
+            kept = os.path.join(prev_dir, f'{stem}-{now:%Y%m%dT%H%M%S}Z-{n}.yaml')
+            n += 1
+        shutil.copy2(path, kept)
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    tmp = f'{path}.tmp-{os.getpid()}'
+    header = (f'# Performance references of this system, written by hybridverdict-baseline\n'
+              f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
+              f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
+    with open(tmp, 'w', encoding='utf-8') as fp:
+        fp.write(header)
+        yaml.safe_dump(to_document(entries), fp, sort_keys=False, default_flow_style=None,
+                       width=100)
+    os.replace(tmp, path)
+    return kept
+
+
+def _parse_time(text: str) -> dt.datetime:
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not an ISO time: {text!r}') from None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not a number: {text!r}') from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f'must be positive: {text!r}')
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    var = os.environ.get('HARNESS_VAR_DIR', os.path.join(os.getcwd(), 'var'))
+    ap = argparse.ArgumentParser(
+        prog='hybridverdict-baseline',
+        description='Write per-system ReFrame reference files from the runs in perflogs.')
+    ap.add_argument('--perflogs', nargs='+', default=[os.path.join(var, 'perflogs')],
+                    help='perflog files or directories (default: $HARNESS_VAR_DIR/perflogs)')
+    ap.add_argument('--since', type=_parse_time, help='only runs completed at or after this')
+    ap.add_argument('--until', type=_parse_time, help='only runs completed before this')
+    ap.add_argument('--system', action='append', default=[],
+                    help='only this system (repeatable; default: every system in the logs)')
+    ap.add_argument('--prefix', default=os.environ.get('RFM_REFERENCE_PREFIX',
+                                                       os.path.join('config', 'references')),
+                    help='directory of the <system>.yaml files (default: '
+                         '$RFM_REFERENCE_PREFIX or config/references)')
+    ap.add_argument('--floor', type=_positive, default=DEFAULT_FLOOR,
+                    help=f'smallest tolerance, a fraction (default {DEFAULT_FLOOR})')
+    ap.add_argument('--spread-factor', type=_positive, default=DEFAULT_SPREAD_FACTOR,
+                    help='tolerance = factor x largest relative deviation from the median '
+                         f'(default {DEFAULT_SPREAD_FACTOR})')
+    ap.add_argument('--dry-run', action='store_true', help='show the difference, write nothing')
+    ap.add_argument('--force', action='store_true',
+                    help='replace an existing file (its previous version is kept)')
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    stats = ReadStats()
+    try:
+        records = read_perflogs(args.perflogs, since=args.since, stats=stats)
+    except PerflogError as err:
+        print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
+        return 2
+    if args.until:
+        records = [r for r in records if r.time < args.until]
+    if stats.skipped:
+        reasons = ', '.join(f'{n} {why}' for why, n in sorted(stats.reasons.items()))
+        print(f'hybridverdict-baseline: warning: skipped {stats.skipped} perflog line(s): '
+              f'{reasons}', file=sys.stderr)
+    by_system = collect(records)
+    systems = args.system or sorted(by_system)
+    missing = [s for s in systems if s not in by_system]
+    if missing or not systems:
+        print(f'hybridverdict-baseline: error: no verified runs of system(s) '
+              f'{", ".join(missing) or "(any)"} in {", ".join(args.perflogs)}',
+              file=sys.stderr)
+        return 2
+    now = dt.datetime.now(dt.timezone.utc)
+    status = 0
+    for system in systems:
+        try:
+            path = references_file(args.prefix, system)
+            old = read_references(path)
+            new = build_entries(by_system[system], args.floor, args.spread_factor)
+            merged = merge(old, new)
+            n_runs = sum(len(s.values) for keys in by_system[system].values()
+                         for s in keys.values())
+            print(f'== {system}: {path} ({n_runs} samples)')
+            rows = diff_rows(old, new)
+            print(tabulate(rows, headers=DIFF_COLUMNS))
+            counts = defaultdict(int)
+            for row in rows:
+                counts[row[-1]] += 1
+            print('   ' + ', '.join(f'{n} {what}' for what, n in sorted(counts.items())))
+            if args.dry_run:
+                print('   dry run: nothing written')
+                continue
+            kept = write_references(path, merged, args.force, now)
+            print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
+        except (ReferencesError, ValueError) as err:
+            print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
+            status = 2
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""References per system: keys, tolerances, and the baseline command's rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import yaml
+from hybridverdict import baseline
+from hybridverdict.references import references_file, split_name
+
+
+def test_split_name_drops_the_sample_and_keeps_the_parameters():
+    assert split_name('SpmvCheck %sample=2 %layout=mpi_2x1 %problem=64') == (
+        'SpmvCheck', 'layout=mpi_2x1 problem=64')
+    assert split_name('HybridVerdict %pair=spmv/64/masteronly_1x2') == (
+        'HybridVerdict', 'pair=spmv/64/masteronly_1x2')
+    assert split_name('MdLammpsBenchmark') == ('MdLammpsBenchmark', '-')
+    assert split_name('X %.repeat_no=1 %p=3') == ('X', 'p=3')
+    with pytest.raises(ValueError):
+        split_name('  ')
+
+
+def test_references_file_refuses_a_system_name_that_is_a_path(tmp_path):
+    assert references_file(str(tmp_path), 'local') == str(tmp_path / 'local.yaml')
+    with pytest.raises(ValueError, match='cannot name a references file'):
+        references_file(str(tmp_path), '../etc')
+
+
+def test_tolerance_is_one_sided_from_the_spread_with_a_floor():
+    # rate: may not fall; spread 10% around 100 -> 1.5 x 10% = 15%
+    ref = baseline.reference_tuple(baseline.Samples('GB/s', [90.0, 100.0, 110.0]), 0.05, 1.5)
+    assert ref == [100.0, -0.15, None, 'GB/s']
+    # time: may not grow; no spread -> the floor
+    ref = baseline.reference_tuple(baseline.Samples('s', [2.0, 2.0]), 0.1, 1.5)
+    assert ref == [2.0, None, 0.1, 's']
+    # a rate cannot fall by more than 100%
+    ref = baseline.reference_tuple(baseline.Samples('x', [1.0]), 3.0, 1.5)
+    assert ref == [1.0, -1.0, None, 'x']
+    # a zero median: absolute band
+    ref = baseline.reference_tuple(baseline.Samples('s', [0.0, 0.0]), 0.1, 1.5)
+    assert ref == [0.0, None, 0.1, 's']
+
+
+def _entries(value: float) -> dict:
+    return {'StreamCheck': {('local:shm', 'mpich', 'layout=mpi_2x1 problem=8', 'fom'):
+                            [value, -0.1, None, 'GB/s']}}
+
+
+def test_written_file_is_a_reframe_ref_file_and_is_never_replaced_silently(tmp_path):
+    path = str(tmp_path / 'local.yaml')
+    now = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    assert baseline.write_references(path, _entries(10.0), force=False, now=now) is None
+    doc = yaml.safe_load(open(path))
+    assert doc['StreamCheck']['$index'] == ['$partition', '$environ', 'ref_variant']
+    assert doc['StreamCheck']['local:shm']['mpich']['layout=mpi_2x1 problem=8']['fom'] == [
+        10.0, -0.1, None, 'GB/s']
+    before = open(path).read()
+    with pytest.raises(baseline.ReferencesError, match='--force'):
+        baseline.write_references(path, _entries(20.0), force=False, now=now)
+    assert open(path).read() == before
+    kept = baseline.write_references(path, _entries(20.0), force=True, now=now)
+    assert kept and open(kept).read() == before
+    assert baseline.read_references(path)['StreamCheck'][
+        ('local:shm', 'mpich', 'layout=mpi_2x1 problem=8', 'fom')][0] == 20.0
+    # a second forced write in the same second keeps both previous versions
+    kept2 = baseline.write_references(path, _entries(30.0), force=True, now=now)
+    assert kept2 != kept and len(list((tmp_path / 'previous').iterdir())) == 2
+
+
+def test_diff_shows_new_changed_and_kept_entries():
+    old = {'A': {('p', 'e', 'v', 'x'): [10.0, -0.1, None, 'u'],
+                 ('p', 'e', 'v', 'y'): [1.0, None, 0.1, 's']}}
+    new = {'A': {('p', 'e', 'v', 'x'): [11.0, -0.1, None, 'u'],
+                 ('p', 'e', 'w', 'x'): [5.0, -0.2, None, 'u']}}
+    rows = {(r[3], r[4]): (r[-2], r[-1]) for r in baseline.diff_rows(old, new)}
+    assert rows[('v', 'x')] == ('+10.0%', 'changed')
+    assert rows[('v', 'y')][1] == 'kept'
+    assert rows[('w', 'x')][1] == 'new'
+    merged = baseline.merge(old, new)
+    assert set(merged['A']) == {('p', 'e', 'v', 'x'), ('p', 'e', 'v', 'y'), ('p', 'e', 'w', 'x')}
+
+
+@pytest.mark.parametrize('text, message', [
+    ('StreamCheck: [1, 2', 'cannot read references'),
+    ('StreamCheck:\n  local:shm: {}\n', 'expected [\'$partition\''),
+    ('StreamCheck:\n  $index: [$partition, $environ, ref_variant]\n  p:\n    e:\n      v:\n'
+     '        fom: 3\n', 'expected [reference, lower, upper, unit]'),
+])
+def test_a_malformed_references_file_is_named_and_left_alone(tmp_path, capsys, text, message):
+    (tmp_path / 'perflogs').mkdir()
+    bad = tmp_path / 'refs' / 'local.yaml'
+    bad.parent.mkdir()
+    bad.write_text(text)
+    log = tmp_path / 'perflogs' / 'StreamCheck.log'
+    header = ('job_completion_time|system|partition|environ|name|kernel|mode|ranks|threads|'
+              'size|cores|nodes|mpi_library|verified|oversubscribed|finalize_hung|build_spec|'
+              'result|fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres')
+    row = ('2026-01-01T00:00:00+0000|local|shm|mpich|StreamCheck %sample=0 %layout=mpi_2x1 '
+           '%problem=8|stream|mpi|2|1|8|2|1|MPICH|true|false|false|cmake|pass|10.0|GB/s|0|'
+           'None|None')
+    log.write_text(f'{header}\n{row}\n')
+    rc = baseline.main(['--perflogs', str(tmp_path / 'perflogs'), '--prefix',
+                        str(tmp_path / 'refs'), '--force'])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(bad) in err and message in err
+    assert bad.read_text() == text
+    assert not (tmp_path / 'refs' / 'previous').exists()
+
+
+def test_no_runs_of_the_system_is_an_error(tmp_path, capsys):
+    (tmp_path / 'p').mkdir()
+    assert baseline.main(['--perflogs', str(tmp_path / 'p'), '--prefix', str(tmp_path)]) == 2
+    assert 'no verified runs' in capsys.readouterr().err
