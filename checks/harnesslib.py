@@ -203,6 +203,7 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         # The partitions of a stack share the build tree: one build at a time
         # (on a Slurm system the builds run side by side on the login node).
         self.prebuild_cmds = hold_node_lock(self.current_partition) + [
+            f'mkdir -p {shlex.quote(os.path.dirname(self.build_dir))}',
             f'exec 8>>{shlex.quote(self.build_dir + ".lock")}', 'flock 8']
 
     @sanity_function

@@ -185,6 +185,8 @@ _ENVS, _STACK_NAMES = _environments()
 # clusters) live in their own module: ReFrame loads this file under a mangled
 # name, so the directory goes on sys.path first.
 sys.path.insert(0, _HERE)
+from nightly import modes as nightly_modes  # noqa: E402
+from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems  # noqa: E402
 
 _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES)
@@ -220,6 +222,9 @@ site_configuration = {
         *_ENVS,
         *_SLURM_ENVS,
     ],
+    # --mode nightly: the acceptance run (config/nightly.py).
+    'modes': nightly_modes(VAR_DIR),
+    'storage': results_storage(VAR_DIR),
     'general': [
         {
             'report_file': os.path.join(VAR_DIR, 'reports', 'run-report-{sessionid}.json'),
