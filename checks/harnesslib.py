@@ -407,6 +407,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
 
     @run_before('performance')
     def set_perf_variables(self):
+        if self.is_dry_run():   # --dry-run: job scripts only, no output to read
+            return
         res = self.headline()
         unit = res.get('fom_unit', '')
         self.perf_variables = {

@@ -201,6 +201,18 @@ def cluster_config(cluster: dict[str, Any], var_dir: str,
                     'transport': part,
                 },
             })
+    # Each stack once for the whole system as well (ReFrame wants every
+    # environment defined at system level); the partitions' more specific
+    # definitions above add their interconnect's variables.
+    system_envs = []
+    for env in envs:
+        if env['name'] in {e['name'] for e in system_envs}:
+            continue
+        sspec = stacks[env['name']]
+        system_envs.append({**env, 'target_systems': [name],
+                            'env_vars': [[k, str(v)] for k, v in sspec.get('env', {}).items()],
+                            'extras': {**env['extras'], 'transport': ''}})
+    envs = system_envs + envs
     system = {
         'name': name,
         'descr': cluster.get('descr', name),
@@ -218,7 +230,10 @@ def cluster_config(cluster: dict[str, Any], var_dir: str,
 def _site_files() -> list[str]:
     listed = os.environ.get('HARNESS_CLUSTERS', '').strip()
     if listed:
-        files = [os.path.abspath(f.strip()) for f in listed.split(',') if f.strip()]
+        # Relative to where reframe was started (ReFrame may load this file
+        # from another working directory).
+        base = os.environ.get('PWD') or os.getcwd()
+        files = [os.path.join(base, f.strip()) for f in listed.split(',') if f.strip()]
         missing = [f for f in files if not os.path.isfile(f)]
         if missing:
             raise ValueError(f'HARNESS_CLUSTERS names missing file(s): {", ".join(missing)}')
