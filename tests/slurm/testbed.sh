@@ -23,10 +23,9 @@ die() { printf 'testbed: error: %s\n' "$*" >&2; exit 1; }
 action=$1
 dir=$2
 
+port=${SLURM_TESTBED_PORT:-16817}
+
 write_conf() {
-    local port=${SLURM_TESTBED_PORT:-16817}
-    [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ "$port" -lt 65535 ] ||
-        die "SLURM_TESTBED_PORT must be a port number from 1024 to 65534, got '$port'"
     local host node
     host=$(hostname -s)
     # The node as slurmd sees it (CPUs, sockets, cores, threads, memory).
@@ -68,6 +67,8 @@ CONF
 }
 
 start() {
+    [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ "$port" -lt 65535 ] ||
+        die "SLURM_TESTBED_PORT must be a port number from 1024 to 65534, got '$port'"
     [ "$(id -u)" -eq 0 ] || die "the test cluster runs its daemons as root"
     for exe in slurmctld slurmd sinfo sbatch; do
         command -v "$exe" >/dev/null || die "$exe not found (apt-get install slurm-wlm)"
