@@ -112,8 +112,11 @@ def local_slurm(var_dir: str, local_envs: list[dict],
             )
         ],
     }
-    launch = {stack: {'launch': 'srun', 'launcher': srun, 'pmi': pmi}
-              for stack, pmi in SRUN_PMI.items()}
+    # Open MPI and MPICH through srun with their PMI; an MVAPICH2 built here
+    # (hydra, ch3:sock) keeps its own mpiexec, which starts its ranks inside
+    # the allocation.
+    launch = {stack: {'launch': 'srun', 'launcher': srun, 'pmi': SRUN_PMI[stack]}
+              for stack in ('openmpi', 'mpich')}
     envs = _retarget(local_envs, {'local': 'local-slurm', 'local:tcp': 'local-slurm:tcp'},
                      launch)
     return system, envs

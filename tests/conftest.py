@@ -96,12 +96,14 @@ def slurm_cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     if reason:
         pytest.skip(reason)
     directory = tmp_path_factory.mktemp('slurm')
-    env = dict(os.environ, SLURM_TESTBED_PORT=str(_free_port_pair()))
+    port = str(_free_port_pair())
+    env = dict(os.environ, SLURM_TESTBED_PORT=port)
     start = subprocess.run([str(TESTBED), 'start', str(directory)], env=env,
                            capture_output=True, text=True, timeout=120)
     try:
         assert start.returncode == 0, f'{start.stdout}\n{start.stderr}'
-        yield {'SLURM_CONF': str(directory / 'slurm.conf'), 'dir': str(directory)}
+        yield {'SLURM_CONF': str(directory / 'slurm.conf'), 'dir': str(directory),
+               'port': port}
     finally:
         stop = subprocess.run([str(TESTBED), 'stop', str(directory)],
                               capture_output=True, text=True, timeout=120)

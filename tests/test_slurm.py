@@ -103,3 +103,18 @@ def test_the_testbed_rejects_a_bad_port(tmp_path):
     assert proc.returncode != 0
     assert "SLURM_TESTBED_PORT must be a port number" in proc.stderr
     assert not (tmp_path / 'slurm.conf').exists()
+
+
+def test_a_start_on_a_taken_port_fails_and_leaves_nothing_running(slurm_cluster, tmp_path):
+    proc = subprocess.run([str(TESTBED), 'start', str(tmp_path)], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, SLURM_TESTBED_PORT=slurm_cluster['port'],
+                                   SLURM_TESTBED_WAIT='5'))
+    assert proc.returncode != 0
+    assert f'is port {slurm_cluster["port"]} taken?' in proc.stderr
+    for daemon in ('slurmctld', 'slurmd'):
+        pidfile = tmp_path / f'{daemon}.pid'
+        if pidfile.exists():
+            pid = int(pidfile.read_text())
+            assert not Path(f'/proc/{pid}').exists() or \
+                'zombie' in Path(f'/proc/{pid}/status').read_text()

@@ -82,25 +82,46 @@ start() {
     done
     mkdir -p "$dir/spool" "$dir/state"
     write_conf
+    # A start that fails half way stops what it started.
+    trap 'rc=$?; if [ "$rc" -ne 0 ]; then stop >/dev/null 2>&1 || true; fi' EXIT
     export SLURM_CONF=$dir/slurm.conf
     slurmctld -f "$SLURM_CONF" -i || die "slurmctld did not start (see $dir/slurmctld.log)"
     slurmd -f "$SLURM_CONF" -N "$(hostname -s)" ||
         die "slurmd did not start (see $dir/slurmd.log)"
-    local wait=${SLURM_TESTBED_WAIT:-60} state=''
+    local wait=${SLURM_TESTBED_WAIT:-60} state='' alive=0
     for _ in $(seq 1 "$((wait * 2))"); do
+        # Our own daemons must be up (another cluster on the same port would
+        # answer sinfo too), and the node idle.
+        alive=0
+        for daemon in slurmctld slurmd; do
+            [ -s "$dir/$daemon.pid" ] && kill -0 "$(cat "$dir/$daemon.pid")" 2>/dev/null &&
+                alive=$((alive + 1))
+        done
         state=$(sinfo -h -N -o '%T' 2>/dev/null | head -n1 || true)
-        [ "$state" = idle ] && break
+        [ "$alive" -eq 2 ] && [ "$state" = idle ] && break
         sleep 0.5
     done
-    if [ "$state" != idle ]; then
+    if [ "$alive" -ne 2 ] || [ "$state" != idle ]; then
         tail -n 20 "$dir/slurmctld.log" "$dir/slurmd.log" >&2 || true
-        die "the node is not idle after ${wait}s (state '${state:-none}')"
+        die "the test cluster is not up after ${wait}s ($alive of 2 daemons running," \
+            "node state '${state:-none}'; is port $port taken? see $dir/*.log)"
     fi
+    trap - EXIT
     echo "testbed: slurm up in $dir (SLURM_CONF=$SLURM_CONF)"
 }
 
 stop() {
     local rc=0
+    # First the jobs (a failed test may leave some), so no job step outlives
+    # the daemons.
+    if [ -s "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+        export SLURM_CONF=$dir/slurm.conf
+        scancel --partition=harness 2>/dev/null || true
+        for _ in $(seq 1 40); do
+            [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break
+            sleep 0.25
+        done
+    fi
     for daemon in slurmd slurmctld; do
         local pidfile="$dir/$daemon.pid" pid
         [ -s "$pidfile" ] || continue
