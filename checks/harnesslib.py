@@ -386,6 +386,11 @@ class KernelCheck(rfm.RunOnlyRegressionTest):
             sn.evaluate(sn.assert_true(
                 self.verified == 'true',
                 msg=f'{self.kernel} did not verify its result'))
+        if self.exit_status() is None:
+            raise sn.SanityError(
+                f'{self.kernel}: the job ended before its launcher returned (scheduler '
+                f'state {self.job.state}): killed at its time limit of {self.time_limit} s '
+                f'or cancelled')
         sn.evaluate(sn.assert_eq(self.exit_status(), 0,
                                  msg=f'{self.kernel} exited with status {{0}}'))
         sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
