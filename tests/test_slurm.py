@@ -118,3 +118,28 @@ def test_a_start_on_a_taken_port_fails_and_leaves_nothing_running(slurm_cluster,
             pid = int(pidfile.read_text())
             assert not Path(f'/proc/{pid}').exists() or \
                 'zombie' in Path(f'/proc/{pid}/status').read_text()
+
+
+def test_slurm_ends_a_hung_rank_at_the_time_limit_and_the_session_carries_on(
+        slurm_cluster, stacks, tmp_path):
+    # KERNEL_FAULT_HANG: rank 0 of stream hangs (fault-injection build only).
+    stack = stacks[-1]
+    proc = run_reframe(
+        tmp_path, '--system', 'local-slurm:shm', '-r',
+        '-n', 'StreamCheck%layout=mpi_2x1', '-n', 'RingCheck%layout=mpi_2x1',
+        '-S', 'KernelBuild.fault_inject=1', '-S', 'StreamCheck.time_limit=20s',
+        env={'SLURM_CONF': slurm_cluster['SLURM_CONF'], 'HARNESS_STACKS': stack,
+             'KERNEL_FAULT_HANG': 'stream'}, timeout=600)
+    out = proc.stdout
+    assert proc.returncode != 0, explain(proc)
+    assert re.search(r'\[\s+FAIL \].*StreamCheck %layout=mpi_2x1', out), explain(proc)
+    assert 'the job ended before its launcher returned' in out, explain(proc)
+    assert 'killed at its time limit of 20.0 s' in out, explain(proc)
+    assert re.search(rf'\[\s+OK \].*RingCheck %layout=mpi_2x1 .*\+{stack}', out), explain(proc)
+    script = next((tmp_path / 'stage' / 'local-slurm' / 'shm' / stack).glob(
+        'StreamCheck_*/rfm_job.sh')).read_text()
+    assert '#SBATCH --time=0:0:20' in script
+    comp = Path(slurm_cluster['dir'], 'jobcomp.txt').read_text().splitlines()
+    name = re.search(r'--job-name="(\S+)"', script)
+    assert name and any(f'Name={name.group(1)} ' in ln and 'JobState=TIMEOUT' in ln
+                        for ln in comp), comp
