@@ -50,6 +50,10 @@ KERNELS = ('spmv', 'md', 'ring', 'stream')
 # What `mpi_library` (MPI_Get_library_version, first line) starts with, per stack.
 LIBRARY_PREFIX = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2'}
 
+#: The line a job script writes with its launcher's exit status where the
+#: scheduler reports none (ReFrame's squeue backend).
+EXIT_STATUS_TAG = 'harness: launcher exit status'
+
 
 # ---- topology and layouts ------------------------------------------------------
 
@@ -122,15 +126,23 @@ class StackLauncher(JobLauncher):
     hybrid binding policy is set through the environment instead.
     """
 
-    def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int):
+    def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int,
+                 pmi: str = ''):
         super().__init__()
         self.path = path
         self.family = family
         self.ranks_per_node = ranks_per_node
         self.cores_per_rank = cores_per_rank
+        #: ``srun --mpi=`` of family 'srun' (the PMI the stack was built for).
+        self.pmi = pmi
 
     def command(self, job) -> list[str]:
         n, r, t = str(job.num_tasks), str(self.ranks_per_node), str(self.cores_per_rank)
+        if self.family == 'srun':
+            # Inside a Slurm allocation: Slurm places and binds the ranks
+            # (srun no longer takes -c from sbatch since Slurm 22.05).
+            return [self.path, *([f'--mpi={self.pmi}'] if self.pmi else []), '-n', n,
+                    '--ntasks-per-node', r, '-c', t, '--cpu-bind=cores']
         if self.family == 'openmpi':
             return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
                     '--bind-to', 'core']
@@ -164,6 +176,8 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     valid_prog_environs = ['+mpi']
     build_system = 'CustomBuild'
     sourcesdir = None
+    #: A build that hangs fails; the session carries on.
+    build_time_limit = '10m'
     fault_inject = variable(typ.Bool, value=False)
     build_type = variable(str, value='Release')
     build_dir = variable(str, value='')
@@ -193,7 +207,11 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
             ' '.join(shlex.quote(a) for a in configure),
             f'cmake --build {shlex.quote(self.build_dir)} -j {jobs}',
         ]
-        self.prebuild_cmds = hold_node_lock(self.current_partition)
+        # The partitions of a stack share the build tree: one build at a time
+        # (on a Slurm system the builds run side by side on the login node).
+        self.prebuild_cmds = hold_node_lock(self.current_partition) + [
+            f'mkdir -p {shlex.quote(os.path.dirname(self.build_dir))}',
+            f'exec 8>>{shlex.quote(self.build_dir + ".lock")}', 'flock 8']
 
     @sanity_function
     def built(self):
@@ -354,12 +372,29 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
         if not env.extras.get('launcher'):
             return self.job.launcher
         # Each rank gets a core per thread, unless the test narrows it.
+        cores = 1 if self.binding == 'one-core' else self.threads
+        if env.extras.get('launch') == 'srun':
+            # A Slurm system: srun with the PMI this stack needs.
+            return StackLauncher(env.extras['launcher'], 'srun', self.ranks, cores,
+                                 pmi=env.extras.get('pmi', ''))
         return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
-                             self.ranks, 1 if self.binding == 'one-core' else self.threads)
+                             self.ranks, cores)
 
     @run_before('run')
     def set_launcher(self):
         self.job.launcher = self.stack_launcher()
+        if self.job.scheduler.registered_name == 'squeue':
+            # squeue reports no exit status (no accounting database): the
+            # job script records the launcher's, right after it.
+            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+
+    def exit_status(self):
+        """The run's exit status: the scheduler's, or the job script's record
+        of it where the scheduler reports none (None if neither knows)."""
+        if self.job.exitcode is not None:
+            return self.job.exitcode
+        found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
+        return found[-1] if found else None
 
     # -- results ----------------------------------------------------------------
 
@@ -419,7 +454,12 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
             sn.evaluate(sn.assert_true(
                 self.verified == 'true',
                 msg=f'{self.kernel} did not verify its result'))
-        sn.evaluate(sn.assert_eq(self.job.exitcode, 0,
+        if self.exit_status() is None:
+            raise sn.SanityError(
+                f'{self.kernel}: the job ended before its launcher returned (scheduler '
+                f'state {self.job.state}): killed at its time limit of {self.time_limit} s '
+                f'or cancelled')
+        sn.evaluate(sn.assert_eq(self.exit_status(), 0,
                                  msg=f'{self.kernel} exited with status {{0}}'))
         sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
         res = self.headline()
@@ -440,6 +480,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
 
     @run_before('performance')
     def set_perf_variables(self):
+        if self.is_dry_run():   # --dry-run: job scripts only, no output to read
+            return
         res = self.headline()
         unit = res.get('fom_unit', '')
         self.perf_variables = {

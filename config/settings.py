@@ -181,6 +181,16 @@ def _environments() -> tuple[list[dict], list[str]]:
 
 _ENVS, _STACK_NAMES = _environments()
 
+# Slurm systems (local-slurm, the test cluster; config/site_*.py, a centre's
+# clusters) live in their own module: ReFrame loads this file under a mangled
+# name, so the directory goes on sys.path first.
+sys.path.insert(0, _HERE)
+from nightly import modes as nightly_modes  # noqa: E402
+from nightly import storage as results_storage  # noqa: E402
+from slurm_systems import slurm_systems  # noqa: E402
+
+_SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES)
+
 site_configuration = {
     'systems': [
         {
@@ -206,10 +216,15 @@ site_configuration = {
                 for part, descr in _PARTITIONS.items()
             ],
         },
+        *_SLURM_SYSTEMS,
     ],
     'environments': [
         *_ENVS,
+        *_SLURM_ENVS,
     ],
+    # --mode nightly: the acceptance run (config/nightly.py).
+    'modes': nightly_modes(VAR_DIR),
+    'storage': results_storage(VAR_DIR),
     'general': [
         {
             'report_file': os.path.join(VAR_DIR, 'reports', 'run-report-{sessionid}.json'),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,59 @@ def run_reframe(var_dir: Path, *args: str, env: dict[str, str] | None = None,
            *args]
     return subprocess.run(cmd, cwd=REPO, env=environ, capture_output=True, text=True,
                           timeout=timeout)
+
+
+# ---- the local Slurm test cluster (tests/slurm/testbed.sh) ----------------------
+
+TESTBED = REPO / 'tests' / 'slurm' / 'testbed.sh'
+
+
+def _free_port_pair() -> int:
+    """A port P with P and P+1 free (slurmctld and slurmd)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+        if port >= 65534:
+            continue
+        try:
+            with socket.socket() as s2:
+                s2.bind(('127.0.0.1', port + 1))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError('no two consecutive free ports found')
+
+
+def slurm_missing() -> str:
+    """Why the test cluster cannot run here ('' if it can)."""
+    missing = [exe for exe in ('slurmctld', 'slurmd', 'sbatch', 'squeue', 'srun')
+               if not shutil.which(exe)]
+    if missing:
+        return (f'Slurm not installed ({", ".join(missing)} missing): '
+                f'./harness test installs slurm-wlm as root')
+    if os.geteuid() != 0:
+        return 'the local Slurm test cluster runs its daemons as root'
+    return ''
+
+
+@pytest.fixture(scope='session')
+def slurm_cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A one-node Slurm cluster for the session; always stopped at the end,
+    whatever the tests did.  Yields the environment its clients need."""
+    reason = slurm_missing()
+    if reason:
+        pytest.skip(reason)
+    directory = tmp_path_factory.mktemp('slurm')
+    port = str(_free_port_pair())
+    env = dict(os.environ, SLURM_TESTBED_PORT=port)
+    start = subprocess.run([str(TESTBED), 'start', str(directory)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    try:
+        assert start.returncode == 0, f'{start.stdout}\n{start.stderr}'
+        yield {'SLURM_CONF': str(directory / 'slurm.conf'), 'dir': str(directory),
+               'port': port}
+    finally:
+        stop = subprocess.run([str(TESTBED), 'stop', str(directory)],
+                              capture_output=True, text=True, timeout=120)
+        assert stop.returncode == 0, f'{stop.stdout}\n{stop.stderr}'

@@ -39,3 +39,12 @@ def test_readme_quick_start_holds_the_two_commands():
     cmds = [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.startswith('#')]
     assert cmds == ['./harness run', './harness test']
     assert (REPO / '.ci' / 'run').read_text().count('./harness test') == 1
+
+
+def test_help_lists_nightly_and_test_installs_slurm_for_the_tests():
+    proc = harness('--help')
+    assert './harness nightly' in proc.stdout
+    assert 'set -euo' not in proc.stdout
+    text = (REPO / 'harness').read_text()
+    assert 'TEST_APT_PACKAGES=(slurm-wlm)' in text
+    assert 'apt_install "${TEST_APT_PACKAGES[@]}"' in text.split('cmd_test()', 1)[1]

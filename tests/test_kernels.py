@@ -3,13 +3,15 @@
 * warnings are errors (-Wall -Wextra -Werror);
 * the sanitizer build (address, undefined) passes the same ctest suite;
 * a build that corrupts one value (KERNEL_FAULT_INJECT) fails every kernel's
-  own verification, whatever its speed.
+  own verification, whatever its speed; with KERNEL_FAULT_HANG=<kernel> that
+  build hangs rank 0 of that kernel instead (the time-limit test's hung rank).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -83,3 +85,25 @@ def test_a_corrupted_value_fails_verification(fault_build, kernel, layout):
     assert proc.returncode != 0
     assert f'{kernel}: verification FAILED' in proc.stderr
     assert '"verified":false' in proc.stdout
+
+
+def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
+    stack, build = fault_build
+    launcher = shutil.which(STACKS[stack][1])
+    env = mpi_env(OMP_NUM_THREADS='1', KERNEL_FAULT_HANG='stream')
+    proc = subprocess.Popen([launcher, '-n', '2', str(build / 'stream'), *KERNEL_RUNS['stream']],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=8)
+        pytest.fail(f'stream ended ({proc.returncode}) instead of hanging:\n{out}\n{err}')
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    assert 'stream: KERNEL_FAULT_HANG=stream: rank 0 hangs on purpose' in err
+    assert 'RESULT' not in out
+    # The hang is then the only fault: another kernel of the same build verifies.
+    ring = subprocess.run([launcher, '-n', '2', str(build / 'ring'), *KERNEL_RUNS['ring']],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert ring.returncode == 0, ring.stderr
+    assert '"verified":true' in ring.stdout and '"verified":false' not in ring.stdout

@@ -104,6 +104,12 @@ static void finish(const char *kernel, int status) {
     exit(status);
 }
 
+#ifdef KC_FAULT_INJECT
+/* Whether this fault-injected run corrupts a value (set once in kc_init). */
+static int fault_corrupts = 1;
+int kc_fault_corrupts(void) { return fault_corrupts; }
+#endif
+
 void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
              kc_mode mode, const char *arg_error, const char *help) {
     memset(ctx, 0, sizeof *ctx);
@@ -133,6 +139,23 @@ void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
                     kc_level_name(ctx->provided));
         finish(kernel, 1);
     }
+#ifdef KC_FAULT_INJECT
+    /* Fault-injection builds only: KERNEL_FAULT_HANG=<kernel> makes rank 0
+     * of that kernel hang after MPI init (the other ranks then wait for it in
+     * their first collective), so the harness can prove that a check's time
+     * limit ends a hung run and the session carries on.  The hang is then
+     * the only fault: no kernel corrupts its values. */
+    const char *hang = getenv("KERNEL_FAULT_HANG");
+    if (hang && hang[0] != '\0') {
+        fault_corrupts = 0;
+        if (strcmp(hang, kernel) == 0 && ctx->rank == 0) {
+            fprintf(stderr, "%s: KERNEL_FAULT_HANG=%s: rank 0 hangs on purpose\n",
+                    kernel, hang);
+            fflush(stderr);
+            for (;;) sleep(60);
+        }
+    }
+#endif
     ctx->threads = 1;
 #ifdef _OPENMP
     if (mode == KC_MODE_MPI || mode == KC_MODE_SERIAL)

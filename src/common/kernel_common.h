@@ -126,9 +126,13 @@ int kc_finalize(kc_ctx *ctx);
 
 /* When the kernels are built with -DKERNEL_FAULT_INJECT=ON every kernel
  * deliberately corrupts one computed value before it verifies its result,
- * so the harness can prove that a wrong result fails its check. */
+ * so the harness can prove that a wrong result fails its check.
+ * KERNEL_FAULT_HANG=<kernel> injects a hang instead: rank 0 of that kernel
+ * sleeps forever after MPI init (proof that a check's time limit ends a hung
+ * run), and no kernel corrupts its values. */
 #ifdef KC_FAULT_INJECT
-#define KC_FAULT_INJECTED 1
+int kc_fault_corrupts(void);
+#define KC_FAULT_INJECTED kc_fault_corrupts()
 #else
 #define KC_FAULT_INJECTED 0
 #endif

@@ -1,0 +1,135 @@
+"""Template: the harness on a centre's Slurm cluster.
+
+Copy this file to ``config/site_<cluster>.py`` and fill in every ``FILL IN``.
+``config/settings.py`` loads every ``config/site_*.py`` (or the files listed in
+``HARNESS_CLUSTERS=a.py,b.py``); ``config/slurm_systems.py`` turns ``CLUSTER``
+into a ReFrame system with one partition per interconnect and one environment
+per MPI stack and partition.  Unknown or missing keys are errors that name
+the file and the key.
+
+Check the result, on the cluster's login node (or anywhere with
+``--system <name>``; ``HARNESS_MODULES_SYSTEM=nomod`` where the modules
+system is absent)::
+
+    reframe -C config/settings.py --system example-hpc --show-config systems
+    reframe -C config/settings.py --system example-hpc --show-config environments
+    reframe -C config/settings.py -c checks --system example-hpc --list
+    reframe -C config/settings.py -c checks --system example-hpc -n StreamCheck --dry-run
+    # then read the job scripts: $HARNESS_VAR_DIR/example-hpc/stage/.../rfm_job.sh
+    # (#SBATCH lines, the srun line with --mpi, -c and --cpu-bind, the modules)
+
+``--list`` shows every layout R x T (R ranks per node, T threads per rank,
+R*T = cores per node) the node's processor gives; ``--dry-run`` writes the job
+scripts without submitting them.  Then a real run of one check:
+``reframe ... --system example-hpc -n StreamCheck -r``.
+
+This file is itself a working example: ``HARNESS_CLUSTERS=config/cluster_template.py``
+loads it (the tests do, with ``--list`` and ``--dry-run``).
+"""
+
+CLUSTER = {
+    # FILL IN: the system's name in ReFrame (--system NAME, perflog paths).
+    'name': 'example-hpc',
+    'descr': 'Example cluster: InfiniBand and Ethernet partitions',
+    # FILL IN: regular expressions of the login nodes' hostnames; ReFrame picks
+    # the first system whose pattern matches (``local`` matches everything, so
+    # until the lead puts site systems first, use --system NAME).
+    'hostnames': [r'login\d+\.example\.org'],
+    # FILL IN: 'lmod', 'tmod4', 'tmod' or 'spack' (or 'nomod' with no modules).
+    'modules_system': 'lmod',
+    # 'slurm' polls jobs with sacct (needs Slurm's accounting database);
+    # 'squeue' where there is none (then the job script records the exit status).
+    'scheduler': 'slurm',
+    # FILL IN: sbatch options every job needs (account, QoS, ...).
+    'access': ['--account=FILL_IN_PROJECT'],
+    # How many jobs ReFrame keeps submitted at once (per partition).
+    'max_jobs': 16,
+    # Default time limit of a job; every check also sets its own.
+    'time_limit': '30m',
+    # Where builds, stage, outputs and reports go (default $HARNESS_VAR_DIR/<name>);
+    # perflogs always go to $HARNESS_VAR_DIR/perflogs/<name>/<partition>/.
+    # 'prefix': '/scratch/FILL_IN/harness',
+
+    # One partition per interconnect.  For each: the sbatch options that
+    # select its nodes, the nodes per run, and the node's processor.
+    'partitions': {
+        'ib': {
+            'descr': 'InfiniBand HDR100, 2 nodes per run',
+            # FILL IN: Slurm partition / constraint of the InfiniBand nodes.
+            'access': ['--partition=compute', '--constraint=ib', '--exclusive'],
+            # Nodes per run: the layouts are R ranks per node x T threads on
+            # every node (srun -N nodes -n R*nodes --ntasks-per-node R -c T).
+            'nodes': 2,
+            # FILL IN: one node's processor (the layouts come from it), or
+            # leave it out and let ReFrame detect it on a compute node:
+            # RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list
+            # (the result is cached under $HARNESS_VAR_DIR/topology/), or run
+            # `reframe --detect-host-topology=topo.json` on a compute node and
+            # copy the numbers here.
+            'processor': {
+                'num_cpus': 128,
+                'num_cpus_per_core': 1,
+                'num_sockets': 2,
+                'num_cpus_per_socket': 64,
+            },
+            # Per stack: environment variables that select this interconnect.
+            'transport_env': {
+                'openmpi': {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': 'mlx5_0:1'},
+                'mpich': {'UCX_NET_DEVICES': 'mlx5_0:1'},
+            },
+        },
+        'eth': {
+            'descr': 'Ethernet (25 GbE), 2 nodes per run',
+            'access': ['--partition=compute', '--constraint=eth', '--exclusive'],
+            'nodes': 2,
+            'processor': {
+                'num_cpus': 128,
+                'num_cpus_per_core': 1,
+                'num_sockets': 2,
+                'num_cpus_per_socket': 64,
+            },
+            'transport_env': {
+                'openmpi': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader,tcp',
+                            'OMPI_MCA_btl_tcp_if_include': 'eth0'},
+                'mpich': {'UCX_TLS': 'tcp,self,sm', 'UCX_NET_DEVICES': 'eth0'},
+            },
+        },
+    },
+
+    # One environment per MPI stack (per partition).  For each: the modules
+    # that provide it, its compiler wrapper, and how ranks start:
+    #   'launch': 'srun'  with 'pmi' = what `srun --mpi=` this stack was built
+    #                     for (`srun --mpi=list` shows what Slurm offers):
+    #                     Open MPI 4/5 'pmix', MPICH and MVAPICH2 'pmi2'
+    #   'launch': 'own'   the stack's own launcher inside the allocation
+    #                     ('launcher': 'mpirun' or 'mpiexec'), e.g. an Open MPI
+    #                     built without Slurm's PMI
+    # 'family' (default: the stack's name: openmpi, mpich, mvapich2) says how
+    # the stack binds ranks and threads and which MPI_Get_library_version it
+    # must report.  'env': variables the stack always needs.
+    'stacks': {
+        'openmpi': {
+            'descr': 'Open MPI 4.1',
+            'modules': ['FILL_IN/openmpi/4.1.6'],
+            'cc': 'mpicc',
+            'launch': 'srun',
+            'pmi': 'pmix',
+        },
+        'mpich': {
+            'descr': 'MPICH 4.1',
+            'modules': ['FILL_IN/mpich/4.1.2'],
+            'cc': 'mpicc',
+            'launch': 'srun',
+            'pmi': 'pmi2',
+        },
+        'mvapich2': {
+            'descr': 'MVAPICH2 2.3.7 with its own launcher',
+            'modules': ['FILL_IN/mvapich2/2.3.7'],
+            'cc': 'mpicc',
+            'launch': 'own',
+            'launcher': 'mpiexec',
+            # Hybrid runs: MVAPICH2 binds one core per rank unless told.
+            'env': {'MV2_ENABLE_AFFINITY': '1'},
+        },
+    },
+}

@@ -1,0 +1,272 @@
+"""Slurm systems of the harness: the local test cluster and the centres' clusters.
+
+``config/settings.py`` imports this module (ReFrame loads configuration files
+under mangled names, so the directory is put on ``sys.path`` first) and adds
+what it returns to its ``systems`` and ``environments``:
+
+* ``local-slurm``: this machine as a one-node Slurm cluster (the test bed of
+  ``tests/slurm/testbed.sh``, partition ``harness``).  It is never chosen by
+  hostname; ask for it with ``--system local-slurm`` and point the Slurm
+  clients at the cluster (``SLURM_CONF``).  Its environments are the ``local``
+  system's stacks, launched with ``srun`` and the PMI each stack needs.
+* the clusters of a centre: every ``config/site_*.py`` (or the files listed in
+  ``HARNESS_CLUSTERS``), each defining ``CLUSTER``, a dictionary in the form of
+  ``config/cluster_template.py``, which says what to fill in.
+
+A cluster has one partition per interconnect, one environment per MPI stack
+and partition, and each stack says how its ranks are started inside the
+allocation: ``srun --mpi=<pmi>`` (``launch: 'srun'``) or the stack's own
+launcher (``launch: 'own'``, e.g. ``mpirun``).  The checks read this from the
+environment's ``extras`` and bind ranks and threads through Slurm's options
+(``srun -n N --ntasks-per-node R -c T --cpu-bind=cores``).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+from typing import Any
+
+#: What ``srun --mpi=`` each stack needs where the centre says nothing.
+SRUN_PMI = {'openmpi': 'pmix', 'mpich': 'pmi2', 'mvapich2': 'pmi2'}
+
+#: The Slurm partition of the local test cluster (tests/slurm/testbed.sh).
+TESTBED_PARTITION = 'harness'
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def host_processor() -> dict[str, int]:
+    """This machine's processor in ReFrame's terms, from /sys (the local
+    cluster's only node is this machine)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    cores, sockets = set(), set()
+    for cpu in cpus:
+        topo = f'/sys/devices/system/cpu/cpu{cpu}/topology'
+        try:
+            with open(f'{topo}/physical_package_id') as fp:
+                sock = fp.read().strip()
+            with open(f'{topo}/core_id') as fp:
+                core = fp.read().strip()
+        except OSError:
+            sock, core = '0', str(cpu)
+        sockets.add(sock)
+        cores.add((sock, core))
+    return {
+        'num_cpus': len(cpus),
+        'num_cpus_per_core': max(1, len(cpus) // max(1, len(cores))),
+        'num_sockets': max(1, len(sockets)),
+        'num_cpus_per_socket': max(1, len(cpus) // max(1, len(sockets))),
+    }
+
+
+def _retarget(envs: list[dict], targets: dict[str, str],
+              launch: dict[str, dict[str, str]]) -> list[dict]:
+    """Copies of the `local` system's environments for another system:
+    `targets` maps each old target to the new one, `launch` gives the
+    launch extras per stack."""
+    out = []
+    for env in envs:
+        new = [targets[t] for t in env['target_systems'] if t in targets]
+        if not new:
+            continue
+        stack = env['extras']['stack']
+        out.append({**env, 'target_systems': new,
+                    'extras': {**env['extras'], **launch.get(stack, {})}})
+    return out
+
+
+def local_slurm(var_dir: str, local_envs: list[dict],
+                stack_names: list[str]) -> tuple[dict, list[dict]]:
+    """The `local-slurm` system and its environments."""
+    srun = shutil.which('srun') or 'srun'
+    system = {
+        'name': 'local-slurm',
+        'descr': 'This machine as a one-node Slurm cluster (tests/slurm/testbed.sh)',
+        # Only by --system local-slurm: `local` matches every hostname first.
+        'hostnames': [],
+        'prefix': var_dir,
+        'stagedir': os.path.join(var_dir, 'stage'),
+        'outputdir': os.path.join(var_dir, 'output'),
+        'partitions': [
+            {
+                'name': part,
+                'descr': f'{descr} (through sbatch)',
+                # squeue, not sacct: the test cluster keeps no accounting
+                # database.  The checks take the exit status from the job.
+                'scheduler': 'squeue',
+                'launcher': 'srun',
+                'access': [f'--partition={TESTBED_PARTITION}'],
+                'environs': stack_names or ['builtin'],
+                'max_jobs': 4,      # Slurm queues them; CR_Core never shares a core
+                'time_limit': '10m',
+                'processor': host_processor(),
+                'features': ['slurm', f'transport-{part}'],
+                'extras': {'transport': part, 'nodes': 1},
+            }
+            for part, descr in (
+                ('shm', 'shared memory between the ranks of one node'),
+                ('tcp', 'TCP over the loopback interface, forced for every stack'),
+            )
+        ],
+    }
+    # Open MPI and MPICH through srun with their PMI; an MVAPICH2 built here
+    # (hydra, ch3:sock) keeps its own mpiexec, which starts its ranks inside
+    # the allocation.
+    launch = {stack: {'launch': 'srun', 'launcher': srun, 'pmi': SRUN_PMI[stack]}
+              for stack in ('openmpi', 'mpich')}
+    envs = _retarget(local_envs, {'local': 'local-slurm', 'local:tcp': 'local-slurm:tcp'},
+                     launch)
+    return system, envs
+
+
+# ---- clusters of a centre --------------------------------------------------------
+
+_CLUSTER_KEYS = {'name', 'descr', 'hostnames', 'modules_system', 'scheduler', 'access',
+                 'max_jobs', 'time_limit', 'prefix', 'partitions', 'stacks'}
+_PARTITION_KEYS = {'descr', 'access', 'nodes', 'max_jobs', 'time_limit', 'processor',
+                   'transport_env'}
+_STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env'}
+
+
+def _require(where: str, spec: dict, allowed: set[str], needed: tuple[str, ...]) -> None:
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ValueError(f'{where}: unknown key(s) {", ".join(unknown)}; '
+                         f'allowed: {", ".join(sorted(allowed))}')
+    missing = [k for k in needed if not spec.get(k)]
+    if missing:
+        raise ValueError(f'{where}: missing {", ".join(missing)}')
+
+
+def cluster_config(cluster: dict[str, Any], var_dir: str,
+                   origin: str = 'CLUSTER') -> tuple[dict, list[dict]]:
+    """A ReFrame system and its environments from a `CLUSTER` dictionary
+    (see config/cluster_template.py)."""
+    _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
+    name = cluster['name']
+    prefix = cluster.get('prefix') or os.path.join(var_dir, name)
+    stacks: dict[str, dict] = cluster['stacks']
+    partitions = []
+    envs = []
+    for part, pspec in cluster['partitions'].items():
+        where = f'{origin}: partition {part}'
+        _require(where, pspec, _PARTITION_KEYS, ('access',))
+        nodes = int(pspec.get('nodes', 1))
+        if nodes < 1:
+            raise ValueError(f'{where}: nodes must be at least 1, got {nodes}')
+        entry: dict[str, Any] = {
+            'name': part,
+            'descr': pspec.get('descr', part),
+            'scheduler': cluster.get('scheduler', 'slurm'),
+            'launcher': 'srun',
+            'access': [*cluster.get('access', []), *pspec['access']],
+            'environs': list(stacks),
+            'max_jobs': int(pspec.get('max_jobs', cluster.get('max_jobs', 8))),
+            'time_limit': pspec.get('time_limit', cluster.get('time_limit', '30m')),
+            'features': ['slurm', f'transport-{part}'],
+            'extras': {'transport': part, 'nodes': nodes},
+        }
+        if pspec.get('processor'):
+            entry['processor'] = pspec['processor']
+        partitions.append(entry)
+        transport_env = pspec.get('transport_env', {})
+        unknown = sorted(set(transport_env) - set(stacks))
+        if unknown:
+            raise ValueError(f'{where}: transport_env names unknown stack(s) '
+                             f'{", ".join(unknown)}')
+        for stack, sspec in stacks.items():
+            swhere = f'{origin}: stack {stack}'
+            _require(swhere, sspec, _STACK_KEYS, ('cc',))
+            launch = sspec.get('launch', 'srun')
+            if launch not in ('srun', 'own'):
+                raise ValueError(f"{swhere}: launch must be 'srun' or 'own', got {launch!r}")
+            if launch == 'own' and not sspec.get('launcher'):
+                raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
+            env_vars = {**sspec.get('env', {}), **transport_env.get(stack, {})}
+            envs.append({
+                'name': stack,
+                'target_systems': [f'{name}:{part}'],
+                'modules': list(sspec.get('modules', [])),
+                'cc': sspec['cc'],
+                'env_vars': [[k, str(v)] for k, v in env_vars.items()],
+                'features': ['mpi', 'openmp', f'stack-{stack}'],
+                'extras': {
+                    'stack': stack,
+                    'family': sspec.get('family', stack),
+                    'descr': sspec.get('descr', stack),
+                    'launch': launch,
+                    'launcher': sspec.get('launcher', 'srun'),
+                    'pmi': sspec.get('pmi', SRUN_PMI.get(stack, '')),
+                    'prefix': '',
+                    'transport': part,
+                },
+            })
+    # Each stack once for the whole system as well (ReFrame wants every
+    # environment defined at system level); the partitions' more specific
+    # definitions above add their interconnect's variables.
+    system_envs = []
+    for env in envs:
+        if env['name'] in {e['name'] for e in system_envs}:
+            continue
+        sspec = stacks[env['name']]
+        system_envs.append({**env, 'target_systems': [name],
+                            'env_vars': [[k, str(v)] for k, v in sspec.get('env', {}).items()],
+                            'extras': {**env['extras'], 'transport': ''}})
+    envs = system_envs + envs
+    system = {
+        'name': name,
+        'descr': cluster.get('descr', name),
+        'hostnames': list(cluster['hostnames']),
+        'modules_system': os.environ.get('HARNESS_MODULES_SYSTEM',
+                                         cluster.get('modules_system', 'nomod')),
+        'prefix': prefix,
+        'stagedir': os.path.join(prefix, 'stage'),
+        'outputdir': os.path.join(prefix, 'output'),
+        'partitions': partitions,
+    }
+    return system, envs
+
+
+def _site_files() -> list[str]:
+    listed = os.environ.get('HARNESS_CLUSTERS', '').strip()
+    if listed:
+        # Relative to where reframe was started (ReFrame may load this file
+        # from another working directory).
+        base = os.environ.get('PWD') or os.getcwd()
+        files = [os.path.join(base, f.strip()) for f in listed.split(',') if f.strip()]
+        missing = [f for f in files if not os.path.isfile(f)]
+        if missing:
+            raise ValueError(f'HARNESS_CLUSTERS names missing file(s): {", ".join(missing)}')
+        return files
+    return sorted(glob.glob(os.path.join(_HERE, 'site_*.py')))
+
+
+def site_clusters(var_dir: str) -> tuple[list[dict], list[dict]]:
+    """The systems and environments of every site file."""
+    systems, envs = [], []
+    for path in _site_files():
+        mod_name = 'harness_site_' + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f'{path}: cannot be loaded as Python')
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cluster = getattr(module, 'CLUSTER', None)
+        if not isinstance(cluster, dict):
+            raise ValueError(f'{path}: defines no CLUSTER dictionary '
+                             f'(see config/cluster_template.py)')
+        system, cluster_envs = cluster_config(cluster, var_dir, origin=path)
+        systems.append(system)
+        envs += cluster_envs
+    return systems, envs
+
+
+def slurm_systems(var_dir: str, local_envs: list[dict],
+                  stack_names: list[str]) -> tuple[list[dict], list[dict]]:
+    """Every Slurm system (local test cluster first) and their environments."""
+    system, envs = local_slurm(var_dir, local_envs, stack_names)
+    sites, site_envs = site_clusters(var_dir)
+    return [system, *sites], [*envs, *site_envs]

@@ -1,0 +1,127 @@
+"""The nightly acceptance mode: `reframe --mode nightly` and `./harness nightly`.
+
+Real sessions on this machine (one stack, one partition, STREAM only), each in
+its own HARNESS_VAR_DIR: the mode's JUnit report, results database and
+perflogs are written, `-S require_reference=true` reaches the checks, and
+the exit status is non-zero exactly when a check failed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import BIN, CONFIG, REPO, mpi_env, run_reframe
+
+pytestmark = pytest.mark.integration
+
+
+def nightly(var: Path, stack: str, opts: str) -> subprocess.CompletedProcess[str]:
+    env = mpi_env(HARNESS_VAR_DIR=str(var), HARNESS_STACKS=stack, HARNESS_NO_APT='1',
+                  HARNESS_REPEAT='1', RFM_REFERENCE_PREFIX=str(var / 'references'),
+                  HARNESS_VENV=str(Path(sys.executable).parent.parent),
+                  HARNESS_REFRAME_OPTS=f'--nocolor --system local:shm {opts}')
+    return subprocess.run([str(REPO / 'harness'), 'nightly'], env=env, capture_output=True,
+                          text=True, timeout=900, cwd=REPO)
+
+
+def junit_counts(path: Path) -> tuple[int, int, list[str]]:
+    suite = ET.parse(path).getroot().find('testsuite')
+    assert suite is not None, path
+    names = [tc.get('name', '') for tc in suite.iter('testcase')]
+    return int(suite.get('failures', 0)) + int(suite.get('errors', 0)), len(names), names
+
+
+def session_report(var: Path) -> dict:
+    reports = sorted((var / 'reports').glob('run-report-*.json'),
+                     key=lambda p: p.stat().st_mtime)
+    return json.loads(reports[-1].read_text())
+
+
+@pytest.fixture(scope='module')
+def sessions(tmp_path_factory, stacks):
+    """A nightly session of STREAM, then one whose kernels corrupt a value."""
+    var = tmp_path_factory.mktemp('nightly')
+    # The references the nightly run requires: a first session, then its
+    # baseline (a wide band: this tests the mode, not the machine's noise).
+    first = run_reframe(var, '-n', 'StreamCheck', '--system', 'local:shm', '-p', stacks[0],
+                        '-r')
+    assert first.returncode == 0, first.stdout[-5000:]
+    base = subprocess.run([str(BIN / 'hybridverdict-baseline'), '--perflogs',
+                           str(var / 'perflogs'), '--prefix', str(var / 'references'),
+                           '--floor', '3'], capture_output=True, text=True)
+    assert base.returncode == 0, base.stdout + base.stderr
+    good = nightly(var, stacks[0], '-n StreamCheck')
+    good_junit = sorted((var / 'reports').glob('junit-*.xml'))
+    bad = nightly(var, stacks[0], '-n StreamCheck%layout=mpi_2x1 -S KernelBuild.fault_inject=1')
+    return var, good, good_junit, bad
+
+
+def test_nightly_writes_a_junit_report_whose_failures_match_the_exit_status(sessions):
+    var, good, good_junit, _ = sessions
+    assert len(good_junit) == 1, good.stdout
+    failures, cases, names = junit_counts(good_junit[0])
+    assert any('StreamCheck %layout=mpi_2x1' in n for n in names), names
+    assert any('StreamCheck %layout=masteronly_1x2' in n for n in names), names
+    assert good.returncode == 0 and failures == 0, good.stdout[-5000:]
+    assert session_report(var)['session_info']['num_failures'] >= failures
+    assert f'JUnit report: {good_junit[0]}' in good.stdout
+
+
+def test_nightly_fails_on_a_failing_check_and_keeps_the_older_report(sessions):
+    var, _, good_junit, bad = sessions
+    assert bad.returncode != 0, bad.stdout[-5000:]
+    assert 'nightly acceptance FAILED' in bad.stderr
+    junits = sorted((var / 'reports').glob('junit-*.xml'))
+    assert len(junits) == 2 and good_junit[0] in junits
+    new = next(j for j in junits if j != good_junit[0])
+    failures, _, _ = junit_counts(new)
+    assert failures >= 1
+    assert 'did not verify its result' in new.read_text()
+
+
+def test_nightly_requires_references(sessions):
+    var, good, _, _ = sessions
+    cases = [tc for run in session_report(var)['runs'] for tc in run['testcases']
+             if tc['name'].startswith('StreamCheck')]
+    assert cases
+    # Every check ran with references required, and found them.
+    assert all(tc.get('require_reference') is True for tc in cases), cases[0].keys()
+    assert all(tc['result'] == 'pass' for tc in cases)
+    assert '(r:' in good.stdout
+
+
+def test_nightly_stores_every_session_and_appends_the_perflogs(sessions):
+    var, _, _, _ = sessions
+    assert (var / 'results.db').is_file()
+    proc = subprocess.run([str(BIN / 'reframe'), '-C', str(CONFIG), '--list-stored-sessions'],
+                          capture_output=True, text=True, timeout=120,
+                          env=mpi_env(HARNESS_VAR_DIR=str(var)))
+    assert proc.returncode == 0, proc.stderr
+    uuids = {json.loads(p.read_text())['session_info']['uuid']
+             for p in (var / 'reports').glob('run-report-*.json')}
+    assert len(uuids) == 2
+    for uuid in uuids:
+        assert uuid in proc.stdout
+    # Both sessions' runs are kept: the two layouts, then the failed run (whose
+    # line has no variables, so ReFrame starts a new file and keeps the old
+    # one as StreamCheck.log.h0).
+    rows = [ln for path in (var / 'perflogs' / 'local' / 'shm').glob('StreamCheck.log*')
+            for ln in path.read_text().splitlines()[1:]]
+    assert len(rows) == 3, rows
+
+
+def test_nightly_mode_options(tmp_path):
+    proc = subprocess.run([str(BIN / 'reframe'), '-C', str(CONFIG), '--mode', 'nightly',
+                           '--show-config', 'modes'], capture_output=True, text=True,
+                          timeout=120, env=mpi_env(HARNESS_VAR_DIR=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    mode = next(m for m in json.loads(proc.stdout) if m['name'] == 'nightly')
+    opts = ' '.join(mode['options'])
+    assert '-S require_reference=true' in opts
+    assert f'--report-junit={tmp_path}/reports/junit-' in opts
+    assert f'--perflogdir={tmp_path}/perflogs' in opts

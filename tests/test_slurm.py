@@ -1,0 +1,145 @@
+"""The harness on a real Slurm cluster: this machine as a one-node cluster
+(tests/slurm/testbed.sh), with the `local-slurm` system of config/.
+
+One kernel check per MPI stack goes through sbatch and srun (with the PMI each
+stack needs), on both partitions and at both layouts of a 2-core node (2 ranks
+x 1 thread and 1 x 2: CR_Core gives each job whole cores).  The cluster is
+started once per session and stopped by its pid files at the end, even when a
+test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import TESTBED, run_reframe
+
+pytestmark = pytest.mark.integration
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f'--- stdout ---\n{proc.stdout[-15000:]}\n--- stderr ---\n{proc.stderr[-5000:]}'
+
+
+@pytest.fixture(scope='module')
+def stream_session(slurm_cluster, stacks, tmp_path_factory):
+    var = tmp_path_factory.mktemp('var')
+    proc = run_reframe(var, '--system', 'local-slurm', '-n', 'StreamCheck', '-r',
+                       env={'SLURM_CONF': slurm_cluster['SLURM_CONF']}, timeout=600)
+    return var, proc
+
+
+def test_a_kernel_check_per_stack_passes_through_sbatch(stream_session, stacks):
+    _, proc = stream_session
+    assert proc.returncode == 0, explain(proc)
+    for stack in stacks:
+        for part in ('shm', 'tcp'):
+            for layout in ('mpi_2x1', 'masteronly_1x2'):
+                assert any(f'StreamCheck %layout={layout}' in ln and '  OK ' in ln
+                           and f'@local-slurm:{part}+{stack}' in ln
+                           for ln in proc.stdout.splitlines()), (stack, part, layout)
+
+
+def test_the_jobs_really_went_through_slurm(stream_session, slurm_cluster, stacks):
+    var, _ = stream_session
+    pmi = {'openmpi': 'pmix', 'mpich': 'pmi2'}
+    scripts = sorted((var / 'output' / 'local-slurm').glob('*/*/StreamCheck_*/rfm_job.sh'))
+    assert len(scripts) == 4 * len(stacks), scripts
+    for script in scripts:
+        text = script.read_text()
+        stack = script.parent.parent.name
+        assert '#SBATCH --partition=harness' in text
+        assert re.search(r'^#SBATCH --cpus-per-task=[12]$', text, re.M), text
+        assert re.search(rf'^\S*srun --mpi={pmi[stack]} -n \d .*--cpu-bind=cores ', text,
+                         re.M), text
+        # The job wrote its launcher's exit status (squeue reports none).
+        assert 'harness: launcher exit status 0' in (script.parent / 'rfm_job.err').read_text()
+    # Slurm's own record of the jobs: every one of them completed with status 0.
+    comp = Path(slurm_cluster['dir'], 'jobcomp.txt').read_text().splitlines()
+    ours = [ln for ln in comp if 'Name=rfm_StreamCheck_' in ln]
+    assert len(ours) == 4 * len(stacks), comp
+    assert all('JobState=COMPLETED' in ln and 'ExitCode=0:0' in ln for ln in ours), ours
+
+
+def test_perflogs_of_the_slurm_system_carry_the_layout(stream_session, stacks):
+    var, _ = stream_session
+    for part in ('shm', 'tcp'):
+        lines = (var / 'perflogs' / 'local-slurm' / part / 'StreamCheck.log').read_text()
+        rows = lines.splitlines()
+        header = rows[0].split('|')
+        got = {(r['environ'], r['ranks'], r['threads'], r['oversubscribed'])
+               for r in (dict(zip(header, ln.split('|'))) for ln in rows[1:])}
+        assert got == {(s, rk, th, 'false') for s in stacks
+                       for rk, th in (('2', '1'), ('1', '2'))}
+
+
+def test_a_hybrid_rank_given_one_core_by_srun_fails_as_oversubscribed(
+        slurm_cluster, stacks, tmp_path):
+    # srun -c 1 for a 2-thread rank: Slurm binds both threads to one core.
+    proc = run_reframe(tmp_path, '--system', 'local-slurm:shm', '-n',
+                       'StreamCheck%layout=masteronly_1x2', '-S', 'binding=one-core', '-r',
+                       env={'SLURM_CONF': slurm_cluster['SLURM_CONF'],
+                            'HARNESS_STACKS': stacks[0]}, timeout=600)
+    assert proc.returncode != 0, explain(proc)
+    assert 'oversubscribed run' in proc.stdout, explain(proc)
+    assert 'rank 0 thread 1 and rank 0 thread 0 on' in proc.stdout, explain(proc)
+
+
+def test_the_testbed_refuses_a_second_start_and_names_the_pid_file(slurm_cluster):
+    proc = subprocess.run([str(TESTBED), 'start', slurm_cluster['dir']],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, SLURM_TESTBED_PORT='16817'))
+    assert proc.returncode != 0
+    assert 'slurmctld.pid: a daemon of this test cluster already runs' in proc.stderr
+
+
+def test_the_testbed_rejects_a_bad_port(tmp_path):
+    proc = subprocess.run([str(TESTBED), 'start', str(tmp_path)], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, SLURM_TESTBED_PORT='80x'))
+    assert proc.returncode != 0
+    assert "SLURM_TESTBED_PORT must be a port number" in proc.stderr
+    assert not (tmp_path / 'slurm.conf').exists()
+
+
+def test_a_start_on_a_taken_port_fails_and_leaves_nothing_running(slurm_cluster, tmp_path):
+    proc = subprocess.run([str(TESTBED), 'start', str(tmp_path)], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, SLURM_TESTBED_PORT=slurm_cluster['port'],
+                                   SLURM_TESTBED_WAIT='5'))
+    assert proc.returncode != 0
+    assert f'is port {slurm_cluster["port"]} taken?' in proc.stderr
+    for daemon in ('slurmctld', 'slurmd'):
+        pidfile = tmp_path / f'{daemon}.pid'
+        if pidfile.exists():
+            pid = int(pidfile.read_text())
+            assert not Path(f'/proc/{pid}').exists() or \
+                'zombie' in Path(f'/proc/{pid}/status').read_text()
+
+
+def test_slurm_ends_a_hung_rank_at_the_time_limit_and_the_session_carries_on(
+        slurm_cluster, stacks, tmp_path):
+    # KERNEL_FAULT_HANG: rank 0 of stream hangs (fault-injection build only).
+    stack = stacks[-1]
+    proc = run_reframe(
+        tmp_path, '--system', 'local-slurm:shm', '-r',
+        '-n', 'StreamCheck%layout=mpi_2x1', '-n', 'RingCheck%layout=mpi_2x1',
+        '-S', 'KernelBuild.fault_inject=1', '-S', 'StreamCheck.time_limit=20s',
+        env={'SLURM_CONF': slurm_cluster['SLURM_CONF'], 'HARNESS_STACKS': stack,
+             'KERNEL_FAULT_HANG': 'stream'}, timeout=600)
+    out = proc.stdout
+    assert proc.returncode != 0, explain(proc)
+    assert re.search(r'\[\s+FAIL \].*StreamCheck %layout=mpi_2x1', out), explain(proc)
+    assert 'the job ended before its launcher returned' in out, explain(proc)
+    assert 'killed at its time limit of 20.0 s' in out, explain(proc)
+    assert re.search(rf'\[\s+OK \].*RingCheck %layout=mpi_2x1 .*\+{stack}', out), explain(proc)
+    script = next((tmp_path / 'stage' / 'local-slurm' / 'shm' / stack).glob(
+        'StreamCheck_*/rfm_job.sh')).read_text()
+    assert '#SBATCH --time=0:0:20' in script
+    comp = Path(slurm_cluster['dir'], 'jobcomp.txt').read_text().splitlines()
+    name = re.search(r'--job-name="(\S+)"', script)
+    assert name and any(f'Name={name.group(1)} ' in ln and 'JobState=TIMEOUT' in ln
+                        for ln in comp), comp

@@ -1,0 +1,137 @@
+"""Slurm systems in config/: the `local-slurm` test cluster and a centre's
+cluster from config/cluster_template.py, checked the way the template says
+(--show-config, --list, --dry-run), and the template's error messages."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BIN, CONFIG, REPO, mpi_env
+
+sys.path.insert(0, str(REPO / 'config'))
+import slurm_systems  # noqa: E402
+
+TEMPLATE = REPO / 'config' / 'cluster_template.py'
+
+
+def reframe(var: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), *args],
+                          capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env=mpi_env(HARNESS_VAR_DIR=str(var), **env))
+
+
+def template_env() -> dict[str, str]:
+    # The template names Lmod; this machine has no modules system.
+    return {'HARNESS_CLUSTERS': str(TEMPLATE), 'HARNESS_MODULES_SYSTEM': 'nomod'}
+
+
+def test_local_slurm_is_only_chosen_by_name(tmp_path):
+    proc = reframe(tmp_path, '--show-config', 'systems/0/name')
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == 'local'
+    proc = reframe(tmp_path, '--system', 'local-slurm', '--show-config', 'systems/0/partitions')
+    assert proc.returncode == 0, proc.stderr
+    parts = json.loads(proc.stdout)
+    assert [p['name'] for p in parts] == ['shm', 'tcp']
+    for p in parts:
+        assert p['scheduler'] == 'squeue' and p['access'] == ['--partition=harness']
+        assert p['processor']['num_cpus'] >= 1
+
+
+def test_local_slurm_environments_launch_with_each_stacks_pmi(tmp_path, stacks):
+    proc = reframe(tmp_path, '--system', 'local-slurm:tcp', '--show-config', 'environments')
+    assert proc.returncode == 0, proc.stderr
+    envs = {e['name']: e for e in json.loads(proc.stdout)}
+    assert set(stacks) <= set(envs)
+    pmi = {'openmpi': 'pmix', 'mpich': 'pmi2'}
+    for stack in stacks:
+        extras = envs[stack]['extras']
+        assert extras['launch'] == 'srun' and extras['pmi'] == pmi[stack]
+        assert extras['launcher'].endswith('srun')
+    # tcp keeps the local system's transport variables
+    if 'mpich' in envs:
+        assert ['UCX_TLS', 'tcp,self'] in envs['mpich']['env_vars']
+
+
+def test_template_shows_one_partition_per_interconnect(tmp_path):
+    proc = reframe(tmp_path, '--system', 'example-hpc', '--show-config', 'systems/0',
+                   **template_env())
+    assert proc.returncode == 0, proc.stderr
+    system = json.loads(proc.stdout)
+    parts = {p['name']: p for p in system['partitions']}
+    assert set(parts) == {'ib', 'eth'}
+    assert parts['ib']['access'] == ['--account=FILL_IN_PROJECT', '--partition=compute',
+                                     '--constraint=ib', '--exclusive']
+    assert parts['ib']['extras']['nodes'] == 2
+    assert parts['ib']['max_jobs'] == 16
+
+
+def test_template_lists_every_layout_of_its_nodes(tmp_path):
+    proc = reframe(tmp_path, '-c', str(REPO / 'checks'), '--system', 'example-hpc',
+                   '-n', 'StreamCheck', '--list', **template_env())
+    assert proc.returncode == 0, proc.stderr
+    layouts = set(re.findall(r'StreamCheck %layout=(\w+)', proc.stdout))
+    assert layouts == {'mpi_128x1', 'masteronly_64x2', 'masteronly_32x4', 'masteronly_16x8',
+                       'masteronly_8x16', 'masteronly_4x32', 'masteronly_2x64',
+                       'masteronly_1x128'}
+
+
+def test_template_dry_run_writes_hybrid_job_scripts_across_nodes(tmp_path):
+    proc = reframe(tmp_path, '-c', str(REPO / 'checks'), '--system', 'example-hpc',
+                   '-n', 'StreamCheck%layout=masteronly_16x8', '--dry-run', **template_env())
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    stage = tmp_path / 'example-hpc' / 'stage' / 'example-hpc'
+    want = {
+        'openmpi': 'srun --mpi=pmix -n 32 --ntasks-per-node 16 -c 8 --cpu-bind=cores ',
+        'mpich': 'srun --mpi=pmi2 -n 32 --ntasks-per-node 16 -c 8 --cpu-bind=cores ',
+        'mvapich2': 'mpiexec -n 32 ',
+    }
+    for part in ('ib', 'eth'):
+        for stack, line in want.items():
+            script = next((stage / part / stack).glob('StreamCheck_*/rfm_job.sh')).read_text()
+            assert '#SBATCH --ntasks=32\n#SBATCH --ntasks-per-node=16\n' in script
+            assert '#SBATCH --cpus-per-task=8' in script
+            assert f'#SBATCH --constraint={part}' in script
+            assert line in script, script
+            assert 'export OMP_NUM_THREADS=8' in script
+    ib = next((stage / 'ib' / 'openmpi').glob('StreamCheck_*/rfm_job.sh')).read_text()
+    assert 'export OMPI_MCA_pml=ucx' in ib
+
+
+def test_a_missing_site_file_is_named(tmp_path):
+    proc = reframe(tmp_path, '--show-config', 'systems',
+                   HARNESS_CLUSTERS=str(tmp_path / 'nope.py'))
+    assert proc.returncode != 0
+    assert f'HARNESS_CLUSTERS names missing file(s): {tmp_path / "nope.py"}' in proc.stderr
+
+
+def template_cluster() -> dict:
+    ns: dict = {}
+    exec(TEMPLATE.read_text(), ns)
+    return ns['CLUSTER']
+
+
+@pytest.mark.parametrize('change, message', [
+    (lambda c: c.update(partitons={}), 'unknown key(s) partitons'),
+    (lambda c: c['partitions']['ib'].update(node=2), 'partition ib: unknown key(s) node'),
+    (lambda c: c['partitions']['ib'].update(nodes=0), 'nodes must be at least 1, got 0'),
+    (lambda c: c['partitions']['eth'].pop('access'), 'partition eth: missing access'),
+    (lambda c: c['stacks']['mpich'].pop('cc'), 'stack mpich: missing cc'),
+    (lambda c: c['stacks']['mpich'].update(launch='mpirun'),
+     "launch must be 'srun' or 'own', got 'mpirun'"),
+    (lambda c: c['stacks']['mvapich2'].pop('launcher'), "launch 'own' needs 'launcher'"),
+    (lambda c: c['partitions']['ib']['transport_env'].update(intelmpi={}),
+     'transport_env names unknown stack(s) intelmpi'),
+])
+def test_template_mistakes_are_named(change, message):
+    cluster = template_cluster()
+    change(cluster)
+    with pytest.raises(ValueError) as err:
+        slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    assert message in str(err.value)
+    assert str(err.value).startswith('site_x.py')
