@@ -12,8 +12,13 @@ The check files import it after putting this directory on ``sys.path``
 (ReFrame loads check files under mangled module names, so a sibling module
 is imported by its plain name)::
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     import harnesslib
+
+Append, never insert at the front: ReFrame loads files inside a context that
+appends their directory and later pops ``sys.path`` *by position*, so an entry
+inserted at the front would make it drop another one (such as the editable
+install of ``hybridverdict``).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from reframe.core.builtins import (
     variable,
 )
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 from harnesslib import (  # noqa: E402
     KernelBuild,
     KernelCheck,

@@ -45,7 +45,7 @@ from reframe.core.builtins import (
     variable,
 )
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 from harnesslib import SystemReferences  # noqa: E402
 from kernels import MdCheck, RingCheck, SpmvCheck, StreamCheck  # noqa: E402
 

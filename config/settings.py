@@ -184,7 +184,7 @@ _ENVS, _STACK_NAMES = _environments()
 # Slurm systems (local-slurm, the test cluster; config/site_*.py, a centre's
 # clusters) live in their own module: ReFrame loads this file under a mangled
 # name, so the directory goes on sys.path first.
-sys.path.insert(0, _HERE)
+sys.path.append(_HERE)
 from nightly import modes as nightly_modes  # noqa: E402
 from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems  # noqa: E402
