@@ -14,10 +14,25 @@ import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Iterator
+from typing import Optional
 
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')
+
+
+#: Run fields of a harness perflog line (see ``header_fields``); any other field that
+#: is not part of a performance variable's block is unknown: ignored and counted.
+KNOWN = frozenset(('job_completion_time', 'system', 'partition', 'environ', 'name', 'kernel',
+                   'mode', 'ranks', 'threads', 'size', 'cores', 'nodes', 'mpi_library',
+                   'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result'))
+
+#: The five fields ReFrame writes per performance variable, in order.
+VAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
+
+#: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
+#: the thresholds are fractions of the reference, None when unbounded.
+Ref = tuple[Optional[float], Optional[float], Optional[float]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +57,11 @@ class Record:
     values: dict[str, float]
     units: dict[str, str]
     source: str
+    name: str = ''
+    build_spec: str = ''
+    finalize_hung: bool = False
+    #: variable -> (ref, lower, upper); only variables that have a reference logged
+    refs: dict[str, Ref] = dataclasses.field(default_factory=dict)
 
     @property
     def total_cores(self) -> int:
@@ -52,6 +72,14 @@ class Record:
         """A run whose figures may enter a verdict."""
         return self.result == 'pass' and self.verified and not self.oversubscribed
 
+    def band(self, var: str) -> tuple[float | None, float | None]:
+        """The absolute (low, high) bounds of `var` from its reference, None where open."""
+        ref, lower, upper = self.refs.get(var, (None, None, None))
+        if not ref:
+            return None, None
+        return (None if lower is None else ref * (1 + lower),
+                None if upper is None else ref * (1 + upper))
+
 
 @dataclasses.dataclass
 class ReadStats:
@@ -59,10 +87,23 @@ class ReadStats:
     records: int = 0
     skipped: int = 0
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: header fields the reader does not know -> number of files that had them
+    unknown_fields: dict[str, int] = dataclasses.field(default_factory=dict)
 
-    def skip(self, reason: str) -> None:
-        self.skipped += 1
-        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.skipped += count
+        self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+    def warnings(self) -> list[str]:
+        """One line per kind of problem met while reading, for the user."""
+        out = []
+        if self.skipped:
+            reasons = ', '.join(f'{n} {why}' for why, n in sorted(self.reasons.items()))
+            out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
+        if self.unknown_fields:
+            names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
+            out.append(f'ignored unknown perflog field(s): {names}')
+        return out
 
 
 class PerflogError(Exception):
@@ -93,65 +134,109 @@ def _int_or_zero(text: str | None) -> int:
     return int(text) if text and text.isdigit() else 0
 
 
+def _float_or_none(text: str) -> float | None:
+    if text in ('None', 'null', '', 'nan'):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+_TRUE = frozenset(('true', '1', 'yes', 'True'))
+
+
 def _parse_bool(text: str) -> bool:
-    return text.strip().lower() in ('true', '1', 'yes')
+    return text in _TRUE or text.strip().lower() in _TRUE
 
 
-def _parse_line(fields: list[str], header: list[str], source: str) -> Record:
-    row = dict(zip(header, fields))
-    missing = [k for k in REQUIRED if not row.get(k) or row[k] in ('None', 'null')]
-    if missing:
-        raise ValueError(f'missing {",".join(missing)}')
-    values: dict[str, float] = {}
-    units: dict[str, str] = {}
-    for key, text in row.items():
-        if key.endswith('_value'):
-            name = key[:-len('_value')]
+class _Header:
+    """A header line compiled once: where each field and variable sits."""
+
+    def __init__(self, fields: list[str], stats: ReadStats):
+        self.width = len(fields)
+        self.index = {name: i for i, name in enumerate(fields)}
+        self.required = [(k, self.index.get(k)) for k in REQUIRED]
+        self.kernel = self.index.get('kernel')
+        # variables: name -> indices of value, unit, ref, lower, upper (None if absent)
+        self.variables: list[tuple[str, int, int | None, int | None, int | None,
+                                   int | None]] = []
+        claimed: set[int] = set()
+        for i, name in enumerate(fields):
+            if name.endswith('_value'):
+                var = name[:-len('_value')]
+                parts = [self.index.get(f'{var}_{p}') for p in VAR_PARTS[1:]]
+                self.variables.append((var, i, *parts))
+                claimed.update(j for j in (i, *parts) if j is not None)
+        for i, name in enumerate(fields):
+            if i not in claimed and name not in KNOWN and name:
+                stats.unknown_fields[name] = stats.unknown_fields.get(name, 0) + 1
+
+    def get(self, fields: list[str], name: str, default: str = '') -> str:
+        i = self.index.get(name)
+        return default if i is None else fields[i]
+
+    def parse(self, fields: list[str], source: str) -> Record:
+        missing = [k for k, i in self.required
+                   if i is None or not fields[i] or fields[i] in ('None', 'null')]
+        if missing:
+            raise ValueError(f'missing {",".join(missing)}')
+        values: dict[str, float] = {}
+        units: dict[str, str] = {}
+        refs: dict[str, Ref] = {}
+        for var, iv, iu, ir, il, ih in self.variables:
             try:
-                values[name] = float(text)
+                values[var] = float(fields[iv])
             except ValueError:
                 continue
-            units[name] = row.get(f'{name}_unit', '')
-    return Record(
-        time=_parse_time(row['job_completion_time']),
-        system=row['system'], partition=row['partition'], stack=row['environ'],
-        kernel=row['kernel'], mode=row['mode'],
-        ranks=int(row['ranks']), threads=int(row['threads']), size=row['size'],
-        cores=_int_or_zero(row.get('cores')),
-        nodes=_int_or_zero(row.get('nodes')) or 1,
-        mpi_library=row.get('mpi_library', ''),
-        verified=_parse_bool(row.get('verified', 'false')),
-        oversubscribed=_parse_bool(row.get('oversubscribed', 'false')),
-        result=row.get('result', ''), values=values, units=units, source=source,
-    )
+            units[var] = fields[iu] if iu is not None else ''
+            ref = _float_or_none(fields[ir]) if ir is not None else None
+            if ref:
+                refs[var] = (ref, _float_or_none(fields[il]) if il is not None else None,
+                             _float_or_none(fields[ih]) if ih is not None else None)
+        get = self.get
+        return Record(
+            time=_parse_time(get(fields, 'job_completion_time')),
+            system=get(fields, 'system'), partition=get(fields, 'partition'),
+            stack=get(fields, 'environ'), kernel=get(fields, 'kernel'),
+            mode=get(fields, 'mode'), ranks=int(get(fields, 'ranks')),
+            threads=int(get(fields, 'threads')), size=get(fields, 'size'),
+            cores=_int_or_zero(get(fields, 'cores')),
+            nodes=_int_or_zero(get(fields, 'nodes')) or 1,
+            mpi_library=get(fields, 'mpi_library'),
+            verified=_parse_bool(get(fields, 'verified', 'false')),
+            oversubscribed=_parse_bool(get(fields, 'oversubscribed', 'false')),
+            result=get(fields, 'result'), values=values, units=units, source=source,
+            name=get(fields, 'name'), build_spec=get(fields, 'build_spec'),
+            finalize_hung=_parse_bool(get(fields, 'finalize_hung', 'false')), refs=refs,
+        )
 
 
 def read_file(path: str, stats: ReadStats) -> Iterator[Record]:
     stats.files += 1
     with open(path, encoding='utf-8', errors='replace') as fp:
-        header: list[str] | None = None
+        header: _Header | None = None
         for lineno, line in enumerate(fp, 1):
             line = line.rstrip('\n')
             if not line.strip():
                 continue
             fields = line.split('|')
             if fields[0] == 'job_completion_time':
-                header = fields
+                header = _Header(fields, stats)
                 continue
             if header is None:
                 stats.skip('no header')
                 continue
             # The perf-variable block ends with a '|': tolerate one empty field.
-            if len(fields) == len(header) + 1 and fields[-1] == '':
-                fields = fields[:-1]
-            if len(fields) != len(header):
+            if len(fields) == header.width + 1 and fields[-1] == '':
+                fields.pop()
+            if len(fields) != header.width:
                 stats.skip('field count differs from header (truncated or corrupt)')
                 continue
-            row_kernel = fields[header.index('kernel')] if 'kernel' in header else ''
-            if row_kernel in ('null', 'None'):
+            if header.kernel is not None and fields[header.kernel] in ('null', 'None'):
                 continue  # a build or other non-kernel test: nothing to pair
             try:
-                rec = _parse_line(fields, header, f'{path}:{lineno}')
+                rec = header.parse(fields, f'{path}:{lineno}')
             except (ValueError, KeyError) as err:
                 stats.skip(f'unparsable ({err})' if 'missing' in str(err)
                            else 'unparsable value')
@@ -179,5 +264,5 @@ def header_fields() -> tuple[str, ...]:
             'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result')
 
 
-__all__ = ['Record', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
+__all__ = ['Record', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
            'header_fields']
