@@ -126,7 +126,7 @@ def perflog_files(paths: Iterable[str]) -> list[str]:
 
 
 def _parse_time(text: str) -> dt.datetime:
-    t = dt.datetime.fromisoformat(text.strip())
+    t = dt.datetime.fromisoformat(text)
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
@@ -147,40 +147,47 @@ _TRUE = frozenset(('true', '1', 'yes', 'True'))
 
 
 def _parse_bool(text: str) -> bool:
-    return text in _TRUE or text.strip().lower() in _TRUE
+    return text in _TRUE or (text not in _FALSE and text.strip().lower() in _TRUE)
+
+
+_FALSE = frozenset(('false', 'False', '0', 'no', ''))
 
 
 class _Header:
-    """A header line compiled once: where each field and variable sits."""
+    """A header line compiled once: where each field and variable sits.
+
+    Parsing runs once per perflog line, so it indexes the split line directly; a
+    field the header lacks reads the empty string appended after the line's fields.
+    """
 
     def __init__(self, fields: list[str], stats: ReadStats):
         self.width = len(fields)
-        self.index = {name: i for i, name in enumerate(fields)}
-        self.required = [(k, self.index.get(k)) for k in REQUIRED]
-        self.kernel = self.index.get('kernel')
-        # variables: name -> indices of value, unit, ref, lower, upper (None if absent)
-        self.variables: list[tuple[str, int, int | None, int | None, int | None,
-                                   int | None]] = []
+        index = {name: i for i, name in enumerate(fields)}
+        self.required = [(k, index.get(k, -1)) for k in REQUIRED]
+        self.kernel = index.get('kernel')
+        # run fields in Record order; -1 = absent (reads the appended '')
+        self.at = {name: index.get(name, -1) for name in KNOWN}
+        # variables: name -> indices of value, unit, ref, lower, upper (-1 if absent)
+        self.variables: list[tuple[str, int, int, int, int, int]] = []
         claimed: set[int] = set()
         for i, name in enumerate(fields):
             if name.endswith('_value'):
                 var = name[:-len('_value')]
-                parts = [self.index.get(f'{var}_{p}') for p in VAR_PARTS[1:]]
+                parts = [index.get(f'{var}_{p}', -1) for p in VAR_PARTS[1:]]
                 self.variables.append((var, i, *parts))
-                claimed.update(j for j in (i, *parts) if j is not None)
+                claimed.update((i, *parts))
         for i, name in enumerate(fields):
             if i not in claimed and name not in KNOWN and name:
                 stats.unknown_fields[name] = stats.unknown_fields.get(name, 0) + 1
 
-    def get(self, fields: list[str], name: str, default: str = '') -> str:
-        i = self.index.get(name)
-        return default if i is None else fields[i]
-
     def parse(self, fields: list[str], source: str) -> Record:
-        missing = [k for k, i in self.required
-                   if i is None or not fields[i] or fields[i] in ('None', 'null')]
-        if missing:
-            raise ValueError(f'missing {",".join(missing)}')
+        fields.append('')
+        for k, i in self.required:
+            text = fields[i]
+            if not text or text == 'None' or text == 'null':
+                missing = [k for k, i in self.required
+                           if fields[i] in ('', 'None', 'null')]
+                raise ValueError(f'missing {",".join(missing)}')
         values: dict[str, float] = {}
         units: dict[str, str] = {}
         refs: dict[str, Ref] = {}
@@ -189,27 +196,25 @@ class _Header:
                 values[var] = float(fields[iv])
             except ValueError:
                 continue
-            units[var] = fields[iu] if iu is not None else ''
-            ref = _float_or_none(fields[ir]) if ir is not None else None
-            if ref:
-                refs[var] = (ref, _float_or_none(fields[il]) if il is not None else None,
-                             _float_or_none(fields[ih]) if ih is not None else None)
-        get = self.get
+            units[var] = fields[iu]
+            ref_text = fields[ir]
+            if ref_text not in _NO_REF:
+                ref = _float_or_none(ref_text)
+                if ref:
+                    refs[var] = (ref, _float_or_none(fields[il]), _float_or_none(fields[ih]))
+        at = self.at
         return Record(
-            time=_parse_time(get(fields, 'job_completion_time')),
-            system=get(fields, 'system'), partition=get(fields, 'partition'),
-            stack=get(fields, 'environ'), kernel=get(fields, 'kernel'),
-            mode=get(fields, 'mode'), ranks=int(get(fields, 'ranks')),
-            threads=int(get(fields, 'threads')), size=get(fields, 'size'),
-            cores=_int_or_zero(get(fields, 'cores')),
-            nodes=_int_or_zero(get(fields, 'nodes')) or 1,
-            mpi_library=get(fields, 'mpi_library'),
-            verified=_parse_bool(get(fields, 'verified', 'false')),
-            oversubscribed=_parse_bool(get(fields, 'oversubscribed', 'false')),
-            result=get(fields, 'result'), values=values, units=units, source=source,
-            name=get(fields, 'name'), build_spec=get(fields, 'build_spec'),
-            finalize_hung=_parse_bool(get(fields, 'finalize_hung', 'false')), refs=refs,
-        )
+            _parse_time(fields[at['job_completion_time']]), fields[at['system']],
+            fields[at['partition']], fields[at['environ']], fields[at['kernel']],
+            fields[at['mode']], int(fields[at['ranks']]), int(fields[at['threads']]),
+            fields[at['size']], _int_or_zero(fields[at['cores']]),
+            _int_or_zero(fields[at['nodes']]) or 1, fields[at['mpi_library']],
+            _parse_bool(fields[at['verified']]), _parse_bool(fields[at['oversubscribed']]),
+            fields[at['result']], values, units, source, fields[at['name']],
+            fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs)
+
+
+_NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
 
 
 def read_file(path: str, stats: ReadStats) -> Iterator[Record]:
