@@ -77,7 +77,7 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
         f'<style>{STYLE}</style></head><body>',
         f'<h1>{_e(title)}</h1>',
         f'<p>Generated {m.generated:%Y-%m-%d %H:%M UTC} by hybridverdict {_e(m.version)} from '
-        f'{m.records} perflog records ({m.skipped} lines skipped) in '
+        f'{m.records} records ({m.skipped} lines skipped) in '
         f'{_e(", ".join(m.inputs))}'
         + (f', runs since {_e(m.since.isoformat())}' if m.since else '')
         + f'. Runs: {_e(m.dates)}; history from {m.records_read} records.</p>',

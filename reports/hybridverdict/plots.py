@@ -64,7 +64,7 @@ def speedup(rep: Report) -> Figure | None:
         by_kernel[v.kernel].append(v)
     if not by_kernel:
         return None
-    fig, axes = _grid(len(by_kernel), 3)
+    fig, axes = _grid(len(by_kernel), 2, 6.0, 4.2)
     samples = 0
     for ax, (kernel, vs) in zip(axes, sorted(by_kernel.items())):
         lines: dict[str, list] = defaultdict(list)
@@ -136,7 +136,8 @@ def phases(rep: Report) -> Figure | None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)
         ax.set_title(f'md, cells per side {size}')
-        ax.set_ylabel('T_hybrid / T_mpi')
+        ax.set_yscale('log')
+        ax.set_ylabel('T_hybrid / T_mpi (log)')
         ax.legend(fontsize=6)
     fig.tight_layout()
     return _png(fig, 'MD phase breakdown: median hybrid / pure-MPI time per phase (above 1: '

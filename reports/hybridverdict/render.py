@@ -59,7 +59,7 @@ def markdown(rep: Report) -> str:
         f'# Hybrid vs pure MPI at equal cores: {", ".join(m.systems) or "no system"}',
         '',
         f'Generated {m.generated:%Y-%m-%d %H:%M UTC} by hybridverdict {m.version} from '
-        f'{m.records} perflog records ({m.skipped} lines skipped) in {", ".join(m.inputs)}'
+        f'{m.records} records ({m.skipped} lines skipped) in {", ".join(m.inputs)}'
         + (f', runs since {m.since.isoformat()}' if m.since else '') + f'; runs {m.dates}.',
         '',
         *[f'> warning: {w}' for w in m.warnings],

@@ -4,10 +4,11 @@ into the same records as the perflogs.
 A report holds ``runs`` (the first run and its retries), each with
 ``testcases``: the test's loggable variables (``kernel``, ``mode``, ``ranks``,
 ...; at the top level, or under ``check_vars`` in other versions), its
-``system``, ``partition``, ``environ``, ``result`` (``success``/``failure``),
+``system``, ``partition``, ``environ``, ``result``,
 ``job_completion_time_unix`` and ``perfvalues``: ``"<system>:<partition>:<var>"``
 -> ``[value, ref, lower, upper, unit, result]``.  As ReFrame's own summary does,
-a failed test case counts only from the last run (earlier attempts were retried).
+a failed test case counts only from the last run (``result`` is ``pass`` or
+``fail`` in ReFrame 4.10, ``success``/``failure`` in older reports) (earlier attempts were retried).
 Fixtures and test cases without a kernel (builds) are left out; a file that is
 not a run report is skipped with a count, never fatal.
 """
@@ -20,6 +21,8 @@ import os
 from collections.abc import Iterable
 
 from .perflog import ReadStats, Record, Ref
+
+_PASSED = ('pass', 'success')
 
 
 class RunReportError(Exception):
@@ -130,7 +133,7 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
             if not isinstance(tc, dict):
                 stats.skip('run report test case is not an object')
                 continue
-            if tc.get('result') != 'success' and not last:
+            if tc.get('result') not in _PASSED and not last:
                 continue      # retried: only its last attempt counts
             try:
                 rec = _record(tc, f'{path}:runs[{runidx}].testcases[{i}]')

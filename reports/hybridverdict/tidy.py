@@ -58,7 +58,7 @@ def table(records: Sequence[Record]) -> pl.DataFrame:
     }, schema={c: _SCHEMA[c] for c in ('variable', 'value', 'unit', 'ref', 'lower', 'upper')})
     take = pl.Series('i', idx, dtype=pl.UInt32)
     runs = runs[take] if idx else runs.clear()
-    return pl.concat([runs, variables], how='horizontal').select(COLUMNS)
+    return runs.hstack(variables).select(COLUMNS)
 
 
 def write_csv(df: pl.DataFrame, path: str) -> None:
@@ -100,7 +100,7 @@ def _json_rows(df: pl.DataFrame) -> str:
         else:
             text_col = col.cast(pl.String)
         cells.append(text_col.fill_null('null'))
-    return df.select(pl.concat_str(cells, separator=',')).to_series().str.concat(_SEP).item()
+    return df.select(pl.concat_str(cells, separator=',')).to_series().str.join(_SEP).item()
 
 
 def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
