@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import re
 import statistics
 from collections import defaultdict
@@ -40,6 +41,20 @@ ACCURACY_KERNEL = 'ring-vs-osu'
 
 _SIZED = re.compile(r'^(lat|bw)_(\d+)$')
 _SAT = re.compile(r'^bw_k(\d+)_(\d+)$')
+
+@functools.lru_cache(maxsize=4096)
+def sized(var: str) -> tuple[str, int] | None:
+    """('lat' or 'bw', bytes) of a per-size variable such as lat_8, else None."""
+    m = _SIZED.match(var)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+@functools.lru_cache(maxsize=4096)
+def saturation_var(var: str) -> tuple[int, int] | None:
+    """(k, bytes) of bw_k<k>_<bytes>, else None."""
+    m = _SAT.match(var)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
 
 LATENCY_8B = 'latency_8B'
 BANDWIDTH_1MIB = 'bandwidth_1MiB'
@@ -107,9 +122,9 @@ def p2p_curves(records: Iterable[Record]) -> list[Curve]:
         lat: dict[int, float] = {}
         bw: dict[int, float] = {}
         for var, value in rec.values.items():
-            m = _SIZED.match(var)
+            m = sized(var)
             if m:
-                (lat if m.group(1) == 'lat' else bw)[int(m.group(2))] = value
+                (lat if m[0] == 'lat' else bw)[m[1]] = value
         # one-way time: measured latency if the kernel logs it, else size / bandwidth
         points = lat or {size: size / b for size, b in bw.items() if b > 0}
         if not points:
@@ -227,9 +242,9 @@ def headlines(records: Iterable[Record]) -> list[Headline]:
             h.bw1m.append(v[BANDWIDTH_1MIB])
         if rec.kernel in BW_KERNELS:
             for var, value in v.items():
-                m = _SIZED.match(var)
-                if m and m.group(1) == 'bw':
-                    h.bw_sized[int(m.group(2))].append(value)
+                m = sized(var)
+                if m and m[0] == 'bw':
+                    h.bw_sized[m[1]].append(value)
     return [found[k] for k in sorted(found)]
 
 
@@ -350,10 +365,10 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
     for rec in _usable(records, SATURATION_KERNELS):
         seen: set[tuple] = set()
         for var, value in rec.values.items():
-            m = _SAT.match(var)
+            m = saturation_var(var)
             if not m:
                 continue
-            k, size = int(m.group(1)), int(m.group(2))
+            k, size = m
             key = (rec.system, rec.partition, rec.stack, rec.kernel, rec.mode, size)
             s = found.get(key)
             if s is None:
@@ -419,10 +434,10 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
     for rec in _usable(records, COLLECTIVE_KERNELS):
         n = rec.ranks * rec.nodes
         for var, value in rec.values.items():
-            m = _SIZED.match(var)
-            if not m or m.group(1) != 'lat':
+            m = sized(var)
+            if not m or m[0] != 'lat':
                 continue
-            key = (rec.system, rec.partition, rec.stack, rec.kernel, int(m.group(2)))
+            key = (rec.system, rec.partition, rec.stack, rec.kernel, m[1])
             c = found.get(key)
             if c is None:
                 c = found[key] = Collective(*key, times=defaultdict(list))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -153,6 +154,16 @@ def _parse_bool(text: str) -> bool:
 _FALSE = frozenset(('false', 'False', '0', 'no', ''))
 
 
+def _getter(indices: list[int]):
+    """fields -> tuple of the fields at `indices` (at C speed)."""
+    if len(indices) == 1:
+        i = indices[0]
+        return lambda fields: (fields[i],)
+    if not indices:
+        return lambda fields: ()
+    return operator.itemgetter(*indices)
+
+
 class _Header:
     """A header line compiled once: where each field and variable sits.
 
@@ -176,9 +187,35 @@ class _Header:
                 parts = [index.get(f'{var}_{p}', -1) for p in VAR_PARTS[1:]]
                 self.variables.append((var, i, *parts))
                 claimed.update((i, *parts))
+        self.names = tuple(v[0] for v in self.variables)
+        self.get_values = _getter([v[1] for v in self.variables])
+        self.get_units = _getter([v[2] for v in self.variables])
+        self.get_refs = _getter([v[3] for v in self.variables])
+        #: unit tuples seen -> one dict shared by the records that have them
+        self.unit_dicts: dict[tuple[str, ...], dict[str, str]] = {}
         for i, name in enumerate(fields):
             if i not in claimed and name not in KNOWN and name:
                 stats.unknown_fields[name] = stats.unknown_fields.get(name, 0) + 1
+
+    def _refs(self, fields: list[str]) -> dict[str, Ref]:
+        refs: dict[str, Ref] = {}
+        for var, _iv, _iu, ir, il, ih in self.variables:
+            ref = _float_or_none(fields[ir]) if fields[ir] not in _NO_REF else None
+            if ref:
+                refs[var] = (ref, _float_or_none(fields[il]), _float_or_none(fields[ih]))
+        return refs
+
+    def _slow_variables(self, fields: list[str]) -> tuple[dict, dict, dict]:
+        values: dict[str, float] = {}
+        units: dict[str, str] = {}
+        for var, iv, iu, _ir, _il, _ih in self.variables:
+            try:
+                values[var] = float(fields[iv])
+            except ValueError:
+                continue
+            units[var] = fields[iu]
+        refs = {k: v for k, v in self._refs(fields).items() if k in values}
+        return values, units, refs
 
     def parse(self, fields: list[str], source: str) -> Record:
         fields.append('')
@@ -188,20 +225,22 @@ class _Header:
                 missing = [k for k, i in self.required
                            if fields[i] in ('', 'None', 'null')]
                 raise ValueError(f'missing {",".join(missing)}')
-        values: dict[str, float] = {}
-        units: dict[str, str] = {}
-        refs: dict[str, Ref] = {}
-        for var, iv, iu, ir, il, ih in self.variables:
-            try:
-                values[var] = float(fields[iv])
-            except ValueError:
-                continue
-            units[var] = fields[iu]
-            ref_text = fields[ir]
-            if ref_text not in _NO_REF:
-                ref = _float_or_none(ref_text)
-                if ref:
-                    refs[var] = (ref, _float_or_none(fields[il]), _float_or_none(fields[ih]))
+        # fast path: every value a number, the units as in an earlier line (one shared
+        # dict), no reference; otherwise variable by variable
+        try:
+            values = dict(zip(self.names, map(float, self.get_values(fields))))
+        except ValueError:
+            values = {}
+        if len(values) == len(self.names):
+            unit_key = self.get_units(fields)
+            units = self.unit_dicts.get(unit_key)
+            if units is None:
+                units = self.unit_dicts[unit_key] = dict(zip(self.names, unit_key))
+            refs: dict[str, Ref] = {}
+            if not _NO_REF.issuperset(self.get_refs(fields)):
+                refs = self._refs(fields)
+        else:
+            values, units, refs = self._slow_variables(fields)
         at = self.at
         return Record(
             _parse_time(fields[at['job_completion_time']]), fields[at['system']],

@@ -17,8 +17,13 @@ import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.dates import AutoDateLocator as _DATES  # noqa: E402
-from matplotlib.dates import ConciseDateFormatter as _DATEFMT  # noqa: E402
+from matplotlib.dates import num2date  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 
 from . import comm, history  # noqa: E402
 from .report import Report  # noqa: E402
@@ -41,10 +46,31 @@ def _png(fig, caption: str) -> Figure:
     return Figure('data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode(), caption)
 
 
+def _layout(fig, rows: int = 1) -> None:
+    """Fixed margins: matplotlib's tight layout would cost a full extra draw."""
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12 / rows + 0.03, top=1 - 0.1 / rows,
+                        wspace=0.25, hspace=0.45)
+
+
+_PLAIN = FuncFormatter(lambda v, _pos: f'{v:g}')
+_BYTES = FuncFormatter(lambda v, _pos: next(f'{v / d:g}{u}' for d, u in (
+    (1 << 30, 'G'), (1 << 20, 'M'), (1 << 10, 'K'), (1, '')) if v >= d or d == 1))
+_DAY = FuncFormatter(lambda v, _pos: f'{num2date(v):%m-%d %H:%M}')
+
+
+def _log(ax, axis: str = 'y', base: float = 10) -> None:
+    """A log axis with plain tick labels (no mathtext: it is slow to lay out)."""
+    getattr(ax, f'set_{axis}scale')('log', base=base)
+    target = ax.yaxis if axis == 'y' else ax.xaxis
+    target.set_major_formatter(_PLAIN)
+    target.set_minor_formatter(NullFormatter())
+
+
 def _grid(n: int, cols: int, w: float = 4.2, h: float = 3.0):
     cols = max(1, min(cols, n))
     nrows = math.ceil(n / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(w * cols, h * nrows), squeeze=False)
+    _layout(fig, nrows)
     flat = [ax for row in axes for ax in row]
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -82,14 +108,13 @@ def speedup(rep: Report) -> Figure | None:
             ax.errorbar(xs, ys, yerr=err, marker='o', capsize=3, label=f'{label} (n={n})')
         ax.axhline(1.0, color='k', lw=0.8, ls='--')
         if numeric and len(sizes) > 1 and max(map(float, sizes)) / min(map(float, sizes)) > 8:
-            ax.set_xscale('log', base=2)
+            _log(ax, 'x', 2)
         if not numeric:
             ax.set_xticks(range(len(sizes)), sizes)
         ax.set_title(kernel)
         ax.set_xlabel('problem size')
         ax.set_ylabel('speedup T_mpi / T_hybrid')
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+        ax.legend(fontsize=6, loc='upper left')
     return _png(fig, f'Speedup of hybrid over pure MPI against problem size; error bars: the '
                      f'noise band; above 1 hybrid wins. {samples} runs.')
 
@@ -100,6 +125,8 @@ def efficiencies(rep: Report) -> Figure | None:
         return None
     names = ('e_mt', 'e_cache', 'e_ni', 'e_mp')
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(effs) + 2), 3.6))
+    _layout(fig)
+    fig.subplots_adjust(bottom=0.2)
     width = 0.2
     for j, name in enumerate(names):
         ys = [getattr(e, name) for e in effs]
@@ -109,8 +136,7 @@ def efficiencies(rep: Report) -> Figure | None:
     ax.set_xticks(range(len(effs)),
                   [f'{e.stack}@{e.partition}\nn={e.size} {e.layout}' for e in effs], fontsize=7)
     ax.set_ylabel('efficiency')
-    ax.legend(fontsize=7, ncol=4)
-    fig.tight_layout()
+    ax.legend(fontsize=7, ncol=4, loc='upper right')
     return _png(fig, 'Chow & Hysom efficiency decomposition per stack, partition and size '
                      '(missing bars: n/a, e.g. e_ni on one node). e_mt, e_cache, e_ni above 1 '
                      'and e_mp below 1 favour hybrid.')
@@ -136,10 +162,9 @@ def phases(rep: Report) -> Figure | None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)
         ax.set_title(f'md, cells per side {size}')
-        ax.set_yscale('log')
+        _log(ax)
         ax.set_ylabel('T_hybrid / T_mpi (log)')
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+        ax.legend(fontsize=6, loc='upper left')
     return _png(fig, 'MD phase breakdown: median hybrid / pure-MPI time per phase (above 1: '
                      'slower in hybrid); n = pure-MPI/hybrid runs.')
 
@@ -155,17 +180,21 @@ def hockney(rep: Report) -> Figure | None:
     for ax, ((system, part), cs) in zip(axes, sorted(by_part.items())):
         for c in cs:
             sizes, times = c.medians()
-            pts = ax.loglog([max(m, 1) for m in sizes], times, 'o', ms=4,
-                            label=f'{c.kernel} {c.stack} (n={c.span.records})')
+            fit = (f': t0={c.fit.t0:.3g} us, r_inf={c.fit.r_inf:.4g} MB/s' if c.fit else
+                   ': no fit')
+            xs = [max(m, 1) for m in sizes]
+            pts = ax.plot(xs, times, 'o', ms=4,
+                          label=f'{c.kernel} {c.stack} (n={c.span.records}){fit}')
             if c.fit is not None:
-                xs = [max(m, 1) for m in sizes]
-                ax.loglog(xs, [c.fit.time(m) for m in sizes], '-', color=pts[0].get_color(),
-                          label=f'fit t0={c.fit.t0:.3g} us r_inf={c.fit.r_inf:.4g} MB/s')
+                ax.plot(xs, [c.fit.time(m) for m in sizes], '-', color=pts[0].get_color())
+        _log(ax, 'x', 2)
+        ax.xaxis.set_major_locator(LogLocator(base=4, numticks=8))
+        ax.xaxis.set_major_formatter(_BYTES)
+        _log(ax)
         ax.set_title(f'{system}:{part}')
         ax.set_xlabel('message size [B]')
         ax.set_ylabel('one-way time [us]')
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+        ax.legend(fontsize=6, loc='upper left')
     return _png(fig, 'Hockney fits: measured median one-way times (points) against the fitted '
                      't0 + m / r_inf (lines), per stack, source and partition.')
 
@@ -181,6 +210,7 @@ def saturation(rep: Report) -> Figure | None:
         if key not in top or s.size > top[key].size:
             top[key] = s
     fig, (ax_abs, ax_rel) = plt.subplots(1, 2, figsize=(10, 3.8))
+    _layout(fig)
     for s in top.values():
         pts = s.curve()
         ks = [p[0] for p in pts]
@@ -193,9 +223,8 @@ def saturation(rep: Report) -> Figure | None:
     for ax in (ax_abs, ax_rel):
         ax.set_xlabel('k communicating ranks per node')
         ax.set_xticks(sorted({k for s in top.values() for k in s.bw}))
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc='upper left')
     ax_rel.set_ylim(0, 105)
-    fig.tight_layout()
     return _png(fig, 'Ring saturation: aggregated bandwidth per node against k, absolute and '
                      'as % of the maximum (largest message size of each series).')
 
@@ -205,6 +234,8 @@ def stacks(rep: Report) -> Figure | None:
     if not heads:
         return None
     fig, (ax_lat, ax_bw) = plt.subplots(1, 2, figsize=(10, 3.8))
+    _layout(fig)
+    fig.subplots_adjust(bottom=0.2)
     labels = [f'{h.stack}\n{h.partition} {h.family}' for h in heads]
     xs = range(len(heads))
     ax_lat.bar(xs, [math.nan if h.latency is None else h.latency for h in heads])
@@ -213,7 +244,6 @@ def stacks(rep: Report) -> Figure | None:
     ax_bw.set_ylabel('bandwidth at 1 MiB [MB/s]')
     for ax in (ax_lat, ax_bw):
         ax.set_xticks(list(xs), labels, fontsize=7)
-    fig.tight_layout()
     n = sum(h.span.records for h in heads)
     return _png(fig, f'MPI-stack comparison: latency at 8 B and bandwidth at 1 MiB per stack, '
                      f'partition and source. {n} runs.')
@@ -229,7 +259,7 @@ def collectives(rep: Report) -> Figure | None:
     fig, axes = _grid(len(by_kernel), 2, 5.5, 4.0)
     for ax, (kernel, cs) in zip(axes, sorted(by_kernel.items())):
         sizes = sorted({c.size for c in cs})
-        shown = {s for s in comm.SHOWN_SIZES if s in sizes} | {sizes[0], sizes[-1]}
+        shown = {sizes[0], sizes[-1]}          # the table has more sizes
         for c in cs:
             if c.size not in shown:
                 continue
@@ -238,15 +268,15 @@ def collectives(rep: Report) -> Figure | None:
                                               f'{comm.human_bytes(c.size)} (n={c.samples})')
             if c.fit is not None:
                 ax.plot(ns, [c.fit.time(n) for n in ns], '-', color=pts[0].get_color())
-        ax.set_xscale('log', base=2)
-        ax.set_yscale('log')
+        _log(ax, 'x', 2)
+        _log(ax)
         ax.set_title(kernel)
         ax.set_xlabel('ranks n')
         ax.set_ylabel('latency [us]')
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+        ax.legend(fontsize=6, loc='upper left')
     return _png(fig, 'Collectives: median latency against the rank count (points) and the fit '
-                     'a log2 n + b (lines, where >= 2 rank counts exist).')
+                     'a log2 n + b (lines, where >= 2 rank counts exist), for the smallest '
+                     'and the largest message.')
 
 
 def history_figures(series: list[history.Series], per_figure: int = 12) -> list[Figure]:
@@ -264,8 +294,9 @@ def history_figures(series: list[history.Series], per_figure: int = 12) -> list[
                 ax.fill_between(s.times, lo, hi, color='tab:green', alpha=0.2, step='post')
             ax.set_title(f'{s.label} (n={s.samples})', fontsize=7)
             ax.set_ylabel(s.unit, fontsize=7)
-            ax.xaxis.set_major_locator(_DATES(minticks=2, maxticks=4))
-            ax.xaxis.set_major_formatter(_DATEFMT(ax.xaxis.get_major_locator()))
+            ax.xaxis.set_major_locator(MaxNLocator(3))
+            ax.xaxis.set_major_formatter(_DAY)
+            ax.yaxis.set_major_locator(MaxNLocator(4))
             ax.tick_params(labelsize=6)
         out.append(_png(fig, f'History, series {start + 1}-{start + len(chunk)}: value over '
                              'time (medians of consecutive runs where there are many), '

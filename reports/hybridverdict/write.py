@@ -10,8 +10,9 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as dt
 import os
+import time
 
-from . import html, render, tidy
+from . import html, plots, render, tidy
 from .report import Report
 
 #: output kind -> file name suffix
@@ -40,25 +41,53 @@ def _write_text(path: str, text: str) -> None:
         fp.write(text)
 
 
-def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None) -> dict[str, str]:
+def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
+              timings: dict[str, float] | None = None) -> dict[str, str]:
     """Write every output of `rep` into `out_dir`; their paths by kind.
 
-    The tidy CSV and JSON are serialised by polars outside the interpreter lock, in a
-    worker thread, while this thread draws the figures of the HTML page.
+    The tidy CSV and JSON are serialised by polars (outside the interpreter lock) in a
+    worker thread while this thread draws the figures of the HTML page.  `timings`, if
+    given, receives the seconds each step took.
     """
+    clock = _Clock(timings)
     os.makedirs(out_dir, exist_ok=True)
     now = now or dt.datetime.now(dt.timezone.utc)
     base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}')
     paths = {kind: base + suffix for kind, suffix in SUFFIXES.items()}
     _write_text(paths['md'], render.markdown(rep))
     _write_text(paths['json'], render.verdict_json(rep))
+    clock.lap('Markdown and verdict JSON')
     df = tidy.table(rep.records)
     meta = rep.meta.as_dict() | {'rows': df.height}
+    clock.lap(f'tidy table ({df.height} rows)')
+
+    def tidy_files() -> float:
+        start = time.perf_counter()
+        tidy.write_csv(df, paths['csv'])
+        tidy.write_json(df, paths['tidy_json'], meta)
+        return time.perf_counter() - start
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        csv_done = pool.submit(tidy.write_csv, df, paths['csv'])
-        json_done = pool.submit(tidy.write_json, df, paths['tidy_json'], meta)
-        page = html.page(rep)
-        csv_done.result()
-        json_done.result()
-    _write_text(paths['html'], page)
+        tidy_done = pool.submit(tidy_files)
+        figures = plots.all_figures(rep)
+        clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG)')
+        page = html.page(rep, figures)
+        _write_text(paths['html'], page)
+        clock.lap('HTML page')
+        tidy_secs = tidy_done.result()
+    clock.lap('waiting for the tidy CSV and JSON')
+    if timings is not None:
+        timings['  (tidy CSV and JSON, in the worker thread)'] = tidy_secs
     return paths
+
+
+class _Clock:
+    def __init__(self, timings: dict[str, float] | None):
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.timings is not None:
+            self.timings[name] = now - self.last
+        self.last = now
