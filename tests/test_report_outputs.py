@@ -189,3 +189,16 @@ def test_bad_options_are_clear_errors(args, message, capsys):
     with pytest.raises(SystemExit):
         main(args)
     assert message in capsys.readouterr().err
+
+
+def test_sections_without_data_say_what_they_need(tmp_path, capsys):
+    write_runs(tmp_path / 'logs/Spmv.log', 'spmv', [{'t_total': (2.0, 's')}])
+    write(tmp_path / 'logs/Spmv2.log', [header(['t_total']), line(
+        'spmv', {'t_total': (1.0, 's')}, mode='masteronly', ranks=1, threads=2)])
+    out = tmp_path / 'o'
+    assert main(['--perflogs', str(tmp_path / 'logs'), '--out', str(out)]) == 0
+    assert 'No data in these runs for: ' in capsys.readouterr().out
+    files = written(out)
+    for text in (files['md'], files['html']):
+        assert 'No data: needs point-to-point runs' in text
+        assert 'Hockney fits' in text and 'Ring saturation curve' in text

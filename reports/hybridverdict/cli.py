@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
-    if not rep.verdicts and not any(s.key in COMM_KEYS for s in rep.sections):
+    if not rep.verdicts and not any(s.key in COMM_KEYS and s.rows for s in rep.sections):
         return 1
     print(terminal(rep))
     if args.no_write:

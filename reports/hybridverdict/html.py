@@ -22,7 +22,7 @@ td.WIN { background: #b7e1b0; } td.LOSS { background: #f2b8b5; } td.TIE { backgr
 td.none { background: #fff; color: #999; }
 figure { margin: 0.5em 0 1.5em; } figcaption { font-size: 0.85em; color: #444; }
 img { max-width: 100%; }
-.warn { color: #a40; }
+.warn { color: #a40; } p.none { color: #777; }
 '''
 
 
@@ -96,6 +96,10 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
     else:
         parts.append('<p>No pure-MPI/hybrid pair in these runs.</p>')
     for sec in rep.sections:
+        if not sec.rows:
+            parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>',
+                      f'<p class="none">No data: needs {_e(sec.missing)}.</p>']
+            continue
         parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>', f'<p>{_e(sec.note)}</p>',
                   _figures(figures.get(sec.figure, [])) if sec.figure else '',
                   table(sec.columns, sec.rows)]

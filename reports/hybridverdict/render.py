@@ -43,12 +43,17 @@ def terminal(rep: Report) -> str:
                 _table(COLUMNS, rows(rep.verdicts), 'simple')]
     else:
         out.append('No pure-MPI/hybrid pair in these runs.')
+    empty = [sec.title for sec in rep.sections if not sec.rows]
     for sec in rep.sections:
+        if not sec.rows:
+            continue
         if sec.key == 'history':
             out += ['', f'{sec.title}: {len(rep.history)} of {rep.history_total} series drawn '
                     'in the HTML report (table in the Markdown).']
             continue
         out += ['', sec.title, sec.note, _table(sec.columns, sec.rows, 'simple')]
+    if empty:
+        out += ['', f'No data in these runs for: {"; ".join(empty)}.']
     return '\n'.join(out)
 
 
@@ -76,6 +81,9 @@ def markdown(rep: Report) -> str:
     else:
         lines += ['No pure-MPI/hybrid pair in these runs.', '']
     for sec in rep.sections:
+        if not sec.rows:
+            lines += [f'## {sec.title}', '', f'No data: needs {sec.missing}.', '']
+            continue
         lines += [f'## {sec.title}', '', sec.note, '', _table(sec.columns, sec.rows, 'github'),
                   '']
     return '\n'.join(lines)

@@ -32,6 +32,28 @@ class Section:
     figure: str = ''          # key of the figure drawn for it (HTML only)
     key: str = ''             # short name, for the JSON
 
+    @property
+    def missing(self) -> str:
+        """What data the section needs, said where it has none."""
+        return NEEDS.get(self.key, 'no matching runs')
+
+
+#: what each analysis needs (perflog kernels and variables), for empty sections
+NEEDS = {
+    'md_phases': 'md runs in mpi and a hybrid mode with phase_* variables',
+    'spmv_efficiencies': 'spmv runs in mpi and masteronly (and serial for e_mt)',
+    'spmv_overlap': 'spmv masteronly runs with t_pack, t_comp_interior, t_comp_boundary',
+    'hockney': 'point-to-point runs (ring-pingpong, ring-bw, osu_latency, osu_bw, osu_bibw) '
+               'with lat_<bytes> or bw_<bytes>',
+    'stack_comparison': 'point-to-point runs with latency_8B/lat_8 or bandwidth_1MiB/bw_<bytes>',
+    'ring_vs_osu': 'ring-pingpong/ring-bw and osu_latency/osu_bw runs on the same stack and '
+                   'partition',
+    'ring_osu_accuracy': 'ring-vs-osu runs with *_ratio_* variables',
+    'saturation': 'ring or osu_mbw_mr runs with bw_k<k>_<bytes>',
+    'collectives': 'osu_allreduce, osu_bcast, ... runs with lat_<bytes>',
+    'history': 'verified runs',
+}
+
 
 @dataclasses.dataclass
 class Meta:
@@ -174,6 +196,6 @@ def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
                 history.rows(series), [], 'history', 'history'),
     ]
     return Report(meta=_meta(window, len(records), stats, inputs, since), verdicts=found,
-                  sections=[s for s in sections if s.rows], history=series,
+                  sections=sections, history=series,
                   history_total=total, curves=curves, headlines=heads, saturation=sat,
                   collectives=coll, efficiencies=eff, phases=md, records=window)
