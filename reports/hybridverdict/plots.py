@@ -162,8 +162,12 @@ def phases(rep: Report) -> Figure | None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)
         ax.set_title(f'md, cells per side {size}')
-        _log(ax)
-        ax.set_ylabel('T_hybrid / T_mpi (log)')
+        ratios = [r.ratio for r in rs if 0 < r.ratio < math.inf]
+        if ratios and max(ratios) / min(ratios) > 20:
+            _log(ax)
+            ax.set_ylabel('T_hybrid / T_mpi (log scale)')
+        else:
+            ax.set_ylabel('T_hybrid / T_mpi')
         ax.legend(fontsize=6, loc='upper left')
     return _png(fig, 'MD phase breakdown: median hybrid / pure-MPI time per phase (above 1: '
                      'slower in hybrid); n = pure-MPI/hybrid runs.')

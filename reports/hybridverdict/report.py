@@ -168,7 +168,8 @@ def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
         Section('Hockney fits t = t0 + m / r_inf (Xu & Hwang)',
                 'Least squares on the relative residuals of the median one-way time per '
                 'message size (lat_<m>, or m / bw_<m>); m_1/2 = t0 r_inf; rel. error = RMS '
-                'relative residual. OSU and the ring kernel are fitted separately.',
+                'relative residual. OSU and the ring kernel are fitted separately (osu_bibw: '
+                'm / bidirectional bandwidth, so its r_inf counts both directions).',
                 comm.HOCKNEY_COLUMNS, comm.hockney_rows(curves), comm.hockney_data(curves),
                 'hockney', 'hockney'),
         Section('MPI-stack comparison',
