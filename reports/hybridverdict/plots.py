@@ -11,7 +11,10 @@ import base64
 import dataclasses
 import io
 import math
+import multiprocessing
+import os
 from collections import defaultdict
+from collections.abc import Iterable
 
 import matplotlib
 
@@ -308,15 +311,65 @@ def history_figures(series: list[history.Series], per_figure: int = 12) -> list[
     return out
 
 
-def all_figures(rep: Report) -> dict[str, list[Figure]]:
-    """Figure key (as in ``Section.figure``) -> its figures."""
+#: figure key -> function of the report drawing it
+DRAWERS = {'speedup': speedup, 'efficiencies': efficiencies, 'phases': phases,
+           'hockney': hockney, 'saturation': saturation, 'stacks': stacks,
+           'collectives': collectives}
+
+
+def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, list[Figure]]:
+    """Figure key (as in ``Section.figure``) -> its figures; `only`: just those keys."""
+    keys = set(DRAWERS) | {'history'} if only is None else set(only)
     out: dict[str, list[Figure]] = {}
-    for key, fn in (('speedup', speedup), ('efficiencies', efficiencies), ('phases', phases),
-                    ('hockney', hockney), ('saturation', saturation), ('stacks', stacks),
-                    ('collectives', collectives)):
-        fig = fn(rep)
-        if fig is not None:
-            out[key] = [fig]
-    if rep.history:
+    for key, fn in DRAWERS.items():
+        if key in keys:
+            fig = fn(rep)
+            if fig is not None:
+                out[key] = [fig]
+    if 'history' in keys and rep.history:
         out['history'] = history_figures(rep.history)
     return out
+
+
+#: the figures drawn by a second process where there is one (about half the work)
+SECOND_PROCESS = ('history', 'hockney', 'collectives')
+_SHARED: dict[str, Report] = {}
+
+
+def _draw_shared(keys: tuple[str, ...]) -> dict[str, list[Figure]]:
+    return all_figures(_SHARED['report'], keys)
+
+
+class Drawing:
+    """All figures of a report, drawn partly in a forked process while the caller
+    does other work; ``result()`` collects them (drawing in-process where fork is
+    unavailable or fails)."""
+
+    def __init__(self, rep: Report, parallel: bool = True):
+        self.rep = rep
+        self.pool = None
+        self.pending = None
+        if parallel and (os.cpu_count() or 1) > 1:
+            try:
+                ctx = multiprocessing.get_context('fork')
+                _SHARED['report'] = rep
+                self.pool = ctx.Pool(1)
+                self.pending = self.pool.apply_async(_draw_shared, (SECOND_PROCESS,))
+            except (ValueError, OSError):
+                self.pool = None
+            finally:
+                _SHARED.clear()
+
+    def result(self) -> dict[str, list[Figure]]:
+        if self.pool is None:
+            return all_figures(self.rep)
+        try:
+            mine = all_figures(self.rep, set(DRAWERS) - set(SECOND_PROCESS))
+            try:
+                theirs = self.pending.get()
+            except Exception:                    # the second process failed: draw here
+                theirs = all_figures(self.rep, SECOND_PROCESS)
+            return mine | theirs
+        finally:
+            self.pool.terminate()
+            self.pool.join()

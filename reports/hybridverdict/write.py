@@ -45,11 +45,13 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
               timings: dict[str, float] | None = None) -> dict[str, str]:
     """Write every output of `rep` into `out_dir`; their paths by kind.
 
-    The tidy CSV and JSON are serialised by polars (outside the interpreter lock) in a
-    worker thread while this thread draws the figures of the HTML page.  `timings`, if
+    The figures are drawn by this process and a forked second one (where the system
+    has fork and two cores) while polars writes the tidy CSV and JSON in a worker thread
+    (outside the interpreter lock).  `timings`, if
     given, receives the seconds each step took.
     """
     clock = _Clock(timings)
+    drawing = plots.Drawing(rep)      # first: a second process draws half the figures
     os.makedirs(out_dir, exist_ok=True)
     now = now or dt.datetime.now(dt.timezone.utc)
     base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}')
@@ -69,8 +71,8 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         tidy_done = pool.submit(tidy_files)
-        figures = plots.all_figures(rep)
-        clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG)')
+        figures = drawing.result()
+        clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG, in two processes)')
         page = html.page(rep, figures)
         _write_text(paths['html'], page)
         clock.lap('HTML page')
