@@ -202,3 +202,15 @@ def test_sections_without_data_say_what_they_need(tmp_path, capsys):
     for text in (files['md'], files['html']):
         assert 'No data: needs point-to-point runs' in text
         assert 'Hockney fits' in text and 'Ring saturation curve' in text
+
+
+def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
+    from hybridverdict import plots
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    two = plots.Drawing(rep).result()
+    one = plots.Drawing(rep, parallel=False).result()
+    assert set(one) == set(two) == {'speedup', 'efficiencies', 'phases', 'hockney',
+                                    'saturation', 'stacks', 'collectives', 'history'}
+    assert [f.caption for f in one['hockney']] == [f.caption for f in two['hockney']]
