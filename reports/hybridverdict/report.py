@@ -119,10 +119,9 @@ def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[st
     first = last = None
     for r in window:
         systems.add(r.system)
+        stack_libs = libs[r.stack]
         if r.mpi_library:
-            libs[r.stack].add(r.mpi_library)
-        else:
-            libs[r.stack]
+            stack_libs.add(r.mpi_library)
         first = r.time if first is None or r.time < first else first
         last = r.time if last is None or r.time > last else last
     return Meta(generated=dt.datetime.now(dt.timezone.utc), version=__version__,
