@@ -37,7 +37,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description='Verdicts of hybrid MPI+OpenMP against pure MPI, and the communication '
                     'analysis, from ReFrame perflogs and run reports: a terminal summary, '
                     'Markdown, JSON, a self-contained HTML report with figures, and the tidy '
-                    'table as CSV and JSON.')
+                    'table as CSV and JSON.',
+        epilog='Outputs, always new files in --out (an existing name gets -1, -2, ...): '
+               'verdict-<UTC>.md (Markdown summary), .json (verdicts and analyses), .html '
+               '(report with embedded figures), -tidy.csv and -tidy.json (one row per record '
+               'x performance variable). Inputs are only read. Exit status: 0 report '
+               'written, 1 nothing to report, 2 unreadable input or unwritable output.')
     p.add_argument('--perflogs', nargs='+', metavar='PATH',
                    help='perflog files or directories (default, unless --run-reports is '
                         'given: $HARNESS_VAR_DIR/perflogs, else ./var/perflogs)')
