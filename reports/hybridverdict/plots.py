@@ -129,7 +129,7 @@ def efficiencies(rep: Report) -> Figure | None:
     names = ('e_mt', 'e_cache', 'e_ni', 'e_mp')
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(effs) + 2), 3.6))
     _layout(fig)
-    fig.subplots_adjust(bottom=0.2)
+    fig.subplots_adjust(bottom=0.25)
     width = 0.2
     for j, name in enumerate(names):
         ys = [getattr(e, name) for e in effs]
@@ -137,12 +137,13 @@ def efficiencies(rep: Report) -> Figure | None:
                [math.nan if y is None else y for y in ys], width, label=name)
     ax.axhline(1.0, color='k', lw=0.8, ls='--')
     ax.set_xticks(range(len(effs)),
-                  [f'{e.stack}@{e.partition}\nn={e.size} {e.layout}' for e in effs], fontsize=7)
+                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}\nruns {e.samples}'
+                   for e in effs], fontsize=7)
     ax.set_ylabel('efficiency')
     ax.legend(fontsize=7, ncol=4, loc='upper right')
     return _png(fig, 'Chow & Hysom efficiency decomposition per stack, partition and size '
-                     '(missing bars: n/a, e.g. e_ni on one node). e_mt, e_cache, e_ni above 1 '
-                     'and e_mp below 1 favour hybrid.')
+                     '(missing bars: n/a, e.g. e_ni on one node); runs = mpi/hybrid/serial '
+                     'samples. e_mt, e_cache, e_ni above 1 and e_mp below 1 favour hybrid.')
 
 
 def phases(rep: Report) -> Figure | None:
