@@ -214,3 +214,13 @@ def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
     assert set(one) == set(two) == {'speedup', 'efficiencies', 'phases', 'hockney',
                                     'saturation', 'stacks', 'collectives', 'history'}
     assert [f.caption for f in one['hockney']] == [f.caption for f in two['hockney']]
+
+
+def test_history_draws_the_series_that_left_its_band_first(tmp_path):
+    steady = [{'fom': (10.0, 'GB/s', 10.0, -0.1, 0.1)} for _ in range(50)]
+    dropped = [{'fom': (10.0, 'GB/s', 10.0, -0.1, 0.1)} for _ in range(5)]
+    dropped[-1] = {'fom': (5.0, 'GB/s', 10.0, -0.1, 0.1)}
+    write_runs(tmp_path / 'a.log', 'stream', steady, stack='openmpi')
+    write_runs(tmp_path / 'b.log', 'stream', dropped, stack='mpich')
+    (s,), total = history.history(read_perflogs([str(tmp_path)]), limit=1)
+    assert total == 2 and (s.stack, s.out_of_band, s.values[-1]) == ('mpich', 1, 5.0)

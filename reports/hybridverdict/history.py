@@ -5,8 +5,8 @@ mode, layout, size) across every perflog record.  The reference band is what
 ReFrame logs beside each value: ref x (1 + lower) .. ref x (1 + upper).
 
 There can be thousands of series; the report draws at most ``limit`` of them
-(those with a reference first, then those with values outside their band, then
-the longest), each reduced to at most ``max_points`` points (medians of
+(those with a reference first, then those whose latest value or any value is
+outside their band, then the longest), each reduced to at most ``max_points`` points (medians of
 consecutive runs), and says how many it left out.
 """
 
@@ -84,12 +84,16 @@ def history(records: Iterable[Record], limit: int = DEFAULT_LIMIT,
     candidates = []
     for key, recs in runs.items():
         last = max(recs, key=lambda r: r.time)
-        for var in last.values:
-            candidates.append((key + (var,), recs, var in last.refs))
+        for var, value in last.values.items():
+            has_ref = var in last.refs
+            candidates.append((key + (var,), recs,
+                               (has_ref, has_ref and _outside(value, *last.band(var)),
+                                len(recs))))
     total = len(candidates)
     if limit <= 0:
         return [], total
-    candidates.sort(key=lambda c: (c[2], len(c[1])), reverse=True)
+    # cheap first ranking: a reference, the latest value outside it, the most runs
+    candidates.sort(key=lambda c: c[2], reverse=True)
     ranked = [(key, [r for r in recs if key[-1] in r.values])
               for key, recs, _ in candidates[:limit * 4]]
     series = []
