@@ -78,3 +78,10 @@ def test_files_are_never_overwritten(records, tmp_path):
     with pytest.raises(FileExistsError):
         tidy.write_json(df, str(tmp_path / 'a.json'), {})
     assert (tmp_path / 'a.csv').read_text() == 'old' == (tmp_path / 'a.json').read_text()
+
+
+def test_rows_follow_records_then_variables(records):
+    df = tidy.table(records)
+    want = [(r.kernel, v, x, r.refs.get(v, (None,))[0]) for r in records
+            for v, x in r.values.items()]
+    assert list(zip(df['kernel'], df['variable'], df['value'], df['ref'])) == want

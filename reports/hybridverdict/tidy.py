@@ -44,21 +44,28 @@ def table(records: Sequence[Record]) -> pl.DataFrame:
         'size': [r.size for r in records], 'nodes': [r.nodes for r in records],
         'time': [times[r.time] for r in records], 'result': [r.result for r in records],
     }, schema={c: _SCHEMA[c] for c in _RECORD_COLUMNS})
-    none3 = (None, None, None)
     idx = [i for i, r in enumerate(records) for _ in r.values]
-    refs = [r.refs.get(v, none3) for r in records if r.refs for v in r.values]
-    if len(refs) < len(idx):     # only some records have references: align per record
-        refs = [r.refs.get(v, none3) for r in records for v in r.values]
+    # a record's units have the keys of its values, in the same order (both readers
+    # build them so); if not, look each unit up
+    if all(r.units.keys() == r.values.keys() for r in records):
+        units = [u for r in records for u in r.units.values()]
+    else:
+        units = [r.units.get(v, '') for r in records for v in r.values]
     variables = pl.DataFrame({
+        'i': idx,
         'variable': [v for r in records for v in r.values],
         'value': [x for r in records for x in r.values.values()],
-        'unit': [r.units.get(v, '') for r in records for v in r.values],
-        'ref': [x[0] for x in refs], 'lower': [x[1] for x in refs],
-        'upper': [x[2] for x in refs],
-    }, schema={c: _SCHEMA[c] for c in ('variable', 'value', 'unit', 'ref', 'lower', 'upper')})
-    take = pl.Series('i', idx, dtype=pl.UInt32)
-    runs = runs[take] if idx else runs.clear()
-    return runs.hstack(variables).select(COLUMNS)
+        'unit': units,
+    }, schema={'i': pl.UInt32} | {c: _SCHEMA[c] for c in ('variable', 'value', 'unit')})
+    # references: few per record, joined onto their rows
+    refs = [(i, v, *t) for i, r in enumerate(records) if r.refs for v, t in r.refs.items()]
+    ref_frame = pl.DataFrame(refs, schema={'i': pl.UInt32, 'variable': pl.String,
+                                           'ref': pl.Float64, 'lower': pl.Float64,
+                                           'upper': pl.Float64}, orient='row')
+    variables = variables.join(ref_frame, on=['i', 'variable'], how='left',
+                               maintain_order='left')
+    runs = runs[variables.get_column('i')] if idx else runs.clear()
+    return runs.hstack(variables.drop('i')).select(COLUMNS)
 
 
 def write_csv(df: pl.DataFrame, path: str) -> None:
