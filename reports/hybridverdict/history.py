@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from .perflog import Record
 
-DEFAULT_LIMIT = 24
+DEFAULT_LIMIT = 16
 DEFAULT_MAX_POINTS = 200
 
 

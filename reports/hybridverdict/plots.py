@@ -287,11 +287,11 @@ def collectives(rep: Report) -> Figure | None:
                      'and the largest message.')
 
 
-def history_figures(series: list[history.Series], per_figure: int = 12) -> list[Figure]:
+def history_figures(series: list[history.Series], per_figure: int = 16) -> list[Figure]:
     out = []
     for start in range(0, len(series), per_figure):
         chunk = series[start:start + per_figure]
-        fig, axes = _grid(len(chunk), 3, 4.6, 2.4)
+        fig, axes = _grid(len(chunk), 4, 4.0, 2.4)
         fig.subplots_adjust(left=0.06, right=0.98, bottom=0.05, top=0.96, wspace=0.25,
                             hspace=0.55)
         for ax, s in zip(axes, chunk):
