@@ -110,3 +110,29 @@ def test_failed_runs_do_not_enter(tmp_path):
     write_runs(tmp_path / 'x.log', 'osu_latency', hockney_runs(1.0, 1000.0, SIZES),
                result='fail')
     assert comm.p2p_curves(read_perflogs([str(tmp_path)])) == []
+
+
+def test_ring_layouts_each_measure_their_k_and_zero_is_not_measured(tmp_path):
+    # RingCheck's convention: every layout logs every k of the partition, 0 where it has none
+    logs = tmp_path / 'Ring.log'
+    write(logs, [header(['bw_k1_1048576', 'bw_k2_1048576']),
+                 line('ring', {'bw_k1_1048576': (5000.0, 'MB/s'),
+                               'bw_k2_1048576': (0, 'MB/s')}, mode='mpi', ranks=2, threads=1),
+                 line('ring', {'bw_k1_1048576': (0, 'MB/s'), 'bw_k2_1048576': (4000.0, 'MB/s')},
+                      mode='masteronly', ranks=1, threads=2)])
+    (s,) = comm.saturation(read_perflogs([str(logs)]))
+    assert [(k, bw, frac, n) for k, bw, frac, n in s.curve()] == [
+        (1, 5000.0, 1.0, 1), (2, 4000.0, 0.8, 1)]
+    assert s.layouts == {1: {'mpi 2x1'}, 2: {'masteronly 1x2'}}
+    rows, _ = comm.saturation_rows([s])
+    assert [r[4:8] for r in rows] == [[1, 'mpi 2x1', '5000', '100%'],
+                                      [2, 'masteronly 1x2', '4000', '80%']]
+
+
+def test_zero_latencies_are_not_measured(tmp_path):
+    runs = hockney_runs(2.0, 1000.0, SIZES)
+    for run in runs:
+        run['lat_1'] = (0, 'us')
+    write_runs(tmp_path / 'x.log', 'osu_latency', runs)
+    (curve,) = comm.p2p_curves(read_perflogs([str(tmp_path)]))
+    assert 1 not in curve.times and curve.fit.t0 == pytest.approx(2.0)

@@ -125,7 +125,9 @@ def p2p_curves(records: Iterable[Record]) -> list[Curve]:
             m = sized(var)
             if m:
                 (lat if m[0] == 'lat' else bw)[m[1]] = value
-        # one-way time: measured latency if the kernel logs it, else size / bandwidth
+        # one-way time: measured latency if the kernel logs it, else size / bandwidth;
+        # 0 is "not measured" (ReFrame cannot log NaN)
+        lat = {size: t for size, t in lat.items() if t > 0}
         points = lat or {size: size / b for size, b in bw.items() if b > 0}
         if not points:
             continue
@@ -232,18 +234,18 @@ def headlines(records: Iterable[Record]) -> list[Headline]:
             h = found[key] = Headline(*key)
         h.span.add(rec)
         v = rec.values
-        if LATENCY_8B in v:
+        if v.get(LATENCY_8B, 0) > 0:
             h.lat8.append(v[LATENCY_8B])
-        elif rec.kernel in LAT_KERNELS and 'lat_8' in v:
+        elif rec.kernel in LAT_KERNELS and v.get('lat_8', 0) > 0:
             h.lat8.append(v['lat_8'])
         if rec.kernel == 'osu_bibw':
             continue     # both directions at once: not comparable with one-way bandwidth
-        if BANDWIDTH_1MIB in v:
+        if v.get(BANDWIDTH_1MIB, 0) > 0:
             h.bw1m.append(v[BANDWIDTH_1MIB])
         if rec.kernel in BW_KERNELS:
             for var, value in v.items():
                 m = sized(var)
-                if m and m[0] == 'bw':
+                if m and m[0] == 'bw' and value > 0:
                     h.bw_sized[m[1]].append(value)
     return [found[k] for k in sorted(found)]
 
@@ -325,7 +327,7 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
     found: dict[tuple, list[float]] = defaultdict(list)
     for rec in _usable(records, (ACCURACY_KERNEL,)):
         for var, value in rec.values.items():
-            if 'ratio' in var:
+            if 'ratio' in var and value > 0:
                 found[(rec.system, rec.partition, rec.stack, var)].append(value)
     rows: list[list[object]] = []
     data: list[dict] = []
@@ -341,15 +343,20 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
 
 @dataclasses.dataclass
 class Saturation:
-    """Bandwidth per node against k communicating ranks per node, one message size."""
+    """Bandwidth per node against k communicating ranks per node, one message size.
+
+    A kernel's layouts each measure some k (RingCheck: k = 1 in pure MPI, k = T in
+    masteronly R x T; osu_mbw_mr: every k in one job); 0 means "not measured"
+    (ReFrame cannot log NaN) and is left out.
+    """
 
     system: str
     partition: str
     stack: str
     kernel: str
-    mode: str
     size: int
     bw: dict[int, list[float]]            # k -> MB/s per node
+    layouts: dict[int, set[str]]          # k -> "<mode> RxT" of the runs that measured it
     records: int = 0
 
     def curve(self) -> list[tuple[int, float, float, int]]:
@@ -364,23 +371,26 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
     found: dict[tuple, Saturation] = {}
     for rec in _usable(records, SATURATION_KERNELS):
         seen: set[tuple] = set()
+        layout = f'{rec.mode} {rec.ranks}x{rec.threads}'
         for var, value in rec.values.items():
             m = saturation_var(var)
-            if not m:
+            if not m or not value > 0:
                 continue
             k, size = m
-            key = (rec.system, rec.partition, rec.stack, rec.kernel, rec.mode, size)
+            key = (rec.system, rec.partition, rec.stack, rec.kernel, size)
             s = found.get(key)
             if s is None:
-                s = found[key] = Saturation(*key, bw=defaultdict(list))
+                s = found[key] = Saturation(*key, bw=defaultdict(list),
+                                            layouts=defaultdict(set))
             s.bw[k].append(value)
+            s.layouts[k].add(layout)
             if key not in seen:
                 s.records += 1
                 seen.add(key)
     return [found[k] for k in sorted(found)]
 
 
-SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'mode', 'message', 'k',
+SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured by',
                       'bw/node [MB/s]', '% of max', 'samples')
 
 
@@ -389,18 +399,20 @@ def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[
     data: list[dict] = []
     for s in series:
         for k, bw, frac, n in s.curve():
-            rows.append([s.stack, s.partition, s.kernel, s.mode, human_bytes(s.size), k,
+            by = ', '.join(sorted(s.layouts[k]))
+            rows.append([s.stack, s.partition, s.kernel, human_bytes(s.size), k, by,
                          f'{bw:.4g}', f'{100 * frac:.0f}%', n])
             data.append({'system': s.system, 'partition': s.partition, 'stack': s.stack,
-                         'kernel': s.kernel, 'mode': s.mode, 'bytes': s.size, 'k': k,
+                         'kernel': s.kernel, 'bytes': s.size, 'k': k, 'measured_by': by,
                          'bandwidth_MBps': bw, 'fraction_of_max': frac, 'samples': n})
     return rows, data
 
 
 SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks (or pairs) '
-                   'per node (Rabenseifner); % of the largest bandwidth of the same series. '
-                   'With one k only the curve is a single point: a node with more cores '
-                   'shows whether one rank saturates the interconnect.')
+                   'per node (Rabenseifner); % of the largest bandwidth of the same kernel, '
+                   'stack, partition and message size; "measured by" names the layouts. '
+                   'A node with few cores has few k: more cores show whether one '
+                   'communicating rank saturates the interconnect.')
 
 
 # ---- collectives ----------------------------------------------------------------
@@ -435,7 +447,7 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
         n = rec.ranks * rec.nodes
         for var, value in rec.values.items():
             m = sized(var)
-            if not m or m[0] != 'lat':
+            if not m or m[0] != 'lat' or not value > 0:
                 continue
             key = (rec.system, rec.partition, rec.stack, rec.kernel, m[1])
             c = found.get(key)

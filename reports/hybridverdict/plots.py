@@ -211,10 +211,10 @@ def saturation(rep: Report) -> Figure | None:
     series = rep.saturation
     if not series:
         return None
-    # the largest message of each (stack, partition, kernel, mode): the saturation regime
+    # the largest message of each (stack, partition, kernel): the saturation regime
     top: dict[tuple, comm.Saturation] = {}
     for s in series:
-        key = (s.system, s.partition, s.stack, s.kernel, s.mode)
+        key = (s.system, s.partition, s.stack, s.kernel)
         if key not in top or s.size > top[key].size:
             top[key] = s
     fig, (ax_abs, ax_rel) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -222,7 +222,7 @@ def saturation(rep: Report) -> Figure | None:
     for s in top.values():
         pts = s.curve()
         ks = [p[0] for p in pts]
-        label = (f'{s.kernel} {s.mode} {s.stack}@{s.partition} {comm.human_bytes(s.size)} '
+        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)} '
                  f'(n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
