@@ -335,6 +335,8 @@ def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, lis
 #: the figures drawn by a second process where there is one (about half the work)
 SECOND_PROCESS = ('history', 'hockney', 'collectives')
 _SHARED: dict[str, Report] = {}
+#: seconds to wait for the second process before drawing its figures here
+CHILD_TIMEOUT = 300
 
 
 def _draw_shared(keys: tuple[str, ...]) -> dict[str, list[Figure]]:
@@ -367,8 +369,8 @@ class Drawing:
         try:
             mine = all_figures(self.rep, set(DRAWERS) - set(SECOND_PROCESS))
             try:
-                theirs = self.pending.get()
-            except Exception:                    # the second process failed: draw here
+                theirs = self.pending.get(timeout=CHILD_TIMEOUT)
+            except Exception:          # the second process failed or hung: draw here
                 theirs = all_figures(self.rep, SECOND_PROCESS)
             return mine | theirs
         finally:
