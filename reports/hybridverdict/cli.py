@@ -21,10 +21,13 @@ import sys
 from . import __version__, history
 from .perflog import PerflogError, ReadStats, read_perflogs
 from .render import COLUMNS, rows, terminal  # noqa: F401  (COLUMNS, rows: for callers)
-from .report import build
+from .report import (
+    Section,  # noqa: F401  (kept for callers)
+    build,
+)
 from .runreport import RunReportError, merge, read_run_reports
 from .verdict import DEFAULT_NOISE_FLOOR
-from .write import write_all
+from .write import unique_path, write_all  # noqa: F401  (unique_path: for callers)
 
 
 def default_var_dir() -> str:
