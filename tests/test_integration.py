@@ -98,6 +98,20 @@ def test_verdict_table_pairs_every_kernel_stack_and_partition(session, stacks, t
     assert len(list(tmp_path.glob('verdict-*.md'))) == 1
 
 
+
+def test_run_report_gives_the_same_verdicts_as_the_perflogs(session, tmp_path):
+    var, _ = session
+    found = {}
+    for name, args in (('perflogs', ['--perflogs', str(var / 'perflogs')]),
+                       ('report', ['--run-reports', str(var / 'reports')])):
+        proc = subprocess.run([str(BIN / 'hybridverdict'), *args, '--out', str(tmp_path / name)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, explain(proc)
+        found[name] = sorted(ln for ln in proc.stdout.splitlines()
+                             if ln.split() and ln.split()[-1] in ('WIN', 'LOSS', 'TIE'))
+        assert len(list((tmp_path / name).glob('verdict-*.html'))) == 1
+    assert found['perflogs'] and found['perflogs'] == found['report']
+
 def test_a_wrong_result_fails_every_check_whatever_its_speed(tmp_path, stacks):
     proc = run_reframe(tmp_path, '-r', '--system', 'local:shm', '-p', stacks[0],
                        '-S', 'KernelBuild.fault_inject=1')

@@ -15,10 +15,11 @@ HEADER = '|'.join(header_fields()) + '|' + PERF
 
 def line(kernel='spmv', mode='mpi', ranks=2, threads=1, size='16', t=1.0, env='mpich',
          part='shm', time='2026-11-22T10:00:00+0000', result='pass', verified='true',
-         over='false') -> str:
+         over='false', ref='0', lower='None', upper='None') -> str:
     return (f'{time}|local|{part}|{env}|SpmvCheck %layout={mode}|{kernel}|{mode}|{ranks}|'
-            f'{threads}|{size}|2|1|MPICH Version: 4.0.2|{verified}|{over}|false|{result}|'
-            f'2.5|GFLOP/s|0|None|None|{t}|s|0|None|None')
+            f'{threads}|{size}|2|1|MPICH Version: 4.0.2|{verified}|{over}|false|'
+            f'cmake Release {env}|{result}|'
+            f'2.5|GFLOP/s|0|None|None|{t}|s|{ref}|{lower}|{upper}|')
 
 
 def write(path: Path, *lines: str) -> Path:
@@ -51,7 +52,7 @@ def test_truncated_and_corrupt_lines_are_skipped_and_counted(tmp_path):
 
 def test_build_lines_are_not_kernel_runs(tmp_path):
     build = '2026-11-22T10:00:00+00:00|local|shm|mpich|KernelBuild|' + '|'.join(
-        ['null'] * 11) + '|pass|'
+        ['null'] * 11) + '|cmake Release mpich|pass|'
     write(tmp_path / 'KernelBuild.log', '|'.join(header_fields()) + '|', build)
     stats = ReadStats()
     assert read_perflogs([str(tmp_path)], stats=stats) == []
@@ -65,8 +66,11 @@ def test_renamed_header_files_are_read(tmp_path):
 
 
 def test_extra_unknown_fields_are_fine(tmp_path):
-    write(tmp_path / 'x.log', HEADER + '|extra_field', line() + '|whatever')
-    assert len(read_perflogs([str(tmp_path)])) == 1
+    write(tmp_path / 'x.log', HEADER + '|extra_field', line()[:-1] + '|whatever|')
+    stats = ReadStats()
+    assert len(read_perflogs([str(tmp_path)], stats=stats)) == 1
+    assert stats.unknown_fields == {'extra_field': 1}
+    assert any('extra_field' in w for w in stats.warnings())
 
 
 def test_since_filters_older_runs(tmp_path):

@@ -5,7 +5,18 @@ per kernel, problem size, MPI stack and interconnect (ReFrame partition)?
 
 Modules:
   perflog   read ReFrame filelog perflogs robustly into records
+  runreport read ReFrame JSON run reports into the same records
   verdict   pair hybrid runs with pure-MPI runs and judge them against the noise
+  phases, spmv_model, overlap   the MD phase table, Chow & Hysom, Rabenseifner
+  hockney   least-squares Hockney and log2 n fits (Xu & Hwang)
+  comm      Hockney fits per stack, ring saturation, stack comparison, ring vs OSU,
+            collectives
+  history   each performance variable over time with its reference band
+  report    everything one report holds, built once
+  render    terminal and Markdown summaries, verdict JSON
+  plots     matplotlib figures (Agg, PNG data URIs); html: the self-contained page
+  tidy      the tidy table, CSV and JSON; write: every output as new files
+  bench     time a full report from a large synthetic perflog
   cli       the ``hybridverdict`` command
 """
 

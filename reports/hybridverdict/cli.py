@@ -1,130 +1,78 @@
-"""The ``hybridverdict`` command: perflogs in, verdict table and report out.
+"""The ``hybridverdict`` command: perflogs and run reports in, the report out.
 
-    hybridverdict [--perflogs DIR|FILE ...] [--since ISO-TIME] [--out DIR]
-                  [--noise-floor F] [--no-write]
+    hybridverdict [--perflogs PATH ...] [--run-reports PATH ...] [--since ISO-TIME]
+                  [--out DIR] [--noise-floor F] [--history-limit N]
+                  [--history-points N] [--no-write]
 
-It prints the verdict table, writes ``verdict-<UTC time>.md`` and ``.json`` in
-the output directory (a new file every time: nothing is overwritten) and
-prints their path.  Inputs are only read.
+It prints the terminal summary and writes, as new files in the output
+directory (nothing is ever overwritten): ``verdict-<UTC>.md`` (Markdown
+summary), ``.json`` (verdicts and analyses), ``.html`` (self-contained report
+with figures), ``-tidy.csv`` and ``-tidy.json`` (one row per record x
+performance variable).  Inputs are only read.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
-import json
 import os
 import sys
 
-from tabulate import tabulate
-
-from . import __version__, phases, spmv_model
+from . import __version__, history
 from .perflog import PerflogError, ReadStats, read_perflogs
-from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
-
-COLUMNS = ('kernel', 'size', 'stack', 'partition', 'cores', 'mpi', 'hybrid',
-           'T_mpi [s]', 'T_hybrid [s]', 'speedup', 'noise', 'samples', 'verdict')
+from .render import COLUMNS, rows, terminal  # noqa: F401  (COLUMNS, rows: for callers)
+from .report import (
+    Section,  # noqa: F401  (kept for callers)
+    build,
+)
+from .runreport import RunReportError, merge, read_run_reports
+from .verdict import DEFAULT_NOISE_FLOOR
+from .write import unique_path, write_all  # noqa: F401  (unique_path: for callers)
 
 
 def default_var_dir() -> str:
     return os.environ.get('HARNESS_VAR_DIR', os.path.join(os.getcwd(), 'var'))
 
 
-def rows(found: list[Verdict]) -> list[list[object]]:
-    return [[v.kernel, v.size, v.stack, v.partition, v.cores, v.mpi_layout,
-             f'{v.hybrid_mode} {v.hybrid_layout}', f'{v.t_mpi:.4g}', f'{v.t_hybrid:.4g}',
-             f'{v.speedup:.3f}', f'±{100 * v.noise:.1f}%', f'{v.n_mpi}/{v.n_hybrid}',
-             v.verdict] for v in found]
-
-
-@dataclasses.dataclass
-class Section:
-    """One analysis table beside the verdicts."""
-
-    title: str
-    note: str
-    columns: tuple[str, ...]
-    rows: list[list[object]]
-    data: list[dict]
-
-
-def sections(records: list) -> list[Section]:
-    md = phases.phase_rows(records)
-    eff = spmv_model.efficiencies(records)
-    ovl = spmv_model.overlaps(records)
-    out = [
-        Section('MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
-                'Median time of each phase on the slowest rank; hybrid/mpi above 1: '
-                'slower in hybrid.', phases.COLUMNS, phases.table_rows(md),
-                [dataclasses.asdict(r) | {'ratio': r.ratio} for r in md]),
-        Section('SpMV efficiencies (Chow & Hysom)', spmv_model.DIRECTIONS,
-                spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff),
-                [dataclasses.asdict(e) for e in eff]),
-        Section('SpMV overlap model (Rabenseifner): masteronly against funneled',
-                'Fractions of a masteronly call; eps = T_masteronly / T_funneled, one '
-                'communicating thread.', spmv_model.OVL_COLUMNS,
-                spmv_model.overlap_rows(ovl), [dataclasses.asdict(o) for o in ovl]),
-    ]
-    return [sec for sec in out if sec.rows]
-
-
-def markdown(found: list[Verdict], extra: list[Section], stats: ReadStats,
-             inputs: list[str], since: dt.datetime | None) -> str:
-    systems = sorted({v.system for v in found})
-    libs = sorted({f'{v.stack}: {v.mpi_library}' for v in found})
-    lines = [
-        f'# Hybrid vs pure MPI at equal cores: {", ".join(systems) or "no system"}',
-        '',
-        f'Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC} by '
-        f'hybridverdict {__version__} from {stats.records} perflog records '
-        f'({stats.skipped} lines skipped) in {", ".join(inputs)}'
-        + (f', runs since {since.isoformat()}' if since else '') + '.',
-        '',
-        'Speedup = T_mpi / T_hybrid (median total times); WIN or LOSS only '
-        'outside the noise band (twice the relative standard error of the ratio, '
-        'at least the floor), TIE inside it; samples = pure-MPI/hybrid runs.',
-        '',
-        'MPI libraries:',
-        *[f'- {lib}' for lib in libs],
-        '',
-        tabulate(rows(found), headers=COLUMNS, tablefmt='github', disable_numparse=True),
-        '',
-    ]
-    for sec in extra:
-        lines += [f'## {sec.title}', '', sec.note, '',
-                  tabulate(sec.rows, headers=sec.columns, tablefmt='github',
-                           disable_numparse=True), '']
-    return '\n'.join(lines)
-
-
-def unique_path(directory: str, stem: str, suffix: str) -> str:
-    path = os.path.join(directory, f'{stem}{suffix}')
-    n = 1
-    while os.path.exists(path):
-        path = os.path.join(directory, f'{stem}-{n}{suffix}')
-        n += 1
-    return path
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog='hybridverdict',
-        description='Verdicts of hybrid MPI+OpenMP against pure MPI from ReFrame perflogs.')
+        description='Verdicts of hybrid MPI+OpenMP against pure MPI, and the communication '
+                    'analysis, from ReFrame perflogs and run reports: a terminal summary, '
+                    'Markdown, JSON, a self-contained HTML report with figures, and the tidy '
+                    'table as CSV and JSON.',
+        epilog='Outputs, always new files in --out (an existing name gets -1, -2, ...): '
+               'verdict-<UTC>.md (Markdown summary), .json (verdicts and analyses), .html '
+               '(report with embedded figures), -tidy.csv and -tidy.json (one row per record '
+               'x performance variable). Inputs are only read. Exit status: 0 report '
+               'written, 1 nothing to report, 2 unreadable input or unwritable output.')
     p.add_argument('--perflogs', nargs='+', metavar='PATH',
-                   help='perflog files or directories (default: $HARNESS_VAR_DIR/perflogs, '
-                        'else ./var/perflogs)')
+                   help='perflog files or directories (default, unless --run-reports is '
+                        'given: $HARNESS_VAR_DIR/perflogs, else ./var/perflogs)')
+    p.add_argument('--run-reports', nargs='+', metavar='PATH',
+                   help='ReFrame JSON run reports (run-report-*.json) or directories of them; '
+                        'records also found in a perflog are counted once')
     p.add_argument('--since', metavar='ISO-TIME',
-                   help='only runs completed at or after this time, e.g. 2026-11-22T10:00:00+00:00')
+                   help='only runs completed at or after this time, e.g. '
+                        '2026-11-22T10:00:00+00:00 (the history plots use every run)')
     p.add_argument('--out', metavar='DIR',
                    help='where to write the report (default: $HARNESS_VAR_DIR/reports)')
     p.add_argument('--noise-floor', type=float, default=DEFAULT_NOISE_FLOOR, metavar='F',
                    help=f'smallest relative noise band (default {DEFAULT_NOISE_FLOOR})')
-    p.add_argument('--no-write', action='store_true', help='print the table only')
+    p.add_argument('--history-limit', type=int, default=history.DEFAULT_LIMIT, metavar='N',
+                   help='most history series drawn (default %(default)s; 0: none)')
+    p.add_argument('--history-points', type=int, default=history.DEFAULT_MAX_POINTS,
+                   metavar='N', help='most points per history series; more runs are drawn '
+                                     'as medians of consecutive runs (default %(default)s)')
+    p.add_argument('--no-write', action='store_true', help='print the summary only')
     p.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
     args = p.parse_args(argv)
     if not 0 <= args.noise_floor < 1:
         p.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
+    if args.history_limit < 0:
+        p.error(f'--history-limit must be >= 0, got {args.history_limit}')
+    if args.history_points < 2:
+        p.error(f'--history-points must be >= 2, got {args.history_points}')
     if args.since:
         try:
             since = dt.datetime.fromisoformat(args.since)
@@ -136,40 +84,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    inputs = args.perflogs or [os.path.join(default_var_dir(), 'perflogs')]
+    perflogs = args.perflogs or ([] if args.run_reports else
+                                 [os.path.join(default_var_dir(), 'perflogs')])
+    inputs = perflogs + (args.run_reports or [])
     stats = ReadStats()
     try:
-        records = read_perflogs(inputs, since=args.since, stats=stats)
-    except (PerflogError, OSError) as err:
+        records = read_perflogs(perflogs, stats=stats)
+        if args.run_reports:
+            records = merge(records, read_run_reports(args.run_reports, stats))
+    except (PerflogError, RunReportError, OSError) as err:
         print(f'hybridverdict: {err}', file=sys.stderr)
         return 2
-    if stats.skipped:
-        reasons = ', '.join(f'{n} {why}' for why, n in sorted(stats.reasons.items()))
-        print(f'hybridverdict: warning: skipped {stats.skipped} perflog line(s): {reasons}',
-              file=sys.stderr)
-    found = verdicts(records, noise_floor=args.noise_floor)
-    if not found:
-        print(f'hybridverdict: no pure-MPI/hybrid pair among {len(records)} record(s) '
+    for warning in stats.warnings():
+        print(f'hybridverdict: warning: {warning}', file=sys.stderr)
+    rep = build(records, stats, inputs, since=args.since, noise_floor=args.noise_floor,
+                history_limit=args.history_limit, history_points=args.history_points)
+    if not rep.verdicts:
+        print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
+    if not rep.verdicts and not any(s.key in COMM_KEYS and s.rows for s in rep.sections):
         return 1
-    print(tabulate(rows(found), headers=COLUMNS, tablefmt='simple', disable_numparse=True))
-    extra = sections(records)
-    for sec in extra:
-        print(f'\n{sec.title}\n{sec.note}')
-        print(tabulate(sec.rows, headers=sec.columns, tablefmt='simple', disable_numparse=True))
+    print(terminal(rep))
     if args.no_write:
         return 0
     out_dir = args.out or os.path.join(default_var_dir(), 'reports')
-    os.makedirs(out_dir, exist_ok=True)
-    stem = f'verdict-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}'
-    md_path = unique_path(out_dir, stem, '.md')
-    with open(md_path, 'x', encoding='utf-8') as fp:
-        fp.write(markdown(found, extra, stats, inputs, args.since))
-    json_path = md_path[:-len('.md')] + '.json'
-    with open(json_path, 'x', encoding='utf-8') as fp:
-        json.dump({'version': __version__, 'records': stats.records,
-                   'skipped': stats.skipped,
-                   'verdicts': [dataclasses.asdict(v) for v in found],
-                   'sections': {sec.title: sec.data for sec in extra}}, fp, indent=1)
-    print(f'\nreport written to {md_path} (and {os.path.basename(json_path)})')
+    try:
+        paths = write_all(rep, out_dir)
+    except OSError as err:
+        print(f'hybridverdict: cannot write the report: {err}', file=sys.stderr)
+        return 2
+    print(f'\nreport written to {paths["md"]} (and '
+          f'{", ".join(os.path.basename(p) for k, p in paths.items() if k != "md")})')
     return 0
+
+
+#: sections that are worth a report even without any verdict
+COMM_KEYS = frozenset(('hockney', 'stack_comparison', 'ring_vs_osu', 'ring_osu_accuracy',
+                       'saturation', 'collectives'))

@@ -11,13 +11,29 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
+from typing import Optional
 
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')
+
+
+#: Run fields of a harness perflog line (see ``header_fields``); any other field that
+#: is not part of a performance variable's block is unknown: ignored and counted.
+KNOWN = frozenset(('job_completion_time', 'system', 'partition', 'environ', 'name', 'kernel',
+                   'mode', 'ranks', 'threads', 'size', 'cores', 'nodes', 'mpi_library',
+                   'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result'))
+
+#: The five fields ReFrame writes per performance variable, in order.
+VAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
+
+#: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
+#: the thresholds are fractions of the reference, None when unbounded.
+Ref = tuple[Optional[float], Optional[float], Optional[float]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +58,11 @@ class Record:
     values: dict[str, float]
     units: dict[str, str]
     source: str
-    #: The test's display name (class and parameters).
     name: str = ''
+    build_spec: str = ''
+    finalize_hung: bool = False
+    #: variable -> (ref, lower, upper); only variables that have a reference logged
+    refs: dict[str, Ref] = dataclasses.field(default_factory=dict)
 
     @property
     def total_cores(self) -> int:
@@ -54,6 +73,25 @@ class Record:
         """A run whose figures may enter a verdict."""
         return self.result == 'pass' and self.verified and not self.oversubscribed
 
+    def band(self, var: str) -> tuple[float | None, float | None]:
+        """The absolute (low, high) bounds of `var` from its reference, None where open."""
+        ref, lower, upper = self.refs.get(var, (None, None, None))
+        if not ref:
+            return None, None
+        return (None if lower is None else ref * (1 + lower),
+                None if upper is None else ref * (1 + upper))
+
+
+_RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+
+
+def _record(*args: object) -> Record:
+    """Record(*args) for every field, without the frozen dataclass's per-field
+    ``object.__setattr__`` (a fifth of the reading time of a large perflog)."""
+    rec = object.__new__(Record)
+    rec.__dict__.update(zip(_RECORD_FIELDS, args))
+    return rec
+
 
 @dataclasses.dataclass
 class ReadStats:
@@ -61,10 +99,23 @@ class ReadStats:
     records: int = 0
     skipped: int = 0
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: header fields the reader does not know -> number of files that had them
+    unknown_fields: dict[str, int] = dataclasses.field(default_factory=dict)
 
-    def skip(self, reason: str) -> None:
-        self.skipped += 1
-        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.skipped += count
+        self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+    def warnings(self) -> list[str]:
+        """One line per kind of problem met while reading, for the user."""
+        out = []
+        if self.skipped:
+            reasons = ', '.join(f'{n} {why}' for why, n in sorted(self.reasons.items()))
+            out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
+        if self.unknown_fields:
+            names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
+            out.append(f'ignored unknown perflog field(s): {names}')
+        return out
 
 
 class PerflogError(Exception):
@@ -87,7 +138,7 @@ def perflog_files(paths: Iterable[str]) -> list[str]:
 
 
 def _parse_time(text: str) -> dt.datetime:
-    t = dt.datetime.fromisoformat(text.strip())
+    t = dt.datetime.fromisoformat(text)
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
@@ -95,66 +146,152 @@ def _int_or_zero(text: str | None) -> int:
     return int(text) if text and text.isdigit() else 0
 
 
+def _float_or_none(text: str) -> float | None:
+    if text in ('None', 'null', '', 'nan'):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+_TRUE = frozenset(('true', '1', 'yes', 'True'))
+
+
 def _parse_bool(text: str) -> bool:
-    return text.strip().lower() in ('true', '1', 'yes')
+    return text in _TRUE or (text not in _FALSE and text.strip().lower() in _TRUE)
 
 
-def _parse_line(fields: list[str], header: list[str], source: str) -> Record:
-    row = dict(zip(header, fields))
-    missing = [k for k in REQUIRED if not row.get(k) or row[k] in ('None', 'null')]
-    if missing:
-        raise ValueError(f'missing {",".join(missing)}')
-    values: dict[str, float] = {}
-    units: dict[str, str] = {}
-    for key, text in row.items():
-        if key.endswith('_value'):
-            name = key[:-len('_value')]
+_FALSE = frozenset(('false', 'False', '0', 'no', ''))
+
+
+def _getter(indices: list[int]):
+    """fields -> tuple of the fields at `indices` (at C speed)."""
+    if len(indices) == 1:
+        i = indices[0]
+        return lambda fields: (fields[i],)
+    if not indices:
+        return lambda fields: ()
+    return operator.itemgetter(*indices)
+
+
+class _Header:
+    """A header line compiled once: where each field and variable sits.
+
+    Parsing runs once per perflog line, so it indexes the split line directly; a
+    field the header lacks reads the empty string appended after the line's fields.
+    """
+
+    def __init__(self, fields: list[str], stats: ReadStats):
+        self.width = len(fields)
+        index = {name: i for i, name in enumerate(fields)}
+        self.required = [(k, index.get(k, -1)) for k in REQUIRED]
+        self.kernel = index.get('kernel')
+        # run fields in Record order; -1 = absent (reads the appended '')
+        self.at = {name: index.get(name, -1) for name in KNOWN}
+        # variables: name -> indices of value, unit, ref, lower, upper (-1 if absent)
+        self.variables: list[tuple[str, int, int, int, int, int]] = []
+        claimed: set[int] = set()
+        for i, name in enumerate(fields):
+            if name.endswith('_value'):
+                var = name[:-len('_value')]
+                parts = [index.get(f'{var}_{p}', -1) for p in VAR_PARTS[1:]]
+                self.variables.append((var, i, *parts))
+                claimed.update((i, *parts))
+        self.names = tuple(v[0] for v in self.variables)
+        self.get_values = _getter([v[1] for v in self.variables])
+        self.get_units = _getter([v[2] for v in self.variables])
+        self.get_refs = _getter([v[3] for v in self.variables])
+        #: unit tuples seen -> one dict shared by the records that have them
+        self.unit_dicts: dict[tuple[str, ...], dict[str, str]] = {}
+        for i, name in enumerate(fields):
+            if i not in claimed and name not in KNOWN and name:
+                stats.unknown_fields[name] = stats.unknown_fields.get(name, 0) + 1
+
+    def _refs(self, fields: list[str]) -> dict[str, Ref]:
+        refs: dict[str, Ref] = {}
+        for var, _iv, _iu, ir, il, ih in self.variables:
+            ref = _float_or_none(fields[ir]) if fields[ir] not in _NO_REF else None
+            if ref:
+                refs[var] = (ref, _float_or_none(fields[il]), _float_or_none(fields[ih]))
+        return refs
+
+    def _slow_variables(self, fields: list[str]) -> tuple[dict, dict, dict]:
+        values: dict[str, float] = {}
+        units: dict[str, str] = {}
+        for var, iv, iu, _ir, _il, _ih in self.variables:
             try:
-                values[name] = float(text)
+                values[var] = float(fields[iv])
             except ValueError:
                 continue
-            units[name] = row.get(f'{name}_unit', '')
-    return Record(
-        time=_parse_time(row['job_completion_time']),
-        system=row['system'], partition=row['partition'], stack=row['environ'],
-        kernel=row['kernel'], mode=row['mode'],
-        ranks=int(row['ranks']), threads=int(row['threads']), size=row['size'],
-        cores=_int_or_zero(row.get('cores')),
-        nodes=_int_or_zero(row.get('nodes')) or 1,
-        mpi_library=row.get('mpi_library', ''),
-        verified=_parse_bool(row.get('verified', 'false')),
-        oversubscribed=_parse_bool(row.get('oversubscribed', 'false')),
-        result=row.get('result', ''), values=values, units=units, source=source,
-        name=row.get('name', ''),
-    )
+            units[var] = fields[iu]
+        refs = {k: v for k, v in self._refs(fields).items() if k in values}
+        return values, units, refs
+
+    def parse(self, fields: list[str], source: str) -> Record:
+        fields.append('')
+        for k, i in self.required:
+            text = fields[i]
+            if not text or text == 'None' or text == 'null':
+                missing = [k for k, i in self.required
+                           if fields[i] in ('', 'None', 'null')]
+                raise ValueError(f'missing {",".join(missing)}')
+        # fast path: every value a number, the units as in an earlier line (one shared
+        # dict), no reference; otherwise variable by variable
+        try:
+            values = dict(zip(self.names, map(float, self.get_values(fields))))
+        except ValueError:
+            values = {}
+        if len(values) == len(self.names):
+            unit_key = self.get_units(fields)
+            units = self.unit_dicts.get(unit_key)
+            if units is None:
+                units = self.unit_dicts[unit_key] = dict(zip(self.names, unit_key))
+            refs: dict[str, Ref] = {}
+            if not _NO_REF.issuperset(self.get_refs(fields)):
+                refs = self._refs(fields)
+        else:
+            values, units, refs = self._slow_variables(fields)
+        at = self.at
+        return _record(
+            _parse_time(fields[at['job_completion_time']]), fields[at['system']],
+            fields[at['partition']], fields[at['environ']], fields[at['kernel']],
+            fields[at['mode']], int(fields[at['ranks']]), int(fields[at['threads']]),
+            fields[at['size']], _int_or_zero(fields[at['cores']]),
+            _int_or_zero(fields[at['nodes']]) or 1, fields[at['mpi_library']],
+            _parse_bool(fields[at['verified']]), _parse_bool(fields[at['oversubscribed']]),
+            fields[at['result']], values, units, source, fields[at['name']],
+            fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs)
+
+
+_NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
 
 
 def read_file(path: str, stats: ReadStats) -> Iterator[Record]:
     stats.files += 1
     with open(path, encoding='utf-8', errors='replace') as fp:
-        header: list[str] | None = None
+        header: _Header | None = None
         for lineno, line in enumerate(fp, 1):
             line = line.rstrip('\n')
             if not line.strip():
                 continue
             fields = line.split('|')
             if fields[0] == 'job_completion_time':
-                header = fields
+                header = _Header(fields, stats)
                 continue
             if header is None:
                 stats.skip('no header')
                 continue
             # The perf-variable block ends with a '|': tolerate one empty field.
-            if len(fields) == len(header) + 1 and fields[-1] == '':
-                fields = fields[:-1]
-            if len(fields) != len(header):
+            if len(fields) == header.width + 1 and fields[-1] == '':
+                fields.pop()
+            if len(fields) != header.width:
                 stats.skip('field count differs from header (truncated or corrupt)')
                 continue
-            row_kernel = fields[header.index('kernel')] if 'kernel' in header else ''
-            if row_kernel in ('null', 'None'):
+            if header.kernel is not None and fields[header.kernel] in ('null', 'None'):
                 continue  # a build or other non-kernel test: nothing to pair
             try:
-                rec = _parse_line(fields, header, f'{path}:{lineno}')
+                rec = header.parse(fields, f'{path}:{lineno}')
             except (ValueError, KeyError) as err:
                 stats.skip(f'unparsable ({err})' if 'missing' in str(err)
                            else 'unparsable value')
@@ -182,5 +319,5 @@ def header_fields() -> tuple[str, ...]:
             'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result')
 
 
-__all__ = ['Record', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
+__all__ = ['Record', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
            'header_fields']

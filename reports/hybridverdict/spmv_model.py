@@ -45,6 +45,7 @@ class Efficiency:
     e_mp: float | None
     predicted: float | None  # T_hyb / T_mpi without overlap
     measured: float          # T_hyb / T_mpi
+    samples: str = ''        # runs behind it: mpi/hybrid[/serial]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Overlap:
     layout: str
     prediction: overlap.Prediction
     measured: float | None   # T_masteronly / T_funneled
+    samples: str = ''        # runs behind it: masteronly/funneled
 
 
 def _median(recs: list[Record], var: str) -> float | None:
@@ -101,9 +103,10 @@ def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
             predicted = None
             if e_mp is not None and comm_mpi is not None:
                 predicted = ((comp_mpi / e_cache + e_mp * comm_mpi) / (comp_mpi + comm_mpi))
+            n = f'{len(mpi)}/{len(hyb)}' + (f'/{len(ser)}' if ser else '')
             out.append(Efficiency(system, partition, stack, size, nodes,
                                   f'{ranks}x{threads}', e_mt, e_cache, e_ni, e_mp, predicted,
-                                  total_hyb / total_mpi))
+                                  total_hyb / total_mpi, n))
     return out
 
 
@@ -127,7 +130,7 @@ def overlaps(records: Iterable[Record]) -> list[Overlap]:
                 _median(funneled, 't_total') if funneled else None)
             measured = t_master / t_fun if t_master and t_fun else None
             out.append(Overlap(system, partition, stack, size, f'{ranks}x{threads}', pred,
-                               measured))
+                               measured, f'{len(master)}/{len(funneled) if funneled else 0}'))
     return out
 
 
@@ -137,15 +140,16 @@ def _fmt(x: float | None) -> str:
 
 EFF_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'hybrid', 'e_mt', 'e_cache', 'e_ni',
                'e_mp',
-               'T_hyb/T_mpi predicted', 'measured')
+               'T_hyb/T_mpi predicted', 'measured', 'samples')
 OVL_COLUMNS = ('stack', 'partition', 'size', 'layout', 'f_comm', 'f_comp,non',
                'f_comp,overlap', 'eps predicted', 'eps measured', 'eps_max', 'f_comm,best',
-               'f_comm,equiv', 'eps_min')
+               'f_comm,equiv', 'eps_min', 'samples')
 
 
 def efficiency_rows(rows: list[Efficiency]) -> list[list[object]]:
     return [[e.stack, e.partition, e.size, e.nodes, e.layout, _fmt(e.e_mt), _fmt(e.e_cache),
-             _fmt(e.e_ni), _fmt(e.e_mp), _fmt(e.predicted), _fmt(e.measured)] for e in rows]
+             _fmt(e.e_ni), _fmt(e.e_mp), _fmt(e.predicted), _fmt(e.measured), e.samples]
+            for e in rows]
 
 
 def overlap_rows(rows: list[Overlap]) -> list[list[object]]:
@@ -155,7 +159,7 @@ def overlap_rows(rows: list[Overlap]) -> list[list[object]]:
         out.append([o.stack, o.partition, o.size, o.layout, _fmt(p.f_comm),
                     _fmt(p.f_comp_non), _fmt(p.f_comp_overlap), _fmt(p.eps),
                     _fmt(o.measured), _fmt(p.eps_max), _fmt(p.f_comm_best),
-                    _fmt(p.f_comm_equiv), _fmt(p.eps_min)])
+                    _fmt(p.f_comm_equiv), _fmt(p.eps_min), o.samples])
     return out
 
 

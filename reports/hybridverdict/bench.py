@@ -1,0 +1,189 @@
+"""Benchmark: a full report from a large synthetic perflog, against the time budget.
+
+    python -m hybridverdict.bench [--records 100000] [--budget 10] [--keep DIR]
+
+Writes a perflog of ``--records`` kernel records in the harness's format into a
+temporary directory (spmv, md, ring and stream as the kernel checks log them,
+and the communication checks' OSU and ring sweeps and collectives; two stacks,
+two partitions, many sessions, references on some variables, a few truncated
+lines), then times reading it and producing every output (terminal summary,
+Markdown, JSON, HTML with figures, tidy CSV and JSON) and prints each step's
+time, the total and its ratio to the budget.  Exit status 1 if over budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import io
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+
+from .perflog import ReadStats, header_fields, read_perflogs
+
+STACKS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}
+PARTITIONS = {'shm': (0.4, 9000.0), 'tcp': (12.0, 2500.0)}   # t0 [us], r_inf [MB/s]
+SWEEP = [2 ** i for i in range(0, 23)]                         # 1 B .. 4 MiB
+
+
+def _block(var: str, value: float, unit: str, ref: float = 0.0,
+           lower: float | None = None, upper: float | None = None) -> str:
+    return f'{value:.6g}|{unit}|{ref:g}|{lower}|{upper}|'
+
+
+def _checks(rng: random.Random) -> list[tuple[str, str, str, int, int, str, list]]:
+    """(check, kernel, mode, ranks, threads, size, [(var, value, unit, ref...)]) of a session."""
+    out = []
+    for size, scale in (('16', 0.004), ('32', 0.03), ('64', 0.25), ('128', 1.9)):
+        for mode, r, t in (('mpi', 2, 1), ('masteronly', 1, 2), ('funneled', 1, 2),
+                           ('serial', 1, 1)):
+            tt = scale * rng.uniform(0.9, 1.2) * (1.1 if mode == 'masteronly' else 1.0)
+            out.append(('SpmvCheck', 'spmv', mode, r, t, size, [
+                ('fom', 9.0 * scale / tt, 'GFLOP/s', 9.0 * scale / tt, -0.2, None),
+                ('t_total', tt, 's'), ('t_comp', 0.9 * tt, 's'), ('t_comm', 0.1 * tt, 's'),
+                ('t_pack', 0.01 * tt, 's'), ('t_comp_interior', 0.85 * tt, 's'),
+                ('t_comp_boundary', 0.05 * tt, 's'), ('stream_bw', rng.uniform(9, 13), 'GB/s'),
+                ('roofline_fraction', rng.uniform(0.6, 0.9), 'fraction')]))
+    for size, scale in (('6', 0.05), ('12', 0.4), ('24', 3.0)):
+        for mode, r, t in (('mpi', 2, 1), ('masteronly', 1, 2)):
+            tt = scale * rng.uniform(0.9, 1.2)
+            phases = [(f'phase_{p}', tt * f, 's') for p, f in
+                      (('force', 0.6), ('movout', 0.1), ('sum', 0.02), ('movea', 0.05),
+                       ('moveb', 0.05), ('neigh', 0.15))]
+            out.append(('MdCheck', 'md', mode, r, t, size, [
+                ('fom', 1e6 / tt, 'atom-steps/s'), ('t_total', tt, 's', tt, -0.5, 0.5),
+                ('t_comp', 0.8 * tt, 's'), ('t_comm', 0.2 * tt, 's'), *phases]))
+    out.append(('StreamCheck', 'stream', 'mpi', 2, 1, '8000000',
+                [('fom', rng.uniform(9, 13), 'GB/s', 11.0, -0.3, None)]))
+    return out
+
+
+def _comm_checks(rng: random.Random, t0: float, r_inf: float) -> list:
+    def lat(m: int) -> float:
+        return (t0 + m / r_inf) * rng.uniform(0.95, 1.1)
+    out = []
+    for check, kernel in (('OsuLatency', 'osu_latency'), ('RingPingpong', 'ring-pingpong')):
+        out.append((check, kernel, 'mpi', 2, 1, '1-4194304',
+                    [(f'lat_{m}', lat(m), 'us') for m in SWEEP]
+                    + [('latency_8B', lat(8), 'us', t0 * 1.2, None, 0.5)]))
+    for check, kernel in (('OsuBw', 'osu_bw'), ('RingBw', 'ring-bw')):
+        out.append((check, kernel, 'mpi', 2, 1, '1-4194304',
+                    [(f'bw_{m}', m / lat(m), 'MB/s') for m in SWEEP]
+                    + [('bandwidth_1MiB', (1 << 20) / lat(1 << 20), 'MB/s')]))
+    out.append(('RingCheck', 'ring', 'mpi', 2, 1, '8,65536,1048576',
+                [(f'bw_k1_{m}', m / lat(m), 'MB/s') for m in (8, 65536, 1048576)]
+                + [('fom', (1 << 20) / lat(1 << 20), 'MB/s')]))
+    for ranks in (1, 2):
+        out.append(('OsuAllreduce', 'osu_allreduce', 'mpi', ranks, 1, '4-1048576',
+                    [(f'lat_{m}', (1 + math.log2(ranks)) * lat(m), 'us')
+                     for m in SWEEP[2:21]]))
+    return out
+
+
+def synthesise(directory: str, records: int, seed: int = 1) -> int:
+    """Write about `records` records (at least that many) under `directory`; lines written."""
+    rng = random.Random(seed)
+    files: dict[str, io.TextIOBase] = {}
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    written = session = 0
+    try:
+        while written < records:
+            t = start + dt.timedelta(hours=6 * session)
+            for part, (t0, r_inf) in PARTITIONS.items():
+                for stack, lib in STACKS.items():
+                    for check, kernel, mode, r, th, size, vars_ in (
+                            _checks(rng) + _comm_checks(rng, t0, r_inf)):
+                        path = os.path.join(directory, 'local', part, f'{check}.log')
+                        fp = files.get(path)
+                        if fp is None:
+                            os.makedirs(os.path.dirname(path), exist_ok=True)
+                            fp = files[path] = open(path, 'w', encoding='utf-8')
+                            fp.write('|'.join(header_fields()) + '|' + '|'.join(
+                                f'{v[0]}_{p}' for v in vars_ for p in
+                                ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')) + '\n')
+                        t += dt.timedelta(seconds=3)
+                        line = (f'{t:%Y-%m-%dT%H:%M:%S%z}|local|{part}|{stack}|{check} '
+                                f'%layout={mode}_{r}x{th}|{kernel}|{mode}|{r}|{th}|{size}|2|1|'
+                                f'{lib}|true|false|false|cmake Release {stack}|pass|'
+                                + ''.join(_block(*v) for v in vars_))
+                        if written % 20011 == 7:
+                            line = line[:len(line) // 2]     # a truncated line now and then
+                        fp.write(line + '\n')
+                        written += 1
+            session += 1
+    finally:
+        for fp in files.values():
+            fp.close()
+    return written
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run(records: int, budget: float, keep: str | None) -> int:
+    from . import render
+    from .report import build
+    from .write import write_all
+
+    tmp = keep or tempfile.mkdtemp(prefix='hybridverdict-bench-')
+    logs, out = os.path.join(tmp, 'perflogs'), os.path.join(tmp, 'reports')
+    t = time.perf_counter()
+    lines = synthesise(logs, records)
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(logs) for f in fs)
+    print(f'synthesised {lines} perflog lines ({size / 1e6:.1f} MB) in '
+          f'{time.perf_counter() - t:.2f} s under {logs}')
+
+    steps: dict[str, float] = {}
+    wall0, cpu0 = time.perf_counter(), _cpu()
+    stats = ReadStats()
+    recs = read_perflogs([logs], stats=stats)
+    steps['read perflogs'] = time.perf_counter() - wall0
+    t = time.perf_counter()
+    rep = build(recs, stats, [logs])
+    steps['analyses (verdicts, models, fits, history)'] = time.perf_counter() - t
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        print(render.terminal(rep))
+    steps['terminal summary'] = time.perf_counter() - t
+    paths = write_all(rep, out, timings=steps)
+    wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
+    for name, secs in steps.items():
+        print(f'  {secs:7.2f} s  {name}')
+    print(f'records read: {stats.records} ({stats.skipped} lines skipped); '
+          f'{len(rep.verdicts)} verdicts; {len(rep.curves)} Hockney fits; '
+          f'{rep.history_total} history series ({len(rep.history)} drawn)')
+    sizes = ', '.join(f'{os.path.basename(p)} {os.path.getsize(p) / 1e6:.1f} MB'
+                      for p in paths.values())
+    print(f'outputs in {out}: {sizes}')
+    load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+    print(f'TOTAL {wall:.2f} s wall ({cpu:.2f} s CPU with the figure process; load average '
+          f'{load:.1f} on {os.cpu_count()} cores) for {stats.records} records, read + full '
+          f'report with HTML: {wall / budget:.2f} of the {budget:g} s budget')
+    if not keep:
+        import shutil
+        shutil.rmtree(tmp)
+    return 0 if wall <= budget else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog='python -m hybridverdict.bench', description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--records', type=int, default=100_000, help='perflog records to synthesise')
+    p.add_argument('--budget', type=float, default=10.0, help='seconds allowed (default 10)')
+    p.add_argument('--keep', metavar='DIR', help='synthesise into DIR and keep it')
+    args = p.parse_args(argv)
+    if args.records < 1:
+        p.error('--records must be at least 1')
+    return run(args.records, args.budget, args.keep)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

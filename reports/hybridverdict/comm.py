@@ -1,0 +1,500 @@
+"""The communication analysis: Hockney fits, the ring's saturation curve, the
+MPI-stack comparison, ring against OSU, and collectives against the rank count.
+
+Data convention of the communication checks (one perflog line per run):
+
+* point-to-point kernels (``ring-pingpong``, ``ring-bw``, ``osu_latency``,
+  ``osu_bw``, ``osu_bibw``): ``lat_<bytes>`` (us, one-way) and/or ``bw_<bytes>``
+  (MB/s, 1 MB = 1e6 B) per message size, plus the headlines ``latency_8B`` (us)
+  and ``bandwidth_1MiB`` (MB/s).  Hockney's t(m) is lat_<m>, or m / bw_<m>.
+* saturation (``ring``, ``osu_mbw_mr``): ``bw_k<k>_<bytes>``, MB/s per node with
+  k communicating ranks (or pairs) per node.
+* collectives (``osu_allreduce``, ``osu_bcast``, ...): ``lat_<bytes>`` (us) with
+  ranks (per node) x nodes = the rank count n.
+* accuracy (``ring-vs-osu``): ``latency_ratio_8B``, ``bandwidth_ratio_1MiB``,
+  ``bandwidth_ratio_<bytes>``.
+
+Every figure is the median of the usable runs (passed, verified, not
+oversubscribed); the number of runs behind it is given beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+
+from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
+from .perflog import Record
+
+LAT_KERNELS = ('ring-pingpong', 'osu_latency')
+BW_KERNELS = ('ring-bw', 'osu_bw')
+P2P_KERNELS = LAT_KERNELS + BW_KERNELS + ('osu_bibw',)
+SATURATION_KERNELS = ('ring', 'osu_mbw_mr')
+COLLECTIVE_KERNELS = ('osu_allreduce', 'osu_bcast', 'osu_reduce', 'osu_allgather',
+                      'osu_alltoall', 'osu_barrier')
+ACCURACY_KERNEL = 'ring-vs-osu'
+
+_SIZED = re.compile(r'^(lat|bw)_(\d+)$')
+_SAT = re.compile(r'^bw_k(\d+)_(\d+)$')
+
+@functools.lru_cache(maxsize=4096)
+def sized(var: str) -> tuple[str, int] | None:
+    """('lat' or 'bw', bytes) of a per-size variable such as lat_8, else None."""
+    m = _SIZED.match(var)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+@functools.lru_cache(maxsize=4096)
+def saturation_var(var: str) -> tuple[int, int] | None:
+    """(k, bytes) of bw_k<k>_<bytes>, else None."""
+    m = _SAT.match(var)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+LATENCY_8B = 'latency_8B'
+BANDWIDTH_1MIB = 'bandwidth_1MiB'
+MIB = 1 << 20
+
+
+def family(kernel: str) -> str:
+    """'ring' for the harness's own ring kernel, 'osu' for the OSU benchmarks."""
+    return 'ring' if kernel.startswith('ring') else 'osu'
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (('MiB', 1 << 20), ('KiB', 1 << 10)):
+        if n >= size and n % size == 0:
+            return f'{n // size} {unit}'
+    return f'{n} B'
+
+
+@dataclasses.dataclass
+class _Span:
+    """How many runs lie behind a figure, and when they ran."""
+
+    records: int = 0
+    first: dt.datetime | None = None
+    last: dt.datetime | None = None
+    library: str = ''
+
+    def add(self, rec: Record) -> None:
+        self.records += 1
+        self.first = rec.time if self.first is None or rec.time < self.first else self.first
+        self.last = rec.time if self.last is None or rec.time > self.last else self.last
+        self.library = rec.mpi_library
+
+
+@dataclasses.dataclass
+class Curve:
+    """Point-to-point times of one kernel on one stack and partition."""
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    times: dict[int, list[float]]        # bytes -> one-way times (us)
+    span: _Span
+    fit: HockneyFit | None = None
+    error: str = ''
+
+    def medians(self) -> tuple[list[int], list[float]]:
+        sizes = sorted(self.times)
+        return sizes, [median(self.times[m]) for m in sizes]
+
+
+def _usable(records: Iterable[Record], kernels: tuple[str, ...]) -> Iterable[Record]:
+    return (r for r in records if r.kernel in kernels and r.usable)
+
+
+def p2p_curves(records: Iterable[Record]) -> list[Curve]:
+    """One curve per (system, partition, stack, kernel), with its Hockney fit."""
+    curves: dict[tuple, Curve] = {}
+    for rec in _usable(records, P2P_KERNELS):
+        lat: dict[int, float] = {}
+        bw: dict[int, float] = {}
+        for var, value in rec.values.items():
+            m = sized(var)
+            if m:
+                (lat if m[0] == 'lat' else bw)[m[1]] = value
+        # one-way time: measured latency if the kernel logs it, else size / bandwidth;
+        # 0 is "not measured" (ReFrame cannot log NaN)
+        lat = {size: t for size, t in lat.items() if t > 0}
+        points = lat or {size: size / b for size, b in bw.items() if b > 0}
+        if not points:
+            continue
+        key = (rec.system, rec.partition, rec.stack, rec.kernel)
+        curve = curves.get(key)
+        if curve is None:
+            curve = curves[key] = Curve(*key, times=defaultdict(list), span=_Span())
+        curve.span.add(rec)
+        for size, t in points.items():
+            curve.times[size].append(t)
+    out = []
+    for key in sorted(curves):
+        curve = curves[key]
+        sizes, times = curve.medians()
+        try:
+            curve.fit = fit_hockney(sizes, times)
+        except FitError as err:
+            curve.error = str(err)
+        out.append(curve)
+    return out
+
+
+def _fmt(x: float | None, spec: str = '.3g') -> str:
+    return 'n/a' if x is None else format(x, spec)
+
+
+def _dates(span: _Span) -> str:
+    if span.first is None or span.last is None:
+        return ''
+    a, b = f'{span.first:%Y-%m-%d}', f'{span.last:%Y-%m-%d}'
+    return a if a == b else f'{a}..{b}'
+
+
+HOCKNEY_COLUMNS = ('stack', 'partition', 'kernel', 'sizes', 't0 [us]', 'r_inf [MB/s]',
+                   'm_1/2 [B]', 'rel. error', 'max error', 'samples', 'dates')
+
+
+def hockney_rows(curves: list[Curve]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for c in curves:
+        head = [c.stack, c.partition, c.kernel, len(c.times)]
+        tail = [c.span.records, _dates(c.span)]
+        if c.fit is None:
+            rows.append(head + [f'no fit: {c.error}', '', '', '', ''] + tail)
+        else:
+            f = c.fit
+            rows.append(head + [f'{f.t0:.3g}', f'{f.r_inf:.4g}', f'{f.m_half:.3g}',
+                                f'{100 * f.rel_error:.1f}%', f'{100 * f.max_error:.1f}%']
+                        + tail)
+    return rows
+
+
+def hockney_data(curves: list[Curve]) -> list[dict]:
+    out = []
+    for c in curves:
+        sizes, times = c.medians()
+        out.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
+                    'kernel': c.kernel, 'library': c.span.library, 'samples': c.span.records,
+                    'sizes': sizes, 'times_us': times,
+                    'fit': dataclasses.asdict(c.fit) if c.fit else None, 'error': c.error})
+    return out
+
+
+# ---- headline figures: stack comparison and ring against OSU ----------------------
+
+@dataclasses.dataclass
+class Headline:
+    """Latency at 8 B and bandwidth at 1 MiB and at the largest size, one stack."""
+
+    system: str
+    partition: str
+    family: str
+    stack: str
+    lat8: list[float] = dataclasses.field(default_factory=list)
+    bw1m: list[float] = dataclasses.field(default_factory=list)
+    bw_sized: dict[int, list[float]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list))
+    span: _Span = dataclasses.field(default_factory=_Span)
+
+    @property
+    def latency(self) -> float | None:
+        return median(self.lat8) if self.lat8 else None
+
+    @property
+    def bandwidth(self) -> float | None:
+        if self.bw1m:
+            return median(self.bw1m)
+        return median(self.bw_sized[MIB]) if MIB in self.bw_sized else None
+
+    @property
+    def largest(self) -> tuple[int, float] | None:
+        if not self.bw_sized:
+            return None
+        size = max(self.bw_sized)
+        return size, median(self.bw_sized[size])
+
+
+def headlines(records: Iterable[Record]) -> list[Headline]:
+    found: dict[tuple, Headline] = {}
+    for rec in _usable(records, P2P_KERNELS):
+        key = (rec.system, rec.partition, family(rec.kernel), rec.stack)
+        h = found.get(key)
+        if h is None:
+            h = found[key] = Headline(*key)
+        h.span.add(rec)
+        v = rec.values
+        if v.get(LATENCY_8B, 0) > 0:
+            h.lat8.append(v[LATENCY_8B])
+        elif rec.kernel in LAT_KERNELS and v.get('lat_8', 0) > 0:
+            h.lat8.append(v['lat_8'])
+        if rec.kernel == 'osu_bibw':
+            continue     # both directions at once: not comparable with one-way bandwidth
+        if v.get(BANDWIDTH_1MIB, 0) > 0:
+            h.bw1m.append(v[BANDWIDTH_1MIB])
+        if rec.kernel in BW_KERNELS:
+            for var, value in v.items():
+                m = sized(var)
+                if m and m[0] == 'bw' and value > 0:
+                    h.bw_sized[m[1]].append(value)
+    return [found[k] for k in sorted(found)]
+
+
+STACK_COLUMNS = ('partition', 'source', 'stack', 'latency 8 B [us]', 'x best',
+                 'bw 1 MiB [MB/s]', 'of best', 'largest', 'bw largest [MB/s]', 'of best ',
+                 'samples')
+
+
+def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
+    """The MPI-stack comparison: each stack against the best of its partition."""
+    best: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for h in heads:
+        group = best[(h.system, h.partition, h.family)]
+        if h.latency is not None:
+            group['lat'] = min(group.get('lat', h.latency), h.latency)
+        if h.bandwidth is not None:
+            group['bw'] = max(group.get('bw', h.bandwidth), h.bandwidth)
+        if h.largest is not None:
+            group['big'] = max(group.get('big', h.largest[1]), h.largest[1])
+    rows: list[list[object]] = []
+    data: list[dict] = []
+    for h in heads:
+        group = best[(h.system, h.partition, h.family)]
+        lat, bw, big = h.latency, h.bandwidth, h.largest
+        rel_lat = lat / group['lat'] if lat is not None and group.get('lat') else None
+        rel_bw = bw / group['bw'] if bw is not None and group.get('bw') else None
+        rel_big = big[1] / group['big'] if big is not None and group.get('big') else None
+        rows.append([h.partition, h.family, h.stack, _fmt(lat), _fmt(rel_lat, '.2f'),
+                     _fmt(bw, '.4g'), _pct(rel_bw), human_bytes(big[0]) if big else 'n/a',
+                     _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.span.records])
+        data.append({'system': h.system, 'partition': h.partition, 'source': h.family,
+                     'stack': h.stack, 'library': h.span.library, 'latency_8B_us': lat,
+                     'latency_vs_best': rel_lat, 'bandwidth_1MiB_MBps': bw,
+                     'bandwidth_vs_best': rel_bw, 'largest_bytes': big[0] if big else None,
+                     'bandwidth_largest_MBps': big[1] if big else None,
+                     'largest_vs_best': rel_big, 'samples': h.span.records})
+    return rows, data
+
+
+def _pct(x: float | None) -> str:
+    return 'n/a' if x is None else f'{100 * x:.0f}%'
+
+
+RING_OSU_COLUMNS = ('partition', 'stack', 'ring lat 8 B [us]', 'OSU lat 8 B [us]', 'ring/OSU',
+                    'ring bw 1 MiB [MB/s]', 'OSU bw 1 MiB [MB/s]', 'ring/OSU ', 'samples')
+
+
+def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
+    """The ring kernel's figures beside OSU's, same stack and partition."""
+    pairs: dict[tuple, dict[str, Headline]] = defaultdict(dict)
+    for h in heads:
+        pairs[(h.system, h.partition, h.stack)][h.family] = h
+    rows: list[list[object]] = []
+    data: list[dict] = []
+    for (system, partition, stack), sides in sorted(pairs.items()):
+        ring, osu = sides.get('ring'), sides.get('osu')
+        if ring is None or osu is None:
+            continue
+        lat_r = ring.latency / osu.latency if ring.latency and osu.latency else None
+        bw_r = ring.bandwidth / osu.bandwidth if ring.bandwidth and osu.bandwidth else None
+        rows.append([partition, stack, _fmt(ring.latency), _fmt(osu.latency),
+                     _fmt(lat_r, '.2f'), _fmt(ring.bandwidth, '.4g'), _fmt(osu.bandwidth, '.4g'),
+                     _fmt(bw_r, '.2f'), f'{ring.span.records}/{osu.span.records}'])
+        data.append({'system': system, 'partition': partition, 'stack': stack,
+                     'ring_latency_8B_us': ring.latency, 'osu_latency_8B_us': osu.latency,
+                     'latency_ratio': lat_r, 'ring_bandwidth_1MiB_MBps': ring.bandwidth,
+                     'osu_bandwidth_1MiB_MBps': osu.bandwidth, 'bandwidth_ratio': bw_r,
+                     'samples_ring': ring.span.records, 'samples_osu': osu.span.records})
+    return rows, data
+
+
+ACCURACY_COLUMNS = ('partition', 'stack', 'variable', 'ring/OSU (median)', 'min', 'max',
+                    'samples')
+
+
+def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[dict]]:
+    """The ring-vs-osu check's own ratios."""
+    found: dict[tuple, list[float]] = defaultdict(list)
+    for rec in _usable(records, (ACCURACY_KERNEL,)):
+        for var, value in rec.values.items():
+            if 'ratio' in var and value > 0:
+                found[(rec.system, rec.partition, rec.stack, var)].append(value)
+    rows: list[list[object]] = []
+    data: list[dict] = []
+    for (system, partition, stack, var), xs in sorted(found.items()):
+        rows.append([partition, stack, var, f'{median(xs):.3f}', f'{min(xs):.3f}',
+                     f'{max(xs):.3f}', len(xs)])
+        data.append({'system': system, 'partition': partition, 'stack': stack,
+                     'variable': var, 'median': median(xs), 'samples': len(xs)})
+    return rows, data
+
+
+# ---- the ring's saturation curve ---------------------------------------------------
+
+@dataclasses.dataclass
+class Saturation:
+    """Bandwidth per node against k communicating ranks per node, one message size.
+
+    A kernel's layouts each measure some k (RingCheck: k = 1 in pure MPI, k = T in
+    masteronly R x T; osu_mbw_mr: every k in one job); 0 means "not measured"
+    (ReFrame cannot log NaN) and is left out.
+    """
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: int
+    bw: dict[int, list[float]]            # k -> MB/s per node
+    layouts: dict[int, set[str]]          # k -> "<mode> RxT" of the runs that measured it
+    records: int = 0
+
+    def curve(self) -> list[tuple[int, float, float, int]]:
+        """(k, median bandwidth, fraction of the maximum, samples) by k."""
+        med = {k: median(v) for k, v in self.bw.items()}
+        top = max(med.values())
+        return [(k, med[k], med[k] / top if top > 0 else 0.0, len(self.bw[k]))
+                for k in sorted(med)]
+
+
+def saturation(records: Iterable[Record]) -> list[Saturation]:
+    found: dict[tuple, Saturation] = {}
+    for rec in _usable(records, SATURATION_KERNELS):
+        seen: set[tuple] = set()
+        layout = f'{rec.mode} {rec.ranks}x{rec.threads}'
+        for var, value in rec.values.items():
+            m = saturation_var(var)
+            if not m or not value > 0:
+                continue
+            k, size = m
+            key = (rec.system, rec.partition, rec.stack, rec.kernel, size)
+            s = found.get(key)
+            if s is None:
+                s = found[key] = Saturation(*key, bw=defaultdict(list),
+                                            layouts=defaultdict(set))
+            s.bw[k].append(value)
+            s.layouts[k].add(layout)
+            if key not in seen:
+                s.records += 1
+                seen.add(key)
+    return [found[k] for k in sorted(found)]
+
+
+SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured by',
+                      'bw/node [MB/s]', '% of max', 'samples')
+
+
+def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[dict]]:
+    rows: list[list[object]] = []
+    data: list[dict] = []
+    for s in series:
+        for k, bw, frac, n in s.curve():
+            by = ', '.join(sorted(s.layouts[k]))
+            rows.append([s.stack, s.partition, s.kernel, human_bytes(s.size), k, by,
+                         f'{bw:.4g}', f'{100 * frac:.0f}%', n])
+            data.append({'system': s.system, 'partition': s.partition, 'stack': s.stack,
+                         'kernel': s.kernel, 'bytes': s.size, 'k': k, 'measured_by': by,
+                         'bandwidth_MBps': bw, 'fraction_of_max': frac, 'samples': n})
+    return rows, data
+
+
+SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks (or pairs) '
+                   'per node (Rabenseifner); % of the largest bandwidth of the same kernel, '
+                   'stack, partition and message size; "measured by" names the layouts. '
+                   'A node with few cores has few k: more cores show whether one '
+                   'communicating rank saturates the interconnect.')
+
+
+# ---- collectives ----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Collective:
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: int
+    times: dict[int, list[float]]         # rank count n -> us
+    fit: LogFit | None = None
+    error: str = ''
+
+    @property
+    def samples(self) -> int:
+        return sum(len(v) for v in self.times.values())
+
+    def medians(self) -> tuple[list[int], list[float]]:
+        ns = sorted(self.times)
+        return ns, [median(self.times[n]) for n in ns]
+
+
+#: message sizes shown in the collectives table (those present; all go to the JSON)
+SHOWN_SIZES = (8, 1024, 65536, MIB)
+
+
+def collectives(records: Iterable[Record]) -> list[Collective]:
+    found: dict[tuple, Collective] = {}
+    for rec in _usable(records, COLLECTIVE_KERNELS):
+        n = rec.ranks * rec.nodes
+        for var, value in rec.values.items():
+            m = sized(var)
+            if not m or m[0] != 'lat' or not value > 0:
+                continue
+            key = (rec.system, rec.partition, rec.stack, rec.kernel, m[1])
+            c = found.get(key)
+            if c is None:
+                c = found[key] = Collective(*key, times=defaultdict(list))
+            c.times[n].append(value)
+    out = []
+    for key in sorted(found):
+        c = found[key]
+        ns, ts = c.medians()
+        if len(ns) < 2:
+            c.error = f'needs >= 2 rank counts (only n = {ns[0]})'
+        else:
+            try:
+                c.fit = fit_log2(ns, ts)
+            except FitError as err:
+                c.error = str(err)
+        out.append(c)
+    return out
+
+
+COLLECTIVE_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'rank counts', 'a [us]',
+                      'b [us]', 'rel. error', 'samples')
+
+
+def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[dict]]:
+    sizes_by_kernel: dict[tuple, set[int]] = defaultdict(set)
+    for c in series:
+        sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)].add(c.size)
+    rows: list[list[object]] = []
+    data: list[dict] = []
+    for c in series:
+        sizes = sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)]
+        shown = {s for s in SHOWN_SIZES if s in sizes} | {min(sizes), max(sizes)}
+        ns, ts = c.medians()
+        data.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
+                     'kernel': c.kernel, 'bytes': c.size, 'ranks': ns, 'times_us': ts,
+                     'fit': dataclasses.asdict(c.fit) if c.fit else None, 'error': c.error,
+                     'samples': c.samples})
+        if c.size not in shown:
+            continue
+        counts = ','.join(str(n) for n in ns)
+        if c.fit is None:
+            rows.append([c.stack, c.partition, c.kernel, human_bytes(c.size), counts,
+                         c.error, '', '', c.samples])
+        else:
+            rows.append([c.stack, c.partition, c.kernel, human_bytes(c.size), counts,
+                         f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%',
+                         c.samples])
+    return rows, data

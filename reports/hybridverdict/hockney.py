@@ -1,0 +1,112 @@
+"""Least-squares fits of the communication models of Xu & Hwang (seed 003).
+
+Hockney's point-to-point model: t(m) = t0 + m / r_inf, with t0 the start-up
+latency, r_inf the asymptotic bandwidth and m_1/2 = t0 * r_inf the message
+length at which half of r_inf is reached.  Units: m in bytes, t in
+microseconds, so r_inf comes out in bytes per microsecond = MB/s (1 MB = 1e6 B).
+
+The fit minimises the squared *relative* residuals (t_fit - t) / t: plain least
+squares on t would be ruled by the largest messages and leave t0 to chance;
+relative residuals weigh an 8-byte latency like a 4-MiB transfer.  The fit's
+relative error is the root mean square of those residuals (Xu & Hwang saw
+theirs within 20%); the largest one is given too.
+
+Collectives over n ranks: t(n) = a log2(n) + b, fitted the same way, needs at
+least two rank counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+
+class FitError(ValueError):
+    """Data a model cannot be fitted to; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HockneyFit:
+    t0: float             # us
+    r_inf: float          # MB/s = B/us
+    m_half: float         # B
+    rel_error: float      # RMS of the relative residuals
+    max_error: float      # largest relative residual
+    points: int           # message sizes fitted
+
+    def time(self, m: float) -> float:
+        """The model's time in us for an m-byte message."""
+        return self.t0 + m / self.r_inf
+
+
+@dataclasses.dataclass(frozen=True)
+class LogFit:
+    a: float              # us per doubling of the rank count
+    b: float              # us
+    rel_error: float
+    max_error: float
+    points: int           # rank counts fitted
+
+    def time(self, n: float) -> float:
+        return self.a * math.log2(n) + self.b
+
+
+def _weighted_line(xs: Sequence[float], ts: Sequence[float]) -> tuple[float, float]:
+    """(intercept, slope) minimising sum(((c + s x) - t) / t)^2."""
+    # normal equations with weights w = 1 / t^2
+    sw = swx = swxx = swt = swxt = 0.0
+    for x, t in zip(xs, ts):
+        w = 1.0 / (t * t)
+        sw += w
+        swx += w * x
+        swxx += w * x * x
+        swt += w * t
+        swxt += w * x * t
+    det = sw * swxx - swx * swx
+    if det <= 0 or not math.isfinite(det):
+        raise FitError('the points are degenerate (all at one abscissa)')
+    slope = (sw * swxt - swx * swt) / det
+    intercept = (swt - slope * swx) / sw
+    return intercept, slope
+
+
+def _errors(fitted: Sequence[float], ts: Sequence[float]) -> tuple[float, float]:
+    rel = [(f - t) / t for f, t in zip(fitted, ts)]
+    return math.sqrt(sum(r * r for r in rel) / len(rel)), max(abs(r) for r in rel)
+
+
+def _check_points(xs: Sequence[float], ts: Sequence[float], what: str, need: str) -> None:
+    if len(xs) != len(ts):
+        raise FitError(f'{len(xs)} {what} but {len(ts)} times')
+    if len(set(xs)) < 2:
+        raise FitError(f'needs >= 2 {need}, got {len(set(xs))}')
+    bad = [t for t in ts if not (t > 0 and math.isfinite(t))]
+    if bad:
+        raise FitError(f'times must be positive and finite, got {bad[0]!r}')
+
+
+def fit_hockney(sizes: Sequence[float], times: Sequence[float]) -> HockneyFit:
+    """Fit t = t0 + m / r_inf to message sizes (B) and times (us)."""
+    _check_points(sizes, times, 'sizes', 'distinct message sizes')
+    if any(m < 0 for m in sizes):
+        raise FitError('message sizes must not be negative')
+    t0, slope = _weighted_line(sizes, times)
+    if slope <= 0:
+        raise FitError('the times do not grow with the message size: '
+                       'no finite asymptotic bandwidth r_inf')
+    r_inf = 1.0 / slope
+    rms, worst = _errors([t0 + m * slope for m in sizes], times)
+    return HockneyFit(t0=t0, r_inf=r_inf, m_half=t0 * r_inf, rel_error=rms, max_error=worst,
+                      points=len(set(sizes)))
+
+
+def fit_log2(ranks: Sequence[int], times: Sequence[float]) -> LogFit:
+    """Fit t = a log2(n) + b to rank counts n and times (us)."""
+    _check_points(ranks, times, 'rank counts', 'rank counts')
+    if any(n < 1 for n in ranks):
+        raise FitError('rank counts must be at least 1')
+    xs = [math.log2(n) for n in ranks]
+    b, a = _weighted_line(xs, times)
+    rms, worst = _errors([a * x + b for x in xs], times)
+    return LogFit(a=a, b=b, rel_error=rms, max_error=worst, points=len(set(ranks)))

@@ -1,0 +1,378 @@
+"""The report's figures, drawn with matplotlib's Agg backend into PNG data URIs.
+
+Each function takes the report's analysis objects and returns a ``Figure``
+(data URI and a caption naming what and how many samples it shows), or None
+when there is nothing to draw.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import math
+import multiprocessing
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.dates import num2date  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
+
+from . import comm, history  # noqa: E402
+from .report import Report  # noqa: E402
+from .verdict import size_key  # noqa: E402
+
+DPI = 80
+PHASE_ORDER = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh')
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    uri: str          # data:image/png;base64,...
+    caption: str
+
+
+def _png(fig, caption: str) -> Figure:
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=DPI)
+    plt.close(fig)
+    return Figure('data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode(), caption)
+
+
+def _layout(fig, rows: int = 1) -> None:
+    """Fixed margins: matplotlib's tight layout would cost a full extra draw."""
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12 / rows + 0.03, top=1 - 0.1 / rows,
+                        wspace=0.25, hspace=0.45)
+
+
+_PLAIN = FuncFormatter(lambda v, _pos: f'{v:g}')
+_BYTES = FuncFormatter(lambda v, _pos: next(f'{v / d:g}{u}' for d, u in (
+    (1 << 30, 'G'), (1 << 20, 'M'), (1 << 10, 'K'), (1, '')) if v >= d or d == 1))
+_DAY = FuncFormatter(lambda v, _pos: f'{num2date(v):%m-%d %H:%M}')
+
+
+def _log(ax, axis: str = 'y', base: float = 10) -> None:
+    """A log axis with plain tick labels (no mathtext: it is slow to lay out)."""
+    getattr(ax, f'set_{axis}scale')('log', base=base)
+    target = ax.yaxis if axis == 'y' else ax.xaxis
+    target.set_major_formatter(_PLAIN)
+    target.set_minor_formatter(NullFormatter())
+
+
+def _grid(n: int, cols: int, w: float = 4.2, h: float = 3.0):
+    cols = max(1, min(cols, n))
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(w * cols, h * nrows), squeeze=False)
+    _layout(fig, nrows)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _num(size: str) -> float | None:
+    try:
+        return float(size)
+    except ValueError:
+        return None
+
+
+def speedup(rep: Report) -> Figure | None:
+    by_kernel: dict[str, list] = defaultdict(list)
+    for v in rep.verdicts:
+        by_kernel[v.kernel].append(v)
+    if not by_kernel:
+        return None
+    fig, axes = _grid(len(by_kernel), 2, 6.0, 4.2)
+    samples = 0
+    for ax, (kernel, vs) in zip(axes, sorted(by_kernel.items())):
+        lines: dict[str, list] = defaultdict(list)
+        for v in vs:
+            lines[f'{v.hybrid_mode} {v.hybrid_layout} {v.stack}@{v.partition}'].append(v)
+            samples += v.n_mpi + v.n_hybrid
+        sizes = sorted({v.size for v in vs}, key=size_key)
+        numeric = all(_num(s) is not None for s in sizes)
+        for label, pts in sorted(lines.items()):
+            pts.sort(key=lambda v: size_key(v.size))
+            xs = [_num(v.size) if numeric else sizes.index(v.size) for v in pts]
+            ys = [v.speedup for v in pts]
+            err = [v.speedup * v.noise for v in pts]
+            n = sum(v.n_mpi + v.n_hybrid for v in pts)
+            ax.errorbar(xs, ys, yerr=err, marker='o', capsize=3, label=f'{label} (n={n})')
+        ax.axhline(1.0, color='k', lw=0.8, ls='--')
+        if numeric and len(sizes) > 1 and max(map(float, sizes)) / min(map(float, sizes)) > 8:
+            _log(ax, 'x', 2)
+        if not numeric:
+            ax.set_xticks(range(len(sizes)), sizes)
+        ax.set_title(kernel)
+        ax.set_xlabel('problem size')
+        ax.set_ylabel('speedup T_mpi / T_hybrid')
+        ax.legend(fontsize=6, loc='upper left')
+    return _png(fig, f'Speedup of hybrid over pure MPI against problem size; error bars: the '
+                     f'noise band; above 1 hybrid wins. {samples} runs.')
+
+
+def efficiencies(rep: Report) -> Figure | None:
+    effs = rep.efficiencies
+    if not effs:
+        return None
+    names = ('e_mt', 'e_cache', 'e_ni', 'e_mp')
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(effs) + 2), 3.6))
+    _layout(fig)
+    fig.subplots_adjust(bottom=0.25)
+    width = 0.2
+    for j, name in enumerate(names):
+        ys = [getattr(e, name) for e in effs]
+        ax.bar([i + (j - 1.5) * width for i in range(len(effs))],
+               [math.nan if y is None else y for y in ys], width, label=name)
+    ax.axhline(1.0, color='k', lw=0.8, ls='--')
+    ax.set_xticks(range(len(effs)),
+                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}\nruns {e.samples}'
+                   for e in effs], fontsize=7)
+    ax.set_ylabel('efficiency')
+    ax.legend(fontsize=7, ncol=4, loc='upper right')
+    return _png(fig, 'Chow & Hysom efficiency decomposition per stack, partition and size '
+                     '(missing bars: n/a, e.g. e_ni on one node); runs = mpi/hybrid/serial '
+                     'samples. e_mt, e_cache, e_ni above 1 and e_mp below 1 favour hybrid.')
+
+
+def phases(rep: Report) -> Figure | None:
+    rows = rep.phases
+    if not rows:
+        return None
+    by_size: dict[str, list] = defaultdict(list)
+    for r in rows:
+        by_size[r.size].append(r)
+    fig, axes = _grid(len(by_size), 3)
+    for ax, (size, rs) in zip(axes, sorted(by_size.items(), key=lambda kv: size_key(kv[0]))):
+        groups = sorted({f'{r.hybrid} {r.stack}@{r.partition}' for r in rs})
+        width = 0.8 / max(1, len(groups))
+        for j, g in enumerate(groups):
+            ratio = {r.phase: r.ratio for r in rs if f'{r.hybrid} {r.stack}@{r.partition}' == g}
+            n = next(r.samples for r in rs if f'{r.hybrid} {r.stack}@{r.partition}' == g)
+            ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
+                   [ratio.get(p, math.nan) for p in PHASE_ORDER], width, label=f'{g} (n={n})')
+        ax.axhline(1.0, color='k', lw=0.8, ls='--')
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
+                      fontsize=7)
+        ax.set_title(f'md, cells per side {size}')
+        ratios = [r.ratio for r in rs if 0 < r.ratio < math.inf]
+        if ratios and max(ratios) / min(ratios) > 20:
+            _log(ax)
+            ax.set_ylabel('T_hybrid / T_mpi (log scale)')
+        else:
+            ax.set_ylabel('T_hybrid / T_mpi')
+        ax.legend(fontsize=6, loc='upper left')
+    return _png(fig, 'MD phase breakdown: median hybrid / pure-MPI time per phase (above 1: '
+                     'slower in hybrid); n = pure-MPI/hybrid runs.')
+
+
+def hockney(rep: Report) -> Figure | None:
+    curves = [c for c in rep.curves if c.times]
+    if not curves:
+        return None
+    by_part: dict[tuple, list] = defaultdict(list)
+    for c in curves:
+        by_part[(c.system, c.partition)].append(c)
+    fig, axes = _grid(len(by_part), 2, 5.5, 4.0)
+    for ax, ((system, part), cs) in zip(axes, sorted(by_part.items())):
+        for c in cs:
+            sizes, times = c.medians()
+            fit = (f': t0={c.fit.t0:.3g} us, r_inf={c.fit.r_inf:.4g} MB/s' if c.fit else
+                   ': no fit')
+            xs = [max(m, 1) for m in sizes]
+            pts = ax.plot(xs, times, 'o', ms=4,
+                          label=f'{c.kernel} {c.stack} (n={c.span.records}){fit}')
+            if c.fit is not None:
+                ax.plot(xs, [c.fit.time(m) for m in sizes], '-', color=pts[0].get_color())
+        _log(ax, 'x', 2)
+        ax.xaxis.set_major_locator(LogLocator(base=4, numticks=8))
+        ax.xaxis.set_major_formatter(_BYTES)
+        _log(ax)
+        ax.set_title(f'{system}:{part}')
+        ax.set_xlabel('message size [B]')
+        ax.set_ylabel('one-way time [us]')
+        ax.legend(fontsize=6, loc='upper left')
+    return _png(fig, 'Hockney fits: measured median one-way times (points) against the fitted '
+                     't0 + m / r_inf (lines), per stack, source and partition.')
+
+
+def saturation(rep: Report) -> Figure | None:
+    series = rep.saturation
+    if not series:
+        return None
+    # the largest message of each (stack, partition, kernel): the saturation regime
+    top: dict[tuple, comm.Saturation] = {}
+    for s in series:
+        key = (s.system, s.partition, s.stack, s.kernel)
+        if key not in top or s.size > top[key].size:
+            top[key] = s
+    fig, (ax_abs, ax_rel) = plt.subplots(1, 2, figsize=(10, 3.8))
+    _layout(fig)
+    for s in top.values():
+        pts = s.curve()
+        ks = [p[0] for p in pts]
+        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)} '
+                 f'(n={s.records})')
+        ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
+        ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
+    ax_abs.set_ylabel('bandwidth per node [MB/s]')
+    ax_rel.set_ylabel('% of the maximum')
+    for ax in (ax_abs, ax_rel):
+        ax.set_xlabel('k communicating ranks per node')
+        ax.set_xticks(sorted({k for s in top.values() for k in s.bw}))
+        ax.legend(fontsize=6, loc='upper left')
+    ax_rel.set_ylim(0, 105)
+    return _png(fig, 'Ring saturation: aggregated bandwidth per node against k, absolute and '
+                     'as % of the maximum (largest message size of each series).')
+
+
+def stacks(rep: Report) -> Figure | None:
+    heads = [h for h in rep.headlines if h.latency is not None or h.bandwidth is not None]
+    if not heads:
+        return None
+    fig, (ax_lat, ax_bw) = plt.subplots(1, 2, figsize=(10, 3.8))
+    _layout(fig)
+    fig.subplots_adjust(bottom=0.2)
+    labels = [f'{h.stack}\n{h.partition} {h.family}' for h in heads]
+    xs = range(len(heads))
+    ax_lat.bar(xs, [math.nan if h.latency is None else h.latency for h in heads])
+    ax_lat.set_ylabel('latency at 8 B [us]')
+    ax_bw.bar(xs, [math.nan if h.bandwidth is None else h.bandwidth for h in heads])
+    ax_bw.set_ylabel('bandwidth at 1 MiB [MB/s]')
+    for ax in (ax_lat, ax_bw):
+        ax.set_xticks(list(xs), labels, fontsize=7)
+    n = sum(h.span.records for h in heads)
+    return _png(fig, f'MPI-stack comparison: latency at 8 B and bandwidth at 1 MiB per stack, '
+                     f'partition and source. {n} runs.')
+
+
+def collectives(rep: Report) -> Figure | None:
+    fitted = [c for c in rep.collectives if len(c.times) >= 1]
+    if not fitted:
+        return None
+    by_kernel: dict[str, list] = defaultdict(list)
+    for c in fitted:
+        by_kernel[c.kernel].append(c)
+    fig, axes = _grid(len(by_kernel), 2, 5.5, 4.0)
+    for ax, (kernel, cs) in zip(axes, sorted(by_kernel.items())):
+        sizes = sorted({c.size for c in cs})
+        shown = {sizes[0], sizes[-1]}          # the table has more sizes
+        for c in cs:
+            if c.size not in shown:
+                continue
+            ns, ts = c.medians()
+            pts = ax.plot(ns, ts, 'o', label=f'{c.stack}@{c.partition} '
+                                              f'{comm.human_bytes(c.size)} (n={c.samples})')
+            if c.fit is not None:
+                ax.plot(ns, [c.fit.time(n) for n in ns], '-', color=pts[0].get_color())
+        _log(ax, 'x', 2)
+        _log(ax)
+        ax.set_title(kernel)
+        ax.set_xlabel('ranks n')
+        ax.set_ylabel('latency [us]')
+        ax.legend(fontsize=6, loc='upper left')
+    return _png(fig, 'Collectives: median latency against the rank count (points) and the fit '
+                     'a log2 n + b (lines, where >= 2 rank counts exist), for the smallest '
+                     'and the largest message.')
+
+
+def history_figures(series: list[history.Series], per_figure: int = 16) -> list[Figure]:
+    out = []
+    for start in range(0, len(series), per_figure):
+        chunk = series[start:start + per_figure]
+        fig, axes = _grid(len(chunk), 4, 4.0, 2.4)
+        fig.subplots_adjust(left=0.06, right=0.98, bottom=0.05, top=0.96, wspace=0.25,
+                            hspace=0.55)
+        for ax, s in zip(axes, chunk):
+            ax.plot(s.times, s.values, '.-', ms=3, lw=0.8)
+            if s.has_band:
+                lo = [math.nan if x is None else x for x in s.low]
+                hi = [math.nan if x is None else x for x in s.high]
+                ax.fill_between(s.times, lo, hi, color='tab:green', alpha=0.2, step='post')
+            ax.set_title(f'{s.label} (n={s.samples})', fontsize=7)
+            ax.set_ylabel(s.unit, fontsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
+            ax.xaxis.set_major_formatter(_DAY)
+            ax.yaxis.set_major_locator(MaxNLocator(4))
+            ax.tick_params(labelsize=6)
+        out.append(_png(fig, f'History, series {start + 1}-{start + len(chunk)}: value over '
+                             'time (medians of consecutive runs where there are many), '
+                             'reference band shaded.'))
+    return out
+
+
+#: figure key -> function of the report drawing it
+DRAWERS = {'speedup': speedup, 'efficiencies': efficiencies, 'phases': phases,
+           'hockney': hockney, 'saturation': saturation, 'stacks': stacks,
+           'collectives': collectives}
+
+
+def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, list[Figure]]:
+    """Figure key (as in ``Section.figure``) -> its figures; `only`: just those keys."""
+    keys = set(DRAWERS) | {'history'} if only is None else set(only)
+    out: dict[str, list[Figure]] = {}
+    for key, fn in DRAWERS.items():
+        if key in keys:
+            fig = fn(rep)
+            if fig is not None:
+                out[key] = [fig]
+    if 'history' in keys and rep.history:
+        out['history'] = history_figures(rep.history)
+    return out
+
+
+#: the figures drawn by a second process where there is one (about half the work)
+SECOND_PROCESS = ('history', 'hockney', 'collectives')
+_SHARED: dict[str, Report] = {}
+#: seconds to wait for the second process before drawing its figures here
+CHILD_TIMEOUT = 300
+
+
+def _draw_shared(keys: tuple[str, ...]) -> dict[str, list[Figure]]:
+    return all_figures(_SHARED['report'], keys)
+
+
+class Drawing:
+    """All figures of a report, drawn partly in a forked process while the caller
+    does other work; ``result()`` collects them (drawing in-process where fork is
+    unavailable or fails)."""
+
+    def __init__(self, rep: Report, parallel: bool = True):
+        self.rep = rep
+        self.pool = None
+        self.pending = None
+        if parallel and (os.cpu_count() or 1) > 1:
+            try:
+                ctx = multiprocessing.get_context('fork')
+                _SHARED['report'] = rep
+                self.pool = ctx.Pool(1)
+                self.pending = self.pool.apply_async(_draw_shared, (SECOND_PROCESS,))
+            except (ValueError, OSError):
+                self.pool = None
+            finally:
+                _SHARED.clear()
+
+    def result(self) -> dict[str, list[Figure]]:
+        if self.pool is None:
+            return all_figures(self.rep)
+        try:
+            mine = all_figures(self.rep, set(DRAWERS) - set(SECOND_PROCESS))
+            try:
+                theirs = self.pending.get(timeout=CHILD_TIMEOUT)
+            except Exception:          # the second process failed or hung: draw here
+                theirs = all_figures(self.rep, SECOND_PROCESS)
+            return mine | theirs
+        finally:
+            self.pool.terminate()
+            self.pool.join()

@@ -1,0 +1,99 @@
+"""Text outputs of a report: the terminal summary, the Markdown summary and the
+JSON of verdicts and analyses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from tabulate import tabulate
+
+from .report import Report
+from .verdict import Verdict
+
+COLUMNS = ('kernel', 'size', 'stack', 'partition', 'cores', 'mpi', 'hybrid',
+           'T_mpi [s]', 'T_hybrid [s]', 'speedup', 'noise', 'samples', 'verdict')
+
+VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid (median total times); WIN or LOSS only '
+                'outside the noise band (twice the relative standard error of the ratio, '
+                'at least the floor), TIE inside it; samples = pure-MPI/hybrid runs.')
+
+
+def rows(found: list[Verdict]) -> list[list[object]]:
+    return [[v.kernel, v.size, v.stack, v.partition, v.cores, v.mpi_layout,
+             f'{v.hybrid_mode} {v.hybrid_layout}', f'{v.t_mpi:.4g}', f'{v.t_hybrid:.4g}',
+             f'{v.speedup:.3f}', f'±{100 * v.noise:.1f}%', f'{v.n_mpi}/{v.n_hybrid}',
+             v.verdict] for v in found]
+
+
+def _table(columns, body, fmt: str) -> str:
+    return tabulate(body, headers=columns, tablefmt=fmt, disable_numparse=True)
+
+
+def counts(found: list[Verdict]) -> str:
+    n = {k: sum(v.verdict == k for v in found) for k in ('WIN', 'LOSS', 'TIE')}
+    return f'{len(found)} verdicts: {n["WIN"]} WIN, {n["LOSS"]} LOSS, {n["TIE"]} TIE'
+
+
+def terminal(rep: Report) -> str:
+    """The summary printed at the end of a run."""
+    out = [*rep.meta.lines(), '']
+    if rep.verdicts:
+        out += [f'Hybrid vs pure MPI at equal cores ({counts(rep.verdicts)})',
+                _table(COLUMNS, rows(rep.verdicts), 'simple')]
+    else:
+        out.append('No pure-MPI/hybrid pair in these runs.')
+    empty = [sec.title for sec in rep.sections if not sec.rows]
+    for sec in rep.sections:
+        if not sec.rows:
+            continue
+        if sec.key == 'history':
+            out += ['', f'{sec.title}: {len(rep.history)} of {rep.history_total} series drawn '
+                    'in the HTML report (table in the Markdown).']
+            continue
+        out += ['', sec.title, sec.note, _table(sec.columns, sec.rows, 'simple')]
+    if empty:
+        out += ['', f'No data in these runs for: {"; ".join(empty)}.']
+    return '\n'.join(out)
+
+
+def markdown(rep: Report) -> str:
+    """The Markdown summary (nightly mail, CI page)."""
+    m = rep.meta
+    lines = [
+        f'# Hybrid vs pure MPI at equal cores: {", ".join(m.systems) or "no system"}',
+        '',
+        f'Generated {m.generated:%Y-%m-%d %H:%M UTC} by hybridverdict {m.version} from '
+        f'{m.records} records ({m.skipped} lines skipped) in {", ".join(m.inputs)}'
+        + (f', runs since {m.since.isoformat()}' if m.since else '') + f'; runs {m.dates}.',
+        '',
+        *[f'> warning: {w}' for w in m.warnings],
+        '',
+        'MPI libraries:',
+        *[f'- {stack}: {"; ".join(libs) or "unknown"}' for stack, libs in m.stacks.items()],
+        '',
+        VERDICT_NOTE,
+        '',
+    ]
+    if rep.verdicts:
+        lines += [f'**{counts(rep.verdicts)}**', '',
+                  _table(COLUMNS, rows(rep.verdicts), 'github'), '']
+    else:
+        lines += ['No pure-MPI/hybrid pair in these runs.', '']
+    for sec in rep.sections:
+        if not sec.rows:
+            lines += [f'## {sec.title}', '', f'No data: needs {sec.missing}.', '']
+            continue
+        lines += [f'## {sec.title}', '', sec.note, '', _table(sec.columns, sec.rows, 'github'),
+                  '']
+    return '\n'.join(lines)
+
+
+def verdict_json(rep: Report) -> str:
+    """Verdicts and the data of every analysis, as JSON."""
+    return json.dumps({
+        'version': rep.meta.version, 'meta': rep.meta.as_dict(),
+        'records': rep.meta.records, 'skipped': rep.meta.skipped,
+        'verdicts': [dataclasses.asdict(v) for v in rep.verdicts],
+        'sections': {sec.title: sec.data for sec in rep.sections if sec.data},
+    }, indent=1, default=str)

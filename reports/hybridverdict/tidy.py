@@ -1,0 +1,136 @@
+"""The tidy table: one row per record x performance variable, for other tools.
+
+Columns (``COLUMNS``): where and how the run ran, when it completed, the
+variable with its value and unit, its reference and thresholds as ReFrame logs
+them (``lower``/``upper`` are fractions of ``ref``; empty when unbounded) and the
+run's result.  Written as CSV and as JSON (``{"meta": ..., "rows": [...]}``),
+each a new file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import polars as pl
+
+from .perflog import Record
+
+COLUMNS = ('system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
+           'size', 'nodes', 'time', 'variable', 'value', 'unit', 'ref', 'lower', 'upper',
+           'result')
+
+_SCHEMA = {'system': pl.String, 'partition': pl.String, 'stack': pl.String,
+           'library': pl.String, 'kernel': pl.String, 'mode': pl.String, 'ranks': pl.Int64,
+           'threads': pl.Int64, 'size': pl.String, 'nodes': pl.Int64, 'time': pl.String,
+           'variable': pl.String, 'value': pl.Float64, 'unit': pl.String, 'ref': pl.Float64,
+           'lower': pl.Float64, 'upper': pl.Float64, 'result': pl.String}
+
+_RECORD_COLUMNS = COLUMNS[:11] + ('result',)
+
+
+def table(records: Sequence[Record]) -> pl.DataFrame:
+    """The tidy table of `records` (run order, then variable order)."""
+    times: dict[object, str] = {}
+    for r in records:
+        if r.time not in times:
+            times[r.time] = r.time.isoformat()
+    runs = pl.DataFrame({
+        'system': [r.system for r in records], 'partition': [r.partition for r in records],
+        'stack': [r.stack for r in records], 'library': [r.mpi_library for r in records],
+        'kernel': [r.kernel for r in records], 'mode': [r.mode for r in records],
+        'ranks': [r.ranks for r in records], 'threads': [r.threads for r in records],
+        'size': [r.size for r in records], 'nodes': [r.nodes for r in records],
+        'time': [times[r.time] for r in records], 'result': [r.result for r in records],
+    }, schema={c: _SCHEMA[c] for c in _RECORD_COLUMNS})
+    idx = [i for i, r in enumerate(records) for _ in r.values]
+    # a record's units have the keys of its values, in the same order (both readers
+    # build them so); if not, look each unit up
+    if all(r.units.keys() == r.values.keys() for r in records):
+        units = [u for r in records for u in r.units.values()]
+    else:
+        units = [r.units.get(v, '') for r in records for v in r.values]
+    variables = pl.DataFrame({
+        'i': idx,
+        'variable': [v for r in records for v in r.values],
+        'value': [x for r in records for x in r.values.values()],
+        'unit': units,
+    }, schema={'i': pl.UInt32} | {c: _SCHEMA[c] for c in ('variable', 'value', 'unit')})
+    # references: few per record, joined onto their rows
+    refs = [(i, v, *t) for i, r in enumerate(records) if r.refs for v, t in r.refs.items()]
+    ref_frame = pl.DataFrame(refs, schema={'i': pl.UInt32, 'variable': pl.String,
+                                           'ref': pl.Float64, 'lower': pl.Float64,
+                                           'upper': pl.Float64}, orient='row')
+    variables = variables.join(ref_frame, on=['i', 'variable'], how='left',
+                               maintain_order='left')
+    runs = runs[variables.get_column('i')] if idx else runs.clear()
+    return runs.hstack(variables.drop('i')).select(COLUMNS)
+
+
+def write_csv(df: pl.DataFrame, path: str) -> None:
+    """A new CSV file (fails if `path` exists)."""
+    with open(path, 'xb') as fp:
+        df.write_csv(fp)
+
+
+#: characters a JSON string must escape (UTF-8 text needs none)
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
+
+
+def _finite(df: pl.DataFrame) -> pl.DataFrame:
+    """NaN and infinities (which JSON lacks) as nulls."""
+    return df.with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c)).alias(c)
+                           for c, t in df.schema.items() if t.is_float())
+
+
+_SEP = '],\n  ['
+
+
+def _plain(df: pl.DataFrame) -> bool:
+    """No string in `df` needs escaping in JSON."""
+    return all(not df.get_column(c).str.contains(_NEEDS_ESCAPE).any()
+               for c, t in df.schema.items() if t == pl.String)
+
+
+def _json_rows(df: pl.DataFrame) -> str:
+    """The rows as JSON arrays separated by _SEP, without the outer brackets (slow path)."""
+    cells = []
+    for name, dtype in df.schema.items():
+        col = pl.col(name)
+        if dtype == pl.String:
+            uniques = df.get_column(name).drop_nulls().unique().to_list()
+            text_col = col.replace_strict({u: json.dumps(u) for u in uniques}, default=None,
+                                          return_dtype=pl.String)
+        elif dtype.is_float():
+            text_col = pl.when(col.is_finite()).then(col.cast(pl.String))
+        else:
+            text_col = col.cast(pl.String)
+        cells.append(text_col.fill_null('null'))
+    return df.select(pl.concat_str(cells, separator=',')).to_series().str.join(_SEP).item()
+
+
+def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
+    """A new JSON file ``{"meta": {...}, "columns": [...], "data": [[row], ...]}``.
+
+    Rows are arrays in the order of ``columns`` (pandas:
+    ``DataFrame(j["data"], columns=j["columns"])``; polars:
+    ``pl.DataFrame(j["data"], schema=j["columns"], orient="row")``); non-finite
+    values are null.
+    """
+    head = ('{"meta": ' + json.dumps(meta, default=str) + ',\n "columns": '
+            + json.dumps(list(df.columns)) + ',\n "data": [\n  ')
+    with open(path, 'xb') as fp:
+        fp.write(head.encode())
+        if df.height and _plain(df):
+            # nothing to escape: polars' CSV writer, quoting every string, writes JSON
+            # arrays straight into the file; the separator after the last row is cut
+            fp.write(b'[')
+            _finite(df).write_csv(fp, include_header=False, quote_style='non_numeric',
+                                  null_value='null', line_terminator=_SEP)
+            fp.seek(-len(_SEP), os.SEEK_END)
+            fp.truncate()
+            fp.write(b']')
+        elif df.height:
+            fp.write(('[' + _json_rows(df) + ']').encode())
+        fp.write(b'\n]}\n')

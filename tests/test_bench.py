@@ -1,0 +1,23 @@
+"""The benchmark command works (its timing is shown by running it, not asserted here)."""
+
+from __future__ import annotations
+
+from hybridverdict import bench
+from hybridverdict.perflog import ReadStats, read_perflogs
+
+
+def test_synthetic_perflog_is_read_back_with_its_truncated_lines(tmp_path):
+    lines = bench.synthesise(str(tmp_path), 400)
+    stats = ReadStats()
+    recs = read_perflogs([str(tmp_path)], stats=stats)
+    assert lines >= 400 and stats.records + stats.skipped == lines
+    assert stats.skipped == 1 and stats.reasons == {
+        'field count differs from header (truncated or corrupt)': 1}
+    assert {r.kernel for r in recs} >= {'spmv', 'md', 'osu_latency', 'ring', 'osu_allreduce'}
+
+
+def test_benchmark_runs_end_to_end(tmp_path, capsys):
+    assert bench.main(['--records', '300', '--budget', '600', '--keep', str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert 'TOTAL' in out and 'of the 600 s budget' in out
+    assert len(list((tmp_path / 'reports').iterdir())) == 5

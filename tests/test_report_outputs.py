@@ -1,0 +1,226 @@
+"""The report command's outputs: terminal, Markdown, JSON, HTML with figures, tidy CSV/JSON."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import re
+
+import pytest
+from hybridverdict import history
+from hybridverdict.cli import main
+from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.report import build
+from hybridverdict.write import SUFFIXES, write_all
+from perflog_writer import T0, header, hockney_runs, line, write, write_runs
+from test_runreport import case, report
+
+SIZES = [1, 8, 64, 512, 4096, 65536, 1048576]
+PHASES = {f'phase_{p}': (0.1, 's') for p in ('force', 'movout', 'sum', 'movea', 'moveb',
+                                               'neigh')}
+
+
+def dataset(root):
+    """Perflogs of every kind the report analyses, two stacks, a few sessions."""
+    logs = root / 'perflogs/local'
+    for part in ('shm', 'tcp'):
+        for stack in ('openmpi', 'mpich'):
+            kw = {'stack': stack, 'part': part}
+            spmv = []
+            for i in range(3):
+                when = T0 + dt.timedelta(days=i)
+                for mode, r, t, tt in (('mpi', 2, 1, 2.0), ('masteronly', 1, 2, 1.0),
+                                       ('serial', 1, 1, 1.9)):
+                    spmv.append(line('spmv', {
+                        'fom': (2.5 + i, 'GFLOP/s', 2.5, -0.1, 0.1), 't_total': (tt, 's'),
+                        't_comp': (0.8 * tt, 's'), 't_comm': (0.2 * tt, 's')},
+                        mode=mode, ranks=r, threads=t, size='16', time=when, **kw))
+            write(logs / f'{part}/{stack}/SpmvCheck.log',
+                  [header(['fom', 't_total', 't_comp', 't_comm'])] + spmv)
+            write(logs / f'{part}/{stack}/MdCheck.log', [header(['t_total', *PHASES])] + [
+                line('md', {'t_total': (1.0, 's'), **PHASES}, mode=m, ranks=r, threads=t,
+                     size='6', **kw) for m, r, t in (('mpi', 2, 1), ('masteronly', 1, 2))])
+            write_runs(logs / f'{part}/{stack}/OsuLatency.log', 'osu_latency',
+                       hockney_runs(0.5 if part == 'shm' else 10.0, 5000.0, SIZES), **kw)
+            write_runs(logs / f'{part}/{stack}/RingPingpong.log', 'ring-pingpong',
+                       hockney_runs(0.6 if part == 'shm' else 11.0, 4000.0, SIZES), **kw)
+            write_runs(logs / f'{part}/{stack}/RingCheck.log', 'ring',
+                       [{'bw_k1_1048576': (4000.0, 'MB/s')}] * 2, **kw)
+            write_runs(logs / f'{part}/{stack}/OsuAllreduce.log', 'osu_allreduce',
+                       [{'lat_8': (3.0, 'us'), 'lat_1024': (5.0, 'us')}], **kw)
+    return root / 'perflogs'
+
+
+def digest(root) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob('*')) if p.is_file()}
+
+
+def written(out) -> dict[str, str]:
+    files = sorted(p.name for p in out.iterdir())
+    (md,) = [f for f in files if f.endswith('.md')]
+    stem = md[:-3]
+    assert sorted(files) == sorted(stem + s for s in SUFFIXES.values())
+    return {kind: (out / (stem + s)).read_text() for kind, s in SUFFIXES.items()}
+
+
+def test_one_command_writes_every_output(tmp_path, capsys):
+    logs = dataset(tmp_path)
+    before = digest(logs)
+    out = tmp_path / 'reports'
+    assert main(['--perflogs', str(logs), '--out', str(out)]) == 0
+    term = capsys.readouterr().out
+    assert digest(logs) == before                                  # inputs untouched
+    files = written(out)
+    assert term.startswith('System: local; runs 2026-11-22 10:00 .. 2026-11-24 10:00 UTC')
+    assert files['md'].startswith('# Hybrid vs pure MPI at equal cores: local')
+    assert '<title>Hybrid vs pure MPI: local</title>' in files['html']
+    for text in (term, files['md'], files['html']):
+        assert 'MPICH Version: 4.0.2' in text and 'Open MPI v4.1.4' in text
+        assert 'Hockney' in text and 'MPI-stack comparison' in text
+    assert '2026-11-22' in files['md'] and '2026-11-24' in files['md']
+    assert 'needs >= 2 rank counts' in files['md']
+
+    page = files['html']
+    for title in ('Verdict matrix', 'Speedup against problem size', 'SpMV efficiencies',
+                  'MD phase breakdown', 'Hockney fits', 'MPI-stack comparison',
+                  'Ring kernel against OSU', 'Ring saturation curve', 'Collectives',
+                  'History of the performance variables'):
+        assert title in page, title
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) >= 7
+    assert all(base64.b64decode(i)[:8] == b'\x89PNG\r\n\x1a\n' for i in images)
+    assert 'src="http' not in page and '<link' not in page          # self-contained
+    assert 'class="WIN"' in page and 'n=3/3' in page                  # coloured, samples
+
+    verdicts = json.loads(files['json'])
+    assert verdicts['meta']['stacks'] == {'mpich': ['MPICH Version: 4.0.2'],
+                                          'openmpi': ['Open MPI v4.1.4']}
+    assert 'Hockney fits t = t0 + m / r_inf (Xu & Hwang)' in verdicts['sections']
+    tidy_json = json.loads(files['tidy_json'])
+    assert tidy_json['meta']['systems'] == ['local']
+    assert tidy_json['meta']['rows'] == len(tidy_json['data'])
+    assert files['csv'].splitlines()[0] == ','.join(tidy_json['columns'])
+    assert len(files['csv'].splitlines()) == len(tidy_json['data']) + 1
+
+
+def test_outputs_never_overwrite_existing_files(tmp_path):
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    out = tmp_path / 'out'
+    out.mkdir()
+    now = dt.datetime(2026, 11, 22, 12, tzinfo=dt.timezone.utc)
+    squatter = out / 'verdict-20261122T120000Z.html'       # one file of the first stem
+    squatter.write_text('keep me')
+    first = write_all(rep, str(out), now=now)
+    second = write_all(rep, str(out), now=now)
+    assert squatter.read_text() == 'keep me'
+    assert first['html'].endswith('verdict-20261122T120000Z-1.html')
+    assert second['md'].endswith('verdict-20261122T120000Z-2.md')
+    assert len(list(out.iterdir())) == 1 + 2 * len(SUFFIXES)
+
+
+def test_unknown_fields_and_truncated_lines_are_counted_and_warned(tmp_path, capsys):
+    logs = dataset(tmp_path)
+    path = logs / 'local/shm/mpich/SpmvCheck.log'
+    lines = path.read_text().splitlines()
+    lines[0] += '|new_field'
+    lines[1:] = [ln + 'x|' for ln in lines[1:]]
+    lines.append(lines[1][:50])                                     # truncated
+    lines.append(lines[1] + 'one|too|many|')
+    path.write_text('\n'.join(lines) + '\n')
+    assert main(['--perflogs', str(logs), '--no-write']) == 0
+    err = capsys.readouterr().err
+    assert 'skipped 2 perflog line(s)' in err
+    assert 'ignored unknown perflog field(s): new_field (1 file(s))' in err
+
+
+def test_since_limits_the_report_but_not_the_history(tmp_path):
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    recs = read_perflogs([str(logs)], stats=stats)
+    since = T0 + dt.timedelta(days=2)
+    rep = build(recs, stats, [str(logs)], since=since)
+    assert rep.meta.first >= since and rep.meta.records < len(recs)
+    assert all(v.n_mpi == 1 for v in rep.verdicts if v.kernel == 'spmv')
+    fom = [s for s in rep.history if s.kernel == 'spmv' and s.variable == 'fom']
+    assert fom and all(s.samples == 3 and s.has_band for s in fom)
+    assert all(s.out_of_band == 2 for s in fom if s.mode == 'mpi')   # 3.5, 4.5 > 2.75
+
+
+def test_history_is_limited_and_downsampled(tmp_path):
+    runs = [{'fom': (float(i), 'GB/s', 100.0, -0.5, 0.5)} for i in range(500)]
+    write_runs(tmp_path / 'x.log', 'stream', runs)
+    write_runs(tmp_path / 'y.log', 'spmv', [{'t_total': (1.0, 's')}] * 5)
+    series, total = history.history(read_perflogs([str(tmp_path)]), limit=1, max_points=50)
+    assert total == 2 and len(series) == 1
+    (s,) = series
+    assert (s.variable, s.samples, len(s.values)) == ('fom', 500, 50)
+    assert s.out_of_band == 500 - 101 and s.low[0] == 50.0 and s.high[0] == 150.0
+
+
+def test_run_report_alone_is_an_input(tmp_path, capsys):
+    reports = tmp_path / 'reports'
+    reports.mkdir()
+    report(reports / 'run-report-7.json', [case(t=2.0), case('masteronly', 1, 2, t=1.0,
+                                                            when=T0.timestamp() + 30)])
+    out = tmp_path / 'out'
+    assert main(['--run-reports', str(reports), '--out', str(out)]) == 0
+    assert 'WIN' in capsys.readouterr().out
+    assert f'records (0 lines skipped) in {reports}' in written(out)['md']
+
+
+def test_communication_data_alone_makes_a_report(tmp_path, capsys):
+    write_runs(tmp_path / 'logs/Osu.log', 'osu_latency', hockney_runs(1.0, 3000.0, SIZES))
+    assert main(['--perflogs', str(tmp_path / 'logs'), '--out', str(tmp_path / 'o')]) == 0
+    captured = capsys.readouterr()
+    assert 'no pure-MPI/hybrid pair' in captured.err
+    assert 'Hockney fits' in captured.out
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--history-limit', '-1'], '--history-limit must be >= 0'),
+    (['--history-points', '1'], '--history-points must be >= 2'),
+])
+def test_bad_options_are_clear_errors(args, message, capsys):
+    with pytest.raises(SystemExit):
+        main(args)
+    assert message in capsys.readouterr().err
+
+
+def test_sections_without_data_say_what_they_need(tmp_path, capsys):
+    write_runs(tmp_path / 'logs/Spmv.log', 'spmv', [{'t_total': (2.0, 's')}])
+    write(tmp_path / 'logs/Spmv2.log', [header(['t_total']), line(
+        'spmv', {'t_total': (1.0, 's')}, mode='masteronly', ranks=1, threads=2)])
+    out = tmp_path / 'o'
+    assert main(['--perflogs', str(tmp_path / 'logs'), '--out', str(out)]) == 0
+    assert 'No data in these runs for: ' in capsys.readouterr().out
+    files = written(out)
+    for text in (files['md'], files['html']):
+        assert 'No data: needs point-to-point runs' in text
+        assert 'Hockney fits' in text and 'Ring saturation curve' in text
+
+
+def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
+    from hybridverdict import plots
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    two = plots.Drawing(rep).result()
+    one = plots.Drawing(rep, parallel=False).result()
+    assert set(one) == set(two) == {'speedup', 'efficiencies', 'phases', 'hockney',
+                                    'saturation', 'stacks', 'collectives', 'history'}
+    assert [f.caption for f in one['hockney']] == [f.caption for f in two['hockney']]
+
+
+def test_history_draws_the_series_that_left_its_band_first(tmp_path):
+    steady = [{'fom': (10.0, 'GB/s', 10.0, -0.1, 0.1)} for _ in range(50)]
+    dropped = [{'fom': (10.0, 'GB/s', 10.0, -0.1, 0.1)} for _ in range(5)]
+    dropped[-1] = {'fom': (5.0, 'GB/s', 10.0, -0.1, 0.1)}
+    write_runs(tmp_path / 'a.log', 'stream', steady, stack='openmpi')
+    write_runs(tmp_path / 'b.log', 'stream', dropped, stack='mpich')
+    (s,), total = history.history(read_perflogs([str(tmp_path)]), limit=1)
+    assert total == 2 and (s.stack, s.out_of_band, s.values[-1]) == ('mpich', 1, 5.0)

@@ -1,0 +1,100 @@
+"""ReFrame JSON run reports as input, alone and beside the perflogs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.runreport import RunReportError, merge, read_run_reports
+from perflog_writer import T0, header, line, write
+
+UNIX = T0.timestamp()
+
+
+def case(mode='mpi', ranks=2, threads=1, t=1.0, result='pass', when=UNIX, **extra) -> dict:
+    """A test case as ReFrame 4.10 writes it (the fields the reader uses, and some others)."""
+    tc = {
+        'build_jobid': None, 'environ': 'mpich', 'fail_phase': None, 'fail_reason': None,
+        'filename': 'checks/kernels.py', 'fixture': False,
+        'job_completion_time': '2026-11-22T10:00:00+00:00',
+        'job_completion_time_unix': when + 0.75, 'partition': 'shm', 'result': result,
+        'run_index': 0, 'scheduler': 'local', 'system': 'local',
+        'build_spec': 'cmake Release mpich cc=/usr/bin/mpicc.mpich', 'cores': 2,
+        'display_name': f'SpmvCheck %layout={mode}_{ranks}x{threads} %problem=16',
+        'finalize_hung': 'false', 'kernel': 'spmv', 'mode': mode,
+        'mpi_library': 'MPICH Version: 4.0.2', 'name': f'SpmvCheck %layout={mode}',
+        'nodes': 1, 'oversubscribed': 'false', 'ranks': ranks, 'size': '16',
+        'threads': threads, 'unique_name': 'SpmvCheck_00', 'verified': 'true',
+        'perfvalues': {'local:shm:fom': [2.5, 2.0, -0.1, None, 'GFLOP/s', 'pass'],
+                       'local:shm:t_total': [t, 0, None, None, 's', 'pass']},
+    }
+    tc.update(extra)
+    return tc
+
+
+def report(path, *runs) -> str:
+    path.write_text(json.dumps({'session_info': {'version': '4.10.4'},
+                                'runs': [{'run_index': i, 'testcases': list(tcs)}
+                                         for i, tcs in enumerate(runs)],
+                                'restored_cases': []}))
+    return str(path)
+
+
+def test_reads_test_cases_like_perflog_records(tmp_path):
+    build = case(kernel=None, fixture=True, perfvalues={})
+    report(tmp_path / 'run-report-0.json', [build, case(t=2.0),
+                                             case('masteronly', 1, 2, t=1.0, when=UNIX + 20)])
+    stats = ReadStats()
+    recs = read_run_reports([str(tmp_path)], stats)
+    assert [(r.mode, r.values['t_total']) for r in recs] == [('mpi', 2.0), ('masteronly', 1.0)]
+    r = recs[0]
+    assert (r.system, r.partition, r.stack, r.kernel, r.size, r.ranks) == (
+        'local', 'shm', 'mpich', 'spmv', '16', 2)
+    assert r.usable and r.time == T0
+    assert r.refs == {'fom': (2.0, -0.1, None)} and r.units['fom'] == 'GFLOP/s'
+    assert r.build_spec.startswith('cmake Release mpich')
+    assert stats.records == 2 and stats.skipped == 0
+
+
+def test_retried_failures_count_from_the_last_run_only(tmp_path):
+    report(tmp_path / 'r.json', [case(t=1.0), case('masteronly', 1, 2, result='fail')],
+           [case('masteronly', 1, 2, t=0.5, when=UNIX + 60)])
+    recs = read_run_reports([str(tmp_path / 'r.json')], ReadStats())
+    assert sorted((r.mode, r.result, r.values['t_total']) for r in recs) == [
+        ('masteronly', 'pass', 0.5), ('mpi', 'pass', 1.0)]
+
+
+def test_older_result_names_and_missing_values(tmp_path):
+    tc = case(result='success')
+    failed = case(result='failure', perfvalues={'local:shm:t_total': [None, 0, None, None,
+                                                                      's', 'fail']})
+    report(tmp_path / 'r.json', [tc, failed])
+    recs = read_run_reports([str(tmp_path / 'r.json')], ReadStats())
+    assert [r.result for r in recs] == ['pass']
+
+
+def test_broken_report_and_test_case_are_skipped_and_counted(tmp_path):
+    (tmp_path / 'run-report-1.json').write_text('{"runs": [')      # truncated
+    report(tmp_path / 'run-report-2.json', [case(mode=None), case()])
+    stats = ReadStats()
+    recs = read_run_reports([str(tmp_path)], stats)
+    assert len(recs) == 1 and stats.skipped == 2
+    assert any('run report unreadable' in w for w in stats.warnings())
+    assert any('missing mode' in why for why in stats.reasons)
+
+
+def test_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(RunReportError, match='no such run report'):
+        read_run_reports([str(tmp_path / 'nope.json')], ReadStats())
+
+
+def test_a_run_in_both_perflog_and_report_counts_once(tmp_path):
+    write(tmp_path / 'Spmv.log', [header(['fom', 't_total']),
+                                  line('spmv', {'fom': (2.5, 'GFLOP/s'), 't_total': (2.0, 's')},
+                                       size='16')])
+    report(tmp_path / 'run-report-0.json', [case(t=2.0), case('masteronly', 1, 2,
+                                                                when=UNIX + 20)])
+    both = merge(read_perflogs([str(tmp_path / 'Spmv.log')]),
+                 read_run_reports([str(tmp_path)], ReadStats()))
+    assert sorted(r.mode for r in both) == ['masteronly', 'mpi']

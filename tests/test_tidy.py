@@ -1,0 +1,87 @@
+"""The tidy table and its CSV and JSON files."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import polars as pl
+import pytest
+from hybridverdict import tidy
+from hybridverdict.perflog import read_perflogs
+from perflog_writer import write_runs
+
+EXPECTED = ['system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
+            'size', 'nodes', 'time', 'variable', 'value', 'unit', 'ref', 'lower', 'upper',
+            'result']
+
+
+@pytest.fixture
+def records(tmp_path):
+    write_runs(tmp_path / 'logs/Spmv.log', 'spmv', [
+        {'fom': (2.5, 'GFLOP/s', 2.0, -0.1, None), 't_total': (1.25, 's')},
+        {'fom': (2.4, 'GFLOP/s', 2.0, -0.1, None), 't_total': (1.5, 's')}], size='16')
+    write_runs(tmp_path / 'logs/Osu.log', 'osu_latency',
+               [{'lat_8': (0.5, 'us'), 'lat_1024': (0.9, 'us'), 'latency_8B': (0.5, 'us')}],
+               stack='openmpi', part='tcp')
+    return read_perflogs([str(tmp_path / 'logs')])
+
+
+def test_one_row_per_record_and_variable(records):
+    df = tidy.table(records)
+    assert df.columns == EXPECTED
+    assert df.height == 2 * 2 + 3
+    fom = df.filter(pl.col('variable') == 'fom').row(0, named=True)
+    assert fom | {'time': None} == {
+        'system': 'local', 'partition': 'shm', 'stack': 'mpich',
+        'library': 'MPICH Version: 4.0.2', 'kernel': 'spmv', 'mode': 'mpi', 'ranks': 2,
+        'threads': 1, 'size': '16', 'nodes': 1, 'time': None, 'variable': 'fom',
+        'value': 2.5, 'unit': 'GFLOP/s', 'ref': 2.0, 'lower': -0.1, 'upper': None,
+        'result': 'pass'}
+    assert fom['time'].startswith('2026-11-22T10:00:00')
+    lat = df.filter(pl.col('variable') == 'lat_1024').row(0, named=True)
+    assert (lat['stack'], lat['value'], lat['unit'], lat['ref']) == ('openmpi', 0.9, 'us', None)
+
+
+def test_empty_table_has_the_columns():
+    assert tidy.table([]).columns == EXPECTED
+
+
+def test_csv_and_json_files(records, tmp_path):
+    df = tidy.table(records)
+    tidy.write_csv(df, str(tmp_path / 't.csv'))
+    tidy.write_json(df, str(tmp_path / 't.json'), {'systems': ['local']})
+    with open(tmp_path / 't.csv', newline='') as fp:
+        rows = list(csv.DictReader(fp))
+    assert list(rows[0]) == EXPECTED and len(rows) == df.height
+    fom = next(r for r in rows if r['variable'] == 'fom')
+    assert (float(fom['value']), fom['ref'], fom['upper']) == (2.5, '2.0', '')
+    j = json.loads((tmp_path / 't.json').read_text())
+    assert j['meta'] == {'systems': ['local']} and j['columns'] == EXPECTED
+    back = pl.DataFrame(j['data'], schema=df.schema, orient='row')
+    assert back.equals(df)
+
+
+def test_json_escapes_strings_and_nulls_non_finite(tmp_path):
+    df = pl.DataFrame({'library': ['say "hi"\\ \x01', 'plain'], 'value': [float('nan'), 1.0]})
+    tidy.write_json(df, str(tmp_path / 'e.json'), {})
+    j = json.loads((tmp_path / 'e.json').read_text())
+    assert j['data'] == [['say "hi"\\ \x01', None], ['plain', 1.0]]
+
+
+def test_files_are_never_overwritten(records, tmp_path):
+    df = tidy.table(records)
+    for name in ('a.csv', 'a.json'):
+        (tmp_path / name).write_text('old')
+    with pytest.raises(FileExistsError):
+        tidy.write_csv(df, str(tmp_path / 'a.csv'))
+    with pytest.raises(FileExistsError):
+        tidy.write_json(df, str(tmp_path / 'a.json'), {})
+    assert (tmp_path / 'a.csv').read_text() == 'old' == (tmp_path / 'a.json').read_text()
+
+
+def test_rows_follow_records_then_variables(records):
+    df = tidy.table(records)
+    want = [(r.kernel, v, x, r.refs.get(v, (None,))[0]) for r in records
+            for v, x in r.values.items()]
+    assert list(zip(df['kernel'], df['variable'], df['value'], df['ref'])) == want
