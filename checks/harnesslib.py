@@ -242,6 +242,16 @@ def hold_node_lock(partition) -> list[str]:
 
 # ---- samples and references ------------------------------------------------------
 
+def sample_parameter():
+    """The ``sample`` parameter of a kernel check: HARNESS_REPEAT samples.
+
+    Declare it last, so that the display name reads
+    ``SpmvCheck %layout=mpi_2x1 %problem=64 %sample=0`` and
+    ``-n 'SpmvCheck%layout=mpi_2x1'`` still selects a layout.
+    """
+    return parameter(range(samples_per_run()))
+
+
 def samples_per_run() -> int:
     """Samples of every kernel run (``HARNESS_REPEAT``, default 3).
 
@@ -302,9 +312,6 @@ class SystemReferences(rfm.RegressionTestPlugin):
 class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
     """One kernel run at one layout; subclasses say how to run their kernel."""
 
-    #: The sample of this run (HARNESS_REPEAT samples; first so that every run
-    #: gets its first sample before any gets its second).
-    sample = parameter(range(samples_per_run()))
 
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']

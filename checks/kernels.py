@@ -54,6 +54,7 @@ from harnesslib import (  # noqa: E402
     hold_node_lock,
     layout_name,
     runs_for,
+    sample_parameter,
     serial_runs,
 )
 
@@ -68,6 +69,7 @@ class SpmvCheck(KernelCheck):
     #: N^3 rows per core: from cache-resident (16: 1.3 MB of matrix per core)
     #: to memory-bound (128: 680 MB per core, far beyond any cache).
     problem = parameter([16, 32, 64, 128])
+    sample = sample_parameter()
     #: SpMV calls; 0: 100 up to N = 64, fewer above (about 0.5 s per run).
     iters = variable(int, value=0)
     #: STREAM elements per core for the roofline measured in the same job.
@@ -141,6 +143,7 @@ class MdCheck(KernelCheck):
     kernel = 'md'
     layout = parameter(runs_for(('masteronly',)), fmt=layout_name)
     problem = parameter([6, 12, 24])
+    sample = sample_parameter()
     steps = variable(int, value=100)
 
     def kernel_args(self) -> list[str]:
@@ -160,6 +163,7 @@ class RingCheck(KernelCheck):
     kernel = 'ring'
     layout = parameter(runs_for(('masteronly',)), fmt=layout_name)
     problem = parameter(['8,65536,1048576'])
+    sample = sample_parameter()
     iters_scale = variable(float, value=2.0)
 
     def kernel_args(self) -> list[str]:
@@ -174,6 +178,7 @@ class StreamCheck(KernelCheck):
     kernel = 'stream'
     layout = parameter(runs_for(('masteronly',)), fmt=layout_name)
     problem = parameter([8000000])
+    sample = sample_parameter()
     iters = variable(int, value=10)
 
     def kernel_args(self) -> list[str]:
