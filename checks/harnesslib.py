@@ -255,7 +255,7 @@ SPACK_PACKAGE = 'hybrid-kernels'
 SPACK_RESULT = 'spack-result.txt'
 #: How the perflog shows a concretised spec (no '|' in it).
 SPACK_FORMAT = ('{name}@{version}{%compiler.name}{@compiler.version}{variants}'
-                ' {arch=architecture} ^{^mpi.name}@{^mpi.version} /{hash:7}')
+                '{arch=architecture} ^{^mpi.name}@{^mpi.version} /{hash:7}')
 
 
 def spack_spec(env, partition, build_type: str, fault_inject: bool) -> str:
@@ -295,6 +295,8 @@ def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:
     conf.pop('definitions', None)
     conf['specs'] = [spec]
     conf.setdefault('config', {})['install_tree'] = {'root': install_tree}
+    conf['config']['develop_stage_link'] = os.path.join(envdir, '.spack-env',
+                                                        'build-{arch}-{hash:7}')
     text = ('# Written by the harness (checks/harnesslib.py) from spack.yaml; '
             'do not edit.\n' + yaml.safe_dump(manifest, sort_keys=False))
     path = os.path.join(envdir, 'spack.yaml')
