@@ -129,7 +129,10 @@ class StackLauncher(JobLauncher):
         if self.family == 'openmpi':
             return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
                     '--bind-to', 'core']
-        if self.family == 'mpich':
+        if self.family in ('mpich', 'mvapich2'):
+            # MVAPICH2's mpiexec is hydra too.  Its own MV2_* affinity does
+            # nothing with the ch3:sock device, where unbound ranks would all
+            # start their OpenMP threads on core 0 (OMP_PROC_BIND=close).
             return [self.path, '-n', n, '-ppn', r, '-bind-to', f'core:{t}']
         return [self.path, '-n', n]
 
