@@ -189,11 +189,14 @@ def test_reframe_runs_what_spack_installed(installed, install_tree, tmp_path):
         assert f'^{stack}@' in spec, spec
         assert r['result'] == 'pass' and r['verified'] == 'true'
     # The install tree already held the kernels: the builds installed nothing.
-    for out in tmp_path.glob('stage/**/KernelBuild*/rfm_build.out'):
+    builds = list(tmp_path.glob('output/local/shm/*/KernelBuild*/rfm_build.out'))
+    assert len(builds) == len(installed), builds
+    for out in builds:
         text = out.read_text()
+        assert '[+] ' + install_tree in text, text
         assert 'Installing hybrid-kernels' not in text, text
     # The runs used the binaries under Spack's prefix.
-    scripts = list(tmp_path.glob('stage/**/StreamCheck*/rfm_job.sh'))
+    scripts = list(tmp_path.glob('output/local/shm/*/StreamCheck*/rfm_job.sh'))
     assert scripts
     for script in scripts:
         assert any(prefix + '/bin/stream' in script.read_text()
