@@ -98,6 +98,12 @@ def test_generator_refuses_to_overwrite_and_names_bad_stacks(tmp_path, stacks):
     assert again.returncode == 2
     assert 'not overwriting (use --force)' in again.stderr
     assert (tmp_path / 'cfg/local/packages.yaml').read_text() == before
+    shutil.rmtree(tmp_path / 'prefixes')
+    links = generate(tmp_path, '--prefixes-only')
+    assert links.returncode == 0, links.stderr
+    assert (tmp_path / 'cfg/local/packages.yaml').read_text() == before
+    for stack in stacks:
+        assert (tmp_path / 'prefixes' / stack / 'bin' / 'mpicc').is_symlink()
     bad = generate(tmp_path, '--system', 'x', '--stack', 'lam=/usr')
     assert bad.returncode == 2 and "expected NAME[@VERSION]=PATH" in bad.stderr
     missing = generate(tmp_path, '--system', 'y', '--stack', f'mvapich2={tmp_path}')
@@ -140,6 +146,10 @@ def install_tree() -> str:
 @pytest.fixture(scope='module')
 def installed(install_tree, stacks) -> dict[str, str]:
     """Concretise spack.yaml, install its kernel specs; stack -> install prefix."""
+    if SYSTEM == 'local':   # the prefixes of links the committed configuration names
+        links = subprocess.run([sys.executable, '-m', 'hybridverdict.spack_site',
+                                '--prefixes-only'], capture_output=True, text=True)
+        assert links.returncode == 0, links.stderr
     t0 = time.monotonic()
     conc = spack('-e', str(REPO), 'concretize', '-f')
     t_conc = time.monotonic() - t0

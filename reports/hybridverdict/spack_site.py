@@ -1,7 +1,7 @@
 """``harness-spack-site``: the Spack configuration of one system, for spack.yaml.
 
     harness-spack-site [--system NAME] [--config-dir DIR] [--prefix-dir DIR]
-                       [--stack NAME[@VERSION]=PATH ...] [--force]
+                       [--stack NAME[@VERSION]=PATH ...] [--force] [--prefixes-only]
 
 Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local``) with:
 
@@ -24,7 +24,9 @@ or ``--stack mvapich2=/opt/mvapich2``) is used as it is.
 
 Stacks are found as config/settings.py finds them: ``mpicc.openmpi`` and
 ``mpicc.mpich`` on PATH, or ``HARNESS_{OPENMPI,MPICH,MVAPICH2}_PREFIX``.
-Nothing already written is replaced unless ``--force`` is given.
+Nothing already written is replaced unless ``--force`` is given;
+``--prefixes-only`` only creates the prefixes of links (what a fresh machine
+needs for a committed configuration such as ``config/spack/systems/local``).
 """
 
 from __future__ import annotations
@@ -281,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                              'default: the stacks config/settings.py finds')
     parser.add_argument('--force', action='store_true',
                         help='replace the files of an existing system directory')
+    parser.add_argument('--prefixes-only', action='store_true',
+                        help='only (re)create the stacks\' prefixes of links, e.g. for the '
+                             'committed local configuration on a fresh machine')
     args = parser.parse_args(argv)
     if not re.fullmatch(r'[A-Za-z0-9][\w.-]*', args.system):
         parser.error(f'--system {args.system!r}: use letters, digits, ".", "_", "-"')
@@ -295,11 +300,17 @@ def main(argv: list[str] | None = None) -> int:
         names = [s.name for s in stacks]
         if len(set(names)) != len(names):
             raise SiteError(f'a stack is given twice: {", ".join(names)}')
-        files = site_files(stacks, build_tools(None), compilers(None))
-        for stack in stacks:
-            make_prefix(stack)
-        written = write_site(os.path.join(args.config_dir, args.system), files,
-                             shlex.join(sys.argv[1:] if argv is None else argv), args.force)
+        if args.prefixes_only:
+            for stack in stacks:
+                make_prefix(stack)
+            written = []
+        else:
+            files = site_files(stacks, build_tools(None), compilers(None))
+            for stack in stacks:
+                make_prefix(stack)
+            written = write_site(os.path.join(args.config_dir, args.system), files,
+                                 shlex.join(sys.argv[1:] if argv is None else argv),
+                                 args.force)
     except (SiteError, OSError) as err:
         print(f'harness-spack-site: error: {err}', file=sys.stderr)
         return 2
