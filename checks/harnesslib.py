@@ -208,8 +208,8 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         (``<prefix>/spack/opt`` or ``HARNESS_SPACK_INSTALL_TREE``), where a later
         session finds it installed and rebuilds nothing."""
         system = os.environ.get('HARNESS_SPACK_SYSTEM') or self.current_system.name
-        tree = os.environ.get('HARNESS_SPACK_INSTALL_TREE') or os.path.join(
-            self.current_system.prefix, 'spack', 'opt')
+        tree = os.path.abspath(os.environ.get('HARNESS_SPACK_INSTALL_TREE') or os.path.join(
+            self.current_system.prefix, 'spack', 'opt'))
         tag = hashlib.sha1(f'{system} {spec}'.encode()).hexdigest()[:8]
         stack = self.current_environ.extras.get('stack', self.current_environ.name)
         self.spack_env = os.path.join(self.current_system.prefix, 'spack', 'envs',
