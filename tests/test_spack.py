@@ -22,9 +22,16 @@ from conftest import REPO, mpi_env, run_reframe
 from hybridverdict import spack_site
 
 SPACK = shutil.which('spack')
-needs_spack = pytest.mark.skipif(
+_no_spack = pytest.mark.skipif(
     SPACK is None, reason='spack is not on PATH (Spack cannot be installed here: see '
                           'README.md "Spack" for running these tests with a Spack checkout)')
+
+
+def needs_spack(test):
+    """Spack builds and ReFrame sessions: integration tests, skipped without spack."""
+    return pytest.mark.integration(_no_spack(test))
+
+
 LIBRARY = {'openmpi': 'libmpi.so.40', 'mpich': 'libmpich.so'}
 SYSTEM = os.environ.get('HARNESS_SPACK_SYSTEM', 'local')
 
