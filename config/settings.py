@@ -171,6 +171,8 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'launcher': found['launcher'],
                     'prefix': found['prefix'],
                     'transport': transport,
+                    # The Spack spec of the kernels for this stack (README: Spack).
+                    'spack_spec': os.environ.get(f'HARNESS_{name.upper()}_SPACK_SPEC', ''),
                 },
             })
     if not names:

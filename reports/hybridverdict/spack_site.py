@@ -1,0 +1,326 @@
+"""``harness-spack-site``: the Spack configuration of one system, for spack.yaml.
+
+    harness-spack-site [--system NAME] [--config-dir DIR] [--prefix-dir DIR]
+                       [--stack NAME[@VERSION]=PATH ...] [--force] [--prefixes-only]
+
+Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local``) with:
+
+* ``packages.yaml``: every MPI stack found, cmake and gmake as non-buildable
+  externals;
+* ``compilers.yaml``: the system's gcc;
+* ``definitions.yaml``: the list ``stacks`` (``^openmpi``, ...), which
+  spack.yaml crosses with the kernels and OSU.
+
+Spack takes a stack's wrappers from ``<prefix>/bin/mpicc``.  Debian installs
+every stack into ``/usr``, where ``bin/mpicc`` is whichever stack won
+update-alternatives (Open MPI), so a kernel built ``^mpich`` against the
+external ``mpich prefix=/usr`` links Open MPI.  A stack given by its suffixed
+wrapper (``mpicc.mpich``) therefore gets a prefix of its own under
+``--prefix-dir``: ``bin/`` holds symbolic links named ``mpicc``, ``mpicxx``,
+``mpic++``, ``mpifort``, ``mpif90``, ``mpif77``, ``mpiexec`` and ``mpirun``
+to that stack's suffixed programs, ``include`` links to its header directory
+(from ``mpicc -show``).  A stack given by a real prefix (``HARNESS_*_PREFIX``,
+or ``--stack mvapich2=/opt/mvapich2``) is used as it is.
+
+Stacks are found as config/settings.py finds them: ``mpicc.openmpi`` and
+``mpicc.mpich`` on PATH, or ``HARNESS_{OPENMPI,MPICH,MVAPICH2}_PREFIX``.
+Nothing already written is replaced unless ``--force`` is given;
+``--prefixes-only`` only creates the prefixes of links (what a fresh machine
+needs for a committed configuration such as ``config/spack/systems/local``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+STACKS = ('openmpi', 'mpich', 'mvapich2')
+PREFIX_VARS = {s: f'HARNESS_{s.upper()}_PREFIX' for s in STACKS}
+SUFFIXED = {'openmpi': '.openmpi', 'mpich': '.mpich'}
+WRAPPERS = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
+LAUNCHERS = ('mpiexec', 'mpirun')
+# What identifies each stack in its version output.
+VERSION_RE = {
+    'openmpi': re.compile(r'\(Open MPI\)\s+(\d[\w.]*)|Open MPI v(\d[\w.]*)'),
+    'mpich': re.compile(r'^MPICH Version:\s+(\d[\w.]*)', re.M),
+    'mvapich2': re.compile(r'^MVAPICH2 Version:\s+(\d[\w.]*)', re.M),
+}
+DEFAULT_PREFIX_DIR = '/opt/hybrid-harness/mpi'
+
+
+class SiteError(Exception):
+    """Bad input or an unusable stack; the message says which."""
+
+
+@dataclasses.dataclass
+class Stack:
+    name: str
+    version: str
+    #: The prefix Spack will use (a real install prefix, or a link farm).
+    prefix: str
+    #: Suffixed programs to link into a farm prefix (empty: real prefix).
+    links: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SiteError(f'cannot run {shlex.join(cmd)}: {err}') from None
+    return proc.stdout + proc.stderr
+
+
+def stack_version(name: str, bindir: str, suffix: str = '') -> str:
+    """The stack's version from its own tools in ``bindir``."""
+    if name == 'openmpi':
+        tools = [[f'mpirun{suffix}', '--version'], ['ompi_info', '--version']]
+    else:
+        tools = [[f'mpichversion{suffix}'], ['mpichversion'], ['mpiname', '-a']]
+    for tool in tools:
+        exe = os.path.join(bindir, tool[0])
+        if not os.access(exe, os.X_OK):
+            continue
+        match = VERSION_RE[name].search(_run([exe, *tool[1:]]))
+        if match:
+            return next(g for g in match.groups() if g)
+    raise SiteError(f'{name}: cannot tell its version from the tools in {bindir} '
+                    f'(tried {", ".join(t[0] for t in tools)}); '
+                    f'give it as --stack {name}@VERSION=PATH')
+
+
+def include_dir(mpicc: str) -> str:
+    """The first -I directory of the wrapper's compile line, or ''."""
+    out = _run([mpicc, '-show'])
+    for word in shlex.split(out):
+        if word.startswith('-I') and os.path.isdir(word[2:]):
+            return word[2:]
+    return ''
+
+
+def from_prefix(name: str, prefix: str, version: str = '') -> Stack:
+    prefix = os.path.abspath(prefix)
+    bindir = os.path.join(prefix, 'bin')
+    if not os.access(os.path.join(bindir, 'mpicc'), os.X_OK):
+        raise SiteError(f'{name}: {prefix} has no bin/mpicc')
+    return Stack(name, version or stack_version(name, bindir), prefix)
+
+
+def from_wrapper(name: str, mpicc: str, prefix_dir: str, version: str = '') -> Stack:
+    """A stack known by a suffixed wrapper such as /usr/bin/mpicc.mpich."""
+    mpicc = os.path.abspath(mpicc)
+    bindir, base = os.path.split(mpicc)
+    if not base.startswith('mpicc') or not os.access(mpicc, os.X_OK):
+        raise SiteError(f'{name}: {mpicc} is not an executable mpicc wrapper')
+    suffix = base[len('mpicc'):]
+    if os.path.isdir(mpicc) or not suffix:
+        # An unsuffixed mpicc names its own prefix.
+        return from_prefix(name, os.path.dirname(bindir), version)
+    links = {}
+    for prog in WRAPPERS + LAUNCHERS:
+        target = os.path.join(bindir, prog + suffix)
+        if os.access(target, os.X_OK):
+            links[f'bin/{prog}'] = target
+    if 'bin/mpic++' not in links and 'bin/mpicxx' in links:
+        links['bin/mpic++'] = links['bin/mpicxx']
+    if not any(f'bin/{launcher}' in links for launcher in LAUNCHERS):
+        raise SiteError(f'{name}: no mpiexec{suffix} or mpirun{suffix} next to {mpicc}')
+    inc = include_dir(mpicc)
+    if inc:
+        links['include'] = inc
+    return Stack(name, version or stack_version(name, bindir, suffix),
+                 os.path.join(os.path.abspath(prefix_dir), name), links)
+
+
+def detect_stacks(prefix_dir: str, environ: dict[str, str]) -> list[Stack]:
+    """The stacks config/settings.py would use, in the same way."""
+    found = []
+    for name in STACKS:
+        prefix = environ.get(PREFIX_VARS[name], '').strip()
+        if prefix:
+            found.append(from_prefix(name, prefix))
+        elif name in SUFFIXED:
+            mpicc = shutil.which(f'mpicc{SUFFIXED[name]}', path=environ.get('PATH'))
+            if mpicc:
+                found.append(from_wrapper(name, mpicc, prefix_dir))
+    return found
+
+
+def parse_stack_arg(arg: str, prefix_dir: str) -> Stack:
+    """``NAME[@VERSION]=PATH``: PATH is a prefix or a suffixed mpicc."""
+    head, sep, path = arg.partition('=')
+    name, _, version = head.partition('@')
+    if not sep or name not in STACKS or not path:
+        raise SiteError(f'--stack {arg!r}: expected NAME[@VERSION]=PATH with NAME one of '
+                        f'{", ".join(STACKS)}')
+    if os.path.isdir(path):
+        return from_prefix(name, path, version)
+    return from_wrapper(name, path, prefix_dir, version)
+
+
+def make_prefix(stack: Stack) -> None:
+    """Create (or complete) the link farm of a stack; never replaces a file
+    that is not one of its own links."""
+    for rel, target in stack.links.items():
+        link = os.path.join(stack.prefix, rel)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if os.path.islink(link):
+            if os.readlink(link) == target:
+                continue
+            os.unlink(link)
+        elif os.path.exists(link):
+            raise SiteError(f'{link} exists and is not a link: not replacing it')
+        os.symlink(target, link)
+
+
+def operating_system() -> str:
+    """Spack's name of the OS, e.g. debian12 (ID + major VERSION_ID)."""
+    info: dict[str, str] = {}
+    try:
+        with open('/etc/os-release', encoding='utf-8') as fh:
+            for line in fh:
+                key, _, val = line.strip().partition('=')
+                info[key] = val.strip('"')
+    except OSError:
+        pass
+    return info.get('ID', 'linux') + info.get('VERSION_ID', '').split('.')[0]
+
+
+def _tool_version(cmd: list[str], pattern: str) -> str:
+    match = re.search(pattern, _run(cmd))
+    if not match:
+        raise SiteError(f'cannot tell the version of {cmd[0]} from {shlex.join(cmd)}')
+    return match.group(1)
+
+
+def build_tools(path: str | None) -> dict[str, dict]:
+    """cmake and gmake as externals (the ones on PATH)."""
+    out = {}
+    for pkg, exe, pattern in (('cmake', 'cmake', r'cmake version (\S+)'),
+                              ('gmake', 'make', r'GNU Make (\S+)')):
+        found = shutil.which(exe, path=path)
+        if not found:
+            raise SiteError(f'{exe} not found on PATH (the kernels need {pkg})')
+        version = _tool_version([found, '--version'], pattern)
+        out[pkg] = {'buildable': False, 'externals': [
+            {'spec': f'{pkg}@{version}', 'prefix': os.path.dirname(os.path.dirname(found))}]}
+    return out
+
+
+def compilers(path: str | None) -> list[dict]:
+    gcc = shutil.which('gcc', path=path)
+    if not gcc:
+        raise SiteError('gcc not found on PATH')
+    version = _run([gcc, '-dumpfullversion']).strip()
+    gxx = shutil.which('g++', path=path)
+    fc = shutil.which('gfortran', path=path)
+    return [{'compiler': {
+        'spec': f'gcc@={version}',
+        'paths': {'cc': gcc, 'cxx': gxx, 'f77': fc, 'fc': fc},
+        'flags': {}, 'operating_system': operating_system(),
+        'target': platform.machine(), 'modules': [], 'environment': {},
+        'extra_rpaths': []}}]
+
+
+def site_files(stacks: list[Stack], tools: dict[str, dict],
+               compiler_list: list[dict]) -> dict[str, dict]:
+    """The three YAML documents of a system's directory."""
+    packages: dict[str, dict] = {'mpi': {'buildable': False}}
+    for stack in stacks:
+        packages[stack.name] = {'buildable': False, 'externals': [
+            {'spec': f'{stack.name}@{stack.version}', 'prefix': stack.prefix}]}
+    packages.update(tools)
+    return {
+        'packages.yaml': {'packages': packages},
+        'compilers.yaml': {'compilers': compiler_list},
+        'definitions.yaml': {'definitions': [{'stacks': [f'^{s.name}' for s in stacks]}]},
+    }
+
+
+HEADER = ('# Generated by: harness-spack-site{args}\n'
+          '# Rerun it rather than editing by hand (README.md, "Spack").\n')
+
+
+def write_site(outdir: str, files: dict[str, dict], args: str, force: bool) -> list[str]:
+    existing = [f for f in files if os.path.exists(os.path.join(outdir, f))]
+    if existing and not force:
+        raise SiteError(f'{outdir} already holds {", ".join(existing)}: '
+                        f'not overwriting (use --force)')
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+    for name, doc in files.items():
+        path = os.path.join(outdir, name)
+        with open(path + '.tmp', 'w', encoding='utf-8') as fh:
+            fh.write(HEADER.format(args=f' {args}' if args else ''))
+            yaml.safe_dump(doc, fh, sort_keys=False, default_flow_style=False)
+        os.replace(path + '.tmp', path)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog='harness-spack-site',
+        description='Write the Spack configuration of one system (compilers, '
+                    'MPI stacks with prefixes of their own, cmake, gmake) for spack.yaml.')
+    parser.add_argument('--system', default='local',
+                        help='system name: HARNESS_SPACK_SYSTEM selects it (default: local)')
+    parser.add_argument('--config-dir', default=os.path.join('config', 'spack', 'systems'),
+                        help='where system directories live (default: config/spack/systems)')
+    parser.add_argument('--prefix-dir', default=DEFAULT_PREFIX_DIR,
+                        help='where stacks known only by suffixed wrappers get a prefix '
+                             f'of their own (default: {DEFAULT_PREFIX_DIR})')
+    parser.add_argument('--stack', action='append', default=[], metavar='NAME[@VER]=PATH',
+                        help='a stack by prefix or suffixed mpicc (repeatable); '
+                             'default: the stacks config/settings.py finds')
+    parser.add_argument('--force', action='store_true',
+                        help='replace the files of an existing system directory')
+    parser.add_argument('--prefixes-only', action='store_true',
+                        help='only (re)create the stacks\' prefixes of links, e.g. for the '
+                             'committed local configuration on a fresh machine')
+    args = parser.parse_args(argv)
+    if not re.fullmatch(r'[A-Za-z0-9][\w.-]*', args.system):
+        parser.error(f'--system {args.system!r}: use letters, digits, ".", "_", "-"')
+    try:
+        if args.stack:
+            stacks = [parse_stack_arg(a, args.prefix_dir) for a in args.stack]
+        else:
+            stacks = detect_stacks(args.prefix_dir, dict(os.environ))
+        if not stacks:
+            raise SiteError('no MPI stack found: install Debian\'s openmpi-bin/mpich, '
+                            'set HARNESS_*_PREFIX or give --stack')
+        names = [s.name for s in stacks]
+        if len(set(names)) != len(names):
+            raise SiteError(f'a stack is given twice: {", ".join(names)}')
+        if args.prefixes_only:
+            for stack in stacks:
+                make_prefix(stack)
+            written = []
+        else:
+            files = site_files(stacks, build_tools(None), compilers(None))
+            for stack in stacks:
+                make_prefix(stack)
+            written = write_site(os.path.join(args.config_dir, args.system), files,
+                                 shlex.join(sys.argv[1:] if argv is None else argv),
+                                 args.force)
+    except (SiteError, OSError) as err:
+        print(f'harness-spack-site: error: {err}', file=sys.stderr)
+        return 2
+    for stack in stacks:
+        kind = 'links to its suffixed programs' if stack.links else 'its own prefix'
+        print(f'{stack.name}@{stack.version}: prefix {stack.prefix} ({kind})')
+    for path in written:
+        print(f'wrote {path}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Spack: the per-system configuration, spack.yaml, and ReFrame on Spack's builds.
+
+The generator's tests use Debian's real Open MPI and MPICH and need no Spack.
+The rest needs ``spack`` on PATH (with a Python that imports clingo, see
+README.md "Spack") and skips without it.  Installs go to a persistent install
+tree (``HARNESS_SPACK_INSTALL_TREE``, default ``var/spack/opt``) so a rerun
+rebuilds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, mpi_env, run_reframe
+from hybridverdict import spack_site
+
+SPACK = shutil.which('spack')
+_no_spack = pytest.mark.skipif(
+    SPACK is None, reason='spack is not on PATH (Spack cannot be installed here: see '
+                          'README.md "Spack" for running these tests with a Spack checkout)')
+
+
+def needs_spack(test):
+    """Spack builds and ReFrame sessions: integration tests, skipped without spack."""
+    return pytest.mark.integration(_no_spack(test))
+
+
+LIBRARY = {'openmpi': 'libmpi.so.40', 'mpich': 'libmpich.so'}
+SYSTEM = os.environ.get('HARNESS_SPACK_SYSTEM', 'local')
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f'--- stdout ---\n{proc.stdout[-12000:]}\n--- stderr ---\n{proc.stderr[-6000:]}'
+
+
+def ldd(path: str) -> str:
+    return subprocess.run(['ldd', path], capture_output=True, text=True, check=True).stdout
+
+
+# ---- the generator (no Spack needed) ------------------------------------------------------
+
+def generate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, '-m', 'hybridverdict.spack_site', '--config-dir', str(tmp_path / 'cfg'),
+         '--prefix-dir', str(tmp_path / 'prefixes'), *args],
+        capture_output=True, text=True, env=mpi_env())
+
+
+def test_generator_gives_each_stack_a_prefix_with_its_own_wrappers(tmp_path, stacks):
+    proc = generate(tmp_path, '--system', 'here')
+    assert proc.returncode == 0, proc.stderr
+    packages = yaml.safe_load((tmp_path / 'cfg/here/packages.yaml').read_text())['packages']
+    defs = yaml.safe_load((tmp_path / 'cfg/here/definitions.yaml').read_text())
+    assert defs['definitions'] == [{'stacks': [f'^{s}' for s in stacks]}]
+    assert packages['mpi'] == {'buildable': False}
+    for pkg in ('cmake', 'gmake'):
+        assert packages[pkg]['buildable'] is False
+    for stack in stacks:
+        (ext,) = packages[stack]['externals']
+        prefix = Path(ext['prefix'])
+        assert prefix == tmp_path / 'prefixes' / stack
+        assert ext['spec'].startswith(f'{stack}@')
+        mpicc = prefix / 'bin' / 'mpicc'
+        # The wrapper under the prefix is that stack's, never /usr/bin/mpicc.
+        assert os.path.realpath(mpicc) == os.path.realpath(shutil.which(f'mpicc.{stack}'))
+        # Proof by linking: a program built with it links that stack's library.
+        src = tmp_path / 'hello.c'
+        src.write_text('#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); '
+                       'MPI_Finalize(); return 0; }\n')
+        exe = tmp_path / f'hello-{stack}'
+        subprocess.run([str(mpicc), str(src), '-o', str(exe)], check=True)
+        libs = ldd(str(exe))
+        assert LIBRARY[stack] in libs, libs
+        for other, lib in LIBRARY.items():
+            if other != stack:
+                assert lib not in libs, libs
+    compilers = yaml.safe_load((tmp_path / 'cfg/here/compilers.yaml').read_text())
+    assert compilers['compilers'][0]['compiler']['spec'].startswith('gcc@=')
+
+
+def test_committed_local_configuration_is_what_the_generator_writes(stacks):
+    """config/spack/systems/local is the generator's output on a Debian 12 machine."""
+    if stacks != ['openmpi', 'mpich'] or spack_site.operating_system() != 'debian12':
+        pytest.skip('the local configuration describes Debian 12 with Open MPI and MPICH')
+    environ = {k: v for k, v in os.environ.items() if not k.endswith('_PREFIX')}
+    found = spack_site.detect_stacks(spack_site.DEFAULT_PREFIX_DIR, environ)
+    want = spack_site.site_files(found, spack_site.build_tools(None),
+                                 spack_site.compilers(None))
+    for name, doc in want.items():
+        committed = yaml.safe_load((REPO / 'config/spack/systems/local' / name).read_text())
+        assert committed == doc, name
+
+
+def test_generator_refuses_to_overwrite_and_names_bad_stacks(tmp_path, stacks):
+    assert generate(tmp_path).returncode == 0
+    before = (tmp_path / 'cfg/local/packages.yaml').read_text()
+    again = generate(tmp_path)
+    assert again.returncode == 2
+    assert 'not overwriting (use --force)' in again.stderr
+    assert (tmp_path / 'cfg/local/packages.yaml').read_text() == before
+    shutil.rmtree(tmp_path / 'prefixes')
+    links = generate(tmp_path, '--prefixes-only')
+    assert links.returncode == 0, links.stderr
+    assert (tmp_path / 'cfg/local/packages.yaml').read_text() == before
+    for stack in stacks:
+        assert (tmp_path / 'prefixes' / stack / 'bin' / 'mpicc').is_symlink()
+    bad = generate(tmp_path, '--system', 'x', '--stack', 'lam=/usr')
+    assert bad.returncode == 2 and "expected NAME[@VERSION]=PATH" in bad.stderr
+    missing = generate(tmp_path, '--system', 'y', '--stack', f'mvapich2={tmp_path}')
+    assert missing.returncode == 2 and 'has no bin/mpicc' in missing.stderr
+    assert not (tmp_path / 'cfg/x').exists() and not (tmp_path / 'cfg/y').exists()
+
+
+@pytest.mark.integration
+def test_demanded_spack_that_is_missing_fails_that_stack_only(tmp_path, stacks):
+    """A stack whose environment names a Spack spec fails its build with the
+    shell's own error when there is no spack; the other stacks carry on."""
+    if len(stacks) < 2:
+        pytest.skip('needs two MPI stacks')
+    path = os.pathsep.join(d for d in os.environ['PATH'].split(os.pathsep)
+                           if not (Path(d) / 'spack').exists())
+    bad, good = stacks[0], stacks[1]
+    proc = run_reframe(tmp_path, '-n', 'StreamCheck', '--system', 'local:shm', '-r',
+                       env={'PATH': path, f'HARNESS_{bad.upper()}_SPACK_SPEC':
+                            f'hybrid-kernels@develop ^{bad}', 'HARNESS_SPACK': '0'})
+    assert proc.returncode != 0
+    assert 'Spack build of the kernels failed' in proc.stdout, explain(proc)
+    assert 'spack: command not found' in proc.stdout, explain(proc)
+    oks = [ln for ln in proc.stdout.splitlines() if '  OK ' in ln and 'StreamCheck' in ln]
+    assert oks and all(f'+{good}' in ln for ln in oks), explain(proc)
+
+
+# ---- with Spack -------------------------------------------------------------------------------
+
+def spack(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess[str]:
+    env = mpi_env(HARNESS_SPACK_SYSTEM=SYSTEM)
+    return subprocess.run([SPACK or 'spack', *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope='module')
+def install_tree() -> str:
+    return os.environ.get('HARNESS_SPACK_INSTALL_TREE', str(REPO / 'var' / 'spack' / 'opt'))
+
+
+@pytest.fixture(scope='module')
+def installed(install_tree, stacks) -> dict[str, str]:
+    """Concretise spack.yaml, install its kernel specs; stack -> install prefix."""
+    if SYSTEM == 'local':   # the prefixes of links the committed configuration names
+        links = subprocess.run([sys.executable, '-m', 'hybridverdict.spack_site',
+                                '--prefixes-only'], capture_output=True, text=True)
+        assert links.returncode == 0, links.stderr
+    t0 = time.monotonic()
+    conc = spack('-e', str(REPO), 'concretize', '-f')
+    t_conc = time.monotonic() - t0
+    assert conc.returncode == 0, explain(conc)
+    for stack in stacks:
+        assert f'^{stack}@' in conc.stdout, explain(conc)
+    assert 'osu-micro-benchmarks' in conc.stdout
+    t0 = time.monotonic()
+    inst = spack('-c', f'config:install_tree:root:{install_tree}', '-e', str(REPO), 'install',
+                 '--no-add', 'hybrid-kernels')
+    t_inst = time.monotonic() - t0
+    assert inst.returncode == 0, explain(inst)
+    print(f'spack concretize: {t_conc:.0f} s, install of the kernels: {t_inst:.0f} s')
+    prefixes = {}
+    for stack in stacks:
+        loc = spack('-c', f'config:install_tree:root:{install_tree}', '-e', str(REPO),
+                    'location', '-i', f'hybrid-kernels ^{stack}')
+        assert loc.returncode == 0, explain(loc)
+        prefixes[stack] = loc.stdout.strip()
+    return prefixes
+
+
+@needs_spack
+def test_kernels_installed_by_spack_link_their_own_stack(installed):
+    for stack, prefix in installed.items():
+        libs = ldd(os.path.join(prefix, 'bin', 'ring'))
+        assert LIBRARY[stack] in libs, (stack, libs)
+        for other, lib in LIBRARY.items():
+            if other != stack:
+                assert lib not in libs, (stack, libs)
+
+
+@needs_spack
+def test_reframe_runs_what_spack_installed(installed, install_tree, tmp_path):
+    proc = run_reframe(tmp_path, '-n', 'StreamCheck', '--system', 'local:shm', '-r',
+                       env={'HARNESS_SPACK': '1', 'HARNESS_SPACK_SYSTEM': SYSTEM,
+                            'HARNESS_SPACK_INSTALL_TREE': install_tree})
+    assert proc.returncode == 0, explain(proc)
+    log = (tmp_path / 'perflogs/local/shm/StreamCheck.log').read_text().splitlines()
+    header = log[0].split('|')
+    rows = [dict(zip(header, ln.split('|'))) for ln in log[1:]]
+    assert {r['environ'] for r in rows} == set(installed)
+    for r in rows:
+        stack = r['environ']
+        spec = r['build_spec']
+        assert spec.startswith('spack hybrid-kernels@develop'), spec
+        assert f'^{stack}@' in spec, spec
+        assert r['result'] == 'pass' and r['verified'] == 'true'
+    # The install tree already held the kernels: the builds installed nothing.
+    builds = list(tmp_path.glob('output/local/shm/*/KernelBuild*/rfm_build.out'))
+    assert len(builds) == len(installed), builds
+    for out in builds:
+        text = out.read_text()
+        assert '[+] ' + install_tree in text, text
+        assert 'Installing hybrid-kernels' not in text, text
+    # The runs used the binaries under Spack's prefix.
+    scripts = list(tmp_path.glob('output/local/shm/*/StreamCheck*/rfm_job.sh'))
+    assert scripts
+    for script in scripts:
+        assert any(prefix + '/bin/stream' in script.read_text()
+                   for prefix in installed.values()), script
+
+
+@needs_spack
+def test_spec_that_does_not_concretise_fails_with_spacks_error(stacks, installed,
+                                                               install_tree, tmp_path):
+    if len(stacks) < 2:
+        pytest.skip('needs two MPI stacks')
+    bad, good = stacks[-1], stacks[0]
+    proc = run_reframe(tmp_path, '-n', 'StreamCheck', '--system', 'local:shm', '-r',
+                       env={'HARNESS_SPACK': '1', 'HARNESS_SPACK_SYSTEM': SYSTEM,
+                            'HARNESS_SPACK_INSTALL_TREE': install_tree,
+                            f'HARNESS_{bad.upper()}_SPACK_SPEC':
+                                f'hybrid-kernels@develop ^{bad}@0.0.1'})
+    assert proc.returncode != 0
+    assert 'Spack build of the kernels failed' in proc.stdout, explain(proc)
+    assert '==> Error' in proc.stdout, explain(proc)
+    oks = [ln for ln in proc.stdout.splitlines() if '  OK ' in ln and 'StreamCheck' in ln]
+    assert len(oks) == 2 and all(f'+{good}' in ln for ln in oks), explain(proc)
