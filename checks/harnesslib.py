@@ -449,7 +449,30 @@ class SystemReferences(rfm.RegressionTestPlugin):
 
 # ---- run checks --------------------------------------------------------------------
 
-class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
+class PerflogFields(rfm.RegressionTestPlugin):
+    """The fields every perflog line of the harness carries (the ``format`` of
+    config/settings.py): what ran, where, and whether its result counts."""
+
+    kernel = variable(str, value='')
+    mode = variable(str, value='')
+    #: Ranks per node and threads per rank.
+    ranks = variable(int, value=0)
+    threads = variable(int, value=0)
+    size = variable(str, value='')
+    #: Cores per node, and nodes.
+    cores = variable(int, value=0)
+    nodes = variable(int, value=0)
+    mpi_library = variable(str, value='')
+    verified = variable(str, value='')
+    oversubscribed = variable(str, value='')
+    #: 'true' when a rank's MPI_Finalize hung and the kernel's watchdog ended
+    #: it after printing verified results (MPICH 4.0.x ch4:ucx over TCP).
+    finalize_hung = variable(str, value='')
+    #: The build this run used (``KernelBuild.build_spec``).
+    build_spec = variable(str, value='')
+
+
+class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     """One kernel run at one layout; subclasses say how to run their kernel."""
 
 
@@ -459,24 +482,8 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences):
     build = fixture(KernelBuild, scope='environment')
 
 
-    # Loggable fields: every perflog line carries them.
-    kernel = variable(str)
-    mode = variable(str, value='')
-    ranks = variable(int, value=0)
-    threads = variable(int, value=0)
-    size = variable(str, value='')
-    cores = variable(int, value=0)
-    nodes = variable(int, value=0)
     #: Threads whose subdomain each rank owns (serial mode: > threads).
     decomp = variable(int, value=0)
-    mpi_library = variable(str, value='')
-    verified = variable(str, value='')
-    oversubscribed = variable(str, value='')
-    #: 'true' when a rank's MPI_Finalize hung and the kernel's watchdog ended
-    #: it after printing verified results (MPICH 4.0.x ch4:ucx over TCP).
-    finalize_hung = variable(str, value='')
-    #: The build this run used (``KernelBuild.build_spec``).
-    build_spec = variable(str, value='')
 
     #: ``threads``: each rank is bound to as many cores as it has threads (the
     #: default).  ``one-core``: each rank is bound to a single core, as

@@ -46,7 +46,7 @@ from reframe.core.builtins import (
 )
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-from harnesslib import SystemReferences  # noqa: E402
+from harnesslib import PerflogFields, SystemReferences  # noqa: E402
 from kernels import MdCheck, RingCheck, SpmvCheck, StreamCheck  # noqa: E402
 
 KERNEL_CHECKS = {'spmv': SpmvCheck, 'md': MdCheck, 'ring': RingCheck, 'stream': StreamCheck}
@@ -75,7 +75,7 @@ def _pair_name(pair: tuple[str, str, tuple, tuple]) -> str:
 
 
 @rfm.simple_test
-class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences):
+class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     """Hybrid against pure MPI for one kernel, size and layout."""
 
     pair = parameter(_pairs(), fmt=_pair_name)
@@ -86,19 +86,8 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences):
     executable = 'echo'
     tags = {'verdict'}
 
-    #: Perflog fields (as for the kernel runs).
-    kernel = variable(str, value='')
-    mode = variable(str, value='')
-    ranks = variable(int, value=0)
-    threads = variable(int, value=0)
-    size = variable(str, value='')
-    cores = variable(int, value=0)
-    nodes = variable(int, value=0)
-    mpi_library = variable(str, value='')
-    verified = variable(str, value='')
-    oversubscribed = variable(str, value='false')
-    finalize_hung = variable(str, value='false')
-    build_spec = variable(str, value='')
+    oversubscribed = 'false'
+    finalize_hung = 'false'
     noise_floor = variable(float, value=DEFAULT_NOISE_FLOOR)
 
     @run_after('init')
