@@ -129,6 +129,13 @@ def _find_stack(name: str, spec: dict) -> dict | None:
     return {'cc': cc, 'launcher': launcher, 'prefix': ''}
 
 
+def _osu_prefix(stack: str) -> str:
+    """OSU Micro-Benchmarks of `stack`: HARNESS_OSU_PREFIX with ``{stack}``
+    replaced by the stack's name ('' when unset: the OSU checks skip)."""
+    template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
+    return template.replace('{stack}', stack) if template else ''
+
+
 def _selected_stacks() -> list[str]:
     wanted = os.environ.get('HARNESS_STACKS', '').strip()
     if not wanted:
@@ -171,6 +178,8 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'launcher': found['launcher'],
                     'prefix': found['prefix'],
                     'transport': transport,
+                    # checks/osu.py: where this stack's OSU benchmarks are
+                    'osu_prefix': _osu_prefix(name),
                 },
             })
     if not names:
