@@ -166,6 +166,17 @@ class RingCheck(KernelCheck):
         return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
 
+    @run_before('performance')
+    def add_saturation_variables(self):
+        # Aggregated bandwidth per node of every RESULT line (k communicating
+        # CPUs per node, one size each): the saturation curve's data.
+        for res in self.results():
+            k, size = int(res['k']), int(res['size'])
+            self.perf_variables[f'bw_k{k}_{size}'] = sn.make_performance_function(
+                lambda k=k, size=size: next(
+                    float(r['bandwidth_MBps']) for r in self.results()
+                    if int(r['k']) == k and int(r['size']) == size), 'MB/s')
+
 
 @rfm.simple_test
 class StreamCheck(KernelCheck):
