@@ -152,8 +152,8 @@ class RingOsuAccuracy(KernelCheck):
 
     Each round runs ring pingpong at 8 B, osu_latency at 8 B, ring bw and
     osu_bw at 1 MiB .. `bw_max`, on the same 2 ranks, launcher, stack and
-    transport.  The figures are the medians over rounds of the per-round
-    ratios ring/OSU; references: latency within 10% (or 0.05 us, whichever is
+    transport.  The ratios ring/OSU compare each tool's best round (lowest
+    latency, highest bandwidth); references: latency within 10% (or 0.05 us, whichever is
     larger), bandwidth within 5%.
     """
 

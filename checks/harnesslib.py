@@ -112,7 +112,7 @@ class StackLauncher(JobLauncher):
     Every rank gets T distinct cores and OMP_PLACES=cores pins one thread per
     core: a hybrid rank's threads never share a core.  MVAPICH2 binds each rank
     to one core by default, which serialises a hybrid rank's threads; its
-    hybrid binding policy is set through the environment instead.
+    launcher (MPICH's hydra) binds instead, with the library's affinity off.
     """
 
     def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int):
@@ -127,18 +127,25 @@ class StackLauncher(JobLauncher):
         if self.family == 'openmpi':
             return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
                     '--bind-to', 'core']
-        if self.family == 'mpich':
+        if self.family in ('mpich', 'mvapich2'):
+            # MVAPICH2's launcher is MPICH's hydra.  Its own library binding
+            # is switched off (binding_env): built with ch3:sock (TCP only)
+            # it cannot see which ranks share a node and binds them all to
+            # the same core.
             return [self.path, '-n', n, '-ppn', r, '-bind-to', f'core:{t}']
         return [self.path, '-n', n]
 
 
 def binding_env(family: str, threads: int, binding: str = 'threads') -> dict[str, str]:
-    """OpenMP placement, and MVAPICH2's hybrid binding unless told otherwise."""
+    """OpenMP placement; MVAPICH2's own affinity off (its launcher binds).
+    `binding` ('threads' or 'one-core') is the launcher's business."""
     env = {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
            'OMP_PROC_BIND': 'close'}
-    if family == 'mvapich2' and binding == 'threads':
-        env.update({'MV2_ENABLE_AFFINITY': '1', 'MV2_CPU_BINDING_POLICY': 'hybrid',
-                    'MV2_THREADS_PER_PROCESS': str(threads)})
+    if family == 'mvapich2':
+        # hydra binds (StackLauncher); the library's own affinity would bind a
+        # hybrid rank's threads to one core, and with ch3:sock every rank of a
+        # node to the same core.
+        env['MV2_ENABLE_AFFINITY'] = '0'
     return env
 
 
@@ -419,5 +426,6 @@ def mpi_libraries(ldd_output: str) -> set[str]:
     for line in ldd_output.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[1] == '=>' and parts[0].startswith(('libmpi.', 'libmpich.')):
-            out.add(os.path.realpath(parts[2]) if parts[2].startswith('/') else parts[2])
+            out.add(os.path.realpath(parts[2]) if parts[2].startswith('/')
+                    else f'{parts[0]} (not found)')
     return out
