@@ -114,6 +114,7 @@ class RingPingpongCheck(RingSweep):
     """Half round trip of blocking ping-pongs per size (Xu & Hwang)."""
 
     pattern = 'pingpong'
+    iters_scale = 0.5
 
     @run_before('performance')
     def add_sweep_variables(self):
@@ -132,7 +133,7 @@ class RingBwCheck(RingSweep):
     """Streaming bandwidth with osu_bw's method (windows of 64 Isend + ack)."""
 
     pattern = 'bw'
-    iters_scale = 0.5
+    iters_scale = 0.25
 
     @run_before('performance')
     def add_sweep_variables(self):
