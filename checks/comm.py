@@ -26,11 +26,14 @@ import types
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from hybridverdict.osu import OsuParseError, parse_osu
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The OSU parser of the hybridverdict package, from this checkout (ReFrame's
+# check loader does not always keep the editable install's path entry).
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                'reports'))
 from harnesslib import (  # noqa: E402
     KernelCheck,
     binding_env,
@@ -38,6 +41,7 @@ from harnesslib import (  # noqa: E402
     hold_node_lock,
     osu_binary,
 )
+from hybridverdict.osu import OsuParseError, parse_osu  # noqa: E402
 
 MIB = 1024 * 1024
 

@@ -1,12 +1,17 @@
 """ReFrame checks: the OSU Micro-Benchmarks (5.x) for every MPI stack and
 interconnect, the yardstick the stacks are held to.
 
-* ``OsuPt2ptCheck``: osu_latency, osu_bw and osu_bibw on 2 ranks, one per node
-  where the partition has several nodes, else both on one node.
-* ``OsuMbwMrCheck``: osu_mbw_mr with k = 1, 2, ... pairs per node (2k ranks
-  on one node, or k per node on two nodes; never more ranks than cores).
-* ``OsuCollectiveCheck``: osu_allreduce and osu_bcast at every rank count
-  that fits (ranks per node from the layouts' divisors of the core count).
+* ``OsuLatencyCheck``, ``OsuBwCheck``, ``OsuBibwCheck``: osu_latency, osu_bw
+  and osu_bibw on 2 ranks, one per node where the partition has several
+  nodes, else both on one node.
+* ``OsuMbwMrCheck``: osu_mbw_mr with k = 1, 2, ... pairs per node in one job
+  (2k ranks on one node, or k per node on two nodes; never more ranks than
+  cores).
+* ``OsuAllreduceCheck``, ``OsuBcastCheck``: at every rank count that fits
+  (ranks per node from the divisors of the core count, times nodes).
+
+One class per benchmark, so that every line of a perflog file carries the
+same variables (ReFrame checks a file's header only when it opens it).
 
 OSU comes from the environment's extra ``osu_prefix``: config/settings.py
 fills it from ``HARNESS_OSU_PREFIX`` (``{stack}`` is replaced by the stack's
@@ -28,23 +33,36 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from hybridverdict.osu import OsuParseError, OsuTable, expected_sizes, missing_sizes, parse_osu
+from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.launchers import LauncherWrapper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The OSU parser of the hybridverdict package, from this checkout (ReFrame's
+# check loader does not always keep the editable install's path entry).
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                'reports'))
 from harnesslib import (  # noqa: E402
     LIBRARY_PREFIX,
     KernelCheck,
+    StackLauncher,
     binding_env,
     cores_per_node,
     hold_node_lock,
     mpi_libraries,
     osu_binary,
     system_layouts,
+)
+from hybridverdict.osu import (  # noqa: E402
+    OsuParseError,
+    OsuTable,
+    expected_sizes,
+    missing_sizes,
+    parse_osu,
 )
 
 MIB = 1024 * 1024
@@ -62,6 +80,10 @@ ERROR_LINE = r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by sig
 def _divisors() -> list[int]:
     """Ranks per node that divide some partition's core count (1, 2, ...)."""
     return sorted({ranks for ranks, _ in system_layouts()})
+
+
+def _divisors_of(cores: int) -> list[int]:
+    return [d for d in range(1, cores + 1) if cores % d == 0]
 
 
 class OsuBase(KernelCheck):
@@ -205,23 +227,19 @@ def pt2pt_placement(partition, cores: int, nodes: int) -> tuple[int, int, str]:
     return 2, 1, ''
 
 
-@rfm.simple_test
-class OsuPt2ptCheck(OsuBase):
-    """osu_latency (lat_<bytes>, us) and osu_bw / osu_bibw (bw_<bytes>, MB/s)."""
+# One check class per benchmark: ReFrame writes one perflog file per class and
+# checks its header only when it opens the file, so every line of a file must
+# carry the same performance variables.
 
-    benchmark = parameter(['osu_latency', 'osu_bw', 'osu_bibw'])
-
-    @run_after('init')
-    def set_layout(self):
-        self.benchmark_name = self.benchmark
-        OsuBase.set_layout(self)
+class OsuPt2ptBase(OsuBase):
+    """2 ranks; lat_<bytes> (us) for latency, bw_<bytes> (MB/s) for bandwidth."""
 
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         return pt2pt_placement(self.current_partition, cores, nodes)
 
     @run_before('performance')
     def set_perf_variables(self):
-        lat = self.benchmark == 'osu_latency'
+        lat = self.benchmark_name == 'osu_latency'
         prefix, unit = ('lat', 'us') if lat else ('bw', 'MB/s')
         self.perf_variables = {
             f'{prefix}_{s}': sn.make_performance_function(
@@ -235,43 +253,31 @@ class OsuPt2ptCheck(OsuBase):
 
 
 @rfm.simple_test
-class OsuMbwMrCheck(OsuBase):
-    """osu_mbw_mr with k pairs per node: the aggregate bandwidth of the k pairs
-    (``bw_k<k>_<bytes>``, MB/s), the saturation curve of the node."""
+class OsuLatencyCheck(OsuPt2ptBase):
+    """osu_latency: one-way latency (half the round trip) per size."""
 
-    benchmark_name = 'osu_mbw_mr'
-    pairs = parameter(_divisors())
-
-    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
-        # Several nodes: k senders on the first node, k receivers on the second.
-        if nodes >= 2:
-            if self.pairs > cores:
-                return 0, 0, f'{self.pairs} pairs need {self.pairs} cores per node'
-            return self.pairs, 2, ''
-        if 2 * self.pairs > cores:
-            return 0, 0, (f'{self.pairs} pairs on one node need {2 * self.pairs} cores, '
-                          f'{self.current_partition.fullname} has {cores}')
-        return 2 * self.pairs, 1, ''
-
-    @run_before('performance')
-    def set_perf_variables(self):
-        self.perf_variables = {
-            f'bw_k{self.pairs}_{s}': sn.make_performance_function(
-                lambda s=s: self.value(s), 'MB/s') for s in self.sweep()}
+    benchmark_name = 'osu_latency'
 
 
 @rfm.simple_test
-class OsuCollectiveCheck(OsuBase):
-    """osu_allreduce and osu_bcast (``lat_<bytes>``: OSU's average latency, us)
-    at every rank count that fits: ranks per node x nodes, at least 2."""
+class OsuBwCheck(OsuPt2ptBase):
+    """osu_bw: streaming bandwidth, windows of 64 messages and an ack."""
 
-    benchmark = parameter(['osu_allreduce', 'osu_bcast'])
+    benchmark_name = 'osu_bw'
+
+
+@rfm.simple_test
+class OsuBibwCheck(OsuPt2ptBase):
+    """osu_bibw: both ranks stream windows at once; total bandwidth."""
+
+    benchmark_name = 'osu_bibw'
+
+
+class OsuCollectiveBase(OsuBase):
+    """A collective at every rank count that fits: ranks per node x nodes,
+    at least 2 (``lat_<bytes>``: OSU's average latency, us)."""
+
     ranks_per_node = parameter(_divisors())
-
-    @run_after('init')
-    def set_layout(self):
-        self.benchmark_name = self.benchmark
-        OsuBase.set_layout(self)
 
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         if self.ranks_per_node > cores:
@@ -286,3 +292,92 @@ class OsuCollectiveCheck(OsuBase):
         self.perf_variables = {
             f'lat_{s}': sn.make_performance_function(lambda s=s: self.value(s), 'us')
             for s in self.sweep()}
+
+
+@rfm.simple_test
+class OsuAllreduceCheck(OsuCollectiveBase):
+    benchmark_name = 'osu_allreduce'
+
+
+@rfm.simple_test
+class OsuBcastCheck(OsuCollectiveBase):
+    benchmark_name = 'osu_bcast'
+
+
+@rfm.simple_test
+class OsuMbwMrCheck(OsuBase):
+    """osu_mbw_mr with k = 1, 2, ... pairs per node, every k that fits, in one
+    job: the saturation curve of the node, ``bw_k<k>_<bytes>`` (MB/s, the
+    aggregate of the k pairs).  With several nodes the k senders sit on the
+    first node and their k receivers on the second; on one node the 2k ranks
+    share it.  `ranks` is the largest ranks-per-node count of the sweep.
+    One job for all k keeps the perflog's variables the same on every line
+    of a partition."""
+
+    benchmark_name = 'osu_mbw_mr'
+
+    def pairs(self, cores: int, nodes: int) -> list[int]:
+        most = cores if nodes >= 2 else cores // 2
+        return [k for k in _divisors_of(cores) if k <= most]
+
+    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
+        self.ks = self.pairs(cores, nodes)
+        if not self.ks:
+            return 0, 0, (f'a pair needs 2 cores on one node, '
+                          f'{self.current_partition.fullname} has {cores}')
+        if nodes >= 2:
+            return self.ks[-1], 2, ''
+        return 2 * self.ks[-1], 1, ''
+
+    @run_before('run')
+    def set_launcher(self):
+        # The script launches one run per k with the stack's own launcher.
+        lines = ['set -o pipefail']
+        for k in self.ks:
+            per_node = k if self.nodes >= 2 else 2 * k
+            launcher = StackLauncher(self.current_environ.extras['launcher'],
+                                     self.current_environ.extras.get('family', ''),
+                                     per_node, 1)
+            cmd = launcher.command(types.SimpleNamespace(num_tasks=per_node * self.nodes))
+            lines.append(f'timeout -k 10 {self.run_timeout} {" ".join(cmd)} {self.executable} '
+                         f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
+                         f' || echo "k={k} status $?" >> osu_status.txt')
+        with open(os.path.join(self.stagedir, 'mbw_mr.sh'), 'w') as fp:
+            fp.write('\n'.join(lines) + '\n')
+        self.executable = 'bash'
+        self.executable_opts = ['mbw_mr.sh']
+        self.job.launcher = getlauncher('local')()
+
+    def table_of(self, k: int) -> OsuTable:
+        try:
+            return parse_osu(self._read(f'mbw_k{k}.out'), f'osu_mbw_mr with {k} pair(s)')
+        except OsuParseError as err:
+            raise sn.SanityError(str(err)) from None
+
+    def table(self) -> OsuTable:
+        return self.table_of(self.ks[-1])
+
+    @sanity_function
+    def validate(self):
+        status = [ln.strip() for ln in self._read('osu_status.txt').splitlines() if ln.strip()]
+        bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]
+        sn.evaluate(sn.assert_false(bad, msg=f'osu_mbw_mr failed: {bad}'))
+        for k in self.ks:
+            pairs = [o for o in self.table_of(k).options if 'pairs:' in o]
+            sn.evaluate(sn.assert_true(
+                pairs and f'pairs: {k} ]' in pairs[0],
+                msg=f'osu_mbw_mr run for {k} pair(s) reports {pairs}'))
+            missing = missing_sizes(self.table_of(k), self.sweep())
+            sn.evaluate(sn.assert_false(
+                missing, msg=f'osu_mbw_mr with {k} pair(s) printed no row for '
+                             f'size(s) {missing}'))
+        OsuBase.validate(self)
+        self.finalize_hung = str(bool(status)).lower()
+        return True
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {
+            f'bw_k{k}_{s}': sn.make_performance_function(
+                lambda k=k, s=s: self.table_of(k).rows[s][0], 'MB/s')
+            for k in self.ks for s in self.sweep()}

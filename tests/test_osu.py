@@ -19,7 +19,7 @@ from conftest import run_reframe
 
 pytestmark = pytest.mark.integration
 
-OSU_CHECKS = 'OsuPt2ptCheck|OsuMbwMrCheck|OsuCollectiveCheck|RingOsuAccuracy'
+OSU_CHECKS = 'Osu.*Check|RingOsuAccuracy'
 MAX_SIZE = 1048576
 
 
@@ -46,6 +46,8 @@ def osu_session(tmp_path_factory, stacks) -> tuple[Path, list[str], subprocess.C
 def perflog(var: Path, part: str, check: str) -> list[dict[str, str]]:
     lines = (var / 'perflogs' / 'local' / part / f'{check}.log').read_text().splitlines()
     header = lines[0].split('|')
+    # Every line fits the header: same variables on every line of a file.
+    assert all(len(ln.split('|')) == len(header) for ln in lines[1:]), (check, part)
     return [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
 
 
@@ -59,8 +61,9 @@ def test_osu_checks_pass_with_full_tables(osu_session):
     var, with_osu, proc = osu_session
     for stack in with_osu:
         for part in ('shm', 'tcp'):
-            for check, count in (('OsuPt2ptCheck', 3), ('OsuMbwMrCheck', 1),
-                                 ('OsuCollectiveCheck', 2)):
+            for check, count in (('OsuLatencyCheck', 1), ('OsuBwCheck', 1),
+                                 ('OsuBibwCheck', 1), ('OsuMbwMrCheck', 1),
+                                 ('OsuAllreduceCheck', 1), ('OsuBcastCheck', 1)):
                 got = outcome(proc, check, stack, part)
                 assert len(got) >= count and all('  OK ' in ln for ln in got), (
                     check, stack, part, proc.stdout[-8000:])
@@ -70,7 +73,8 @@ def test_osu_perflogs_follow_the_convention(osu_session):
     var, with_osu, _ = osu_session
     sizes = [2 ** i for i in range(21)]
     for part in ('shm', 'tcp'):
-        rows = perflog(var, part, 'OsuPt2ptCheck')
+        rows = [r for c in ('OsuLatencyCheck', 'OsuBwCheck', 'OsuBibwCheck')
+                for r in perflog(var, part, c)]
         kinds = {r['kernel'] for r in rows}
         assert kinds == {'osu_latency', 'osu_bw', 'osu_bibw'}
         for r in rows:
@@ -87,7 +91,7 @@ def test_osu_perflogs_follow_the_convention(osu_session):
         for r in perflog(var, part, 'OsuMbwMrCheck'):
             assert r['kernel'] == 'osu_mbw_mr'
             assert all(float(r[f'bw_k1_{s}_value']) > 0 for s in sizes)
-        coll = perflog(var, part, 'OsuCollectiveCheck')
+        coll = perflog(var, part, 'OsuAllreduceCheck') + perflog(var, part, 'OsuBcastCheck')
         assert {r['kernel'] for r in coll} == {'osu_allreduce', 'osu_bcast'}
         for r in coll:
             assert int(r['ranks']) * int(r['nodes']) >= 2
