@@ -163,7 +163,7 @@ class RingOsuAccuracy(KernelCheck):
     """
 
     kernel = 'ring-vs-osu'
-    tags = {'osu', 'accuracy'}
+    tags = {'osu', 'accuracy', 'benchmark'}
     time_limit = '10m'
     rounds = variable(int, value=4)
     #: Largest bandwidth size compared (bytes; from 1 MiB, doubling).
