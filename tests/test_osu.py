@@ -117,3 +117,17 @@ def test_accuracy_check_logs_ratios_with_their_targets(osu_session):
                 assert float(r[f'{name}_ref']) == 1.0
             assert float(r['bandwidth_ratio_1MiB_lower_thres']) == pytest.approx(-0.05)
             assert float(r['latency_ratio_8B_upper_thres']) >= 0.10
+
+
+def test_osu_built_for_another_stack_fails(tmp_path, stacks):
+    """OSU of Open MPI given to the MPICH environment: the library check fails."""
+    have = osu_stacks(stacks)
+    if not {'openmpi', 'mpich'} <= set(have):
+        pytest.skip('needs the OSU installs of both openmpi and mpich under HARNESS_OSU_PREFIX')
+    other = os.environ['HARNESS_OSU_PREFIX'].replace('{stack}', 'openmpi')
+    proc = run_reframe(tmp_path, '-n', 'OsuLatencyCheck', '-r', '-S', 'max_size=64',
+                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': other})
+    assert proc.returncode != 0, proc.stdout[-5000:]
+    assert 'OSU was built for another stack' in proc.stdout, proc.stdout[-5000:]
+    assert ' OK ' not in ''.join(ln for ln in proc.stdout.splitlines()
+                                 if ln.startswith('[') and 'OsuLatencyCheck' in ln)
