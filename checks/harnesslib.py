@@ -128,9 +128,9 @@ class StackLauncher(JobLauncher):
     """The stack's own launcher, with rank and thread binding for its family.
 
     Every rank gets T distinct cores and OMP_PLACES=cores pins one thread per
-    core: a hybrid rank's threads never share a core.  MVAPICH2's mpiexec is
-    hydra and binds like MPICH's; its MV2_* hybrid policy (``binding_env``) is
-    set too, for the devices that honour it.
+    core: a hybrid rank's threads never share a core.  MVAPICH2 binds each rank
+    to one core by default, which serialises a hybrid rank's threads; its
+    launcher (MPICH's hydra) binds instead, with the library's affinity off.
     """
 
     def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int,
@@ -154,20 +154,24 @@ class StackLauncher(JobLauncher):
             return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
                     '--bind-to', 'core']
         if self.family in ('mpich', 'mvapich2'):
-            # MVAPICH2's mpiexec is hydra too.  Its own MV2_* affinity does
-            # nothing with the ch3:sock device, where unbound ranks would all
-            # start their OpenMP threads on core 0 (OMP_PROC_BIND=close).
+            # MVAPICH2's launcher is MPICH's hydra.  Its own library binding
+            # is switched off (binding_env): built with ch3:sock (TCP only)
+            # it cannot see which ranks share a node and binds them all to
+            # the same core.
             return [self.path, '-n', n, '-ppn', r, '-bind-to', f'core:{t}']
         return [self.path, '-n', n]
 
 
 def binding_env(family: str, threads: int, binding: str = 'threads') -> dict[str, str]:
-    """OpenMP placement, and MVAPICH2's hybrid binding unless told otherwise."""
+    """OpenMP placement; MVAPICH2's own affinity off (its launcher binds).
+    `binding` ('threads' or 'one-core') is the launcher's business."""
     env = {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
            'OMP_PROC_BIND': 'close'}
-    if family == 'mvapich2' and binding == 'threads':
-        env.update({'MV2_ENABLE_AFFINITY': '1', 'MV2_CPU_BINDING_POLICY': 'hybrid',
-                    'MV2_THREADS_PER_PROCESS': str(threads)})
+    if family == 'mvapich2':
+        # hydra binds (StackLauncher); the library's own affinity would bind a
+        # hybrid rank's threads to one core, and with ch3:sock every rank of a
+        # node to the same core.
+        env['MV2_ENABLE_AFFINITY'] = '0'
     return env
 
 
@@ -649,3 +653,45 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
         for var in ('t_total', 't_comp', 't_comm'):
             self.perf_variables[var] = sn.make_performance_function(
                 lambda key=f'{var}_s': float(self.headline()[key]), 's')
+
+
+# ---- OSU Micro-Benchmarks -------------------------------------------------------
+
+#: How to provide OSU, for the one-line skip reason.
+OSU_HOWTO = ('set HARNESS_OSU_PREFIX to its install prefix ({stack} stands for the stack, '
+             'e.g. /opt/osu/{stack}), or the environment extra osu_prefix in the system '
+             'configuration, or install osu-micro-benchmarks with Spack')
+
+#: Where an OSU install keeps its MPI benchmarks (`make install` and Spack),
+#: and bin/ for installs that put them on PATH.
+OSU_DIRS = ('libexec/osu-micro-benchmarks/mpi/pt2pt',
+            'libexec/osu-micro-benchmarks/mpi/collective', 'bin')
+
+
+def osu_binary(env, name: str) -> tuple[str | None, str]:
+    """(path of OSU benchmark `name` for environment `env`, '') or (None, why not).
+
+    The prefix is the environment's extra ``osu_prefix`` (config/settings.py
+    fills it from HARNESS_OSU_PREFIX, a site configuration or Spack sets it).
+    """
+    stack = env.extras.get('stack', env.name)
+    prefix = str(env.extras.get('osu_prefix', '') or '')
+    if not prefix:
+        return None, f'OSU Micro-Benchmarks not configured for {stack}: {OSU_HOWTO}'
+    for sub in OSU_DIRS:
+        path = os.path.join(prefix, sub, name)
+        if os.access(path, os.X_OK):
+            return path, ''
+    return None, (f'{name} not found under osu_prefix {prefix} ({stack}; looked in '
+                  f'{", ".join(OSU_DIRS)}): {OSU_HOWTO}')
+
+
+def mpi_libraries(ldd_output: str) -> set[str]:
+    """Resolved paths of the MPI libraries (libmpi*, libmpich*) in ldd's output."""
+    out = set()
+    for line in ldd_output.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == '=>' and parts[0].startswith(('libmpi.', 'libmpich.')):
+            out.add(os.path.realpath(parts[2]) if parts[2].startswith('/')
+                    else f'{parts[0]} (not found)')
+    return out

@@ -170,6 +170,33 @@ class RingCheck(KernelCheck):
         return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
 
+    @run_before('performance')
+    def add_saturation_variables(self):
+        # Aggregated bandwidth per node of every RESULT line, bw_k<k>_<bytes>
+        # (k communicating CPUs per node): the saturation curve's data.  Every
+        # layout of the partition logs every k of its layouts, so all lines of
+        # the perflog file fit one header; 0 where the layout has no such k
+        # (ReFrame fails a performance value of nan).
+        cores = cores_per_node(self.current_partition)
+        ks = sorted({t for t in range(1, cores + 1) if cores % t == 0})
+        sizes = sorted({_ring_bytes(x) for x in self.problem.split(',')})
+
+        def value(k: int, size: int) -> float:
+            return next((float(r['bandwidth_MBps']) for r in self.results()
+                         if int(r['k']) == k and int(r['size']) == size), 0.0)
+
+        for k in ks:
+            for size in sizes:
+                self.perf_variables[f'bw_k{k}_{size}'] = sn.make_performance_function(
+                    lambda k=k, size=size: value(k, size), 'MB/s')
+
+
+def _ring_bytes(text: str) -> int:
+    """A size of ring's --sizes list: N, NK (KiB) or NM (MiB)."""
+    text = text.strip()
+    mult = {'k': 1024, 'm': 1024 * 1024}.get(text[-1:].lower(), 1)
+    return int(text[:-1] if mult != 1 else text) * mult
+
 
 @rfm.simple_test
 class StreamCheck(KernelCheck):

@@ -129,6 +129,13 @@ def _find_stack(name: str, spec: dict) -> dict | None:
     return {'cc': cc, 'launcher': launcher, 'prefix': ''}
 
 
+def _osu_prefix(stack: str) -> str:
+    """OSU Micro-Benchmarks of `stack`: HARNESS_OSU_PREFIX with ``{stack}``
+    replaced by the stack's name ('' when unset: the OSU checks skip)."""
+    template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
+    return template.replace('{stack}', stack) if template else ''
+
+
 def _selected_stacks() -> list[str]:
     wanted = os.environ.get('HARNESS_STACKS', '').strip()
     if not wanted:
@@ -173,6 +180,8 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'transport': transport,
                     # The Spack spec of the kernels for this stack (README: Spack).
                     'spack_spec': os.environ.get(f'HARNESS_{name.upper()}_SPACK_SPEC', ''),
+                    # checks/osu.py: where this stack's OSU benchmarks are
+                    'osu_prefix': _osu_prefix(name),
                 },
             })
     if not names:

@@ -6,6 +6,10 @@
  *   bw        as osu_bw: rank 0 streams a window of MPI_Isend to rank P-1, which
  *             posts the matching MPI_Irecv window; after each window rank P-1
  *             answers with a 4-byte ack.  bandwidth = size*window / window time.
+ *             As osu_bw (its default single buffer), every message of a timed
+ *             window lands in the same receive buffer; the verified exchanges
+ *             give each message of the window its own slot instead, so a
+ *             missing or misplaced message is caught.
  *   ring      Rabenseifner's ring (seed 002, Sect. 3.1): nodes (MPI_COMM_TYPE_SHARED
  *             groups, or single ranks with --rank-as-node) form a logical ring; the
  *             k communicating CPUs of a node each MPI_Sendrecv a message to their
@@ -70,8 +74,9 @@ static const char *HELP =
     "  --reps     timed repetitions per size (default 3); the best one is reported\n"
     "  --iters-scale  multiplier of the iteration counts (default 1.0; > 0).\n"
     "             Base: pingpong/ring 1000 up to 8 KiB, then 1000*8KiB/size, at\n"
-    "             least 20; bw (windows) 128MiB/(window*size) within 1 .. 100.\n"
-    "             Warm-up: iters/10, at least 1\n"
+    "             least 20; bw (windows, as osu_bw) 100 up to 8 KiB, then 20,\n"
+    "             at most 1GiB/(window*size), at least 1.\n"
+    "             Warm-up: iters/10, at least 1 (bw: 2)\n"
     "  --window   bw: messages in flight per window (default 64)\n"
     "  --k        ring: communicating CPUs per node (mpi: ranks per node, default\n"
     "             all; masteronly/multiple: threads per rank, default all)\n"
@@ -536,11 +541,14 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
 
 /* Timed iterations per repetition before --iters-scale.  pingpong/ring: 1000
  * up to 8 KiB, then 1000*8KiB/size (constant bytes), at least 20.  bw (one
- * iteration = one window): about 128 MiB per repetition, 1 .. 100. */
+ * iteration = one window): osu_bw's counts, 100 windows up to 8 KiB and 20
+ * above, but at most 1 GiB per repetition (at least one window). */
 static long base_iters(pattern_t p, long size, long window) {
     if (p == PAT_BW) {
-        long it = (128L * 1024 * 1024) / (window * size);
-        return it < 1 ? 1 : (it > 100 ? 100 : it);
+        long it = size <= 8192 ? 100 : 20;
+        const long cap = (1024L * 1024 * 1024) / (window * size);
+        if (it > cap) it = cap;
+        return it < 1 ? 1 : it;
     }
     if (size <= 8192) return 1000;
     long it = 1000L * 8192 / size;
@@ -551,6 +559,16 @@ static long bw_slots(long window, long size) {
     if (window * size <= BW_RECV_CAP) return window;
     long s = BW_RECV_CAP / size;
     return s < 1 ? 1 : s;
+}
+
+/* A message buffer aligned to a 4 KiB page, as OSU's (alignment changes the
+ * copy speed of large messages); freed with free(). */
+#define PAGE_BYTES 4096
+static unsigned char *page_alloc(const kc_ctx *ctx, size_t bytes) {
+    const size_t rounded = (bytes + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
+    unsigned char *p = aligned_alloc(PAGE_BYTES, rounded ? rounded : PAGE_BYTES);
+    if (!p) kc_abort(ctx, "cannot allocate %zu bytes", bytes);
+    return p;
 }
 
 /* Free the buffers (and the communicator if it is the exchange's own). */
@@ -647,12 +665,12 @@ int main(int argc, char **argv) {
         e.tsbuf = kc_malloc(&ctx, (size_t)k * sizeof *e.tsbuf);
         e.trbuf = kc_malloc(&ctx, (size_t)k * sizeof *e.trbuf);
         for (long t = 0; t < k; ++t) {
-            e.tsbuf[t] = kc_malloc(&ctx, msg_max);
-            e.trbuf[t] = kc_malloc(&ctx, msg_max);
+            e.tsbuf[t] = page_alloc(&ctx, msg_max);
+            e.trbuf[t] = page_alloc(&ctx, msg_max);
         }
     } else if (e.role >= 0) {
-        e.sbuf = kc_malloc(&ctx, sends(&e) ? msg_max : 1);
-        e.rbuf = kc_malloc(&ctx, receives(&e) ? rcap : 1);
+        e.sbuf = page_alloc(&ctx, sends(&e) ? msg_max : 1);
+        e.rbuf = page_alloc(&ctx, receives(&e) ? rcap : 1);
     }
     e.reqs = kc_malloc(&ctx, (size_t)o.window * sizeof *e.reqs);
     e.stats = kc_malloc(&ctx, (size_t)o.window * sizeof *e.stats);
@@ -677,7 +695,9 @@ int main(int argc, char **argv) {
         e.nslots = bw_slots(o.window, size);
         long iters = (long)llround((double)base_iters(o.pattern, size, o.window) * o.iters_scale);
         if (iters < 1) iters = 1;
-        const long warmup = iters / 10 > 1 ? iters / 10 : 1;
+        /* warm-up: a tenth, at least 1 (bw: 2 windows, as osu_bw's large sizes) */
+        const long warmup_min = o.pattern == PAT_BW ? 2 : 1;
+        const long warmup = iters / 10 > warmup_min ? iters / 10 : warmup_min;
         const long it_first = 0, it_timed = 1, it_last = 2 + warmup + o.reps * iters;
         const int inject = KC_FAULT_INJECTED && si == o.nsizes - 1 &&
                            ctx.rank == (o.pattern == PAT_BW ? P - 1 : 0);
@@ -688,7 +708,8 @@ int main(int argc, char **argv) {
         run_iters(&ctx, &e, 1);
         bad += check(&ctx, &e, it_first, 0);
 
-        /* warm-up and timed repetitions */
+        /* warm-up and timed repetitions; bw: one receive buffer, as osu_bw */
+        e.nslots = 1;
         prepare(&ctx, &e, it_timed);
         run_iters(&ctx, &e, warmup);
         double total = 0.0;
@@ -703,7 +724,8 @@ int main(int argc, char **argv) {
         }
         bad += check(&ctx, &e, it_timed, inject); /* data of the last timed exchange */
 
-        /* last exchange, verified */
+        /* last exchange, verified (bw: one slot per message of the window) */
+        e.nslots = bw_slots(o.window, size);
         prepare(&ctx, &e, it_last);
         run_iters(&ctx, &e, 1);
         bad += check(&ctx, &e, it_last, 0);

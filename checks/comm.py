@@ -1,0 +1,340 @@
+"""ReFrame checks: the ring kernel's point-to-point sweeps, and its accuracy
+against the OSU Micro-Benchmarks.
+
+* ``RingPingpongCheck``: ``ring --pattern pingpong --sizes 1:4M`` on 2 ranks
+  (one per node where the partition has several): ``lat_<bytes>`` (us, half
+  the round trip) and ``bw_<bytes>`` (MB/s) per size, ``latency_8B``.
+* ``RingBwCheck``: ``ring --pattern bw --sizes 1:4M`` (osu_bw's method):
+  ``bw_<bytes>`` (MB/s) per size, ``bandwidth_1MiB``.
+* ``RingOsuAccuracy``: in one job, a few rounds of ring pingpong against
+  osu_latency and ring bw against osu_bw, alternating, on the same stack and
+  transport; the ratios ring/OSU of each tool's best round are performance
+  variables whose references are the accuracy targets: latency at 8 B within
+  10% (or 0.05 us, whichever is larger), bandwidth at 1 MiB and above within
+  5%.  It skips where OSU is not provided (see checks/osu.py).
+
+The sweeps run in every session (they need only the kernels); the accuracy
+check needs OSU.  All log the perflog fields of the kernel checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import run_after, run_before, sanity_function, variable
+
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from harnesslib import (  # noqa: E402
+    KernelCheck,
+    binding_env,
+    cores_per_node,
+    hold_node_lock,
+    osu_binary,
+)
+from hybridverdict.osu import OsuParseError, parse_osu  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def _pt2pt_place(check: KernelCheck) -> None:
+    """2 ranks: one per node on a partition of several nodes, else one node
+    (needs 2 cores).  Sets cores, ranks (per node), nodes and the task counts."""
+    part = check.current_partition
+    check.cores = cores_per_node(part)
+    nodes = int(part.extras.get('nodes', 1))
+    if nodes >= 2:
+        check.ranks, check.nodes = 1, 2
+    else:
+        check.skip_if(check.cores < 2,
+                      f'needs 2 cores per node, {part.fullname} has {check.cores}')
+        check.ranks, check.nodes = 2, 1
+    check.num_tasks_per_node = check.ranks
+    check.num_tasks = 2
+    check.num_cpus_per_task = 1
+
+
+class RingSweep(KernelCheck):
+    """One point-to-point sweep of the ring kernel on 2 ranks."""
+
+    pattern = ''
+    #: Message sizes (the kernel's --sizes; MIN:MAX doubles from MIN).
+    sizes = variable(str, value='1:4M')
+    iters_scale = variable(float, value=1.0)
+    reps = variable(int, value=3)
+
+    @run_after('init')
+    def set_layout(self):
+        self.kernel = f'ring-{self.pattern}'
+        self.mode, self.threads, self.decomp = 'mpi', 1, 1
+        lo, _, hi = self.sizes.partition(':')
+        self.size = str(_bytes(hi or lo))
+        self.descr = f'ring --pattern {self.pattern} --sizes {self.sizes} on 2 ranks'
+
+    @run_after('setup')
+    def place(self):
+        _pt2pt_place(self)
+        env = self.current_environ
+        self.executable = self.build.executable_path('ring')
+        self.build_spec = self.build.build_spec
+        self.executable_opts = ['--pattern', self.pattern, '--mode', 'mpi',
+                                '--sizes', self.sizes, '--reps', str(self.reps),
+                                '--iters-scale', str(self.iters_scale)]
+        self.env_vars.update(binding_env(env.extras.get('family', ''), 1, self.binding))
+        self.prerun_cmds = hold_node_lock(self.current_partition)
+
+    def by_size(self, key: str) -> dict[int, float]:
+        return {int(r['size']): float(r[key]) for r in self.results()}
+
+    def sweep(self) -> list[int]:
+        lo, sep, hi = self.sizes.partition(':')
+        if sep:
+            out, s = [], _bytes(lo)
+            while s <= _bytes(hi):
+                out.append(s)
+                s *= 2
+            return out
+        return sorted({_bytes(x) for x in self.sizes.split(',')})
+
+
+def _bytes(text: str) -> int:
+    """A ring size: N, NK (KiB) or NM (MiB)."""
+    text = text.strip()
+    mult = {'k': 1024, 'm': MIB}.get(text[-1:].lower(), 1)
+    return int(text[:-1] if mult != 1 else text) * mult
+
+
+@rfm.simple_test
+class RingPingpongCheck(RingSweep):
+    """Half round trip of blocking ping-pongs per size (Xu & Hwang)."""
+
+    pattern = 'pingpong'
+    iters_scale = 0.5
+
+    @run_before('performance')
+    def add_sweep_variables(self):
+        for s in self.sweep():
+            self.perf_variables[f'lat_{s}'] = sn.make_performance_function(
+                lambda s=s: self.by_size('latency_us')[s], 'us')
+            self.perf_variables[f'bw_{s}'] = sn.make_performance_function(
+                lambda s=s: self.by_size('bandwidth_MBps')[s], 'MB/s')
+        if 8 in self.sweep():
+            self.perf_variables['latency_8B'] = sn.make_performance_function(
+                lambda: self.by_size('latency_us')[8], 'us')
+
+
+@rfm.simple_test
+class RingBwCheck(RingSweep):
+    """Streaming bandwidth with osu_bw's method (windows of 64 Isend + ack)."""
+
+    pattern = 'bw'
+    iters_scale = 0.25
+
+    @run_before('performance')
+    def add_sweep_variables(self):
+        for s in self.sweep():
+            self.perf_variables[f'bw_{s}'] = sn.make_performance_function(
+                lambda s=s: self.by_size('bandwidth_MBps')[s], 'MB/s')
+        if MIB in self.sweep():
+            self.perf_variables['bandwidth_1MiB'] = sn.make_performance_function(
+                lambda: self.by_size('bandwidth_MBps')[MIB], 'MB/s')
+
+
+# ---- accuracy against OSU -------------------------------------------------------
+
+@rfm.simple_test
+class RingOsuAccuracy(KernelCheck):
+    """ring against osu_latency / osu_bw, alternating in one job.
+
+    Each round runs ring pingpong at 8 B, osu_latency at 8 B, ring bw and
+    osu_bw at 1 MiB .. `bw_max`, on the same 2 ranks, launcher, stack and
+    transport.  The ratios ring/OSU compare each tool's best round (lowest
+    latency, highest bandwidth); references: latency within 10% (or 0.05 us, whichever is
+    larger), bandwidth within 5%.
+    """
+
+    kernel = 'ring-vs-osu'
+    tags = {'osu', 'accuracy', 'benchmark'}
+    time_limit = '10m'
+    rounds = variable(int, value=4)
+    #: Largest bandwidth size compared (bytes; from 1 MiB, doubling).
+    bw_max = variable(int, value=4 * MIB)
+    #: Relative tolerances of the targets, and the latency floor (us).
+    lat_tol = variable(float, value=0.10)
+    lat_floor_us = variable(float, value=0.05)
+    bw_tol = variable(float, value=0.05)
+    #: Seconds after which an OSU run is ended (see checks/osu.py).
+    run_timeout = variable(int, value=90)
+
+    @run_after('init')
+    def set_layout(self):
+        self.mode, self.threads, self.decomp = 'mpi', 1, 1
+        self.size = str(self.bw_max)
+        self.descr = 'ring pingpong/bw against osu_latency/osu_bw, alternating'
+
+    def bw_sizes(self) -> list[int]:
+        out, s = [], MIB
+        while s <= self.bw_max:
+            out.append(s)
+            s *= 2
+        return out
+
+    @run_after('setup')
+    def place(self):
+        env = self.current_environ
+        self.osu_lat, why = osu_binary(env, 'osu_latency')
+        self.skip_if(self.osu_lat is None, why)
+        self.osu_bw, why = osu_binary(env, 'osu_bw')
+        self.skip_if(self.osu_bw is None, why)
+        _pt2pt_place(self)
+        self.build_spec = f'{self.build.build_spec}; osu {env.extras.get("osu_prefix", "")}'
+        self.executable = 'bash'
+        self.executable_opts = ['accuracy.sh']
+        self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
+        self.prerun_cmds = hold_node_lock(self.current_partition)
+
+    @run_before('run')
+    def write_script(self):
+        # The script launches every run itself, with the stack's launcher.
+        launch = ' '.join(self.stack_launcher().command(
+            types.SimpleNamespace(num_tasks=self.num_tasks)))
+        self.job.launcher = getlauncher('local')()
+        ring = self.build.executable_path('ring')
+        lo, hi = MIB, self.bw_max
+        # OSU has no watchdog for a hung MPI_Finalize (MPICH over TCP): a run
+        # that `timeout` ends is noted; its table decides whether it counts.
+        osu = f'timeout -k 10 {self.run_timeout} {launch}'
+        lines = [
+            'set -e',
+            f'for r in $(seq 1 {self.rounds}); do',
+            # One timed loop per run (--reps 1), as OSU: the same estimator.
+            f'  {launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters-scale 10'
+            ' > ring_lat_$r.out',
+            f'  {osu} {self.osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
+            ' || echo "osu_latency round $r status $?" >> osu_status.txt',
+            f'  {launch} {ring} --pattern bw --sizes {lo}:{hi} --reps 1 > ring_bw_$r.out',
+            f'  {osu} {self.osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
+            ' || echo "osu_bw round $r status $?" >> osu_status.txt',
+            'done',
+            'echo "accuracy: $r rounds done"',
+        ]
+        with open(os.path.join(self.stagedir, 'accuracy.sh'), 'w') as fp:
+            fp.write('\n'.join(lines) + '\n')
+
+    # -- results -------------------------------------------------------------------
+
+    def _text(self, name: str) -> str:
+        path = os.path.join(self.stagedir, name)
+        if not os.path.exists(path):
+            raise sn.SanityError(f'{name} is missing: the round did not run')
+        with open(path) as fp:
+            return fp.read()
+
+    def _ring(self, name: str) -> dict[int, dict]:
+        out = {}
+        for line in self._text(name).splitlines():
+            if line.startswith('RESULT '):
+                res = json.loads(line[len('RESULT '):])
+                if res.get('verified') is not True:
+                    raise sn.SanityError(f'{name}: the ring kernel did not verify its result')
+                out[int(res['size'])] = res
+        if not out:
+            raise sn.SanityError(f'{name}: the ring kernel printed no RESULT line')
+        return out
+
+    def _osu(self, name: str) -> dict[int, float]:
+        try:
+            return parse_osu(self._text(name), name).column(0)
+        except OsuParseError as err:
+            raise sn.SanityError(str(err)) from None
+
+    def rounds_data(self) -> list[dict]:
+        """Per round: ring and OSU latency at 8 B, bandwidths per size."""
+        if not hasattr(self, '_rounds'):
+            self._rounds = []
+            for r in range(1, self.rounds + 1):
+                rl, ol = self._ring(f'ring_lat_{r}.out'), self._osu(f'osu_lat_{r}.out')
+                rb, ob = self._ring(f'ring_bw_{r}.out'), self._osu(f'osu_bw_{r}.out')
+                missing = [s for s in self.bw_sizes() if s not in rb or s not in ob]
+                if 8 not in rl or 8 not in ol or missing:
+                    raise sn.SanityError(f'round {r}: sizes missing ({missing or [8]})')
+                self._rounds.append({
+                    'ring_lat': rl[8]['latency_us'], 'osu_lat': ol[8],
+                    'lib': rl[8]['mpi_library'],
+                    'ring_bw': {s: rb[s]['bandwidth_MBps'] for s in self.bw_sizes()},
+                    'osu_bw': {s: ob[s] for s in self.bw_sizes()},
+                })
+        return self._rounds
+
+    @sanity_function
+    def validate(self):
+        sn.evaluate(sn.assert_eq(self.job.exitcode, 0,
+                                 msg='the accuracy script failed (status {0})'))
+        data = self.rounds_data()
+        self.mpi_library = str(data[0]['lib'])
+        sn.evaluate(sn.assert_true(
+            self._library_matches(self.mpi_library),
+            msg=f'ring reports MPI library "{self.mpi_library}", not stack '
+                f'{self.current_environ.name}'))
+        self.verified = 'true'
+        self.oversubscribed = str(self.ranks > self.cores).lower()
+        # OSU runs that did not exit 0: only `timeout` after a full table.
+        status = self._status()
+        bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]
+        sn.evaluate(sn.assert_false(bad, msg=f'OSU failed: {bad}'))
+        self.finalize_hung = str(bool(status) or bool(sn.evaluate(sn.findall(
+            r'MPI_Finalize did not return', self.stderr)))).lower()
+        return True
+
+    def _status(self) -> list[str]:
+        path = os.path.join(self.stagedir, 'osu_status.txt')
+        if not os.path.exists(path):
+            return []
+        with open(path) as fp:
+            return [ln.strip() for ln in fp if ln.strip()]
+
+    # Best of the rounds for each tool (Xu & Hwang keep the minimum of their
+    # runs): on a shared machine a round can lose its time slice to another
+    # job, and the best round of each tool is the figure least disturbed.
+    def best_lat(self, tool: str) -> float:
+        return min(d[f'{tool}_lat'] for d in self.rounds_data())
+
+    def best_bw(self, tool: str, size: int) -> float:
+        return max(d[f'{tool}_bw'][size] for d in self.rounds_data())
+
+    def latency_ratio(self) -> float:
+        return self.best_lat('ring') / self.best_lat('osu')
+
+    def bandwidth_ratio(self, size: int) -> float:
+        return self.best_bw('ring', size) / self.best_bw('osu', size)
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        osu_lat = self.best_lat('osu')
+        # Within 10% or 0.05 us, whichever is larger (OSU prints 2 decimals).
+        lat_tol = max(self.lat_tol, self.lat_floor_us / osu_lat) if osu_lat > 0 else 1.0
+        pv = {
+            'latency_ratio_8B': sn.make_performance_function(self.latency_ratio, 'x'),
+            'ring_latency_8B': sn.make_performance_function(
+                lambda: self.best_lat('ring'), 'us'),
+            'osu_latency_8B': sn.make_performance_function(lambda: osu_lat, 'us'),
+        }
+        ref = {'latency_ratio_8B': (1.0, -lat_tol, lat_tol, 'x')}
+        for s in self.bw_sizes():
+            names = [f'bandwidth_ratio_{s}'] + (['bandwidth_ratio_1MiB'] if s == MIB else [])
+            for name in names:
+                pv[name] = sn.make_performance_function(
+                    lambda s=s: self.bandwidth_ratio(s), 'x')
+                ref[name] = (1.0, -self.bw_tol, self.bw_tol, 'x')
+        for s in self.bw_sizes():
+            pv[f'ring_bw_{s}'] = sn.make_performance_function(
+                lambda s=s: self.best_bw('ring', s), 'MB/s')
+            pv[f'osu_bw_{s}'] = sn.make_performance_function(
+                lambda s=s: self.best_bw('osu', s), 'MB/s')
+        self.perf_variables = pv
+        self.reference = {'*': ref}

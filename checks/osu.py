@@ -1,0 +1,379 @@
+"""ReFrame checks: the OSU Micro-Benchmarks (5.x) for every MPI stack and
+interconnect, the yardstick the stacks are held to.
+
+* ``OsuLatencyCheck``, ``OsuBwCheck``, ``OsuBibwCheck``: osu_latency, osu_bw
+  and osu_bibw on 2 ranks, one per node where the partition has several
+  nodes, else both on one node.
+* ``OsuMbwMrCheck``: osu_mbw_mr with k = 1, 2, ... pairs per node in one job
+  (2k ranks on one node, or k per node on two nodes; never more ranks than
+  cores).
+* ``OsuAllreduceCheck``, ``OsuBcastCheck``: at every rank count that fits
+  (ranks per node from the divisors of the core count, times nodes).
+
+One class per benchmark, so that every line of a perflog file carries the
+same variables (ReFrame checks a file's header only when it opens it).
+
+OSU comes from the environment's extra ``osu_prefix``: config/settings.py
+fills it from ``HARNESS_OSU_PREFIX`` (``{stack}`` is replaced by the stack's
+name), a site configuration or the Spack setup sets it.  Without it every
+check skips with one line saying how to provide OSU; nothing is downloaded.
+
+Every run uses the stack's own launcher with binding and the node lock, like
+the kernel checks.  Sanity: exit status 0, OSU's full table (every size of
+the sweep), no error message, and the benchmark links the same MPI library
+as the harness's kernels built for that stack (ldd of both binaries).
+
+Performance variables (the perflog convention of the README): ``lat_<bytes>``
+(us) or ``bw_<bytes>`` (MB/s, 1e6 B) per size, headlines ``latency_8B`` and
+``bandwidth_1MiB``; osu_mbw_mr ``bw_k<k>_<bytes>``; collectives ``lat_<bytes>``
+(OSU's average latency).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.launchers import LauncherWrapper
+
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from harnesslib import (  # noqa: E402
+    LIBRARY_PREFIX,
+    KernelCheck,
+    StackLauncher,
+    binding_env,
+    cores_per_node,
+    hold_node_lock,
+    mpi_libraries,
+    osu_binary,
+    system_layouts,
+)
+from hybridverdict.osu import (  # noqa: E402
+    OsuParseError,
+    OsuTable,
+    expected_sizes,
+    missing_sizes,
+    parse_osu,
+)
+
+MIB = 1024 * 1024
+#: Smallest size of each benchmark's sweep (allreduce works on 4-byte floats).
+MIN_SIZE = {'osu_latency': 0, 'osu_bw': 1, 'osu_bibw': 1, 'osu_mbw_mr': 1,
+            'osu_allreduce': 4, 'osu_bcast': 1}
+#: OSU's -i and -x per benchmark unless set with -S iters=/warmup=: latency
+#: moves few bytes per iteration, bandwidth 64-message windows.
+DEFAULT_ITERS = {'osu_latency': (200, 20), 'osu_bw': (10, 2), 'osu_bibw': (10, 2),
+                 'osu_mbw_mr': (10, 2), 'osu_allreduce': (50, 5), 'osu_bcast': (50, 5)}
+#: Error lines of OSU, MPI libraries or launchers.
+ERROR_LINE = r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by signal)'
+
+
+def _divisors() -> list[int]:
+    """Ranks per node that divide some partition's core count (1, 2, ...)."""
+    return sorted({ranks for ranks, _ in system_layouts()})
+
+
+def _divisors_of(cores: int) -> list[int]:
+    return [d for d in range(1, cores + 1) if cores % d == 0]
+
+
+class OsuBase(KernelCheck):
+    """One OSU benchmark run; subclasses place the ranks and name the variables."""
+
+    time_limit = '5m'
+    tags = {'osu'}
+    #: Largest message size of the sweep (bytes); OSU's -m MIN:MAX.
+    max_size = variable(int, value=4 * MIB)
+    #: OSU's -i (timed iterations; small and large sizes alike) and -x
+    #: (warm-up); 0: the benchmark's default in DEFAULT_ITERS.
+    iters = variable(int, value=0)
+    warmup = variable(int, value=0)
+    #: A run still going after this many seconds is ended (``timeout``).  If
+    #: OSU had printed its whole table by then, only MPI_Finalize hung (MPICH
+    #: 4.0.x ch4:ucx over TCP, see the README): the run passes with
+    #: finalize_hung=true, as the kernels do.
+    run_timeout = variable(int, value=90)
+
+    #: Set by subclasses: the benchmark and its ranks.
+    benchmark_name = ''
+
+    # -- placement ---------------------------------------------------------------
+
+    @run_after('init')
+    def set_layout(self):
+        self.kernel = self.benchmark_name
+        self.mode = 'mpi'
+        self.threads = 1
+        self.decomp = 1
+        self.size = str(self.max_size)
+        self.descr = f'{self.benchmark_name} (OSU Micro-Benchmarks)'
+
+    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
+        """(ranks per node, nodes used, reason to skip or '')."""
+        raise NotImplementedError
+
+    def osu_options(self) -> list[str]:
+        lo = MIN_SIZE[self.benchmark_name]
+        iters, warmup = DEFAULT_ITERS[self.benchmark_name]
+        return ['-m', f'{lo}:{self.max_size}', '-i', str(self.iters or iters),
+                '-x', str(self.warmup or warmup)]
+
+    def sweep(self) -> list[int]:
+        return expected_sizes(MIN_SIZE[self.benchmark_name], self.max_size)
+
+    @run_after('setup')
+    def place(self):
+        part, env = self.current_partition, self.current_environ
+        path, why = osu_binary(env, self.benchmark_name)
+        self.skip_if(path is None, why)
+        self.cores = cores_per_node(part)
+        ranks, nodes, why = self.placement(self.cores, int(part.extras.get('nodes', 1)))
+        self.skip_if(bool(why), why)
+        self.ranks, self.nodes = ranks, nodes
+        self.num_tasks_per_node = ranks
+        self.num_tasks = ranks * nodes
+        self.num_cpus_per_task = 1
+        self.executable = path
+        self.executable_opts = self.osu_options()
+        self.build_spec = f'osu {env.extras.get("osu_prefix", "")}'
+        self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
+        self.prerun_cmds = hold_node_lock(part) + [
+            f'ldd {path} > osu.ldd 2>&1',
+            f'ldd {self.build.executable_path("ring")} > kernel.ldd 2>&1',
+        ]
+
+    @run_before('run')
+    def set_launcher(self):
+        # `timeout` ends a run stuck in MPI_Finalize (see run_timeout).
+        self.job.launcher = LauncherWrapper(self.stack_launcher(), 'timeout',
+                                            ['-k', '10', str(self.run_timeout)])
+
+    # -- results -------------------------------------------------------------------
+
+    def table(self) -> OsuTable:
+        if not hasattr(self, '_table'):
+            with open(os.path.join(self.stagedir, str(sn.evaluate(self.stdout)))) as fp:
+                text = fp.read()
+            try:
+                self._table = parse_osu(text, f'{self.benchmark_name} output')
+            except OsuParseError as err:
+                raise sn.SanityError(str(err)) from None
+        return self._table
+
+    def _read(self, name: str) -> str:
+        path = os.path.join(self.stagedir, name)
+        if not os.path.exists(path):
+            return ''
+        with open(path) as fp:
+            return fp.read()
+
+    @sanity_function
+    def validate(self):
+        stack = self.current_environ.extras.get('stack', self.current_environ.name)
+        family = self.current_environ.extras.get('family', stack)
+        # The library first: a benchmark linked to another stack explains the rest.
+        osu_libs = mpi_libraries(self._read('osu.ldd'))
+        kernel_libs = mpi_libraries(self._read('kernel.ldd'))
+        sn.evaluate(sn.assert_true(
+            osu_libs, msg=f'{self.benchmark_name}: ldd shows no MPI library (libmpi*, '
+                          f'libmpich*): {self._read("osu.ldd")[:300]!r}'))
+        sn.evaluate(sn.assert_true(
+            kernel_libs and kernel_libs <= osu_libs,
+            msg=f'{self.benchmark_name} links {sorted(osu_libs)}, but the kernels of stack '
+                f'{stack} link {sorted(kernel_libs)}: OSU was built for another stack'))
+        self.mpi_library = f'{LIBRARY_PREFIX.get(family, stack)} ({sorted(osu_libs)[0]})'
+        table = self.table()
+        missing = missing_sizes(table, self.sweep())
+        sn.evaluate(sn.assert_false(
+            missing, msg=f'{self.benchmark_name} printed no row for size(s) {missing} '
+                         f'(the run stopped early)'))
+        self.verified = 'true'
+        errors = sn.evaluate(sn.extractall(ERROR_LINE, self.stdout, 0))
+        errors += sn.evaluate(sn.extractall(ERROR_LINE, self.stderr, 0))
+        sn.evaluate(sn.assert_false(
+            errors, msg=f'{self.benchmark_name} printed an error: {errors[:3]}'))
+        code = self.job.exitcode
+        # Whole table printed, then ended by `timeout`: MPI_Finalize hung.
+        self.finalize_hung = str(code in (124, 137)).lower()
+        sn.evaluate(sn.assert_true(
+            code == 0 or code in (124, 137),
+            msg=f'{self.benchmark_name} exited with status {code}'))
+        self.oversubscribed = str(self.ranks > self.cores).lower()
+        return True
+
+    def value(self, size: int, column: int = 0) -> float:
+        return self.table().rows[size][column]
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {}
+
+
+def pt2pt_placement(partition, cores: int, nodes: int) -> tuple[int, int, str]:
+    """2 ranks: one per node on a partition of several nodes, else one node."""
+    if nodes >= 2:
+        return 1, 2, ''
+    if cores < 2:
+        return 0, 0, f'needs 2 cores per node, {partition.fullname} has {cores}'
+    return 2, 1, ''
+
+
+# One check class per benchmark: ReFrame writes one perflog file per class and
+# checks its header only when it opens the file, so every line of a file must
+# carry the same performance variables.
+
+class OsuPt2ptBase(OsuBase):
+    """2 ranks; lat_<bytes> (us) for latency, bw_<bytes> (MB/s) for bandwidth."""
+
+    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
+        return pt2pt_placement(self.current_partition, cores, nodes)
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        lat = self.benchmark_name == 'osu_latency'
+        prefix, unit = ('lat', 'us') if lat else ('bw', 'MB/s')
+        self.perf_variables = {
+            f'{prefix}_{s}': sn.make_performance_function(
+                lambda s=s: self.value(s), unit) for s in self.sweep()}
+        if lat and 8 in self.sweep():
+            self.perf_variables['latency_8B'] = sn.make_performance_function(
+                lambda: self.value(8), 'us')
+        if not lat and MIB in self.sweep():
+            self.perf_variables['bandwidth_1MiB'] = sn.make_performance_function(
+                lambda: self.value(MIB), 'MB/s')
+
+
+@rfm.simple_test
+class OsuLatencyCheck(OsuPt2ptBase):
+    """osu_latency: one-way latency (half the round trip) per size."""
+
+    benchmark_name = 'osu_latency'
+
+
+@rfm.simple_test
+class OsuBwCheck(OsuPt2ptBase):
+    """osu_bw: streaming bandwidth, windows of 64 messages and an ack."""
+
+    benchmark_name = 'osu_bw'
+
+
+@rfm.simple_test
+class OsuBibwCheck(OsuPt2ptBase):
+    """osu_bibw: both ranks stream windows at once; total bandwidth."""
+
+    benchmark_name = 'osu_bibw'
+
+
+class OsuCollectiveBase(OsuBase):
+    """A collective at every rank count that fits: ranks per node x nodes,
+    at least 2 (``lat_<bytes>``: OSU's average latency, us)."""
+
+    ranks_per_node = parameter(_divisors())
+
+    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
+        if self.ranks_per_node > cores:
+            return 0, 0, (f'{self.ranks_per_node} ranks per node exceed the {cores} cores '
+                          f'of {self.current_partition.fullname}')
+        if self.ranks_per_node * nodes < 2:
+            return 0, 0, 'a collective needs at least 2 ranks'
+        return self.ranks_per_node, nodes, ''
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {
+            f'lat_{s}': sn.make_performance_function(lambda s=s: self.value(s), 'us')
+            for s in self.sweep()}
+
+
+@rfm.simple_test
+class OsuAllreduceCheck(OsuCollectiveBase):
+    benchmark_name = 'osu_allreduce'
+
+
+@rfm.simple_test
+class OsuBcastCheck(OsuCollectiveBase):
+    benchmark_name = 'osu_bcast'
+
+
+@rfm.simple_test
+class OsuMbwMrCheck(OsuBase):
+    """osu_mbw_mr with k = 1, 2, ... pairs per node, every k that fits, in one
+    job: the saturation curve of the node, ``bw_k<k>_<bytes>`` (MB/s, the
+    aggregate of the k pairs).  With several nodes the k senders sit on the
+    first node and their k receivers on the second; on one node the 2k ranks
+    share it.  `ranks` is the largest ranks-per-node count of the sweep.
+    One job for all k keeps the perflog's variables the same on every line
+    of a partition."""
+
+    benchmark_name = 'osu_mbw_mr'
+
+    def pairs(self, cores: int, nodes: int) -> list[int]:
+        most = cores if nodes >= 2 else cores // 2
+        return [k for k in _divisors_of(cores) if k <= most]
+
+    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
+        self.ks = self.pairs(cores, nodes)
+        if not self.ks:
+            return 0, 0, (f'a pair needs 2 cores on one node, '
+                          f'{self.current_partition.fullname} has {cores}')
+        if nodes >= 2:
+            return self.ks[-1], 2, ''
+        return 2 * self.ks[-1], 1, ''
+
+    @run_before('run')
+    def set_launcher(self):
+        # The script launches one run per k with the stack's own launcher.
+        lines = ['set -o pipefail']
+        for k in self.ks:
+            per_node = k if self.nodes >= 2 else 2 * k
+            launcher = StackLauncher(self.current_environ.extras['launcher'],
+                                     self.current_environ.extras.get('family', ''),
+                                     per_node, 1)
+            cmd = launcher.command(types.SimpleNamespace(num_tasks=per_node * self.nodes))
+            lines.append(f'timeout -k 10 {self.run_timeout} {" ".join(cmd)} {self.executable} '
+                         f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
+                         f' || echo "k={k} status $?" >> osu_status.txt')
+        with open(os.path.join(self.stagedir, 'mbw_mr.sh'), 'w') as fp:
+            fp.write('\n'.join(lines) + '\n')
+        self.executable = 'bash'
+        self.executable_opts = ['mbw_mr.sh']
+        self.job.launcher = getlauncher('local')()
+
+    def table_of(self, k: int) -> OsuTable:
+        try:
+            return parse_osu(self._read(f'mbw_k{k}.out'), f'osu_mbw_mr with {k} pair(s)')
+        except OsuParseError as err:
+            raise sn.SanityError(str(err)) from None
+
+    def table(self) -> OsuTable:
+        return self.table_of(self.ks[-1])
+
+    @sanity_function
+    def validate(self):
+        status = [ln.strip() for ln in self._read('osu_status.txt').splitlines() if ln.strip()]
+        bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]
+        sn.evaluate(sn.assert_false(bad, msg=f'osu_mbw_mr failed: {bad}'))
+        for k in self.ks:
+            pairs = [o for o in self.table_of(k).options if 'pairs:' in o]
+            sn.evaluate(sn.assert_true(
+                pairs and f'pairs: {k} ]' in pairs[0],
+                msg=f'osu_mbw_mr run for {k} pair(s) reports {pairs}'))
+            missing = missing_sizes(self.table_of(k), self.sweep())
+            sn.evaluate(sn.assert_false(
+                missing, msg=f'osu_mbw_mr with {k} pair(s) printed no row for '
+                             f'size(s) {missing}'))
+        OsuBase.validate(self)
+        self.finalize_hung = str(bool(status)).lower()
+        return True
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        self.perf_variables = {
+            f'bw_k{k}_{s}': sn.make_performance_function(
+                lambda k=k, s=s: self.table_of(k).rows[s][0], 'MB/s')
+            for k in self.ks for s in self.sweep()}

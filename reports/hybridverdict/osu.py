@@ -1,0 +1,113 @@
+"""Read the tables that the OSU Micro-Benchmarks (5.x) print.
+
+Every OSU MPI benchmark prints a title line (``# OSU MPI Latency Test v5.9``),
+optional option lines (``# [ pairs: 1 ] [ window size: 64 ]``), one column
+header line (``# Size          Latency (us)``) and then one row per message
+size: the size in bytes followed by one or more numbers.  `parse_osu` turns
+such an output into an `OsuTable`; the harness's checks (checks/osu.py,
+checks/comm.py) and the reports use it.  Anything that is not a table line
+(launcher warnings, a second benchmark's output) is ignored, but a row that
+starts like a table row and does not parse is an error naming the line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+_TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
+_SIZE_ROW = re.compile(r'^\d+\s')
+_NUMBER = r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?'
+_ROW = re.compile(rf'^(?P<size>\d+)(?P<values>(?:\s+{_NUMBER})+)\s*$')
+
+
+class OsuParseError(ValueError):
+    """An OSU output that is not a complete, well-formed table."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OsuTable:
+    """One OSU benchmark's table: title, column header and rows by size."""
+
+    title: str
+    version: str
+    columns: tuple[str, ...]
+    rows: dict[int, tuple[float, ...]]
+    options: tuple[str, ...] = ()
+
+    def column(self, index: int = 0) -> dict[int, float]:
+        """Value of column `index` (0: the first after Size) per size."""
+        return {size: vals[index] for size, vals in self.rows.items()}
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted(self.rows)
+
+
+def _columns(header: str) -> tuple[str, ...]:
+    """The column names of a header line, Size first (OSU pads with spaces;
+    names themselves contain single spaces, e.g. 'Avg Latency(us)')."""
+    body = header.lstrip('#').strip()
+    return tuple(c.strip() for c in re.split(r'\s{2,}', body) if c.strip())
+
+
+def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
+    """The table of one OSU benchmark output (the first one, if several).
+
+    Raises OsuParseError when there is no title, no column header or no row,
+    or when a row does not parse.
+    """
+    title = version = ''
+    columns: tuple[str, ...] = ()
+    options: list[str] = []
+    rows: dict[int, tuple[float, ...]] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith('#'):
+            if rows:            # a second table starts: keep the first
+                break
+            m = _TITLE.match(line)
+            if m:
+                title, version = m.group('name'), m.group('version')
+            elif title and line.lstrip('#').strip().lower().startswith('size'):
+                columns = _columns(line)
+            elif title:
+                options.append(line.lstrip('#').strip())
+            continue
+        if not columns or not _SIZE_ROW.match(line):
+            continue
+        m = _ROW.match(line)
+        if m is None:
+            raise OsuParseError(f'{source}: line {lineno}: not a table row: {line[:120]!r}')
+        values = tuple(float(v) for v in m.group('values').split())
+        if len(values) != len(columns) - 1:
+            raise OsuParseError(f'{source}: line {lineno}: {len(values)} value(s), the header '
+                                f'has {len(columns) - 1}: {line[:120]!r}')
+        rows[int(m.group('size'))] = values
+    if not title:
+        raise OsuParseError(f'{source}: no "# OSU MPI ... Test" title line')
+    if not columns:
+        raise OsuParseError(f'{source}: no column header ("# Size ...")')
+    if not rows:
+        raise OsuParseError(f'{source}: the table has no rows')
+    return OsuTable(title=title, version=version, columns=columns, rows=rows,
+                    options=tuple(options))
+
+
+def expected_sizes(min_size: int, max_size: int) -> list[int]:
+    """The sizes OSU runs for ``-m MIN:MAX``: MIN, then doubling up to MAX
+    (0 is followed by 1, as in osu_latency)."""
+    if min_size < 0 or max_size < min_size:
+        raise ValueError(f'bad OSU size range {min_size}:{max_size}')
+    sizes, s = [], min_size
+    while s <= max_size:
+        sizes.append(s)
+        s = s * 2 if s else 1
+    return sizes
+
+
+def missing_sizes(table: OsuTable, want: list[int]) -> list[int]:
+    """Sizes of `want` that the table lacks (a truncated run)."""
+    return [s for s in want if s not in table.rows]

@@ -1,0 +1,133 @@
+"""Real ReFrame sessions of the OSU checks (checks/osu.py) and of the ring-vs-OSU
+accuracy check (checks/comm.py), where OSU is provided.
+
+OSU is in no package registry these machines reach and the harness never
+downloads it, so these tests need ``HARNESS_OSU_PREFIX`` (``{stack}`` stands
+for the stack's name) naming an OSU install of at least one local stack; they
+skip with that reason otherwise (as in CI).  The ring sweeps need no OSU and
+run in the normal integration session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_reframe
+
+pytestmark = pytest.mark.integration
+
+OSU_CHECKS = 'Osu.*Check|RingOsuAccuracy'
+MAX_SIZE = 1048576
+
+
+def osu_stacks(stacks: list[str]) -> list[str]:
+    template = os.environ.get('HARNESS_OSU_PREFIX', '')
+    return [s for s in stacks if template and os.path.isdir(
+        os.path.join(template.replace('{stack}', s), 'libexec', 'osu-micro-benchmarks'))]
+
+
+@pytest.fixture(scope='module')
+def osu_session(tmp_path_factory, stacks) -> tuple[Path, list[str], subprocess.CompletedProcess]:
+    with_osu = osu_stacks(stacks)
+    if not with_osu:
+        pytest.skip('OSU Micro-Benchmarks not provided: set HARNESS_OSU_PREFIX to an OSU '
+                    'install prefix per stack, e.g. /opt/osu/{stack} (the harness never '
+                    'downloads OSU)')
+    var = tmp_path_factory.mktemp('var')
+    proc = run_reframe(var, '-n', OSU_CHECKS, '-r', '-S', f'max_size={MAX_SIZE}',
+                       '-S', 'rounds=2', '-S', 'bw_max=2097152',
+                       env={'HARNESS_STACKS': ','.join(with_osu)}, timeout=1500)
+    return var, with_osu, proc
+
+
+def perflog(var: Path, part: str, check: str) -> list[dict[str, str]]:
+    lines = (var / 'perflogs' / 'local' / part / f'{check}.log').read_text().splitlines()
+    header = lines[0].split('|')
+    # Every line fits the header: same variables on every line of a file.
+    assert all(len(ln.split('|')) == len(header) for ln in lines[1:]), (check, part)
+    return [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
+
+
+def outcome(proc, check: str, stack: str, part: str) -> list[str]:
+    return [ln for ln in proc.stdout.splitlines()
+            if check in ln and f'@local:{part}+{stack}' in ln and
+            ('  OK ' in ln or ' FAIL ' in ln)]
+
+
+def test_osu_checks_pass_with_full_tables(osu_session):
+    var, with_osu, proc = osu_session
+    for stack in with_osu:
+        for part in ('shm', 'tcp'):
+            for check, count in (('OsuLatencyCheck', 1), ('OsuBwCheck', 1),
+                                 ('OsuBibwCheck', 1), ('OsuMbwMrCheck', 1),
+                                 ('OsuAllreduceCheck', 1), ('OsuBcastCheck', 1)):
+                got = outcome(proc, check, stack, part)
+                assert len(got) >= count and all('  OK ' in ln for ln in got), (
+                    check, stack, part, proc.stdout[-8000:])
+
+
+def test_osu_perflogs_follow_the_convention(osu_session):
+    var, with_osu, _ = osu_session
+    sizes = [2 ** i for i in range(21)]
+    for part in ('shm', 'tcp'):
+        rows = [r for c in ('OsuLatencyCheck', 'OsuBwCheck', 'OsuBibwCheck')
+                for r in perflog(var, part, c)]
+        kinds = {r['kernel'] for r in rows}
+        assert kinds == {'osu_latency', 'osu_bw', 'osu_bibw'}
+        for r in rows:
+            assert r['environ'] in with_osu and r['mode'] == 'mpi' and r['threads'] == '1'
+            assert r['size'] == str(MAX_SIZE) and r['verified'] == 'true'
+            assert r['oversubscribed'] == 'false' and r['result'] == 'pass'
+            lib = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2'}
+            assert r['mpi_library'].startswith(lib[r['environ']])
+            prefix = 'lat' if r['kernel'] == 'osu_latency' else 'bw'
+            for s in sizes:
+                assert float(r[f'{prefix}_{s}_value']) > 0, (r['kernel'], s)
+            head = 'latency_8B' if prefix == 'lat' else 'bandwidth_1MiB'
+            assert float(r[f'{head}_value']) > 0
+        for r in perflog(var, part, 'OsuMbwMrCheck'):
+            assert r['kernel'] == 'osu_mbw_mr'
+            assert all(float(r[f'bw_k1_{s}_value']) > 0 for s in sizes)
+        coll = perflog(var, part, 'OsuAllreduceCheck') + perflog(var, part, 'OsuBcastCheck')
+        assert {r['kernel'] for r in coll} == {'osu_allreduce', 'osu_bcast'}
+        for r in coll:
+            assert int(r['ranks']) * int(r['nodes']) >= 2
+            assert float(r[f'lat_{MAX_SIZE}_value']) > 0
+
+
+def test_accuracy_check_logs_ratios_with_their_targets(osu_session):
+    """Sanity must pass; the ratio targets are performance references, which
+    a loaded machine may miss (the failure is then a performance error)."""
+    var, with_osu, proc = osu_session
+    for stack in with_osu:
+        for part in ('shm', 'tcp'):
+            got = outcome(proc, 'RingOsuAccuracy', stack, part)
+            assert got, (stack, part)
+    assert not [ln for ln in proc.stdout.splitlines()
+                if "failed during 'sanity'" in ln and 'RingOsuAccuracy' in ln], proc.stdout[-8000:]
+    for part in ('shm', 'tcp'):
+        for r in perflog(var, part, 'RingOsuAccuracy'):
+            assert r['kernel'] == 'ring-vs-osu' and r['verified'] == 'true'
+            for name in ('latency_ratio_8B', 'bandwidth_ratio_1MiB', 'bandwidth_ratio_1048576',
+                         'bandwidth_ratio_2097152'):
+                assert 0.05 < float(r[f'{name}_value']) < 20, (name, r[f'{name}_value'])
+                assert float(r[f'{name}_ref']) == 1.0
+            assert float(r['bandwidth_ratio_1MiB_lower_thres']) == pytest.approx(-0.05)
+            assert float(r['latency_ratio_8B_upper_thres']) >= 0.10
+
+
+def test_osu_built_for_another_stack_fails(tmp_path, stacks):
+    """OSU of Open MPI given to the MPICH environment: the library check fails."""
+    have = osu_stacks(stacks)
+    if not {'openmpi', 'mpich'} <= set(have):
+        pytest.skip('needs the OSU installs of both openmpi and mpich under HARNESS_OSU_PREFIX')
+    other = os.environ['HARNESS_OSU_PREFIX'].replace('{stack}', 'openmpi')
+    proc = run_reframe(tmp_path, '-n', 'OsuLatencyCheck', '-r', '-S', 'max_size=64',
+                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': other})
+    assert proc.returncode != 0, proc.stdout[-5000:]
+    assert 'OSU was built for another stack' in proc.stdout, proc.stdout[-5000:]
+    assert ' OK ' not in ''.join(ln for ln in proc.stdout.splitlines()
+                                 if ln.startswith('[') and 'OsuLatencyCheck' in ln)

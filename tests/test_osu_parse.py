@@ -1,0 +1,154 @@
+"""The OSU table parser on real outputs of OSU 5.9 (tests/data/osu/, recorded
+on a 2-core machine with Open MPI 4.1.4, MPICH 4.0.2 and MVAPICH2 2.3.7), and
+the pieces of checks/harnesslib.py that find OSU and its MPI library."""
+
+from __future__ import annotations
+
+import re
+import types
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from hybridverdict.osu import OsuParseError, expected_sizes, missing_sizes, parse_osu
+from reframe.utility import import_module_from_file
+
+DATA = REPO / 'tests' / 'data' / 'osu'
+FILES = sorted(DATA.glob('*.txt'))
+
+#: benchmark -> (title, value columns after Size, smallest size)
+BENCH = {
+    'osu_latency': ('Latency', ('Latency (us)',), 0),
+    'osu_bw': ('Bandwidth', ('Bandwidth (MB/s)',), 1),
+    'osu_bibw': ('Bi-Directional Bandwidth', ('Bandwidth (MB/s)',), 1),
+    'osu_mbw_mr': ('Multiple Bandwidth / Message Rate', ('MB/s', 'Messages/s'), 1),
+    'osu_allreduce': ('Allreduce Latency', ('Avg Latency(us)',), 4),
+    'osu_bcast': ('Broadcast Latency', ('Avg Latency(us)',), 1),
+}
+
+
+def bench_of(path: Path) -> str:
+    return re.search(r'(osu_\w+?)\.txt$', path.name).group(1)
+
+
+def test_recorded_outputs_cover_every_benchmark_and_two_stacks():
+    assert {bench_of(p) for p in FILES} == set(BENCH)
+    for bench in BENCH:
+        stacks = {p.name.split('_')[0] for p in FILES if bench_of(p) == bench}
+        assert len(stacks) >= 2, (bench, stacks)
+
+
+@pytest.mark.parametrize('path', FILES, ids=[p.name for p in FILES])
+def test_every_recorded_output_parses_completely(path):
+    table = parse_osu(path.read_text(), path.name)
+    title, columns, lo = BENCH[bench_of(path)]
+    assert table.title == title
+    assert table.version == '5.9'
+    assert table.columns == ('Size', *columns)
+    # Every size from the smallest to the largest, doubling, nothing missing.
+    assert table.sizes == expected_sizes(lo, max(table.sizes))
+    assert not missing_sizes(table, expected_sizes(lo, max(table.sizes)))
+    for size, values in table.rows.items():
+        assert len(values) == len(columns)
+        assert all(v > 0 for v in values), (size, values)
+
+
+def test_values_are_the_printed_numbers():
+    table = parse_osu((DATA / 'openmpi_shm_osu_latency.txt').read_text())
+    assert table.column(0)[0] == 0.23 and table.column(0)[8] == 0.26
+    mbw = parse_osu((DATA / 'mpich_shm_osu_mbw_mr.txt').read_text())
+    assert mbw.options == ('[ pairs: 1 ] [ window size: 64 ]',)
+    assert mbw.rows[1] == (8.07, 8074589.03)
+    assert mbw.column(1)[4194304] == 1060.72
+
+
+def test_a_truncated_run_misses_its_last_sizes():
+    text = (DATA / 'mpich_shm_osu_bw.txt').read_text().splitlines()
+    table = parse_osu('\n'.join(text[:-3]))
+    assert missing_sizes(table, expected_sizes(1, 4194304)) == [1048576, 2097152, 4194304]
+
+
+def test_launcher_noise_around_the_table_is_ignored():
+    text = (DATA / 'openmpi_shm_osu_bw.txt').read_text()
+    noisy = ('[vm:123] mca_base_component_repository_open: unable to open mca_foo\n' + text
+             + 'WARNING: 12 messages\n# OSU MPI Latency Test v5.9\n'
+             + '# Size   Latency (us)\n0   1.0\n')
+    assert parse_osu(noisy).rows == parse_osu(text).rows
+
+
+@pytest.mark.parametrize('text, message', [
+    ('', 'no "# OSU MPI ... Test" title'),
+    ('# OSU MPI Bandwidth Test v5.9\n1   2.0\n', 'no column header'),
+    ('# OSU MPI Bandwidth Test v5.9\n# Size      Bandwidth (MB/s)\n', 'no rows'),
+    ('# OSU MPI Bandwidth Test v5.9\n# Size      Bandwidth (MB/s)\n1   2.0\n2   nan?\n',
+     'line 4: not a table row'),
+    ('# OSU MPI Bandwidth Test v5.9\n# Size      Bandwidth (MB/s)\n1   2.0   3.0\n',
+     'line 3: 2 value(s), the header has 1'),
+])
+def test_malformed_outputs_are_errors_naming_the_problem(text, message):
+    with pytest.raises(OsuParseError, match=re.escape(message)):
+        parse_osu(text, 'x')
+
+
+def test_expected_sizes_follow_osu():
+    assert expected_sizes(0, 8) == [0, 1, 2, 4, 8]
+    assert expected_sizes(4, 4) == [4]
+    assert expected_sizes(1048576, 4194304) == [1048576, 2097152, 4194304]
+    with pytest.raises(ValueError):
+        expected_sizes(8, 4)
+
+
+# ---- harnesslib: where OSU is, and which MPI library it links ---------------------
+
+def harnesslib():
+    return import_module_from_file(str(REPO / 'checks' / 'harnesslib.py'))
+
+
+def env(prefix: str, stack: str = 'mpich'):
+    return types.SimpleNamespace(name=stack, extras={'stack': stack, 'osu_prefix': prefix})
+
+
+def test_osu_binary_is_found_under_libexec_or_bin(tmp_path):
+    lib = harnesslib()
+    pt2pt = tmp_path / 'libexec' / 'osu-micro-benchmarks' / 'mpi' / 'pt2pt'
+    pt2pt.mkdir(parents=True)
+    (pt2pt / 'osu_bw').write_text('#!/bin/sh\n')
+    (pt2pt / 'osu_bw').chmod(0o755)
+    assert lib.osu_binary(env(str(tmp_path)), 'osu_bw') == (str(pt2pt / 'osu_bw'), '')
+    (tmp_path / 'bin').mkdir()
+    (tmp_path / 'bin' / 'osu_bcast').write_text('#!/bin/sh\n')
+    (tmp_path / 'bin' / 'osu_bcast').chmod(0o755)
+    assert lib.osu_binary(env(str(tmp_path)), 'osu_bcast')[0] == str(tmp_path / 'bin/osu_bcast')
+
+
+def test_missing_osu_gives_one_line_saying_how_to_provide_it(tmp_path):
+    lib = harnesslib()
+    path, why = lib.osu_binary(env(''), 'osu_latency')
+    assert path is None and '\n' not in why
+    assert 'HARNESS_OSU_PREFIX' in why and 'osu_prefix' in why and 'Spack' in why
+    path, why = lib.osu_binary(env(str(tmp_path)), 'osu_latency')
+    assert path is None and str(tmp_path) in why and 'osu_latency' in why
+
+
+def test_mpi_libraries_from_ldd_output():
+    lib = harnesslib()
+    ldd = ('\tlinux-vdso.so.1 (0x00007ffd)\n'
+           '\tlibmpi.so.40 => /usr/lib/x86_64-linux-gnu/libmpi.so.40 (0x00007f)\n'
+           '\tlibmpich.so.12 => /usr/lib/x86_64-linux-gnu/libmpich.so.12 (0x00007f)\n'
+           '\tlibm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x00007f)\n'
+           '\tlibmpi_cxx.so.40 => /usr/lib/x86_64-linux-gnu/libmpi_cxx.so.40 (0x00007f)\n'
+           '\tlibmpi.so.12 => not found\n')
+    got = lib.mpi_libraries(ldd)
+    assert any(p.startswith('/usr/lib/x86_64-linux-gnu/libmpi.so.40') for p in got)
+    assert any('libmpich.so.12' in p for p in got)
+    assert 'libmpi.so.12 (not found)' in got     # an unresolved libmpi shows as such
+    assert not any('libm.so' in p or 'libmpi_cxx' in p for p in got)
+
+
+def test_settings_fill_the_stack_into_the_osu_prefix(monkeypatch):
+    monkeypatch.setenv('HARNESS_OSU_PREFIX', '/opt/osu/{stack}')
+    monkeypatch.setenv('HARNESS_QUIET', '1')
+    settings = import_module_from_file(str(REPO / 'config' / 'settings.py'))
+    assert settings._osu_prefix('mpich') == '/opt/osu/mpich'
+    monkeypatch.delenv('HARNESS_OSU_PREFIX')
+    assert settings._osu_prefix('mpich') == ''
