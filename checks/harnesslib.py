@@ -423,18 +423,20 @@ class SystemReferences(rfm.RegressionTestPlugin):
     ref_variant = variable(str, value='-', loggable=False)
     #: The references file of the current system.
     references_path = variable(str, value='', loggable=False)
+    #: False in a test that sets its own references (fixed targets).
+    system_references = variable(bool, value=True, loggable=False)
 
     @run_after('init')
     def load_system_references(self):
         _cls, self.ref_variant = split_name(self.display_name)
         prefix = rt.runtime().get_option('general/0/reference_prefix') or REFERENCES_DIR
         self.references_path = references_file(prefix, self.current_system.name)
-        if os.path.isfile(self.references_path):
+        if self.system_references and os.path.isfile(self.references_path):
             self.reference = {'$ref': self.references_path}
 
     @run_before('performance')
     def demand_reference(self):
-        if not self.require_reference:
+        if not self.require_reference or not self.system_references:
             return
         where = (f'{self.current_partition.fullname} {self.current_environ.name} '
                  f'{type(self).__name__} [{self.ref_variant}]')
