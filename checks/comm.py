@@ -164,7 +164,7 @@ class RingOsuAccuracy(KernelCheck):
     kernel = 'ring-vs-osu'
     tags = {'osu', 'accuracy', 'benchmark'}
     time_limit = '10m'
-    rounds = variable(int, value=4)
+    rounds = variable(int, value=8)
     #: Largest bandwidth size compared (bytes; from 1 MiB, doubling).
     bw_max = variable(int, value=4 * MIB)
     #: Relative tolerances of the targets, and the latency floor (us).
