@@ -41,7 +41,8 @@ from collections.abc import Iterable
 import yaml
 from tabulate import tabulate
 
-from .perflog import PerflogError, ReadStats, Record, read_perflogs
+from .cli import default_var_dir
+from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 from .references import INDEX, lower_is_better, references_file, split_name
 
 DEFAULT_FLOOR = 0.10
@@ -232,12 +233,11 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
     return kept
 
 
-def _parse_time(text: str) -> dt.datetime:
+def _iso_time(text: str) -> dt.datetime:
     try:
-        t = dt.datetime.fromisoformat(text)
+        return parse_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f'not an ISO time: {text!r}') from None
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
 def _positive(text: str) -> float:
@@ -251,14 +251,14 @@ def _positive(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    var = os.environ.get('HARNESS_VAR_DIR', os.path.join(os.getcwd(), 'var'))
+    var = default_var_dir()
     ap = argparse.ArgumentParser(
         prog='hybridverdict-baseline',
         description='Write per-system ReFrame reference files from the runs in perflogs.')
     ap.add_argument('--perflogs', nargs='+', default=[os.path.join(var, 'perflogs')],
                     help='perflog files or directories (default: $HARNESS_VAR_DIR/perflogs)')
-    ap.add_argument('--since', type=_parse_time, help='only runs completed at or after this')
-    ap.add_argument('--until', type=_parse_time, help='only runs completed before this')
+    ap.add_argument('--since', type=_iso_time, help='only runs completed at or after this')
+    ap.add_argument('--until', type=_iso_time, help='only runs completed before this')
     ap.add_argument('--system', action='append', default=[],
                     help='only this system (repeatable; default: every system in the logs)')
     ap.add_argument('--prefix', default=os.environ.get('RFM_REFERENCE_PREFIX',

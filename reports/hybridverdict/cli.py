@@ -14,12 +14,11 @@ performance variable).  Inputs are only read.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import sys
 
 from . import __version__, history
-from .perflog import PerflogError, ReadStats, read_perflogs
+from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
 from .render import COLUMNS, rows, terminal  # noqa: F401  (COLUMNS, rows: for callers)
 from .report import (
     Section,  # noqa: F401  (kept for callers)
@@ -75,10 +74,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f'--history-points must be >= 2, got {args.history_points}')
     if args.since:
         try:
-            since = dt.datetime.fromisoformat(args.since)
+            args.since = parse_time(args.since)
         except ValueError:
             p.error(f'--since: not an ISO time: {args.since!r}')
-        args.since = since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)
     return args
 
 

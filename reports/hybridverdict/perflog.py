@@ -137,7 +137,8 @@ def perflog_files(paths: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def _parse_time(text: str) -> dt.datetime:
+def parse_time(text: str) -> dt.datetime:
+    """An ISO time; one without a zone is UTC (ValueError if it is none)."""
     t = dt.datetime.fromisoformat(text)
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
@@ -254,7 +255,7 @@ class _Header:
             values, units, refs = self._slow_variables(fields)
         at = self.at
         return _record(
-            _parse_time(fields[at['job_completion_time']]), fields[at['system']],
+            parse_time(fields[at['job_completion_time']]), fields[at['system']],
             fields[at['partition']], fields[at['environ']], fields[at['kernel']],
             fields[at['mode']], int(fields[at['ranks']]), int(fields[at['threads']]),
             fields[at['size']], _int_or_zero(fields[at['cores']]),
@@ -320,4 +321,4 @@ def header_fields() -> tuple[str, ...]:
 
 
 __all__ = ['Record', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
-           'header_fields']
+           'header_fields', 'parse_time']

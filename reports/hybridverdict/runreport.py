@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterable
 
-from .perflog import ReadStats, Record, Ref
+from .perflog import ReadStats, Record, Ref, parse_time
 
 _PASSED = ('pass', 'success')
 
@@ -69,8 +69,7 @@ def _time(tc: dict) -> dt.datetime:
     text = tc.get('job_completion_time')
     if not text:
         raise ValueError('no job completion time')
-    t = dt.datetime.fromisoformat(str(text))
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return parse_time(str(text))
 
 
 def _record(tc: dict, source: str) -> Record | None:
