@@ -36,8 +36,9 @@ from harnesslib import (  # noqa: E402
     cores_per_node,
     hold_node_lock,
     osu_binary,
+    pt2pt_placement,
 )
-from hybridverdict.osu import OsuParseError, parse_osu  # noqa: E402
+from hybridverdict.osu import OsuParseError, expected_sizes, parse_osu  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -47,13 +48,9 @@ def _pt2pt_place(check: KernelCheck) -> None:
     (needs 2 cores).  Sets cores, ranks (per node), nodes and the task counts."""
     part = check.current_partition
     check.cores = cores_per_node(part)
-    nodes = int(part.extras.get('nodes', 1))
-    if nodes >= 2:
-        check.ranks, check.nodes = 1, 2
-    else:
-        check.skip_if(check.cores < 2,
-                      f'needs 2 cores per node, {part.fullname} has {check.cores}')
-        check.ranks, check.nodes = 2, 1
+    ranks, nodes, why = pt2pt_placement(part, check.cores, int(part.extras.get('nodes', 1)))
+    check.skip_if(bool(why), why)
+    check.ranks, check.nodes = ranks, nodes
     check.num_tasks_per_node = check.ranks
     check.num_tasks = 2
     check.num_cpus_per_task = 1
@@ -94,11 +91,7 @@ class RingSweep(KernelCheck):
     def sweep(self) -> list[int]:
         lo, sep, hi = self.sizes.partition(':')
         if sep:
-            out, s = [], _bytes(lo)
-            while s <= _bytes(hi):
-                out.append(s)
-                s *= 2
-            return out
+            return expected_sizes(_bytes(lo), _bytes(hi))
         return sorted({_bytes(x) for x in self.sizes.split(',')})
 
 

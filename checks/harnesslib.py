@@ -77,8 +77,24 @@ def cores_per_node(partition) -> int:
                      f'run reframe --detect-host-topology or set "processor"')
 
 
+def divisors(n: int) -> list[int]:
+    """1 .. n, the numbers that divide n."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
 def _divisor_layouts(cores: int) -> list[tuple[int, int]]:
-    return [(cores // t, t) for t in range(1, cores + 1) if cores % t == 0]
+    return [(cores // t, t) for t in divisors(cores)]
+
+
+def pt2pt_placement(partition, cores: int, nodes: int) -> tuple[int, int, str]:
+    """(ranks per node, nodes, reason to skip or '') of a 2-rank
+    point-to-point run: one rank per node on a partition of several nodes,
+    else both on one node (which needs 2 cores)."""
+    if nodes >= 2:
+        return 1, 2, ''
+    if cores < 2:
+        return 0, 0, f'needs 2 cores per node, {partition.fullname} has {cores}'
+    return 2, 1, ''
 
 
 def system_layouts() -> list[tuple[int, int]]:
@@ -286,7 +302,6 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
 
 # ---- Spack ------------------------------------------------------------------------
 
-ROOT_DIR = os.path.dirname(SRC_DIR)
 SPACK_PACKAGE = 'hybrid-kernels'
 #: Written by the Spack build into its stage directory: prefix, then spec.
 SPACK_RESULT = 'spack-result.txt'
@@ -318,12 +333,12 @@ def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:
     """A one-spec copy of the checkout's spack.yaml (same includes, repos,
     develop source and concretizer), rewritten only when it changes so its
     lock file, and what Spack installed from it, stay valid."""
-    with open(os.path.join(ROOT_DIR, 'spack.yaml'), encoding='utf-8') as fh:
+    with open(os.path.join(REPO_DIR, 'spack.yaml'), encoding='utf-8') as fh:
         manifest = yaml.safe_load(fh)
     conf = manifest['spack']
 
     def absolute(path: str) -> str:
-        return path if os.path.isabs(path) else os.path.join(ROOT_DIR, path)
+        return path if os.path.isabs(path) else os.path.join(REPO_DIR, path)
 
     conf['include'] = [absolute(p) for p in conf.get('include', [])]
     conf['repos'] = [absolute(p) for p in conf.get('repos', [])]
@@ -481,12 +496,10 @@ class PerflogFields(rfm.RegressionTestPlugin):
 class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     """One kernel run at one layout; subclasses say how to run their kernel."""
 
-
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     time_limit = '5m'
     build = fixture(KernelBuild, scope='environment')
-
 
     #: Threads whose subdomain each rank owns (serial mode: > threads).
     decomp = variable(int, value=0)
@@ -619,12 +632,13 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
             sn.evaluate(sn.assert_true(
                 self.verified == 'true',
                 msg=f'{self.kernel} did not verify its result'))
-        if self.exit_status() is None:
+        status = self.exit_status()
+        if status is None:
             raise sn.SanityError(
                 f'{self.kernel}: the job ended before its launcher returned (scheduler '
                 f'state {self.job.state}): killed at its time limit of {self.time_limit} s '
                 f'or cancelled')
-        sn.evaluate(sn.assert_eq(self.exit_status(), 0,
+        sn.evaluate(sn.assert_eq(status, 0,
                                  msg=f'{self.kernel} exited with status {{0}}'))
         sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
         res = self.headline()

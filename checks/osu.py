@@ -48,9 +48,11 @@ from harnesslib import (  # noqa: E402
     StackLauncher,
     binding_env,
     cores_per_node,
+    divisors,
     hold_node_lock,
     mpi_libraries,
     osu_binary,
+    pt2pt_placement,
     system_layouts,
 )
 from hybridverdict.osu import (  # noqa: E402
@@ -76,10 +78,6 @@ ERROR_LINE = r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by sig
 def _divisors() -> list[int]:
     """Ranks per node that divide some partition's core count (1, 2, ...)."""
     return sorted({ranks for ranks, _ in system_layouts()})
-
-
-def _divisors_of(cores: int) -> list[int]:
-    return [d for d in range(1, cores + 1) if cores % d == 0]
 
 
 class OsuBase(KernelCheck):
@@ -214,15 +212,6 @@ class OsuBase(KernelCheck):
         self.perf_variables = {}
 
 
-def pt2pt_placement(partition, cores: int, nodes: int) -> tuple[int, int, str]:
-    """2 ranks: one per node on a partition of several nodes, else one node."""
-    if nodes >= 2:
-        return 1, 2, ''
-    if cores < 2:
-        return 0, 0, f'needs 2 cores per node, {partition.fullname} has {cores}'
-    return 2, 1, ''
-
-
 # One check class per benchmark: ReFrame writes one perflog file per class and
 # checks its header only when it opens the file, so every line of a file must
 # carry the same performance variables.
@@ -314,7 +303,7 @@ class OsuMbwMrCheck(OsuBase):
 
     def pairs(self, cores: int, nodes: int) -> list[int]:
         most = cores if nodes >= 2 else cores // 2
-        return [k for k in _divisors_of(cores) if k <= most]
+        return [k for k in divisors(cores) if k <= most]
 
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         self.ks = self.pairs(cores, nodes)

@@ -127,14 +127,15 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     @run_before('run')
     def judge_samples(self):
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
-        self._speedup = statistics.median(t_mpi) / statistics.median(t_hyb)
+        med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
+        self._speedup = med_mpi / med_hyb
         self._noise = pair_noise(t_mpi, t_hyb, self.noise_floor)
         self._verdict = judge(self._speedup, self._noise)
         self.verified = 'true'
         self.executable_opts = [
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '
             f'noise={self._noise:.4f} samples={len(t_mpi)}/{len(t_hyb)} '
-            f'T_mpi={statistics.median(t_mpi):.6g}s T_hybrid={statistics.median(t_hyb):.6g}s'
+            f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s'
         ]
 
     @sanity_function
