@@ -525,6 +525,17 @@ static void count_sort(md_sys *s, int n) {
     start[0] = 0;
 }
 
+/* dst[k] = src[perm[k]] for n 3-vectors (threads share the rows). */
+static void gather3(double *restrict dst, const double *restrict src, const int *perm, int n) {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < n; ++k) {
+        const int i = perm[k];
+        dst[3 * k] = src[3 * i];
+        dst[3 * k + 1] = src[3 * i + 1];
+        dst[3 * k + 2] = src[3 * i + 2];
+    }
+}
+
 /* Spatial sort of the owned atoms by bin (after migration, before the ghosts
  * are built), so that atoms close in space are close in memory.  Uses f as
  * scratch: forces are dead between move_a and the next compute_forces. */
@@ -536,13 +547,7 @@ static void sort_owned(md_sys *s) {
     double *tmp = s->f;
     for (int q = 0; q < 2; ++q) {
         double *a = q == 0 ? s->x : s->v;
-#pragma omp parallel for schedule(static)
-        for (int k = 0; k < n; ++k) {
-            const int i = perm[k];
-            tmp[3 * k] = a[3 * i];
-            tmp[3 * k + 1] = a[3 * i + 1];
-            tmp[3 * k + 2] = a[3 * i + 2];
-        }
+        gather3(tmp, a, perm, n);
         memcpy(a, tmp, (size_t)n * 3 * sizeof(double));
     }
     for (int k = 0; k < n; ++k) s->idtmp[k] = s->id[perm[k]];
@@ -559,17 +564,7 @@ static void build_neighbours(md_sys *s) {
     count_sort(s, nall);
     const int *start = s->cell_start;
     /* binned coordinates, contiguous per bin */
-    {
-        const int *cell_atoms = s->cell_atoms;
-        double *xb = s->xb;
-#pragma omp parallel for schedule(static)
-        for (int p = 0; p < nall; ++p) {
-            const int j = cell_atoms[p];
-            xb[3 * p] = x[3 * j];
-            xb[3 * p + 1] = x[3 * j + 1];
-            xb[3 * p + 2] = x[3 * j + 2];
-        }
-    }
+    gather3(s->xb, x, s->cell_atoms, nall);
 
     if (nlocal > s->nbr_rows || !s->nbr) {
         s->nbr_rows = nlocal + nlocal / 4 + 16;
