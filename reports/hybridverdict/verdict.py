@@ -21,7 +21,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .perflog import Record
+from .perflog import Record, size_key  # noqa: F401  (re-exported: html, plots)
 
 DEFAULT_NOISE_FLOOR = 0.05
 TIME_VARIABLE = 't_total'
@@ -71,22 +71,6 @@ def judge(speedup: float, noise: float) -> str:
     return 'TIE'
 
 
-def size_key(size: str) -> tuple:
-    """Numeric sizes sort as numbers ("6" before "12"), others as text."""
-    try:
-        return (0, float(size), size)
-    except ValueError:
-        return (1, 0.0, size)
-
-
-def group_key(key: tuple) -> tuple:
-    """Order of (system, partition, stack, kernel, size, cores) groups."""
-    return key[:4] + (size_key(key[4]),) + key[5:]
-
-
-def _layout(rec: Record) -> str:
-    return f'{rec.ranks}x{rec.threads}'
-
 
 def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
              variable: str = TIME_VARIABLE) -> list[Verdict]:
@@ -96,12 +80,11 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
     for rec in records:
         if not rec.usable or variable not in rec.values:
             continue
-        key = (rec.system, rec.partition, rec.stack, rec.kernel, rec.size,
-               rec.total_cores)
-        groups[key][(rec.mode, _layout(rec))].append(rec)
+        groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
 
     out: list[Verdict] = []
-    for key, sides in sorted(groups.items(), key=lambda kv: group_key(kv[0])):
+    for (g, cores), sides in sorted(groups.items(),
+                                    key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
         mpi_sides = [(lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi']
         if not mpi_sides:
             continue
@@ -117,10 +100,9 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
                 continue
             speedup = t_mpi / t_hyb
             noise = pair_noise(t_mpi_samples, t_hyb_samples, noise_floor)
-            system, partition, stack, kernel, size, cores = key
             out.append(Verdict(
-                system=system, partition=partition, stack=stack, kernel=kernel,
-                size=size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
+                system=g.system, partition=g.partition, stack=g.stack, kernel=g.kernel,
+                size=g.size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
                 mpi_layout=mpi_layout, t_mpi=t_mpi, t_hybrid=t_hyb,
                 n_mpi=len(t_mpi_samples), n_hybrid=len(t_hyb_samples),
                 speedup=speedup, noise=noise, verdict=judge(speedup, noise),
