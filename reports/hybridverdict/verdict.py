@@ -213,28 +213,37 @@ class Crossover:
                 f'({self.stack}@{self.partition})')
         span = (f'{self.nodes[0]}' if len(self.nodes) == 1
                 else f'{self.nodes[0]}-{self.nodes[-1]}')
-        at = ', '.join(f'{c} at {n}' for n, c in zip(self.nodes, self.calls))
-        for word, start in (('wins', self.wins_from), ('loses', self.loses_from)):
+
+        def listed(pairs) -> str:
+            return ', '.join(f'{c} at {n}' for n, c in pairs)
+
+        for word, want, start in (('wins', WIN, self.wins_from),
+                                  ('loses', LOSS, self.loses_from)):
             if start is None:
                 continue
             i = self.nodes.index(start)
-            if i == 0:
+            pairs = list(zip(self.nodes, self.calls))
+            unsure = [(n, c) for n, c in pairs[i:] if c != want]
+            except_ = f' ({listed(unsure)})' if unsure else ''
+            if i == 0 and not unsure:
                 return (f'{what}: hybrid {word} at every node count measured ({span} nodes; '
                         f'speedup {min(self.speedups):.2f}-{max(self.speedups):.2f}).')
+            if i == 0:
+                return f'{what}: hybrid {word} from {start} nodes on{except_}.'
             return (f'{what}: hybrid {word} from {start} nodes on (speedup '
-                    f'{self.speedups[i]:.2f} there); below: '
-                    + ', '.join(f'{c} at {n}' for n, c in
-                                zip(self.nodes[:i], self.calls[:i])) + '.')
-        return f'{what}: no crossover in {span} nodes ({at}).'
+                    f'{self.speedups[i]:.2f} there){except_}; below: {listed(pairs[:i])}.')
+        return f'{what}: no crossover in {span} nodes ({listed(zip(self.nodes, self.calls))}).'
 
 
 def _tail_start(nodes: Sequence[int], calls: Sequence[str], want: str) -> int | None:
-    """The smallest node count from which every call is `want`."""
+    """The smallest node count with the call `want` from which no larger node count has
+    another decided call (INCONCLUSIVE ones neither break nor start the tail)."""
     start = None
     for n, c in zip(reversed(nodes), reversed(calls)):
-        if c != want:
+        if c == want:
+            start = n
+        elif c != INCONCLUSIVE:
             break
-        start = n
     return start
 
 
