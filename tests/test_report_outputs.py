@@ -224,3 +224,29 @@ def test_history_draws_the_series_that_left_its_band_first(tmp_path):
     write_runs(tmp_path / 'b.log', 'stream', dropped, stack='mpich')
     (s,), total = history.history(read_perflogs([str(tmp_path)]), limit=1)
     assert total == 2 and (s.stack, s.out_of_band, s.values[-1]) == ('mpich', 1, 5.0)
+
+
+#: every analysis section of the report, in report order (a section that goes missing
+#: from the registry, or loses its data, fails here)
+ALL_SECTIONS = ['md_phases', 'spmv_efficiencies', 'spmv_overlap', 'hockney',
+                'stack_comparison', 'ring_vs_osu', 'ring_osu_accuracy', 'saturation',
+                'collectives', 'history']
+
+
+def test_every_section_is_in_every_output(tmp_path):
+    from hybridverdict import html, render, sections
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    assert [s.key for s in rep.sections] == ALL_SECTIONS
+    assert len(sections.ANALYSES) == len(ALL_SECTIONS)
+    with_data = {s.key for s in rep.sections if s.rows}
+    assert with_data == set(ALL_SECTIONS) - {'spmv_overlap', 'ring_osu_accuracy'}
+    md, page = render.markdown(rep), html.page(rep, {})
+    data = json.loads(render.verdict_json(rep))['sections']
+    for s in rep.sections:
+        assert f'## {s.title}' in md and f'<h2 id="{s.key}">' in page, s.key
+        assert s.missing and (s.title in data) == bool(s.data), s.key
+    # the objects the figures are drawn from are handed to the report
+    assert rep.curves and rep.headlines and rep.saturation and rep.collectives
+    assert rep.efficiencies and rep.phases and rep.history and rep.history_total

@@ -19,14 +19,11 @@ import sys
 
 from . import __version__, history
 from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
-from .render import COLUMNS, rows, terminal  # noqa: F401  (COLUMNS, rows: for callers)
-from .report import (
-    Section,  # noqa: F401  (kept for callers)
-    build,
-)
+from .render import terminal
+from .report import build
 from .runreport import RunReportError, merge, read_run_reports
 from .verdict import DEFAULT_NOISE_FLOOR
-from .write import unique_path, write_all  # noqa: F401  (unique_path: for callers)
+from .write import write_all
 
 
 def default_var_dir() -> str:
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
-    if not rep.verdicts and not any(s.key in COMM_KEYS and s.rows for s in rep.sections):
+    if not rep.verdicts and not any(s.standalone and s.rows for s in rep.sections):
         return 1
     print(terminal(rep))
     if args.no_write:
@@ -115,7 +112,3 @@ def main(argv: list[str] | None = None) -> int:
           f'{", ".join(os.path.basename(p) for k, p in paths.items() if k != "md")})')
     return 0
 
-
-#: sections that are worth a report even without any verdict
-COMM_KEYS = frozenset(('hockney', 'stack_comparison', 'ring_vs_osu', 'ring_osu_accuracy',
-                       'saturation', 'collectives'))

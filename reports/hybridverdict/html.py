@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from . import plots, render
 from .report import Report
+from .section import FIG_SPEEDUP
 from .verdict import size_key
 
 STYLE = '''
@@ -90,7 +91,7 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
     if rep.verdicts:
         parts += [f'<p>{_e(render.counts(rep.verdicts))}. {_e(render.VERDICT_NOTE)}</p>',
                   verdict_matrix(rep), '<h2 id="speedup">Speedup against problem size</h2>',
-                  _figures(figures.get('speedup', [])),
+                  _figures(figures.get(FIG_SPEEDUP, [])),
                   '<details><summary>verdict table</summary>',
                   table(render.COLUMNS, render.rows(rep.verdicts)), '</details>']
     else:

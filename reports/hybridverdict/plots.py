@@ -29,6 +29,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from . import comm, history  # noqa: E402
+from . import section as sec  # noqa: E402
 from .report import Report  # noqa: E402
 from .verdict import size_key  # noqa: E402
 
@@ -313,27 +314,27 @@ def history_figures(series: list[history.Series], per_figure: int = 16) -> list[
 
 
 #: figure key -> function of the report drawing it
-DRAWERS = {'speedup': speedup, 'efficiencies': efficiencies, 'phases': phases,
-           'hockney': hockney, 'saturation': saturation, 'stacks': stacks,
-           'collectives': collectives}
+DRAWERS = {sec.FIG_SPEEDUP: speedup, sec.FIG_EFFICIENCIES: efficiencies,
+           sec.FIG_PHASES: phases, sec.FIG_HOCKNEY: hockney, sec.FIG_SATURATION: saturation,
+           sec.FIG_STACKS: stacks, sec.FIG_COLLECTIVES: collectives}
 
 
 def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, list[Figure]]:
     """Figure key (as in ``Section.figure``) -> its figures; `only`: just those keys."""
-    keys = set(DRAWERS) | {'history'} if only is None else set(only)
+    keys = set(DRAWERS) | {sec.FIG_HISTORY} if only is None else set(only)
     out: dict[str, list[Figure]] = {}
     for key, fn in DRAWERS.items():
         if key in keys:
             fig = fn(rep)
             if fig is not None:
                 out[key] = [fig]
-    if 'history' in keys and rep.history:
-        out['history'] = history_figures(rep.history)
+    if sec.FIG_HISTORY in keys and rep.history:
+        out[sec.FIG_HISTORY] = history_figures(rep.history)
     return out
 
 
 #: the figures drawn by a second process where there is one (about half the work)
-SECOND_PROCESS = ('history', 'hockney', 'collectives')
+SECOND_PROCESS = (sec.FIG_HISTORY, sec.FIG_HOCKNEY, sec.FIG_COLLECTIVES)
 _SHARED: dict[str, Report] = {}
 #: seconds to wait for the second process before drawing its figures here
 CHILD_TIMEOUT = 300

@@ -8,6 +8,7 @@ import json
 
 from tabulate import tabulate
 
+from . import section
 from .report import Report
 from .verdict import Verdict
 
@@ -47,7 +48,7 @@ def terminal(rep: Report) -> str:
     for sec in rep.sections:
         if not sec.rows:
             continue
-        if sec.key == 'history':
+        if sec.key == section.HISTORY:
             out += ['', f'{sec.title}: {len(rep.history)} of {rep.history_total} series drawn '
                     'in the HTML report (table in the Markdown).']
             continue
