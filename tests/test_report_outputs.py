@@ -211,7 +211,7 @@ def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
     rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
     two = plots.Drawing(rep).result()
     one = plots.Drawing(rep, parallel=False).result()
-    assert set(one) == set(two) == {'speedup', 'efficiencies', 'phases', 'hockney',
+    assert set(one) == set(two) == {'speedup', 'heatmaps', 'efficiencies', 'phases', 'hockney',
                                     'saturation', 'stacks', 'collectives', 'history'}
     assert [f.caption for f in one['hockney']] == [f.caption for f in two['hockney']]
 

@@ -8,7 +8,7 @@ import json
 
 from tabulate import tabulate
 
-from . import section
+from . import glance, section
 from .report import Report
 from .verdict import Verdict
 
@@ -77,8 +77,9 @@ def markdown(rep: Report) -> str:
         '',
     ]
     if rep.verdicts:
-        lines += [f'**{counts(rep.verdicts)}**', '',
-                  _table(COLUMNS, rows(rep.verdicts), 'github'), '']
+        lines += [f'**{counts(rep.verdicts)}**', '', '## Where hybrid wins and loses', '',
+                  *[f'- {" ".join(text)}' for _, text in glance.sentences(rep.verdicts)], '',
+                  '## Verdicts', '', _table(COLUMNS, rows(rep.verdicts), 'github'), '']
     else:
         lines += ['No pure-MPI/hybrid pair in these runs.', '']
     for sec in rep.sections:
