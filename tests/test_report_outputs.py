@@ -6,10 +6,12 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 
+import polars as pl
 import pytest
-from hybridverdict import history
+from hybridverdict import history, tidy
 from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
 from hybridverdict.report import build
@@ -58,22 +60,28 @@ def digest(root) -> dict[str, str]:
             for p in sorted(root.rglob('*')) if p.is_file()}
 
 
-def written(out) -> dict[str, str]:
+DEFAULT_KINDS = ('md', 'json', 'html', 'parquet')
+
+
+def written(out, kinds=DEFAULT_KINDS) -> dict[str, str]:
+    """The text of each output (the Parquet file: its path), checking nothing else is there."""
     files = sorted(p.name for p in out.iterdir())
     (md,) = [f for f in files if f.endswith('.md')]
     stem = md[:-3]
-    assert sorted(files) == sorted(stem + s for s in SUFFIXES.values())
-    return {kind: (out / (stem + s)).read_text() for kind, s in SUFFIXES.items()}
+    assert sorted(files) == sorted(stem + SUFFIXES[k] for k in kinds)
+    return {k: str(out / (stem + SUFFIXES[k])) if k == 'parquet'
+            else (out / (stem + SUFFIXES[k])).read_text() for k in kinds}
 
 
 def test_one_command_writes_every_output(tmp_path, capsys):
     logs = dataset(tmp_path)
     before = digest(logs)
     out = tmp_path / 'reports'
-    assert main(['--perflogs', str(logs), '--out', str(out)]) == 0
+    assert main(['--perflogs', str(logs), '--out', str(out), '--tidy', 'parquet', 'csv',
+                 'json']) == 0
     term = capsys.readouterr().out
     assert digest(logs) == before                                  # inputs untouched
-    files = written(out)
+    files = written(out, DEFAULT_KINDS + ('csv', 'tidy_json'))
     assert term.startswith('System: local; runs 2026-11-22 10:00 .. 2026-11-24 10:00 UTC')
     assert files['md'].startswith('# Hybrid vs pure MPI at equal cores: local')
     assert '<title>Hybrid vs pure MPI: local</title>' in files['html']
@@ -104,6 +112,10 @@ def test_one_command_writes_every_output(tmp_path, capsys):
     assert tidy_json['meta']['rows'] == len(tidy_json['data'])
     assert files['csv'].splitlines()[0] == ','.join(tidy_json['columns'])
     assert len(files['csv'].splitlines()) == len(tidy_json['data']) + 1
+    parquet = pl.read_parquet(files['parquet'])
+    assert parquet.columns == tidy_json['columns'] and parquet.height == len(tidy_json['data'])
+    assert tidy.read_meta(files['parquet'])['rows'] == parquet.height
+    assert os.path.getsize(files['parquet']) < len(files['csv']) / 3
 
 
 def test_outputs_never_overwrite_existing_files(tmp_path):
@@ -120,7 +132,7 @@ def test_outputs_never_overwrite_existing_files(tmp_path):
     assert squatter.read_text() == 'keep me'
     assert first['html'].endswith('verdict-20261122T120000Z-1.html')
     assert second['md'].endswith('verdict-20261122T120000Z-2.md')
-    assert len(list(out.iterdir())) == 1 + 2 * len(SUFFIXES)
+    assert len(list(out.iterdir())) == 1 + 2 * len(DEFAULT_KINDS)
 
 
 def test_unknown_fields_and_truncated_lines_are_counted_and_warned(tmp_path, capsys):
