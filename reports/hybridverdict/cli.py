@@ -2,13 +2,14 @@
 
     hybridverdict [--perflogs PATH ...] [--run-reports PATH ...] [--since ISO-TIME]
                   [--out DIR] [--noise-floor F] [--history-limit N]
-                  [--history-points N] [--no-write]
+                  [--history-points N] [--tidy FORMAT ...] [--no-write]
 
 It prints the terminal summary and writes, as new files in the output
-directory (nothing is ever overwritten): ``verdict-<UTC>.md`` (Markdown
-summary), ``.json`` (verdicts and analyses), ``.html`` (self-contained report
-with figures), ``-tidy.csv`` and ``-tidy.json`` (one row per record x
-performance variable).  Inputs are only read.
+directory (nothing is ever overwritten, each written atomically):
+``verdict-<UTC>.md`` (Markdown summary), ``.json`` (verdicts and analyses),
+``.html`` (self-contained report with figures) and ``-tidy.parquet`` (one row
+per record x performance variable; ``--tidy csv json`` adds ``-tidy.csv`` and
+``-tidy.json``).  Inputs are only read.
 """
 
 from __future__ import annotations
@@ -19,14 +20,11 @@ import sys
 
 from . import __version__, history
 from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
-from .render import COLUMNS, rows, terminal  # noqa: F401  (COLUMNS, rows: for callers)
-from .report import (
-    Section,  # noqa: F401  (kept for callers)
-    build,
-)
+from .render import terminal
+from .report import build
 from .runreport import RunReportError, merge, read_run_reports
 from .verdict import DEFAULT_NOISE_FLOOR
-from .write import unique_path, write_all  # noqa: F401  (unique_path: for callers)
+from .write import DEFAULT_TIDY, TIDY_KINDS, write_all
 
 
 def default_var_dir() -> str:
@@ -39,11 +37,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description='Verdicts of hybrid MPI+OpenMP against pure MPI, and the communication '
                     'analysis, from ReFrame perflogs and run reports: a terminal summary, '
                     'Markdown, JSON, a self-contained HTML report with figures, and the tidy '
-                    'table as CSV and JSON.',
+                    'table as Parquet (CSV and JSON on request).',
         epilog='Outputs, always new files in --out (an existing name gets -1, -2, ...): '
                'verdict-<UTC>.md (Markdown summary), .json (verdicts and analyses), .html '
-               '(report with embedded figures), -tidy.csv and -tidy.json (one row per record '
-               'x performance variable). Inputs are only read. Exit status: 0 report '
+               '(report with embedded figures), -tidy.parquet (one row per record x '
+               'performance variable; -tidy.csv and -tidy.json with --tidy). Inputs are '
+               'only read. Exit status: 0 report '
                'written, 1 nothing to report, 2 unreadable input or unwritable output.')
     p.add_argument('--perflogs', nargs='+', metavar='PATH',
                    help='perflog files or directories (default, unless --run-reports is '
@@ -63,6 +62,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--history-points', type=int, default=history.DEFAULT_MAX_POINTS,
                    metavar='N', help='most points per history series; more runs are drawn '
                                      'as medians of consecutive runs (default %(default)s)')
+    p.add_argument('--tidy', nargs='+', choices=sorted(TIDY_KINDS), default=list(DEFAULT_TIDY),
+                   metavar='FORMAT',
+                   help='formats of the tidy table: parquet (default), csv, json (CSV and '
+                        'JSON are about ten times the size of Parquet)')
     p.add_argument('--no-write', action='store_true', help='print the summary only')
     p.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
     args = p.parse_args(argv)
@@ -100,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
-    if not rep.verdicts and not any(s.key in COMM_KEYS and s.rows for s in rep.sections):
+    if not rep.verdicts and not any(s.standalone and s.rows for s in rep.sections):
         return 1
     print(terminal(rep))
     if args.no_write:
         return 0
     out_dir = args.out or os.path.join(default_var_dir(), 'reports')
     try:
-        paths = write_all(rep, out_dir)
+        paths = write_all(rep, out_dir, tidy_formats=args.tidy)
     except OSError as err:
         print(f'hybridverdict: cannot write the report: {err}', file=sys.stderr)
         return 2
@@ -115,7 +118,3 @@ def main(argv: list[str] | None = None) -> int:
           f'{", ".join(os.path.basename(p) for k, p in paths.items() if k != "md")})')
     return 0
 
-
-#: sections that are worth a report even without any verdict
-COMM_KEYS = frozenset(('hockney', 'stack_comparison', 'ring_vs_osu', 'ring_osu_accuracy',
-                       'saturation', 'collectives'))

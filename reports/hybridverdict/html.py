@@ -8,8 +8,9 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from . import plots, render
+from . import glance, plots, render
 from .report import Report
+from .section import FIG_HEATMAPS, FIG_SPEEDUP
 from .verdict import size_key
 
 STYLE = '''
@@ -63,6 +64,21 @@ def verdict_matrix(rep: Report) -> str:
     return f'<table><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
+#: a verdict matrix of more rows than this starts folded (the heatmaps say it at a glance)
+MATRIX_OPEN_ROWS = 40
+
+
+def at_a_glance(rep: Report, figures: dict[str, list[plots.Figure]]) -> str:
+    """Per kernel: the sentences on where hybrid wins and loses, then its heatmaps."""
+    heat = figures.get(FIG_HEATMAPS, [])
+    parts = ['<h2 id="glance">Where hybrid wins and loses</h2>']
+    for kernel, lines in glance.sentences(rep.verdicts):
+        mine = [f for f in heat if f.caption.startswith(f'{kernel} ')]
+        parts += [f'<h3>{_e(kernel)}</h3>', f'<p class="glance">{_e(" ".join(lines))}</p>',
+                  _figures(mine)]
+    return ''.join(parts)
+
+
 def _figures(figs: list[plots.Figure]) -> str:
     return ''.join(f'<figure><img alt="{_e(f.caption)}" src="{f.uri}"><figcaption>'
                    f'{_e(f.caption)}</figcaption></figure>' for f in figs)
@@ -85,12 +101,18 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
         '<h2>Stacks and MPI libraries</h2>',
         table(('stack', 'MPI library'), [[s, '; '.join(libs) or 'unknown']
                                          for s, libs in m.stacks.items()]),
-        '<h2 id="verdicts">Verdict matrix</h2>',
+        '<h2 id="verdicts">Verdicts</h2>',
     ]
     if rep.verdicts:
+        rows = len({(v.kernel, v.size, v.hybrid_mode, v.hybrid_layout, v.mpi_layout)
+                    for v in rep.verdicts})
+        fold = '<details open>' if rows <= MATRIX_OPEN_ROWS else '<details>'
         parts += [f'<p>{_e(render.counts(rep.verdicts))}. {_e(render.VERDICT_NOTE)}</p>',
-                  verdict_matrix(rep), '<h2 id="speedup">Speedup against problem size</h2>',
-                  _figures(figures.get('speedup', [])),
+                  at_a_glance(rep, figures),
+                  f'<h2 id="matrix">Verdict matrix</h2>{fold}<summary>{rows} rows: kernel, size '
+                  'and layouts against stack and partition</summary>', verdict_matrix(rep),
+                  '</details>', '<h2 id="speedup">Speedup against problem size</h2>',
+                  _figures(figures.get(FIG_SPEEDUP, [])),
                   '<details><summary>verdict table</summary>',
                   table(render.COLUMNS, render.rows(rep.verdicts)), '</details>']
     else:

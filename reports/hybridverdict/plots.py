@@ -14,7 +14,7 @@ import math
 import multiprocessing
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import matplotlib
 
@@ -28,7 +28,8 @@ from matplotlib.ticker import (  # noqa: E402
     NullFormatter,
 )
 
-from . import comm, history  # noqa: E402
+from . import comm, glance, history  # noqa: E402
+from . import section as sec  # noqa: E402
 from .report import Report  # noqa: E402
 from .verdict import size_key  # noqa: E402
 
@@ -42,9 +43,9 @@ class Figure:
     caption: str
 
 
-def _png(fig, caption: str) -> Figure:
+def _png(fig, caption: str, metadata: dict[str, str] | None = None) -> Figure:
     buf = io.BytesIO()
-    fig.savefig(buf, format='png', dpi=DPI)
+    fig.savefig(buf, format='png', dpi=DPI, metadata=metadata)
     plt.close(fig)
     return Figure('data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode(), caption)
 
@@ -120,6 +121,62 @@ def speedup(rep: Report) -> Figure | None:
         ax.legend(fontsize=6, loc='upper left')
     return _png(fig, f'Speedup of hybrid over pure MPI against problem size; error bars: the '
                      f'noise band; above 1 hybrid wins. {samples} runs.')
+
+
+#: speedups beyond these bounds get the colour of the bound
+HEAT_RANGE = (0.5, 2.0)
+
+
+def heatmap(grid: glance.Grid) -> Figure:
+    """Hybrid layouts x sizes of one grid, coloured by log2(speedup), marked WIN/LOSS/TIE.
+
+    The PNG's "Rows" and "Columns" text chunks hold the tick labels as drawn (one
+    per line), so a reader (or a test) can tell which layouts and sizes it shows.
+    """
+    rows, cols = grid.layouts, grid.sizes
+    values = [[math.nan] * len(cols) for _ in rows]
+    for i, lay in enumerate(rows):
+        for j, size in enumerate(cols):
+            v = grid.cells.get((lay, size))
+            if v is not None:
+                values[i][j] = math.log2(v.speedup)
+    lo, hi = (math.log2(x) for x in HEAT_RANGE)
+    width, height = 3.2 + 0.75 * len(cols), 1.2 + 0.32 * len(rows)   # inches
+    fig, ax = plt.subplots(figsize=(width, height))
+    # fixed margins in inches: the layout labels on the left, the colour bar on the right
+    fig.subplots_adjust(left=1.7 / width, right=1 - 0.3 / width, bottom=0.55 / height,
+                        top=1 - 0.35 / height)
+    cmap = matplotlib.colormaps['RdYlGn'].with_extremes(bad='#f4f4f4')
+    img = ax.imshow(values, cmap=cmap, vmin=lo, vmax=hi, aspect='auto')
+    for i, lay in enumerate(rows):
+        for j, size in enumerate(cols):
+            v = grid.cells.get((lay, size))
+            text = '-' if v is None else f'{v.verdict}\n{v.speedup:.2f}'
+            ax.text(j, i, text, ha='center', va='center', fontsize=6, linespacing=0.9)
+    ax.set_xticks(range(len(cols)), cols, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_xlabel('problem size', fontsize=7)
+    ax.set_title(grid.title, fontsize=8)
+    bar = fig.colorbar(img, ax=ax, fraction=0.8 / width, pad=0.15 / width)
+    ticks = [x for x in (0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0)
+             if HEAT_RANGE[0] <= x <= HEAT_RANGE[1]]
+    bar.set_ticks([math.log2(x) for x in ticks], labels=[f'{x:g}x' for x in ticks])
+    bar.ax.tick_params(labelsize=6)
+    n = grid.counts()
+    samples = sum(v.n_mpi + v.n_hybrid for v in grid.cells.values())
+    drawn_rows = [t.get_text() for t in ax.get_yticklabels()]
+    drawn_cols = [t.get_text() for t in ax.get_xticklabels()]
+    return _png(fig, f'{grid.title}: speedup T_mpi / T_hybrid per hybrid layout and size '
+                     f'(green: hybrid faster, red: slower; colours saturate at '
+                     f'{HEAT_RANGE[0]:g}x and {HEAT_RANGE[1]:g}x); {n["WIN"]} WIN, '
+                     f'{n["LOSS"]} LOSS, {n["TIE"]} TIE; {samples} runs.',
+                {'Title': grid.title, 'Rows': '\n'.join(drawn_rows),
+                 'Columns': '\n'.join(drawn_cols)})
+
+
+def heatmaps(rep: Report) -> list[Figure]:
+    """One heatmap per kernel, stack, partition and node count."""
+    return [heatmap(g) for g in glance.grids(rep.verdicts)]
 
 
 def efficiencies(rep: Report) -> Figure | None:
@@ -312,28 +369,30 @@ def history_figures(series: list[history.Series], per_figure: int = 16) -> list[
     return out
 
 
-#: figure key -> function of the report drawing it
-DRAWERS = {'speedup': speedup, 'efficiencies': efficiencies, 'phases': phases,
-           'hockney': hockney, 'saturation': saturation, 'stacks': stacks,
-           'collectives': collectives}
+#: figure key -> function of the report drawing it (one figure, several, or None)
+DRAWERS: dict[str, Callable[[Report], Figure | list[Figure] | None]] = {
+    sec.FIG_SPEEDUP: speedup, sec.FIG_HEATMAPS: heatmaps, sec.FIG_EFFICIENCIES: efficiencies,
+    sec.FIG_PHASES: phases, sec.FIG_HOCKNEY: hockney, sec.FIG_SATURATION: saturation,
+    sec.FIG_STACKS: stacks, sec.FIG_COLLECTIVES: collectives}
 
 
 def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, list[Figure]]:
     """Figure key (as in ``Section.figure``) -> its figures; `only`: just those keys."""
-    keys = set(DRAWERS) | {'history'} if only is None else set(only)
+    keys = set(DRAWERS) | {sec.FIG_HISTORY} if only is None else set(only)
     out: dict[str, list[Figure]] = {}
     for key, fn in DRAWERS.items():
         if key in keys:
-            fig = fn(rep)
-            if fig is not None:
-                out[key] = [fig]
-    if 'history' in keys and rep.history:
-        out['history'] = history_figures(rep.history)
+            drawn = fn(rep)
+            figs = drawn if isinstance(drawn, list) else [] if drawn is None else [drawn]
+            if figs:
+                out[key] = figs
+    if sec.FIG_HISTORY in keys and rep.history:
+        out[sec.FIG_HISTORY] = history_figures(rep.history)
     return out
 
 
 #: the figures drawn by a second process where there is one (about half the work)
-SECOND_PROCESS = ('history', 'hockney', 'collectives')
+SECOND_PROCESS = (sec.FIG_HISTORY, sec.FIG_HOCKNEY, sec.FIG_COLLECTIVES)
 _SHARED: dict[str, Report] = {}
 #: seconds to wait for the second process before drawing its figures here
 CHILD_TIMEOUT = 300

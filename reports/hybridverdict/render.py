@@ -8,6 +8,7 @@ import json
 
 from tabulate import tabulate
 
+from . import glance, section
 from .report import Report
 from .verdict import Verdict
 
@@ -47,7 +48,7 @@ def terminal(rep: Report) -> str:
     for sec in rep.sections:
         if not sec.rows:
             continue
-        if sec.key == 'history':
+        if sec.key == section.HISTORY:
             out += ['', f'{sec.title}: {len(rep.history)} of {rep.history_total} series drawn '
                     'in the HTML report (table in the Markdown).']
             continue
@@ -76,8 +77,9 @@ def markdown(rep: Report) -> str:
         '',
     ]
     if rep.verdicts:
-        lines += [f'**{counts(rep.verdicts)}**', '',
-                  _table(COLUMNS, rows(rep.verdicts), 'github'), '']
+        lines += [f'**{counts(rep.verdicts)}**', '', '## Where hybrid wins and loses', '',
+                  *[f'- {" ".join(text)}' for _, text in glance.sentences(rep.verdicts)], '',
+                  '## Verdicts', '', _table(COLUMNS, rows(rep.verdicts), 'github'), '']
     else:
         lines += ['No pure-MPI/hybrid pair in these runs.', '']
     for sec in rep.sections:
