@@ -309,3 +309,33 @@ def test_ring_on_one_node_gives_no_inter_node_row(tmp_path):
     write_ring(tmp_path, [('local', 'shm', 1, 2, 5000.0, 8000.0, MIB16)])
     series = comm.saturation(read_perflogs([str(tmp_path)]))
     assert len(series) == 1 and comm.rabenseifner(series) == []
+
+
+def test_seeds_through_the_report(table9, chorley, tmp_path):
+    """The findings reach the report's Markdown: per node count, with the crossovers."""
+    from hybridverdict import render
+    from hybridverdict.perflog import ReadStats
+    from hybridverdict.report import build
+    rows = table('rabenseifner_seed002_table1.csv')
+    write_ring(tmp_path, [('seed002', slug(r['platform']), int(r['nodes']),
+                           int(r['cpus_per_node']), 1000 * float(r['masteronly_GBps']),
+                           1000 * float(r['pure_mpi_GBps']), MIB16) for r in rows])
+    records = list(table9) + list(chorley) + read_perflogs([str(tmp_path)])
+    rep = build(records, ReadStats(), ['seeds'])
+    assert len(rep.verdicts) == 48 + 5
+    md = render.markdown(rep)
+    sections = {s.key: s for s in rep.sections}
+    # Table 9: one row per size; Table 2: Merlin's Infiniband at 128 and 512 cores
+    assert len(sections['scaling'].rows) == 8 + 1
+    assert ('md size large, masteronly 1x8 against mpi 8x1 (mpi@infiniband): hybrid loses at '
+            'every node count measured (16-64 nodes') in md
+    assert ('spmv size 32000, masteronly 1x4 against mpi 4x1 (ibm-mpi@sp): hybrid loses from '
+            '27 nodes on') in md
+    # Chorley: one phase row set per fabric and node count (Table 2's 16 and 64 nodes)
+    md_rows = sections['md_phases'].data
+    assert {(d['system'], d['partition'], d['nodes']) for d in md_rows} == {
+        ('merlin', 'infiniband', 64), ('merlin', 'infiniband', 16), ('merlin', 'gige', 64),
+        ('cseem64t', 'infinipath', 24), ('cseem64t', 'gige', 24)}
+    # Rabenseifner's Table 1 in its own section, its column 3 as printed
+    across = sections['masteronly_across_nodes']
+    assert {row[1]: row[9] for row in across.rows}[slug('Hitachi SR8000')] == '49%'

@@ -50,7 +50,7 @@ class Grid:
                 f'node{"s" if self.nodes != 1 else ""}')
 
     def counts(self) -> dict[str, int]:
-        n = {'WIN': 0, 'LOSS': 0, 'TIE': 0}
+        n = {'WIN': 0, 'LOSS': 0, 'TIE': 0, 'INCONCLUSIVE': 0}
         for v in self.cells.values():
             n[v.verdict] += 1
         return n

@@ -20,6 +20,7 @@ th, td { border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: right; }
 th { background: #eee; }
 td.l, th.l { text-align: left; }
 td.WIN { background: #b7e1b0; } td.LOSS { background: #f2b8b5; } td.TIE { background: #eee; }
+td.INCONCLUSIVE { background: #f7e7a6; }
 td.none { background: #fff; color: #999; }
 figure { margin: 0.5em 0 1.5em; } figcaption { font-size: 0.85em; color: #444; }
 img { max-width: 100%; }
@@ -43,7 +44,8 @@ def verdict_matrix(rep: Report) -> str:
     cols = sorted({(v.partition, v.stack) for v in rep.verdicts})
     cells: dict[tuple, dict[tuple, object]] = defaultdict(dict)
     for v in rep.verdicts:
-        cells[(v.kernel, v.size, f'{v.hybrid_mode} {v.hybrid_layout}', v.mpi_layout)][
+        nodes = f' ({v.nodes} nodes)' if v.nodes > 1 else ''
+        cells[(v.kernel, v.size, f'{v.hybrid_mode} {v.hybrid_layout}', v.mpi_layout + nodes)][
             (v.partition, v.stack)] = v
     head = ('<tr><th class="l">kernel</th><th class="l">size</th><th class="l">hybrid vs mpi'
             '</th>' + ''.join(f'<th>{_e(s)}<br>{_e(p)}</th>' for p, s in cols) + '</tr>')

@@ -28,7 +28,7 @@ from matplotlib.ticker import (  # noqa: E402
     NullFormatter,
 )
 
-from . import comm, glance, history  # noqa: E402
+from . import comm, glance, history, verdict  # noqa: E402
 from . import section as sec  # noqa: E402
 from .report import Report  # noqa: E402
 from .verdict import size_key  # noqa: E402
@@ -99,7 +99,9 @@ def speedup(rep: Report) -> Figure | None:
     for ax, (kernel, vs) in zip(axes, sorted(by_kernel.items())):
         lines: dict[str, list] = defaultdict(list)
         for v in vs:
-            lines[f'{v.hybrid_mode} {v.hybrid_layout} {v.stack}@{v.partition}'].append(v)
+            nodes = f' {v.nodes} nodes' if v.nodes > 1 else ''
+            lines[f'{v.hybrid_mode} {v.hybrid_layout} vs {v.mpi_layout}{nodes} '
+                  f'{v.stack}@{v.partition}'].append(v)
             samples += v.n_mpi + v.n_hybrid
         sizes = sorted({v.size for v in vs}, key=size_key)
         numeric = all(_num(s) is not None for s in sizes)
@@ -121,6 +123,32 @@ def speedup(rep: Report) -> Figure | None:
         ax.legend(fontsize=6, loc='upper left')
     return _png(fig, f'Speedup of hybrid over pure MPI against problem size; error bars: the '
                      f'noise band; above 1 hybrid wins. {samples} runs.')
+
+
+def scaling(rep: Report) -> Figure | None:
+    """Speedup against node count per size (the papers' figures), one panel per kernel;
+    only pairs measured on two or more node counts."""
+    cross = [c for c in verdict.crossovers(rep.verdicts) if len(c.nodes) > 1]
+    if not cross:
+        return None
+    by_kernel: dict[str, list[verdict.Crossover]] = defaultdict(list)
+    for c in cross:
+        by_kernel[c.kernel].append(c)
+    fig, axes = _grid(len(by_kernel), 2, 6.0, 4.2)
+    for ax, (kernel, cs) in zip(axes, sorted(by_kernel.items())):
+        for c in cs:
+            ax.plot(c.nodes, c.speedups, marker='o',
+                    label=f'size {c.size} {c.hybrid} vs {c.mpi_layout} {c.stack}@{c.partition}')
+        ax.axhline(1.0, color='k', lw=0.8, ls='--')
+        if max(n for c in cs for n in c.nodes) / min(n for c in cs for n in c.nodes) > 8:
+            _log(ax, 'x', 2)
+        ax.set_title(kernel)
+        ax.set_xlabel('nodes')
+        ax.set_ylabel('speedup T_mpi / T_hybrid')
+        ax.legend(fontsize=6, loc='best')
+    return _png(fig, 'Speedup of hybrid over pure MPI against node count, one line per size '
+                     'and pair of layouts per node; above 1 hybrid wins. The crossover table '
+                     'names the node count from which it wins or loses.')
 
 
 #: speedups beyond these bounds get the colour of the bound
@@ -169,7 +197,9 @@ def heatmap(grid: glance.Grid) -> Figure:
     return _png(fig, f'{grid.title}: speedup T_mpi / T_hybrid per hybrid layout and size '
                      f'(green: hybrid faster, red: slower; colours saturate at '
                      f'{HEAT_RANGE[0]:g}x and {HEAT_RANGE[1]:g}x); {n["WIN"]} WIN, '
-                     f'{n["LOSS"]} LOSS, {n["TIE"]} TIE; {samples} runs.',
+                     f'{n["LOSS"]} LOSS, {n["TIE"]} TIE'
+                     + (f', {n["INCONCLUSIVE"]} INCONCLUSIVE' if n['INCONCLUSIVE'] else '')
+                     + f'; {samples} runs.',
                 {'Title': grid.title, 'Rows': '\n'.join(drawn_rows),
                  'Columns': '\n'.join(drawn_cols)})
 
@@ -373,7 +403,7 @@ def history_figures(series: list[history.Series], per_figure: int = 16) -> list[
 DRAWERS: dict[str, Callable[[Report], Figure | list[Figure] | None]] = {
     sec.FIG_SPEEDUP: speedup, sec.FIG_HEATMAPS: heatmaps, sec.FIG_EFFICIENCIES: efficiencies,
     sec.FIG_PHASES: phases, sec.FIG_HOCKNEY: hockney, sec.FIG_SATURATION: saturation,
-    sec.FIG_STACKS: stacks, sec.FIG_COLLECTIVES: collectives}
+    sec.FIG_STACKS: stacks, sec.FIG_COLLECTIVES: collectives, sec.FIG_SCALING: scaling}
 
 
 def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, list[Figure]]:

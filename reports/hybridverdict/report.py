@@ -106,7 +106,8 @@ def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
     window = records if since is None else [r for r in records if r.time >= since]
     ctx = Context(window=window, records=records, noise_floor=noise_floor,
                   history_limit=history_limit, history_points=history_points)
-    found = verdicts(window, noise_floor=noise_floor)
+    found = verdicts(window, noise_floor=noise_floor, history=records)
+    ctx.shared[sections.VERDICTS] = found
     built = [analysis(ctx) for analysis in sections.ANALYSES]
     shared = ctx.shared
     series, total = shared.get(sections.HISTORY, ([], 0))

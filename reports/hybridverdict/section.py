@@ -27,6 +27,9 @@ RING_OSU_ACCURACY = 'ring_osu_accuracy'
 SATURATION = 'saturation'
 COLLECTIVES = 'collectives'
 HISTORY = 'history'
+SCALING = 'scaling'
+NETWORK_INTERFACE = 'network_interface'
+MASTERONLY_ACROSS_NODES = 'masteronly_across_nodes'
 
 # ---- figure keys (``plots.DRAWERS``; a section names the one drawn for it) -----------
 FIG_SPEEDUP = 'speedup'
@@ -38,6 +41,7 @@ FIG_SATURATION = 'saturation'
 FIG_STACKS = 'stacks'
 FIG_COLLECTIVES = 'collectives'
 FIG_HISTORY = 'history'
+FIG_SCALING = 'scaling'
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import comm, history, phases, spmv_model
+from . import comm, history, phases, spmv_model, verdict
 from . import section as s
 from .section import Analysis, Context, Section
 
@@ -24,6 +24,8 @@ HEADLINES = 'headlines'
 SATURATION = 'saturation'
 COLLECTIVES = 'collectives'
 HISTORY = 'history'           # (series, total)
+VERDICTS = 'verdicts'         # set by report.build
+RABENSEIFNER = 'rabenseifner'
 
 
 def md_phases(ctx: Context) -> Section:
@@ -41,6 +43,33 @@ def spmv_efficiencies(ctx: Context) -> Section:
                    spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff),
                    [dataclasses.asdict(e) for e in eff], s.FIG_EFFICIENCIES,
                    s.SPMV_EFFICIENCIES, 'spmv runs in mpi and masteronly (and serial for e_mt)')
+
+
+def scaling(ctx: Context) -> Section:
+    found = ctx.get(VERDICTS, lambda: verdict.verdicts(ctx.window, ctx.noise_floor,
+                                                       history=ctx.records))
+    cross = [c for c in verdict.crossovers(found) if len(c.nodes) > 1]
+    note = ('One row per kernel, size and pair of layouts (per node) measured on several '
+            'node counts: the speedup and verdict at each, and the node count from which '
+            'hybrid wins or loses at every larger one (INCONCLUSIVE calls neither break nor '
+            'start it). Never pooled across node counts.')
+    return Section('Scaling: hybrid against pure MPI by node count, and the crossover',
+                   ' '.join([note, *(c.sentence for c in cross)]),
+                   verdict.CROSSOVER_COLUMNS, verdict.crossover_rows(cross),
+                   [dataclasses.asdict(c) | {'sentence': c.sentence} for c in cross],
+                   s.FIG_SCALING, s.SCALING, 'verdicts of one pair on 2 or more node counts')
+
+
+def network_interface(ctx: Context) -> Section:
+    ni = spmv_model.network_interface(ctx.window)
+    return Section('SpMV network interface efficiency on 2 nodes (Chow & Hysom, Table 8)',
+                   'e_ni = t_comm^mpi(m1) / t_comm^hyb(m2) from the runs on 2 nodes, each mode '
+                   'at its own typical message size (that of its layout and problem size); '
+                   'above 1 favours hybrid (fewer processes share the network interface). The '
+                   'efficiency table shows it on every node count of the same size.',
+                   spmv_model.NI_COLUMNS, spmv_model.ni_rows(ni),
+                   [dataclasses.asdict(n) | {'e_ni': n.e_ni} for n in ni], '',
+                   s.NETWORK_INTERFACE, 'spmv runs in mpi and masteronly on 2 nodes')
 
 
 def spmv_overlap(ctx: Context) -> Section:
@@ -106,6 +135,17 @@ def saturation(ctx: Context) -> Section:
                    'ring or osu_mbw_mr runs with bw_k<k>_<bytes>', standalone=True)
 
 
+def masteronly_across_nodes(ctx: Context) -> Section:
+    sat = ctx.get(SATURATION, lambda: comm.saturation(ctx.window))
+    found = ctx.get(RABENSEIFNER, lambda: comm.rabenseifner(sat))
+    rows, data = comm.rabenseifner_rows(found)
+    return Section('Masteronly against pure MPI across nodes (Rabenseifner)',
+                   comm.RABENSEIFNER_NOTE, comm.RABENSEIFNER_COLUMNS, rows, data, '',
+                   s.MASTERONLY_ACROSS_NODES,
+                   'ring or osu_mbw_mr runs on 2 or more nodes with bw_k1_<bytes> and a larger k',
+                   standalone=True)
+
+
 def collectives(ctx: Context) -> Section:
     coll = ctx.get(COLLECTIVES, lambda: comm.collectives(ctx.window))
     rows, data = comm.collective_rows(coll)
@@ -129,14 +169,17 @@ def history_section(ctx: Context) -> Section:
 
 #: the registry: every analysis section of the report, in report order
 ANALYSES: tuple[Analysis, ...] = (
+    scaling,
     md_phases,
     spmv_efficiencies,
+    network_interface,
     spmv_overlap,
     hockney,
     stack_comparison,
     ring_vs_osu,
     ring_osu_accuracy,
     saturation,
+    masteronly_across_nodes,
     collectives,
     history_section,
 )
