@@ -20,8 +20,9 @@ the drift that back-to-back samples cannot see), judged against the band
 * INCONCLUSIVE  the interval crosses an edge of the band: more samples (or
   interleaved rounds) are needed, and ``noise`` says how wide it is.
 
-With the history, a verdict is ``confirmed`` when the last
-``stats.CONFIRM_SESSIONS`` sessions (3) made the same call.
+With the history, a verdict is ``confirmed`` when each of the last
+``stats.CONFIRM_SESSIONS`` sessions (3) of the history made the same call (a
+pair missing from one of them is not confirmed).
 """
 
 from __future__ import annotations
@@ -160,13 +161,18 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
 
 
 def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
-                  variable: str = TIME_VARIABLE) -> dict[tuple, list[str]]:
-    """Verdict key -> its call in each session of the history, oldest first (sessions
-    split by ``stats.session_starts``)."""
-    starts = stats.session_starts([r.time for r in history])
+                  variable: str = TIME_VARIABLE, last: int = stats.CONFIRM_SESSIONS,
+                  ) -> dict[tuple, list[str]]:
+    """Verdict key -> its call in each of the `last` sessions of the history, oldest
+    first (sessions split by ``stats.session_starts``); a pair not measured in one of
+    them has fewer calls."""
+    starts = stats.session_starts([r.time for r in history])[-last:]
+    if not starts:
+        return {}
     by_session: dict[int, list[Record]] = defaultdict(list)
     for r in history:
-        by_session[stats.session_of(r.time, starts)].append(r)
+        if r.time >= starts[0]:
+            by_session[stats.session_of(r.time, starts)].append(r)
     calls: dict[tuple, list[str]] = defaultdict(list)
     for i in sorted(by_session):
         for v in verdicts(by_session[i], noise_floor, variable):
@@ -177,12 +183,12 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
 def confirm(found: list[Verdict], history: Sequence[Record],
             noise_floor: float = DEFAULT_NOISE_FLOOR, variable: str = TIME_VARIABLE,
             sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
-    """The verdicts, each confirmed when its last `sessions` session calls agree
-    with it."""
-    calls = session_calls(history, noise_floor, variable)
+    """The verdicts, each confirmed when it made the same call as the report's in each
+    of the last `sessions` sessions of the history."""
+    calls = session_calls(history, noise_floor, variable, sessions)
     out = []
     for v in found:
-        last = calls.get(v.key, [])[-sessions:]
+        last = calls.get(v.key, [])
         ok = stats.confirmed(last, sessions) and last[-1] == v.verdict
         out.append(dataclasses.replace(v, confirmed=ok, sessions=' '.join(last)))
     return out
