@@ -1,5 +1,6 @@
-"""ReFrame checks: build the kernels once per MPI stack and run each of them
-as pure MPI and as hybrid MPI+OpenMP at equal cores.
+"""ReFrame checks: build the kernels once per MPI stack, run each of them as
+pure MPI and as hybrid MPI+OpenMP at equal cores, and judge hybrid against
+pure MPI (``HybridVerdict``).
 
 * ``KernelBuild`` is an environment-scoped fixture: the CMake build of ``src/``
   with the stack's own wrapper, once per (partition, stack) in a session.
@@ -20,42 +21,64 @@ Variables worth setting with ``-S``:
                                     (every check must then fail)
   ``KernelBuild.build_type=Debug``  CMake build type
   ``nodes=N``                       nodes per run (default: partition extras)
+
+Verdict checks (``HybridVerdict``): hybrid MPI+OpenMP against pure MPI at
+equal cores, in ReFrame.
+
+For each kernel, size and hybrid layout, ``HybridVerdict`` depends on every
+sample of the pure-MPI run (R*T ranks x 1 thread) and of the hybrid run
+(R ranks x T threads) on the same partition and stack.  It reports
+
+* ``speedup`` = median T_mpi / median T_hybrid (``t_total``): above 1 the
+  hybrid run is faster;
+* ``verdict``: 1 (WIN), 0 (TIE) or -1 (LOSS).  It is WIN or LOSS only when
+  the speedup is further from 1 than the measured noise (twice the quadrature
+  sum of both sides' relative standard errors, never below 5%), TIE
+  otherwise; the noise and the samples of each side are printed beside it.
+
+A system's references then assert what must hold there, e.g. in
+``config/references/<system>.yaml``::
+
+    HybridVerdict:
+      $index: [$partition, $environ, ref_variant]
+      local:shm:
+        openmpi:
+          pair=spmv/64/masteronly_1x2:
+            speedup: [1.0, -0.10, null, x]   # must not lose by more than 10%
+            verdict: [1, 0, null, win=1]     # hybrid must win here
+
+The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
+``--repeat``, which renumbers the variants these dependencies name.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
-import sys
-import types
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.backends import getlauncher
+import reframe.utility.udeps as udeps
+from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
+from harnesslib.launch import launch_line
+from harnesslib.placement import (
+    cores_per_node,
+    divisors,
+    layout_name,
+    runs_for,
+    sample_parameter,
+    serial_runs,
+)
+from harnesslib.units import parse_bytes
+from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, judge, pair_noise
 from reframe.core.builtins import (
-    fixture,
     parameter,
     performance_function,
     run_after,
     run_before,
     sanity_function,
     variable,
-)
-
-sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-from harnesslib import (  # noqa: E402
-    KernelBuild,
-    KernelCheck,
-    StackLauncher,
-    binding_env,
-    cores_per_node,
-    hold_node_lock,
-    layout_name,
-    runs_for,
-    sample_parameter,
-    serial_runs,
 )
 
 
@@ -94,8 +117,7 @@ class SpmvCheck(KernelCheck):
         stream_mode = 'mpi' if self.threads == 1 else 'masteronly'
         # Not self.job: before the run stage neither its launcher nor its
         # task count is set yet.
-        launch = self.stack_launcher().run_command(
-            types.SimpleNamespace(num_tasks=self.num_tasks))
+        launch = launch_line(self.stack_launcher(), self.num_tasks)
         self.prerun_cmds = self.prerun_cmds + [
             f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
             f'--n {self.stream_elements} --iters 5 > stream.out'
@@ -178,8 +200,8 @@ class RingCheck(KernelCheck):
         # the perflog file fit one header; 0 where the layout has no such k
         # (ReFrame fails a performance value of nan).
         cores = cores_per_node(self.current_partition)
-        ks = sorted({t for t in range(1, cores + 1) if cores % t == 0})
-        sizes = sorted({_ring_bytes(x) for x in self.problem.split(',')})
+        ks = divisors(cores)
+        sizes = sorted({parse_bytes(x) for x in self.problem.split(',')})
 
         def value(k: int, size: int) -> float:
             return next((float(r['bandwidth_MBps']) for r in self.results()
@@ -189,13 +211,6 @@ class RingCheck(KernelCheck):
             for size in sizes:
                 self.perf_variables[f'bw_k{k}_{size}'] = sn.make_performance_function(
                     lambda k=k, size=size: value(k, size), 'MB/s')
-
-
-def _ring_bytes(text: str) -> int:
-    """A size of ring's --sizes list: N, NK (KiB) or NM (MiB)."""
-    text = text.strip()
-    mult = {'k': 1024, 'm': 1024 * 1024}.get(text[-1:].lower(), 1)
-    return int(text[:-1] if mult != 1 else text) * mult
 
 
 @rfm.simple_test
@@ -212,148 +227,105 @@ class StreamCheck(KernelCheck):
         return ['--n', str(self.problem), '--iters', str(self.iters)]
 
 
-# ---- benchmark: md against LAMMPS ----------------------------------------------
+# ---- verdicts: hybrid against pure MPI ------------------------------------------
 
-#: LAMMPS's standard in.lj benchmark; `md --preset lammps-in.lj` runs the same.
-LAMMPS_IN_LJ = '''# 3d Lennard-Jones melt (LAMMPS bench/in.lj)
-variable        x index 1
-variable        y index 1
-variable        z index 1
-variable        xx equal 20*$x
-variable        yy equal 20*$y
-variable        zz equal 20*$z
-units           lj
-atom_style      atomic
-lattice         fcc 0.8442
-region          box block 0 ${xx} 0 ${yy} 0 ${zz}
-create_box      1 box
-create_atoms    1 box
-mass            1 1.0
-velocity        all create 1.44 87287 loop geom
-pair_style      lj/cut 2.5
-pair_coeff      1 1 1.0 1.0 2.5
-neighbor        0.3 bin
-neigh_modify    delay 0 every 20 check no
-fix             1 all nve
-run             100
-'''
+KERNEL_CHECKS = {'spmv': SpmvCheck, 'md': MdCheck, 'ring': RingCheck, 'stream': StreamCheck}
+VERDICT_CODE = {'WIN': 1, 'TIE': 0, 'LOSS': -1}
+
+
+def _pairs() -> list[tuple[str, str, tuple, tuple]]:
+    """(kernel, size, pure-MPI layout, hybrid layout) for every hybrid run."""
+    out = []
+    for kernel, cls in KERNEL_CHECKS.items():
+        layouts = cls.param_space['layout']
+        for problem in cls.param_space['problem']:
+            for hybrid in layouts:
+                mode, ranks, threads = hybrid
+                if mode in ('mpi', 'serial'):
+                    continue
+                mpi = ('mpi', ranks * threads, 1)
+                if mpi in layouts:
+                    out.append((kernel, str(problem), mpi, hybrid))
+    return out
+
+
+def _pair_name(pair: tuple[str, str, tuple, tuple]) -> str:
+    kernel, size, _mpi, (mode, ranks, threads) = pair
+    return f'{kernel}/{size}/{mode}_{ranks}x{threads}'
 
 
 @rfm.simple_test
-class MdLammpsBenchmark(rfm.RunOnlyRegressionTest):
-    """md against Debian's LAMMPS (`lmp`) on in.lj, alternating in one job.
+class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
+    """Hybrid against pure MPI for one kernel, size and layout."""
 
-    Each round runs md on 1 rank, lmp on 1 rank, md on 2 ranks, lmp on 2
-    ranks and md as 1 rank x 2 threads, so every ratio compares runs made
-    side by side.  The figures are medians over rounds of the per-round
-    ratios of atom-steps per second (LAMMPS: atoms x steps / "Loop time").
-    Targets (the references): md >= 1.0x LAMMPS on 1 and on 2 ranks, and the
-    hybrid 1x2 within 10% of pure MPI 2x1.
+    pair = parameter(_pairs(), fmt=_pair_name)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    local = True
+    time_limit = '1m'
+    executable = 'echo'
+    tags = {'verdict'}
 
-    Rerun it alone with
-      reframe -C config/settings.py -c checks -n MdLammpsBenchmark -r
-    Debian's lmp is built on Open MPI, so it runs with the openmpi environment.
-    """
+    oversubscribed = 'false'
+    finalize_hung = 'false'
+    noise_floor = variable(float, value=DEFAULT_NOISE_FLOOR)
 
-    descr = 'md vs LAMMPS in.lj, alternating runs in one job'
-    valid_systems = ['-transport-tcp']
-    valid_prog_environs = ['+stack-openmpi']
-    tags = {'benchmark'}
-    time_limit = '10m'
-    build = fixture(KernelBuild, scope='environment')
-    rounds = variable(int, value=3)
-    reference = {
-        '*': {
-            'md_over_lammps_1rank': (1.0, 0.0, None, 'x'),
-            'md_over_lammps_2ranks': (1.0, 0.0, None, 'x'),
-            'hybrid_over_mpi': (1.0, -0.10, None, 'x'),
-            # Informational rates: machine-specific, bounded by nothing.
-            'md_1rank': (0, None, None, 'atom-steps/s'),
-            'lammps_1rank': (0, None, None, 'atom-steps/s'),
-        }
-    }
+    @run_after('init')
+    def depend_on_runs(self):
+        kernel, size, mpi, hybrid = self.pair
+        cls = KERNEL_CHECKS[kernel]
+        self.kernel, self.size = kernel, size
+        self.mode = f'verdict-{hybrid[0]}'
+        self.ranks, self.threads = hybrid[1], hybrid[2]
+        self.descr = (f'{kernel} size {size}: {hybrid[0]} {hybrid[1]}x{hybrid[2]} '
+                      f'against mpi {mpi[1]}x1')
+        self._sides: dict[str, list[str]] = {'mpi': [], 'hybrid': []}
+        for side, layout in (('mpi', mpi), ('hybrid', hybrid)):
+            for num in cls.get_variant_nums(layout=lambda lay, want=layout: lay == want,
+                                            problem=lambda p: str(p) == size):
+                name = cls.variant_name(num)
+                self.depends_on(name, udeps.by_env)
+                self._sides[side].append(name)
 
-    @run_after('setup')
-    def prepare(self):
-        part = self.current_partition
-        self.skip_if(shutil.which('lmp') is None,
-                     "Debian's lmp not found: apt-get install lammps "
-                     "(./harness setup installs it as root)")
-        self.skip_if(cores_per_node(part) < 2, 'needs 2 cores per node')
-        self.num_tasks = 1      # the script launches its own runs
-        self.executable = 'bash'
-        self.executable_opts = ['bench.sh']
-        self.env_vars.update(binding_env('openmpi', 2))
-        self.prerun_cmds = hold_node_lock(part)
+    def _samples(self, side: str) -> list[float]:
+        part = self.current_partition.fullname
+        out = []
+        for name in self._sides[side]:
+            dep = self.getdep(name)
+            entry = dep.perfvalues.get(f'{part}:{TIME_VARIABLE}')
+            if entry is None:
+                raise sn.SanityError(
+                    f'{dep.display_name} logged no {TIME_VARIABLE} '
+                    f'(was the performance stage skipped?)')
+            out.append(float(entry[0]))
+            self.cores = dep.cores
+            self.nodes = dep.nodes
+            self.mpi_library = dep.mpi_library
+            self.build_spec = dep.build_spec
+        return out
 
     @run_before('run')
-    def write_script(self):
-        self.job.launcher = getlauncher('local')()
-        env = self.current_environ
-        launcher = env.extras['launcher']
-
-        def launch(ranks: int, threads: int) -> str:
-            job = types.SimpleNamespace(num_tasks=ranks)
-            return ' '.join(StackLauncher(launcher, 'openmpi', ranks, threads).command(job))
-
-        md = f'{self.build.executable_path("md")} --preset lammps-in.lj'
-        lmp = 'lmp -in in.lj -log none'
-        lines = [
-            'set -o pipefail',
-            f'for round in $(seq 1 {self.rounds}); do',
-            f'  OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"',
-            f'  {launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p"',
-            f'  OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"',
-            f'  {launch(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p"',
-            f'  OMP_NUM_THREADS=2 {launch(1, 2)} {md} --mode masteronly'
-            ' | sed -n "s/^RESULT /MD_1x2 /p"',
-            'done',
+    def judge_samples(self):
+        t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
+        med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
+        self._speedup = med_mpi / med_hyb
+        self._noise = pair_noise(t_mpi, t_hyb, self.noise_floor)
+        self._verdict = judge(self._speedup, self._noise)
+        self.verified = 'true'
+        self.executable_opts = [
+            f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '
+            f'noise={self._noise:.4f} samples={len(t_mpi)}/{len(t_hyb)} '
+            f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s'
         ]
-        with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
-            fp.write(LAMMPS_IN_LJ)
-        with open(os.path.join(self.stagedir, 'bench.sh'), 'w') as fp:
-            fp.write('\n'.join(lines) + '\n')
-
-    def _md(self, tag: str) -> list[float]:
-        rows = sn.evaluate(sn.extractall(rf'^{tag} (\{{.*\}})\s*$', self.stdout, 1))
-        results = [json.loads(r) for r in rows]
-        if not all(r.get('verified') is True for r in results):
-            raise sn.SanityError(f'an md run ({tag}) did not verify its result')
-        return [float(r['fom']) for r in results]
-
-    def _lmp(self, tag: str) -> list[float]:
-        patt = (rf'^{tag} Loop time of (\S+) on \d+ procs for (\d+) steps '
-                rf'with (\d+) atoms')
-        return [int(steps) * int(atoms) / float(t) for t, steps, atoms in
-                sn.evaluate(sn.extractall(patt, self.stdout, (1, 2, 3)))]
 
     @sanity_function
-    def all_rounds_ran(self):
-        counts = {tag: len(self._md(tag)) for tag in ('MD_1x1', 'MD_2x1', 'MD_1x2')}
-        counts.update({tag: len(self._lmp(tag)) for tag in ('LMP_1', 'LMP_2')})
-        sn.evaluate(sn.assert_eq(self.job.exitcode, 0, msg='the benchmark script failed'))
-        missing = {t: n for t, n in counts.items() if n != self.rounds}
-        return sn.assert_false(missing, msg=f'rounds missing (of {self.rounds}): {missing}')
-
-    def _median_ratio(self, num: list[float], den: list[float]) -> float:
-        return statistics.median(a / b for a, b in zip(num, den))
+    def printed(self):
+        return sn.assert_found(r'^VERDICT ', self.stdout)
 
     @performance_function('x')
-    def md_over_lammps_1rank(self):
-        return self._median_ratio(self._md('MD_1x1'), self._lmp('LMP_1'))
+    def speedup(self):
+        return self._speedup
 
-    @performance_function('x')
-    def md_over_lammps_2ranks(self):
-        return self._median_ratio(self._md('MD_2x1'), self._lmp('LMP_2'))
-
-    @performance_function('x')
-    def hybrid_over_mpi(self):
-        return self._median_ratio(self._md('MD_1x2'), self._md('MD_2x1'))
-
-    @performance_function('atom-steps/s')
-    def md_1rank(self):
-        return statistics.median(self._md('MD_1x1'))
-
-    @performance_function('atom-steps/s')
-    def lammps_1rank(self):
-        return statistics.median(self._lmp('LMP_1'))
+    @performance_function('win=1 tie=0 loss=-1')
+    def verdict(self):
+        return VERDICT_CODE[self._verdict]

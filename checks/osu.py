@@ -32,38 +32,32 @@ Performance variables (the perflog convention of the README): ``lat_<bytes>``
 from __future__ import annotations
 
 import os
-import sys
-import types
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.backends import getlauncher
-from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
-from reframe.core.launchers import LauncherWrapper
-
-sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-from harnesslib import (  # noqa: E402
+from harnesslib.base import KernelCheck
+from harnesslib.launch import (
     LIBRARY_PREFIX,
-    KernelCheck,
     StackLauncher,
     binding_env,
-    cores_per_node,
-    divisors,
     hold_node_lock,
-    mpi_libraries,
-    osu_binary,
-    pt2pt_placement,
-    system_layouts,
+    launch_line,
 )
-from hybridverdict.osu import (  # noqa: E402
+from harnesslib.osu_output import (
     OsuParseError,
     OsuTable,
     expected_sizes,
     missing_sizes,
+    mpi_libraries,
+    osu_binary,
     parse_osu,
 )
+from harnesslib.placement import cores_per_node, divisors, pt2pt_placement, system_layouts
+from harnesslib.units import MIB
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.launchers import LauncherWrapper
 
-MIB = 1024 * 1024
 #: Smallest size of each benchmark's sweep (allreduce works on 4-byte floats).
 MIN_SIZE = {'osu_latency': 0, 'osu_bw': 1, 'osu_bibw': 1, 'osu_mbw_mr': 1,
             'osu_allreduce': 4, 'osu_bcast': 1}
@@ -323,8 +317,8 @@ class OsuMbwMrCheck(OsuBase):
             launcher = StackLauncher(self.current_environ.extras['launcher'],
                                      self.current_environ.extras.get('family', ''),
                                      per_node, 1)
-            cmd = launcher.command(types.SimpleNamespace(num_tasks=per_node * self.nodes))
-            lines.append(f'timeout -k 10 {self.run_timeout} {" ".join(cmd)} {self.executable} '
+            cmd = launch_line(launcher, per_node * self.nodes)
+            lines.append(f'timeout -k 10 {self.run_timeout} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          f' || echo "k={k} status $?" >> osu_status.txt')
         with open(os.path.join(self.stagedir, 'mbw_mr.sh'), 'w') as fp:

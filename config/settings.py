@@ -39,6 +39,8 @@ import os
 import shutil
 import sys
 
+from harnesslib.schema import perflog_format, perfvar_format
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 VAR_DIR = os.path.abspath(
     os.environ.get('HARNESS_VAR_DIR', os.path.join(os.path.dirname(_HERE), 'var'))
@@ -261,24 +263,10 @@ site_configuration = {
                     'prefix': '%(check_system)s/%(check_partition)s',
                     'basedir': os.path.join(VAR_DIR, 'perflogs'),
                     'level': 'info',
-                    # Every field needed to pair runs, then the variables.
-                    'format': (
-                        '%(check_job_completion_time)s|%(check_system)s|'
-                        '%(check_partition)s|%(check_environ)s|%(check_name)s|'
-                        '%(check_kernel)s|%(check_mode)s|%(check_ranks)s|'
-                        '%(check_threads)s|%(check_size)s|%(check_cores)s|'
-                        '%(check_nodes)s|'
-                        '%(check_mpi_library)s|%(check_verified)s|'
-                        '%(check_oversubscribed)s|%(check_finalize_hung)s|'
-                        '%(check_build_spec)s|'
-                        '%(check_result)s|'
-                        '%(check_perfvalues)s'
-                    ),
-                    'format_perfvars': (
-                        '%(check_perf_value)s|%(check_perf_unit)s|'
-                        '%(check_perf_ref)s|%(check_perf_lower_thres)s|'
-                        '%(check_perf_upper_thres)s|'
-                    ),
+                    # Every field needed to pair runs, then the variables
+                    # (harnesslib.schema: the one declaration of the schema).
+                    'format': perflog_format(),
+                    'format_perfvars': perfvar_format(),
                     'datefmt': '%Y-%m-%dT%H:%M:%S%z',
                     'append': True,
                 },

@@ -1,5 +1,5 @@
 """Real ReFrame sessions of the OSU checks (checks/osu.py) and of the ring-vs-OSU
-accuracy check (checks/comm.py), where OSU is provided.
+accuracy check (checks/ring.py), where OSU is provided.
 
 OSU is in no package registry these machines reach and the harness never
 downloads it, so these tests need ``HARNESS_OSU_PREFIX`` (``{stack}`` stands

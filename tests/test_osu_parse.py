@@ -1,6 +1,6 @@
 """The OSU table parser on real outputs of OSU 5.9 (tests/data/osu/, recorded
 on a 2-core machine with Open MPI 4.1.4, MPICH 4.0.2 and MVAPICH2 2.3.7), and
-the pieces of checks/harnesslib.py that find OSU and its MPI library."""
+the pieces of harnesslib.osu_output that find OSU and its MPI library."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from hybridverdict.osu import OsuParseError, expected_sizes, missing_sizes, parse_osu
+from harnesslib.osu_output import OsuParseError, expected_sizes, missing_sizes, parse_osu
 from reframe.utility import import_module_from_file
 
 DATA = REPO / 'tests' / 'data' / 'osu'
@@ -101,7 +101,8 @@ def test_expected_sizes_follow_osu():
 # ---- harnesslib: where OSU is, and which MPI library it links ---------------------
 
 def harnesslib():
-    return import_module_from_file(str(REPO / 'checks' / 'harnesslib.py'))
+    from harnesslib import osu_output
+    return osu_output
 
 
 def env(prefix: str, stack: str = 'mpich'):

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 import yaml
+from harnesslib.references import references_file, split_name
 from hybridverdict import baseline
-from hybridverdict.references import references_file, split_name
 
 
 def test_split_name_drops_the_sample_and_keeps_the_parameters():

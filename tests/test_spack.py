@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+import spack_site
 import yaml
 from conftest import REPO, mpi_env, run_reframe
-from hybridverdict import spack_site
 
 SPACK = shutil.which('spack')
 _no_spack = pytest.mark.skipif(
@@ -48,7 +48,7 @@ def ldd(path: str) -> str:
 
 def generate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, '-m', 'hybridverdict.spack_site', '--config-dir', str(tmp_path / 'cfg'),
+        [sys.executable, '-m', 'spack_site', '--config-dir', str(tmp_path / 'cfg'),
          '--prefix-dir', str(tmp_path / 'prefixes'), *args],
         capture_output=True, text=True, env=mpi_env())
 
@@ -154,7 +154,7 @@ def install_tree() -> str:
 def installed(install_tree, stacks) -> dict[str, str]:
     """Concretise spack.yaml, install its kernel specs; stack -> install prefix."""
     if SYSTEM == 'local':   # the prefixes of links the committed configuration names
-        links = subprocess.run([sys.executable, '-m', 'hybridverdict.spack_site',
+        links = subprocess.run([sys.executable, '-m', 'spack_site',
                                 '--prefixes-only'], capture_output=True, text=True)
         assert links.returncode == 0, links.stderr
     t0 = time.monotonic()

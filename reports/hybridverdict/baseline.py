@@ -6,7 +6,7 @@
 
 It reads the perflogs of one or several sessions and, per system, builds the
 ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
-(see :mod:`hybridverdict.references`):
+(see :mod:`harnesslib.references`):
 
 * each reference is the median of the runs of one test variant (all its
   samples and sessions) on one partition and stack;
@@ -39,11 +39,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 import yaml
+from harnesslib.references import INDEX, lower_is_better, references_file, split_name
 from tabulate import tabulate
 
 from .cli import default_var_dir
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
-from .references import INDEX, lower_is_better, references_file, split_name
 
 DEFAULT_FLOOR = 0.10
 DEFAULT_SPREAD_FACTOR = 1.5

@@ -17,19 +17,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple, Optional
 
-#: Fields without which a line cannot be paired with another.
-REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
-            'mode', 'ranks', 'threads', 'size')
-
-
-#: Run fields of a harness perflog line (see ``header_fields``); any other field that
-#: is not part of a performance variable's block is unknown: ignored and counted.
-KNOWN = frozenset(('job_completion_time', 'system', 'partition', 'environ', 'name', 'kernel',
-                   'mode', 'ranks', 'threads', 'size', 'cores', 'nodes', 'mpi_library',
-                   'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result'))
-
-#: The five fields ReFrame writes per performance variable, in order.
-VAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
+from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, header_fields
 
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
 #: the thresholds are fractions of the reference, None when unbounded.
@@ -247,7 +235,7 @@ class _Header:
         for i, name in enumerate(fields):
             if name.endswith('_value'):
                 var = name[:-len('_value')]
-                parts = [index.get(f'{var}_{p}', -1) for p in VAR_PARTS[1:]]
+                parts = [index.get(f'{var}_{p}', -1) for p in PERFVAR_PARTS[1:]]
                 self.variables.append((var, i, *parts))
                 claimed.update((i, *parts))
         self.names = tuple(v[0] for v in self.variables)
@@ -362,13 +350,6 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
             if since is None or rec.time >= since:
                 out.append(rec)
     return out
-
-
-def header_fields() -> tuple[str, ...]:
-    """Fields a harness perflog header starts with (for tests and writers)."""
-    return ('job_completion_time', 'system', 'partition', 'environ', 'name',
-            'kernel', 'mode', 'ranks', 'threads', 'size', 'cores', 'nodes', 'mpi_library',
-            'verified', 'oversubscribed', 'finalize_hung', 'build_spec', 'result')
 
 
 __all__ = ['Record', 'Group', 'size_key', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs',

@@ -13,6 +13,7 @@ starts like a table row and does not parse is an error naming the line.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 _TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
@@ -111,3 +112,44 @@ def expected_sizes(min_size: int, max_size: int) -> list[int]:
 def missing_sizes(table: OsuTable, want: list[int]) -> list[int]:
     """Sizes of `want` that the table lacks (a truncated run)."""
     return [s for s in want if s not in table.rows]
+
+
+# ---- where OSU is, and which MPI library a binary links -------------------
+
+OSU_HOWTO = ('set HARNESS_OSU_PREFIX to its install prefix ({stack} stands for the stack, '
+             'e.g. /opt/osu/{stack}), or the environment extra osu_prefix in the system '
+             'configuration, or install osu-micro-benchmarks with Spack')
+
+#: Where an OSU install keeps its MPI benchmarks (`make install` and Spack),
+#: and bin/ for installs that put them on PATH.
+OSU_DIRS = ('libexec/osu-micro-benchmarks/mpi/pt2pt',
+            'libexec/osu-micro-benchmarks/mpi/collective', 'bin')
+
+
+def osu_binary(env, name: str) -> tuple[str | None, str]:
+    """(path of OSU benchmark `name` for environment `env`, '') or (None, why not).
+
+    The prefix is the environment's extra ``osu_prefix`` (config/settings.py
+    fills it from HARNESS_OSU_PREFIX, a site configuration or Spack sets it).
+    """
+    stack = env.extras.get('stack', env.name)
+    prefix = str(env.extras.get('osu_prefix', '') or '')
+    if not prefix:
+        return None, f'OSU Micro-Benchmarks not configured for {stack}: {OSU_HOWTO}'
+    for sub in OSU_DIRS:
+        path = os.path.join(prefix, sub, name)
+        if os.access(path, os.X_OK):
+            return path, ''
+    return None, (f'{name} not found under osu_prefix {prefix} ({stack}; looked in '
+                  f'{", ".join(OSU_DIRS)}): {OSU_HOWTO}')
+
+
+def mpi_libraries(ldd_output: str) -> set[str]:
+    """Resolved paths of the MPI libraries (libmpi*, libmpich*) in ldd's output."""
+    out = set()
+    for line in ldd_output.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == '=>' and parts[0].startswith(('libmpi.', 'libmpich.')):
+            out.add(os.path.realpath(parts[2]) if parts[2].startswith('/')
+                    else f'{parts[0]} (not found)')
+    return out

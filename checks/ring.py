@@ -21,26 +21,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import types
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from harnesslib.base import KernelCheck
+from harnesslib.launch import binding_env, hold_node_lock, launch_line
+from harnesslib.osu_output import OsuParseError, expected_sizes, osu_binary, parse_osu
+from harnesslib.placement import cores_per_node, pt2pt_placement
+from harnesslib.units import MIB, parse_bytes
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
-
-sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-from harnesslib import (  # noqa: E402
-    KernelCheck,
-    binding_env,
-    cores_per_node,
-    hold_node_lock,
-    osu_binary,
-    pt2pt_placement,
-)
-from hybridverdict.osu import OsuParseError, expected_sizes, parse_osu  # noqa: E402
-
-MIB = 1024 * 1024
 
 
 def _pt2pt_place(check: KernelCheck) -> None:
@@ -70,7 +60,7 @@ class RingSweep(KernelCheck):
         self.kernel = f'ring-{self.pattern}'
         self.mode, self.threads, self.decomp = 'mpi', 1, 1
         lo, _, hi = self.sizes.partition(':')
-        self.size = str(_bytes(hi or lo))
+        self.size = str(parse_bytes(hi or lo))
         self.descr = f'ring --pattern {self.pattern} --sizes {self.sizes} on 2 ranks'
 
     @run_after('setup')
@@ -91,15 +81,8 @@ class RingSweep(KernelCheck):
     def sweep(self) -> list[int]:
         lo, sep, hi = self.sizes.partition(':')
         if sep:
-            return expected_sizes(_bytes(lo), _bytes(hi))
-        return sorted({_bytes(x) for x in self.sizes.split(',')})
-
-
-def _bytes(text: str) -> int:
-    """A ring size: N, NK (KiB) or NM (MiB)."""
-    text = text.strip()
-    mult = {'k': 1024, 'm': MIB}.get(text[-1:].lower(), 1)
-    return int(text[:-1] if mult != 1 else text) * mult
+            return expected_sizes(parse_bytes(lo), parse_bytes(hi))
+        return sorted({parse_bytes(x) for x in self.sizes.split(',')})
 
 
 @rfm.simple_test
@@ -197,8 +180,7 @@ class RingOsuAccuracy(KernelCheck):
     @run_before('run')
     def write_script(self):
         # The script launches every run itself, with the stack's launcher.
-        launch = ' '.join(self.stack_launcher().command(
-            types.SimpleNamespace(num_tasks=self.num_tasks)))
+        launch = launch_line(self.stack_launcher(), self.num_tasks)
         self.job.launcher = getlauncher('local')()
         ring = self.build.executable_path('ring')
         lo, hi = MIB, self.bw_max

@@ -321,6 +321,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f'wrote {path}')
     return 0
 
-
-if __name__ == '__main__':
-    sys.exit(main())

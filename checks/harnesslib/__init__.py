@@ -1,0 +1,17 @@
+"""The library of the harness's ReFrame checks (no test is registered here).
+
+The check files in ``checks/`` import it as a package (it is installed,
+editable, with the project).  One module per concern:
+
+* ``schema``: the perflog schema, declared once (also read by
+  ``config/settings.py`` and ``hybridverdict.perflog``);
+* ``placement``: topology, the R x T layouts that fill a node, point-to-point
+  placement, the samples of every run;
+* ``launch``: each stack's own launcher and binding, the node lock;
+* ``build``: ``KernelBuild``, the build fixture (CMake or Spack);
+* ``references``: the per-system ``$ref`` files and how runs are keyed;
+* ``osu_output``: OSU Micro-Benchmarks: where they are, their output parser;
+* ``base``: ``SystemReferences``, ``PerflogFields`` and ``KernelCheck``, the
+  base of every kernel run;
+* ``paths``: where the checkout's parts are.
+"""

@@ -1,0 +1,270 @@
+"""The base of every run: references from the system's file, the perflog
+fields, placement, the stack's launcher, the node lock; and ``KernelCheck``,
+one kernel run at one layout."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import reframe as rfm
+import reframe.core.runtime as rt
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import PerformanceError
+from reframe.core.launchers import JobLauncher
+
+from .build import KernelBuild
+from .launch import EXIT_STATUS_TAG, LIBRARY_PREFIX, StackLauncher, binding_env, hold_node_lock
+from .paths import REFERENCES_DIR
+from .placement import cores_per_node
+from .references import references_file, split_name
+from .schema import check_fields
+
+
+class SystemReferences(rfm.RegressionTestPlugin):
+    """Performance references from the system's ``$ref`` file.
+
+    The file is ``<reference prefix>/<system>.yaml`` (see
+    ``harnesslib.references``), indexed by partition, environment and the
+    test's variant (its parameters without the sample number).  Without the
+    file a test has no references; with ``-S require_reference=true`` (the
+    nightly mode) a test without one fails, naming the file and the key.
+    """
+
+    #: The test's parameters without the sample number: its references key.
+    ref_variant = variable(str, value='-', loggable=False)
+    #: The references file of the current system.
+    references_path = variable(str, value='', loggable=False)
+    #: False in a test that sets its own references (fixed targets).
+    system_references = variable(bool, value=True, loggable=False)
+
+    @run_after('init')
+    def load_system_references(self):
+        _cls, self.ref_variant = split_name(self.display_name)
+        prefix = rt.runtime().get_option('general/0/reference_prefix') or REFERENCES_DIR
+        self.references_path = references_file(prefix, self.current_system.name)
+        if self.system_references and os.path.isfile(self.references_path):
+            self.reference = {'$ref': self.references_path}
+
+    @run_before('performance')
+    def demand_reference(self):
+        if not self.require_reference or not self.system_references:
+            return
+        where = (f'{self.current_partition.fullname} {self.current_environ.name} '
+                 f'{type(self).__name__} [{self.ref_variant}]')
+        if not os.path.isfile(self.references_path):
+            raise PerformanceError(
+                f'no references file {self.references_path} for system '
+                f'{self.current_system.name} (needed for {where}); write one from '
+                f'earlier runs with `./harness baseline`')
+        try:
+            self.reference[self]
+        except KeyError:
+            raise PerformanceError(
+                f'no reference for {where} in {self.references_path}; '
+                f'add it with `./harness baseline`') from None
+
+
+# ---- run checks --------------------------------------------------------------------
+
+def _perflog_fields() -> type:
+    """``PerflogFields``: a ReFrame plugin with one variable per run field of
+    the schema that the checks set (``schema.check_fields``), so the perflog
+    format and the checks' variables cannot drift apart."""
+    meta = type(rfm.RegressionTestPlugin)
+    bases = (rfm.RegressionTestPlugin,)
+    namespace = meta.__prepare__('PerflogFields', bases)
+    namespace['__module__'] = __name__
+    namespace['__qualname__'] = 'PerflogFields'
+    namespace['__doc__'] = ('The fields every perflog line of the harness carries '
+                            '(harnesslib.schema): what ran, where, and whether its '
+                            'result counts.')
+    for field in check_fields():
+        namespace[field.name] = variable(field.type, value=field.default)
+    return meta('PerflogFields', bases, namespace)
+
+
+PerflogFields = _perflog_fields()
+
+
+class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
+    """One kernel run at one layout; subclasses say how to run their kernel."""
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    time_limit = '5m'
+    build = fixture(KernelBuild, scope='environment')
+
+    #: Threads whose subdomain each rank owns (serial mode: > threads).
+    decomp = variable(int, value=0)
+
+    #: ``threads``: each rank is bound to as many cores as it has threads (the
+    #: default).  ``one-core``: each rank is bound to a single core, as
+    #: MVAPICH2 does by default; its threads then share that core and the
+    #: oversubscription check must fail the run (used by the tests).
+    binding = variable(typ.Str[r'threads|one-core'], value='threads')
+
+    @run_after('init')
+    def set_layout(self):
+        self.mode, self.ranks, self.threads = self.layout
+        self.decomp = self.threads
+        if self.mode == 'serial':
+            self.threads = 1
+        self.size = str(self.problem)
+        self.descr = (f'{self.kernel} {self.mode} {self.ranks}x{self.threads} '
+                      f'size {self.size}')
+
+    def kernel_args(self) -> list[str]:
+        raise NotImplementedError
+
+    @run_after('setup')
+    def place(self):
+        part = self.current_partition
+        self.cores = cores_per_node(part)
+        self.skip_if(self.ranks * self.decomp != self.cores,
+                     f'layout {self.ranks}x{self.decomp} does not fill the '
+                     f'{self.cores} cores of {part.fullname}')
+        if not self.nodes:
+            self.nodes = int(part.extras.get('nodes', 1))
+        self.num_tasks_per_node = self.ranks
+        self.num_tasks = self.ranks * self.nodes
+        self.num_cpus_per_task = self.threads
+        env = self.current_environ
+        self.executable = self.build.executable_path(self.kernel)
+        self.build_spec = self.build.build_spec
+        self.executable_opts = ['--mode', self.mode] + self.kernel_args()
+        self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
+                                         self.binding))
+        self.prerun_cmds = hold_node_lock(part)
+
+    def stack_launcher(self) -> JobLauncher:
+        """The environment's own launcher with this run's binding (or the
+        partition's launcher where the environment names none)."""
+        env = self.current_environ
+        if not env.extras.get('launcher'):
+            return self.job.launcher
+        # Each rank gets a core per thread, unless the test narrows it.
+        cores = 1 if self.binding == 'one-core' else self.threads
+        if env.extras.get('launch') == 'srun':
+            # A Slurm system: srun with the PMI this stack needs.
+            return StackLauncher(env.extras['launcher'], 'srun', self.ranks, cores,
+                                 pmi=env.extras.get('pmi', ''))
+        return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
+                             self.ranks, cores)
+
+    @run_before('run')
+    def set_launcher(self):
+        self.job.launcher = self.stack_launcher()
+        if self.job.scheduler.registered_name == 'squeue':
+            # squeue reports no exit status (no accounting database): the
+            # job script records the launcher's, right after it.
+            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+
+    def exit_status(self):
+        """The run's exit status: the scheduler's, or the job script's record
+        of it where the scheduler reports none (None if neither knows)."""
+        if self.job.exitcode is not None:
+            return self.job.exitcode
+        found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
+        return found[-1] if found else None
+
+    # -- results ----------------------------------------------------------------
+
+    def results(self) -> list[dict]:
+        """Every RESULT line of the run, parsed (cached)."""
+        if not hasattr(self, '_results'):
+            lines = sn.evaluate(sn.extractall(r'^RESULT (\{.*\})\s*$', self.stdout, 1))
+            self._results = []
+            for line in lines:
+                try:
+                    self._results.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise sn.SanityError(
+                        f'malformed RESULT line ({err}): {line[:200]}') from None
+        return self._results
+
+    def headline(self) -> dict:
+        """The RESULT line that gives the figures (the last one)."""
+        return self.results()[-1]
+
+    def _library_matches(self, lib: str) -> bool:
+        stack = self.current_environ.extras.get('family', self.current_environ.name)
+        prefix = LIBRARY_PREFIX.get(stack)
+        return prefix is None or lib.startswith(prefix)
+
+    def _shared_cores(self, res: dict) -> list[str]:
+        """Cores on which two threads of this run ran (empty if none)."""
+        seen: dict[tuple[str, int], str] = {}
+        clashes = []
+        hosts = res.get('hosts') or []
+        for r, cpus in enumerate(res.get('cpus') or []):
+            host = hosts[r] if r < len(hosts) else '?'
+            for t, cpu in enumerate(cpus):
+                if cpu is None or cpu < 0:
+                    continue
+                who = f'rank {r} thread {t}'
+                if (host, cpu) in seen:
+                    clashes.append(f'{who} and {seen[(host, cpu)]} on {host} core {cpu}')
+                else:
+                    seen[(host, cpu)] = who
+        return clashes
+
+    @sanity_function
+    def validate(self):
+        results = self.results()
+        stack = self.current_environ.name
+        if results:
+            # First the library: a kernel linked to another stack explains
+            # whatever else went wrong with it.
+            self.mpi_library = str(self.headline().get('mpi_library', ''))
+            sn.evaluate(sn.assert_true(
+                self._library_matches(self.mpi_library),
+                msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
+                    f'"{self.mpi_library}": built or linked against another stack'))
+            # Then the kernel's own verification, whatever its speed.
+            self.verified = str(all(r.get('verified') is True for r in results)).lower()
+            sn.evaluate(sn.assert_true(
+                self.verified == 'true',
+                msg=f'{self.kernel} did not verify its result'))
+        status = self.exit_status()
+        if status is None:
+            raise sn.SanityError(
+                f'{self.kernel}: the job ended before its launcher returned (scheduler '
+                f'state {self.job.state}): killed at its time limit of {self.time_limit} s '
+                f'or cancelled')
+        sn.evaluate(sn.assert_eq(status, 0,
+                                 msg=f'{self.kernel} exited with status {{0}}'))
+        sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
+        res = self.headline()
+        self.finalize_hung = str(bool(sn.evaluate(sn.findall(
+            r'MPI_Finalize did not return', self.stderr)))).lower()
+        clashes = self._shared_cores(res)
+        over = self.ranks * self.threads > self.cores or bool(clashes)
+        self.oversubscribed = str(over).lower()
+        sn.evaluate(sn.assert_false(
+            over, msg=f'oversubscribed run {self.display_name}: '
+                      + ('; '.join(clashes) or 'more threads than cores')))
+        if (res.get('ranks') != self.num_tasks or
+                res.get('threads') != self.threads):
+            raise sn.SanityError(
+                f'{self.kernel} ran {res.get("ranks")}x{res.get("threads")}, '
+                f'expected {self.num_tasks}x{self.threads}')
+        return True
+
+    @run_before('performance')
+    def set_perf_variables(self):
+        if self.is_dry_run():   # --dry-run: job scripts only, no output to read
+            return
+        res = self.headline()
+        unit = res.get('fom_unit', '')
+        self.perf_variables = {
+            'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), unit),
+        }
+        for var in ('t_total', 't_comp', 't_comm'):
+            self.perf_variables[var] = sn.make_performance_function(
+                lambda key=f'{var}_s': float(self.headline()[key]), 's')
+
+
+# ---- OSU Micro-Benchmarks -------------------------------------------------------

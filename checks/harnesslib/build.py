@@ -1,0 +1,214 @@
+"""The build fixture of the kernels: CMake with the stack's own wrapper, or
+Spack where the environment or the user asks for it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+import yaml  # ReFrame brings PyYAML
+from reframe.core.builtins import run_before, sanity_function, variable
+
+from .launch import hold_node_lock
+from .paths import REPO_DIR, SRC_DIR
+
+KERNELS = ('spmv', 'md', 'ring', 'stream')
+
+
+# ---- build fixture --------------------------------------------------------------
+
+class KernelBuild(rfm.CompileOnlyRegressionTest):
+    """CMake build of every kernel with the environment's own MPI wrapper.
+
+    The build tree lives under the system prefix (``var/build/<stack>-...``)
+    rather than in the stage directory, so the shm and tcp partitions of one
+    stack share it and a later session only rebuilds what changed.
+    """
+
+    descr = 'Build the kernels for one MPI stack'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build_system = 'CustomBuild'
+    sourcesdir = None
+    #: A build that hangs fails; the session carries on.
+    build_time_limit = '10m'
+    fault_inject = variable(typ.Bool, value=False)
+    build_type = variable(str, value='Release')
+    build_dir = variable(str, value='')
+    #: What was built and how, for the perflog: the concretised Spack spec
+    #: where Spack built it, otherwise the CMake build and its wrapper.
+    build_spec = variable(str, value='')
+
+    #: Spack path (see ``spack_spec``): the install prefix of the kernels and
+    #: the environment directory that installed them.
+    spack_prefix = variable(str, value='')
+    spack_env = variable(str, value='')
+
+    @run_before('compile')
+    def configure(self):
+        env = self.current_environ
+        stack = env.extras.get('stack', env.name)
+        spec = spack_spec(env, self.current_partition, self.build_type, self.fault_inject)
+        if spec:
+            self.configure_spack(spec)
+            return
+        wrapper = hashlib.sha1(env.cc.encode()).hexdigest()[:8]
+        tag = f'{stack}-{self.build_type.lower()}-{wrapper}'
+        if self.fault_inject:
+            tag += '-fault-inject'
+        self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
+        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}'
+        launcher = env.extras.get('launcher', '')
+        configure = [
+            'cmake', '-S', SRC_DIR, '-B', self.build_dir,
+            f'-DCMAKE_BUILD_TYPE={self.build_type}',
+            f'-DCMAKE_C_COMPILER={env.cc}', f'-DMPI_C_COMPILER={env.cc}',
+            f'-DKERNEL_FAULT_INJECT={"ON" if self.fault_inject else "OFF"}',
+        ] + ([f'-DMPIEXEC_EXECUTABLE={launcher}'] if launcher else [])
+        jobs = max(1, len(os.sched_getaffinity(0)))
+        self.build_system.commands = [
+            ' '.join(shlex.quote(a) for a in configure),
+            f'cmake --build {shlex.quote(self.build_dir)} -j {jobs}',
+        ]
+        # The partitions of a stack share the build tree: one build at a time
+        # (on a Slurm system the builds run side by side on the login node).
+        self.prebuild_cmds = hold_node_lock(self.current_partition) + [
+            f'mkdir -p {shlex.quote(os.path.dirname(self.build_dir))}',
+            f'exec 8>>{shlex.quote(self.build_dir + ".lock")}', 'flock 8']
+
+    def configure_spack(self, spec: str):
+        """Install the kernels with Spack: a one-spec environment derived from
+        the checkout's spack.yaml, installed into the persistent install tree
+        (``<prefix>/spack/opt`` or ``HARNESS_SPACK_INSTALL_TREE``), where a later
+        session finds it installed and rebuilds nothing."""
+        system = os.environ.get('HARNESS_SPACK_SYSTEM') or self.current_system.name
+        tree = os.path.abspath(os.environ.get('HARNESS_SPACK_INSTALL_TREE') or os.path.join(
+            self.current_system.prefix, 'spack', 'opt'))
+        tag = hashlib.sha1(f'{system} {spec}'.encode()).hexdigest()[:8]
+        stack = self.current_environ.extras.get('stack', self.current_environ.name)
+        self.spack_env = os.path.join(self.current_system.prefix, 'spack', 'envs',
+                                      f'{stack}-{tag}')
+        write_spack_env(self.spack_env, spec, tree)
+        self.build_spec = f'spack {spec}'
+        self.build_system.commands = spack_build_commands(self.spack_env, system)
+        self.prebuild_cmds = hold_node_lock(self.current_partition)
+
+    @sanity_function
+    def built(self):
+        if self.spack_env:
+            self.read_spack_result()
+        return sn.all(sn.path_exists(self.executable_path(k)) for k in KERNELS)
+
+    def read_spack_result(self):
+        """The install prefix and concretised spec the build wrote, or the
+        failure with Spack's own error text."""
+        out = os.path.join(self.stagedir, SPACK_RESULT)
+        failed = sn.evaluate(sn.extractall(r'^harness: spack step failed: (.*)$',
+                                           self.stderr, 1))
+        if failed or not os.path.exists(out):
+            stderr = sn.evaluate(sn.extractall(r'^(.*\S.*)$', self.stderr, 1))
+            errors = [i for i, line in enumerate(stderr) if line.startswith('==> Error')]
+            shown = stderr[errors[0]:] if errors else stderr[-12:]
+            raise sn.SanityError(
+                f'Spack build of the kernels failed ({self.build_spec}): '
+                + ' / '.join(line.strip() for line in shown[:40]))
+        with open(out, encoding='utf-8') as fh:
+            lines = [line.strip() for line in fh if line.strip()]
+        self.spack_prefix = lines[0]
+        # The perflog separates fields with '|': never let one into a field.
+        self.build_spec = 'spack ' + lines[1].replace('|', '/')
+
+    def executable_path(self, kernel: str) -> str:
+        if self.spack_env:
+            return os.path.join(self.spack_prefix, 'bin', kernel)
+        return os.path.join(self.build_dir, kernel)
+
+
+# ---- Spack ------------------------------------------------------------------------
+
+SPACK_PACKAGE = 'hybrid-kernels'
+#: Written by the Spack build into its stage directory: prefix, then spec.
+SPACK_RESULT = 'spack-result.txt'
+#: How the perflog shows a concretised spec (no '|' in it).
+SPACK_FORMAT = ('{name}@{version}{%compiler.name}{@compiler.version}{variants}'
+                '{arch=architecture} ^{^mpi.name}@{^mpi.version} /{hash:7}')
+
+
+def spack_spec(env, partition, build_type: str, fault_inject: bool) -> str:
+    """The Spack spec of the kernels for this environment, or '' for CMake.
+
+    Spack builds when the environment names a spec (extras ``spack_spec``,
+    e.g. from ``HARNESS_MPICH_SPACK_SPEC``), when the environment or the
+    partition says ``spack: true`` in its extras, or when the user opts in
+    with ``HARNESS_SPACK=1`` and ``spack`` is on PATH.  Without either the
+    kernels are built with CMake and the environment's wrapper.
+    """
+    if env.extras.get('spack_spec'):
+        return str(env.extras['spack_spec'])
+    wanted = bool(env.extras.get('spack') or partition.extras.get('spack'))
+    if not wanted and not (os.environ.get('HARNESS_SPACK') == '1' and shutil.which('spack')):
+        return ''
+    stack = env.extras.get('spack_stack') or env.extras.get('stack', env.name)
+    return (f'{SPACK_PACKAGE}@develop build_type={build_type} +openmp '
+            f'{"+" if fault_inject else "~"}fault_inject ^{stack}')
+
+
+def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:
+    """A one-spec copy of the checkout's spack.yaml (same includes, repos,
+    develop source and concretizer), rewritten only when it changes so its
+    lock file, and what Spack installed from it, stay valid."""
+    with open(os.path.join(REPO_DIR, 'spack.yaml'), encoding='utf-8') as fh:
+        manifest = yaml.safe_load(fh)
+    conf = manifest['spack']
+
+    def absolute(path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(REPO_DIR, path)
+
+    conf['include'] = [absolute(p) for p in conf.get('include', [])]
+    conf['repos'] = [absolute(p) for p in conf.get('repos', [])]
+    for dev in conf.get('develop', {}).values():
+        dev['path'] = absolute(dev['path'])
+    conf.pop('definitions', None)
+    conf['specs'] = [spec]
+    conf.setdefault('config', {})['install_tree'] = {'root': install_tree}
+    conf['config']['develop_stage_link'] = os.path.join(envdir, '.spack-env',
+                                                        'build-{arch}-{hash:7}')
+    text = ('# Written by the harness (checks/harnesslib.py) from spack.yaml; '
+            'do not edit.\n' + yaml.safe_dump(manifest, sort_keys=False))
+    path = os.path.join(envdir, 'spack.yaml')
+    os.makedirs(envdir, exist_ok=True)
+    try:
+        with open(path, encoding='utf-8') as fh:
+            if fh.read() == text:
+                return
+    except FileNotFoundError:
+        pass
+    with open(path + '.tmp', 'w', encoding='utf-8') as fh:
+        fh.write(text)
+    os.replace(path + '.tmp', path)
+
+
+def spack_build_commands(envdir: str, system: str) -> list[str]:
+    """Concretise, install, then record the prefix and the concretised spec.
+
+    A failing step ends the script with status 0 after a marker line: the
+    fixture's sanity then fails with Spack's own error text, which a build
+    job's exit status would hide behind 'build job failed'.
+    """
+    env = shlex.quote(envdir)
+    fmt = shlex.quote(SPACK_FORMAT)
+    return [
+        f'export HARNESS_SPACK_SYSTEM={shlex.quote(system)}',
+        'step() { echo "+ $*" >&2; "$@" || { echo "harness: spack step failed: $* '
+        '(exit status $?)" >&2; exit 0; }; }',
+        f'step spack -e {env} concretize',
+        f'step spack -e {env} install --fail-fast',
+        f'step spack -e {env} location -i {SPACK_PACKAGE} > {SPACK_RESULT}.tmp',
+        f'step spack -e {env} find --format {fmt} {SPACK_PACKAGE} >> {SPACK_RESULT}.tmp',
+        f'mv {SPACK_RESULT}.tmp {SPACK_RESULT}',
+    ]

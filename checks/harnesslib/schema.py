@@ -1,0 +1,86 @@
+"""The perflog schema of the harness, declared once.
+
+A harness perflog line is the run fields below, in this order, then one block
+of ``PERFVAR_PARTS`` per performance variable.  ``config/settings.py`` builds
+the ``filelog`` handler's format from it, ``harnesslib.base.PerflogFields``
+declares the checks' variables from it, and ``hybridverdict.perflog`` reads
+the files by it.  Nothing here imports ReFrame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class RunField:
+    """One run field of a perflog line."""
+
+    name: str
+    doc: str
+    #: Python type of the check variable (None: ReFrame fills the field itself).
+    type: type | None = None
+
+    @property
+    def from_check(self) -> bool:
+        """A variable the harness's checks set (not one ReFrame provides)."""
+        return self.type is not None
+
+    @property
+    def default(self) -> object:
+        return self.type() if self.type is not None else None
+
+
+#: The run fields of every harness perflog line, in order.
+RUN_FIELDS: tuple[RunField, ...] = (
+    RunField('job_completion_time', 'when the job ended (ReFrame)'),
+    RunField('system', 'ReFrame system'),
+    RunField('partition', 'ReFrame partition: the interconnect or transport'),
+    RunField('environ', 'ReFrame environment: the MPI stack'),
+    RunField('name', "the test's display name, with its parameters"),
+    RunField('kernel', 'kernel or benchmark', str),
+    RunField('mode', 'mpi, masteronly, funneled, multiple, serial, ...', str),
+    RunField('ranks', 'ranks per node', int),
+    RunField('threads', 'threads per rank', int),
+    RunField('size', 'problem size, as the kernel takes it', str),
+    RunField('cores', 'cores per node', int),
+    RunField('nodes', 'nodes', int),
+    RunField('mpi_library', 'MPI_Get_library_version, first line', str),
+    RunField('verified', "'true' when the kernel verified its result", str),
+    RunField('oversubscribed', "'true' when two threads shared a core", str),
+    RunField('finalize_hung', "'true' when MPI_Finalize hung after verified results", str),
+    RunField('build_spec', 'the build this run used (KernelBuild.build_spec)', str),
+    RunField('result', 'pass or fail (ReFrame)'),
+)
+
+#: The five fields ReFrame writes per performance variable, in order.
+PERFVAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
+
+#: Fields without which a line cannot be paired with another.
+REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
+            'mode', 'ranks', 'threads', 'size')
+
+
+def header_fields() -> tuple[str, ...]:
+    """Names of the run fields, in the order a perflog header starts with."""
+    return tuple(f.name for f in RUN_FIELDS)
+
+
+#: Run fields of a harness perflog line; any other field that is not part of a
+#: performance variable's block is unknown: ignored and counted.
+KNOWN = frozenset(header_fields())
+
+
+def check_fields() -> tuple[RunField, ...]:
+    """The run fields the checks set as variables."""
+    return tuple(f for f in RUN_FIELDS if f.from_check)
+
+
+def perflog_format() -> str:
+    """The ``format`` of the ``filelog`` perflog handler."""
+    return ''.join(f'%(check_{f.name})s|' for f in RUN_FIELDS) + '%(check_perfvalues)s'
+
+
+def perfvar_format() -> str:
+    """The ``format_perfvars`` of the ``filelog`` perflog handler."""
+    return ''.join(f'%(check_perf_{part})s|' for part in PERFVAR_PARTS)
