@@ -18,7 +18,9 @@ Modules:
   report    everything one report holds, built once
   render    terminal and Markdown summaries, verdict JSON
   plots     matplotlib figures (Agg, PNG data URIs); html: the self-contained page
-  tidy      the tidy table, CSV and JSON; write: every output as new files
+  tidy      the tidy table: Parquet (CSV, JSON); write: every output as new files
+  atomic    new files written whole (temp file, fsync, link), never over another
+  store     the history store: records ingested once (Parquet parts), read lazily
   bench     time a full report from a large synthetic perflog
   cli       the ``hybridverdict`` command
 """

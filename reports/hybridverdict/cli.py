@@ -23,6 +23,7 @@ from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
 from .render import terminal
 from .report import build
 from .runreport import RunReportError, merge, read_run_reports
+from .store import Store, StoreError
 from .verdict import DEFAULT_NOISE_FLOOR
 from .write import DEFAULT_TIDY, TIDY_KINDS, write_all
 
@@ -66,7 +67,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    metavar='FORMAT',
                    help='formats of the tidy table: parquet (default), csv, json (CSV and '
                         'JSON are about ten times the size of Parquet)')
-    p.add_argument('--no-write', action='store_true', help='print the summary only')
+    p.add_argument('--history-store', metavar='DIR',
+                   help='the history store: perflog lines not stored yet are added to it '
+                        '(once), the report window and the history are read from it '
+                        '(default, when --perflogs is not given and HARNESS_VAR_DIR is set, '
+                        'as ./harness does: $HARNESS_VAR_DIR/history)')
+    p.add_argument('--no-history-store', action='store_true',
+                   help='read the perflogs and build the history in memory, store nothing')
+    p.add_argument('--no-write', action='store_true',
+                   help='print the summary only (nothing is stored: implies '
+                        '--no-history-store)')
     p.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
     args = p.parse_args(argv)
     if not 0 <= args.noise_floor < 1:
@@ -83,23 +93,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def store_dir(args: argparse.Namespace) -> str | None:
+    """The history store to use, if any (see --history-store)."""
+    if args.no_history_store or args.no_write:
+        return None
+    if args.history_store:
+        return args.history_store
+    if not args.perflogs and os.environ.get('HARNESS_VAR_DIR'):
+        return os.path.join(os.environ['HARNESS_VAR_DIR'], 'history')
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     perflogs = args.perflogs or ([] if args.run_reports else
                                  [os.path.join(default_var_dir(), 'perflogs')])
     inputs = perflogs + (args.run_reports or [])
     stats = ReadStats()
+    directory = store_dir(args)
+    stored = None
+    stored_records = 0
     try:
-        records = read_perflogs(perflogs, stats=stats)
+        if directory is None:
+            records = read_perflogs(perflogs, stats=stats)
+        else:
+            store = Store(directory)
+            done = store.ingest(perflogs, stats)
+            records = store.records(args.since)
+            stored, stored_records = store.scan(), int(store.state().get('total_records', 0))
+            print(f'hybridverdict: history store {directory}: {done.records} new record(s)'
+                  + (f' in {os.path.basename(done.part)}' if done.part else '')
+                  + f', {stored_records} in all', file=sys.stderr)
         if args.run_reports:
-            records = merge(records, read_run_reports(args.run_reports, stats))
-    except (PerflogError, RunReportError, OSError) as err:
+            extra = read_run_reports(args.run_reports, stats)
+            if directory is not None and args.since is not None:
+                extra = [r for r in extra if r.time >= args.since]
+            records = merge(records, extra)
+    except (PerflogError, RunReportError, StoreError, OSError) as err:
         print(f'hybridverdict: {err}', file=sys.stderr)
         return 2
     for warning in stats.warnings():
         print(f'hybridverdict: warning: {warning}', file=sys.stderr)
     rep = build(records, stats, inputs, since=args.since, noise_floor=args.noise_floor,
-                history_limit=args.history_limit, history_points=args.history_points)
+                history_limit=args.history_limit, history_points=args.history_points,
+                stored=stored, stored_records=stored_records)
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)

@@ -17,6 +17,8 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
 
+import polars as pl
+
 from . import __version__, comm, history, phases, sections, spmv_model
 from .perflog import ReadStats, Record
 from .section import Context, Section
@@ -101,17 +103,22 @@ def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[st
 def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
           since: dt.datetime | None = None, noise_floor: float = DEFAULT_NOISE_FLOOR,
           history_limit: int = history.DEFAULT_LIMIT,
-          history_points: int = history.DEFAULT_MAX_POINTS) -> Report:
-    """The report of the records since `since`, with the history of all `records`."""
+          history_points: int = history.DEFAULT_MAX_POINTS,
+          stored: tuple[pl.LazyFrame, pl.LazyFrame] | None = None,
+          stored_records: int = 0) -> Report:
+    """The report of the records since `since`, with the history of all `records`, or
+    of the history store's tables `stored` (``Store.scan()``; then `records` need only
+    hold the window, and `stored_records` says how many records the store holds)."""
     window = records if since is None else [r for r in records if r.time >= since]
     ctx = Context(window=window, records=records, noise_floor=noise_floor,
-                  history_limit=history_limit, history_points=history_points)
+                  history_limit=history_limit, history_points=history_points, stored=stored)
     found = verdicts(window, noise_floor=noise_floor, history=records)
     ctx.shared[sections.VERDICTS] = found
     built = [analysis(ctx) for analysis in sections.ANALYSES]
     shared = ctx.shared
     series, total = shared.get(sections.HISTORY, ([], 0))
-    return Report(meta=_meta(window, len(records), stats, inputs, since), verdicts=found,
+    read = stored_records if stored is not None else len(records)
+    return Report(meta=_meta(window, read, stats, inputs, since), verdicts=found,
                   sections=built, history=series, history_total=total,
                   curves=shared.get(sections.CURVES, []),
                   headlines=shared.get(sections.HEADLINES, []),

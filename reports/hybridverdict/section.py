@@ -14,6 +14,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import polars as pl
+
 from .perflog import Record
 
 # ---- section keys (JSON ids, HTML anchors) -------------------------------------------
@@ -69,9 +71,10 @@ class Context:
     """What every analysis is computed from, and the objects they share.
 
     ``window``: the records of the report (since ``--since``); ``records``: all
-    records read (the history uses them).  ``shared`` holds the analysis objects
-    that more than one section or figure uses (e.g. the headline figures behind
-    both the stack comparison and ring against OSU), computed once by ``get``.
+    records read (the history uses them, or the history store's tables
+    ``stored``).  ``shared`` holds the analysis objects that more than one section
+    or figure uses (e.g. the headline figures behind both the stack comparison and
+    ring against OSU), computed once by ``get``.
     """
 
     window: Sequence[Record]
@@ -79,6 +82,9 @@ class Context:
     noise_floor: float
     history_limit: int
     history_points: int
+    #: the history store's (records, values) tables, when the history comes from it
+    #: rather than from `records`
+    stored: tuple[pl.LazyFrame, pl.LazyFrame] | None = None
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def get(self, name: str, compute: Callable[[], Any]) -> Any:

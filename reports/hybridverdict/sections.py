@@ -158,8 +158,13 @@ def collectives(ctx: Context) -> Section:
 
 
 def history_section(ctx: Context) -> Section:
-    series, total = ctx.get(HISTORY, lambda: history.history(
-        ctx.records, limit=ctx.history_limit, max_points=ctx.history_points))
+    def compute() -> tuple[list[history.Series], int]:
+        if ctx.stored is not None:
+            return history.series(*ctx.stored, limit=ctx.history_limit,
+                                  max_points=ctx.history_points)
+        return history.history(ctx.records, limit=ctx.history_limit,
+                               max_points=ctx.history_points)
+    series, total = ctx.get(HISTORY, compute)
     return Section('History of the performance variables',
                    f'{len(series)} of {total} series (reference band first, then values '
                    'outside it, then the longest; at most the history limit); band = ref x '
