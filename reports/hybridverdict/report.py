@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from . import __version__, comm, history, phases, sections, spmv_model
+from . import stats as stats_rule
 from .perflog import ReadStats, Record
 from .section import Context, Section
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
@@ -100,6 +101,20 @@ def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[st
                 stacks={s: sorted(v) for s, v in sorted(libs.items())}, first=first, last=last)
 
 
+def recent_sessions(records: pl.LazyFrame, values: pl.LazyFrame,
+                    sessions: int = stats_rule.CONFIRM_SESSIONS) -> list[Record]:
+    """The records of the last `sessions` sessions of the history store (what a
+    verdict's confirmation reads), without reading the rest of the history."""
+    from .store import records_from
+    times = records.select('time').collect().get_column('time').to_list()
+    starts = stats_rule.session_starts(times)[-sessions:]
+    if not starts:
+        return []
+    recent = records.filter(pl.col('time') >= starts[0]).collect()
+    vals = values.join(recent.lazy().select('rid'), on='rid').collect()
+    return records_from(recent, vals)
+
+
 def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
           since: dt.datetime | None = None, noise_floor: float = DEFAULT_NOISE_FLOOR,
           history_limit: int = history.DEFAULT_LIMIT,
@@ -112,7 +127,8 @@ def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
     window = records if since is None else [r for r in records if r.time >= since]
     ctx = Context(window=window, records=records, noise_floor=noise_floor,
                   history_limit=history_limit, history_points=history_points, stored=stored)
-    found = verdicts(window, noise_floor=noise_floor, history=records)
+    found = verdicts(window, noise_floor=noise_floor,
+                     history=records if stored is None else recent_sessions(*stored))
     ctx.shared[sections.VERDICTS] = found
     built = [analysis(ctx) for analysis in sections.ANALYSES]
     shared = ctx.shared
