@@ -339,3 +339,15 @@ def test_seeds_through_the_report(table9, chorley, tmp_path):
     # Rabenseifner's Table 1 in its own section, its column 3 as printed
     across = sections['masteronly_across_nodes']
     assert {row[1]: row[9] for row in across.rows}[slug('Hitachi SR8000')] == '49%'
+
+
+def test_scaling_figure_from_table9(table9):
+    from hybridverdict import plots
+    from hybridverdict.perflog import ReadStats
+    from hybridverdict.report import build
+    rep = build(list(table9), ReadStats(), ['table9'])
+    fig = plots.scaling(rep)
+    assert fig is not None and 'against node count' in fig.caption
+    # one node only: no scaling figure
+    one = build([r for r in table9 if r.nodes == 1], ReadStats(), ['one node'])
+    assert plots.scaling(one) is None

@@ -224,7 +224,8 @@ def efficiencies(rep: Report) -> Figure | None:
                [math.nan if y is None else y for y in ys], width, label=name)
     ax.axhline(1.0, color='k', lw=0.8, ls='--')
     ax.set_xticks(range(len(effs)),
-                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}\nruns {e.samples}'
+                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}'
+                   + (f' {e.nodes} nodes' if e.nodes > 1 else '') + f'\nruns {e.samples}'
                    for e in effs], fontsize=7)
     ax.set_ylabel('efficiency')
     ax.legend(fontsize=7, ncol=4, loc='upper right')
@@ -240,13 +241,18 @@ def phases(rep: Report) -> Figure | None:
     by_size: dict[str, list] = defaultdict(list)
     for r in rows:
         by_size[r.size].append(r)
+
+    def bar(r) -> str:           # one bar group per hybrid run, node count and reference
+        nodes = f' {r.nodes} nodes' if r.nodes > 1 else ''
+        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack}@{r.partition}'
+
     fig, axes = _grid(len(by_size), 3)
     for ax, (size, rs) in zip(axes, sorted(by_size.items(), key=lambda kv: size_key(kv[0]))):
-        groups = sorted({f'{r.hybrid} {r.stack}@{r.partition}' for r in rs})
+        groups = sorted({bar(r) for r in rs})
         width = 0.8 / max(1, len(groups))
         for j, g in enumerate(groups):
-            ratio = {r.phase: r.ratio for r in rs if f'{r.hybrid} {r.stack}@{r.partition}' == g}
-            n = next(r.samples for r in rs if f'{r.hybrid} {r.stack}@{r.partition}' == g)
+            ratio = {r.phase: r.ratio for r in rs if bar(r) == g}
+            n = next(r.samples for r in rs if bar(r) == g)
             ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
                    [ratio.get(p, math.nan) for p in PHASE_ORDER], width, label=f'{g} (n={n})')
         ax.axhline(1.0, color='k', lw=0.8, ls='--')
@@ -270,9 +276,9 @@ def hockney(rep: Report) -> Figure | None:
         return None
     by_part: dict[tuple, list] = defaultdict(list)
     for c in curves:
-        by_part[(c.system, c.partition)].append(c)
+        by_part[(c.system, c.partition, c.nodes)].append(c)
     fig, axes = _grid(len(by_part), 2, 5.5, 4.0)
-    for ax, ((system, part), cs) in zip(axes, sorted(by_part.items())):
+    for ax, ((system, part, nodes), cs) in zip(axes, sorted(by_part.items())):
         for c in cs:
             sizes, times = c.medians()
             fit = (f': t0={c.fit.t0:.3g} us, r_inf={c.fit.r_inf:.4g} MB/s' if c.fit else
@@ -286,7 +292,7 @@ def hockney(rep: Report) -> Figure | None:
         ax.xaxis.set_major_locator(LogLocator(base=4, numticks=8))
         ax.xaxis.set_major_formatter(_BYTES)
         _log(ax)
-        ax.set_title(f'{system}:{part}')
+        ax.set_title(f'{system}:{part}' + (f', {nodes} nodes' if nodes > 1 else ''))
         ax.set_xlabel('message size [B]')
         ax.set_ylabel('one-way time [us]')
         ax.legend(fontsize=6, loc='upper left')
@@ -301,7 +307,7 @@ def saturation(rep: Report) -> Figure | None:
     # the largest message of each (stack, partition, kernel): the saturation regime
     top: dict[tuple, comm.Saturation] = {}
     for s in series:
-        key = (s.system, s.partition, s.stack, s.kernel)
+        key = (s.system, s.partition, s.stack, s.kernel, s.nodes, s.build, s.library)
         if key not in top or s.size > top[key].size:
             top[key] = s
     fig, (ax_abs, ax_rel) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -309,8 +315,8 @@ def saturation(rep: Report) -> Figure | None:
     for s in top.values():
         pts = s.curve()
         ks = [p[0] for p in pts]
-        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)} '
-                 f'(n={s.records})')
+        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)}'
+                 + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
     ax_abs.set_ylabel('bandwidth per node [MB/s]')
