@@ -32,6 +32,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
+from . import stats
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
 from .perflog import Group, Record
 
@@ -342,7 +343,7 @@ def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]
 
 
 ACCURACY_COLUMNS = ('partition', 'stack', 'variable', 'ring/OSU (median)', 'min', 'max',
-                    'samples')
+                    'samples', '95% interval of the median')
 
 
 def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[dict]]:
@@ -357,10 +358,14 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
     rows: list[list[object]] = []
     data: list[dict] = []
     for (system, partition, stack, var, nodes, _b, _l), xs in sorted(found.items()):
+        iv = stats.median_interval(xs)
         rows.append([partition, stack, var, f'{median(xs):.3f}', f'{min(xs):.3f}',
-                     f'{max(xs):.3f}', len(xs)])
+                     f'{max(xs):.3f}', len(xs),
+                     f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {100 * iv.confidence:.0f}%)'])
         data.append({'system': system, 'partition': partition, 'stack': stack,
-                     'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs)})
+                     'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs),
+                     'low': iv.low, 'high': iv.high, 'confidence': iv.confidence,
+                     'method': iv.method})
     return rows, data
 
 
