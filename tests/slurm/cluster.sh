@@ -6,7 +6,8 @@
 #   tests/slurm/cluster.sh start [DIR] [--nodes N] [--rate RATE] [--cpus-per-node C]
 #   tests/slurm/cluster.sh stop DIR      stop everything DIR/cluster.rec records
 #   tests/slurm/cluster.sh status DIR    namespaces, daemons, links, sinfo
-#   tests/slurm/cluster.sh env DIR       print the lines that point clients at it
+#   tests/slurm/cluster.sh env DIR       print the lines that point clients (and
+#                                        ReFrame's test-cluster system) at it
 #   tests/slurm/cluster.sh exec DIR CMD...   run CMD in the controller's namespace
 #
 # The network (nothing of it is visible outside the namespaces made here):
@@ -56,6 +57,7 @@ HUB_HOST=254
 CTLD_PORT=6817
 SLURMD_PORT=6818
 NS_RE='^hc[0-9a-f]{6}-(hub|n[0-9]{1,3})$'
+MODULES_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../../config/modules/files" && pwd)
 
 usage() {
     die "usage: $0 start [DIR] [--nodes N] [--rate RATE] [--cpus-per-node C] | stop DIR | status DIR | env DIR | exec DIR CMD..."
@@ -484,6 +486,13 @@ case "$action" in
         dir=$(state_dir "$dir")
         printf 'export SLURM_CONF=%q\n' "$(setting SLURM_CONF)"
         printf 'export PATH=%q:"$PATH"\n' "$(setting CLIENT_BIN)"
+        # config/settings.py: the test-cluster system reads this cluster.
+        printf 'export HARNESS_TEST_CLUSTER=%q\n' "$dir"
+        # Lmod for ReFrame (modules_system lmod) and the stacks' modules.
+        if [ -x /usr/share/lmod/lmod/libexec/lmod ]; then
+            printf 'export LMOD_CMD=%q\n' /usr/share/lmod/lmod/libexec/lmod
+        fi
+        printf 'export MODULEPATH=%q"${MODULEPATH:+:$MODULEPATH}"\n' "$MODULES_DIR"
         ;;
     exec)
         [ -n "$dir" ] && [ $# -ge 1 ] || usage
