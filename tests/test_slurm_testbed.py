@@ -91,3 +91,12 @@ def test_a_missing_folder_is_created_private(script, tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(folder.resolve())
     assert (folder.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
+def test_a_folder_whose_path_slurm_conf_cannot_hold_is_refused(script, tmp_path):
+    folder = tmp_path / 'my state'
+    proc = start(script, folder)
+    assert proc.returncode != 0
+    assert "the state folder's path may hold only letters" in proc.stderr
+    assert not (folder / 'slurm.conf').exists()

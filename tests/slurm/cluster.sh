@@ -209,11 +209,19 @@ write_hosts() {
 }
 
 write_clients() {
-    local exe real hostns
+    local exe real hostns cand
     mkdir -p "$dir/bin"
     hostns=$(readlink /proc/self/ns/net)
     for exe in sbatch srun salloc squeue scancel sinfo scontrol sacct sstat; do
-        real=$(command -v "$exe") || continue
+        # Slurm's own program, not the client of another test cluster on PATH.
+        real=''
+        for cand in $(type -ap "$exe"); do
+            if ! grep -q '^# .* of test cluster hc' "$cand" 2>/dev/null; then
+                real=$cand
+                break
+            fi
+        done
+        [ -n "$real" ] || continue
         cat > "$dir/bin/$exe" <<WRAP
 #!/bin/sh
 # $exe of test cluster hc$id: from outside the cluster (the namespace that
@@ -252,6 +260,9 @@ start() {
         dir=$(mktemp -d "${TMPDIR:-/tmp}/slurm-cluster.XXXXXX")
     fi
     dir=$(state_dir "$dir")
+    # slurm.conf has no quoting: the folder's path must be plain.
+    [[ "$dir" =~ ^[A-Za-z0-9._/+-]+$ ]] ||
+        die "$dir: the state folder's path may hold only letters, digits and . _ / + - (it goes into slurm.conf unquoted)"
     [ "$(id -u)" -eq 0 ] || die "the test cluster needs root (network namespaces, daemons as root)"
     for exe in ip tc unshare nsenter mount slurmctld slurmd sinfo sbatch srun; do
         command -v "$exe" >/dev/null ||

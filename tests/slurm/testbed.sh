@@ -82,6 +82,9 @@ CONF
 
 start() {
     dir=$(state_dir "$dir")
+    # slurm.conf has no quoting: the folder's path must be plain.
+    [[ "$dir" =~ ^[A-Za-z0-9._/+-]+$ ]] ||
+        die "$dir: the state folder's path may hold only letters, digits and . _ / + - (it goes into slurm.conf unquoted)"
     [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ "$port" -lt 65535 ] ||
         die "SLURM_TESTBED_PORT must be a port number from 1024 to 65534, got '$port'"
     [ "$(id -u)" -eq 0 ] || die "the test cluster runs its daemons as root"
