@@ -49,8 +49,8 @@ PMI = {'openmpi': 'pmix', 'mpich': 'pmi2'}
 LIBRARY = {'openmpi': 'Open MPI', 'mpich': 'MPICH Version'}
 #: The slow link's rate in the tests (low enough to be far from what the
 #: fast link does even on a loaded 2-core machine).
-RATE = '300mbit'
-RATE_MBPS = 300 / 8        # MB/s (10^6 bytes) as the ring reports
+RATE = '200mbit'
+RATE_MBPS = 200 / 8        # MB/s (10^6 bytes) as the ring reports
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
