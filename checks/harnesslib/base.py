@@ -137,6 +137,11 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
         self.executable_opts = ['--mode', self.mode] + self.kernel_args()
         self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
                                          self.binding))
+        if self.declared_oversubscription():
+            # Threads that spin at barriers would starve the others sharing
+            # their core: a declared node's runs would take minutes.
+            self.env_vars['OMP_WAIT_POLICY'] = 'PASSIVE'
+            self.env_vars['GOMP_SPINCOUNT'] = '0'
         self.prerun_cmds = hold_node_lock(part)
 
     def stack_launcher(self) -> JobLauncher:
