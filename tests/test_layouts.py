@@ -40,3 +40,25 @@ def test_launcher_binds_each_rank_to_its_threads_cores():
     # hydra binds MVAPICH2's ranks; its library affinity is off either way.
     assert checks.binding_env('mvapich2', 4)['MV2_ENABLE_AFFINITY'] == '0'
     assert checks.binding_env('mvapich2', 4, 'one-core')['MV2_ENABLE_AFFINITY'] == '0'
+
+
+def test_declared_node_launches_without_binding():
+    # A declared node runs more ranks x threads than cores, on purpose.
+    checks = load_checks()
+
+    class Job:
+        num_tasks = 16
+
+    ompi = checks.StackLauncher('/usr/bin/mpirun.openmpi', 'openmpi', 16, 1,
+                                oversubscribe=True)
+    assert ompi.command(Job()) == ['/usr/bin/mpirun.openmpi', '-np', '16', '--oversubscribe',
+                                   '--bind-to', 'none']
+    mpich = checks.StackLauncher('/usr/bin/mpiexec.mpich', 'mpich', 16, 1, oversubscribe=True)
+    assert mpich.command(Job()) == ['/usr/bin/mpiexec.mpich', '-n', '16', '-bind-to', 'none']
+
+
+def test_layout_parameter_type_reads_names():
+    checks = load_checks()
+    assert checks.parse_layout('masteronly_4x32') == ('masteronly', 4, 32)
+    assert checks.parse_layout('serial_2x1_decomp64') == ('serial', 2, 64)
+    assert checks.parse_layout(('mpi', 2, 1)) == ('mpi', 2, 1)

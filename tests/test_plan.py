@@ -175,3 +175,15 @@ def test_command_line_prints_the_plan(capsys):
     assert rc == 0
     assert 'per-socket' in out and 'left out:' in out and 'within the budget' in out
     assert P.main(['--cores', '16', '--budget', 'soon']) == 2
+
+
+def test_declared_node_bigger_than_the_machine():
+    # spmv refuses more threads per rank than online CPUs: on a declared
+    # 16-core node run on 2 CPUs, the plan leaves T > 2 out, saying why.
+    topo = P.Topology(cores=16, sockets=2, numa=4, oversubscribed=True, online_cpus=2)
+    plan = P.session_plan(topo, samples=2, budget_s=P.DEFAULT_BUDGET_S)
+    assert plan.min_time == 0
+    assert plan.decision('spmv', ('masteronly', 8, 2), 8) == ''
+    assert 'refuses 4 threads' in plan.decision('spmv', ('masteronly', 4, 4), 8)
+    assert plan.decision('md', ('masteronly', 1, 16), 7) == ''
+    assert {str(r.size) for r in plan.runs} == {'8', '7', '8,4096', '65536'}

@@ -152,10 +152,7 @@ def interleave_samples(cls):
 
 @functools.cache
 def _cached_plan(topo: _plan.Topology, samples: int, budget_s: float) -> _plan.Plan:
-    min_time = 0.0 if topo.oversubscribed else _plan.MIN_TIME
-    sizes = _plan.TINY_SIZES if topo.oversubscribed else _plan.SIZES
-    return _plan.make_plan(topo, samples=samples, budget_s=budget_s, min_time=min_time,
-                           sizes=dict(sizes))
+    return _plan.session_plan(topo, samples, budget_s)
 
 
 def partition_plan(partition, nodes: int | None = None) -> _plan.Plan:

@@ -161,6 +161,9 @@ class Topology:
     #: Declared bigger than the cores that run it: every run is oversubscribed
     #: and flagged (a test of the pipeline, never of speed).
     oversubscribed: bool = False
+    #: CPUs online where the runs really execute (0: as many as ``cores``); a
+    #: declared node's runs see this machine's.
+    online_cpus: int = 0
 
     def __post_init__(self) -> None:
         for field in ('cores', 'sockets', 'numa', 'nodes'):
@@ -196,7 +199,7 @@ class Topology:
         return cls(cores=cores, sockets=sockets if cores % sockets == 0 else 1,
                    numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
-                   oversubscribed=over)
+                   oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0)
 
 
 def local_memory() -> int:
@@ -401,6 +404,9 @@ def infeasible(kernel: str, layout: Layout, size, topo: Topology) -> str:
         if why:
             return why
     if kernel == 'spmv':
+        if mode in HYBRID_MODES['spmv'] and topo.online_cpus and threads > topo.online_cpus:
+            return (f'spmv refuses {threads} threads per rank on {topo.online_cpus} online '
+                    f'CPUs (a declared node bigger than the machine)')
         rows = spmv_rows(int(size), threads)
         if 27 * rows > INT_MAX:
             return (f'spmv n={size} decomp {threads}: {rows} rows per process, 27 nonzeros '
@@ -595,26 +601,35 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
             for size in sizes[kernel]:
                 group = [candidate(kernel, (mode, ranks, threads), size)
                          for mode in HYBRID_MODES[kernel]]
+                serial = (candidate(kernel, ('serial', ranks, threads), size)
+                          if kernel in SERIAL_KERNELS else None)
                 if not mpi_ok[(kernel, str(size))]:
+                    group += [serial] if serial else []
                     plan.left_out.extend(dataclasses.replace(
                         r, reason=r.reason or f'no pure-MPI run of {kernel} {size} to '
                                               f'compare with') for r in group)
                     continue
                 if not take(group, len(group)):
+                    if serial:
+                        plan.left_out.append(dataclasses.replace(
+                            serial, reason=serial.reason or f'needs {group[0].name}, '
+                                                            f'left out'))
                     continue
-                if kernel in SERIAL_KERNELS:
+                if serial:
                     # The serial run for e_mt: optional (bounded by SERIAL_MEM_CAP).
-                    take([candidate(kernel, ('serial', ranks, threads), size)], 0)
+                    take([serial], 0)
     # The serial runs of hybrid layouts that do not fill this node (other
     # partitions' layouts) are not this plan's business.
     return plan
 
 
-def plan_from_env(topo: Topology, kernels: Iterable[str] = KERNELS) -> Plan:
-    """The plan with HARNESS_REPEAT samples and HARNESS_BUDGET."""
-    from .placement import samples_per_run
-    return make_plan(topo, samples=samples_per_run(), budget_s=budget_from_env(),
-                     kernels=kernels)
+def session_plan(topo: Topology, samples: int, budget_s: float) -> Plan:
+    """The plan the checks follow: on a declared (oversubscribed) node the
+    tiny sizes and no minimum time, else the checks' sizes and ``MIN_TIME``."""
+    if topo.oversubscribed:
+        return make_plan(topo, samples=samples, budget_s=budget_s, min_time=0.0,
+                         sizes=dict(TINY_SIZES))
+    return make_plan(topo, samples=samples, budget_s=budget_s)
 
 
 # ---- command line ----------------------------------------------------------------
@@ -642,7 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog='python -m harnesslib.plan',
         description='The plan of a session: runs per partition, the runs left out and '
-                    'why, estimated time against HARNESS_BUDGET (per stack and partition).')
+                    'why, estimated time against HARNESS_BUDGET (per stack and partition). '
+                    'Exit status 1 where a plan is over its budget or runs nothing, 2 on '
+                    'bad input.')
     ap.add_argument('-C', '--config', default=None,
                     help='ReFrame configuration (default: config/settings.py of the checkout)')
     ap.add_argument('--system', default=None, help='system[:partition] (default: this host)')
@@ -673,12 +690,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     over = False
     for topo in topos:
-        plan = make_plan(topo, samples=samples, budget_s=budget)
+        plan = session_plan(topo, samples, budget)
         print(plan.format(verbose=not args.quiet))
         if args.stacks > 1:
             print(f'  {args.stacks} stacks: estimated {plan.seconds * args.stacks / 60:.1f} '
                   f'min on this partition')
-        over = over or plan.seconds > budget
+        if not plan.runs:
+            print(f'  plan {topo.name}: NOTHING runs within the budget', file=sys.stderr)
+        over = over or plan.seconds > budget or not plan.runs
     return 1 if over else 0
 
 

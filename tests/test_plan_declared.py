@@ -1,0 +1,103 @@
+"""A declared big node on this small machine: the system ``declared``
+(config/settings.py) declares 16- and 32-core nodes, 2 sockets and 4 NUMA
+domains each; its runs are oversubscribed on purpose, at tiny sizes, through
+the whole pipeline: flagged, kept out of verdicts, never a failed session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import BIN, REPO, mpi_env, run_reframe
+
+pytestmark = pytest.mark.integration
+
+
+def plan_output(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, '-m', 'harnesslib.plan', *args], cwd=REPO,
+                          env=mpi_env(), capture_output=True, text=True, timeout=120)
+
+
+def test_declared_partitions_have_the_declared_topology():
+    proc = plan_output('--system', 'declared', '-q')
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for cores in (16, 32):
+        assert (f'declared:cores{cores}: {cores} cores, 2 socket(s), 4 NUMA domain(s)'
+                in out), out
+    assert out.count('declared: runs oversubscribed') == 2
+    assert 'plan declared:cores16:' in out and 'within the budget' in out
+
+
+def test_listing_prints_the_plan_before_anything_runs(tmp_path):
+    proc = run_reframe(tmp_path, '--system', 'declared:cores16', '-n', 'MdCheck', '--list',
+                       env={'HARNESS_STACKS': 'openmpi'})
+    assert proc.returncode == 0, proc.stderr
+    assert 'plan declared:cores16: ' in proc.stdout
+    # Typed parameters: ReFrame's own -P picks a size.
+    proc = run_reframe(tmp_path, '-P', 'problem=24', '-n', 'MdCheck', '--list')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'MdCheck %layout=mpi_2x1 %problem=24 %sample=0' in proc.stdout
+
+
+@pytest.fixture(scope='module')
+def declared_session(tmp_path_factory, stacks):
+    if 'openmpi' not in stacks:
+        pytest.skip('the declared node test runs Open MPI (--oversubscribe)')
+    var = tmp_path_factory.mktemp('var')
+    proc = run_reframe(var, '--system', 'declared:cores16', '-r',
+                       '-n', r'(MdCheck|SpmvCheck)%|HybridVerdict%pair=(md|spmv)/',
+                       env={'HARNESS_STACKS': 'openmpi', 'HARNESS_REPEAT': '2'})
+    return var, proc
+
+
+def _records(path) -> list[dict[str, str]]:
+    lines = path.read_text().splitlines()
+    header = lines[0].split('|')
+    return [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
+
+
+def test_declared_node_runs_oversubscribed_flagged_and_passes(declared_session):
+    var, proc = declared_session
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
+    base = var / 'perflogs' / 'declared' / 'cores16'
+    md, spmv = _records(base / 'MdCheck.log'), _records(base / 'SpmvCheck.log')
+    # Every layout of a 16-core node ran, at the tiny sizes, twice.
+    assert {(r['mode'], r['ranks'], r['threads']) for r in md} == {
+        ('mpi', '16', '1'), ('masteronly', '8', '2'), ('masteronly', '4', '4'),
+        ('masteronly', '2', '8'), ('masteronly', '1', '16')}
+    assert {r['size'] for r in md} == {'7'} and {r['size'] for r in spmv} == {'8'}
+    assert len(md) == 10
+    # spmv refuses more threads per rank than online CPUs (2 here): the plan
+    # leaves out T > 2 before running, and keeps what runs.
+    assert {r['name'].split(' %sample')[0] for r in spmv} == {
+        f'SpmvCheck %layout={lay} %problem=8' for lay in (
+            'mpi_16x1', 'masteronly_8x2', 'funneled_8x2', 'serial_8x1_decomp2')}
+    assert len(spmv) == 2 * 4
+    assert 'spmv refuses 4 threads per rank on 2 online CPUs' in proc.stdout
+    for rec in md + spmv:
+        assert rec['oversubscribed'] == 'true', rec['name']
+        assert rec['result'] == 'pass' and rec['verified'] == 'true', rec['name']
+        assert rec['cores'] == '16'
+    # No verdict from oversubscribed runs: each is skipped, saying why.
+    skipped = [ln for ln in proc.stdout.splitlines() if 'HybridVerdict' in ln and 'SKIP' in ln]
+    assert skipped and all('oversubscribed' in ln for ln in skipped)
+    assert not (base / 'HybridVerdict.log').exists()
+
+
+def test_samples_are_interleaved_through_the_session(declared_session):
+    var, _ = declared_session
+    md = _records(var / 'perflogs' / 'declared' / 'cores16' / 'MdCheck.log')
+    order = [r['name'].rsplit('%sample=', 1)[1] for r in md]
+    # Every layout's sample 0, then every layout's sample 1: never back to back.
+    assert order == ['0'] * 5 + ['1'] * 5, order
+
+
+def test_report_keeps_oversubscribed_runs_out_of_verdicts(declared_session):
+    var, _ = declared_session
+    proc = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
+                           '--no-write'], cwd=REPO,
+                          env=mpi_env(), capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert 'WIN' not in text and 'LOSS' not in text, text[-3000:]
