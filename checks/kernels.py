@@ -325,11 +325,24 @@ def _pair_name(pair: tuple[str, str, tuple, tuple]) -> str:
     return f'{kernel}/{size}/{mode}_{ranks}x{threads}'
 
 
+def _parse_pair(value) -> tuple[str, str, tuple, tuple]:
+    """A pair from its name (``md/24/masteronly_1x2``; ``-P pair=...``) or a
+    (kernel, size, mpi layout, hybrid layout) tuple."""
+    if not isinstance(value, str):
+        return tuple(value)  # type: ignore[return-value]
+    parts = value.strip().split('/')
+    if len(parts) != 3 or parts[0] not in KERNEL_CHECKS:
+        raise ValueError(f'not a verdict pair: {value!r} (e.g. md/24/masteronly_1x2)')
+    kernel, size, name = parts
+    hybrid = planning.parse_layout(name)
+    return (kernel, size, ('mpi', hybrid[1] * hybrid[2], 1), hybrid)
+
+
 @rfm.simple_test
 class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     """Hybrid against pure MPI for one kernel, size and layout."""
 
-    pair = parameter(_pairs(), fmt=_pair_name)
+    pair = parameter(_pairs(), fmt=_pair_name, type=_parse_pair)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     local = True

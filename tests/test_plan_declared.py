@@ -81,8 +81,12 @@ def test_declared_node_runs_oversubscribed_flagged_and_passes(declared_session):
         assert rec['result'] == 'pass' and rec['verified'] == 'true', rec['name']
         assert rec['cores'] == '16'
     # No verdict from oversubscribed runs: each is skipped, saying why.
-    skipped = [ln for ln in proc.stdout.splitlines() if 'HybridVerdict' in ln and 'SKIP' in ln]
-    assert skipped and all('oversubscribed' in ln for ln in skipped)
+    verdicts = [ln for ln in proc.stdout.splitlines()
+                if 'HybridVerdict %pair' in ln and ('SKIP' in ln or '  OK ' in ln)]
+    assert verdicts and all('SKIP' in ln for ln in verdicts), verdicts
+    # Those of runs the plan left out (spmv T > 2) by their skipped runs.
+    assert all('oversubscribed' in ln or 'skipped dependencies' in ln for ln in verdicts)
+    assert any('no verdict from oversubscribed runs' in ln for ln in verdicts)
     assert not (base / 'HybridVerdict.log').exists()
 
 
@@ -101,3 +105,15 @@ def test_report_keeps_oversubscribed_runs_out_of_verdicts(declared_session):
                           env=mpi_env(), capture_output=True, text=True, timeout=300)
     text = proc.stdout + proc.stderr
     assert 'WIN' not in text and 'LOSS' not in text, text[-3000:]
+
+
+def test_harness_run_prints_the_plan_and_refuses_a_bad_budget(tmp_path):
+    env = mpi_env(HARNESS_NO_APT='1', HARNESS_VAR_DIR=str(tmp_path), HARNESS_BUDGET='soon',
+                  HARNESS_VENV=str(BIN.parent))
+    proc = subprocess.run([str(REPO / 'harness'), 'run'], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "HARNESS_BUDGET must be minutes or a duration such as 15m" in proc.stderr
+    assert 'cannot make the plan' in proc.stderr
+    # Nothing ran: the plan comes before ReFrame.
+    assert '[3/4]' not in proc.stdout and not (tmp_path / 'perflogs').exists()
