@@ -9,7 +9,9 @@ pure MPI (``HybridVerdict``).
   partition's cores per node).  T = 1 is ``mpi``; T > 1 runs the hybrid modes.
   The layouts come from the detected processor topology of every partition of
   the system, so the same checks run unchanged on a 2-core laptop and on a
-  128-core node.
+  128-core node; the session's plan (``harnesslib.plan``, printed when the
+  checks load) skips, before it starts, every run that cannot run on its
+  layout or does not fit ``HARNESS_BUDGET``, saying why.
 
 Sanity is the kernel's own verification, plus proof that the MPI library the
 kernel reports is the stack its environment claims, plus a check that no two
