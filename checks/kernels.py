@@ -75,6 +75,7 @@ from harnesslib.placement import (
     print_plans,
     problem_parameter,
     sample_parameter,
+    system_sizes,
 )
 from harnesslib.units import parse_bytes
 from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, judge, pair_noise
@@ -115,7 +116,8 @@ class PlannedRun(rfm.RegressionTestPlugin):
     @run_after('setup')
     def follow_plan(self):
         plan = partition_plan(self.current_partition, self.nodes or None)
-        why = plan.decision(self.kernel, self.layout, self.problem)
+        why = plan.decision(self.kernel, self.layout, self.problem,
+                            other_sizes=system_sizes(self.kernel))
         self.skip_if(bool(why), why)
         if plan.topo.oversubscribed:
             self.min_time = 0.0

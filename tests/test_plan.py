@@ -187,3 +187,19 @@ def test_declared_node_bigger_than_the_machine():
     assert 'refuses 4 threads' in plan.decision('spmv', ('masteronly', 4, 4), 8)
     assert plan.decision('md', ('masteronly', 1, 16), 7) == ''
     assert {str(r.size) for r in plan.runs} == {'8', '7', '8,4096', '65536'}
+
+
+def test_md_sizes_follow_the_node():
+    # The smallest box that runs on the node's ranks joins the sizes where
+    # the smallest of SIZES cannot: a big node keeps a communication-heavy size.
+    assert P.node_sizes('md', P.Topology(cores=2)) == P.SIZES['md']
+    assert P.node_sizes('md', NODES[16]) == (6, 7, 12, 24)
+    assert P.node_sizes('md', NODES[128]) == (6, 12, 14, 24)
+    plan = P.make_plan(NODES[128], samples=3)
+    assert plan.decision('md', ('mpi', 128, 1), 14) == ''
+    assert plan.decision('md', ('masteronly', 2, 64), 14) == ''
+    # A size of another partition's node is left out here, saying so; a size
+    # nobody planned (-P problem=...) is judged on feasibility alone.
+    two = P.make_plan(P.Topology(cores=2, name='local:shm'), samples=3)
+    assert "another node's" in two.decision('md', ('mpi', 2, 1), 14, other_sizes=(6, 14))
+    assert two.decision('md', ('mpi', 2, 1), 14) == ''

@@ -61,9 +61,18 @@ def declared_system() -> bool:
 
 
 def system_sizes(kernel: str) -> list:
-    """The ``problem`` values of a kernel check: ``plan.SIZES``, or on a
-    declared (oversubscribed) system ``plan.TINY_SIZES``."""
-    return list((_plan.TINY_SIZES if declared_system() else _plan.SIZES)[kernel])
+    """The ``problem`` values of a kernel check: on a declared (oversubscribed)
+    system ``plan.TINY_SIZES``, else the sizes of every partition's node
+    (``plan.node_sizes``: ``plan.SIZES``, and md's smallest box on a big node)."""
+    if declared_system():
+        return list(_plan.TINY_SIZES[kernel])
+    sizes = set(_plan.SIZES[kernel])
+    for part in _partitions():
+        try:
+            sizes.update(_plan.node_sizes(kernel, _plan.Topology.from_partition(part)))
+        except ValueError:
+            continue
+    return sorted(sizes, key=lambda s: (str(type(s)), s))
 
 
 def layout_parameter(hybrid_modes: tuple[str, ...], serial: bool = False):

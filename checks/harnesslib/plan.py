@@ -508,6 +508,8 @@ class Plan:
     runs: list[Run] = dataclasses.field(default_factory=list)
     left_out: list[Run] = dataclasses.field(default_factory=list)
     verdicts: int = 0
+    #: The sizes planned per kernel.
+    sizes: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
     @property
     def run_seconds(self) -> float:
@@ -518,10 +520,18 @@ class Plan:
         """Estimated seconds of the session, per stack: builds, runs, verdicts."""
         return T_BUILD + self.run_seconds + T_VERDICT * self.verdicts
 
-    def decision(self, kernel: str, layout: Layout, size) -> str:
-        """Why a run is left out ('' if it runs).  A size or layout outside
-        the plan's lists (``-P problem=...``) is judged on feasibility alone."""
+    def decision(self, kernel: str, layout: Layout, size,
+                 other_sizes: Iterable = ()) -> str:
+        """Why a run is left out ('' if it runs).  A size in `other_sizes`
+        (the other partitions' sizes of the system) but not in this plan is
+        left out; any other size or layout outside the plan's lists (``-P
+        problem=...``) is judged on feasibility alone."""
         layout = parse_layout(layout)
+        if (kernel in self.sizes and str(size) not in map(str, self.sizes[kernel])
+                and str(size) in map(str, other_sizes)):
+            return (f'left out by the plan: {kernel} size {size} is another node\'s '
+                    f'(sizes of {self.topo.name}: '
+                    f'{", ".join(map(str, self.sizes[kernel]))})')
         for run in self.runs:
             if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
                 return ''
@@ -559,15 +569,29 @@ class Plan:
         return '\n'.join(lines)
 
 
+def node_sizes(kernel: str, topo: Topology) -> tuple:
+    """The sizes of `kernel` on `topo`: ``SIZES``, and for md also the
+    smallest box that runs on the node's ranks where the smallest of
+    ``SIZES`` does not (sizes follow the layout: L = 14 on 128 ranks, 7 on 16
+    to 64), so a big node keeps a communication-heavy md size."""
+    base = tuple(SIZES[kernel])
+    if kernel == 'md':
+        smallest = md_min_cells(topo.cores * topo.nodes)
+        if smallest > min(base) and smallest not in base:
+            return tuple(sorted((*base, smallest)))
+    return base
+
+
 def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET_S,
               min_time: float = MIN_TIME, kernels: Iterable[str] = KERNELS,
               sizes: dict[str, tuple] | None = None) -> Plan:
     """The plan of one stack on one partition (see the module's docstring)."""
     if samples < 1:
         raise ValueError(f'samples must be at least 1, got {samples}')
-    sizes = {**SIZES, **(sizes or {})}
+    sizes = {**{k: node_sizes(k, topo) for k in SIZES}, **(sizes or {})}
     kernels = [k for k in kernels if k in SIZES]
-    plan = Plan(topo=topo, samples=samples, budget_s=budget_s, min_time=min_time)
+    plan = Plan(topo=topo, samples=samples, budget_s=budget_s, min_time=min_time,
+                sizes={k: tuple(sizes[k]) for k in kernels})
     roles = layout_roles(topo)
     left = budget_s - T_BUILD
 
