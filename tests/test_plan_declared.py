@@ -117,3 +117,20 @@ def test_harness_run_prints_the_plan_and_refuses_a_bad_budget(tmp_path):
     assert 'cannot make the plan' in proc.stderr
     # Nothing ran: the plan comes before ReFrame.
     assert '[3/4]' not in proc.stdout and not (tmp_path / 'perflogs').exists()
+
+
+def test_md_size_that_cannot_run_on_a_layout_is_skipped_before_running(tmp_path, stacks):
+    # The reproduction on 2 cores: md at 3 cells per side runs as 1x2
+    # (one rank) but not as 2x1 (sub-boxes 2.52 < cutoff+skin 2.8): the 2x1
+    # run is skipped with the reason before it starts, and the session passes.
+    stack = stacks[0]
+    proc = run_reframe(tmp_path, '--system', 'local:shm', '-P', 'problem=3', '-n', 'MdCheck',
+                       '-r', env={'HARNESS_STACKS': stack})
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    skip = [ln for ln in lines if 'MdCheck %layout=mpi_2x1 %problem=3' in ln and 'SKIP' in ln]
+    assert skip and 'sub-boxes 2.52 wide < cutoff+skin 2.8' in skip[0], lines[-30:]
+    assert any('MdCheck %layout=masteronly_1x2 %problem=3' in ln and '  OK ' in ln
+               for ln in lines)
+    records = _records(tmp_path / 'perflogs' / 'local' / 'shm' / 'MdCheck.log')
+    assert [r['mode'] for r in records] == ['masteronly']   # no failed record
