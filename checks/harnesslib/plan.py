@@ -11,9 +11,12 @@ estimates the time of each run and of the session with a simple cost model
 or ``--dry-run``), and the checks follow it: a run the plan leaves out is
 skipped before it starts, with the plan's reason.
 
-Nothing here imports ReFrame except ``Topology.from_partition``, which reads a
-ReFrame partition; the plan itself is a pure function of its inputs, so unit
-tests can plan declared 16-, 64- and 128-core nodes.
+Nothing here imports ReFrame except ``Topology.from_partition`` (which reads a
+ReFrame partition) and the command line (which loads the configuration); the
+plan itself is a pure function of its inputs, so unit tests can plan declared
+16-, 64- and 128-core nodes.  md's sizes follow the node (``node_sizes``):
+where the smallest size cannot run on the node's ranks, the smallest box that
+can joins the sizes.
 
 Feasibility (each rule is the kernel's own check, or the node's memory):
 
