@@ -114,8 +114,10 @@ def test_128_core_plan_drops_divisors_for_the_budget_and_says_so():
     plan = P.make_plan(NODES[128], samples=3)
     budget = [r for r in plan.left_out if r.reason.startswith('budget')]
     assert budget, 'a 128-core node cannot run every divisor in 15 minutes'
-    # Dropped layouts are the least named ones, never mpi/socket/NUMA.
-    assert all(r.role == '' for r in budget)
+    # Dropped layouts are the unnamed divisors (or serial runs), never the
+    # pure-MPI, per-socket, per-NUMA or per-node layouts.
+    assert all(r.role in ('', 'e_mt reference') for r in budget)
+    assert {r.layout[1:] for r in budget}.isdisjoint({(128, 1), (2, 64), (4, 32), (1, 128)})
     assert plan.seconds <= P.DEFAULT_BUDGET_S
     # A bigger budget runs more.
     big = P.make_plan(NODES[128], samples=3, budget_s=3600)

@@ -42,12 +42,14 @@ README section "Big nodes: the plan and the budget"):
 * spmv: one call moves ``SPMV_BYTES_PER_CALL`` bytes per row at the bandwidth
   each active core gets (``BW_NODE_PER_CORE`` when the whole node streams, at
   most ``BW_CORE_MAX``); the timed loop lasts max(min_time, floor calls);
-  assembly, warm-up and verification add ``SPMV_OVERHEAD_CALLS`` calls; the
+  warm-up and verification add ``SPMV_OVERHEAD_CALLS`` calls, the assembly
+  ``SPMV_SETUP_ROW`` per row on each thread; the
   STREAM run before it (the roofline) is a second launch;
 * md: ``MD_ATOM_STEP`` seconds per atom and step on one core, plus
   ``MD_STEP_COMM`` per step when several ranks exchange; max(min_time, 100
   steps) and ``MD_OVERHEAD_STEPS`` steps of set-up;
-* ring: ``RING_RUN`` per run; stream: 12 passes of 24 bytes per element;
+* ring: ``RING_RUN`` per run; stream: 12 passes of 24 bytes per element and
+  the first touch of its arrays (``FIRST_TOUCH``);
 * every verdict ``T_VERDICT``; every stack and partition one build,
   ``T_BUILD``.
 
@@ -140,7 +142,9 @@ T_RUN = 1.0            # s: ReFrame's stage, job script, launcher start, per run
 T_PER_RANK = 0.01      # s per rank launched
 BW_NODE_PER_CORE = 3e9   # B/s per core when every core streams (memory-bound node)
 BW_CORE_MAX = 10e9     # B/s one core gets alone
-SPMV_OVERHEAD_CALLS = 8  # assembly, first touch, 3 warm-up calls, verification
+SPMV_OVERHEAD_CALLS = 4  # 3 warm-up calls, the verification
+SPMV_SETUP_ROW = 1.5e-6  # s per row on one core: assembly and first touch (1.3 measured)
+FIRST_TOUCH = 2.5e-9   # s per byte a core first touches (STREAM's arrays: 2.9 measured)
 MD_ATOM_STEP = 0.7e-6  # s per atom and step on one core (0.43-0.63 us measured)
 MD_STEP_COMM = 50e-6   # s per step of halo swaps, migration and sums (several ranks)
 MD_OVERHEAD_STEPS = 20
@@ -470,8 +474,10 @@ def estimate(kernel: str, layout: Layout, size, topo: Topology,
         floor = SPMV_SERIAL_MIN_CALLS if mode == 'serial' else SPMV_MIN_CALLS
         timed = max(min_time, floor * t_call)
         stream_cores = 1 if mode == 'serial' else threads
-        stream = launch + 7 * 24 * SPMV_STREAM_ELEMENTS * stream_cores / (workers * bw)
-        return launch + timed + SPMV_OVERHEAD_CALLS * t_call + stream
+        stream_bytes = 24 * SPMV_STREAM_ELEMENTS * stream_cores / workers
+        stream = launch + stream_bytes * (7 / bw + FIRST_TOUCH)
+        setup = spmv_rows(int(size), threads) * SPMV_SETUP_ROW / workers
+        return launch + timed + SPMV_OVERHEAD_CALLS * t_call + setup + stream
     if kernel == 'md':
         atoms = 4 * int(size) ** 3
         t_step = atoms * MD_ATOM_STEP / (total_ranks * threads)
@@ -479,7 +485,7 @@ def estimate(kernel: str, layout: Layout, size, topo: Topology,
             t_step += MD_STEP_COMM
         return launch + max(min_time, MD_MIN_STEPS * t_step) + MD_OVERHEAD_STEPS * t_step
     if kernel == 'stream':
-        return launch + (STREAM_ITERS + 2) * 24 * int(size) / bw
+        return launch + 24 * int(size) * ((STREAM_ITERS + 2) / bw + FIRST_TOUCH)
     return launch + RING_RUN
 
 
