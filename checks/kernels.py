@@ -9,7 +9,9 @@ pure MPI (``HybridVerdict``).
   partition's cores per node).  T = 1 is ``mpi``; T > 1 runs the hybrid modes.
   The layouts come from the detected processor topology of every partition of
   the system, so the same checks run unchanged on a 2-core laptop and on a
-  128-core node.
+  128-core node; the session's plan (``harnesslib.plan``, printed when the
+  checks load) skips, before it starts, every run that cannot run on its
+  layout or does not fit ``HARNESS_BUDGET``, saying why.
 
 Sanity is the kernel's own verification, plus proof that the MPI library the
 kernel reports is the stack its environment claims, plus a check that no two
@@ -60,15 +62,20 @@ import statistics
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.udeps as udeps
+from harnesslib import plan as planning
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
 from harnesslib.launch import launch_line
 from harnesslib.placement import (
     cores_per_node,
+    declared_system,
     divisors,
-    layout_name,
-    runs_for,
+    interleave_samples,
+    layout_parameter,
+    partition_plan,
+    print_plans,
+    problem_parameter,
     sample_parameter,
-    serial_runs,
+    system_sizes,
 )
 from harnesslib.units import parse_bytes
 from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, judge, pair_noise
@@ -82,28 +89,83 @@ from reframe.core.builtins import (
 )
 
 
+def supports_option(executable: str, option: str) -> bool:
+    """Whether the kernel binary knows `option` (it names its options in its
+    usage text): ``--min-time`` exists only in kernels built from a recent
+    ``src/``.  Unreadable (a dry run, no build yet): False."""
+    try:
+        with open(executable, 'rb') as fh:
+            return option.encode() in fh.read()
+    except OSError:
+        return False
+
+
+class PlannedRun(rfm.RegressionTestPlugin):
+    """A kernel check that follows the session's plan (``harnesslib.plan``):
+    a run the plan leaves out on this partition (a size that cannot run on the
+    layout, or that does not fit ``HARNESS_BUDGET``) is skipped before it
+    starts, with the plan's reason; and its timed loop lasts at least
+    ``min_time`` seconds (the kernels' ``--min-time``), so the figures are per
+    call (or step), not per run."""
+
+    #: Seconds every timed loop lasts at least (0: the fixed counts only).
+    #: Passed as ``--min-time`` where the kernel has the option; the plan
+    #: sets 0 on a declared (oversubscribed) partition.
+    min_time = variable(float, value=planning.MIN_TIME)
+
+    @run_after('setup')
+    def follow_plan(self):
+        plan = partition_plan(self.current_partition, self.nodes or None)
+        why = plan.decision(self.kernel, self.layout, self.problem,
+                            other_sizes=system_sizes(self.kernel))
+        self.skip_if(bool(why), why)
+        if plan.topo.oversubscribed:
+            self.min_time = 0.0
+
+    def min_time_args(self) -> list[str]:
+        """``--min-time S`` where it is wanted and the kernel has it."""
+        if self.min_time > 0 and supports_option(self.executable, '--min-time'):
+            return ['--min-time', f'{self.min_time:g}']
+        return []
+
+
+print_plans()
+
+
+@interleave_samples
 @rfm.simple_test
-class SpmvCheck(KernelCheck):
+class SpmvCheck(KernelCheck, PlannedRun):
     """Chow & Hysom's 27-point SpMV, weak scaling: N^3 rows per core."""
 
     kernel = 'spmv'
-    layout = parameter(runs_for(('masteronly', 'funneled')) + serial_runs(),
-                       fmt=layout_name)
+    layout = layout_parameter(planning.HYBRID_MODES['spmv'], serial=True)
     #: N^3 rows per core: from cache-resident (16: 1.3 MB of matrix per core)
     #: to memory-bound (128: 680 MB per core, far beyond any cache).
-    problem = parameter([16, 32, 64, 128])
+    problem = problem_parameter('spmv')
     sample = sample_parameter()
-    #: SpMV calls; 0: 100 up to N = 64, fewer above (about 0.5 s per run).
+    #: SpMV calls; 0: the plan's floor (10, serial 3) stretched by --min-time,
+    #: or without --min-time 100 up to N = 64, fewer above.
     iters = variable(int, value=0)
-    #: STREAM elements per core for the roofline measured in the same job.
-    stream_elements = variable(int, value=8388608)
+    #: STREAM elements per core for the roofline measured in the same job
+    #: (0: 8388608, or 65536 on a declared system).
+    stream_elements = variable(int, value=0)
 
     def kernel_args(self) -> list[str]:
-        iters = self.iters or max(10, min(100, 100 * 64 ** 3 // self.problem ** 3))
-        args = ['--n', str(self.problem), '--iters', str(iters)]
+        timed = self.min_time_args()
+        if self.iters:
+            iters = self.iters
+        elif timed:
+            iters = (planning.SPMV_SERIAL_MIN_CALLS if self.mode == 'serial'
+                     else planning.SPMV_MIN_CALLS)
+        else:
+            iters = max(10, min(100, 100 * 64 ** 3 // self.problem ** 3))
+        args = ['--n', str(self.problem), '--iters', str(iters), *timed]
         if self.mode == 'serial':
             args += ['--decomp-threads', str(self.decomp)]
         return args
+
+    def calls(self, res: dict) -> int:
+        return int(res.get('iters') or 1)
 
     @run_before('run')
     def measure_roof(self):
@@ -118,9 +180,12 @@ class SpmvCheck(KernelCheck):
         # Not self.job: before the run stage neither its launcher nor its
         # task count is set yet.
         launch = launch_line(self.stack_launcher(), self.num_tasks)
+        elements = self.stream_elements or (
+            planning.TINY_STREAM_ELEMENTS if declared_system()
+            else planning.SPMV_STREAM_ELEMENTS)
         self.prerun_cmds = self.prerun_cmds + [
             f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
-            f'--n {self.stream_elements} --iters 5 > stream.out'
+            f'--n {elements} --iters 5 > stream.out'
         ]
 
     def stream_result(self) -> dict:
@@ -142,7 +207,7 @@ class SpmvCheck(KernelCheck):
         # The parts of a call, for the efficiency and overlap models.
         for var in ('t_pack', 't_comp_interior', 't_comp_boundary'):
             self.perf_variables[var] = sn.make_performance_function(
-                lambda key=f'{var}_s': float(self.headline()[key]), 's')
+                lambda key=f'{var}_s': self.per_call(key), 's')
         self.perf_variables['stream_bw'] = sn.make_performance_function(
             lambda: float(self.stream_result()['fom']), 'GB/s')
         self.perf_variables['roofline_fraction'] = sn.make_performance_function(
@@ -153,8 +218,9 @@ class SpmvCheck(KernelCheck):
 MD_PHASES = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh')
 
 
+@interleave_samples
 @rfm.simple_test
-class MdCheck(KernelCheck):
+class MdCheck(KernelCheck, PlannedRun):
     """Chorley's Lennard-Jones MD: 4 L^3 atoms in all (strong scaling).
 
     Sizes run from small (communication-heavy: few atoms per rank, many of
@@ -163,28 +229,36 @@ class MdCheck(KernelCheck):
     """
 
     kernel = 'md'
-    layout = parameter(runs_for(('masteronly',)), fmt=layout_name)
-    problem = parameter([6, 12, 24])
+    layout = layout_parameter(planning.HYBRID_MODES['md'])
+    problem = problem_parameter('md')
     sample = sample_parameter()
-    steps = variable(int, value=100)
+    #: Timed steps at least (--min-time stretches them).
+    steps = variable(int, value=planning.MD_MIN_STEPS)
 
     def kernel_args(self) -> list[str]:
-        return ['--cells-per-side', str(self.problem), '--steps', str(self.steps)]
+        return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
+                *self.min_time_args()]
+
+    def calls(self, res: dict) -> int:
+        return int(res.get('steps') or 1)
 
     @run_before('performance')
     def add_phases(self):
+        # Per step: the slowest rank's time in each phase over the steps run.
         for phase in MD_PHASES:
             self.perf_variables[f'phase_{phase}'] = sn.make_performance_function(
-                lambda phase=phase: float(self.headline()[f't_{phase}']['max']), 's')
+                lambda phase=phase: float(self.headline()[f't_{phase}']['max'])
+                / self.calls(self.headline()), 's')
 
 
+@interleave_samples
 @rfm.simple_test
-class RingCheck(KernelCheck):
+class RingCheck(KernelCheck, PlannedRun):
     """Rabenseifner's ring, each rank its own node: equal bytes per node."""
 
     kernel = 'ring'
-    layout = parameter(runs_for(('masteronly',)), fmt=layout_name)
-    problem = parameter(['8,65536,1048576'])
+    layout = layout_parameter(planning.HYBRID_MODES['ring'])
+    problem = problem_parameter('ring')
     sample = sample_parameter()
     iters_scale = variable(float, value=2.0)
 
@@ -213,15 +287,16 @@ class RingCheck(KernelCheck):
                     lambda k=k, size=size: value(k, size), 'MB/s')
 
 
+@interleave_samples
 @rfm.simple_test
-class StreamCheck(KernelCheck):
+class StreamCheck(KernelCheck, PlannedRun):
     """STREAM triad: the node's memory bandwidth, the roofline's roof."""
 
     kernel = 'stream'
-    layout = parameter(runs_for(('masteronly',)), fmt=layout_name)
-    problem = parameter([8000000])
+    layout = layout_parameter(planning.HYBRID_MODES['stream'])
+    problem = problem_parameter('stream')
     sample = sample_parameter()
-    iters = variable(int, value=10)
+    iters = variable(int, value=planning.STREAM_ITERS)
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]
@@ -254,11 +329,24 @@ def _pair_name(pair: tuple[str, str, tuple, tuple]) -> str:
     return f'{kernel}/{size}/{mode}_{ranks}x{threads}'
 
 
+def _parse_pair(value) -> tuple[str, str, tuple, tuple]:
+    """A pair from its name (``md/24/masteronly_1x2``; ``-P pair=...``) or a
+    (kernel, size, mpi layout, hybrid layout) tuple."""
+    if not isinstance(value, str):
+        return tuple(value)  # type: ignore[return-value]
+    parts = value.strip().split('/')
+    if len(parts) != 3 or parts[0] not in KERNEL_CHECKS:
+        raise ValueError(f'not a verdict pair: {value!r} (e.g. md/24/masteronly_1x2)')
+    kernel, size, name = parts
+    hybrid = planning.parse_layout(name)
+    return (kernel, size, ('mpi', hybrid[1] * hybrid[2], 1), hybrid)
+
+
 @rfm.simple_test
 class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     """Hybrid against pure MPI for one kernel, size and layout."""
 
-    pair = parameter(_pairs(), fmt=_pair_name)
+    pair = parameter(_pairs(), fmt=_pair_name, type=_parse_pair)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     local = True
@@ -306,6 +394,10 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
 
     @run_before('run')
     def judge_samples(self):
+        over = [self.getdep(name).display_name for side in self._sides.values()
+                for name in side if self.getdep(name).oversubscribed == 'true']
+        # Oversubscribed runs (a declared topology) say nothing of speed.
+        self.skip_if(bool(over), f'no verdict from oversubscribed runs: {", ".join(over)}')
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
         self._speedup = med_mpi / med_hyb

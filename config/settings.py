@@ -204,6 +204,55 @@ from slurm_systems import slurm_systems  # noqa: E402
 
 _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES)
 
+
+# ---- declared topologies: big nodes on a small machine ------------------------------
+# System `declared` (only with --system declared; its hostnames match nothing):
+# partitions that DECLARE a node of 16 and of 32 cores (2 sockets, 4 NUMA
+# domains) and run on this machine's cores, oversubscribed on purpose.  The
+# checks run them at tiny sizes (harnesslib.plan.TINY_SIZES) without binding;
+# every run is flagged oversubscribed and kept out of the verdicts, and none
+# fails for it.  A test of the whole pipeline for big nodes, never of speed.
+
+
+def _declared_processor(cores: int, sockets: int = 2, numa: int = 4) -> dict:
+    """ReFrame processor info of a node of `cores` cores (one CPU each)."""
+    def masks(parts: int) -> list[str]:
+        per = cores // parts
+        return [hex(((1 << per) - 1) << (i * per)) for i in range(parts)]
+    return {
+        'arch': 'declared', 'num_cpus': cores, 'num_cpus_per_core': 1,
+        'num_sockets': sockets, 'num_cpus_per_socket': cores // sockets,
+        'topology': {'numa_nodes': masks(numa), 'sockets': masks(sockets),
+                     'cores': [hex(1 << i) for i in range(cores)]},
+    }
+
+
+_DECLARED_SYSTEM = {
+    'name': 'declared',
+    'descr': 'Declared 16- and 32-core nodes on this machine (oversubscribed on purpose)',
+    'hostnames': ['^$'],
+    'prefix': os.path.join(VAR_DIR, 'declared'),
+    'stagedir': os.path.join(VAR_DIR, 'declared', 'stage'),
+    'outputdir': os.path.join(VAR_DIR, 'declared', 'output'),
+    'partitions': [
+        {
+            'name': f'cores{cores}',
+            'descr': f'a declared {cores}-core node, 2 sockets, 4 NUMA domains',
+            'scheduler': 'local',
+            'launcher': 'local',
+            'environs': _STACK_NAMES or ['builtin'],
+            'max_jobs': 1,
+            'time_limit': '10m',
+            'processor': _declared_processor(cores),
+            'features': ['local', 'transport-shm', 'declared'],
+            'extras': {'transport': 'shm', 'nodes': 1, 'declared_topology': True},
+        }
+        for cores in (16, 32)
+    ],
+}
+_DECLARED_ENVS = [{**env, 'target_systems': ['declared']}
+                  for env in _ENVS if env['target_systems'] == ['local']]
+
 site_configuration = {
     'systems': [
         {
@@ -230,10 +279,12 @@ site_configuration = {
             ],
         },
         *_SLURM_SYSTEMS,
+        _DECLARED_SYSTEM,
     ],
     'environments': [
         *_ENVS,
         *_SLURM_ENVS,
+        *_DECLARED_ENVS,
     ],
     # --mode nightly: the acceptance run (config/nightly.py).
     'modes': nightly_modes(VAR_DIR),

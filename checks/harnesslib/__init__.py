@@ -5,8 +5,10 @@ editable, with the project).  One module per concern:
 
 * ``schema``: the perflog schema, declared once (also read by
   ``config/settings.py`` and ``hybridverdict.perflog``);
-* ``placement``: topology, the R x T layouts that fill a node, point-to-point
-  placement, the samples of every run;
+* ``placement``: topology, the R x T layouts that fill a node, the checks'
+  sizes, point-to-point placement, the samples of every run (interleaved);
+* ``plan``: the session's plan per partition: feasible layouts x sizes x
+  samples, the cost model, ``HARNESS_BUDGET`` (``python -m harnesslib.plan``);
 * ``launch``: each stack's own launcher and binding, the node lock;
 * ``build``: ``KernelBuild``, the build fixture (CMake or Spack);
 * ``references``: the per-system ``$ref`` files and how runs are keyed;

@@ -30,8 +30,11 @@ class StackLauncher(JobLauncher):
     """
 
     def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int,
-                 pmi: str = ''):
+                 pmi: str = '', oversubscribe: bool = False):
         super().__init__()
+        #: More ranks x threads than cores on purpose (a declared topology):
+        #: no binding, and Open MPI told to allow it.
+        self.oversubscribe = oversubscribe
         self.path = path
         self.family = family
         self.ranks_per_node = ranks_per_node
@@ -46,6 +49,11 @@ class StackLauncher(JobLauncher):
             # (srun no longer takes -c from sbatch since Slurm 22.05).
             return [self.path, *([f'--mpi={self.pmi}'] if self.pmi else []), '-n', n,
                     '--ntasks-per-node', r, '-c', t, '--cpu-bind=cores']
+        if self.oversubscribe:
+            if self.family == 'openmpi':
+                return [self.path, '-np', n, '--oversubscribe', '--bind-to', 'none']
+            if self.family in ('mpich', 'mvapich2'):
+                return [self.path, '-n', n, '-bind-to', 'none']
         if self.family == 'openmpi':
             return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
                     '--bind-to', 'core']

@@ -1,13 +1,20 @@
 """Topology and layouts: cores per node, the R x T layouts that fill a node,
-point-to-point placement, and the samples of every run."""
+the sizes of the kernel checks, point-to-point placement, the samples of
+every run (interleaved through the session), and the session's plan
+(``harnesslib.plan``) as the checks see it."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 
 import reframe.core.runtime as rt
 from reframe.core.builtins import parameter
 from reframe.core.exceptions import ReframeFatalError
+
+from . import plan as _plan
+from .plan import divisors, layout_name, parse_layout  # noqa: F401  (the checks' API)
 
 
 def cores_per_node(partition) -> int:
@@ -21,11 +28,6 @@ def cores_per_node(partition) -> int:
         return len(os.sched_getaffinity(0))
     raise ValueError(f'partition {partition.fullname}: processor topology unknown; '
                      f'run reframe --detect-host-topology or set "processor"')
-
-
-def divisors(n: int) -> list[int]:
-    """1 .. n, the numbers that divide n."""
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _divisor_layouts(cores: int) -> list[tuple[int, int]]:
@@ -43,12 +45,53 @@ def pt2pt_placement(partition, cores: int, nodes: int) -> tuple[int, int, str]:
     return 2, 1, ''
 
 
+def _partitions() -> list:
+    try:
+        return list(rt.runtime().system.partitions)
+    except ReframeFatalError:   # no runtime: imported outside reframe (pytest)
+        return []
+
+
+def declared_system() -> bool:
+    """True where every partition of the current system declares a topology
+    it does not have (``extras['declared_topology']``): its runs are
+    oversubscribed on purpose, at tiny sizes (the pipeline's test)."""
+    parts = _partitions()
+    return bool(parts) and all(p.extras.get('declared_topology') for p in parts)
+
+
+def system_sizes(kernel: str) -> list:
+    """The ``problem`` values of a kernel check: on a declared (oversubscribed)
+    system ``plan.TINY_SIZES``, else the sizes of every partition's node
+    (``plan.node_sizes``: ``plan.SIZES``, and md's smallest box on a big node)."""
+    if declared_system():
+        return list(_plan.TINY_SIZES[kernel])
+    sizes = set(_plan.SIZES[kernel])
+    for part in _partitions():
+        try:
+            sizes.update(_plan.node_sizes(kernel, _plan.Topology.from_partition(part)))
+        except ValueError:
+            continue
+    return sorted(sizes, key=lambda s: (str(type(s)), s))
+
+
+def layout_parameter(hybrid_modes: tuple[str, ...], serial: bool = False):
+    """The ``layout`` parameter of a kernel check: every layout of the
+    system's partitions (and the serial runs behind e_mt), typed so that
+    ``-P layout=masteronly_1x2`` works."""
+    runs = runs_for(hybrid_modes) + (serial_runs() if serial else [])
+    return parameter(runs, fmt=layout_name, type=parse_layout)
+
+
+def problem_parameter(kernel: str):
+    """The ``problem`` parameter of a kernel check, typed (``-P problem=24``)."""
+    sizes = system_sizes(kernel)
+    return parameter(sizes, type=type(sizes[0]))
+
+
 def system_layouts() -> list[tuple[int, int]]:
     """Every R x T with R*T = cores per node, over all partitions of the system."""
-    try:
-        partitions = rt.runtime().system.partitions
-    except ReframeFatalError:   # no runtime: imported outside reframe (pytest)
-        partitions = []
+    partitions = _partitions()
     cores = set()
     for part in partitions:
         try:
@@ -77,13 +120,6 @@ def serial_runs() -> list[tuple[str, int, int]]:
     return [('serial', ranks, threads) for ranks, threads in system_layouts() if threads > 1]
 
 
-def layout_name(layout: tuple[str, int, int]) -> str:
-    mode, ranks, threads = layout
-    if mode == 'serial':
-        return f'serial_{ranks}x1_decomp{threads}'
-    return f'{mode}_{ranks}x{threads}'
-
-
 def sample_parameter():
     """The ``sample`` parameter of a kernel check: HARNESS_REPEAT samples.
 
@@ -91,7 +127,60 @@ def sample_parameter():
     ``SpmvCheck %layout=mpi_2x1 %problem=64 %sample=0`` and
     ``-n 'SpmvCheck%layout=mpi_2x1'`` still selects a layout.
     """
-    return parameter(range(samples_per_run()))
+    return parameter(range(samples_per_run()), type=int)
+
+
+def interleave_samples(cls):
+    """Class decorator, above ``@rfm.simple_test``: run the check's variants
+    sample by sample (every layout and size of sample 0, then of sample 1,
+    ...) instead of the samples of one run back to back, so the spread of
+    the samples of both sides of a verdict covers the drift of the session.
+
+    ReFrame runs a module's tests in the order they were registered (its
+    serial policy keeps the order, after the dependencies of each test; the
+    kernel checks depend only on their build), and registers a class's
+    variants in the order of its parameter space, the last parameter fastest.
+    The sample parameter stays last in the display name
+    (``-n 'SpmvCheck%layout=mpi_2x1'`` still selects), and this reorders the
+    registration.  ``--exec-order`` overrides it.
+    """
+    registry = getattr(inspect.getmodule(cls), '_rfm_test_registry', None)
+    entries = getattr(registry, '_tests', {}).get(cls)
+    if not entries:
+        return cls
+
+    def key(entry: tuple) -> tuple[int, int]:
+        num = entry[1].get('variant_num', 0)
+        return (cls.get_variant_info(num, recurse=True)['params'].get('sample', 0), num)
+
+    entries.sort(key=key)
+    return cls
+
+
+# ---- the plan -------------------------------------------------------------------
+
+@functools.cache
+def _cached_plan(topo: _plan.Topology, samples: int, budget_s: float) -> _plan.Plan:
+    return _plan.session_plan(topo, samples, budget_s)
+
+
+def partition_plan(partition, nodes: int | None = None) -> _plan.Plan:
+    """The session's plan for `partition` (``HARNESS_REPEAT`` samples,
+    ``HARNESS_BUDGET``), the same as ``python -m harnesslib.plan`` prints."""
+    topo = _plan.Topology.from_partition(partition, nodes)
+    return _cached_plan(topo, samples_per_run(), _plan.budget_from_env())
+
+
+def print_plans() -> None:
+    """One summary line per partition, where the checks are loaded (so it
+    shows in ``reframe --list`` and ``--dry-run``); the full plan:
+    ``python -m harnesslib.plan``."""
+    from reframe.core.logging import getlogger
+    for part in _partitions():
+        try:
+            getlogger().info(partition_plan(part).summary())
+        except ValueError as err:
+            getlogger().warning(f'plan {part.fullname}: {err}')
 
 
 def samples_per_run() -> int:

@@ -1,0 +1,748 @@
+"""The plan of a session: which layouts, sizes and samples run on a node, why
+the others do not, and how long it should take.
+
+From a node's topology (cores, sockets, NUMA domains, memory, nodes per run)
+the plan lists every kernel run the checks can generate (layout x size x
+sample), leaves out what cannot run there (``feasibility``) and then what
+does not fit the budget (``HARNESS_BUDGET``, per stack and partition), and
+estimates the time of each run and of the session with a simple cost model
+(``estimate``).  It is printed before anything runs (``./harness run``,
+``python -m harnesslib.plan``, and a summary at the top of ``reframe --list``
+or ``--dry-run``), and the checks follow it: a run the plan leaves out is
+skipped before it starts, with the plan's reason.
+
+Nothing here imports ReFrame except ``Topology.from_partition`` (which reads a
+ReFrame partition) and the command line (which loads the configuration); the
+plan itself is a pure function of its inputs, so unit tests can plan declared
+16-, 64- and 128-core nodes.  md's sizes follow the node (``node_sizes``):
+where the smallest size cannot run on the node's ranks, the smallest box that
+can joins the sizes.
+
+Feasibility (each rule is the kernel's own check, or the node's memory):
+
+* md: the box side is ``L (4/rho)^(1/3)`` (rho = 0.8442); the kernel exits 2
+  when the cutoff (2.5) exceeds half the box, or when a sub-box of the
+  ``MPI_Dims_create(ranks, 3)`` grid is narrower than cutoff + skin (2.8) in
+  some dimension (``src/md.c``).  L = 3 runs as 1x2 (1 rank) but not as 2x1
+  (2 ranks: sub-boxes 2.52 wide); L = 6 does not run on 16 ranks (4x2x2).
+* spmv: 27 nonzeros per row must fit a 32-bit index (the kernel's check), and
+  the run's memory (``SPMV_BYTES_PER_ROW`` per row, measured with
+  ``/usr/bin/time`` on the kernel) must fit ``MEM_FRACTION`` of the node.
+  A serial run (the hybrid decomposition on one thread, for e_mt) holds a
+  T-thread box in one process and computes it on one core: it runs only
+  where that process needs at most ``SERIAL_MEM_CAP`` (which also bounds its
+  time), so e_mt is measured at the sizes up to that cap for every layout.
+* stream: 3 arrays of 8-byte elements per core must fit the node's memory.
+
+Cost model (seconds; conservative constants for a current CPU node, see the
+README section "Big nodes: the plan and the budget"):
+
+* every run: ``T_RUN`` (ReFrame's stage and job, the launcher's start) +
+  ``T_PER_RANK`` per rank launched;
+* spmv: one call moves ``SPMV_BYTES_PER_CALL`` bytes per row at the bandwidth
+  each active core gets (``BW_NODE_PER_CORE`` when the whole node streams, at
+  most ``BW_CORE_MAX``); the timed loop lasts max(min_time, floor calls);
+  warm-up and verification add ``SPMV_OVERHEAD_CALLS`` calls, the assembly
+  ``SPMV_SETUP_ROW`` per row on each thread; the
+  STREAM run before it (the roofline) is a second launch;
+* md: ``MD_ATOM_STEP`` seconds per atom and step on one core, plus
+  ``MD_STEP_COMM`` per step when several ranks exchange; max(min_time, 100
+  steps) and ``MD_OVERHEAD_STEPS`` steps of set-up;
+* ring: ``RING_RUN`` per run; stream: 12 passes of 24 bytes per element and
+  the first touch of its arrays (``FIRST_TOUCH``);
+* every verdict ``T_VERDICT``; every stack and partition one build,
+  ``T_BUILD``.
+
+Selection, within the budget: first every kernel's pure-MPI layout at every
+feasible size (every verdict needs it), then the hybrid layouts by rank:
+one rank per socket (Chorley's Hybrid 2), one per NUMA domain, one per node
+(Hybrid 1), then the other divisors of the core count from the middle out.
+A hybrid layout at a size goes in with all its samples, its verdict and (spmv)
+its serial run, or not at all; what does not fit is left out, with the
+estimate that did not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+
+# ---- the checks' parameter spaces --------------------------------------------------
+
+#: Problem sizes of every kernel check (the checks' ``problem`` parameter).
+SIZES: dict[str, tuple] = {
+    'spmv': (16, 32, 64, 128),   # N^3 rows per core
+    'md': (6, 12, 24),           # fcc cells per side, 4 L^3 atoms
+    'ring': ('8,65536,1048576',),
+    'stream': (8000000,),        # elements per core
+}
+#: Sizes on a system that declares a bigger node than it has (its runs are
+#: oversubscribed on purpose: a test of the pipeline, never of speed): md at
+#: 7 cells per side is the smallest that runs on 16, 32 and 64 ranks.
+TINY_SIZES: dict[str, tuple] = {
+    'spmv': (8,),
+    'md': (7,),
+    'ring': ('8,4096',),
+    'stream': (65536,),
+}
+#: STREAM elements per core of spmv's roofline run on such a system.
+TINY_STREAM_ELEMENTS = 65536
+#: Hybrid modes of every kernel check (besides ``mpi`` at T = 1).
+HYBRID_MODES: dict[str, tuple[str, ...]] = {
+    'spmv': ('masteronly', 'funneled'),
+    'md': ('masteronly',),
+    'ring': ('masteronly',),
+    'stream': ('masteronly',),
+}
+#: Kernels with a serial run per hybrid layout (e_mt).
+SERIAL_KERNELS = ('spmv',)
+KERNELS = tuple(SIZES)
+
+#: Minimum seconds of every timed loop (the kernels' ``--min-time``).
+MIN_TIME = 0.2
+#: Calls of spmv's timed loop before ``--min-time`` stretches it (serial: fewer).
+SPMV_MIN_CALLS = 10
+SPMV_SERIAL_MIN_CALLS = 3
+#: Steps of md's timed loop before ``--min-time`` stretches it.
+MD_MIN_STEPS = 100
+#: Default budget per stack and partition.
+DEFAULT_BUDGET_S = 15 * 60.0
+
+# ---- kernel facts ---------------------------------------------------------------
+
+MD_DENSITY = 0.8442
+MD_CUTOFF = 2.5
+MD_SKIN = 0.3
+INT_MAX = 2**31 - 1
+
+#: Resident bytes per spmv row (CSR values and indices, x with its ghosts, y,
+#: the reference): 358 and 349 measured at N = 64 (mpi, serial decomp 2).
+SPMV_BYTES_PER_ROW = 360
+#: Bytes one spmv call moves per row (the kernel's traffic model: 12 per
+#: nonzero, 20 per row).
+SPMV_BYTES_PER_CALL = 12 * 27 + 20
+#: Resident bytes of any process besides its arrays (MPI, the binary).
+PROCESS_BASE_BYTES = 32 * 2**20
+#: Fraction of the node's memory a run may use.
+MEM_FRACTION = 0.8
+#: Memory of one serial process at most (bounds its time as well).
+SERIAL_MEM_CAP = 2 * 2**30
+#: STREAM elements per core of the roofline run before every spmv run.
+SPMV_STREAM_ELEMENTS = 8388608
+STREAM_ITERS = 10
+
+# ---- cost model ---------------------------------------------------------------------
+
+T_RUN = 1.0            # s: ReFrame's stage, job script, launcher start, per run
+T_PER_RANK = 0.01      # s per rank launched
+BW_NODE_PER_CORE = 3e9   # B/s per core when every core streams (memory-bound node)
+BW_CORE_MAX = 10e9     # B/s one core gets alone
+SPMV_OVERHEAD_CALLS = 4  # 3 warm-up calls, the verification
+SPMV_SETUP_ROW = 1.5e-6  # s per row on one core: assembly and first touch (1.3 measured)
+FIRST_TOUCH = 2.5e-9   # s per byte a core first touches (STREAM's arrays: 2.9 measured)
+MD_ATOM_STEP = 0.7e-6  # s per atom and step on one core (0.43-0.63 us measured)
+MD_STEP_COMM = 50e-6   # s per step of halo swaps, migration and sums (several ranks)
+MD_OVERHEAD_STEPS = 20
+RING_RUN = 0.5         # s per ring run (3 sizes, 3 repetitions)
+T_VERDICT = 0.5        # s per verdict (a local job that prints it)
+T_BUILD = 60.0         # s per stack and partition (CMake build of the kernels)
+
+
+# ---- topology ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """What the plan needs of a node (and of a run's nodes)."""
+
+    cores: int
+    sockets: int = 1
+    numa: int = 1
+    mem_bytes: int = 0          # 0: unknown (no memory rule)
+    nodes: int = 1
+    name: str = 'node'
+    #: Declared bigger than the cores that run it: every run is oversubscribed
+    #: and flagged (a test of the pipeline, never of speed).
+    oversubscribed: bool = False
+    #: CPUs online where the runs really execute (0: as many as ``cores``); a
+    #: declared node's runs see this machine's.
+    online_cpus: int = 0
+
+    def __post_init__(self) -> None:
+        for field in ('cores', 'sockets', 'numa', 'nodes'):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f'{self.name}: {field} must be a positive integer, '
+                                 f'got {value!r}')
+        if self.mem_bytes < 0:
+            raise ValueError(f'{self.name}: memory must not be negative')
+
+    def describe(self) -> str:
+        mem = f'{self.mem_bytes / 2**30:.0f} GiB' if self.mem_bytes else 'memory unknown'
+        over = ', declared: runs oversubscribed' if self.oversubscribed else ''
+        return (f'{self.name}: {self.cores} cores, {self.sockets} socket(s), '
+                f'{self.numa} NUMA domain(s), {mem}, {self.nodes} node(s) per run{over}')
+
+    @classmethod
+    def from_partition(cls, partition, nodes: int | None = None) -> Topology:
+        """The topology of a ReFrame partition: its processor info (detected
+        or declared in the configuration), ``extras['mem_per_node']`` or, on a
+        local partition, this machine's memory; ``extras['nodes']``."""
+        from .placement import cores_per_node
+        proc = partition.processor
+        cores = cores_per_node(partition)
+        sockets = int(proc.num_sockets or 1)
+        numa = int(proc.num_numa_nodes or 1)
+        extras = partition.extras
+        mem = parse_memory(str(extras['mem_per_node'])) if extras.get('mem_per_node') \
+            else local_memory()
+        declared = bool(extras.get('declared_topology'))
+        physical = len(os.sched_getaffinity(0))
+        over = declared and partition.scheduler.registered_name == 'local' and cores > physical
+        return cls(cores=cores, sockets=sockets if cores % sockets == 0 else 1,
+                   numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
+                   nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
+                   oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0)
+
+
+def local_memory() -> int:
+    """This machine's physical memory in bytes (0 if unknown)."""
+    try:
+        return os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+_UNITS = {'': 1, 'b': 1, 'k': 2**10, 'kib': 2**10, 'm': 2**20, 'mib': 2**20,
+          'g': 2**30, 'gib': 2**30, 't': 2**40, 'tib': 2**40,
+          'kb': 10**3, 'mb': 10**6, 'gb': 10**9, 'tb': 10**12}
+
+
+def parse_memory(text: str) -> int:
+    """``512GiB``, ``256G``, ``64GB``, ``1073741824``: bytes."""
+    m = re.fullmatch(r'\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*', text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f'not a memory size: {text!r} (e.g. 512GiB, 64GB, 256G)')
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_budget(text: str) -> float:
+    """``HARNESS_BUDGET``: ``15m``, ``900s``, ``1h``, ``1h30m``; a bare number
+    is minutes.  Seconds."""
+    text = text.strip()
+    if re.fullmatch(r'[0-9]+(\.[0-9]+)?', text):
+        seconds = float(text) * 60
+    else:
+        parts = re.findall(r'([0-9]+(?:\.[0-9]+)?)([hms])', text)
+        if not parts or ''.join(n + u for n, u in parts) != text:
+            raise ValueError(f'HARNESS_BUDGET must be minutes or a duration such as 15m, '
+                             f'900s, 1h30m; got {text!r}')
+        seconds = sum(float(n) * {'h': 3600, 'm': 60, 's': 1}[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f'HARNESS_BUDGET must be positive, got {text!r}')
+    return seconds
+
+
+def budget_from_env() -> float:
+    text = os.environ.get('HARNESS_BUDGET', '').strip()
+    return parse_budget(text) if text else DEFAULT_BUDGET_S
+
+
+# ---- layouts -----------------------------------------------------------------------
+
+Layout = tuple[str, int, int]   # (mode, ranks per node, threads per rank)
+
+
+def divisors(n: int) -> list[int]:
+    """1 .. n, the numbers that divide n."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layout_roles(topo: Topology) -> dict[tuple[int, int], str]:
+    """The R x T layouts with a name: pure MPI, one rank per socket (Chorley's
+    Hybrid 2), one per NUMA domain, one per node (Hybrid 1)."""
+    c = topo.cores
+    roles: dict[tuple[int, int], list[str]] = {}
+    roles.setdefault((c, 1), []).append('mpi')
+    if c > 1:
+        roles.setdefault((topo.sockets, c // topo.sockets), []).append('per-socket')
+        roles.setdefault((topo.numa, c // topo.numa), []).append('per-NUMA')
+        roles.setdefault((1, c), []).append('per-node')
+    return {lay: '/'.join(names) for lay, names in roles.items()}
+
+
+def hybrid_layouts(topo: Topology) -> list[tuple[int, int]]:
+    """Every R x T (T > 1) filling the node, in the plan's order: per socket,
+    per NUMA domain, per node, then the other divisors from the middle out."""
+    c = topo.cores
+    named = [lay for lay in (((topo.sockets, c // topo.sockets)),
+                             (topo.numa, c // topo.numa), (1, c)) if lay[1] > 1]
+    rest = [(c // t, t) for t in divisors(c) if t > 1]
+    rest.sort(key=lambda lay: (abs(math.log(lay[1]) - 0.5 * math.log(c)), -lay[1]))
+    out: list[tuple[int, int]] = []
+    for lay in named + rest:
+        if lay not in out:
+            out.append(lay)
+    return out
+
+
+def layout_name(layout: Layout) -> str:
+    mode, ranks, threads = layout
+    if mode == 'serial':
+        return f'serial_{ranks}x1_decomp{threads}'
+    return f'{mode}_{ranks}x{threads}'
+
+
+class LayoutValue(tuple):
+    """A (mode, ranks, threads) layout that prints as its name (what a test
+    generated by ``-P layout=...`` shows in its display name)."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return layout_name(self)  # type: ignore[arg-type]
+
+
+def parse_layout(value: str | Sequence) -> Layout:
+    """A layout from its name (``mpi_2x1``, ``masteronly_1x2``,
+    ``serial_1x1_decomp2``) or a (mode, ranks, threads) sequence: the type of
+    the checks' ``layout`` parameter, so ``-P layout=masteronly_1x2`` works."""
+    if not isinstance(value, str):
+        mode, ranks, threads = value
+        return LayoutValue((str(mode), int(ranks), int(threads)))
+    m = re.fullmatch(r'serial_(\d+)x1_decomp(\d+)', value.strip())
+    if m:
+        return LayoutValue(('serial', int(m.group(1)), int(m.group(2))))
+    m = re.fullmatch(r'([a-z]+)_(\d+)x(\d+)', value.strip())
+    if not m:
+        raise ValueError(f'not a layout name: {value!r} (e.g. mpi_2x1, masteronly_1x2, '
+                         f'serial_1x1_decomp2)')
+    return LayoutValue((m.group(1), int(m.group(2)), int(m.group(3))))
+
+
+# ---- feasibility -------------------------------------------------------------------
+
+def dims_create(n: int) -> tuple[int, int, int]:
+    """A 3-D grid of n ranks as balanced as possible, largest first (what
+    ``MPI_Dims_create(n, 3)`` returns in MPICH and Open MPI)."""
+    best: tuple[int, int, int] | None = None
+    for a in divisors(n):
+        for b in divisors(n // a):
+            dims = tuple(sorted((a, b, n // a // b), reverse=True))
+            key = (dims[0] - dims[2], dims[0])
+            if best is None or key < (best[0] - best[2], best[0]):
+                best = dims  # type: ignore[assignment]
+    assert best is not None
+    return best
+
+
+def _dims_greedy(n: int) -> tuple[int, int, int]:
+    """Open MPI's MPI_Dims_create: the prime factors, largest first, each to
+    the smallest dimension so far."""
+    factors, m, p = [], n, 2
+    while p * p <= m:
+        while m % p == 0:
+            factors.append(p)
+            m //= p
+        p += 1
+    if m > 1:
+        factors.append(m)
+    dims = [1, 1, 1]
+    for f in sorted(factors, reverse=True):
+        dims[dims.index(min(dims))] *= f
+    return tuple(sorted(dims, reverse=True))  # type: ignore[return-value]
+
+
+def md_box(cells: int) -> float:
+    return cells * (4.0 / MD_DENSITY) ** (1.0 / 3.0)
+
+
+def _md_fits(cells: int, ranks: int) -> bool:
+    box = md_box(cells)
+    widest = max(dims_create(ranks)[0], _dims_greedy(ranks)[0])
+    return MD_CUTOFF <= 0.5 * box and box / widest >= MD_CUTOFF + MD_SKIN
+
+
+def md_infeasible(cells: int, ranks: int) -> str:
+    """Why md at `cells` per side cannot run on `ranks` ranks ('' if it can)."""
+    box = md_box(cells)
+    if MD_CUTOFF > 0.5 * box:
+        return (f'md L={cells}: cutoff {MD_CUTOFF} exceeds half the box side '
+                f'{0.5 * box:.3g}')
+    # Both MPI_Dims_create algorithms the stacks use: the larger largest split.
+    widest = max(dims_create(ranks)[0], _dims_greedy(ranks)[0])
+    side = box / widest
+    if side < MD_CUTOFF + MD_SKIN:
+        grid = 'x'.join(map(str, dims_create(ranks)))
+        return (f'md L={cells} on {ranks} ranks ({grid}): sub-boxes {side:.3g} wide < '
+                f'cutoff+skin {MD_CUTOFF + MD_SKIN:g}; needs L >= '
+                f'{md_min_cells(ranks)}')
+    return ''
+
+
+def md_min_cells(ranks: int) -> int:
+    """The smallest L that md can run on `ranks` ranks."""
+    cells = 1
+    while not _md_fits(cells, ranks):
+        cells += 1
+    return cells
+
+
+def spmv_rows(n: int, decomp: int) -> int:
+    """Rows of one spmv process: n^3 per thread of its decomposition."""
+    return n ** 3 * decomp
+
+
+def process_memory(kernel: str, layout: Layout, size) -> int:
+    """Estimated resident bytes of one process of a run."""
+    mode, _ranks, threads = layout
+    if kernel == 'spmv':
+        return PROCESS_BASE_BYTES + spmv_rows(int(size), threads) * SPMV_BYTES_PER_ROW
+    if kernel == 'stream':
+        cores = 1 if mode == 'serial' else threads
+        return PROCESS_BASE_BYTES + 24 * int(size) * cores
+    if kernel == 'md':
+        return PROCESS_BASE_BYTES + 4 * int(size) ** 3 * 400 // max(1, _ranks)
+    return PROCESS_BASE_BYTES + 64 * 2**20   # ring: buffers of a few MiB
+
+
+def infeasible(kernel: str, layout: Layout, size, topo: Topology) -> str:
+    """Why `kernel` at `size` cannot run as `layout` on `topo` ('' if it can)."""
+    mode, ranks, threads = layout
+    if ranks * threads != topo.cores:
+        return f'{layout_name(layout)} does not fill the {topo.cores} cores of {topo.name}'
+    total_ranks = ranks * topo.nodes
+    if kernel == 'md':
+        why = md_infeasible(int(size), total_ranks)
+        if why:
+            return why
+    if kernel == 'spmv':
+        if mode in HYBRID_MODES['spmv'] and topo.online_cpus and threads > topo.online_cpus:
+            return (f'spmv refuses {threads} threads per rank on {topo.online_cpus} online '
+                    f'CPUs (a declared node bigger than the machine)')
+        rows = spmv_rows(int(size), threads)
+        if 27 * rows > INT_MAX:
+            return (f'spmv n={size} decomp {threads}: {rows} rows per process, 27 nonzeros '
+                    f'each exceed a 32-bit index')
+        if mode == 'serial' and process_memory(kernel, layout, size) > SERIAL_MEM_CAP:
+            return (f'serial run of a {threads}-thread box at n={size}: '
+                    f'{_gib(process_memory(kernel, layout, size))} in one process, over the '
+                    f'{_gib(SERIAL_MEM_CAP)} cap of serial runs (e_mt is measured at the '
+                    f'smaller sizes)')
+    if topo.mem_bytes:
+        need = node_memory(kernel, layout, size)
+        if kernel == 'spmv':   # the STREAM run before it (one after the other)
+            need = max(need, ranks * (PROCESS_BASE_BYTES + 24 * SPMV_STREAM_ELEMENTS
+                                      * (1 if mode == 'serial' else threads)))
+        if need > MEM_FRACTION * topo.mem_bytes:
+            return (f'{kernel} {size} as {layout_name(layout)}: {_gib(need)} per node, over '
+                    f'{MEM_FRACTION:.0%} of the node\'s {_gib(topo.mem_bytes)}')
+    return ''
+
+
+def node_memory(kernel: str, layout: Layout, size) -> int:
+    """Estimated bytes of a run on one node: its processes together."""
+    return layout[1] * process_memory(kernel, layout, size)
+
+
+def _gib(n: float) -> str:
+    return f'{n / 2**30:.3g} GiB'
+
+
+# ---- cost model --------------------------------------------------------------------
+
+def _bandwidth(active_cores: int, topo: Topology) -> float:
+    """Bytes/s one core gets while `active_cores` of the node stream."""
+    return min(BW_CORE_MAX, BW_NODE_PER_CORE * topo.cores / max(1, active_cores))
+
+
+def estimate(kernel: str, layout: Layout, size, topo: Topology,
+             min_time: float = MIN_TIME) -> float:
+    """Estimated seconds of one run (one sample), from launch to its end."""
+    mode, ranks, threads = layout
+    total_ranks = ranks * topo.nodes
+    launch = T_RUN + T_PER_RANK * total_ranks
+    active = ranks if mode == 'serial' else ranks * threads
+    workers = 1 if mode == 'serial' else threads
+    bw = _bandwidth(active, topo)
+    if kernel == 'spmv':
+        t_call = spmv_rows(int(size), threads) * SPMV_BYTES_PER_CALL / (workers * bw)
+        floor = SPMV_SERIAL_MIN_CALLS if mode == 'serial' else SPMV_MIN_CALLS
+        timed = max(min_time, floor * t_call)
+        stream_cores = 1 if mode == 'serial' else threads
+        stream_bytes = 24 * SPMV_STREAM_ELEMENTS * stream_cores / workers
+        stream = launch + stream_bytes * (7 / bw + FIRST_TOUCH)
+        setup = spmv_rows(int(size), threads) * SPMV_SETUP_ROW / workers
+        return launch + timed + SPMV_OVERHEAD_CALLS * t_call + setup + stream
+    if kernel == 'md':
+        atoms = 4 * int(size) ** 3
+        t_step = atoms * MD_ATOM_STEP / (total_ranks * threads)
+        if total_ranks > 1:
+            t_step += MD_STEP_COMM
+        return launch + max(min_time, MD_MIN_STEPS * t_step) + MD_OVERHEAD_STEPS * t_step
+    if kernel == 'stream':
+        return launch + 24 * int(size) * ((STREAM_ITERS + 2) / bw + FIRST_TOUCH)
+    return launch + RING_RUN
+
+
+# ---- the plan ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One kernel run (all its samples) in the plan, or left out of it."""
+
+    kernel: str
+    layout: Layout
+    size: object
+    role: str
+    seconds: float           # estimate of one sample
+    mem_per_process: int
+    reason: str = ''         # why it is left out ('' if it runs)
+
+    @property
+    def name(self) -> str:
+        return layout_name(self.layout)
+
+
+@dataclasses.dataclass
+class Plan:
+    topo: Topology
+    samples: int
+    budget_s: float
+    min_time: float
+    runs: list[Run] = dataclasses.field(default_factory=list)
+    left_out: list[Run] = dataclasses.field(default_factory=list)
+    verdicts: int = 0
+    #: The sizes planned per kernel.
+    sizes: dict[str, tuple] = dataclasses.field(default_factory=dict)
+
+    @property
+    def run_seconds(self) -> float:
+        return sum(r.seconds for r in self.runs) * self.samples
+
+    @property
+    def seconds(self) -> float:
+        """Estimated seconds of the session, per stack: builds, runs, verdicts."""
+        return T_BUILD + self.run_seconds + T_VERDICT * self.verdicts
+
+    def decision(self, kernel: str, layout: Layout, size,
+                 other_sizes: Iterable = ()) -> str:
+        """Why a run is left out ('' if it runs).  A size in `other_sizes`
+        (the other partitions' sizes of the system) but not in this plan is
+        left out; any other size or layout outside the plan's lists (``-P
+        problem=...``) is judged on feasibility alone."""
+        layout = parse_layout(layout)
+        if (kernel in self.sizes and str(size) not in map(str, self.sizes[kernel])
+                and str(size) in map(str, other_sizes)):
+            return (f'left out by the plan: {kernel} size {size} is another node\'s '
+                    f'(sizes of {self.topo.name}: '
+                    f'{", ".join(map(str, self.sizes[kernel]))})')
+        for run in self.runs:
+            if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
+                return ''
+        for run in self.left_out:
+            if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
+                return f'left out by the plan: {run.reason}'
+        why = infeasible(kernel, layout, size, self.topo)
+        return f'infeasible: {why}' if why else ''
+
+    def summary(self) -> str:
+        total = len(self.runs) + len(self.left_out)
+        fits = 'within' if self.seconds <= self.budget_s else 'OVER'
+        return (f'plan {self.topo.name}: {len(self.runs)} of {total} runs x {self.samples} '
+                f'samples + {self.verdicts} verdicts, estimated {self.seconds / 60:.1f} min per '
+                f'stack, {fits} the budget of {self.budget_s / 60:.1f} min; '
+                f'{len(self.left_out)} left out')
+
+    def format(self, verbose: bool = True) -> str:
+        lines = [self.topo.describe(),
+                 f'  {self.samples} sample(s) per run, min-time {self.min_time:g} s, budget '
+                 f'{self.budget_s / 60:.1f} min per stack (HARNESS_BUDGET)']
+        if verbose:
+            lines.append(f'  {"kernel":<7}{"layout":<26}{"size":<17}{"role":<22}'
+                         f'{"s/sample":>9}{"mem/proc":>11}')
+            for r in self.runs:
+                lines.append(f'  {r.kernel:<7}{r.name:<26}{str(r.size):<17}{r.role:<22}'
+                             f'{r.seconds:>9.2f}{_gib(r.mem_per_process):>11}')
+            if self.left_out:
+                lines.append('  left out:')
+                for r in self.left_out:
+                    lines.append(f'    {r.kernel} {r.name} {r.size}: {r.reason}')
+        lines.append(f'  runs {self.run_seconds:.0f} s + verdicts '
+                     f'{T_VERDICT * self.verdicts:.0f} s + build {T_BUILD:.0f} s')
+        lines.append('  ' + self.summary())
+        return '\n'.join(lines)
+
+
+def node_sizes(kernel: str, topo: Topology) -> tuple:
+    """The sizes of `kernel` on `topo`: ``SIZES``, and for md also the
+    smallest box that runs on the node's ranks where the smallest of
+    ``SIZES`` does not (sizes follow the layout: L = 14 on 128 ranks, 7 on 16
+    to 64), so a big node keeps a communication-heavy md size."""
+    base = tuple(SIZES[kernel])
+    if kernel == 'md':
+        smallest = md_min_cells(topo.cores * topo.nodes)
+        if smallest > min(base) and smallest not in base:
+            return tuple(sorted((*base, smallest)))
+    return base
+
+
+def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET_S,
+              min_time: float = MIN_TIME, kernels: Iterable[str] = KERNELS,
+              sizes: dict[str, tuple] | None = None) -> Plan:
+    """The plan of one stack on one partition (see the module's docstring)."""
+    if samples < 1:
+        raise ValueError(f'samples must be at least 1, got {samples}')
+    sizes = {**{k: node_sizes(k, topo) for k in SIZES}, **(sizes or {})}
+    kernels = [k for k in kernels if k in SIZES]
+    plan = Plan(topo=topo, samples=samples, budget_s=budget_s, min_time=min_time,
+                sizes={k: tuple(sizes[k]) for k in kernels})
+    roles = layout_roles(topo)
+    left = budget_s - T_BUILD
+
+    def candidate(kernel: str, layout: Layout, size) -> Run:
+        role = roles.get(layout[1:], '') if layout[0] != 'serial' else 'e_mt reference'
+        why = infeasible(kernel, layout, size, topo)
+        return Run(kernel, layout, size, role, estimate(kernel, layout, size, topo, min_time),
+                   process_memory(kernel, layout, size), why and f'infeasible: {why}')
+
+    def take(group: list[Run], verdicts: int) -> bool:
+        """Add `group` (all of it or none) if every run is feasible and it fits."""
+        nonlocal left
+        bad = [r for r in group if r.reason]
+        if bad:
+            plan.left_out.extend(bad)
+            # Runs of the group that could run are left out with it.
+            plan.left_out.extend(dataclasses.replace(r, reason=f'needs {bad[0].name}: '
+                                                     f'{bad[0].reason}')
+                                 for r in group if not r.reason)
+            return False
+        cost = sum(r.seconds for r in group) * samples + T_VERDICT * verdicts
+        if cost > left:
+            plan.left_out.extend(dataclasses.replace(
+                r, reason=f'budget: {cost:.0f} s estimated with its samples and verdicts, '
+                          f'{max(left, 0):.0f} s of the budget left') for r in group)
+            return False
+        plan.runs.extend(group)
+        plan.verdicts += verdicts
+        left -= cost
+        return True
+
+    # Round 0: the pure-MPI run of every kernel and size (every verdict needs it).
+    mpi_ok: dict[tuple[str, str], bool] = {}
+    for kernel in kernels:
+        for size in sizes[kernel]:
+            mpi_ok[(kernel, str(size))] = take(
+                [candidate(kernel, ('mpi', topo.cores, 1), size)], 0)
+    # Then each hybrid layout in the plan's order, every kernel and size.
+    for ranks, threads in hybrid_layouts(topo):
+        for kernel in kernels:
+            for size in sizes[kernel]:
+                group = [candidate(kernel, (mode, ranks, threads), size)
+                         for mode in HYBRID_MODES[kernel]]
+                serial = (candidate(kernel, ('serial', ranks, threads), size)
+                          if kernel in SERIAL_KERNELS else None)
+                if not mpi_ok[(kernel, str(size))]:
+                    group += [serial] if serial else []
+                    plan.left_out.extend(dataclasses.replace(
+                        r, reason=r.reason or f'no pure-MPI run of {kernel} {size} to '
+                                              f'compare with') for r in group)
+                    continue
+                if not take(group, len(group)):
+                    if serial:
+                        plan.left_out.append(dataclasses.replace(
+                            serial, reason=serial.reason or f'needs {group[0].name}, '
+                                                            f'left out'))
+                    continue
+                if serial:
+                    # The serial run for e_mt: optional (bounded by SERIAL_MEM_CAP).
+                    take([serial], 0)
+    # The serial runs of hybrid layouts that do not fill this node (other
+    # partitions' layouts) are not this plan's business.
+    return plan
+
+
+def session_plan(topo: Topology, samples: int, budget_s: float) -> Plan:
+    """The plan the checks follow: on a declared (oversubscribed) node the
+    tiny sizes and no minimum time, else the checks' sizes and ``MIN_TIME``."""
+    if topo.oversubscribed:
+        return make_plan(topo, samples=samples, budget_s=budget_s, min_time=0.0,
+                         sizes=dict(TINY_SIZES))
+    return make_plan(topo, samples=samples, budget_s=budget_s)
+
+
+# ---- command line ----------------------------------------------------------------
+
+def _partition_topologies(config: str, system: str | None) -> list[Topology]:
+    """The topology of every partition of the ReFrame configuration's system
+    (detected as ReFrame does, or declared)."""
+    import reframe.core.config as config_mod
+    import reframe.core.runtime as runtime
+    from reframe.frontend import autodetect
+    site = config_mod.load_config(config)
+    site.select_subconfig(system)
+    runtime.init_runtime(site)
+    autodetect.detect_topology()
+    out = []
+    for part in runtime.runtime().system.partitions:
+        try:
+            out.append(Topology.from_partition(part))
+        except ValueError as err:
+            print(f'plan: {part.fullname}: {err}', file=sys.stderr)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog='python -m harnesslib.plan',
+        description='The plan of a session: runs per partition, the runs left out and '
+                    'why, estimated time against HARNESS_BUDGET (per stack and partition). '
+                    'Exit status 1 where a plan is over its budget or runs nothing, 2 on '
+                    'bad input.')
+    ap.add_argument('-C', '--config', default=None,
+                    help='ReFrame configuration (default: config/settings.py of the checkout)')
+    ap.add_argument('--system', default=None, help='system[:partition] (default: this host)')
+    ap.add_argument('--cores', type=int, help='plan a declared node instead: cores per node')
+    ap.add_argument('--sockets', type=int, default=1)
+    ap.add_argument('--numa', type=int, default=1)
+    ap.add_argument('--mem', default='', help='memory per node, e.g. 512GiB')
+    ap.add_argument('--nodes', type=int, default=1)
+    ap.add_argument('--samples', type=int, default=None, help='default: HARNESS_REPEAT or 3')
+    ap.add_argument('--budget', default=None, help='default: HARNESS_BUDGET or 15m')
+    ap.add_argument('--stacks', type=int, default=1, help='stacks the session runs')
+    ap.add_argument('-q', '--quiet', action='store_true', help='one summary line each')
+    args = ap.parse_args(argv)
+    try:
+        from .placement import samples_per_run
+        samples = args.samples or samples_per_run()
+        budget = parse_budget(args.budget) if args.budget else budget_from_env()
+        if args.cores:
+            topos = [Topology(cores=args.cores, sockets=args.sockets, numa=args.numa,
+                              mem_bytes=parse_memory(args.mem) if args.mem else 0,
+                              nodes=args.nodes, name=f'declared {args.cores}-core node')]
+        else:
+            from .paths import REPO_DIR
+            config = args.config or os.path.join(REPO_DIR, 'config', 'settings.py')
+            topos = _partition_topologies(config, args.system)
+    except ValueError as err:
+        print(f'plan: error: {err}', file=sys.stderr)
+        return 2
+    over = False
+    for topo in topos:
+        plan = session_plan(topo, samples, budget)
+        print(plan.format(verbose=not args.quiet))
+        if args.stacks > 1:
+            print(f'  {args.stacks} stacks: estimated {plan.seconds * args.stacks / 60:.1f} '
+                  f'min on this partition')
+        if not plan.runs:
+            print(f'  plan {topo.name}: NOTHING runs within the budget', file=sys.stderr)
+        over = over or plan.seconds > budget or not plan.runs
+    return 1 if over else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The plan of a session on big nodes (harnesslib.plan), without a big node:
+declared 16-, 64- and 128-core topologies, checked for feasibility, memory
+per process and the estimated time against the default budget."""
+
+from __future__ import annotations
+
+import pytest
+from harnesslib import plan as P
+
+NODES = {
+    16: P.Topology(cores=16, sockets=2, numa=2, mem_bytes=64 * 2**30, name='n16'),
+    64: P.Topology(cores=64, sockets=2, numa=4, mem_bytes=256 * 2**30, name='n64'),
+    128: P.Topology(cores=128, sockets=2, numa=4, mem_bytes=512 * 2**30, name='n128'),
+}
+
+
+def test_md_rule_is_the_kernels():
+    # src/md.c: sub-boxes narrower than cutoff+skin (2.8) fail the run.
+    # L = 3: box 5.04; one rank fits, two ranks (2x1x1) give 2.52.
+    assert P.md_infeasible(3, 1) == ''
+    assert 'sub-boxes 2.52 wide' in P.md_infeasible(3, 2)
+    # The issue's failure: L = 6 on 16 ranks (4x2x2).
+    assert P.dims_create(16) == (4, 2, 2)
+    assert P.md_infeasible(6, 16).startswith('md L=6 on 16 ranks (4x2x2)')
+    assert P.md_infeasible(6, 8) == ''
+    # The cutoff must not exceed half the box: L = 2 never runs.
+    assert 'half the box' in P.md_infeasible(2, 1)
+    assert P.md_min_cells(128) == 14 and P.md_min_cells(16) == 7
+
+
+@pytest.mark.parametrize('n', [1, 2, 6, 12, 16, 24, 36, 48, 64, 96, 128, 210])
+def test_dims_create_is_balanced(n):
+    dims = P.dims_create(n)
+    assert dims[0] * dims[1] * dims[2] == n
+    assert list(dims) == sorted(dims, reverse=True)
+    # Open MPI's greedy factorisation is never more balanced.
+    assert P._dims_greedy(n)[0] >= dims[0]
+
+
+def test_on_two_cores_md_3_runs_as_1x2_not_2x1():
+    two = P.Topology(cores=2, mem_bytes=8 * 2**30)
+    assert P.infeasible('md', ('masteronly', 1, 2), 3, two) == ''
+    assert 'sub-boxes' in P.infeasible('md', ('mpi', 2, 1), 3, two)
+    plan = P.make_plan(two, samples=3, sizes={'md': (3,)}, kernels=['md'])
+    assert plan.decision('md', ('mpi', 2, 1), 3).startswith('left out by the plan: infeasible')
+    # Without its pure-MPI side the hybrid run has no verdict: left out too.
+    assert 'no pure-MPI run' in plan.decision('md', ('masteronly', 1, 2), 3)
+
+
+def test_two_core_plan_keeps_everything():
+    # The 2-core Quick start: every layout and size runs, as before.
+    two = P.Topology(cores=2, mem_bytes=16 * 2**30, name='local:shm')
+    plan = P.make_plan(two, samples=3)
+    assert not plan.left_out, plan.format()
+    kinds = {(r.kernel, r.name) for r in plan.runs}
+    assert ('spmv', 'serial_1x1_decomp2') in kinds and ('md', 'masteronly_1x2') in kinds
+    assert plan.seconds <= P.DEFAULT_BUDGET_S
+
+
+def test_layout_roles_on_a_dual_socket_node():
+    roles = P.layout_roles(NODES[128])
+    assert roles[(128, 1)] == 'mpi'
+    assert roles[(2, 64)] == 'per-socket'
+    assert roles[(4, 32)] == 'per-NUMA'
+    assert roles[(1, 128)] == 'per-node'
+    order = P.hybrid_layouts(NODES[128])
+    assert order[:3] == [(2, 64), (4, 32), (1, 128)]
+    assert sorted(order) == sorted((128 // t, t) for t in P.divisors(128) if t > 1)
+    # One socket, one NUMA domain: the three names fall on one layout.
+    assert P.layout_roles(P.Topology(cores=2))[(1, 2)] == 'per-socket/per-NUMA/per-node'
+
+
+@pytest.mark.parametrize('cores', [16, 64, 128])
+def test_big_node_plan_fits_the_default_budget(cores):
+    topo = NODES[cores]
+    plan = P.make_plan(topo, samples=3)
+    assert plan.seconds <= P.DEFAULT_BUDGET_S, plan.format()
+    assert plan.runs
+    for run in plan.runs:
+        # Feasible, and within the node's memory per process and per node.
+        assert P.infeasible(run.kernel, run.layout, run.size, topo) == ''
+        ranks = run.layout[1]
+        assert run.mem_per_process * ranks <= P.MEM_FRACTION * topo.mem_bytes
+        if run.layout[0] == 'serial':
+            assert run.mem_per_process <= P.SERIAL_MEM_CAP
+    # Every run left out says why.
+    assert all(r.reason for r in plan.left_out)
+    # The pure-MPI side of every verdict runs at every size it can.
+    for kernel, sizes in P.SIZES.items():
+        for size in sizes:
+            if not P.infeasible(kernel, ('mpi', cores, 1), size, topo):
+                assert plan.decision(kernel, ('mpi', cores, 1), size) == ''
+
+
+@pytest.mark.parametrize('cores', [64, 128])
+def test_socket_and_numa_layouts_and_e_mt_survive_the_budget(cores):
+    topo = NODES[cores]
+    plan = P.make_plan(topo, samples=3)
+    ran = {(r.kernel, r.layout, str(r.size)) for r in plan.runs}
+    for layout in ((2, cores // 2), (4, cores // 4)):
+        assert ('spmv', ('masteronly', *layout), '16') in ran
+        assert ('md', ('masteronly', *layout), '24') in ran
+        # e_mt: the serial run of the layout, at the sizes under the cap.
+        assert ('spmv', ('serial', *layout), '16') in ran
+    # The serial run of a whole node at n = 128 would hold 92 GB in one
+    # process: left out, with its reason.
+    why = plan.decision('spmv', ('serial', 1, cores), 128)
+    assert why and ('cap of serial runs' in why or '32-bit' in why)
+    # md L = 6 cannot run on the node's ranks: left out, saying why.
+    assert 'sub-boxes' in plan.decision('md', ('mpi', cores, 1), 6)
+
+
+def test_128_core_plan_drops_divisors_for_the_budget_and_says_so():
+    plan = P.make_plan(NODES[128], samples=3)
+    budget = [r for r in plan.left_out if r.reason.startswith('budget')]
+    assert budget, 'a 128-core node cannot run every divisor in 15 minutes'
+    # Dropped layouts are the unnamed divisors (or serial runs), never the
+    # pure-MPI, per-socket, per-NUMA or per-node layouts.
+    assert all(r.role in ('', 'e_mt reference') for r in budget)
+    assert {r.layout[1:] for r in budget}.isdisjoint({(128, 1), (2, 64), (4, 32), (1, 128)})
+    assert plan.seconds <= P.DEFAULT_BUDGET_S
+    # A bigger budget runs more.
+    big = P.make_plan(NODES[128], samples=3, budget_s=3600)
+    assert len(big.runs) > len(plan.runs)
+
+
+def test_tiny_budget_leaves_out_with_reasons():
+    plan = P.make_plan(NODES[16], samples=3, budget_s=120)
+    assert plan.seconds <= 120
+    assert any(r.reason.startswith('budget') for r in plan.left_out)
+
+
+def test_estimates_follow_the_cost_model():
+    topo = NODES[128]
+    # Bigger problems cost more; min-time bounds the small ones from below.
+    small = P.estimate('spmv', ('mpi', 128, 1), 16, topo)
+    big = P.estimate('spmv', ('mpi', 128, 1), 128, topo)
+    assert big > small > P.MIN_TIME
+    # A serial run is slower than its hybrid run (one core does T's work).
+    assert (P.estimate('spmv', ('serial', 8, 16), 64, topo) >
+            P.estimate('spmv', ('masteronly', 8, 16), 64, topo))
+
+
+@pytest.mark.parametrize('text,seconds', [('15m', 900), ('900s', 900), ('1h', 3600),
+                                          ('1h30m', 5400), ('20', 1200), ('2.5m', 150)])
+def test_budget_parsing(text, seconds):
+    assert P.parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize('text', ['', 'soon', '15 minutes', '-5', '0', '15x'])
+def test_budget_refuses_nonsense(text):
+    with pytest.raises(ValueError, match='HARNESS_BUDGET'):
+        P.parse_budget(text)
+
+
+def test_memory_parsing_and_topology_validation():
+    assert P.parse_memory('512GiB') == 512 * 2**30
+    assert P.parse_memory('64GB') == 64 * 10**9
+    with pytest.raises(ValueError, match='not a memory size'):
+        P.parse_memory('lots')
+    with pytest.raises(ValueError, match='cores must be a positive integer'):
+        P.Topology(cores=0)
+
+
+def test_layout_names_round_trip():
+    for lay in [('mpi', 2, 1), ('masteronly', 1, 2), ('funneled', 4, 32),
+                ('serial', 1, 128)]:
+        assert P.parse_layout(P.layout_name(lay)) == lay
+    with pytest.raises(ValueError, match='not a layout name'):
+        P.parse_layout('2x1')
+
+
+def test_command_line_prints_the_plan(capsys):
+    rc = P.main(['--cores', '128', '--sockets', '2', '--numa', '4', '--mem', '512GiB',
+                 '--samples', '3', '--budget', '15m'])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert 'per-socket' in out and 'left out:' in out and 'within the budget' in out
+    assert P.main(['--cores', '16', '--budget', 'soon']) == 2
+
+
+def test_declared_node_bigger_than_the_machine():
+    # spmv refuses more threads per rank than online CPUs: on a declared
+    # 16-core node run on 2 CPUs, the plan leaves T > 2 out, saying why.
+    topo = P.Topology(cores=16, sockets=2, numa=4, oversubscribed=True, online_cpus=2)
+    plan = P.session_plan(topo, samples=2, budget_s=P.DEFAULT_BUDGET_S)
+    assert plan.min_time == 0
+    assert plan.decision('spmv', ('masteronly', 8, 2), 8) == ''
+    assert 'refuses 4 threads' in plan.decision('spmv', ('masteronly', 4, 4), 8)
+    assert plan.decision('md', ('masteronly', 1, 16), 7) == ''
+    assert {str(r.size) for r in plan.runs} == {'8', '7', '8,4096', '65536'}
+
+
+def test_md_sizes_follow_the_node():
+    # The smallest box that runs on the node's ranks joins the sizes where
+    # the smallest of SIZES cannot: a big node keeps a communication-heavy size.
+    assert P.node_sizes('md', P.Topology(cores=2)) == P.SIZES['md']
+    assert P.node_sizes('md', NODES[16]) == (6, 7, 12, 24)
+    assert P.node_sizes('md', NODES[128]) == (6, 12, 14, 24)
+    plan = P.make_plan(NODES[128], samples=3)
+    assert plan.decision('md', ('mpi', 128, 1), 14) == ''
+    assert plan.decision('md', ('masteronly', 2, 64), 14) == ''
+    # A size of another partition's node is left out here, saying so; a size
+    # nobody planned (-P problem=...) is judged on feasibility alone.
+    two = P.make_plan(P.Topology(cores=2, name='local:shm'), samples=3)
+    assert "another node's" in two.decision('md', ('mpi', 2, 1), 14, other_sizes=(6, 14))
+    assert two.decision('md', ('mpi', 2, 1), 14) == ''

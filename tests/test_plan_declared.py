@@ -1,0 +1,136 @@
+"""A declared big node on this small machine: the system ``declared``
+(config/settings.py) declares 16- and 32-core nodes, 2 sockets and 4 NUMA
+domains each; its runs are oversubscribed on purpose, at tiny sizes, through
+the whole pipeline: flagged, kept out of verdicts, never a failed session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import BIN, REPO, mpi_env, run_reframe
+
+pytestmark = pytest.mark.integration
+
+
+def plan_output(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, '-m', 'harnesslib.plan', *args], cwd=REPO,
+                          env=mpi_env(), capture_output=True, text=True, timeout=120)
+
+
+def test_declared_partitions_have_the_declared_topology():
+    proc = plan_output('--system', 'declared', '-q')
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for cores in (16, 32):
+        assert (f'declared:cores{cores}: {cores} cores, 2 socket(s), 4 NUMA domain(s)'
+                in out), out
+    assert out.count('declared: runs oversubscribed') == 2
+    assert 'plan declared:cores16:' in out and 'within the budget' in out
+
+
+def test_listing_prints_the_plan_before_anything_runs(tmp_path):
+    proc = run_reframe(tmp_path, '--system', 'declared:cores16', '-n', 'MdCheck', '--list',
+                       env={'HARNESS_STACKS': 'openmpi'})
+    assert proc.returncode == 0, proc.stderr
+    assert 'plan declared:cores16: ' in proc.stdout
+    # Typed parameters: ReFrame's own -P picks a size.
+    proc = run_reframe(tmp_path, '-P', 'problem=24', '-n', 'MdCheck', '--list')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'MdCheck %layout=mpi_2x1 %problem=24 %sample=0' in proc.stdout
+
+
+@pytest.fixture(scope='module')
+def declared_session(tmp_path_factory, stacks):
+    if 'openmpi' not in stacks:
+        pytest.skip('the declared node test runs Open MPI (--oversubscribe)')
+    var = tmp_path_factory.mktemp('var')
+    proc = run_reframe(var, '--system', 'declared:cores16', '-r',
+                       '-n', r'(MdCheck|SpmvCheck)%|HybridVerdict%pair=(md|spmv)/',
+                       env={'HARNESS_STACKS': 'openmpi', 'HARNESS_REPEAT': '2'})
+    return var, proc
+
+
+def _records(path) -> list[dict[str, str]]:
+    lines = path.read_text().splitlines()
+    header = lines[0].split('|')
+    return [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
+
+
+def test_declared_node_runs_oversubscribed_flagged_and_passes(declared_session):
+    var, proc = declared_session
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
+    base = var / 'perflogs' / 'declared' / 'cores16'
+    md, spmv = _records(base / 'MdCheck.log'), _records(base / 'SpmvCheck.log')
+    # Every layout of a 16-core node ran, at the tiny sizes, twice.
+    assert {(r['mode'], r['ranks'], r['threads']) for r in md} == {
+        ('mpi', '16', '1'), ('masteronly', '8', '2'), ('masteronly', '4', '4'),
+        ('masteronly', '2', '8'), ('masteronly', '1', '16')}
+    assert {r['size'] for r in md} == {'7'} and {r['size'] for r in spmv} == {'8'}
+    assert len(md) == 10
+    # spmv refuses more threads per rank than online CPUs (2 here): the plan
+    # leaves out T > 2 before running, and keeps what runs.
+    assert {r['name'].split(' %sample')[0] for r in spmv} == {
+        f'SpmvCheck %layout={lay} %problem=8' for lay in (
+            'mpi_16x1', 'masteronly_8x2', 'funneled_8x2', 'serial_8x1_decomp2')}
+    assert len(spmv) == 2 * 4
+    assert 'spmv refuses 4 threads per rank on 2 online CPUs' in proc.stdout
+    for rec in md + spmv:
+        assert rec['oversubscribed'] == 'true', rec['name']
+        assert rec['result'] == 'pass' and rec['verified'] == 'true', rec['name']
+        assert rec['cores'] == '16'
+    # No verdict from oversubscribed runs: each is skipped, saying why.
+    verdicts = [ln for ln in proc.stdout.splitlines()
+                if 'HybridVerdict %pair' in ln and ('SKIP' in ln or '  OK ' in ln)]
+    assert verdicts and all('SKIP' in ln for ln in verdicts), verdicts
+    # Those of runs the plan left out (spmv T > 2) by their skipped runs.
+    assert all('oversubscribed' in ln or 'skipped dependencies' in ln for ln in verdicts)
+    assert any('no verdict from oversubscribed runs' in ln for ln in verdicts)
+    assert not (base / 'HybridVerdict.log').exists()
+
+
+def test_samples_are_interleaved_through_the_session(declared_session):
+    var, _ = declared_session
+    md = _records(var / 'perflogs' / 'declared' / 'cores16' / 'MdCheck.log')
+    order = [r['name'].rsplit('%sample=', 1)[1] for r in md]
+    # Every layout's sample 0, then every layout's sample 1: never back to back.
+    assert order == ['0'] * 5 + ['1'] * 5, order
+
+
+def test_report_keeps_oversubscribed_runs_out_of_verdicts(declared_session):
+    var, _ = declared_session
+    proc = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
+                           '--no-write'], cwd=REPO,
+                          env=mpi_env(), capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert 'WIN' not in text and 'LOSS' not in text, text[-3000:]
+
+
+def test_harness_run_prints_the_plan_and_refuses_a_bad_budget(tmp_path):
+    env = mpi_env(HARNESS_NO_APT='1', HARNESS_VAR_DIR=str(tmp_path), HARNESS_BUDGET='soon',
+                  HARNESS_VENV=str(BIN.parent))
+    proc = subprocess.run([str(REPO / 'harness'), 'run'], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "HARNESS_BUDGET must be minutes or a duration such as 15m" in proc.stderr
+    assert 'cannot make the plan' in proc.stderr
+    # Nothing ran: the plan comes before ReFrame.
+    assert '[3/4]' not in proc.stdout and not (tmp_path / 'perflogs').exists()
+
+
+def test_md_size_that_cannot_run_on_a_layout_is_skipped_before_running(tmp_path, stacks):
+    # The issue's reproduction on 2 cores: md at 3 cells per side runs as 1x2
+    # (one rank) but not as 2x1 (sub-boxes 2.52 < cutoff+skin 2.8): the 2x1
+    # run is skipped with the reason before it starts, and the session passes.
+    stack = stacks[0]
+    proc = run_reframe(tmp_path, '--system', 'local:shm', '-P', 'problem=3', '-n', 'MdCheck',
+                       '-r', env={'HARNESS_STACKS': stack})
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    skip = [ln for ln in lines if 'MdCheck %layout=mpi_2x1 %problem=3' in ln and 'SKIP' in ln]
+    assert skip and 'sub-boxes 2.52 wide < cutoff+skin 2.8' in skip[0], lines[-30:]
+    assert any('MdCheck %layout=masteronly_1x2 %problem=3' in ln and '  OK ' in ln
+               for ln in lines)
+    records = _records(tmp_path / 'perflogs' / 'local' / 'shm' / 'MdCheck.log')
+    assert [r['mode'] for r in records] == ['masteronly']   # no failed record
