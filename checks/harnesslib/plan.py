@@ -191,15 +191,22 @@ class Topology:
     def from_partition(cls, partition, nodes: int | None = None) -> Topology:
         """The topology of a ReFrame partition: its processor info (detected
         or declared in the configuration), ``extras['mem_per_node']`` or, on a
-        local partition, this machine's memory; ``extras['nodes']``."""
+        local partition, this machine's memory (a remote partition that
+        declares none: ``ASSUMED_MEM_PER_CORE`` per core); ``extras['nodes']``."""
         from .placement import cores_per_node
         proc = partition.processor
         cores = cores_per_node(partition)
         sockets = int(proc.num_sockets or 1)
         numa = int(proc.num_numa_nodes or 1)
         extras = partition.extras
-        mem = parse_memory(str(extras['mem_per_node'])) if extras.get('mem_per_node') \
-            else local_memory()
+        if extras.get('mem_per_node'):
+            mem = parse_memory(str(extras['mem_per_node']))
+        elif partition.scheduler.registered_name == 'local':
+            mem = local_memory()
+        else:
+            # A remote node's memory is not this machine's: assume the usual
+            # minimum of an HPC node until the configuration says otherwise.
+            mem = cores * ASSUMED_MEM_PER_CORE
         declared = bool(extras.get('declared_topology'))
         physical = len(os.sched_getaffinity(0))
         over = declared and partition.scheduler.registered_name == 'local' and cores > physical
@@ -207,6 +214,11 @@ class Topology:
                    numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
                    oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0)
+
+
+#: Memory per core assumed for a remote (Slurm) partition whose configuration
+#: declares no ``extras['mem_per_node']``: 2 GiB, the usual minimum of HPC nodes.
+ASSUMED_MEM_PER_CORE = 2 * 2**30
 
 
 def local_memory() -> int:
