@@ -51,11 +51,12 @@ def test_speedup_is_tmpi_over_thybrid_with_medians():
     assert (v.mpi_layout, v.hybrid_layout, v.hybrid_mode) == ('2x1', '1x2', 'masteronly')
 
 
-def test_noisy_samples_turn_a_difference_into_a_tie():
-    # 10% faster on median, but each side spreads by +-20%: not significant.
+def test_noisy_samples_make_a_difference_inconclusive():
+    # 10% faster on median, but each side spreads by +-20%: the interval of the speedup
+    # crosses the band's edge (stats.decide), so neither TIE nor WIN can be said
     found = verdicts([rec('mpi', 0.8), rec('mpi', 1.1), rec('mpi', 1.2),
                       hyb(0.8), hyb(1.0), hyb(1.2)])
-    assert found[0].verdict == 'TIE'
+    assert found[0].verdict == 'INCONCLUSIVE'
     assert found[0].noise > 0.3
 
 
@@ -95,3 +96,75 @@ def test_md_phase_table_pairs_phases_of_mpi_and_hybrid():
     assert by_phase['force'].t_mpi == pytest.approx(1.1)
     assert by_phase['movout'].ratio == pytest.approx(2.5)
     assert by_phase['force'].samples == '2/1'
+
+
+# ---- per node count, every reference, the one rule, history ------------------------
+
+def test_node_counts_are_never_pooled():
+    # hybrid wins by 2x on 1 node and loses by 2x on 4 nodes: pooled, they would cancel
+    found = verdicts([rec('mpi', 2.0, nodes=1), hyb(1.0, nodes=1),
+                      rec('mpi', 1.0, nodes=4), hyb(2.0, nodes=4)])
+    assert [(v.nodes, v.verdict, v.speedup) for v in found] == [(1, 'WIN', 2.0),
+                                                                (4, 'LOSS', 0.5)]
+    assert verdicts([rec('mpi', 1.0, nodes=1), hyb(1.0, nodes=2)]) == []
+
+
+def test_builds_and_libraries_are_never_pooled():
+    assert verdicts([rec('mpi', 1.0, build_spec='cmake Debug mpich'),
+                     hyb(1.0, build_spec='cmake Release mpich')]) == []
+    assert verdicts([rec('mpi', 1.0, mpi_library='MPICH 4.1'), hyb(1.0)]) == []
+
+
+def test_every_pure_mpi_layout_is_a_reference_and_named():
+    found = verdicts([rec('mpi', 2.0, ranks=2, threads=1), rec('mpi', 4.0, ranks=1, threads=2),
+                      hyb(1.0)])
+    assert sorted((v.mpi_layout, v.speedup) for v in found) == [('1x2', 4.0), ('2x1', 2.0)]
+
+
+def at(minutes: int) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+def test_interleaved_rounds_decide_where_back_to_back_samples_cannot():
+    # hybrid 3% faster in every round while the machine drifts by 20%
+    drift = [1.0, 1.04, 1.08, 1.12, 1.16, 1.2]
+    rounds = ([rec('mpi', 1.03 * d, time=at(2 * i)) for i, d in enumerate(drift)]
+              + [hyb(d, time=at(2 * i + 1)) for i, d in enumerate(drift)])
+    (v,) = verdicts(rounds)
+    assert v.basis == 'interleaved rounds'
+    assert v.speedup == pytest.approx(1.03) and v.verdict == 'TIE'
+    # the same samples, all MPI runs first: the drift is not seen, no call can be made
+    blocks = ([rec('mpi', 1.03 * d, time=at(i)) for i, d in enumerate(drift)]
+              + [hyb(d, time=at(10 + i)) for i, d in enumerate(drift)])
+    (b,) = verdicts(blocks)
+    assert b.basis == 'back-to-back samples' and b.verdict == 'INCONCLUSIVE'
+
+
+def test_confirmed_when_the_last_three_sessions_agree():
+    day = dt.timedelta(days=1)
+    history = []
+    for night, t_hyb in enumerate((1.0, 0.5, 0.5, 0.5)):     # TIE, then WIN three times
+        when = T0 + night * day
+        history += [rec('mpi', 1.0, time=when), hyb(t_hyb, time=when)]
+    last = history[-2:]
+    (v,) = verdicts(last, history=history)
+    assert v.verdict == 'WIN' and v.confirmed and v.sessions == 'WIN WIN WIN'
+    (v2,) = verdicts(last, history=history[2:6] + last)      # TIE dropped: only 3 nights
+    assert v2.confirmed
+    (v3,) = verdicts(last, history=history[:2] + history[4:])  # TIE, WIN, WIN
+    assert not v3.confirmed and v3.sessions == 'TIE WIN WIN'
+
+
+def test_crossover_per_size_with_its_sentence():
+    from hybridverdict.verdict import crossovers
+    runs = []
+    for nodes, t_hyb in ((1, 0.5), (2, 1.0), (4, 1.5), (8, 1.6)):
+        runs += [rec('mpi', 1.0, nodes=nodes), hyb(t_hyb, nodes=nodes)]
+    (c,) = crossovers(verdicts(runs))
+    assert c.nodes == (1, 2, 4, 8) and c.calls == ('WIN', 'TIE', 'LOSS', 'LOSS')
+    assert (c.wins_from, c.loses_from) == (None, 4)
+    assert 'hybrid loses from 4 nodes on' in c.sentence
+    assert 'WIN at 1, TIE at 2' in c.sentence
+    (w,) = crossovers(verdicts([rec('mpi', 1.0, nodes=n) for n in (1, 2)]
+                               + [hyb(0.5, nodes=n) for n in (1, 2)]))
+    assert 'hybrid wins at every node count measured (1-2 nodes' in w.sentence

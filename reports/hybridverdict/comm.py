@@ -15,7 +15,11 @@ Data convention of the communication checks (one perflog line per run):
   ``bandwidth_ratio_<bytes>``.
 
 Every figure is the median of the usable runs (passed, verified, not
-oversubscribed); the number of runs behind it is given beside it.
+oversubscribed); the number of runs behind it is given beside it.  Runs are
+grouped by ``Record.group``: a curve, a fit or a saturation series holds the
+runs of one node count, one build and one MPI library only.  The collectives'
+fit is the exception by design: its abscissa is the rank count n = ranks per
+node x nodes, so node counts are its points, never pooled into one point.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
-from .perflog import Record
+from .perflog import Group, Record
 
 LAT_KERNELS = ('ring-pingpong', 'osu_latency')
 BW_KERNELS = ('ring-bw', 'osu_bw')
@@ -93,9 +97,16 @@ class _Span:
         self.library = rec.mpi_library
 
 
+def _where(group: Group) -> dict:
+    """The fields of a group that name where an analysis's figure comes from."""
+    return {'system': group.system, 'partition': group.partition, 'stack': group.stack,
+            'kernel': group.kernel, 'nodes': group.nodes, 'build': group.build,
+            'library': group.library}
+
+
 @dataclasses.dataclass
 class Curve:
-    """Point-to-point times of one kernel on one stack and partition."""
+    """Point-to-point times of one kernel on one stack, partition and node count."""
 
     system: str
     partition: str
@@ -105,6 +116,9 @@ class Curve:
     span: _Span
     fit: HockneyFit | None = None
     error: str = ''
+    nodes: int = 1
+    build: str = ''
+    library: str = ''
 
     def medians(self) -> tuple[list[int], list[float]]:
         sizes = sorted(self.times)
@@ -116,7 +130,7 @@ def _usable(records: Iterable[Record], kernels: tuple[str, ...]) -> Iterable[Rec
 
 
 def p2p_curves(records: Iterable[Record]) -> list[Curve]:
-    """One curve per (system, partition, stack, kernel), with its Hockney fit."""
+    """One curve per group (the message sweep's size aside), with its Hockney fit."""
     curves: dict[tuple, Curve] = {}
     for rec in _usable(records, P2P_KERNELS):
         lat: dict[int, float] = {}
@@ -131,15 +145,15 @@ def p2p_curves(records: Iterable[Record]) -> list[Curve]:
         points = lat or {size: size / b for size, b in bw.items() if b > 0}
         if not points:
             continue
-        key = (rec.system, rec.partition, rec.stack, rec.kernel)
+        key = rec.group.with_size('')
         curve = curves.get(key)
         if curve is None:
-            curve = curves[key] = Curve(*key, times=defaultdict(list), span=_Span())
+            curve = curves[key] = Curve(**_where(key), times=defaultdict(list), span=_Span())
         curve.span.add(rec)
         for size, t in points.items():
             curve.times[size].append(t)
     out = []
-    for key in sorted(curves):
+    for key in sorted(curves, key=Group.sort_key):
         curve = curves[key]
         sizes, times = curve.medians()
         try:
@@ -162,14 +176,14 @@ def _dates(span: _Span) -> str:
 
 
 HOCKNEY_COLUMNS = ('stack', 'partition', 'kernel', 'sizes', 't0 [us]', 'r_inf [MB/s]',
-                   'm_1/2 [B]', 'rel. error', 'max error', 'samples', 'dates')
+                   'm_1/2 [B]', 'rel. error', 'max error', 'nodes', 'samples', 'dates')
 
 
 def hockney_rows(curves: list[Curve]) -> list[list[object]]:
     rows: list[list[object]] = []
     for c in curves:
         head = [c.stack, c.partition, c.kernel, len(c.times)]
-        tail = [c.span.records, _dates(c.span)]
+        tail = [c.nodes, c.span.records, _dates(c.span)]
         if c.fit is None:
             rows.append(head + [f'no fit: {c.error}', '', '', '', ''] + tail)
         else:
@@ -185,7 +199,8 @@ def hockney_data(curves: list[Curve]) -> list[dict]:
     for c in curves:
         sizes, times = c.medians()
         out.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
-                    'kernel': c.kernel, 'library': c.span.library, 'samples': c.span.records,
+                    'kernel': c.kernel, 'nodes': c.nodes, 'build': c.build,
+                    'library': c.span.library, 'samples': c.span.records,
                     'sizes': sizes, 'times_us': times,
                     'fit': dataclasses.asdict(c.fit) if c.fit else None, 'error': c.error})
     return out
@@ -195,12 +210,16 @@ def hockney_data(curves: list[Curve]) -> list[dict]:
 
 @dataclasses.dataclass
 class Headline:
-    """Latency at 8 B and bandwidth at 1 MiB and at the largest size, one stack."""
+    """Latency at 8 B and bandwidth at 1 MiB and at the largest size, one stack
+    (one build of one library) on one node count."""
 
     system: str
     partition: str
     family: str
     stack: str
+    nodes: int = 1
+    build: str = ''
+    library: str = ''
     lat8: list[float] = dataclasses.field(default_factory=list)
     bw1m: list[float] = dataclasses.field(default_factory=list)
     bw_sized: dict[int, list[float]] = dataclasses.field(
@@ -228,7 +247,8 @@ class Headline:
 def headlines(records: Iterable[Record]) -> list[Headline]:
     found: dict[tuple, Headline] = {}
     for rec in _usable(records, P2P_KERNELS):
-        key = (rec.system, rec.partition, family(rec.kernel), rec.stack)
+        g = rec.group
+        key = (g.system, g.partition, family(g.kernel), g.stack, g.nodes, g.build, g.library)
         h = found.get(key)
         if h is None:
             h = found[key] = Headline(*key)
@@ -259,7 +279,7 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
     """The MPI-stack comparison: each stack against the best of its partition."""
     best: dict[tuple, dict[str, float]] = defaultdict(dict)
     for h in heads:
-        group = best[(h.system, h.partition, h.family)]
+        group = best[(h.system, h.partition, h.family, h.nodes)]
         if h.latency is not None:
             group['lat'] = min(group.get('lat', h.latency), h.latency)
         if h.bandwidth is not None:
@@ -269,7 +289,7 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
     rows: list[list[object]] = []
     data: list[dict] = []
     for h in heads:
-        group = best[(h.system, h.partition, h.family)]
+        group = best[(h.system, h.partition, h.family, h.nodes)]
         lat, bw, big = h.latency, h.bandwidth, h.largest
         rel_lat = lat / group['lat'] if lat is not None and group.get('lat') else None
         rel_bw = bw / group['bw'] if bw is not None and group.get('bw') else None
@@ -277,7 +297,8 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
         rows.append([h.partition, h.family, h.stack, _fmt(lat), _fmt(rel_lat, '.2f'),
                      _fmt(bw, '.4g'), _pct(rel_bw), human_bytes(big[0]) if big else 'n/a',
                      _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.span.records])
-        data.append({'system': h.system, 'partition': h.partition, 'source': h.family,
+        data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
+                     'source': h.family,
                      'stack': h.stack, 'library': h.span.library, 'latency_8B_us': lat,
                      'latency_vs_best': rel_lat, 'bandwidth_1MiB_MBps': bw,
                      'bandwidth_vs_best': rel_bw, 'largest_bytes': big[0] if big else None,
@@ -295,13 +316,14 @@ RING_OSU_COLUMNS = ('partition', 'stack', 'ring lat 8 B [us]', 'OSU lat 8 B [us]
 
 
 def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
-    """The ring kernel's figures beside OSU's, same stack and partition."""
+    """The ring kernel's figures beside OSU's, same stack, library, partition and
+    node count."""
     pairs: dict[tuple, dict[str, Headline]] = defaultdict(dict)
     for h in heads:
-        pairs[(h.system, h.partition, h.stack)][h.family] = h
+        pairs[(h.system, h.partition, h.stack, h.nodes, h.library)][h.family] = h
     rows: list[list[object]] = []
     data: list[dict] = []
-    for (system, partition, stack), sides in sorted(pairs.items()):
+    for (system, partition, stack, nodes, _lib), sides in sorted(pairs.items()):
         ring, osu = sides.get('ring'), sides.get('osu')
         if ring is None or osu is None:
             continue
@@ -311,7 +333,8 @@ def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]
                      _fmt(lat_r, '.2f'), _fmt(ring.bandwidth, '.4g'), _fmt(osu.bandwidth, '.4g'),
                      _fmt(bw_r, '.2f'), f'{ring.span.records}/{osu.span.records}'])
         data.append({'system': system, 'partition': partition, 'stack': stack,
-                     'ring_latency_8B_us': ring.latency, 'osu_latency_8B_us': osu.latency,
+                     'nodes': nodes, 'ring_latency_8B_us': ring.latency,
+                     'osu_latency_8B_us': osu.latency,
                      'latency_ratio': lat_r, 'ring_bandwidth_1MiB_MBps': ring.bandwidth,
                      'osu_bandwidth_1MiB_MBps': osu.bandwidth, 'bandwidth_ratio': bw_r,
                      'samples_ring': ring.span.records, 'samples_osu': osu.span.records})
@@ -326,16 +349,18 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
     """The ring-vs-osu check's own ratios."""
     found: dict[tuple, list[float]] = defaultdict(list)
     for rec in _usable(records, (ACCURACY_KERNEL,)):
+        g = rec.group
         for var, value in rec.values.items():
             if 'ratio' in var and value > 0:
-                found[(rec.system, rec.partition, rec.stack, var)].append(value)
+                found[(g.system, g.partition, g.stack, var, g.nodes, g.build,
+                       g.library)].append(value)
     rows: list[list[object]] = []
     data: list[dict] = []
-    for (system, partition, stack, var), xs in sorted(found.items()):
+    for (system, partition, stack, var, nodes, _b, _l), xs in sorted(found.items()):
         rows.append([partition, stack, var, f'{median(xs):.3f}', f'{min(xs):.3f}',
                      f'{max(xs):.3f}', len(xs)])
         data.append({'system': system, 'partition': partition, 'stack': stack,
-                     'variable': var, 'median': median(xs), 'samples': len(xs)})
+                     'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs)})
     return rows, data
 
 
@@ -358,6 +383,9 @@ class Saturation:
     bw: dict[int, list[float]]            # k -> MB/s per node
     layouts: dict[int, set[str]]          # k -> "<mode> RxT" of the runs that measured it
     records: int = 0
+    nodes: int = 1
+    build: str = ''
+    library: str = ''
 
     def curve(self) -> list[tuple[int, float, float, int]]:
         """(k, median bandwidth, fraction of the maximum, samples) by k."""
@@ -377,21 +405,21 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
             if not m or not value > 0:
                 continue
             k, size = m
-            key = (rec.system, rec.partition, rec.stack, rec.kernel, size)
+            key = rec.group.with_size(size)
             s = found.get(key)
             if s is None:
-                s = found[key] = Saturation(*key, bw=defaultdict(list),
+                s = found[key] = Saturation(**_where(key), size=size, bw=defaultdict(list),
                                             layouts=defaultdict(set))
             s.bw[k].append(value)
             s.layouts[k].add(layout)
             if key not in seen:
                 s.records += 1
                 seen.add(key)
-    return [found[k] for k in sorted(found)]
+    return [found[k] for k in sorted(found, key=Group.sort_key)]
 
 
 SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured by',
-                      'bw/node [MB/s]', '% of max', 'samples')
+                      'bw/node [MB/s]', '% of max', 'nodes', 'samples')
 
 
 def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[dict]]:
@@ -401,16 +429,18 @@ def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[
         for k, bw, frac, n in s.curve():
             by = ', '.join(sorted(s.layouts[k]))
             rows.append([s.stack, s.partition, s.kernel, human_bytes(s.size), k, by,
-                         f'{bw:.4g}', f'{100 * frac:.0f}%', n])
+                         f'{bw:.4g}', f'{100 * frac:.0f}%', s.nodes, n])
             data.append({'system': s.system, 'partition': s.partition, 'stack': s.stack,
-                         'kernel': s.kernel, 'bytes': s.size, 'k': k, 'measured_by': by,
+                         'kernel': s.kernel, 'nodes': s.nodes, 'bytes': s.size, 'k': k,
+                         'measured_by': by,
                          'bandwidth_MBps': bw, 'fraction_of_max': frac, 'samples': n})
     return rows, data
 
 
 SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks (or pairs) '
                    'per node (Rabenseifner); % of the largest bandwidth of the same kernel, '
-                   'stack, partition and message size; "measured by" names the layouts. '
+                   'stack, partition, node count and message size; "measured by" names the '
+                   'layouts. '
                    'A node with few cores has few k: more cores show whether one '
                    'communicating rank saturates the interconnect.')
 
@@ -427,6 +457,8 @@ class Collective:
     times: dict[int, list[float]]         # rank count n -> us
     fit: LogFit | None = None
     error: str = ''
+    build: str = ''
+    library: str = ''
 
     @property
     def samples(self) -> int:
@@ -449,13 +481,16 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
             m = sized(var)
             if not m or m[0] != 'lat' or not value > 0:
                 continue
-            key = (rec.system, rec.partition, rec.stack, rec.kernel, m[1])
+            # every node count is a point n of the fit: the group without nodes
+            key = rec.group.with_size(m[1])._replace(nodes=0)
             c = found.get(key)
             if c is None:
-                c = found[key] = Collective(*key, times=defaultdict(list))
+                c = found[key] = Collective(key.system, key.partition, key.stack, key.kernel,
+                                            m[1], times=defaultdict(list), build=key.build,
+                                            library=key.library)
             c.times[n].append(value)
     out = []
-    for key in sorted(found):
+    for key in sorted(found, key=Group.sort_key):
         c = found[key]
         ns, ts = c.medians()
         if len(ns) < 2:

@@ -1,7 +1,8 @@
 """The history of each performance variable over sessions, with its reference band.
 
-A series is one variable of one kernel run (system, partition, stack, kernel,
-mode, layout, size) across every perflog record.  The reference band is what
+A series is one variable of one kernel run (``series_key``: system, partition,
+stack, kernel, mode, layout, size, node count, build and MPI library) across every
+perflog record.  The reference band is what
 ReFrame logs beside each value: ref x (1 + lower) .. ref x (1 + upper).
 
 There can be thousands of series; the report draws at most ``limit`` of them
@@ -34,6 +35,9 @@ class Series:
     mode: str
     layout: str
     size: str
+    nodes: int
+    build: str
+    library: str
     variable: str
     unit: str
     samples: int
@@ -46,7 +50,8 @@ class Series:
 
     @property
     def label(self) -> str:
-        return (f'{self.kernel} {self.size} {self.mode} {self.layout} {self.stack}@'
+        nodes = f' {self.nodes} nodes' if self.nodes > 1 else ''
+        return (f'{self.kernel} {self.size} {self.mode} {self.layout}{nodes} {self.stack}@'
                 f'{self.partition}: {self.variable}')
 
     @property
@@ -71,14 +76,22 @@ def _downsample(points: list[tuple[dt.datetime, float, float | None, float | Non
     return out
 
 
+def series_key(rec: Record) -> tuple:
+    """(system, partition, stack, kernel, mode, layout, size, nodes, build, library):
+    one series per run of one group (``Record.group``) and layout, so a series never
+    mixes node counts, builds or MPI libraries."""
+    g = rec.group
+    return (g.system, g.partition, g.stack, g.kernel, rec.mode, rec.layout, g.size, g.nodes,
+            g.build, g.library)
+
+
 def history(records: Iterable[Record], limit: int = DEFAULT_LIMIT,
             max_points: int = DEFAULT_MAX_POINTS) -> tuple[list[Series], int]:
     """The series to draw, and how many series there are in all."""
     runs: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
         if rec.verified:
-            runs[(rec.system, rec.partition, rec.stack, rec.kernel, rec.mode,
-                  f'{rec.ranks}x{rec.threads}', rec.size)].append(rec)
+            runs[series_key(rec)].append(rec)
     # candidate series: (key + variable, records, has a reference); the variables of
     # a run are those of its latest record (a check's variables rarely change)
     candidates = []
@@ -116,7 +129,7 @@ def history(records: Iterable[Record], limit: int = DEFAULT_LIMIT,
     series.sort(key=lambda s: (s.has_band, s.out_of_band > 0, s.samples), reverse=True)
     chosen = series[:limit]
     chosen.sort(key=lambda s: (s.kernel, s.variable, s.system, s.partition, s.stack, s.mode,
-                               s.size))
+                               s.size, s.nodes))
     return chosen, total
 
 

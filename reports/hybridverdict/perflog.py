@@ -15,13 +15,53 @@ import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, header_fields
 
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
 #: the thresholds are fractions of the reference, None when unbounded.
 Ref = tuple[Optional[float], Optional[float], Optional[float]]
+
+
+def size_key(size: str) -> tuple:
+    """Numeric sizes sort as numbers ("6" before "12"), others as text."""
+    try:
+        return (0, float(size), size)
+    except ValueError:
+        return (1, 0.0, size)
+
+
+class Group(NamedTuple):
+    """The runs that may be compared with each other: one kernel at one size, on one
+    system, partition, stack and node count, from one build of one MPI library.
+
+    Every analysis groups records by it (``Record.group``) and compares layouts
+    and modes only inside a group, so runs on different node counts, Debug
+    against Release builds, or two installs of a stack are never pooled.
+    """
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: str
+    nodes: int
+    build: str          # build_spec: build system, type, stack, compiler (or OSU prefix)
+    library: str        # the MPI library's version string
+
+    def sort_key(self) -> tuple:
+        return (self.system, self.partition, self.stack, self.kernel, size_key(self.size),
+                self.nodes, self.build, self.library)
+
+    def across_nodes(self) -> tuple:
+        """The group's fields but the node count: one scaling series per value."""
+        return (self.system, self.partition, self.stack, self.kernel, self.size,
+                self.build, self.library)
+
+    def with_size(self, size: object) -> Group:
+        """The same group for another size (e.g. a message size, or '' for a sweep)."""
+        return self._replace(size=str(size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +95,17 @@ class Record:
     @property
     def total_cores(self) -> int:
         return self.ranks * self.threads
+
+    @property
+    def group(self) -> Group:
+        """What a run is compared within (see ``Group``)."""
+        return Group(self.system, self.partition, self.stack, self.kernel, self.size,
+                     self.nodes, self.build_spec, self.mpi_library)
+
+    @property
+    def layout(self) -> str:
+        """"R x T" per node: ranks per node x threads per rank."""
+        return f'{self.ranks}x{self.threads}'
 
     @property
     def usable(self) -> bool:
@@ -301,5 +352,6 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
     return out
 
 
-__all__ = ['Record', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs', 'perflog_files',
+__all__ = ['Record', 'Group', 'size_key', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs',
+           'perflog_files',
            'header_fields', 'parse_time']

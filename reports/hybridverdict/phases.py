@@ -5,7 +5,8 @@ Chorley, Walker & Guest (Tables 2-4) compare the time of each phase of a step
 integration halves, neighbour build) between the MPI and hybrid layouts.  The
 md check logs each phase as ``phase_<name>`` (slowest rank, seconds); this
 module puts the medians side by side with the hybrid/MPI ratio (above 1: the
-phase is slower in hybrid).
+phase is slower in hybrid), one row set per ``Record.group`` (node count, build
+and library included) and cores per node, against every pure-MPI layout.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .perflog import Record
-from .verdict import size_key
 
-PHASES = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh')
+#: the md check's phases, then Chorley's two others (hloop, startup), shown where logged
+PHASES = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh', 'hloop', 'startup')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,8 @@ class PhaseRow:
     t_mpi: float           # median seconds
     t_hybrid: float
     samples: str           # "n_mpi/n_hybrid"
+    nodes: int = 1
+    cores: int = 0         # cores used per node (R x T)
 
     @property
     def ratio(self) -> float:
@@ -45,35 +48,35 @@ def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
     for rec in records:
         if rec.kernel != 'md' or not rec.usable:
             continue
-        key = (rec.system, rec.partition, rec.stack, rec.size, rec.total_cores)
-        groups[key][(rec.mode, f'{rec.ranks}x{rec.threads}')].append(rec)
+        groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
     rows: list[PhaseRow] = []
-    for (system, partition, stack, size, _cores), sides in sorted(
-            groups.items(), key=lambda kv: kv[0][:3] + (size_key(kv[0][3]),)):
-        mpi = [(lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi']
-        if not mpi:
-            continue
-        mpi_layout, mpi_recs = mpi[0]
-        for (mode, lay), recs in sorted(sides.items()):
-            if mode == 'mpi':
-                continue
-            for phase in PHASES:
-                name = f'phase_{phase}'
-                a = [r.values[name] for r in mpi_recs if name in r.values]
-                b = [r.values[name] for r in recs if name in r.values]
-                if not a or not b:
+    for (g, cores), sides in sorted(groups.items(),
+                                    key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
+        # every pure-MPI layout of the group is a reference for every hybrid one
+        mpi = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
+                     key=lambda side: side[0])
+        for mpi_layout, mpi_recs in mpi:
+            for (mode, lay), recs in sorted(sides.items()):
+                if mode == 'mpi':
                     continue
-                rows.append(PhaseRow(system, partition, stack, size, phase, mpi_layout,
-                                     f'{mode} {lay}', statistics.median(a),
-                                     statistics.median(b), f'{len(a)}/{len(b)}'))
+                for phase in PHASES:
+                    name = f'phase_{phase}'
+                    a = [r.values[name] for r in mpi_recs if name in r.values]
+                    b = [r.values[name] for r in recs if name in r.values]
+                    if not a or not b:
+                        continue
+                    rows.append(PhaseRow(g.system, g.partition, g.stack, g.size, phase,
+                                         mpi_layout, f'{mode} {lay}', statistics.median(a),
+                                         statistics.median(b), f'{len(a)}/{len(b)}',
+                                         nodes=g.nodes, cores=cores))
     return rows
 
 
-COLUMNS = ('stack', 'partition', 'size', 'phase', 'mpi', 'hybrid', 'T_mpi [s]',
+COLUMNS = ('stack', 'partition', 'size', 'nodes', 'phase', 'mpi', 'hybrid', 'T_mpi [s]',
            'T_hybrid [s]', 'hybrid/mpi', 'samples')
 
 
 def table_rows(rows: list[PhaseRow]) -> list[list[object]]:
-    return [[r.stack, r.partition, r.size, r.phase, r.mpi_layout, r.hybrid,
+    return [[r.stack, r.partition, r.size, r.nodes, r.phase, r.mpi_layout, r.hybrid,
              f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}', f'{r.ratio:.3f}', r.samples]
             for r in rows]

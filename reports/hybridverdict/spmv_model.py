@@ -28,7 +28,6 @@ from collections.abc import Iterable
 
 from . import overlap
 from .perflog import Record
-from .verdict import size_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,18 +69,18 @@ def _groups(records: Iterable[Record]) -> dict[tuple, dict[tuple[str, int, int],
         lambda: defaultdict(list))
     for rec in records:
         if rec.kernel == 'spmv' and rec.usable:
-            key = (rec.system, rec.partition, rec.stack, rec.size, rec.cores, rec.nodes)
-            groups[key][(rec.mode, rec.ranks, rec.threads)].append(rec)
+            groups[(rec.group, rec.cores)][(rec.mode, rec.ranks, rec.threads)].append(rec)
     return groups
 
 
 def _sorted(groups):
-    return sorted(groups.items(), key=lambda kv: kv[0][:3] + (size_key(kv[0][3]),))
+    return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1]))
 
 
 def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
     out = []
-    for (system, partition, stack, size, cores, nodes), runs in _sorted(_groups(records)):
+    for (g, cores), runs in _sorted(_groups(records)):
+        system, partition, stack, size, nodes = g.system, g.partition, g.stack, g.size, g.nodes
         mpi = runs.get(('mpi', cores, 1))
         if not mpi or not cores:
             continue
@@ -112,7 +111,8 @@ def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
 
 def overlaps(records: Iterable[Record]) -> list[Overlap]:
     out = []
-    for (system, partition, stack, size, _cores, _nodes), runs in _sorted(_groups(records)):
+    for (g, _cores), runs in _sorted(_groups(records)):
+        system, partition, stack, size = g.system, g.partition, g.stack, g.size
         for (mode, ranks, threads), master in sorted(runs.items()):
             if mode != 'masteronly' or threads < 2:
                 continue

@@ -1,16 +1,27 @@
 """Pair hybrid runs with pure-MPI runs at equal cores and judge them.
 
-A pair is (system, partition, stack, kernel, size, cores): the pure-MPI runs
-(mode ``mpi``) against the runs of one hybrid mode and layout on the same
-number of cores.  The speedup is T_mpi / T_hybrid with T the median total time
-of each side; above 1 hybrid is faster.
+A pair lies inside one ``Record.group`` (system, partition, stack, kernel,
+size, node count, build and MPI library) at one number of cores per node: the
+runs of one hybrid mode and layout against those of a pure-MPI layout (mode
+``mpi``).  Every pure-MPI layout of the group is a reference: a hybrid layout
+gets one verdict per pure-MPI layout, and ``mpi_layout`` says which one.  Runs
+on different node counts are never pooled; ``crossovers`` lines the verdicts of
+one pair up by node count.
 
-The verdict rests on the samples.  Each side's relative standard error is
-stdev / mean / sqrt(n); the pair's noise is twice their quadrature sum (about
-a 95% band on the ratio), never below a floor (by default 5%: the run-to-run
-jitter of a shared machine, which one sample cannot measure).  More samples
-narrow the band.  WIN when the speedup exceeds 1 + noise, LOSS when it is below
-1 / (1 + noise), TIE otherwise.
+The speedup is T_mpi / T_hybrid (``t_total``); above 1 hybrid is faster.  The
+verdict follows the one rule of ``stats``: an interval for the speedup (the
+median of per-round ratios when the samples of the two sides alternate in
+time, else the ratio of the medians with its interval widened by the floor,
+the drift that back-to-back samples cannot see), judged against the band
+[1 / (1 + floor), 1 + floor]:
+
+* TIE  the interval lies inside the band (the two are equal within the floor);
+* WIN  the interval lies above it; LOSS  below it;
+* INCONCLUSIVE  the interval crosses an edge of the band: more samples (or
+  interleaved rounds) are needed, and ``noise`` says how wide it is.
+
+With the history, a verdict is ``confirmed`` when the last
+``stats.CONFIRM_SESSIONS`` sessions (3) made the same call.
 """
 
 from __future__ import annotations
@@ -19,12 +30,15 @@ import dataclasses
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from .perflog import Record
+from . import stats
+from .perflog import Record, size_key  # noqa: F401  (size_key re-exported: html, plots)
 
-DEFAULT_NOISE_FLOOR = 0.05
+DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
 TIME_VARIABLE = 't_total'
+WIN, LOSS, TIE, INCONCLUSIVE = 'WIN', 'LOSS', 'TIE', stats.INCONCLUSIVE
+CALLS = (WIN, LOSS, TIE, INCONCLUSIVE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,18 +48,33 @@ class Verdict:
     stack: str
     kernel: str
     size: str
-    cores: int
+    cores: int              # cores used per node (R x T)
     hybrid_mode: str
     hybrid_layout: str      # "R x T" of the hybrid runs
-    mpi_layout: str
+    mpi_layout: str         # the pure-MPI layout it was judged against
     t_mpi: float            # median seconds
     t_hybrid: float
     n_mpi: int
     n_hybrid: int
-    speedup: float          # T_mpi / T_hybrid
-    noise: float            # relative, the band around 1 inside which it is a TIE
-    verdict: str            # WIN, LOSS or TIE (for hybrid)
+    speedup: float          # T_mpi / T_hybrid (median per-round ratio when interleaved)
+    noise: float            # relative half-width of the speedup's interval
+    verdict: str            # WIN, LOSS, TIE or INCONCLUSIVE (for hybrid)
     mpi_library: str
+    nodes: int = 1
+    build: str = ''
+    low: float = 0.0        # the speedup's interval
+    high: float = 0.0
+    basis: str = ''         # 'interleaved rounds' or 'back-to-back samples'
+    method: str = ''        # how the interval was made
+    confirmed: bool = False  # the same call in the last CONFIRM_SESSIONS sessions
+    sessions: str = ''      # the calls of the last sessions, oldest first
+
+    @property
+    def key(self) -> tuple:
+        """What identifies the pair across sessions."""
+        return (self.system, self.partition, self.stack, self.kernel, self.size, self.nodes,
+                self.build, self.mpi_library, self.cores, self.hybrid_mode,
+                self.hybrid_layout, self.mpi_layout)
 
 
 def relative_error(samples: list[float]) -> float:
@@ -59,11 +88,13 @@ def relative_error(samples: list[float]) -> float:
 
 
 def pair_noise(a: list[float], b: list[float], floor: float) -> float:
-    """The band around 1 inside which a ratio of the two sides is a TIE."""
+    """The former band (twice the quadrature sum of the relative standard errors, at
+    least the floor); kept for the checks until they use ``stats``."""
     return max(floor, 2.0 * math.hypot(relative_error(a), relative_error(b)))
 
 
 def judge(speedup: float, noise: float) -> str:
+    """A single speedup against the band 1 +- noise (a point interval)."""
     if speedup > 1.0 + noise:
         return 'WIN'
     if speedup < 1.0 / (1.0 + noise):
@@ -71,59 +102,168 @@ def judge(speedup: float, noise: float) -> str:
     return 'TIE'
 
 
-def size_key(size: str) -> tuple:
-    """Numeric sizes sort as numbers ("6" before "12"), others as text."""
-    try:
-        return (0, float(size), size)
-    except ValueError:
-        return (1, 0.0, size)
+def call(decision: stats.Decision) -> str:
+    """The verdict of a speedup's decision against the band around 1."""
+    if decision.state == stats.PASS:
+        return TIE
+    if decision.state == stats.FAIL:
+        return WIN if decision.side == 'above' else LOSS
+    return INCONCLUSIVE
 
 
-def group_key(key: tuple) -> tuple:
-    """Order of (system, partition, stack, kernel, size, cores) groups."""
-    return key[:4] + (size_key(key[4]),) + key[5:]
-
-
-def _layout(rec: Record) -> str:
-    return f'{rec.ranks}x{rec.threads}'
+def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
+               variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
+    """The comparison of T_mpi against T_hybrid and its call."""
+    cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
+                        [r.time for r in mpi], [r.time for r in hybrid], floor=floor)
+    band = stats.decide(cmp.interval, 1.0 / (1.0 + floor), 1.0 + floor)
+    return cmp, call(band)
 
 
 def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
-             variable: str = TIME_VARIABLE) -> list[Verdict]:
-    """One verdict per hybrid (mode, layout) that has a pure-MPI partner."""
+             variable: str = TIME_VARIABLE, history: Sequence[Record] | None = None,
+             confirm_sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
+    """One verdict per hybrid (mode, layout) and pure-MPI layout of a group; with
+    `history` (every record read), each marked confirmed or not."""
     groups: dict[tuple, dict[tuple[str, str], list[Record]]] = defaultdict(
         lambda: defaultdict(list))
     for rec in records:
         if not rec.usable or variable not in rec.values:
             continue
-        key = (rec.system, rec.partition, rec.stack, rec.kernel, rec.size,
-               rec.total_cores)
-        groups[key][(rec.mode, _layout(rec))].append(rec)
+        groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
 
     out: list[Verdict] = []
-    for key, sides in sorted(groups.items(), key=lambda kv: group_key(kv[0])):
-        mpi_sides = [(lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi']
-        if not mpi_sides:
-            continue
-        mpi_layout, mpi_recs = mpi_sides[0]
-        t_mpi_samples = [r.values[variable] for r in mpi_recs]
-        t_mpi = statistics.median(t_mpi_samples)
-        for (mode, lay), recs in sorted(sides.items()):
-            if mode == 'mpi':
-                continue
-            t_hyb_samples = [r.values[variable] for r in recs]
-            t_hyb = statistics.median(t_hyb_samples)
-            if t_hyb <= 0 or t_mpi <= 0:
-                continue
-            speedup = t_mpi / t_hyb
-            noise = pair_noise(t_mpi_samples, t_hyb_samples, noise_floor)
-            system, partition, stack, kernel, size, cores = key
-            out.append(Verdict(
-                system=system, partition=partition, stack=stack, kernel=kernel,
-                size=size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
-                mpi_layout=mpi_layout, t_mpi=t_mpi, t_hybrid=t_hyb,
-                n_mpi=len(t_mpi_samples), n_hybrid=len(t_hyb_samples),
-                speedup=speedup, noise=noise, verdict=judge(speedup, noise),
-                mpi_library=recs[-1].mpi_library,
-            ))
+    for (g, cores), sides in sorted(groups.items(),
+                                    key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
+        mpi_sides = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
+                           key=lambda side: side[0])
+        for mpi_layout, mpi_recs in mpi_sides:
+            t_mpi = statistics.median(r.values[variable] for r in mpi_recs)
+            for (mode, lay), recs in sorted(sides.items(), key=lambda kv: kv[0]):
+                if mode == 'mpi':
+                    continue
+                t_hyb = statistics.median(r.values[variable] for r in recs)
+                if t_hyb <= 0 or t_mpi <= 0:
+                    continue
+                cmp, verdict = judge_pair(mpi_recs, recs, noise_floor, variable)
+                out.append(Verdict(
+                    system=g.system, partition=g.partition, stack=g.stack, kernel=g.kernel,
+                    size=g.size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
+                    mpi_layout=mpi_layout, t_mpi=t_mpi, t_hybrid=t_hyb,
+                    n_mpi=len(mpi_recs), n_hybrid=len(recs), speedup=cmp.ratio,
+                    noise=cmp.noise, verdict=verdict, mpi_library=g.library, nodes=g.nodes,
+                    build=g.build, low=cmp.interval.low, high=cmp.interval.high,
+                    basis=cmp.basis, method=cmp.interval.method))
+    if history is not None:
+        out = confirm(out, history, noise_floor, variable, confirm_sessions)
     return out
+
+
+def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
+                  variable: str = TIME_VARIABLE) -> dict[tuple, list[str]]:
+    """Verdict key -> its call in each session of the history, oldest first (sessions
+    split by ``stats.session_starts``)."""
+    starts = stats.session_starts([r.time for r in history])
+    by_session: dict[int, list[Record]] = defaultdict(list)
+    for r in history:
+        by_session[stats.session_of(r.time, starts)].append(r)
+    calls: dict[tuple, list[str]] = defaultdict(list)
+    for i in sorted(by_session):
+        for v in verdicts(by_session[i], noise_floor, variable):
+            calls[v.key].append(v.verdict)
+    return calls
+
+
+def confirm(found: list[Verdict], history: Sequence[Record],
+            noise_floor: float = DEFAULT_NOISE_FLOOR, variable: str = TIME_VARIABLE,
+            sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
+    """The verdicts, each confirmed when its last `sessions` session calls agree
+    with it."""
+    calls = session_calls(history, noise_floor, variable)
+    out = []
+    for v in found:
+        last = calls.get(v.key, [])[-sessions:]
+        ok = stats.confirmed(last, sessions) and last[-1] == v.verdict
+        out.append(dataclasses.replace(v, confirmed=ok, sessions=' '.join(last)))
+    return out
+
+
+# ---- scaling: one pair across node counts ----------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Crossover:
+    """The verdicts of one hybrid layout against one pure-MPI layout by node count."""
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: str
+    hybrid: str             # "<mode> RxT" per node
+    mpi_layout: str
+    nodes: tuple[int, ...]
+    speedups: tuple[float, ...]
+    calls: tuple[str, ...]
+    wins_from: int | None   # the node count from which hybrid wins at every larger one
+    loses_from: int | None
+
+    @property
+    def sentence(self) -> str:
+        what = (f'{self.kernel} size {self.size}, {self.hybrid} against mpi {self.mpi_layout} '
+                f'({self.stack}@{self.partition})')
+        span = (f'{self.nodes[0]}' if len(self.nodes) == 1
+                else f'{self.nodes[0]}-{self.nodes[-1]}')
+        at = ', '.join(f'{c} at {n}' for n, c in zip(self.nodes, self.calls))
+        for word, start in (('wins', self.wins_from), ('loses', self.loses_from)):
+            if start is None:
+                continue
+            i = self.nodes.index(start)
+            if i == 0:
+                return (f'{what}: hybrid {word} at every node count measured ({span} nodes; '
+                        f'speedup {min(self.speedups):.2f}-{max(self.speedups):.2f}).')
+            return (f'{what}: hybrid {word} from {start} nodes on (speedup '
+                    f'{self.speedups[i]:.2f} there); below: '
+                    + ', '.join(f'{c} at {n}' for n, c in
+                                zip(self.nodes[:i], self.calls[:i])) + '.')
+        return f'{what}: no crossover in {span} nodes ({at}).'
+
+
+def _tail_start(nodes: Sequence[int], calls: Sequence[str], want: str) -> int | None:
+    """The smallest node count from which every call is `want`."""
+    start = None
+    for n, c in zip(reversed(nodes), reversed(calls)):
+        if c != want:
+            break
+        start = n
+    return start
+
+
+def crossovers(found: Iterable[Verdict]) -> list[Crossover]:
+    """Per pair (everything but the node count), its verdicts in node order; the cores
+    per node and the layouts are the same at every node count (weak scaling per node)."""
+    series: dict[tuple, list[Verdict]] = defaultdict(list)
+    for v in found:
+        series[(v.system, v.partition, v.stack, v.kernel, v.size, v.build, v.mpi_library,
+                v.cores, v.hybrid_mode, v.hybrid_layout, v.mpi_layout)].append(v)
+    out = []
+    for key in sorted(series, key=lambda k: k[:4] + (size_key(k[4]),) + k[5:]):
+        vs = sorted(series[key], key=lambda v: v.nodes)
+        nodes = tuple(v.nodes for v in vs)
+        calls = tuple(v.verdict for v in vs)
+        v0 = vs[0]
+        out.append(Crossover(v0.system, v0.partition, v0.stack, v0.kernel, v0.size,
+                             f'{v0.hybrid_mode} {v0.hybrid_layout}', v0.mpi_layout, nodes,
+                             tuple(v.speedup for v in vs), calls,
+                             _tail_start(nodes, calls, WIN), _tail_start(nodes, calls, LOSS)))
+    return out
+
+
+CROSSOVER_COLUMNS = ('kernel', 'size', 'stack', 'partition', 'hybrid', 'mpi',
+                     'speedup by nodes', 'hybrid wins from', 'hybrid loses from')
+
+
+def crossover_rows(rows: list[Crossover]) -> list[list[object]]:
+    return [[c.kernel, c.size, c.stack, c.partition, c.hybrid, c.mpi_layout,
+             ', '.join(f'{n}: {s:.2f} {v}' for n, s, v in zip(c.nodes, c.speedups, c.calls)),
+             '-' if c.wins_from is None else c.wins_from,
+             '-' if c.loses_from is None else c.loses_from] for c in rows]

@@ -1,0 +1,372 @@
+"""One rule for every performance decision made from repeated measurements.
+
+Pure Python (no ReFrame, no third-party import): the checks import it at run
+time as the report does.
+
+The rule
+--------
+1. From the samples, an interval for the median: per-round ratios when the two
+   sides were measured in alternating rounds (``paired_ratios``), otherwise the
+   ratio of the two sides' medians (``ratio_interval``).
+
+   * n >= 6 values (at 95%): the distribution-free order-statistic interval
+     [X(k), X(n+1-k)], k the largest rank with 2 P(Bin(n, 1/2) <= k-1) <= 1 - c
+     (``median_ci_ranks``).  Its coverage is exact (>= c) for any continuous
+     distribution.
+   * 2..5 values, or two unpaired lists: a percentile bootstrap of the median
+     (of the ratio of medians), ``BOOTSTRAP_RESAMPLES`` resamples from a fixed
+     seed, so the same samples always give the same interval.
+   * one value: the point itself (nothing is known of its spread).
+
+2. A decision against a band [low, high] (either end may be open):
+   ``PASS`` when the interval lies inside the band, ``FAIL`` when it lies
+   entirely outside it (above or below), ``INCONCLUSIVE`` otherwise; the spread
+   (the interval's relative half-width) is reported with it.
+
+3. Drift.  Samples of the two sides taken back to back cannot see the drift
+   of the machine between them (issue 15: verdicts flipped between identical
+   sessions); samples interleaved in rounds (mpi, hybrid, mpi, hybrid, ...) can,
+   since each round's ratio shares that round's state of the machine.
+   ``compare`` uses the per-round ratios when the completion times show
+   interleaved rounds (``interleaved``) and otherwise widens the interval by the
+   floor (``DEFAULT_FLOOR``, 5%: the drift a shared machine shows between
+   sessions) on each side; ``Comparison.noise`` is the resulting relative
+   half-width and ``Comparison.basis`` says which case it is.
+
+4. History.  A call (e.g. WIN, LOSS, TIE) is ``confirmed`` when the last
+   ``CONFIRM_SESSIONS`` (3) sessions all made it; an INCONCLUSIVE session
+   confirms nothing.  Sessions are told apart by a gap of more than
+   ``SESSION_GAP`` (1 hour) between consecutive completion times
+   (``session_starts``): a nightly's records come minutes apart, nights apart
+   from the next.
+
+For a hybrid-against-MPI verdict the band is [1 / (1 + floor), 1 + floor]
+around a speedup of 1: inside it the two are equal (TIE), above it hybrid wins,
+below it hybrid loses, across an edge the samples cannot tell.  For a
+fixed-band assertion (ring against OSU within 5%, md against LAMMPS above 0.9)
+the band is the assertion's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import datetime as dt
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+
+#: confidence of every interval
+CONFIDENCE = 0.95
+#: relative drift between sessions assumed where it is not measured (5%)
+DEFAULT_FLOOR = 0.05
+#: bootstrap resamples and the fixed seed (the same samples give the same interval)
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261123
+#: sessions in a row that must agree for a call to be confirmed
+CONFIRM_SESSIONS = 3
+#: a gap longer than this between completion times starts a new session
+SESSION_GAP = dt.timedelta(hours=1)
+
+PASS = 'PASS'
+FAIL = 'FAIL'
+INCONCLUSIVE = 'INCONCLUSIVE'
+
+
+class StatsError(ValueError):
+    """Samples a rule cannot take (none, not positive, not finite)."""
+
+
+def _check(xs: Sequence[float], what: str = 'samples') -> list[float]:
+    values = [float(x) for x in xs]
+    if not values:
+        raise StatsError(f'no {what}')
+    bad = [x for x in values if not math.isfinite(x)]
+    if bad:
+        raise StatsError(f'{what} must be finite, got {bad[0]!r}')
+    return values
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise StatsError(f'confidence must lie in (0, 1), got {confidence!r}')
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(_check(xs))
+
+
+def binomial_cdf(k: int, n: int) -> float:
+    """P(Bin(n, 1/2) <= k), exactly (as a float)."""
+    if k < 0:
+        return 0.0
+    return sum(math.comb(n, i) for i in range(min(k, n) + 1)) / 2 ** n
+
+
+def coverage(n: int, k: int) -> float:
+    """P(X(k) <= median <= X(n+1-k)) for n values of a continuous distribution."""
+    if not 1 <= k <= (n + 1) // 2:
+        raise StatsError(f'rank {k} out of 1..{(n + 1) // 2} for n={n}')
+    return 1.0 - 2.0 * binomial_cdf(k - 1, n)
+
+
+def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """1-based ranks (k, n+1-k) of the order statistics that bound the median with
+    at least `confidence`, k as large as possible; None when even (1, n) falls short
+    (at 95%: n < 6, since (1, 5) covers 1 - 2/32 = 93.75%)."""
+    _check_confidence(confidence)
+    if n < 1:
+        return None
+    best = None
+    for k in range(1, (n + 1) // 2 + 1):
+        if coverage(n, k) >= confidence - 1e-12:
+            best = k
+        else:
+            break
+    return None if best is None else (best, n + 1 - best)
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """An interval for a median, and how it was made."""
+
+    median: float
+    low: float
+    high: float
+    n: int                      # values behind it (rounds, or the smaller side)
+    confidence: float           # coverage: exact (order statistics), at most (bootstrap of
+                                # fewer values than order statistics need), nominal, or 0
+    method: str                 # 'order statistics', 'bootstrap', 'single value', ...
+
+    @property
+    def spread(self) -> float:
+        """Relative half-width: the larger distance of an end from the median."""
+        if self.median == 0:
+            return math.inf if self.high > self.low else 0.0
+        return max(self.high / self.median - 1.0, 1.0 - self.low / self.median)
+
+    def widened(self, rel: float, why: str) -> Interval:
+        """The interval stretched by a factor (1 + rel) on each side (rel >= 0)."""
+        if rel < 0:
+            raise StatsError(f'cannot widen by {rel!r}')
+        return dataclasses.replace(self, low=self.low / (1.0 + rel),
+                                   high=self.high * (1.0 + rel),
+                                   method=f'{self.method}, widened by {100 * rel:.3g}% ({why})')
+
+    def describe(self) -> str:
+        return (f'median {self.median:.4g}, {100 * self.confidence:.0f}% interval '
+                f'[{self.low:.4g}, {self.high:.4g}] (n={self.n}, {self.method})')
+
+
+def _percentiles(values: list[float], confidence: float) -> tuple[float, float]:
+    values = sorted(values)
+    alpha = (1.0 - confidence) / 2.0
+    last = len(values) - 1
+    lo = values[max(0, math.floor(alpha * last))]
+    hi = values[min(last, math.ceil((1.0 - alpha) * last))]
+    return lo, hi
+
+
+def bootstrap_interval(xs: Sequence[float], confidence: float = CONFIDENCE,
+                       resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                       statistic: Callable[[list[float]], float] = statistics.median,
+                       ) -> Interval:
+    """Percentile bootstrap interval of `statistic` (the median), seeded."""
+    values = _check(xs)
+    _check_confidence(confidence)
+    rng = random.Random(seed)
+    n = len(values)
+    stats = [statistic([values[rng.randrange(n)] for _ in range(n)])
+             for _ in range(resamples)]
+    lo, hi = _percentiles(stats, confidence)
+    mid = statistic(values)
+    if n == 1:
+        return Interval(mid, mid, mid, 1, 0.0, 'single value')
+    # the interval lies within [min, max], which covers the median with 1 - 2^(1-n) only:
+    # the coverage claimed is never more than that (75% for 3 values)
+    return Interval(mid, min(lo, mid), max(hi, mid), n, min(confidence, coverage(n, 1)),
+                    'bootstrap')
+
+
+def median_interval(xs: Sequence[float], confidence: float = CONFIDENCE,
+                    seed: int = BOOTSTRAP_SEED) -> Interval:
+    """The interval for the median of `xs`: order statistics where n allows, else
+    the seeded bootstrap (2..5 values at 95%), else the single value."""
+    values = sorted(_check(xs))
+    _check_confidence(confidence)
+    n = len(values)
+    if n == 1:
+        return Interval(values[0], values[0], values[0], 1, 0.0, 'single value')
+    ranks = median_ci_ranks(n, confidence)
+    if ranks is None:
+        return bootstrap_interval(values, confidence, seed=seed)
+    k, u = ranks
+    return Interval(statistics.median(values), values[k - 1], values[u - 1], n,
+                    coverage(n, k), 'order statistics')
+
+
+def paired_ratios(num: Sequence[float], den: Sequence[float]) -> list[float]:
+    """num[i] / den[i] for each round i (equal lengths, positive denominators)."""
+    a, b = _check(num, 'numerator samples'), _check(den, 'denominator samples')
+    if len(a) != len(b):
+        raise StatsError(f'{len(a)} numerator but {len(b)} denominator samples: not paired')
+    if any(x <= 0 for x in b):
+        raise StatsError('denominator samples must be positive')
+    return [x / y for x, y in zip(a, b)]
+
+
+def ratio_interval(num: Sequence[float], den: Sequence[float],
+                   confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+                   seed: int = BOOTSTRAP_SEED) -> Interval:
+    """Interval of median(num) / median(den) from two unpaired sample lists.
+
+    Where both sides have enough values, each side's order-statistic interval at
+    confidence sqrt(c) (independent sides: joint coverage >= c), the ratio's ends
+    from their ends (distribution-free, conservative); otherwise each side
+    resampled on its own (seeded bootstrap); a point when both have one value."""
+    a, b = _check(num, 'numerator samples'), _check(den, 'denominator samples')
+    _check_confidence(confidence)
+    if any(x <= 0 for x in b):
+        raise StatsError('denominator samples must be positive')
+    mid = statistics.median(a) / statistics.median(b)
+    n = min(len(a), len(b))
+    if len(a) == 1 and len(b) == 1:
+        return Interval(mid, mid, mid, 1, 0.0, 'single value per side')
+    each = math.sqrt(confidence)
+    ranks_a, ranks_b = median_ci_ranks(len(a), each), median_ci_ranks(len(b), each)
+    if ranks_a is not None and ranks_b is not None and min(a) > 0:
+        sa, sb = sorted(a), sorted(b)
+        cov = coverage(len(a), ranks_a[0]) * coverage(len(b), ranks_b[0])
+        return Interval(mid, sa[ranks_a[0] - 1] / sb[ranks_b[1] - 1],
+                        sa[ranks_a[1] - 1] / sb[ranks_b[0] - 1], n, cov,
+                        'order statistics of each side')
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        ra = statistics.median([a[rng.randrange(len(a))] for _ in a])
+        rb = statistics.median([b[rng.randrange(len(b))] for _ in b])
+        ratios.append(ra / rb)
+    lo, hi = _percentiles(ratios, confidence)
+    return Interval(mid, min(lo, mid), max(hi, mid), n, confidence,
+                    'bootstrap of the ratio of medians')
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """An interval judged against a band."""
+
+    state: str                  # PASS, FAIL or INCONCLUSIVE
+    side: str                   # 'inside', 'above', 'below' or 'across'
+    interval: Interval
+    low: float | None           # the band; None = open
+    high: float | None
+
+    @property
+    def spread(self) -> float:
+        return self.interval.spread
+
+    def describe(self) -> str:
+        lo = '-inf' if self.low is None else f'{self.low:.4g}'
+        hi = 'inf' if self.high is None else f'{self.high:.4g}'
+        return (f'{self.state}: {self.interval.describe()} lies {self.side} the band '
+                f'[{lo}, {hi}]; spread ±{100 * self.spread:.1f}%')
+
+
+def decide(interval: Interval, low: float | None, high: float | None) -> Decision:
+    """PASS inside [low, high], FAIL entirely outside it, INCONCLUSIVE across an edge."""
+    if low is not None and high is not None and low > high:
+        raise StatsError(f'empty band [{low}, {high}]')
+    if high is not None and interval.low > high:
+        return Decision(FAIL, 'above', interval, low, high)
+    if low is not None and interval.high < low:
+        return Decision(FAIL, 'below', interval, low, high)
+    inside = ((low is None or interval.low >= low) and (high is None or interval.high <= high))
+    return Decision(PASS if inside else INCONCLUSIVE, 'inside' if inside else 'across',
+                    interval, low, high)
+
+
+def judge_ratios(ratios: Sequence[float], low: float | None, high: float | None,
+                 confidence: float = CONFIDENCE) -> Decision:
+    """The rule for a fixed-band assertion from per-round ratios (e.g. ring/OSU)."""
+    return decide(median_interval(ratios, confidence), low, high)
+
+
+def interleaved(times_a: Sequence[dt.datetime | float],
+                times_b: Sequence[dt.datetime | float]) -> bool:
+    """Whether two sides' samples were taken in alternating rounds: as many of each,
+    at least two rounds, and every round (the i-th of each side, by time) over before
+    the next begins.  Samples with equal times prove nothing: not interleaved."""
+    if len(times_a) != len(times_b) or len(times_a) < 2:
+        return False
+    rounds = list(zip(sorted(times_a), sorted(times_b)))  # type: ignore[type-var]
+    return all(max(r) < min(s) for r, s in zip(rounds, rounds[1:]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """num against den (e.g. T_mpi against T_hybrid): the interval of their ratio."""
+
+    ratio: float                # the median per-round ratio, or the ratio of medians
+    interval: Interval
+    noise: float                # relative half-width of the interval: the drift included
+    basis: str                  # 'interleaved rounds' or 'back-to-back samples'
+
+
+def compare(num: Sequence[float], den: Sequence[float],
+            times_num: Sequence[dt.datetime | float] | None = None,
+            times_den: Sequence[dt.datetime | float] | None = None,
+            floor: float = DEFAULT_FLOOR, confidence: float = CONFIDENCE) -> Comparison:
+    """The interval of num/den with a noise estimate that covers drift: from the
+    per-round ratios when the times show interleaved rounds, else from the two lists
+    (bootstrap) widened by `floor` on each side, since back-to-back samples cannot
+    see the drift between the sides."""
+    if floor < 0:
+        raise StatsError(f'the floor must not be negative, got {floor!r}')
+    if (times_num is not None and times_den is not None
+            and len(times_num) == len(num) and len(times_den) == len(den)
+            and interleaved(times_num, times_den)):
+        order_a = sorted(range(len(num)), key=lambda i: times_num[i])  # type: ignore[index]
+        order_b = sorted(range(len(den)), key=lambda i: times_den[i])  # type: ignore[index]
+        ratios = paired_ratios([num[i] for i in order_a], [den[i] for i in order_b])
+        iv = median_interval(ratios, confidence)
+        return Comparison(iv.median, iv, iv.spread, 'interleaved rounds')
+    iv = ratio_interval(num, den, confidence)
+    if floor > 0:
+        iv = iv.widened(floor, 'drift between back-to-back samples not measured')
+    return Comparison(iv.median, iv, iv.spread, 'back-to-back samples')
+
+
+def session_starts(times: Sequence[dt.datetime], gap: dt.timedelta = SESSION_GAP,
+                   ) -> list[dt.datetime]:
+    """The first completion time of each session: a new one after every gap > `gap`."""
+    starts: list[dt.datetime] = []
+    last = None
+    for t in sorted(times):
+        if last is None or t - last > gap:
+            starts.append(t)
+        last = t
+    return starts
+
+
+def session_of(time: dt.datetime, starts: Sequence[dt.datetime]) -> int:
+    """Index of the session (from ``session_starts``) a time belongs to."""
+    return max(0, bisect.bisect_right(list(starts), time) - 1)
+
+
+def confirmed(calls: Sequence[str], sessions: int = CONFIRM_SESSIONS) -> bool:
+    """Whether the last `sessions` calls (oldest first) are one and the same decided
+    call: at least `sessions` of them, none INCONCLUSIVE."""
+    if sessions < 1:
+        raise StatsError(f'sessions must be at least 1, got {sessions!r}')
+    last = list(calls)[-sessions:]
+    return (len(last) == sessions and last[0] != INCONCLUSIVE
+            and all(c == last[0] for c in last))
+
+
+__all__ = ['CONFIDENCE', 'DEFAULT_FLOOR', 'BOOTSTRAP_RESAMPLES', 'BOOTSTRAP_SEED',
+           'CONFIRM_SESSIONS', 'SESSION_GAP', 'PASS', 'FAIL', 'INCONCLUSIVE', 'StatsError',
+           'Interval', 'Decision', 'Comparison', 'median', 'binomial_cdf', 'coverage',
+           'median_ci_ranks', 'bootstrap_interval', 'median_interval', 'paired_ratios',
+           'ratio_interval', 'decide', 'judge_ratios', 'interleaved', 'compare',
+           'session_starts', 'session_of', 'confirmed']

@@ -1,0 +1,166 @@
+"""The one decision rule (hybridverdict.stats): exact known cases."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hybridverdict import stats
+
+#: 95% distribution-free confidence interval for the median: ranks (k, n+1-k) of the
+#: order statistics, as tabulated (e.g. Conover, Practical Nonparametric Statistics,
+#: the sign-test interval; also Hollander & Wolfe)
+TABLE_95 = {6: (1, 6), 7: (1, 7), 8: (1, 8), 9: (2, 8), 10: (2, 9), 11: (2, 10),
+            12: (3, 10), 13: (3, 11), 14: (3, 12), 15: (4, 12), 16: (4, 13), 17: (5, 13),
+            18: (5, 14), 19: (5, 15), 20: (6, 15)}
+
+
+@pytest.mark.parametrize('n', sorted(TABLE_95))
+def test_order_statistic_ranks_at_95_percent(n):
+    assert stats.median_ci_ranks(n) == TABLE_95[n]
+    k = TABLE_95[n][0]
+    assert stats.coverage(n, k) >= 0.95
+    if k + 1 <= (n + 1) // 2:
+        assert stats.coverage(n, k + 1) < 0.95     # k is the largest rank that covers
+
+
+def test_too_few_values_for_an_order_statistic_interval():
+    for n in range(1, 6):
+        assert stats.median_ci_ranks(n) is None
+    # (1, 5) covers 1 - 2 / 2^5 = 93.75% < 95%
+    assert stats.coverage(5, 1) == pytest.approx(0.9375)
+    assert stats.median_ci_ranks(5, 0.90) == (1, 5)
+
+
+def test_exact_coverages():
+    assert stats.coverage(6, 1) == 1 - 2 / 64
+    assert stats.coverage(10, 2) == 1 - 2 * 11 / 1024
+    assert stats.binomial_cdf(1, 4) == 5 / 16
+    assert stats.median_ci_ranks(10, 0.99) == (1, 10)
+
+
+def test_median_interval_uses_the_order_statistics():
+    xs = [5, 3, 9, 1, 7, 2, 8, 4, 6, 10]          # 1..10 shuffled
+    iv = stats.median_interval(xs)
+    assert (iv.median, iv.low, iv.high) == (5.5, 2, 9)
+    assert iv.method == 'order statistics' and iv.n == 10
+    assert iv.confidence == pytest.approx(0.978515625)
+
+
+def test_small_samples_bootstrap_seeded_and_honest_about_coverage():
+    a = stats.median_interval([1.0, 1.2, 0.9])
+    b = stats.median_interval([1.0, 1.2, 0.9])
+    assert a == b                                  # fixed seed: same interval
+    assert a.method == 'bootstrap' and a.low >= 0.9 and a.high <= 1.2
+    assert a.confidence == pytest.approx(0.75)     # [min, max] of 3 values covers 75% only
+    single = stats.median_interval([2.0])
+    assert (single.low, single.high, single.confidence) == (2.0, 2.0, 0.0)
+
+
+def test_decision_against_a_band():
+    inside = stats.Interval(1.0, 0.98, 1.03, 8, 0.99, 'order statistics')
+    assert stats.decide(inside, 0.95, 1.05).state == stats.PASS
+    above = stats.Interval(1.2, 1.1, 1.3, 8, 0.99, 'x')
+    d = stats.decide(above, 0.95, 1.05)
+    assert (d.state, d.side) == (stats.FAIL, 'above')
+    below = stats.Interval(0.8, 0.7, 0.9, 8, 0.99, 'x')
+    assert stats.decide(below, 0.95, 1.05).side == 'below'
+    across = stats.Interval(1.04, 1.0, 1.1, 8, 0.99, 'x')
+    d = stats.decide(across, 0.95, 1.05)
+    assert (d.state, d.side) == (stats.INCONCLUSIVE, 'across')
+    assert d.spread == pytest.approx(1.1 / 1.04 - 1)
+    assert 'INCONCLUSIVE' in d.describe() and '±' in d.describe()
+    # open ends: a floor only (md against LAMMPS at least 0.9)
+    assert stats.decide(below, 0.95, None).state == stats.FAIL
+    assert stats.decide(below, 0.9, None).state == stats.INCONCLUSIVE   # touches the edge
+    assert stats.decide(inside, 0.9, None).state == stats.PASS
+    with pytest.raises(stats.StatsError):
+        stats.decide(inside, 1.1, 1.0)
+
+
+def test_judge_ratios_for_a_fixed_band_assertion():
+    # ring/OSU per-round ratios around 1.11 (issue 19): outside a 5% band
+    ratios = [1.09, 1.12, 1.10, 1.13, 1.11, 1.08, 1.12, 1.11]
+    assert stats.judge_ratios(ratios, 0.95, 1.05).state == stats.FAIL
+    # spread 0.94-1.15 around 1.0: inconclusive, not failed
+    ratios = [0.94, 1.15, 1.0, 0.97, 1.08, 1.02, 0.99, 1.05]
+    assert stats.judge_ratios(ratios, 0.95, 1.05).state == stats.INCONCLUSIVE
+    ratios = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]
+    assert stats.judge_ratios(ratios, 0.95, 1.05).state == stats.PASS
+
+
+T = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
+
+
+def at(minutes: float) -> dt.datetime:
+    return T + dt.timedelta(minutes=minutes)
+
+
+def test_interleaved_rounds_are_told_from_back_to_back_samples():
+    assert stats.interleaved([at(0), at(2), at(4)], [at(1), at(3), at(5)])
+    assert not stats.interleaved([at(0), at(1), at(2)], [at(3), at(4), at(5)])
+    assert not stats.interleaved([at(0), at(0)], [at(0), at(0)])     # equal times: unknown
+    assert not stats.interleaved([at(0)], [at(1)])                    # one round
+    assert not stats.interleaved([at(0), at(2)], [at(1)])             # unequal counts
+
+
+def test_drift_cancels_in_interleaved_rounds_but_not_back_to_back():
+    # the machine slows down by 30% over the session; hybrid is 20% faster throughout
+    drift = [1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3]
+    mpi = [1.2 * d for d in drift]
+    hyb = [1.0 * d for d in drift]
+    rounds = stats.compare(mpi, hyb, [at(2 * i) for i in range(7)],
+                           [at(2 * i + 1) for i in range(7)])
+    assert rounds.basis == 'interleaved rounds'
+    assert rounds.ratio == pytest.approx(1.2)
+    assert rounds.noise == pytest.approx(0.0, abs=1e-12)
+    # the same values measured back to back: the drift is not seen, the floor is added
+    blocks = stats.compare(mpi, hyb, [at(i) for i in range(7)], [at(10 + i) for i in range(7)])
+    assert blocks.basis == 'back-to-back samples'
+    assert blocks.noise > 0.05
+    assert 'widened by 5%' in blocks.interval.method
+
+
+def test_compare_without_times_and_with_one_sample_each():
+    c = stats.compare([2.0], [1.0], floor=0.05)
+    assert c.ratio == 2.0
+    assert (c.interval.low, c.interval.high) == (pytest.approx(2 / 1.05), pytest.approx(2.1))
+    c0 = stats.compare([2.0], [1.0], floor=0.0)
+    assert (c0.interval.low, c0.interval.high, c0.noise) == (2.0, 2.0, 0.0)
+
+
+def test_ratio_interval_of_large_unpaired_lists_uses_order_statistics():
+    iv = stats.ratio_interval([float(x) for x in range(1, 21)], [10.0] * 20)
+    assert iv.method == 'order statistics of each side'
+    assert iv.median == pytest.approx(1.05)
+    assert iv.confidence >= 0.95
+    assert iv.low < 1.05 < iv.high
+
+
+def test_bad_samples_are_refused():
+    with pytest.raises(stats.StatsError, match='no samples'):
+        stats.median_interval([])
+    with pytest.raises(stats.StatsError, match='finite'):
+        stats.median_interval([1.0, float('nan')])
+    with pytest.raises(stats.StatsError, match='not paired'):
+        stats.paired_ratios([1.0, 2.0], [1.0])
+    with pytest.raises(stats.StatsError, match='positive'):
+        stats.ratio_interval([1.0], [0.0])
+    with pytest.raises(stats.StatsError, match='confidence'):
+        stats.median_ci_ranks(10, 1.5)
+
+
+def test_confirmed_needs_the_same_decided_call_in_the_last_sessions():
+    assert stats.CONFIRM_SESSIONS == 3
+    assert stats.confirmed(['LOSS', 'WIN', 'WIN', 'WIN'])
+    assert not stats.confirmed(['WIN', 'WIN'])                    # too few sessions
+    assert not stats.confirmed(['WIN', 'TIE', 'WIN'])
+    assert not stats.confirmed(['INCONCLUSIVE'] * 3)
+    assert stats.confirmed(['TIE', 'TIE'], sessions=2)
+
+
+def test_sessions_split_at_gaps():
+    times = [at(0), at(5), at(10), at(24 * 60), at(24 * 60 + 3), at(48 * 60)]
+    starts = stats.session_starts(times)
+    assert starts == [at(0), at(24 * 60), at(48 * 60)]
+    assert [stats.session_of(t, starts) for t in times] == [0, 0, 0, 1, 1, 2]
