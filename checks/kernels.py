@@ -62,6 +62,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.udeps as udeps
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
 from harnesslib.launch import launch_line
+from harnesslib.noise import BandRule
 from harnesslib.placement import (
     cores_per_node,
     divisors,
@@ -71,6 +72,7 @@ from harnesslib.placement import (
     serial_runs,
 )
 from harnesslib.units import parse_bytes
+from hybridverdict.stats import compare
 from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, judge, pair_noise
 from reframe.core.builtins import (
     parameter,
@@ -255,7 +257,7 @@ def _pair_name(pair: tuple[str, str, tuple, tuple]) -> str:
 
 
 @rfm.simple_test
-class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
+class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, BandRule):
     """Hybrid against pure MPI for one kernel, size and layout."""
 
     pair = parameter(_pairs(), fmt=_pair_name)
@@ -290,8 +292,11 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     def _samples(self, side: str) -> list[float]:
         part = self.current_partition.fullname
         out = []
+        times = self._times.setdefault(side, [])
         for name in self._sides[side]:
             dep = self.getdep(name)
+            times.append(dep.job.completion_time)
+            self._note_quietness(dep)
             entry = dep.perfvalues.get(f'{part}:{TIME_VARIABLE}')
             if entry is None:
                 raise sn.SanityError(
@@ -304,19 +309,43 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
             self.build_spec = dep.build_spec
         return out
 
+    def _note_quietness(self, dep) -> None:
+        """The verdict's quietness: busy if any of its runs was (harnesslib.quiet)."""
+        if self.busy != 'true' and dep.busy in ('true', 'unknown'):
+            self.busy = dep.busy
+        self.busy_procs = max(self.busy_procs, dep.busy_procs)
+        self.load_before = max(self.load_before, dep.load_before)
+        self.load_after = max(self.load_after, dep.load_after)
+        if dep.busy == 'true' and dep.busy_detail:
+            self.busy_detail = f'{dep.display_name}: {dep.busy_detail}'[:300]
+
     @run_before('run')
     def judge_samples(self):
+        self._times: dict[str, list] = {}
+        self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
-        self._speedup = med_mpi / med_hyb
+        # T_mpi / T_hybrid with its interval (hybridverdict.stats): per-round
+        # ratios where the samples alternated, else the ratio of the medians;
+        # a speedup reference (e.g. "within 10% of MPI") is decided from it.
+        times = (None if None in self._times['mpi'] + self._times['hybrid']
+                 else (self._times['mpi'], self._times['hybrid']))
+        self._cmp = compare(t_mpi, t_hyb, *(times or (None, None)),
+                            floor=self.noise_floor)
+        self._speedup = self._cmp.ratio
         self._noise = pair_noise(t_mpi, t_hyb, self.noise_floor)
         self._verdict = judge(self._speedup, self._noise)
         self.verified = 'true'
         self.executable_opts = [
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '
             f'noise={self._noise:.4f} samples={len(t_mpi)}/{len(t_hyb)} '
+            f'interval={self._cmp.interval.low:.4f}..{self._cmp.interval.high:.4f} '
+            f'basis={self._cmp.basis.replace(" ", "-")} busy={self.busy} '
             f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s'
         ]
+
+    def band_samples(self):
+        return {'speedup': self._cmp.interval}
 
     @sanity_function
     def printed(self):

@@ -32,7 +32,15 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from hybridverdict.stats import FAIL, INCONCLUSIVE, PASS, Decision, judge_ratios
+from hybridverdict.stats import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Decision,
+    Interval,
+    decide,
+    judge_ratios,
+)
 
 #: The states of a run, as the perflog field ``judgement`` writes them.
 STATE_FIELD = {PASS: 'pass', FAIL: 'fail', INCONCLUSIVE: 'inconclusive'}
@@ -81,14 +89,18 @@ class Judgement:
         return text.replace('|', '/')
 
 
-def judge_band(var: str, values: Sequence[float], ref: float, lower: float | None,
-               upper: float | None, busy: bool = False) -> Judgement | None:
-    """The rule for one variable against its reference; None when the band is
-    open on both sides (nothing to judge)."""
+def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
+               lower: float | None, upper: float | None,
+               busy: bool = False) -> Judgement | None:
+    """The rule for one variable against its reference: from its values (their
+    median's interval) or from an interval made elsewhere by ``stats`` (e.g.
+    ``stats.compare`` of two sample lists); None when the band is open on both
+    sides (nothing to judge)."""
     low, high = band_bounds(ref, lower, upper)
     if low is None and high is None:
         return None
-    decision = judge_ratios(list(values), low, high)
+    decision = (decide(values, low, high) if isinstance(values, Interval)
+                else judge_ratios(list(values), low, high))
     state = INCONCLUSIVE if (decision.state == FAIL and busy) else decision.state
     return Judgement(var, decision, state, busy)
 

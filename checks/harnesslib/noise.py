@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 
 import reframe as rfm
+from hybridverdict.stats import Interval
 from reframe.core.builtins import run_before, variable
 
 from .bands import Judgement, judge_band, overall
@@ -64,10 +65,11 @@ class BandRule(rfm.RegressionTestPlugin):
     rule (``harnesslib.bands``) before ReFrame checks it (see the module's
     docstring for the mapping onto ReFrame's pass and fail)."""
 
-    def band_samples(self) -> dict[str, list[float]]:
-        """The values behind each judged variable (e.g. per-round ratios); a
-        variable not listed is judged from its single value.  The variable's
-        own value must be the median of its samples."""
+    def band_samples(self) -> dict[str, list[float] | Interval]:
+        """The values behind each judged variable (e.g. per-round ratios), or
+        its interval from ``hybridverdict.stats``; a variable not listed is
+        judged from its single value.  The variable's own value must be the
+        median of its samples (the interval's median)."""
         return {}
 
     def band_busy(self) -> bool:
@@ -105,7 +107,7 @@ class BandRule(rfm.RegressionTestPlugin):
         for j, value in judged:
             if j.state != 'PASS':
                 self.logger.warning(f'{self.display_name}: {j.describe()}')
-            if j.state == 'INCONCLUSIVE' and not j.inside(value):
+            if j.state != 'FAIL' and not j.inside(value):
                 ref = refs[j.var]
                 refs[j.var] = (ref[0], None, None, *ref[3:])
                 neutral = True
