@@ -95,6 +95,7 @@ class Record:
     busy: bool = False
     #: the band rule's state: 'pass', 'fail', 'inconclusive' or '' (harnesslib.bands)
     judgement: str = ''
+    judgement_detail: str = ''
 
     @property
     def total_cores(self) -> int:
@@ -306,7 +307,8 @@ class _Header:
             _parse_bool(fields[at['verified']]), _parse_bool(fields[at['oversubscribed']]),
             fields[at['result']], values, units, source, fields[at['name']],
             fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs,
-            _parse_bool(fields[at['busy']]), fields[at['judgement']])
+            _parse_bool(fields[at['busy']]), fields[at['judgement']],
+            fields[at['judgement_detail']])
 
 
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
