@@ -65,6 +65,10 @@ class BandRule(rfm.RegressionTestPlugin):
     rule (``harnesslib.bands``) before ReFrame checks it (see the module's
     docstring for the mapping onto ReFrame's pass and fail)."""
 
+    #: A FAIL on a busy run is reported INCONCLUSIVE (harnesslib.bands);
+    #: ``-S withhold_when_busy=false`` lets the rule fail it all the same.
+    withhold_when_busy = variable(bool, value=True, loggable=False)
+
     def band_samples(self) -> dict[str, list[float] | Interval]:
         """The values behind each judged variable (e.g. per-round ratios), or
         its interval from ``hybridverdict.stats``; a variable not listed is
@@ -73,7 +77,7 @@ class BandRule(rfm.RegressionTestPlugin):
         return {}
 
     def band_busy(self) -> bool:
-        return getattr(self, 'busy', '') == 'true'
+        return self.withhold_when_busy and getattr(self, 'busy', '') == 'true'
 
     @run_before('performance', always_last=True)
     def apply_band_rule(self):

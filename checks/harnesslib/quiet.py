@@ -14,7 +14,7 @@ Each writes a snapshot (JSON, ``quiet.json`` in the stage directory) of
   snapshots, where the kernel reports it: the 8th value of the ``cpu`` line,
   Linux >= 2.6.11; absent on some hypervisors and containers);
 * the other processes that ran on the job's cores: over a short interval
-  (``HARNESS_QUIET_SAMPLE_S``, default 0.2 s) every process that is neither
+  (``HARNESS_SNAPSHOT_S``, default 0.2 s) every process that is neither
   the snapshot itself nor one of its ancestors (the job script and its
   launcher), whose last CPU (``/proc/<pid>/stat`` field 39) is one of the cores
   the job may use (its affinity), and which used at least
@@ -29,7 +29,7 @@ The rule for ``busy``: ``'true'`` when at least one other process used half a
 core or more on the job's cores in either snapshot, or the steal time between
 the snapshots was ``STEAL_BUSY_PCT`` (5%) or more of the CPU time;
 ``'unknown'`` when the snapshots are missing (the job died before its
-epilogue, or ``HARNESS_QUIET=0``); ``'false'`` otherwise.  The load average is
+epilogue, or ``HARNESS_SNAPSHOTS=0``); ``'false'`` otherwise.  The load average is
 recorded but not part of the rule: its 1-minute mean lags and still counts
 the ranks of the run before this one.
 
@@ -52,7 +52,7 @@ import time
 BUSY_SHARE = 0.5
 #: steal time (% of the CPU time between the snapshots) from which a run is busy
 STEAL_BUSY_PCT = 5.0
-#: default sample interval (s); HARNESS_QUIET_SAMPLE_S overrides it
+#: default sample interval (s); HARNESS_SNAPSHOT_S overrides it
 SAMPLE_S = 0.2
 #: the snapshot file in the stage directory
 QUIET_FILE = 'quiet.json'
@@ -153,7 +153,7 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
 def snapshot(interval: float | None = None) -> dict:
     """One snapshot of the machine from this process's point of view."""
     if interval is None:
-        interval = float(os.environ.get('HARNESS_QUIET_SAMPLE_S', SAMPLE_S))
+        interval = float(os.environ.get('HARNESS_SNAPSHOT_S', SAMPLE_S))
     try:
         cores = set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -243,8 +243,8 @@ def epilogue(path: str, python: str | None = None) -> str:
 
 
 def enabled() -> bool:
-    """HARNESS_QUIET=0 turns the snapshots off (every run is then 'unknown')."""
-    return os.environ.get('HARNESS_QUIET', '1') != '0'
+    """HARNESS_SNAPSHOTS=0 turns the snapshots off (every run is then 'unknown')."""
+    return os.environ.get('HARNESS_SNAPSHOTS', '1') != '0'
 
 
 def main(argv: list[str] | None = None) -> int:
