@@ -75,6 +75,18 @@ REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')
 
 
+def fields_after(name: str) -> tuple[str, ...]:
+    """Run fields after `name` (e.g. the ones appended after 'result')."""
+    names = [f.name for f in RUN_FIELDS]
+    return tuple(names[names.index(name) + 1:])
+
+
+def empty_after_result() -> str:
+    """The empty values of the run fields after 'result', '|'-terminated (for
+    writers of test and benchmark perflogs)."""
+    return '|' * len(fields_after('result'))
+
+
 def header_fields() -> tuple[str, ...]:
     """Names of the run fields, in the order a perflog header starts with."""
     return tuple(f.name for f in RUN_FIELDS)
