@@ -15,18 +15,21 @@ Each writes a snapshot (JSON, ``quiet.json`` in the stage directory) of
   Linux >= 2.6.11; absent on some hypervisors and containers);
 * the other processes that ran on the job's cores: over a short interval
   (``HARNESS_SNAPSHOT_S``, default 0.2 s) every process that is neither
-  the snapshot itself nor one of its ancestors (the job script and its
-  launcher), whose last CPU (``/proc/<pid>/stat`` field 39) is one of the cores
-  the job may use (its affinity), and which used at least
-  ``BUSY_SHARE`` (50%) of a core over the interval.  Processes waiting on the
-  node lock sleep and are not counted.
+  the snapshot itself nor one of its ancestors (the job script, its
+  launcher, the ReFrame that runs it), whose last CPU (``/proc/<pid>/stat``
+  field 39) is one of the cores the job may use (its affinity), and which
+  either used ``BUSY_SHARE`` (50%) of a core over the interval, or was
+  runnable (state R) at both its start and its end, or at one of them and
+  used CPU time in between (on an oversubscribed machine a busy loop gets
+  only a few percent of a core).  Processes waiting on the node lock sleep and are
+  not counted.
 
 The check then reads the file (``read_quiet``) into its perflog fields
 ``load_before``, ``load_after``, ``steal_pct``, ``busy_procs``, ``busy`` and
 ``busy_detail`` (``harnesslib.schema``).
 
-The rule for ``busy``: ``'true'`` when at least one other process used half a
-core or more on the job's cores in either snapshot, or the steal time between
+The rule for ``busy``: ``'true'`` when at least one other process counted
+(as above) on the job's cores in either snapshot, or the steal time between
 the snapshots was ``STEAL_BUSY_PCT`` (5%) or more of the CPU time;
 ``'unknown'`` when the snapshots are missing (the job died before its
 epilogue, or ``HARNESS_SNAPSHOTS=0``); ``'false'`` otherwise.  The load average is
@@ -138,13 +141,14 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
     time.sleep(interval)
     elapsed = time.monotonic() - start
     out = []
-    for pid, (comm, _state, _ppid, ticks0, _cpu0) in first.items():
+    for pid, (comm, state0, _ppid, ticks0, _cpu0) in first.items():
         st = _proc_stat(pid)
         if st is None:
             continue
         _comm, state, _ppid, ticks1, cpu = st
         share = (ticks1 - ticks0) / _CLK_TCK / elapsed if elapsed > 0 else 0.0
-        if share >= BUSY_SHARE and cpu in cores:
+        runnable = (state0 == state == 'R') or ('R' in (state0, state) and ticks1 > ticks0)
+        if (runnable or share >= BUSY_SHARE) and cpu in cores:
             out.append({'pid': pid, 'comm': comm, 'cpu': cpu, 'state': state,
                         'share': round(share, 2)})
     return out
@@ -197,8 +201,9 @@ def summarise(data: dict | None) -> dict[str, object]:
     for snap in (before, after):
         for proc in snap.get('busy') or []:
             procs.setdefault(int(proc['pid']), proc)
+    # the busiest first: the detail is cut at 300 characters
     reasons = [f"pid {p['pid']} {p['comm']} on cpu {p['cpu']} ({100 * p['share']:.0f}%)"
-               for p in procs.values()]
+               for p in sorted(procs.values(), key=lambda p: -p['share'])]
     if steal is not None and steal >= STEAL_BUSY_PCT:
         reasons.append(f'steal {steal:.1f}%')
     load_b, load_a = before.get('load'), after.get('load')
