@@ -291,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         reasons = ', '.join(f'{n} {why}' for why, n in sorted(stats.reasons.items()))
         print(f'hybridverdict-baseline: warning: skipped {stats.skipped} perflog line(s): '
               f'{reasons}', file=sys.stderr)
+    busy = sum(1 for r in records if r.busy)
+    if busy:
+        print(f'hybridverdict-baseline: left out {busy} run(s) made on a busy machine '
+              f'(perflog field busy, see harnesslib.quiet)', file=sys.stderr)
     by_system = collect(records)
     systems = args.system or sorted(by_system)
     missing = [s for s in systems if s not in by_system]
