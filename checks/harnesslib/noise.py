@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 
 import reframe as rfm
+import reframe.utility.typecheck as typ
 from hybridverdict.stats import Interval
 from reframe.core.builtins import run_before, variable
 
@@ -67,7 +68,7 @@ class BandRule(rfm.RegressionTestPlugin):
 
     #: A FAIL on a busy run is reported INCONCLUSIVE (harnesslib.bands);
     #: ``-S withhold_when_busy=false`` lets the rule fail it all the same.
-    withhold_when_busy = variable(bool, value=True, loggable=False)
+    withhold_when_busy = variable(typ.Bool, value=True, loggable=False)
 
     def band_samples(self) -> dict[str, list[float] | Interval]:
         """The values behind each judged variable (e.g. per-round ratios), or
