@@ -96,6 +96,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             # Informational rates: machine-specific, bounded by nothing.
             'md_1rank': (0, None, None, 'atom-steps/s'),
             'lammps_1rank': (0, None, None, 'atom-steps/s'),
+            'rounds': (0, None, None, 'rounds'),
         }
     }
 
@@ -218,3 +219,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
     @performance_function('atom-steps/s')
     def lammps_1rank(self):
         return statistics.median(self._rates('LMP_1'))
+
+    @performance_function('rounds', perf_key='rounds')
+    def rounds_run(self):
+        return self.rounds_done()
