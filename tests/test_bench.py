@@ -20,4 +20,4 @@ def test_benchmark_runs_end_to_end(tmp_path, capsys):
     assert bench.main(['--records', '300', '--budget', '600', '--keep', str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert 'TOTAL' in out and 'of the 600 s budget' in out
-    assert len(list((tmp_path / 'reports').iterdir())) == 5
+    assert len(list((tmp_path / 'reports').iterdir())) == 4

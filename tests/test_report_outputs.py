@@ -6,10 +6,12 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 
+import polars as pl
 import pytest
-from hybridverdict import history
+from hybridverdict import history, tidy
 from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
 from hybridverdict.report import build
@@ -58,22 +60,28 @@ def digest(root) -> dict[str, str]:
             for p in sorted(root.rglob('*')) if p.is_file()}
 
 
-def written(out) -> dict[str, str]:
+DEFAULT_KINDS = ('md', 'json', 'html', 'parquet')
+
+
+def written(out, kinds=DEFAULT_KINDS) -> dict[str, str]:
+    """The text of each output (the Parquet file: its path), checking nothing else is there."""
     files = sorted(p.name for p in out.iterdir())
     (md,) = [f for f in files if f.endswith('.md')]
     stem = md[:-3]
-    assert sorted(files) == sorted(stem + s for s in SUFFIXES.values())
-    return {kind: (out / (stem + s)).read_text() for kind, s in SUFFIXES.items()}
+    assert sorted(files) == sorted(stem + SUFFIXES[k] for k in kinds)
+    return {k: str(out / (stem + SUFFIXES[k])) if k == 'parquet'
+            else (out / (stem + SUFFIXES[k])).read_text() for k in kinds}
 
 
 def test_one_command_writes_every_output(tmp_path, capsys):
     logs = dataset(tmp_path)
     before = digest(logs)
     out = tmp_path / 'reports'
-    assert main(['--perflogs', str(logs), '--out', str(out)]) == 0
+    assert main(['--perflogs', str(logs), '--out', str(out), '--tidy', 'parquet', 'csv',
+                 'json']) == 0
     term = capsys.readouterr().out
     assert digest(logs) == before                                  # inputs untouched
-    files = written(out)
+    files = written(out, DEFAULT_KINDS + ('csv', 'tidy_json'))
     assert term.startswith('System: local; runs 2026-11-22 10:00 .. 2026-11-24 10:00 UTC')
     assert files['md'].startswith('# Hybrid vs pure MPI at equal cores: local')
     assert '<title>Hybrid vs pure MPI: local</title>' in files['html']
@@ -104,6 +112,10 @@ def test_one_command_writes_every_output(tmp_path, capsys):
     assert tidy_json['meta']['rows'] == len(tidy_json['data'])
     assert files['csv'].splitlines()[0] == ','.join(tidy_json['columns'])
     assert len(files['csv'].splitlines()) == len(tidy_json['data']) + 1
+    parquet = pl.read_parquet(files['parquet'])
+    assert parquet.columns == tidy_json['columns'] and parquet.height == len(tidy_json['data'])
+    assert tidy.read_meta(files['parquet'])['rows'] == parquet.height
+    assert os.path.getsize(files['parquet']) < len(files['csv']) / 3
 
 
 def test_outputs_never_overwrite_existing_files(tmp_path):
@@ -120,7 +132,7 @@ def test_outputs_never_overwrite_existing_files(tmp_path):
     assert squatter.read_text() == 'keep me'
     assert first['html'].endswith('verdict-20261122T120000Z-1.html')
     assert second['md'].endswith('verdict-20261122T120000Z-2.md')
-    assert len(list(out.iterdir())) == 1 + 2 * len(SUFFIXES)
+    assert len(list(out.iterdir())) == 1 + 2 * len(DEFAULT_KINDS)
 
 
 def test_unknown_fields_and_truncated_lines_are_counted_and_warned(tmp_path, capsys):
@@ -211,7 +223,7 @@ def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
     rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
     two = plots.Drawing(rep).result()
     one = plots.Drawing(rep, parallel=False).result()
-    assert set(one) == set(two) == {'speedup', 'efficiencies', 'phases', 'hockney',
+    assert set(one) == set(two) == {'speedup', 'heatmaps', 'efficiencies', 'phases', 'hockney',
                                     'saturation', 'stacks', 'collectives', 'history'}
     assert [f.caption for f in one['hockney']] == [f.caption for f in two['hockney']]
 
@@ -224,3 +236,32 @@ def test_history_draws_the_series_that_left_its_band_first(tmp_path):
     write_runs(tmp_path / 'b.log', 'stream', dropped, stack='mpich')
     (s,), total = history.history(read_perflogs([str(tmp_path)]), limit=1)
     assert total == 2 and (s.stack, s.out_of_band, s.values[-1]) == ('mpich', 1, 5.0)
+
+
+#: every analysis section of the report, in report order (a section that goes missing
+#: from the registry, or loses its data, fails here)
+ALL_SECTIONS = ['scaling', 'md_phases', 'spmv_efficiencies', 'network_interface',
+                'spmv_overlap', 'hockney', 'stack_comparison', 'ring_vs_osu',
+                'ring_osu_accuracy', 'saturation', 'masteronly_across_nodes', 'collectives',
+                'history']
+#: sections that need runs on several nodes (the data set here is one node)
+MULTI_NODE = {'scaling', 'network_interface', 'masteronly_across_nodes'}
+
+
+def test_every_section_is_in_every_output(tmp_path):
+    from hybridverdict import html, render, sections
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    assert [s.key for s in rep.sections] == ALL_SECTIONS
+    assert len(sections.ANALYSES) == len(ALL_SECTIONS)
+    with_data = {s.key for s in rep.sections if s.rows}
+    assert with_data == set(ALL_SECTIONS) - {'spmv_overlap', 'ring_osu_accuracy'} - MULTI_NODE
+    md, page = render.markdown(rep), html.page(rep, {})
+    data = json.loads(render.verdict_json(rep))['sections']
+    for s in rep.sections:
+        assert f'## {s.title}' in md and f'<h2 id="{s.key}">' in page, s.key
+        assert s.missing and (s.title in data) == bool(s.data), s.key
+    # the objects the figures are drawn from are handed to the report
+    assert rep.curves and rep.headlines and rep.saturation and rep.collectives
+    assert rep.efficiencies and rep.phases and rep.history and rep.history_total

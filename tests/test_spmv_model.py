@@ -21,9 +21,9 @@ def test_efficiencies_follow_chow_and_hysom():
     assert e.e_cache == pytest.approx(1.1)
     assert e.e_mt == pytest.approx(0.75)              # 1.5 t_hyb / (2 t_hyb)
     assert e.e_mp == pytest.approx(0.5)
-    assert e.e_ni is None                             # one node
-    # (0.8 / 1.1 + 0.5 * 0.2) / (0.8 + 0.2)
-    assert e.predicted == pytest.approx(0.8 / 1.1 + 0.1)
+    assert e.e_ni is None                             # no runs on 2 nodes
+    # on one node the model's inputs are the measured ratio's own: not a prediction
+    assert e.predicted is None
     assert e.measured == pytest.approx(0.9)
     assert e.layout == '1x2'
 
@@ -44,9 +44,32 @@ def test_overlap_prediction_and_measurement():
     assert o.measured == pytest.approx(1.25)
 
 
-def test_e_ni_on_several_nodes():
-    runs = [spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 0.8, 0.1)]
-    runs = [type(r)(**{**r.__dict__, 'nodes': 4}) for r in runs]
-    (e,) = efficiencies(runs)
-    assert e.nodes == 4
-    assert e.e_ni == pytest.approx(2.0)
+def on(nodes, *runs):
+    return [type(r)(**{**r.__dict__, 'nodes': nodes}) for r in runs]
+
+
+def test_e_ni_comes_from_the_two_node_runs_not_from_every_node_count():
+    # Chow & Hysom: e_ni on a small number of nodes (2, Table 8); at 4 nodes the ratio
+    # of communication times is 1 / e_mp, which e_ni must not restate
+    two = on(2, spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 0.8, 0.05))
+    four = on(4, spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 0.8, 0.1))
+    e2, e4 = efficiencies(two + four)
+    assert (e2.nodes, e4.nodes) == (2, 4)
+    assert e2.e_ni == e4.e_ni == pytest.approx(4.0)    # 0.2 / 0.05, from 2 nodes
+    assert e4.e_mp == pytest.approx(0.5)                # 0.1 / 0.2 at 4 nodes
+    (e,) = efficiencies(four)
+    assert e.e_ni is None                               # no 2-node runs: n/a
+
+
+def test_prediction_takes_e_cache_from_one_node_and_e_mp_from_p_nodes():
+    one = on(1, spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 1.0, 0.0))
+    # at 8 nodes hybrid's computation is measured 10% slower than one node's suggests
+    eight = on(8, spmv('mpi', 2, 1, 1.4, 0.8, 0.6), spmv('masteronly', 1, 2, 1.6, 1.1, 0.5))
+    rows = {e.nodes: e for e in efficiencies(one + eight)}
+    assert rows[1].predicted is None
+    e = rows[8]
+    assert e.e_cache_1 == pytest.approx(0.8)
+    assert e.e_mp == pytest.approx(0.5 / 0.6)
+    # (0.8 / 0.8 + (0.5 / 0.6) * 0.6) / (0.8 + 0.6) = 1.5 / 1.4
+    assert e.predicted == pytest.approx(1.5 / 1.4)
+    assert e.measured == pytest.approx(1.6 / 1.4)      # not the same: a prediction

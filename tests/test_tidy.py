@@ -85,3 +85,30 @@ def test_rows_follow_records_then_variables(records):
     want = [(r.kernel, v, x, r.refs.get(v, (None,))[0]) for r in records
             for v, x in r.values.items()]
     assert list(zip(df['kernel'], df['variable'], df['value'], df['ref'])) == want
+
+
+def test_parquet_round_trip_with_meta(records, tmp_path):
+    df = tidy.table(records)
+    path = str(tmp_path / 't.parquet')
+    tidy.write_parquet(df, path, {'systems': ['local'], 'rows': df.height})
+    assert pl.read_parquet(path).equals(df)
+    assert tidy.read_meta(path) == {'systems': ['local'], 'rows': df.height}
+    with pytest.raises(FileExistsError):
+        tidy.write_parquet(df, path, {})
+    assert pl.read_parquet(path).equals(df)
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path):
+    from hybridverdict.atomic import write_new, write_text
+
+    def half(fp):
+        fp.write(b'half a file')
+        raise OSError('disk full')
+    with pytest.raises(OSError, match='disk full'):
+        write_new(str(tmp_path / 'r.md'), half)
+    assert list(tmp_path.iterdir()) == []                  # no partial file, no temp file
+    write_text(str(tmp_path / 'r.md'), 'whole')
+    with pytest.raises(FileExistsError):
+        write_text(str(tmp_path / 'r.md'), 'other')
+    assert [p.name for p in tmp_path.iterdir()] == ['r.md']
+    assert (tmp_path / 'r.md').read_text() == 'whole'

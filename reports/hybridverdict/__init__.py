@@ -12,10 +12,15 @@ Modules:
   comm      Hockney fits per stack, ring saturation, stack comparison, ring vs OSU,
             collectives
   history   each performance variable over time with its reference band
+  glance    heatmap grids (layouts x sizes) and sentences on where hybrid wins
+  section   what an analysis returns (Section) and the section and figure keys
+  sections  the registry of analyses (ANALYSES), each records in, its Section out
   report    everything one report holds, built once
   render    terminal and Markdown summaries, verdict JSON
   plots     matplotlib figures (Agg, PNG data URIs); html: the self-contained page
-  tidy      the tidy table, CSV and JSON; write: every output as new files
+  tidy      the tidy table: Parquet (CSV, JSON); write: every output as new files
+  atomic    new files written whole (temp file, fsync, link), never over another
+  store     the history store: records ingested once (Parquet parts), read lazily
   bench     time a full report from a large synthetic perflog
   cli       the ``hybridverdict`` command
 """

@@ -2,13 +2,14 @@
 
     hybridverdict [--perflogs PATH ...] [--run-reports PATH ...] [--since ISO-TIME]
                   [--out DIR] [--noise-floor F] [--history-limit N]
-                  [--history-points N] [--no-write]
+                  [--history-points N] [--tidy FORMAT ...] [--no-write]
 
 It prints the terminal summary and writes, as new files in the output
-directory (nothing is ever overwritten): ``verdict-<UTC>.md`` (Markdown
-summary), ``.json`` (verdicts and analyses), ``.html`` (self-contained report
-with figures), ``-tidy.csv`` and ``-tidy.json`` (one row per record x
-performance variable).  Inputs are only read.
+directory (nothing is ever overwritten, each written atomically):
+``verdict-<UTC>.md`` (Markdown summary), ``.json`` (verdicts and analyses),
+``.html`` (self-contained report with figures) and ``-tidy.parquet`` (one row
+per record x performance variable; ``--tidy csv json`` adds ``-tidy.csv`` and
+``-tidy.json``).  Inputs are only read.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ import sys
 
 from . import __version__, history
 from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
-from .render import COLUMNS, rows, terminal  # noqa: F401  (COLUMNS, rows: for callers)
-from .report import (
-    Section,  # noqa: F401  (kept for callers)
-    build,
-)
+from .render import terminal
+from .report import build
 from .runreport import RunReportError, merge, read_run_reports
+from .store import Store, StoreError
 from .verdict import DEFAULT_NOISE_FLOOR
-from .write import unique_path, write_all  # noqa: F401  (unique_path: for callers)
+from .write import DEFAULT_TIDY, TIDY_KINDS, write_all
 
 
 def default_var_dir() -> str:
@@ -39,11 +38,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description='Verdicts of hybrid MPI+OpenMP against pure MPI, and the communication '
                     'analysis, from ReFrame perflogs and run reports: a terminal summary, '
                     'Markdown, JSON, a self-contained HTML report with figures, and the tidy '
-                    'table as CSV and JSON.',
+                    'table as Parquet (CSV and JSON on request).',
         epilog='Outputs, always new files in --out (an existing name gets -1, -2, ...): '
                'verdict-<UTC>.md (Markdown summary), .json (verdicts and analyses), .html '
-               '(report with embedded figures), -tidy.csv and -tidy.json (one row per record '
-               'x performance variable). Inputs are only read. Exit status: 0 report '
+               '(report with embedded figures), -tidy.parquet (one row per record x '
+               'performance variable; -tidy.csv and -tidy.json with --tidy). Inputs are '
+               'only read. Exit status: 0 report '
                'written, 1 nothing to report, 2 unreadable input or unwritable output.')
     p.add_argument('--perflogs', nargs='+', metavar='PATH',
                    help='perflog files or directories (default, unless --run-reports is '
@@ -63,7 +63,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--history-points', type=int, default=history.DEFAULT_MAX_POINTS,
                    metavar='N', help='most points per history series; more runs are drawn '
                                      'as medians of consecutive runs (default %(default)s)')
-    p.add_argument('--no-write', action='store_true', help='print the summary only')
+    p.add_argument('--tidy', nargs='+', choices=sorted(TIDY_KINDS), default=list(DEFAULT_TIDY),
+                   metavar='FORMAT',
+                   help='formats of the tidy table: parquet (default), csv, json (CSV and '
+                        'JSON are about ten times the size of Parquet)')
+    p.add_argument('--history-store', metavar='DIR',
+                   help='the history store: perflog lines not stored yet are added to it '
+                        '(once), the report window and the history are read from it '
+                        '(default, when --perflogs is not given and HARNESS_VAR_DIR is set, '
+                        'as ./harness does: $HARNESS_VAR_DIR/history)')
+    p.add_argument('--no-history-store', action='store_true',
+                   help='read the perflogs and build the history in memory, store nothing')
+    p.add_argument('--no-write', action='store_true',
+                   help='print the summary only (nothing is stored: implies '
+                        '--no-history-store)')
     p.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
     args = p.parse_args(argv)
     if not 0 <= args.noise_floor < 1:
@@ -80,34 +93,61 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def store_dir(args: argparse.Namespace) -> str | None:
+    """The history store to use, if any (see --history-store)."""
+    if args.no_history_store or args.no_write:
+        return None
+    if args.history_store:
+        return args.history_store
+    if not args.perflogs and os.environ.get('HARNESS_VAR_DIR'):
+        return os.path.join(os.environ['HARNESS_VAR_DIR'], 'history')
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     perflogs = args.perflogs or ([] if args.run_reports else
                                  [os.path.join(default_var_dir(), 'perflogs')])
     inputs = perflogs + (args.run_reports or [])
     stats = ReadStats()
+    directory = store_dir(args)
+    stored = None
+    stored_records = 0
     try:
-        records = read_perflogs(perflogs, stats=stats)
+        if directory is None:
+            records = read_perflogs(perflogs, stats=stats)
+        else:
+            store = Store(directory)
+            done = store.ingest(perflogs, stats)
+            records = store.records(args.since)
+            stored, stored_records = store.scan(), int(store.state().get('total_records', 0))
+            print(f'hybridverdict: history store {directory}: {done.records} new record(s)'
+                  + (f' in {os.path.basename(done.part)}' if done.part else '')
+                  + f', {stored_records} in all', file=sys.stderr)
         if args.run_reports:
-            records = merge(records, read_run_reports(args.run_reports, stats))
-    except (PerflogError, RunReportError, OSError) as err:
+            extra = read_run_reports(args.run_reports, stats)
+            if directory is not None and args.since is not None:
+                extra = [r for r in extra if r.time >= args.since]
+            records = merge(records, extra)
+    except (PerflogError, RunReportError, StoreError, OSError) as err:
         print(f'hybridverdict: {err}', file=sys.stderr)
         return 2
     for warning in stats.warnings():
         print(f'hybridverdict: warning: {warning}', file=sys.stderr)
     rep = build(records, stats, inputs, since=args.since, noise_floor=args.noise_floor,
-                history_limit=args.history_limit, history_points=args.history_points)
+                history_limit=args.history_limit, history_points=args.history_points,
+                stored=stored, stored_records=stored_records)
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
-    if not rep.verdicts and not any(s.key in COMM_KEYS and s.rows for s in rep.sections):
+    if not rep.verdicts and not any(s.standalone and s.rows for s in rep.sections):
         return 1
     print(terminal(rep))
     if args.no_write:
         return 0
     out_dir = args.out or os.path.join(default_var_dir(), 'reports')
     try:
-        paths = write_all(rep, out_dir)
+        paths = write_all(rep, out_dir, tidy_formats=args.tidy)
     except OSError as err:
         print(f'hybridverdict: cannot write the report: {err}', file=sys.stderr)
         return 2
@@ -115,7 +155,3 @@ def main(argv: list[str] | None = None) -> int:
           f'{", ".join(os.path.basename(p) for k, p in paths.items() if k != "md")})')
     return 0
 
-
-#: sections that are worth a report even without any verdict
-COMM_KEYS = frozenset(('hockney', 'stack_comparison', 'ring_vs_osu', 'ring_osu_accuracy',
-                       'saturation', 'collectives'))

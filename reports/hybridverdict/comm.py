@@ -32,6 +32,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
+from . import stats
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
 from .perflog import Group, Record
 
@@ -342,7 +343,7 @@ def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]
 
 
 ACCURACY_COLUMNS = ('partition', 'stack', 'variable', 'ring/OSU (median)', 'min', 'max',
-                    'samples')
+                    'samples', '95% interval of the median')
 
 
 def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[dict]]:
@@ -357,10 +358,14 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
     rows: list[list[object]] = []
     data: list[dict] = []
     for (system, partition, stack, var, nodes, _b, _l), xs in sorted(found.items()):
+        iv = stats.median_interval(xs)
         rows.append([partition, stack, var, f'{median(xs):.3f}', f'{min(xs):.3f}',
-                     f'{max(xs):.3f}', len(xs)])
+                     f'{max(xs):.3f}', len(xs),
+                     f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {100 * iv.confidence:.0f}%)'])
         data.append({'system': system, 'partition': partition, 'stack': stack,
-                     'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs)})
+                     'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs),
+                     'low': iv.low, 'high': iv.high, 'confidence': iv.confidence,
+                     'method': iv.method})
     return rows, data
 
 
@@ -443,6 +448,74 @@ SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks 
                    'layouts. '
                    'A node with few cores has few k: more cores show whether one '
                    'communicating rank saturates the interconnect.')
+
+
+# ---- Rabenseifner's masteronly against pure MPI across nodes ------------------------
+
+#: s_MPP / s_hybrid: the pure-MPI model transfers twice the data of the hybrid one in
+#: Rabenseifner's domain decomposition (seed 001, Table 1, "assumed")
+S_RATIO = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Rabenseifner:
+    """Seed 002's Table-1 row and seed 001's T_hybrid / T_MPP from one saturation
+    series across nodes: masteronly = one communicating CPU per node (k = 1), pure MPI
+    = the largest k measured (every CPU of the node)."""
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: int
+    nodes: int
+    k_max: int
+    b_hybrid: float             # MB/s per node at k = 1
+    b_mpp: float                # MB/s per node at k = k_max
+    fraction: float             # b_hybrid / the largest bandwidth of the curve
+    s_ratio: float = S_RATIO
+
+    @property
+    def t_ratio(self) -> float:
+        """T_hybrid / T_MPP = (b_MPP / b_hybrid) / (s_MPP / s_hybrid)."""
+        return self.b_mpp / self.b_hybrid / self.s_ratio
+
+
+def rabenseifner(series: list[Saturation], s_ratio: float = S_RATIO) -> list[Rabenseifner]:
+    """Rows for the saturation series measured across nodes (nodes > 1) with k = 1
+    and a larger k; on one node the ring's "nodes" are ranks sharing memory."""
+    out = []
+    for s in series:
+        curve = {k: bw for k, bw, _frac, _n in s.curve()}
+        if s.nodes < 2 or 1 not in curve or len(curve) < 2 or curve[1] <= 0:
+            continue
+        k_max = max(curve)
+        out.append(Rabenseifner(s.system, s.partition, s.stack, s.kernel, s.size, s.nodes,
+                                k_max, curve[1], curve[k_max], curve[1] / max(curve.values()),
+                                s_ratio))
+    return out
+
+
+RABENSEIFNER_COLUMNS = ('system', 'partition', 'stack', 'kernel', 'message', 'nodes',
+                        'masteronly (k=1) [MB/s]', 'pure MPI [MB/s]', 'k', 'masteronly / max',
+                        'b_MPP/b_hybrid', 'T_hybrid/T_MPP')
+
+
+def rabenseifner_rows(rows: list[Rabenseifner]) -> tuple[list[list[object]], list[dict]]:
+    table = [[r.system, r.partition, r.stack, r.kernel, human_bytes(r.size), r.nodes,
+              f'{r.b_hybrid:.4g}', f'{r.b_mpp:.4g}', r.k_max, f'{100 * r.fraction:.0f}%',
+              f'{r.b_mpp / r.b_hybrid:.2f}', f'{r.t_ratio:.2f}'] for r in rows]
+    data = [dataclasses.asdict(r) | {'t_ratio': r.t_ratio} for r in rows]
+    return table, data
+
+
+RABENSEIFNER_NOTE = ('Inter-node bandwidth per node of the ring across nodes (each message '
+                     'counted once): masteronly = one communicating CPU per node (k = 1), '
+                     'pure MPI = every CPU (the largest k); masteronly / max as in Rabenseifner\'s '
+                     'Table 1 (seed 002); T_hybrid/T_MPP = (b_MPP/b_hybrid)/(s_MPP/s_hybrid) with '
+                     's_MPP/s_hybrid = 2 as assumed there (seed 001, Table 1): above 1, the '
+                     'masteronly communication takes longer. Runs on one node have no '
+                     'inter-node bandwidth and are left out.')
 
 
 # ---- collectives ----------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The history of each performance variable over sessions, with its reference band.
 
-A series is one variable of one kernel run (``series_key``: system, partition,
-stack, kernel, mode, layout, size, node count, build and MPI library) across every
-perflog record.  The reference band is what
+A series is one variable of one kernel run (``SERIES_KEY``: system, partition,
+stack, kernel, mode, layout, size, node count, build and MPI library: the fields
+of ``Record.group`` and the layout) across every perflog record, so a series
+never mixes node counts, builds or libraries.  The reference band is what
 ReFrame logs beside each value: ref x (1 + lower) .. ref x (1 + upper).
 
 There can be thousands of series; the report draws at most ``limit`` of them
@@ -15,10 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
-import statistics
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Sequence
+
+import polars as pl
 
 from .perflog import Record
 
@@ -59,78 +59,101 @@ class Series:
         return any(x is not None for x in self.low) or any(x is not None for x in self.high)
 
 
-def _outside(value: float, low: float | None, high: float | None) -> bool:
-    return (low is not None and value < low) or (high is not None and value > high)
+#: what makes a series (with the variable): ``layout`` is ``<ranks>x<threads>``
+#: (the fields of ``Record.group`` with the mode and layout, as the store names them)
+SERIES_KEY = ('system', 'partition', 'stack', 'kernel', 'mode', 'layout', 'size', 'nodes',
+              'build_spec', 'library')
+#: the store columns the history reads (``store.RECORDS`` and ``store.VALUES``)
+RECORD_COLUMNS = ('rid', 'time', 'system', 'partition', 'stack', 'kernel', 'mode', 'ranks',
+                  'threads', 'size', 'nodes', 'build_spec', 'library', 'verified', 'result')
+VALUE_COLUMNS = ('rid', 'vpos', 'variable', 'value', 'unit', 'ref', 'lower', 'upper')
 
 
-def _downsample(points: list[tuple[dt.datetime, float, float | None, float | None]],
-                max_points: int) -> list[tuple[dt.datetime, float, float | None, float | None]]:
-    if len(points) <= max_points:
-        return points
-    step = math.ceil(len(points) / max_points)
-    out = []
-    for i in range(0, len(points), step):
-        chunk = points[i:i + step]
-        mid = chunk[len(chunk) // 2]
-        out.append((mid[0], statistics.median(p[1] for p in chunk), chunk[-1][2], chunk[-1][3]))
-    return out
+def _band(side: str) -> pl.Expr:
+    """The absolute bound of a row's band (null where open), as ``Record.band``."""
+    ref, frac = pl.col('ref'), pl.col(side)
+    return pl.when(ref.is_not_null() & (ref != 0) & frac.is_not_null()).then(ref * (1 + frac))
 
 
-def series_key(rec: Record) -> tuple:
-    """(system, partition, stack, kernel, mode, layout, size, nodes, build, library):
-    one series per run of one group (``Record.group``) and layout, so a series never
-    mixes node counts, builds or MPI libraries."""
-    g = rec.group
-    return (g.system, g.partition, g.stack, g.kernel, rec.mode, rec.layout, g.size, g.nodes,
-            g.build, g.library)
+def _outside(value: pl.Expr, low: pl.Expr, high: pl.Expr) -> pl.Expr:
+    return ((low.is_not_null() & (value < low)) | (high.is_not_null() & (value > high))
+            ).fill_null(False)
 
 
-def history(records: Iterable[Record], limit: int = DEFAULT_LIMIT,
-            max_points: int = DEFAULT_MAX_POINTS) -> tuple[list[Series], int]:
-    """The series to draw, and how many series there are in all."""
-    runs: dict[tuple, list[Record]] = defaultdict(list)
-    for rec in records:
-        if rec.verified:
-            runs[series_key(rec)].append(rec)
-    # candidate series: (key + variable, records, has a reference); the variables of
-    # a run are those of its latest record (a check's variables rarely change)
-    candidates = []
-    for key, recs in runs.items():
-        last = max(recs, key=lambda r: r.time)
-        for var, value in last.values.items():
-            has_ref = var in last.refs
-            candidates.append((key + (var,), recs,
-                               (has_ref, has_ref and _outside(value, *last.band(var)),
-                                len(recs))))
-    total = len(candidates)
-    if limit <= 0:
+def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIMIT,
+           max_points: int = DEFAULT_MAX_POINTS) -> tuple[list[Series], int]:
+    """The series to draw from the store's tables (``store.RECORDS``, ``store.VALUES``;
+    only ``RECORD_COLUMNS`` and ``VALUE_COLUMNS`` are read), and how many there are.
+
+    Each series is one variable of one run key (``SERIES_KEY``) over the verified
+    records.  The candidates are the variables of each key's latest record; they are
+    ranked by: a reference, the latest value outside it, the most records (ties: the
+    key seen first, then the variable's position in the record).  The best
+    ``4 limit`` are read in full, each reduced to at most `max_points` points
+    (medians of consecutive runs), and the ``limit`` with a band, then values outside
+    it, then the most samples are drawn, in label order.
+    """
+    key = list(SERIES_KEY)
+    recs = (records.select(RECORD_COLUMNS).filter(pl.col('verified'))
+            .with_columns(layout=pl.format('{}x{}', 'ranks', 'threads'))
+            .select(*key, 'rid', 'time', 'result').collect())
+    runs = recs.group_by(key).agg(
+        n=pl.len(), first=pl.col('rid').min(),
+        last=pl.col('rid').filter(pl.col('time') == pl.col('time').max()).min())
+    vals = values.select(VALUE_COLUMNS)
+    candidates = (vals.join(runs.lazy().select(*key, 'n', 'first', rid='last'), on='rid')
+                  .select(*key, 'variable', 'vpos', 'n', 'first',
+                          has_ref=(pl.col('ref').is_not_null() & (pl.col('ref') != 0))
+                          .fill_null(False),
+                          outside=_outside(pl.col('value'), _band('lower'), _band('upper')))
+                  .collect())
+    total = candidates.height
+    if limit <= 0 or not total:
         return [], total
-    # cheap first ranking: a reference, the latest value outside it, the most runs
-    candidates.sort(key=lambda c: c[2], reverse=True)
-    ranked = [(key, [r for r in recs if key[-1] in r.values])
-              for key, recs, _ in candidates[:limit * 4]]
-    series = []
-    for key, recs in ranked:
-        var = key[-1]
-        recs = sorted(recs, key=lambda r: r.time)
-        points = []
-        outside = failed = 0
-        for r in recs:
-            low, high = r.band(var)
-            value = r.values[var]
-            outside += _outside(value, low, high)
-            failed += r.result != 'pass'
-            points.append((r.time, value, low, high))
-        drawn = _downsample(points, max_points)
-        series.append(Series(*key, unit=recs[-1].units.get(var, ''), samples=len(recs),
-                             times=[p[0] for p in drawn], values=[p[1] for p in drawn],
-                             low=[p[2] for p in drawn], high=[p[3] for p in drawn],
-                             out_of_band=outside, failed=failed))
-    series.sort(key=lambda s: (s.has_band, s.out_of_band > 0, s.samples), reverse=True)
-    chosen = series[:limit]
+    top = (candidates.sort(['has_ref', 'outside', 'n', 'first', 'vpos'],
+                           descending=[True, True, True, False, False])
+           .head(4 * limit).with_row_index('rank'))
+    # the records of the chosen keys, then their values of the chosen variables
+    members = recs.join(top.select(key).unique(), on=key).select('rid', *key, 'time', 'result')
+    points = (vals.join(members.lazy(), on='rid')
+              .join(top.lazy().select(*key, 'variable', 'rank'), on=[*key, 'variable'])
+              .sort(['rank', 'time', 'rid'])
+              .with_columns(low=_band('lower'), high=_band('upper'))
+              .with_columns(
+                  i=pl.int_range(pl.len()).over('rank'),
+                  step=(pl.len().over('rank') / max_points).ceil().cast(pl.Int64),
+                  out=_outside(pl.col('value'), pl.col('low'), pl.col('high')),
+                  failed=pl.col('result') != 'pass')
+              .collect())
+    summary = points.group_by('rank', maintain_order=True).agg(
+        samples=pl.len(), out_of_band=pl.col('out').sum(),
+        failed=pl.col('failed').sum(), unit=pl.col('unit').last())
+    drawn = (points.with_columns(chunk=pl.col('i') // pl.col('step'))
+             .group_by(['rank', 'chunk'], maintain_order=True).agg(
+                 time=pl.col('time').get(pl.len() // 2), value=pl.col('value').median(),
+                 low=pl.col('low').last(), high=pl.col('high').last())
+             .group_by('rank', maintain_order=True).agg('time', 'value', 'low', 'high'))
+    info = {r['rank']: r for r in summary.iter_rows(named=True)}
+    pts = {r['rank']: r for r in drawn.iter_rows(named=True)}
+    found = []
+    for cand in top.iter_rows(named=True):
+        s, p = info[cand['rank']], pts[cand['rank']]
+        found.append(Series(*(cand[k] for k in key), variable=cand['variable'],
+                            unit=s['unit'] or '', samples=s['samples'], times=p['time'],
+                            values=p['value'], low=p['low'], high=p['high'],
+                            out_of_band=s['out_of_band'], failed=s['failed']))
+    found.sort(key=lambda s: (s.has_band, s.out_of_band > 0, s.samples), reverse=True)
+    chosen = found[:limit]
     chosen.sort(key=lambda s: (s.kernel, s.variable, s.system, s.partition, s.stack, s.mode,
                                s.size, s.nodes))
     return chosen, total
+
+
+def history(records: Sequence[Record], limit: int = DEFAULT_LIMIT,
+            max_points: int = DEFAULT_MAX_POINTS) -> tuple[list[Series], int]:
+    """The series to draw from `records`, and how many series there are in all."""
+    from .store import frames
+    return series(*frames(records).lazy(), limit, max_points)
 
 
 COLUMNS = ('series', 'unit', 'samples', 'first', 'last', 'last value', 'band',

@@ -8,8 +8,9 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from . import plots, render
+from . import glance, plots, render
 from .report import Report
+from .section import FIG_HEATMAPS, FIG_SPEEDUP
 from .verdict import size_key
 
 STYLE = '''
@@ -19,6 +20,7 @@ th, td { border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: right; }
 th { background: #eee; }
 td.l, th.l { text-align: left; }
 td.WIN { background: #b7e1b0; } td.LOSS { background: #f2b8b5; } td.TIE { background: #eee; }
+td.INCONCLUSIVE { background: #f7e7a6; }
 td.none { background: #fff; color: #999; }
 figure { margin: 0.5em 0 1.5em; } figcaption { font-size: 0.85em; color: #444; }
 img { max-width: 100%; }
@@ -42,7 +44,8 @@ def verdict_matrix(rep: Report) -> str:
     cols = sorted({(v.partition, v.stack) for v in rep.verdicts})
     cells: dict[tuple, dict[tuple, object]] = defaultdict(dict)
     for v in rep.verdicts:
-        cells[(v.kernel, v.size, f'{v.hybrid_mode} {v.hybrid_layout}', v.mpi_layout)][
+        nodes = f' ({v.nodes} nodes)' if v.nodes > 1 else ''
+        cells[(v.kernel, v.size, f'{v.hybrid_mode} {v.hybrid_layout}', v.mpi_layout + nodes)][
             (v.partition, v.stack)] = v
     head = ('<tr><th class="l">kernel</th><th class="l">size</th><th class="l">hybrid vs mpi'
             '</th>' + ''.join(f'<th>{_e(s)}<br>{_e(p)}</th>' for p, s in cols) + '</tr>')
@@ -61,6 +64,21 @@ def verdict_matrix(rep: Report) -> str:
         body.append(f'<tr><td class="l">{_e(kernel)}</td><td class="l">{_e(size)}</td>'
                     f'<td class="l">{_e(hyb)} vs {_e(mpi)}</td>{"".join(tds)}</tr>')
     return f'<table><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+#: a verdict matrix of more rows than this starts folded (the heatmaps say it at a glance)
+MATRIX_OPEN_ROWS = 40
+
+
+def at_a_glance(rep: Report, figures: dict[str, list[plots.Figure]]) -> str:
+    """Per kernel: the sentences on where hybrid wins and loses, then its heatmaps."""
+    heat = figures.get(FIG_HEATMAPS, [])
+    parts = ['<h2 id="glance">Where hybrid wins and loses</h2>']
+    for kernel, lines in glance.sentences(rep.verdicts):
+        mine = [f for f in heat if f.caption.startswith(f'{kernel} ')]
+        parts += [f'<h3>{_e(kernel)}</h3>', f'<p class="glance">{_e(" ".join(lines))}</p>',
+                  _figures(mine)]
+    return ''.join(parts)
 
 
 def _figures(figs: list[plots.Figure]) -> str:
@@ -85,12 +103,18 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
         '<h2>Stacks and MPI libraries</h2>',
         table(('stack', 'MPI library'), [[s, '; '.join(libs) or 'unknown']
                                          for s, libs in m.stacks.items()]),
-        '<h2 id="verdicts">Verdict matrix</h2>',
+        '<h2 id="verdicts">Verdicts</h2>',
     ]
     if rep.verdicts:
+        rows = len({(v.kernel, v.size, v.hybrid_mode, v.hybrid_layout, v.mpi_layout)
+                    for v in rep.verdicts})
+        fold = '<details open>' if rows <= MATRIX_OPEN_ROWS else '<details>'
         parts += [f'<p>{_e(render.counts(rep.verdicts))}. {_e(render.VERDICT_NOTE)}</p>',
-                  verdict_matrix(rep), '<h2 id="speedup">Speedup against problem size</h2>',
-                  _figures(figures.get('speedup', [])),
+                  at_a_glance(rep, figures),
+                  f'<h2 id="matrix">Verdict matrix</h2>{fold}<summary>{rows} rows: kernel, size '
+                  'and layouts against stack and partition</summary>', verdict_matrix(rep),
+                  '</details>', '<h2 id="speedup">Speedup against problem size</h2>',
+                  _figures(figures.get(FIG_SPEEDUP, [])),
                   '<details><summary>verdict table</summary>',
                   table(render.COLUMNS, render.rows(rep.verdicts)), '</details>']
     else:

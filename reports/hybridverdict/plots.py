@@ -14,7 +14,7 @@ import math
 import multiprocessing
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import matplotlib
 
@@ -28,7 +28,8 @@ from matplotlib.ticker import (  # noqa: E402
     NullFormatter,
 )
 
-from . import comm, history  # noqa: E402
+from . import comm, glance, history, verdict  # noqa: E402
+from . import section as sec  # noqa: E402
 from .report import Report  # noqa: E402
 from .verdict import size_key  # noqa: E402
 
@@ -42,9 +43,9 @@ class Figure:
     caption: str
 
 
-def _png(fig, caption: str) -> Figure:
+def _png(fig, caption: str, metadata: dict[str, str] | None = None) -> Figure:
     buf = io.BytesIO()
-    fig.savefig(buf, format='png', dpi=DPI)
+    fig.savefig(buf, format='png', dpi=DPI, metadata=metadata)
     plt.close(fig)
     return Figure('data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode(), caption)
 
@@ -98,7 +99,9 @@ def speedup(rep: Report) -> Figure | None:
     for ax, (kernel, vs) in zip(axes, sorted(by_kernel.items())):
         lines: dict[str, list] = defaultdict(list)
         for v in vs:
-            lines[f'{v.hybrid_mode} {v.hybrid_layout} {v.stack}@{v.partition}'].append(v)
+            nodes = f' {v.nodes} nodes' if v.nodes > 1 else ''
+            lines[f'{v.hybrid_mode} {v.hybrid_layout} vs {v.mpi_layout}{nodes} '
+                  f'{v.stack}@{v.partition}'].append(v)
             samples += v.n_mpi + v.n_hybrid
         sizes = sorted({v.size for v in vs}, key=size_key)
         numeric = all(_num(s) is not None for s in sizes)
@@ -122,6 +125,90 @@ def speedup(rep: Report) -> Figure | None:
                      f'noise band; above 1 hybrid wins. {samples} runs.')
 
 
+def scaling(rep: Report) -> Figure | None:
+    """Speedup against node count per size (the papers' figures), one panel per kernel;
+    only pairs measured on two or more node counts."""
+    cross = [c for c in verdict.crossovers(rep.verdicts) if len(c.nodes) > 1]
+    if not cross:
+        return None
+    by_kernel: dict[str, list[verdict.Crossover]] = defaultdict(list)
+    for c in cross:
+        by_kernel[c.kernel].append(c)
+    fig, axes = _grid(len(by_kernel), 2, 6.0, 4.2)
+    for ax, (kernel, cs) in zip(axes, sorted(by_kernel.items())):
+        for c in cs:
+            ax.plot(c.nodes, c.speedups, marker='o',
+                    label=f'size {c.size} {c.hybrid} vs {c.mpi_layout} {c.stack}@{c.partition}')
+        ax.axhline(1.0, color='k', lw=0.8, ls='--')
+        if max(n for c in cs for n in c.nodes) / min(n for c in cs for n in c.nodes) > 8:
+            _log(ax, 'x', 2)
+        ax.set_title(kernel)
+        ax.set_xlabel('nodes')
+        ax.set_ylabel('speedup T_mpi / T_hybrid')
+        ax.legend(fontsize=6, loc='best')
+    return _png(fig, 'Speedup of hybrid over pure MPI against node count, one line per size '
+                     'and pair of layouts per node; above 1 hybrid wins. The crossover table '
+                     'names the node count from which it wins or loses.')
+
+
+#: speedups beyond these bounds get the colour of the bound
+HEAT_RANGE = (0.5, 2.0)
+
+
+def heatmap(grid: glance.Grid) -> Figure:
+    """Hybrid layouts x sizes of one grid, coloured by log2(speedup), marked WIN/LOSS/TIE.
+
+    The PNG's "Rows" and "Columns" text chunks hold the tick labels as drawn (one
+    per line), so a reader (or a test) can tell which layouts and sizes it shows.
+    """
+    rows, cols = grid.layouts, grid.sizes
+    values = [[math.nan] * len(cols) for _ in rows]
+    for i, lay in enumerate(rows):
+        for j, size in enumerate(cols):
+            v = grid.cells.get((lay, size))
+            if v is not None:
+                values[i][j] = math.log2(v.speedup)
+    lo, hi = (math.log2(x) for x in HEAT_RANGE)
+    width, height = 3.2 + 0.75 * len(cols), 1.2 + 0.32 * len(rows)   # inches
+    fig, ax = plt.subplots(figsize=(width, height))
+    # fixed margins in inches: the layout labels on the left, the colour bar on the right
+    fig.subplots_adjust(left=1.7 / width, right=1 - 0.3 / width, bottom=0.55 / height,
+                        top=1 - 0.35 / height)
+    cmap = matplotlib.colormaps['RdYlGn'].with_extremes(bad='#f4f4f4')
+    img = ax.imshow(values, cmap=cmap, vmin=lo, vmax=hi, aspect='auto')
+    for i, lay in enumerate(rows):
+        for j, size in enumerate(cols):
+            v = grid.cells.get((lay, size))
+            text = '-' if v is None else f'{v.verdict}\n{v.speedup:.2f}'
+            ax.text(j, i, text, ha='center', va='center', fontsize=6, linespacing=0.9)
+    ax.set_xticks(range(len(cols)), cols, fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_xlabel('problem size', fontsize=7)
+    ax.set_title(grid.title, fontsize=8)
+    bar = fig.colorbar(img, ax=ax, fraction=0.8 / width, pad=0.15 / width)
+    ticks = [x for x in (0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0)
+             if HEAT_RANGE[0] <= x <= HEAT_RANGE[1]]
+    bar.set_ticks([math.log2(x) for x in ticks], labels=[f'{x:g}x' for x in ticks])
+    bar.ax.tick_params(labelsize=6)
+    n = grid.counts()
+    samples = sum(v.n_mpi + v.n_hybrid for v in grid.cells.values())
+    drawn_rows = [t.get_text() for t in ax.get_yticklabels()]
+    drawn_cols = [t.get_text() for t in ax.get_xticklabels()]
+    return _png(fig, f'{grid.title}: speedup T_mpi / T_hybrid per hybrid layout and size '
+                     f'(green: hybrid faster, red: slower; colours saturate at '
+                     f'{HEAT_RANGE[0]:g}x and {HEAT_RANGE[1]:g}x); {n["WIN"]} WIN, '
+                     f'{n["LOSS"]} LOSS, {n["TIE"]} TIE'
+                     + (f', {n["INCONCLUSIVE"]} INCONCLUSIVE' if n['INCONCLUSIVE'] else '')
+                     + f'; {samples} runs.',
+                {'Title': grid.title, 'Rows': '\n'.join(drawn_rows),
+                 'Columns': '\n'.join(drawn_cols)})
+
+
+def heatmaps(rep: Report) -> list[Figure]:
+    """One heatmap per kernel, stack, partition and node count."""
+    return [heatmap(g) for g in glance.grids(rep.verdicts)]
+
+
 def efficiencies(rep: Report) -> Figure | None:
     effs = rep.efficiencies
     if not effs:
@@ -137,7 +224,8 @@ def efficiencies(rep: Report) -> Figure | None:
                [math.nan if y is None else y for y in ys], width, label=name)
     ax.axhline(1.0, color='k', lw=0.8, ls='--')
     ax.set_xticks(range(len(effs)),
-                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}\nruns {e.samples}'
+                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}'
+                   + (f' {e.nodes} nodes' if e.nodes > 1 else '') + f'\nruns {e.samples}'
                    for e in effs], fontsize=7)
     ax.set_ylabel('efficiency')
     ax.legend(fontsize=7, ncol=4, loc='upper right')
@@ -153,13 +241,18 @@ def phases(rep: Report) -> Figure | None:
     by_size: dict[str, list] = defaultdict(list)
     for r in rows:
         by_size[r.size].append(r)
+
+    def bar(r) -> str:           # one bar group per hybrid run, node count and reference
+        nodes = f' {r.nodes} nodes' if r.nodes > 1 else ''
+        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack}@{r.partition}'
+
     fig, axes = _grid(len(by_size), 3)
     for ax, (size, rs) in zip(axes, sorted(by_size.items(), key=lambda kv: size_key(kv[0]))):
-        groups = sorted({f'{r.hybrid} {r.stack}@{r.partition}' for r in rs})
+        groups = sorted({bar(r) for r in rs})
         width = 0.8 / max(1, len(groups))
         for j, g in enumerate(groups):
-            ratio = {r.phase: r.ratio for r in rs if f'{r.hybrid} {r.stack}@{r.partition}' == g}
-            n = next(r.samples for r in rs if f'{r.hybrid} {r.stack}@{r.partition}' == g)
+            ratio = {r.phase: r.ratio for r in rs if bar(r) == g}
+            n = next(r.samples for r in rs if bar(r) == g)
             ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
                    [ratio.get(p, math.nan) for p in PHASE_ORDER], width, label=f'{g} (n={n})')
         ax.axhline(1.0, color='k', lw=0.8, ls='--')
@@ -183,9 +276,9 @@ def hockney(rep: Report) -> Figure | None:
         return None
     by_part: dict[tuple, list] = defaultdict(list)
     for c in curves:
-        by_part[(c.system, c.partition)].append(c)
+        by_part[(c.system, c.partition, c.nodes)].append(c)
     fig, axes = _grid(len(by_part), 2, 5.5, 4.0)
-    for ax, ((system, part), cs) in zip(axes, sorted(by_part.items())):
+    for ax, ((system, part, nodes), cs) in zip(axes, sorted(by_part.items())):
         for c in cs:
             sizes, times = c.medians()
             fit = (f': t0={c.fit.t0:.3g} us, r_inf={c.fit.r_inf:.4g} MB/s' if c.fit else
@@ -199,7 +292,7 @@ def hockney(rep: Report) -> Figure | None:
         ax.xaxis.set_major_locator(LogLocator(base=4, numticks=8))
         ax.xaxis.set_major_formatter(_BYTES)
         _log(ax)
-        ax.set_title(f'{system}:{part}')
+        ax.set_title(f'{system}:{part}' + (f', {nodes} nodes' if nodes > 1 else ''))
         ax.set_xlabel('message size [B]')
         ax.set_ylabel('one-way time [us]')
         ax.legend(fontsize=6, loc='upper left')
@@ -214,7 +307,7 @@ def saturation(rep: Report) -> Figure | None:
     # the largest message of each (stack, partition, kernel): the saturation regime
     top: dict[tuple, comm.Saturation] = {}
     for s in series:
-        key = (s.system, s.partition, s.stack, s.kernel)
+        key = (s.system, s.partition, s.stack, s.kernel, s.nodes, s.build, s.library)
         if key not in top or s.size > top[key].size:
             top[key] = s
     fig, (ax_abs, ax_rel) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -222,8 +315,8 @@ def saturation(rep: Report) -> Figure | None:
     for s in top.values():
         pts = s.curve()
         ks = [p[0] for p in pts]
-        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)} '
-                 f'(n={s.records})')
+        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)}'
+                 + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
     ax_abs.set_ylabel('bandwidth per node [MB/s]')
@@ -312,28 +405,30 @@ def history_figures(series: list[history.Series], per_figure: int = 16) -> list[
     return out
 
 
-#: figure key -> function of the report drawing it
-DRAWERS = {'speedup': speedup, 'efficiencies': efficiencies, 'phases': phases,
-           'hockney': hockney, 'saturation': saturation, 'stacks': stacks,
-           'collectives': collectives}
+#: figure key -> function of the report drawing it (one figure, several, or None)
+DRAWERS: dict[str, Callable[[Report], Figure | list[Figure] | None]] = {
+    sec.FIG_SPEEDUP: speedup, sec.FIG_HEATMAPS: heatmaps, sec.FIG_EFFICIENCIES: efficiencies,
+    sec.FIG_PHASES: phases, sec.FIG_HOCKNEY: hockney, sec.FIG_SATURATION: saturation,
+    sec.FIG_STACKS: stacks, sec.FIG_COLLECTIVES: collectives, sec.FIG_SCALING: scaling}
 
 
 def all_figures(rep: Report, only: Iterable[str] | None = None) -> dict[str, list[Figure]]:
     """Figure key (as in ``Section.figure``) -> its figures; `only`: just those keys."""
-    keys = set(DRAWERS) | {'history'} if only is None else set(only)
+    keys = set(DRAWERS) | {sec.FIG_HISTORY} if only is None else set(only)
     out: dict[str, list[Figure]] = {}
     for key, fn in DRAWERS.items():
         if key in keys:
-            fig = fn(rep)
-            if fig is not None:
-                out[key] = [fig]
-    if 'history' in keys and rep.history:
-        out['history'] = history_figures(rep.history)
+            drawn = fn(rep)
+            figs = drawn if isinstance(drawn, list) else [] if drawn is None else [drawn]
+            if figs:
+                out[key] = figs
+    if sec.FIG_HISTORY in keys and rep.history:
+        out[sec.FIG_HISTORY] = history_figures(rep.history)
     return out
 
 
 #: the figures drawn by a second process where there is one (about half the work)
-SECOND_PROCESS = ('history', 'hockney', 'collectives')
+SECOND_PROCESS = (sec.FIG_HISTORY, sec.FIG_HOCKNEY, sec.FIG_COLLECTIVES)
 _SHARED: dict[str, Report] = {}
 #: seconds to wait for the second process before drawing its figures here
 CHILD_TIMEOUT = 300

@@ -8,22 +8,27 @@ import json
 
 from tabulate import tabulate
 
+from . import glance, section
 from .report import Report
 from .verdict import Verdict
 
-COLUMNS = ('kernel', 'size', 'stack', 'partition', 'cores', 'mpi', 'hybrid',
+COLUMNS = ('kernel', 'size', 'stack', 'partition', 'nodes', 'cores', 'mpi', 'hybrid',
            'T_mpi [s]', 'T_hybrid [s]', 'speedup', 'noise', 'samples', 'verdict')
 
-VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid (median total times); WIN or LOSS only '
-                'outside the noise band (twice the relative standard error of the ratio, '
-                'at least the floor), TIE inside it; samples = pure-MPI/hybrid runs.')
+VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid (median total times, or the median per-round '
+                'ratio when the two sides ran in alternating rounds), per node count; its '
+                '95% interval (order statistics, or a seeded bootstrap for few samples; '
+                'widened by the floor where the samples ran back to back) against the band '
+                '1 +- floor: TIE inside it, WIN above, LOSS below, INCONCLUSIVE across an '
+                'edge; noise = the interval\'s relative half-width; samples = '
+                'pure-MPI/hybrid runs; * = confirmed (the same call in the last 3 sessions).')
 
 
 def rows(found: list[Verdict]) -> list[list[object]]:
-    return [[v.kernel, v.size, v.stack, v.partition, v.cores, v.mpi_layout,
+    return [[v.kernel, v.size, v.stack, v.partition, v.nodes, v.cores, v.mpi_layout,
              f'{v.hybrid_mode} {v.hybrid_layout}', f'{v.t_mpi:.4g}', f'{v.t_hybrid:.4g}',
              f'{v.speedup:.3f}', f'±{100 * v.noise:.1f}%', f'{v.n_mpi}/{v.n_hybrid}',
-             v.verdict] for v in found]
+             v.verdict + ('*' if v.confirmed else '')] for v in found]
 
 
 def _table(columns, body, fmt: str) -> str:
@@ -31,8 +36,12 @@ def _table(columns, body, fmt: str) -> str:
 
 
 def counts(found: list[Verdict]) -> str:
-    n = {k: sum(v.verdict == k for v in found) for k in ('WIN', 'LOSS', 'TIE')}
-    return f'{len(found)} verdicts: {n["WIN"]} WIN, {n["LOSS"]} LOSS, {n["TIE"]} TIE'
+    n = {k: sum(v.verdict == k for v in found) for k in ('WIN', 'LOSS', 'TIE', 'INCONCLUSIVE')}
+    text = f'{len(found)} verdicts: {n["WIN"]} WIN, {n["LOSS"]} LOSS, {n["TIE"]} TIE'
+    if n['INCONCLUSIVE']:
+        text += f', {n["INCONCLUSIVE"]} INCONCLUSIVE'
+    confirmed = sum(v.confirmed for v in found)
+    return text + (f'; {confirmed} confirmed' if confirmed else '')
 
 
 def terminal(rep: Report) -> str:
@@ -47,7 +56,7 @@ def terminal(rep: Report) -> str:
     for sec in rep.sections:
         if not sec.rows:
             continue
-        if sec.key == 'history':
+        if sec.key == section.HISTORY:
             out += ['', f'{sec.title}: {len(rep.history)} of {rep.history_total} series drawn '
                     'in the HTML report (table in the Markdown).']
             continue
@@ -76,8 +85,9 @@ def markdown(rep: Report) -> str:
         '',
     ]
     if rep.verdicts:
-        lines += [f'**{counts(rep.verdicts)}**', '',
-                  _table(COLUMNS, rows(rep.verdicts), 'github'), '']
+        lines += [f'**{counts(rep.verdicts)}**', '', '## Where hybrid wins and loses', '',
+                  *[f'- {" ".join(text)}' for _, text in glance.sentences(rep.verdicts)], '',
+                  '## Verdicts', '', _table(COLUMNS, rows(rep.verdicts), 'github'), '']
     else:
         lines += ['No pure-MPI/hybrid pair in these runs.', '']
     for sec in rep.sections:

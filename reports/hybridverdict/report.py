@@ -3,7 +3,9 @@
 ``build`` turns records into a ``Report``: what the data is (systems, stacks
 with their library versions, dates, samples), the verdicts, the analysis
 sections (each a table plus the data behind it, optionally with a figure), the
-history series and the objects the figures are drawn from.  The renderers
+history series and the objects the figures are drawn from.  The analysis
+sections come from the registry ``sections.ANALYSES`` (one function per
+analysis, each returning its ``section.Section``).  The renderers
 (``render`` for terminal and Markdown, ``html`` for the HTML page, ``tidy`` for
 CSV/JSON) only format what is here.
 """
@@ -15,44 +17,13 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
 
-from . import __version__, comm, history, phases, spmv_model
+import polars as pl
+
+from . import __version__, comm, history, phases, sections, spmv_model
+from . import stats as stats_rule
 from .perflog import ReadStats, Record
+from .section import Context, Section
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
-
-
-@dataclasses.dataclass
-class Section:
-    """One analysis table beside the verdicts."""
-
-    title: str
-    note: str
-    columns: tuple[str, ...]
-    rows: list[list[object]]
-    data: list[dict]
-    figure: str = ''          # key of the figure drawn for it (HTML only)
-    key: str = ''             # short name, for the JSON
-
-    @property
-    def missing(self) -> str:
-        """What data the section needs, said where it has none."""
-        return NEEDS.get(self.key, 'no matching runs')
-
-
-#: what each analysis needs (perflog kernels and variables), for empty sections
-NEEDS = {
-    'md_phases': 'md runs in mpi and a hybrid mode with phase_* variables',
-    'spmv_efficiencies': 'spmv runs in mpi and masteronly (and serial for e_mt)',
-    'spmv_overlap': 'spmv masteronly runs with t_pack, t_comp_interior, t_comp_boundary',
-    'hockney': 'point-to-point runs (ring-pingpong, ring-bw, osu_latency, osu_bw, osu_bibw) '
-               'with lat_<bytes> or bw_<bytes>',
-    'stack_comparison': 'point-to-point runs with latency_8B/lat_8 or bandwidth_1MiB/bw_<bytes>',
-    'ring_vs_osu': 'ring-pingpong/ring-bw and osu_latency/osu_bw runs on the same stack and '
-                   'partition',
-    'ring_osu_accuracy': 'ring-vs-osu runs with *_ratio_* variables',
-    'saturation': 'ring or osu_mbw_mr runs with bw_k<k>_<bytes>',
-    'collectives': 'osu_allreduce, osu_bcast, ... runs with lat_<bytes>',
-    'history': 'verified runs',
-}
 
 
 @dataclasses.dataclass
@@ -130,72 +101,44 @@ def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[st
                 stacks={s: sorted(v) for s, v in sorted(libs.items())}, first=first, last=last)
 
 
+def recent_sessions(records: pl.LazyFrame, values: pl.LazyFrame,
+                    sessions: int = stats_rule.CONFIRM_SESSIONS) -> list[Record]:
+    """The records of the last `sessions` sessions of the history store (what a
+    verdict's confirmation reads), without reading the rest of the history."""
+    from .store import records_from
+    times = records.select('time').collect().get_column('time').to_list()
+    starts = stats_rule.session_starts(times)[-sessions:]
+    if not starts:
+        return []
+    recent = records.filter(pl.col('time') >= starts[0]).collect()
+    vals = values.join(recent.lazy().select('rid'), on='rid').collect()
+    return records_from(recent, vals)
+
+
 def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
           since: dt.datetime | None = None, noise_floor: float = DEFAULT_NOISE_FLOOR,
           history_limit: int = history.DEFAULT_LIMIT,
-          history_points: int = history.DEFAULT_MAX_POINTS) -> Report:
-    """The report of the records since `since`, with the history of all `records`."""
+          history_points: int = history.DEFAULT_MAX_POINTS,
+          stored: tuple[pl.LazyFrame, pl.LazyFrame] | None = None,
+          stored_records: int = 0) -> Report:
+    """The report of the records since `since`, with the history of all `records`, or
+    of the history store's tables `stored` (``Store.scan()``; then `records` need only
+    hold the window, and `stored_records` says how many records the store holds)."""
     window = records if since is None else [r for r in records if r.time >= since]
-    found = verdicts(window, noise_floor=noise_floor)
-    md = phases.phase_rows(window)
-    eff = spmv_model.efficiencies(window)
-    ovl = spmv_model.overlaps(window)
-    curves = comm.p2p_curves(window)
-    heads = comm.headlines(window)
-    sat = comm.saturation(window)
-    coll = comm.collectives(window)
-    series, total = history.history(records, limit=history_limit, max_points=history_points)
-
-    stack_rows, stack_data = comm.stack_rows(heads)
-    ring_osu_rows, ring_osu_data = comm.ring_osu_rows(heads)
-    acc_rows, acc_data = comm.accuracy_rows(window)
-    sat_rows, sat_data = comm.saturation_rows(sat)
-    coll_rows, coll_data = comm.collective_rows(coll)
-    sections = [
-        Section('MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
-                'Median time of each phase on the slowest rank; hybrid/mpi above 1: '
-                'slower in hybrid.', phases.COLUMNS, phases.table_rows(md),
-                [dataclasses.asdict(r) | {'ratio': r.ratio} for r in md], 'phases', 'md_phases'),
-        Section('SpMV efficiencies (Chow & Hysom)', spmv_model.DIRECTIONS,
-                spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff),
-                [dataclasses.asdict(e) for e in eff], 'efficiencies', 'spmv_efficiencies'),
-        Section('SpMV overlap model (Rabenseifner): masteronly against funneled',
-                'Fractions of a masteronly call; eps = T_masteronly / T_funneled, one '
-                'communicating thread.', spmv_model.OVL_COLUMNS,
-                spmv_model.overlap_rows(ovl), [dataclasses.asdict(o) for o in ovl], '',
-                'spmv_overlap'),
-        Section('Hockney fits t = t0 + m / r_inf (Xu & Hwang)',
-                'Least squares on the relative residuals of the median one-way time per '
-                'message size (lat_<m>, or m / bw_<m>); m_1/2 = t0 r_inf; rel. error = RMS '
-                'relative residual. OSU and the ring kernel are fitted separately (osu_bibw: '
-                'm / bidirectional bandwidth, so its r_inf counts both directions).',
-                comm.HOCKNEY_COLUMNS, comm.hockney_rows(curves), comm.hockney_data(curves),
-                'hockney', 'hockney'),
-        Section('MPI-stack comparison',
-                'Latency at 8 B and bandwidth at 1 MiB and at the largest size, each stack '
-                'against the best stack of the same partition and source (x best: 1.00 is '
-                'the lowest latency; of best: 100% is the highest bandwidth).',
-                comm.STACK_COLUMNS, stack_rows, stack_data, 'stacks', 'stack_comparison'),
-        Section('Ring kernel against OSU',
-                'The ring kernel\'s latency at 8 B and bandwidth at 1 MiB beside the OSU '
-                'benchmarks\' on the same stack and partition; samples = ring/OSU runs.',
-                comm.RING_OSU_COLUMNS, ring_osu_rows, ring_osu_data, '', 'ring_vs_osu'),
-        Section('Ring-vs-OSU accuracy check', 'The ratios the ring-vs-osu check logs.',
-                comm.ACCURACY_COLUMNS, acc_rows, acc_data, '', 'ring_osu_accuracy'),
-        Section('Ring saturation curve (Rabenseifner)', comm.SATURATION_NOTE,
-                comm.SATURATION_COLUMNS, sat_rows, sat_data, 'saturation', 'saturation'),
-        Section('Collectives: t = a log2 n + b (Xu & Hwang)',
-                'Median latency against the rank count n = ranks per node x nodes, per '
-                'message size (the smallest, the largest, 8 B, 1 KiB, 64 KiB and 1 MiB in '
-                'this table; every size in the JSON).', comm.COLLECTIVE_COLUMNS, coll_rows,
-                coll_data, 'collectives', 'collectives'),
-        Section('History of the performance variables',
-                f'{len(series)} of {total} series (reference band first, then values outside '
-                'it, then the longest; at most the history limit); band = ref x (1 + lower) '
-                '.. ref x (1 + upper) as ReFrame logs it.', history.COLUMNS,
-                history.rows(series), [], 'history', 'history'),
-    ]
-    return Report(meta=_meta(window, len(records), stats, inputs, since), verdicts=found,
-                  sections=sections, history=series,
-                  history_total=total, curves=curves, headlines=heads, saturation=sat,
-                  collectives=coll, efficiencies=eff, phases=md, records=window)
+    ctx = Context(window=window, records=records, noise_floor=noise_floor,
+                  history_limit=history_limit, history_points=history_points, stored=stored)
+    found = verdicts(window, noise_floor=noise_floor,
+                     history=records if stored is None else recent_sessions(*stored))
+    ctx.shared[sections.VERDICTS] = found
+    built = [analysis(ctx) for analysis in sections.ANALYSES]
+    shared = ctx.shared
+    series, total = shared.get(sections.HISTORY, ([], 0))
+    read = stored_records if stored is not None else len(records)
+    return Report(meta=_meta(window, read, stats, inputs, since), verdicts=found,
+                  sections=built, history=series, history_total=total,
+                  curves=shared.get(sections.CURVES, []),
+                  headlines=shared.get(sections.HEADLINES, []),
+                  saturation=shared.get(sections.SATURATION, []),
+                  collectives=shared.get(sections.COLLECTIVES, []),
+                  efficiencies=shared.get(sections.EFFICIENCIES, []),
+                  phases=shared.get(sections.PHASE_ROWS, []), records=window)

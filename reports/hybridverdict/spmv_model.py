@@ -1,17 +1,28 @@
 """Chow & Hysom's efficiency decomposition and Rabenseifner's overlap model,
 from the SpMV runs of the perflogs.
 
-Efficiencies (seed 000; ser = the hybrid decomposition run with one thread):
-  e_mt    = t_comp^ser / (n_t t_comp^hyb)    multithreading    (> 1 favours hybrid)
-  e_cache = t_comp^mpi / t_comp^hyb          relative cache    (> 1 favours hybrid)
-  e_ni    = t_comm^mpi / t_comm^hyb          network interface (> 1 favours hybrid)
-  e_mp    = t_comm^hyb / t_comm^mpi          message passing   (< 1 favours hybrid)
-With no overlap the model predicts
-  T_hyb / T_mpi = (t_comp^mpi / e_cache + e_mp t_comm^mpi) / (t_comp^mpi + t_comm^mpi),
-shown next to the measured ratio of total times.  e_ni compares the
-exchanges of each layout's typical messages through the network: it is given
-for runs on several nodes only.  On one node e_mp compares the intra-node
-exchanges only (the `nodes` column says which).
+Efficiencies (seed 000; ser = the hybrid decomposition run with one thread;
+every figure from the runs of one ``Record.group``, so of one node count p):
+  e_mt    = t_comp^ser / (n_t t_comp^hyb)          multithreading     (> 1 favours hybrid)
+  e_cache = t_comp^mpi / t_comp^hyb                relative cache     (> 1 favours hybrid)
+  e_ni    = t_comm^mpi(m1) / t_comm^hyb(m2)        network interface  (> 1 favours hybrid)
+  e_mp(p) = t_comm^hyb(p) / t_comm^mpi(p)          message passing    (< 1 favours hybrid)
+
+e_ni is the paper's: measured on a small number of nodes, 2 as in its Table 8,
+where each mode exchanges its own typical message size (m1 for pure MPI, m2 for
+hybrid: the same problem size per node and layout as the row's), so that it
+separates the sharing of the network interface from the scaling that e_mp
+measures.  Every row of a size and layout shows the e_ni of its 2-node runs
+(n/a without them); at p = 2 it is 1 / e_mp(2) by definition.
+
+With no overlap the model predicts, at p nodes,
+  T_hyb / T_mpi = (t_comp^mpi(p) / e_cache(1) + e_mp(p) t_comm^mpi(p))
+                  / (t_comp^mpi(p) + t_comm^mpi(p)),
+from inputs measured elsewhere: e_cache from the one-node runs of the same size
+and layouts, e_mp and the pure-MPI times at p.  It is shown beside the measured
+ratio of total times on several nodes; on one node its inputs are the measured
+ratio's own (an identity whenever t_total = t_comp + t_comm), so it is n/a there.
+On one node e_mp compares the intra-node exchanges only.
 
 Overlap (seed 001): the fractions of a masteronly call (f_comm; f_comp_non =
 pack + boundary rows; f_comp_overlap = interior rows) give the predicted
@@ -27,7 +38,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from . import overlap
-from .perflog import Record
+from .perflog import Group, Record
+
+#: the node count e_ni is measured on (Chow & Hysom, Table 8)
+E_NI_NODES = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,11 +54,34 @@ class Efficiency:
     layout: str             # hybrid R x T
     e_mt: float | None
     e_cache: float
-    e_ni: float | None       # several nodes only
+    e_ni: float | None       # from the 2-node runs of this size and layout
     e_mp: float | None
-    predicted: float | None  # T_hyb / T_mpi without overlap
+    predicted: float | None  # T_hyb / T_mpi without overlap, from e_cache at one node
     measured: float          # T_hyb / T_mpi
     samples: str = ''        # runs behind it: mpi/hybrid[/serial]
+    mpi_layout: str = ''     # the pure-MPI layout it is measured against
+    e_cache_1: float | None = None   # the one-node e_cache the prediction used
+    build: str = ''
+    library: str = ''
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkInterface:
+    """e_ni of one size and layout pair, from its runs on ``E_NI_NODES`` nodes."""
+
+    system: str
+    partition: str
+    stack: str
+    size: str
+    layout: str             # hybrid R x T
+    mpi_layout: str
+    comm_mpi: float         # median t_comm^mpi(m1), s
+    comm_hybrid: float      # median t_comm^hyb(m2), s
+    samples: str
+
+    @property
+    def e_ni(self) -> float:
+        return self.comm_mpi / self.comm_hybrid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,16 +94,19 @@ class Overlap:
     prediction: overlap.Prediction
     measured: float | None   # T_masteronly / T_funneled
     samples: str = ''        # runs behind it: masteronly/funneled
+    nodes: int = 1
 
 
-def _median(recs: list[Record], var: str) -> float | None:
-    vals = [r.values[var] for r in recs if var in r.values]
+def _median(recs: list[Record] | None, var: str) -> float | None:
+    vals = [r.values[var] for r in recs or () if var in r.values]
     return statistics.median(vals) if vals else None
 
 
-def _groups(records: Iterable[Record]) -> dict[tuple, dict[tuple[str, int, int], list[Record]]]:
-    groups: dict[tuple, dict[tuple[str, int, int], list[Record]]] = defaultdict(
-        lambda: defaultdict(list))
+Runs = dict[tuple[str, int, int], list[Record]]
+
+
+def _groups(records: Iterable[Record]) -> dict[tuple[Group, int], Runs]:
+    groups: dict[tuple[Group, int], Runs] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         if rec.kernel == 'spmv' and rec.usable:
             groups[(rec.group, rec.cores)][(rec.mode, rec.ranks, rec.threads)].append(rec)
@@ -77,35 +117,67 @@ def _sorted(groups):
     return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1]))
 
 
-def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
-    out = []
-    for (g, cores), runs in _sorted(_groups(records)):
-        system, partition, stack, size, nodes = g.system, g.partition, g.stack, g.size, g.nodes
-        mpi = runs.get(('mpi', cores, 1))
-        if not mpi or not cores:
+def _pairs(runs: Runs):
+    """(pure-MPI key, its runs, hybrid masteronly key, its runs) at equal cores."""
+    for (mode, ranks, threads), hyb in sorted(runs.items()):
+        if mode != 'masteronly':
             continue
-        comp_mpi, comm_mpi = _median(mpi, 't_comp'), _median(mpi, 't_comm')
-        total_mpi = _median(mpi, 't_total')
-        for (mode, ranks, threads), hyb in sorted(runs.items()):
-            if mode != 'masteronly':
-                continue
+        for (m_mode, m_ranks, m_threads), mpi in sorted(runs.items()):
+            if m_mode == 'mpi' and m_ranks * m_threads == ranks * threads:
+                yield (m_ranks, m_threads), mpi, (ranks, threads), hyb
+
+
+def network_interface(records: Iterable[Record]) -> list[NetworkInterface]:
+    """e_ni per (group but nodes, size, layouts) from the runs on 2 nodes."""
+    out = []
+    for (g, _cores), runs in _sorted(_groups(records)):
+        if g.nodes != E_NI_NODES:
+            continue
+        for (mr, mt), mpi, (hr, ht), hyb in _pairs(runs):
+            comm_mpi, comm_hyb = _median(mpi, 't_comm'), _median(hyb, 't_comm')
+            if comm_mpi and comm_hyb:
+                out.append(NetworkInterface(g.system, g.partition, g.stack, g.size,
+                                            f'{hr}x{ht}', f'{mr}x{mt}', comm_mpi, comm_hyb,
+                                            f'{len(mpi)}/{len(hyb)}'))
+    return out
+
+
+def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
+    groups = _groups(records)
+    # where the inputs measured elsewhere come from: (group but nodes, cores, layouts)
+    elsewhere: dict[tuple, dict[int, tuple[float | None, float | None]]] = defaultdict(dict)
+    for (g, cores), runs in groups.items():
+        for (mr, mt), mpi, (hr, ht), hyb in _pairs(runs):
+            comp_mpi, comp_hyb = _median(mpi, 't_comp'), _median(hyb, 't_comp')
+            comm_mpi, comm_hyb = _median(mpi, 't_comm'), _median(hyb, 't_comm')
+            e_cache = comp_mpi / comp_hyb if comp_mpi and comp_hyb else None
+            e_ni = comm_mpi / comm_hyb if comm_mpi and comm_hyb else None
+            elsewhere[(g.across_nodes(), cores, mr, mt, hr, ht)][g.nodes] = (e_cache, e_ni)
+    out = []
+    for (g, cores), runs in _sorted(groups):
+        for (mr, mt), mpi, (ranks, threads), hyb in _pairs(runs):
+            comp_mpi, comm_mpi = _median(mpi, 't_comp'), _median(mpi, 't_comm')
+            total_mpi = _median(mpi, 't_total')
             comp_hyb, comm_hyb = _median(hyb, 't_comp'), _median(hyb, 't_comm')
             total_hyb = _median(hyb, 't_total')
             if not (comp_mpi and comp_hyb and total_mpi and total_hyb):
                 continue
             ser = runs.get(('serial', ranks, 1))
-            comp_ser = _median(ser, 't_comp') if ser else None
+            comp_ser = _median(ser, 't_comp')
             e_mt = comp_ser / (threads * comp_hyb) if comp_ser else None
             e_cache = comp_mpi / comp_hyb
             e_mp = comm_hyb / comm_mpi if comm_mpi and comm_hyb is not None else None
-            e_ni = comm_mpi / comm_hyb if nodes > 1 and comm_mpi and comm_hyb else None
+            other = elsewhere[(g.across_nodes(), cores, mr, mt, ranks, threads)]
+            e_ni = other.get(E_NI_NODES, (None, None))[1]
+            e_cache_1 = other.get(1, (None, None))[0]
             predicted = None
-            if e_mp is not None and comm_mpi is not None:
-                predicted = ((comp_mpi / e_cache + e_mp * comm_mpi) / (comp_mpi + comm_mpi))
+            if g.nodes > 1 and e_cache_1 and e_mp is not None and comm_mpi is not None:
+                predicted = ((comp_mpi / e_cache_1 + e_mp * comm_mpi) / (comp_mpi + comm_mpi))
             n = f'{len(mpi)}/{len(hyb)}' + (f'/{len(ser)}' if ser else '')
-            out.append(Efficiency(system, partition, stack, size, nodes,
+            out.append(Efficiency(g.system, g.partition, g.stack, g.size, g.nodes,
                                   f'{ranks}x{threads}', e_mt, e_cache, e_ni, e_mp, predicted,
-                                  total_hyb / total_mpi, n))
+                                  total_hyb / total_mpi, n, f'{mr}x{mt}', e_cache_1,
+                                  g.build, g.library))
     return out
 
 
@@ -130,7 +202,8 @@ def overlaps(records: Iterable[Record]) -> list[Overlap]:
                 _median(funneled, 't_total') if funneled else None)
             measured = t_master / t_fun if t_master and t_fun else None
             out.append(Overlap(system, partition, stack, size, f'{ranks}x{threads}', pred,
-                               measured, f'{len(master)}/{len(funneled) if funneled else 0}'))
+                               measured, f'{len(master)}/{len(funneled) if funneled else 0}',
+                               nodes=g.nodes))
     return out
 
 
@@ -139,9 +212,10 @@ def _fmt(x: float | None) -> str:
 
 
 EFF_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'hybrid', 'e_mt', 'e_cache', 'e_ni',
-               'e_mp',
-               'T_hyb/T_mpi predicted', 'measured', 'samples')
-OVL_COLUMNS = ('stack', 'partition', 'size', 'layout', 'f_comm', 'f_comp,non',
+               'e_mp', 'T_hyb/T_mpi predicted', 'measured', 'samples')
+NI_COLUMNS = ('stack', 'partition', 'size', 'hybrid', 'mpi', 't_comm mpi [s]',
+              't_comm hybrid [s]', 'e_ni', 'samples')
+OVL_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'layout', 'f_comm', 'f_comp,non',
                'f_comp,overlap', 'eps predicted', 'eps measured', 'eps_max', 'f_comm,best',
                'f_comm,equiv', 'eps_min', 'samples')
 
@@ -156,13 +230,22 @@ def overlap_rows(rows: list[Overlap]) -> list[list[object]]:
     out = []
     for o in rows:
         p = o.prediction
-        out.append([o.stack, o.partition, o.size, o.layout, _fmt(p.f_comm),
+        out.append([o.stack, o.partition, o.size, o.nodes, o.layout, _fmt(p.f_comm),
                     _fmt(p.f_comp_non), _fmt(p.f_comp_overlap), _fmt(p.eps),
                     _fmt(o.measured), _fmt(p.eps_max), _fmt(p.f_comm_best),
                     _fmt(p.f_comm_equiv), _fmt(p.eps_min), o.samples])
     return out
 
 
+def ni_rows(rows: list[NetworkInterface]) -> list[list[object]]:
+    return [[n.stack, n.partition, n.size, n.layout, n.mpi_layout, f'{n.comm_mpi:.4g}',
+             f'{n.comm_hybrid:.4g}', _fmt(n.e_ni), n.samples] for n in rows]
+
+
 DIRECTIONS = ('e_mt, e_cache and e_ni above 1 favour hybrid; e_mp below 1 favours hybrid. '
-              'On one node e_mp compares intra-node exchanges only, and e_ni (n/a) needs '
-              'several nodes.')
+              'Each row is one node count. e_ni comes from the runs on 2 nodes of the same '
+              'size and layouts (Chow & Hysom, Table 8), n/a without them. The predicted '
+              'T_hyb/T_mpi (no overlap) takes e_cache from the one-node runs and e_mp, '
+              't_comp^mpi and t_comm^mpi at the row\'s node count; n/a on one node, where '
+              'it would restate the measured ratio. On one node e_mp compares intra-node '
+              'exchanges only.')

@@ -97,11 +97,30 @@ def median(xs: Sequence[float]) -> float:
     return statistics.median(_check(xs))
 
 
+#: up to this n the binomial sums are exact (integers); above, floats via lgamma
+EXACT_BINOMIAL_N = 64
+
+
+def _binomial_pmfs(n: int) -> list[float]:
+    """P(Bin(n, 1/2) = i) for i = 0..n//2 + 1 (exact rationals as floats for small n)."""
+    top = min(n, n // 2 + 1)
+    if n <= EXACT_BINOMIAL_N:
+        return [math.comb(n, i) / 2 ** n for i in range(top + 1)]
+    base = math.lgamma(n + 1) - n * math.log(2.0)
+    return [math.exp(base - math.lgamma(i + 1) - math.lgamma(n - i + 1)) for i in range(top + 1)]
+
+
 def binomial_cdf(k: int, n: int) -> float:
-    """P(Bin(n, 1/2) <= k), exactly (as a float)."""
+    """P(Bin(n, 1/2) <= k)."""
     if k < 0:
         return 0.0
-    return sum(math.comb(n, i) for i in range(min(k, n) + 1)) / 2 ** n
+    if k >= n:
+        return 1.0
+    if n <= EXACT_BINOMIAL_N:
+        return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    if k > n // 2:
+        return 1.0 - binomial_cdf(n - k - 1, n)      # symmetry
+    return min(1.0, sum(_binomial_pmfs(n)[:k + 1]))
 
 
 def coverage(n: int, k: int) -> float:
@@ -119,11 +138,20 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] |
     if n < 1:
         return None
     best = None
-    for k in range(1, (n + 1) // 2 + 1):
-        if coverage(n, k) >= confidence - 1e-12:
-            best = k
-        else:
-            break
+    if n <= EXACT_BINOMIAL_N:
+        for k in range(1, (n + 1) // 2 + 1):
+            if coverage(n, k) >= confidence - 1e-12:
+                best = k
+            else:
+                break
+    else:
+        cdf = 0.0                       # P(B <= k - 1), grown term by term
+        for k, pmf in enumerate(_binomial_pmfs(n)[:(n + 1) // 2], start=1):
+            cdf += pmf
+            if 1.0 - 2.0 * cdf >= confidence - 1e-12:
+                best = k
+            else:
+                break
     return None if best is None else (best, n + 1 - best)
 
 

@@ -3,8 +3,11 @@
 Columns (``COLUMNS``): where and how the run ran, when it completed, the
 variable with its value and unit, its reference and thresholds as ReFrame logs
 them (``lower``/``upper`` are fractions of ``ref``; empty when unbounded) and the
-run's result.  Written as CSV and as JSON (``{"meta": ..., "rows": [...]}``),
-each a new file.
+run's result.  Written as Parquet (zstd-compressed, columnar: what polars,
+pandas, DuckDB and Spark read directly; the report's description in the file's
+key-value metadata under ``hybridverdict``), and on request as CSV and as JSON
+(``{"meta": ..., "columns": [...], "data": [[...], ...]}``), each a new file
+written atomically (``atomic.write_new``).
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import polars as pl
 
+from .atomic import write_new
 from .perflog import Record
 
 COLUMNS = ('system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
@@ -68,10 +73,25 @@ def table(records: Sequence[Record]) -> pl.DataFrame:
     return runs.hstack(variables.drop('i')).select(COLUMNS)
 
 
+#: the Parquet metadata key holding the report's description (JSON)
+PARQUET_META_KEY = 'hybridverdict'
+
+
+def write_parquet(df: pl.DataFrame, path: str, meta: dict) -> None:
+    """A new Parquet file (fails if `path` exists); `meta` as JSON in its metadata."""
+    text = json.dumps(meta, default=str)
+    write_new(path, lambda fp: df.write_parquet(fp, compression='zstd',
+                                                metadata={PARQUET_META_KEY: text}))
+
+
+def read_meta(path: str) -> dict:
+    """The report description stored in a tidy Parquet file."""
+    return json.loads(pl.read_parquet_metadata(path)[PARQUET_META_KEY])
+
+
 def write_csv(df: pl.DataFrame, path: str) -> None:
     """A new CSV file (fails if `path` exists)."""
-    with open(path, 'xb') as fp:
-        df.write_csv(fp)
+    write_new(path, lambda fp: df.write_csv(fp))
 
 
 #: characters a JSON string must escape (UTF-8 text needs none)
@@ -120,7 +140,8 @@ def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
     """
     head = ('{"meta": ' + json.dumps(meta, default=str) + ',\n "columns": '
             + json.dumps(list(df.columns)) + ',\n "data": [\n  ')
-    with open(path, 'xb') as fp:
+
+    def fill(fp: BinaryIO) -> None:
         fp.write(head.encode())
         if df.height and _plain(df):
             # nothing to escape: polars' CSV writer, quoting every string, writes JSON
@@ -134,3 +155,4 @@ def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
         elif df.height:
             fp.write(('[' + _json_rows(df) + ']').encode())
         fp.write(b'\n]}\n')
+    write_new(path, fill)

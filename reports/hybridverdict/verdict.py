@@ -20,8 +20,9 @@ the drift that back-to-back samples cannot see), judged against the band
 * INCONCLUSIVE  the interval crosses an edge of the band: more samples (or
   interleaved rounds) are needed, and ``noise`` says how wide it is.
 
-With the history, a verdict is ``confirmed`` when the last
-``stats.CONFIRM_SESSIONS`` sessions (3) made the same call.
+With the history, a verdict is ``confirmed`` when each of the last
+``stats.CONFIRM_SESSIONS`` sessions (3) of the history made the same call (a
+pair missing from one of them is not confirmed).
 """
 
 from __future__ import annotations
@@ -160,13 +161,18 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
 
 
 def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
-                  variable: str = TIME_VARIABLE) -> dict[tuple, list[str]]:
-    """Verdict key -> its call in each session of the history, oldest first (sessions
-    split by ``stats.session_starts``)."""
-    starts = stats.session_starts([r.time for r in history])
+                  variable: str = TIME_VARIABLE, last: int = stats.CONFIRM_SESSIONS,
+                  ) -> dict[tuple, list[str]]:
+    """Verdict key -> its call in each of the `last` sessions of the history, oldest
+    first (sessions split by ``stats.session_starts``); a pair not measured in one of
+    them has fewer calls."""
+    starts = stats.session_starts([r.time for r in history])[-last:]
+    if not starts:
+        return {}
     by_session: dict[int, list[Record]] = defaultdict(list)
     for r in history:
-        by_session[stats.session_of(r.time, starts)].append(r)
+        if r.time >= starts[0]:
+            by_session[stats.session_of(r.time, starts)].append(r)
     calls: dict[tuple, list[str]] = defaultdict(list)
     for i in sorted(by_session):
         for v in verdicts(by_session[i], noise_floor, variable):
@@ -177,12 +183,12 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
 def confirm(found: list[Verdict], history: Sequence[Record],
             noise_floor: float = DEFAULT_NOISE_FLOOR, variable: str = TIME_VARIABLE,
             sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
-    """The verdicts, each confirmed when its last `sessions` session calls agree
-    with it."""
-    calls = session_calls(history, noise_floor, variable)
+    """The verdicts, each confirmed when it made the same call as the report's in each
+    of the last `sessions` sessions of the history."""
+    calls = session_calls(history, noise_floor, variable, sessions)
     out = []
     for v in found:
-        last = calls.get(v.key, [])[-sessions:]
+        last = calls.get(v.key, [])
         ok = stats.confirmed(last, sessions) and last[-1] == v.verdict
         out.append(dataclasses.replace(v, confirmed=ok, sessions=' '.join(last)))
     return out
@@ -213,28 +219,37 @@ class Crossover:
                 f'({self.stack}@{self.partition})')
         span = (f'{self.nodes[0]}' if len(self.nodes) == 1
                 else f'{self.nodes[0]}-{self.nodes[-1]}')
-        at = ', '.join(f'{c} at {n}' for n, c in zip(self.nodes, self.calls))
-        for word, start in (('wins', self.wins_from), ('loses', self.loses_from)):
+
+        def listed(pairs) -> str:
+            return ', '.join(f'{c} at {n}' for n, c in pairs)
+
+        for word, want, start in (('wins', WIN, self.wins_from),
+                                  ('loses', LOSS, self.loses_from)):
             if start is None:
                 continue
             i = self.nodes.index(start)
-            if i == 0:
+            pairs = list(zip(self.nodes, self.calls))
+            unsure = [(n, c) for n, c in pairs[i:] if c != want]
+            except_ = f' ({listed(unsure)})' if unsure else ''
+            if i == 0 and not unsure:
                 return (f'{what}: hybrid {word} at every node count measured ({span} nodes; '
                         f'speedup {min(self.speedups):.2f}-{max(self.speedups):.2f}).')
+            if i == 0:
+                return f'{what}: hybrid {word} from {start} nodes on{except_}.'
             return (f'{what}: hybrid {word} from {start} nodes on (speedup '
-                    f'{self.speedups[i]:.2f} there); below: '
-                    + ', '.join(f'{c} at {n}' for n, c in
-                                zip(self.nodes[:i], self.calls[:i])) + '.')
-        return f'{what}: no crossover in {span} nodes ({at}).'
+                    f'{self.speedups[i]:.2f} there){except_}; below: {listed(pairs[:i])}.')
+        return f'{what}: no crossover in {span} nodes ({listed(zip(self.nodes, self.calls))}).'
 
 
 def _tail_start(nodes: Sequence[int], calls: Sequence[str], want: str) -> int | None:
-    """The smallest node count from which every call is `want`."""
+    """The smallest node count with the call `want` from which no larger node count has
+    another decided call (INCONCLUSIVE ones neither break nor start the tail)."""
     start = None
     for n, c in zip(reversed(nodes), reversed(calls)):
-        if c != want:
+        if c == want:
+            start = n
+        elif c != INCONCLUSIVE:
             break
-        start = n
     return start
 
 

@@ -1,0 +1,176 @@
+"""The verdicts at a glance: heatmap grids and the sentences that say where hybrid wins.
+
+``grids`` arranges the verdicts of each (kernel, stack, partition, node count) as
+hybrid layouts (rows) x problem sizes (columns), for the heatmaps ``plots``
+draws; ``sentences`` says per kernel, in a few generated sentences, how often
+hybrid wins, loses and ties, where it wins and loses most and by how much, and
+at which sizes.  Both only read the verdicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable
+
+from .verdict import Verdict, size_key
+
+#: layouts named per kernel in a sentence before "and N more"
+MAX_NAMED = 3
+
+
+def nodes(v: Verdict) -> int:
+    """The node count of a verdict (1 where the verdict does not carry one)."""
+    return int(getattr(v, 'nodes', 1) or 1)
+
+
+def _ranks(layout: str) -> tuple[int, int]:
+    r, _, t = layout.partition('x')
+    try:
+        return int(r), int(t)
+    except ValueError:
+        return 0, 0
+
+
+@dataclasses.dataclass
+class Grid:
+    """The verdicts of one kernel, stack, partition and node count."""
+
+    kernel: str
+    stack: str
+    partition: str
+    nodes: int
+    layouts: list[str]                   # row labels: "<mode> <R>x<T>" [vs mpi <R>x<T>]
+    sizes: list[str]                     # column labels, in size order
+    cells: dict[tuple[str, str], Verdict]  # (layout, size) -> verdict
+
+    @property
+    def title(self) -> str:
+        return (f'{self.kernel} {self.stack}@{self.partition}, {self.nodes} '
+                f'node{"s" if self.nodes != 1 else ""}')
+
+    def counts(self) -> dict[str, int]:
+        n = {'WIN': 0, 'LOSS': 0, 'TIE': 0, 'INCONCLUSIVE': 0}
+        for v in self.cells.values():
+            n[v.verdict] += 1
+        return n
+
+
+def label(v: Verdict, with_mpi: bool = False) -> str:
+    """The row of a verdict: its hybrid mode and layout (and its pure-MPI layout)."""
+    return f'{v.hybrid_mode} {v.hybrid_layout}' + (f' vs mpi {v.mpi_layout}' if with_mpi else '')
+
+
+def _row_key(text: str) -> tuple:
+    mode, _, rest = text.partition(' ')
+    hyb, _, mpi = rest.partition(' vs mpi ')
+    return (mode, _ranks(hyb), _ranks(mpi))
+
+
+def grids(found: Iterable[Verdict]) -> list[Grid]:
+    """One grid per (kernel, stack, partition, nodes), in that order."""
+    groups: dict[tuple[str, str, str, int], list[Verdict]] = defaultdict(list)
+    for v in found:
+        groups[(v.kernel, v.stack, v.partition, nodes(v))].append(v)
+    out = []
+    for (kernel, stack, part, n), vs in sorted(groups.items()):
+        with_mpi = len({v.mpi_layout for v in vs}) > 1
+        cells = {(label(v, with_mpi), v.size): v for v in vs}
+        out.append(Grid(kernel, stack, part, n,
+                        layouts=sorted({k[0] for k in cells}, key=_row_key),
+                        sizes=sorted({v.size for v in vs}, key=size_key), cells=cells))
+    return out
+
+
+def ratio_text(speedup: float) -> str:
+    """'1.42x, hybrid 42% faster' or '0.61x, pure MPI 64% faster'."""
+    if speedup >= 1:
+        return f'{speedup:.2f}x, hybrid {100 * (speedup - 1):.0f}% faster'
+    return f'{speedup:.2f}x, pure MPI {100 * (1 / speedup - 1):.0f}% faster'
+
+
+def _where(v: Verdict, contexts: int) -> str:
+    n = nodes(v)
+    return (f' on {v.stack}@{v.partition}' + (f', {n} nodes' if n != 1 else '')
+            if contexts > 1 else '')
+
+
+def _sizes(sizes: Iterable[str]) -> str:
+    return ', '.join(sorted(set(sizes), key=size_key))
+
+
+def _by_layout(vs: list[Verdict], word: str, every: set[str]) -> str:
+    """'masteronly 4x4 at sizes 64, 128; funneled 2x8 at every size (and 2 more layouts)'.
+
+    `every`: all sizes of the kernel.
+    """
+    at: dict[str, list[Verdict]] = defaultdict(list)
+    for v in vs:
+        at[label(v)].append(v)
+    ranked = sorted(at.items(), key=lambda kv: (-len(kv[1]), _row_key(kv[0])))
+    parts = []
+    for name, hits in ranked[:MAX_NAMED]:
+        sizes = {h.size for h in hits}
+        if sizes == every and len(every) > 1:
+            parts.append(f'{name} at every size')
+        else:
+            parts.append(f'{name} at size{"s" if len(sizes) > 1 else ""} {_sizes(sizes)}')
+    more = len(ranked) - MAX_NAMED
+    return (f'It {word} with ' + '; '.join(parts)
+            + (f' (and {more} more layout{"s" if more > 1 else ""})' if more > 0 else '') + '.')
+
+
+def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
+    """A few sentences on where hybrid wins and loses for one kernel."""
+    contexts = len({(v.stack, v.partition, nodes(v)) for v in vs})
+    wins = [v for v in vs if v.verdict == 'WIN']
+    losses = [v for v in vs if v.verdict == 'LOSS']
+    ties = len(vs) - len(wins) - len(losses)
+    every = {v.size for v in vs}
+    where = sorted({f'{v.stack}@{v.partition}' for v in vs})
+    node_counts = sorted({nodes(v) for v in vs})
+    span = (f'{len({v.size for v in vs})} size(s), {len({label(v) for v in vs})} hybrid '
+            f'layout(s), {", ".join(where)}'
+            + (f', {"/".join(map(str, node_counts))} nodes' if node_counts != [1] else ''))
+    out = [f'{kernel}: hybrid wins {len(wins)}, loses {len(losses)} and ties {ties} of '
+           f'{len(vs)} comparisons with pure MPI at equal cores ({span}).']
+    if wins:
+        best = max(wins, key=lambda v: v.speedup)
+        out.append(f'Hybrid wins most with {label(best)} at size {best.size}'
+                   f'{_where(best, contexts)} ({ratio_text(best.speedup)}). '
+                   + _by_layout(wins, 'wins', every))
+    else:
+        best = max(vs, key=lambda v: v.speedup)
+        out.append(f'Hybrid wins nowhere; its best is {label(best)} at size {best.size}'
+                   f'{_where(best, contexts)} ({ratio_text(best.speedup)}, {best.verdict}).')
+    if losses:
+        worst = min(losses, key=lambda v: v.speedup)
+        out.append(f'Hybrid loses most with {label(worst)} at size {worst.size}'
+                   f'{_where(worst, contexts)} ({ratio_text(worst.speedup)}). '
+                   + _by_layout(losses, 'loses', every))
+    else:
+        out.append('Hybrid loses nowhere.')
+    by_size: dict[str, list[Verdict]] = defaultdict(list)
+    for v in vs:
+        by_size[v.size].append(v)
+    some_win = [s for s, xs in by_size.items() if any(v.verdict == 'WIN' for v in xs)]
+    all_lose = [s for s, xs in by_size.items() if all(v.verdict == 'LOSS' for v in xs)]
+    if len(by_size) > 1 and (some_win or all_lose):
+        parts = []
+        if some_win:
+            parts.append(f'some hybrid layout wins at size{"s" if len(some_win) > 1 else ""} '
+                         f'{_sizes(some_win)}')
+        if all_lose:
+            parts.append(f'every hybrid layout loses at size{"s" if len(all_lose) > 1 else ""}'
+                         f' {_sizes(all_lose)}')
+        text = '; '.join(parts)
+        out.append(f'By size: {text}.')
+    return out
+
+
+def sentences(found: Iterable[Verdict]) -> list[tuple[str, list[str]]]:
+    """(kernel, its sentences) for every kernel with verdicts, in kernel order."""
+    by_kernel: dict[str, list[Verdict]] = defaultdict(list)
+    for v in found:
+        by_kernel[v.kernel].append(v)
+    return [(k, kernel_sentences(k, vs)) for k, vs in sorted(by_kernel.items())]

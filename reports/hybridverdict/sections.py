@@ -1,0 +1,190 @@
+"""The report's analyses, in report order: each the records in, its ``Section`` out.
+
+``ANALYSES`` is the registry: one line per analysis.  The functions here wrap the
+analysis modules (``phases``, ``spmv_model``, ``comm``, ``history``): they call
+the analysis, keep the objects the figures are drawn from in ``ctx.shared``
+(under the names below, which ``report.build`` hands to the ``Report``) and
+return the section with its table, data, figure key and notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import comm, history, phases, spmv_model, verdict
+from . import section as s
+from .section import Analysis, Context, Section
+
+# names of the shared analysis objects (Context.shared), read by report.build
+PHASE_ROWS = 'phase_rows'
+EFFICIENCIES = 'efficiencies'
+OVERLAPS = 'overlaps'
+CURVES = 'curves'
+HEADLINES = 'headlines'
+SATURATION = 'saturation'
+COLLECTIVES = 'collectives'
+HISTORY = 'history'           # (series, total)
+VERDICTS = 'verdicts'         # set by report.build
+RABENSEIFNER = 'rabenseifner'
+
+
+def md_phases(ctx: Context) -> Section:
+    md = ctx.get(PHASE_ROWS, lambda: phases.phase_rows(ctx.window))
+    return Section('MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
+                   'Median time of each phase on the slowest rank; hybrid/mpi above 1: '
+                   'slower in hybrid.', phases.COLUMNS, phases.table_rows(md),
+                   [dataclasses.asdict(r) | {'ratio': r.ratio} for r in md], s.FIG_PHASES,
+                   s.MD_PHASES, 'md runs in mpi and a hybrid mode with phase_* variables')
+
+
+def spmv_efficiencies(ctx: Context) -> Section:
+    eff = ctx.get(EFFICIENCIES, lambda: spmv_model.efficiencies(ctx.window))
+    return Section('SpMV efficiencies (Chow & Hysom)', spmv_model.DIRECTIONS,
+                   spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff),
+                   [dataclasses.asdict(e) for e in eff], s.FIG_EFFICIENCIES,
+                   s.SPMV_EFFICIENCIES, 'spmv runs in mpi and masteronly (and serial for e_mt)')
+
+
+def scaling(ctx: Context) -> Section:
+    found = ctx.get(VERDICTS, lambda: verdict.verdicts(ctx.window, ctx.noise_floor,
+                                                       history=ctx.records))
+    cross = [c for c in verdict.crossovers(found) if len(c.nodes) > 1]
+    note = ('One row per kernel, size and pair of layouts (per node) measured on several '
+            'node counts: the speedup and verdict at each, and the node count from which '
+            'hybrid wins or loses at every larger one (INCONCLUSIVE calls neither break nor '
+            'start it). Never pooled across node counts.')
+    return Section('Scaling: hybrid against pure MPI by node count, and the crossover',
+                   ' '.join([note, *(c.sentence for c in cross)]),
+                   verdict.CROSSOVER_COLUMNS, verdict.crossover_rows(cross),
+                   [dataclasses.asdict(c) | {'sentence': c.sentence} for c in cross],
+                   s.FIG_SCALING, s.SCALING, 'verdicts of one pair on 2 or more node counts')
+
+
+def network_interface(ctx: Context) -> Section:
+    ni = spmv_model.network_interface(ctx.window)
+    return Section('SpMV network interface efficiency on 2 nodes (Chow & Hysom, Table 8)',
+                   'e_ni = t_comm^mpi(m1) / t_comm^hyb(m2) from the runs on 2 nodes, each mode '
+                   'at its own typical message size (that of its layout and problem size); '
+                   'above 1 favours hybrid (fewer processes share the network interface). The '
+                   'efficiency table shows it on every node count of the same size.',
+                   spmv_model.NI_COLUMNS, spmv_model.ni_rows(ni),
+                   [dataclasses.asdict(n) | {'e_ni': n.e_ni} for n in ni], '',
+                   s.NETWORK_INTERFACE, 'spmv runs in mpi and masteronly on 2 nodes')
+
+
+def spmv_overlap(ctx: Context) -> Section:
+    ovl = ctx.get(OVERLAPS, lambda: spmv_model.overlaps(ctx.window))
+    return Section('SpMV overlap model (Rabenseifner): masteronly against funneled',
+                   'Fractions of a masteronly call; eps = T_masteronly / T_funneled, one '
+                   'communicating thread.', spmv_model.OVL_COLUMNS,
+                   spmv_model.overlap_rows(ovl), [dataclasses.asdict(o) for o in ovl], '',
+                   s.SPMV_OVERLAP,
+                   'spmv masteronly runs with t_pack, t_comp_interior, t_comp_boundary')
+
+
+def hockney(ctx: Context) -> Section:
+    curves = ctx.get(CURVES, lambda: comm.p2p_curves(ctx.window))
+    return Section('Hockney fits t = t0 + m / r_inf (Xu & Hwang)',
+                   'Least squares on the relative residuals of the median one-way time per '
+                   'message size (lat_<m>, or m / bw_<m>); m_1/2 = t0 r_inf; rel. error = RMS '
+                   'relative residual. OSU and the ring kernel are fitted separately (osu_bibw: '
+                   'm / bidirectional bandwidth, so its r_inf counts both directions).',
+                   comm.HOCKNEY_COLUMNS, comm.hockney_rows(curves), comm.hockney_data(curves),
+                   s.FIG_HOCKNEY, s.HOCKNEY,
+                   'point-to-point runs (ring-pingpong, ring-bw, osu_latency, osu_bw, '
+                   'osu_bibw) with lat_<bytes> or bw_<bytes>', standalone=True)
+
+
+def _headlines(ctx: Context) -> list[comm.Headline]:
+    return ctx.get(HEADLINES, lambda: comm.headlines(ctx.window))
+
+
+def stack_comparison(ctx: Context) -> Section:
+    rows, data = comm.stack_rows(_headlines(ctx))
+    return Section('MPI-stack comparison',
+                   'Latency at 8 B and bandwidth at 1 MiB and at the largest size, each stack '
+                   'against the best stack of the same partition and source (x best: 1.00 is '
+                   'the lowest latency; of best: 100% is the highest bandwidth).',
+                   comm.STACK_COLUMNS, rows, data, s.FIG_STACKS, s.STACK_COMPARISON,
+                   'point-to-point runs with latency_8B/lat_8 or bandwidth_1MiB/bw_<bytes>',
+                   standalone=True)
+
+
+def ring_vs_osu(ctx: Context) -> Section:
+    rows, data = comm.ring_osu_rows(_headlines(ctx))
+    return Section('Ring kernel against OSU',
+                   'The ring kernel\'s latency at 8 B and bandwidth at 1 MiB beside the OSU '
+                   'benchmarks\' on the same stack and partition; samples = ring/OSU runs.',
+                   comm.RING_OSU_COLUMNS, rows, data, '', s.RING_VS_OSU,
+                   'ring-pingpong/ring-bw and osu_latency/osu_bw runs on the same stack and '
+                   'partition', standalone=True)
+
+
+def ring_osu_accuracy(ctx: Context) -> Section:
+    rows, data = comm.accuracy_rows(ctx.window)
+    return Section('Ring-vs-OSU accuracy check', 'The ratios the ring-vs-osu check logs.',
+                   comm.ACCURACY_COLUMNS, rows, data, '', s.RING_OSU_ACCURACY,
+                   'ring-vs-osu runs with *_ratio_* variables', standalone=True)
+
+
+def saturation(ctx: Context) -> Section:
+    sat = ctx.get(SATURATION, lambda: comm.saturation(ctx.window))
+    rows, data = comm.saturation_rows(sat)
+    return Section('Ring saturation curve (Rabenseifner)', comm.SATURATION_NOTE,
+                   comm.SATURATION_COLUMNS, rows, data, s.FIG_SATURATION, s.SATURATION,
+                   'ring or osu_mbw_mr runs with bw_k<k>_<bytes>', standalone=True)
+
+
+def masteronly_across_nodes(ctx: Context) -> Section:
+    sat = ctx.get(SATURATION, lambda: comm.saturation(ctx.window))
+    found = ctx.get(RABENSEIFNER, lambda: comm.rabenseifner(sat))
+    rows, data = comm.rabenseifner_rows(found)
+    return Section('Masteronly against pure MPI across nodes (Rabenseifner)',
+                   comm.RABENSEIFNER_NOTE, comm.RABENSEIFNER_COLUMNS, rows, data, '',
+                   s.MASTERONLY_ACROSS_NODES,
+                   'ring or osu_mbw_mr runs on 2 or more nodes with bw_k1_<bytes> and a larger k',
+                   standalone=True)
+
+
+def collectives(ctx: Context) -> Section:
+    coll = ctx.get(COLLECTIVES, lambda: comm.collectives(ctx.window))
+    rows, data = comm.collective_rows(coll)
+    return Section('Collectives: t = a log2 n + b (Xu & Hwang)',
+                   'Median latency against the rank count n = ranks per node x nodes, per '
+                   'message size (the smallest, the largest, 8 B, 1 KiB, 64 KiB and 1 MiB in '
+                   'this table; every size in the JSON).', comm.COLLECTIVE_COLUMNS, rows,
+                   data, s.FIG_COLLECTIVES, s.COLLECTIVES,
+                   'osu_allreduce, osu_bcast, ... runs with lat_<bytes>', standalone=True)
+
+
+def history_section(ctx: Context) -> Section:
+    def compute() -> tuple[list[history.Series], int]:
+        if ctx.stored is not None:
+            return history.series(*ctx.stored, limit=ctx.history_limit,
+                                  max_points=ctx.history_points)
+        return history.history(ctx.records, limit=ctx.history_limit,
+                               max_points=ctx.history_points)
+    series, total = ctx.get(HISTORY, compute)
+    return Section('History of the performance variables',
+                   f'{len(series)} of {total} series (reference band first, then values '
+                   'outside it, then the longest; at most the history limit); band = ref x '
+                   '(1 + lower) .. ref x (1 + upper) as ReFrame logs it.', history.COLUMNS,
+                   history.rows(series), [], s.FIG_HISTORY, s.HISTORY, 'verified runs')
+
+
+#: the registry: every analysis section of the report, in report order
+ANALYSES: tuple[Analysis, ...] = (
+    scaling,
+    md_phases,
+    spmv_efficiencies,
+    network_interface,
+    spmv_overlap,
+    hockney,
+    stack_comparison,
+    ring_vs_osu,
+    ring_osu_accuracy,
+    saturation,
+    masteronly_across_nodes,
+    collectives,
+    history_section,
+)

@@ -1,0 +1,332 @@
+"""The history store: every record ever read, written once, as Parquet parts.
+
+A nightly report needs the records of its own session (the window: verdicts,
+models, fits) and the history of every performance variable over every session
+(a year of nightlies at a big centre: millions of records).  Re-reading every
+perflog and re-writing the whole history into every report does not scale, so
+the records are ingested once into a folder of Parquet files and the history is
+read back with polars' lazy scans, only the columns it needs.
+
+Layout of the store folder (``$HARNESS_VAR_DIR/history`` by default):
+
+``part-<NNNNNN>-records.parquet``, ``part-<NNNNNN>-values.parquet``
+    the records ingested by one call of ``Store.ingest``, one row per record
+    (``RECORDS``), and their performance variables, one row per record x variable
+    (``VALUES``), zstd-compressed.  Written once, never changed.
+``part-<NNNNNN>.json``
+    written after its Parquet files: the part is committed only when it exists.  It
+    holds where each perflog file was read up to (path -> byte offset, lines, the
+    file's inode and a digest of its first two lines), so the next ingest parses only
+    the lines appended since; a file read from its start (new, or whose first lines
+    changed, that shrank or was replaced) adds only the records the store does not
+    hold yet (same run and completion time).  The latest committed part's JSON is the store's state.
+
+Every file is new (``atomic.write_new``: temporary file, fsync, link; never over an
+existing name), so no ingested record is ever lost or rewritten.  A part whose JSON
+is missing (a crash before it) is ignored and its number skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+
+import polars as pl
+
+from .atomic import write_new, write_text
+from .perflog import ReadStats, Record, perflog_files, read_file
+
+#: one row per record
+RECORDS: dict[str, pl.DataType] = {
+    'rid': pl.Int64(), 'time': pl.Datetime('us', 'UTC'), 'system': pl.String(),
+    'partition': pl.String(), 'stack': pl.String(), 'library': pl.String(),
+    'kernel': pl.String(), 'mode': pl.String(), 'ranks': pl.Int64(), 'threads': pl.Int64(),
+    'size': pl.String(), 'cores': pl.Int64(), 'nodes': pl.Int64(), 'verified': pl.Boolean(),
+    'oversubscribed': pl.Boolean(), 'finalize_hung': pl.Boolean(), 'result': pl.String(),
+    'name': pl.String(), 'build_spec': pl.String(), 'source': pl.String()}
+#: one row per record x performance variable (``vpos``: its position in the record)
+VALUES: dict[str, pl.DataType] = {
+    'rid': pl.Int64(), 'vpos': pl.Int32(), 'variable': pl.String(), 'value': pl.Float64(),
+    'unit': pl.String(), 'ref': pl.Float64(), 'lower': pl.Float64(), 'upper': pl.Float64()}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _micros(t: dt.datetime) -> int:
+    delta = t - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclasses.dataclass
+class Frames:
+    """Records as two tables: ``records`` (``RECORDS``) and ``values`` (``VALUES``)."""
+
+    records: pl.DataFrame
+    values: pl.DataFrame
+
+    def lazy(self) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+        return self.records.lazy(), self.values.lazy()
+
+
+def frames(records: Sequence[Record], first_rid: int = 0) -> Frames:
+    """The store tables of `records`, record ids from `first_rid` in their order."""
+    times: dict[dt.datetime, int] = {}
+    for r in records:
+        if r.time not in times:
+            times[r.time] = _micros(r.time)
+    runs = pl.DataFrame({
+        'rid': range(first_rid, first_rid + len(records)),
+        'time': [times[r.time] for r in records],
+        'system': [r.system for r in records], 'partition': [r.partition for r in records],
+        'stack': [r.stack for r in records], 'library': [r.mpi_library for r in records],
+        'kernel': [r.kernel for r in records], 'mode': [r.mode for r in records],
+        'ranks': [r.ranks for r in records], 'threads': [r.threads for r in records],
+        'size': [r.size for r in records], 'cores': [r.cores for r in records],
+        'nodes': [r.nodes for r in records], 'verified': [r.verified for r in records],
+        'oversubscribed': [r.oversubscribed for r in records],
+        'finalize_hung': [r.finalize_hung for r in records],
+        'result': [r.result for r in records], 'name': [r.name for r in records],
+        'build_spec': [r.build_spec for r in records], 'source': [r.source for r in records],
+    }, schema={c: (pl.Int64 if c == 'time' else t) for c, t in RECORDS.items()})
+    runs = runs.with_columns(pl.col('time').cast(RECORDS['time']))
+    # a record's units have the keys of its values, in the same order (both readers
+    # build them so); if not, look each unit up
+    if all(r.units.keys() == r.values.keys() for r in records):
+        units = [u for r in records for u in r.units.values()]
+    else:
+        units = [r.units.get(v, '') for r in records for v in r.values]
+    values = pl.DataFrame({
+        'rid': [first_rid + i for i, r in enumerate(records) for _ in r.values],
+        'vpos': [j for r in records for j in range(len(r.values))],
+        'variable': [v for r in records for v in r.values],
+        'value': [x for r in records for x in r.values.values()],
+        'unit': units,
+    }, schema={c: VALUES[c] for c in ('rid', 'vpos', 'variable', 'value', 'unit')})
+    refs = [(first_rid + i, v, *t) for i, r in enumerate(records) if r.refs
+            for v, t in r.refs.items()]
+    ref_frame = pl.DataFrame(refs, schema={c: VALUES[c] for c in
+                                           ('rid', 'variable', 'ref', 'lower', 'upper')},
+                             orient='row')
+    values = values.join(ref_frame, on=['rid', 'variable'], how='left', maintain_order='left')
+    return Frames(runs, values.select(list(VALUES)))
+
+
+def records_from(recs: pl.DataFrame, values: pl.DataFrame) -> list[Record]:
+    """The records of store rows, in record id order."""
+    per: dict[int, tuple[dict, dict, dict]] = {}
+    for rid, _pos, var, value, unit, ref, lower, upper in values.sort(
+            ['rid', 'vpos']).select(list(VALUES)).iter_rows():
+        vals, units, refs = per.setdefault(rid, ({}, {}, {}))
+        vals[var] = value
+        units[var] = unit
+        if ref:
+            refs[var] = (ref, lower, upper)
+    out = []
+    for row in recs.sort('rid').iter_rows(named=True):
+        vals, units, refs = per.get(row['rid'], ({}, {}, {}))
+        out.append(Record(
+            time=row['time'], system=row['system'], partition=row['partition'],
+            stack=row['stack'], kernel=row['kernel'], mode=row['mode'], ranks=row['ranks'],
+            threads=row['threads'], size=row['size'], cores=row['cores'],
+            nodes=row['nodes'], mpi_library=row['library'], verified=row['verified'],
+            oversubscribed=row['oversubscribed'], result=row['result'], values=vals,
+            units=units, source=row['source'], name=row['name'],
+            build_spec=row['build_spec'], finalize_hung=row['finalize_hung'], refs=refs))
+    return out
+
+
+# ---- the store -----------------------------------------------------------------------
+
+_PART = re.compile(r'^part-(\d{6,})(-records\.parquet|-values\.parquet|\.json)$')
+_KINDS = {'-records.parquet', '-values.parquet', '.json'}
+
+
+class StoreError(Exception):
+    """A history store that cannot be read or written."""
+
+
+@dataclasses.dataclass
+class Ingest:
+    """What one ``Store.ingest`` did."""
+
+    part: str | None            # the new part's JSON (None: nothing new)
+    records: int                # new records stored
+    rows: int                   # their values
+    reread: list[str]           # perflog files read again from their start (changed)
+    bytes_written: int
+
+
+def _head_digest(path: str) -> str:
+    """A digest of the first two lines (the header and the first record, which names its
+    check and time: different for two files with the same header)."""
+    with open(path, 'rb') as fp:
+        first = fp.readline()
+        second = fp.readline()
+    return hashlib.sha256(first + (second if second.endswith(b'\n') else b'')).hexdigest()
+
+
+class Store:
+    """A history store folder (see the module's description)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def _numbers(self) -> dict[int, set[str]]:
+        found: dict[int, set[str]] = {}
+        if os.path.isdir(self.directory):
+            for name in os.listdir(self.directory):
+                m = _PART.match(name)
+                if m:
+                    found.setdefault(int(m.group(1)), set()).add(m.group(2))
+        return found
+
+    # -- reading -------------------------------------------------------------------
+    def parts(self) -> list[str]:
+        """The base paths (``<dir>/part-<N>``) of the committed parts, in order."""
+        return [os.path.join(self.directory, f'part-{n:06d}')
+                for n, kinds in sorted(self._numbers().items()) if kinds == _KINDS]
+
+    def state(self) -> dict:
+        """The latest committed part's description (empty store: no files, rid 0)."""
+        parts = self.parts()
+        if not parts:
+            return {'files': {}, 'next_rid': 0, 'total_records': 0}
+        path = parts[-1] + '.json'
+        try:
+            with open(path, encoding='utf-8') as fp:
+                return json.load(fp)
+        except (OSError, ValueError) as err:
+            raise StoreError(f'history store {self.directory}: cannot read {path}: '
+                             f'{err}') from err
+
+    def scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+        """Every stored record and value, lazily (records, values)."""
+        parts = self.parts()
+        if not parts:
+            return pl.DataFrame(schema=RECORDS).lazy(), pl.DataFrame(schema=VALUES).lazy()
+        return (pl.scan_parquet([p + '-records.parquet' for p in parts], schema=RECORDS),
+                pl.scan_parquet([p + '-values.parquet' for p in parts], schema=VALUES))
+
+    def records(self, since: dt.datetime | None = None) -> list[Record]:
+        """The stored records completed at or after `since` (all if None)."""
+        recs, values = self.scan()
+        if since is not None:
+            recs = recs.filter(pl.col('time') >= since)
+        window = recs.collect()
+        first = window.get_column('rid').min() if window.height else 0
+        vals = values.filter(pl.col('rid') >= first).join(
+            window.lazy().select('rid'), on='rid', how='semi').collect()
+        return records_from(window, vals)
+
+    # -- writing -------------------------------------------------------------------
+    def ingest(self, paths: Iterable[str], stats: ReadStats | None = None) -> Ingest:
+        """Store the records of the perflogs under `paths` not stored yet.
+
+        Files seen before are parsed only from where the last ingest stopped (the
+        end of their last complete line).  Returns what was stored; the counts of
+        lines read and skipped go to `stats`.
+        """
+        stats = stats if stats is not None else ReadStats()
+        os.makedirs(self.directory, exist_ok=True)
+        state = self.state()
+        seen: dict[str, dict] = dict(state.get('files', {}))
+        new: list[Record] = []
+        reread: list[str] = []
+        updated: dict[str, dict] = {}
+        # a file ReFrame renamed (<name>.log -> <name>.log.h<N> when its header changed)
+        # keeps its inode and first lines: it goes on from where it was read
+        by_identity = {(v.get('inode'), v.get('head')): v for v in seen.values()}
+        for path in perflog_files(paths):
+            key = os.path.abspath(path)
+            st = os.stat(path)
+            head = _head_digest(path)
+            prev = seen.get(key)
+            if prev is None or prev.get('inode') != st.st_ino:
+                prev = by_identity.get((st.st_ino, head), prev)
+            start = lines = 0
+            if prev is not None:
+                if (prev.get('inode') == st.st_ino and prev.get('head') == head
+                        and st.st_size >= prev.get('offset', 0)):
+                    start, lines = prev['offset'], prev['lines']
+                else:
+                    reread.append(key)
+            if start == st.st_size:
+                continue
+            recs, end, count = _read_from(path, start, lines, stats)
+            if start == 0 and state.get('total_records'):
+                recs = self._unstored(recs)      # a copied, rewritten or moved perflog
+            new += recs
+            updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head}
+        if not updated:
+            return Ingest(None, 0, 0, reread, 0)
+        number = max(self._numbers(), default=0) + 1
+        base = os.path.join(self.directory, f'part-{number:06d}')
+        rid = int(state.get('next_rid', 0))
+        tables = frames(new, first_rid=rid)
+        try:
+            for kind, df in (('records', tables.records), ('values', tables.values)):
+                write_new(f'{base}-{kind}.parquet',
+                          lambda fp, df=df: df.write_parquet(fp, compression='zstd'))
+        except FileExistsError as err:
+            raise StoreError(f'history store {self.directory}: part {number} appeared '
+                             'meanwhile (another ingest running?)') from err
+        description = {
+            'part': number, 'created': dt.datetime.now(dt.timezone.utc).isoformat(),
+            'records': len(new), 'values': tables.values.height, 'first_rid': rid,
+            'next_rid': rid + len(new),
+            'total_records': int(state.get('total_records', 0)) + len(new),
+            'files': seen | updated}
+        write_text(base + '.json', json.dumps(description, indent=0))   # commits the part
+        size = sum(os.path.getsize(base + k) for k in _KINDS)
+        return Ingest(base + '.json', len(new), tables.values.height, reread, size)
+
+    def _unstored(self, recs: list[Record]) -> list[Record]:
+        """The records of a re-read file that the store does not hold yet."""
+        if not recs:
+            return recs
+        keys = ['system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size',
+                'time']
+        stored = set(self.scan()[0].filter(pl.col('time') >= min(r.time for r in recs))
+                     .select(keys).unique().collect().iter_rows())
+        return [r for r in recs if (r.system, r.partition, r.stack, r.kernel, r.mode, r.ranks,
+                                    r.threads, r.size, r.time) not in stored]
+
+
+def _parse_chunk(path: str, header: bytes, chunk: bytes, stats: ReadStats) -> list[Record]:
+    """Records of `chunk` (complete lines of `path`) read under `header`."""
+    fd, tmp = tempfile.mkstemp(prefix='.ingest-', suffix='.log')
+    try:
+        with os.fdopen(fd, 'wb') as fp:
+            fp.write(header)
+            fp.write(chunk)
+        return list(read_file(tmp, stats))
+    finally:
+        os.unlink(tmp)
+
+
+def _read_from(path: str, start: int, lines: int, stats: ReadStats
+               ) -> tuple[list[Record], int, int]:
+    """The records of `path` from byte `start` (after `lines` lines) to its last complete
+    line; (records, end offset, lines up to it).  A partial last line (being written)
+    is left for the next ingest."""
+    with open(path, 'rb') as fp:
+        header = fp.readline() if start else b''
+        fp.seek(start)
+        chunk = fp.read()
+    end = chunk.rfind(b'\n') + 1
+    if end == 0:
+        return [], start, lines
+    count = lines + chunk.count(b'\n', 0, end)
+    if start == 0 and end == len(chunk):
+        return list(read_file(path, stats)), end, count     # the whole file, as it is
+    # appended lines (or a file whose last line is still being written): parsed under
+    # the file's header, their line numbers and source those of `path`
+    shift = lines - (1 if header else 0)
+    recs = _parse_chunk(path, header, chunk[:end], stats)
+    return [dataclasses.replace(r, source=f'{path}:{int(r.source.rsplit(":", 1)[1]) + shift}')
+            for r in recs], start + end, count

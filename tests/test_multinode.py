@@ -1,0 +1,109 @@
+"""Synthetic multi-node perflogs: no analysis pools runs of different node counts.
+
+Each test writes the same runs at two or more node counts with figures that differ
+by node count; pooled, the medians would mix them and the assertions fail.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hybridverdict import comm, history, phases, spmv_model, verdict
+from hybridverdict.perflog import read_perflogs
+from perflog_writer import T0, header, hockney_runs, line, write
+
+NODES = (1, 2, 4)
+SIZES = [8, 1024, 65536, 1048576]
+
+
+def spmv_logs(tmp_path, speedup_by_nodes: dict[int, float]):
+    names = ['t_total', 't_comp', 't_comm']
+    body = []
+    for i, (nodes, speedup) in enumerate(sorted(speedup_by_nodes.items())):
+        for sample in range(3):
+            when = T0 + dt.timedelta(minutes=10 * i + sample)
+            comm_mpi = 0.1 * nodes
+            body.append(line('spmv', {'t_total': (1.0 + comm_mpi, 's'), 't_comp': (1.0, 's'),
+                                      't_comm': (comm_mpi, 's')}, mode='mpi', ranks=4,
+                             threads=1, size='64', nodes=nodes, cores=4, time=when))
+            t_hyb = (1.0 + comm_mpi) / speedup
+            body.append(line('spmv', {'t_total': (t_hyb, 's'), 't_comp': (0.5, 's'),
+                                      't_comm': (t_hyb - 0.5, 's')}, mode='masteronly',
+                             ranks=1, threads=4, size='64', nodes=nodes, cores=4, time=when))
+    write(tmp_path / 'Spmv.log', [header(names), *body])
+    return read_perflogs([str(tmp_path)])
+
+
+def test_verdicts_and_efficiencies_one_per_node_count(tmp_path):
+    recs = spmv_logs(tmp_path, {1: 2.0, 2: 1.0, 4: 0.5})
+    found = verdict.verdicts(recs)
+    assert [(v.nodes, v.verdict) for v in found] == [(1, 'WIN'), (2, 'TIE'), (4, 'LOSS')]
+    assert [v.speedup for v in found] == [pytest.approx(2.0), pytest.approx(1.0),
+                                          pytest.approx(0.5)]
+    effs = spmv_model.efficiencies(recs)
+    assert [e.nodes for e in effs] == list(NODES)
+    t_mpi = {n: 1.0 + 0.1 * n for n in NODES}
+    comm_hyb = {n: t_mpi[n] / s - 0.5 for n, s in ((1, 2.0), (2, 1.0), (4, 0.5))}
+    for e in effs:
+        assert e.measured == pytest.approx((comm_hyb[e.nodes] + 0.5) / t_mpi[e.nodes])
+        assert e.e_cache == pytest.approx(2.0)
+        # e_mp per node count, e_ni from the 2-node runs on every row
+        assert e.e_mp == pytest.approx(comm_hyb[e.nodes] / (0.1 * e.nodes))
+        assert e.e_ni == pytest.approx(0.2 / comm_hyb[2])
+    (c,) = verdict.crossovers(found)
+    assert c.loses_from == 4 and c.nodes == NODES
+
+
+def test_hockney_fit_per_node_count(tmp_path):
+    for nodes, t0, r_inf in ((1, 0.5, 8000.0), (2, 5.0, 1000.0)):
+        runs = hockney_runs(t0, r_inf, SIZES)
+        names = list(runs[0])
+        write(tmp_path / f'n{nodes}/OsuLatency.log', [header(names)] + [
+            line('osu_latency', run, nodes=nodes, ranks=1, time=T0 + dt.timedelta(seconds=i))
+            for i, run in enumerate(runs)])
+    curves = {c.nodes: c for c in comm.p2p_curves(read_perflogs([str(tmp_path)]))}
+    assert set(curves) == {1, 2}
+    assert curves[1].fit.t0 == pytest.approx(0.5) and curves[2].fit.t0 == pytest.approx(5.0)
+    assert curves[2].fit.r_inf == pytest.approx(1000.0)
+    rows = comm.hockney_rows(list(curves.values()))
+    assert [r[comm.HOCKNEY_COLUMNS.index('nodes')] for r in rows] == [1, 2]
+
+
+def test_saturation_curve_per_node_count(tmp_path):
+    names = ['bw_k1_1048576', 'bw_k2_1048576']
+    body = [line('ring', {'bw_k1_1048576': (1000.0 * n, 'MB/s'),
+                          'bw_k2_1048576': (1500.0 * n, 'MB/s')}, nodes=n) for n in NODES]
+    write(tmp_path / 'Ring.log', [header(names), *body])
+    series = comm.saturation(read_perflogs([str(tmp_path)]))
+    assert [(s.nodes, s.curve()[0][1]) for s in series] == [(1, 1000.0), (2, 2000.0),
+                                                            (4, 4000.0)]
+    rows = comm.rabenseifner(series)
+    assert [r.nodes for r in rows] == [2, 4]             # across nodes only
+    assert all(r.t_ratio == pytest.approx(1.5 / 2) for r in rows)
+
+
+def test_md_phase_table_per_node_count(tmp_path):
+    names = ['t_total', 'phase_movout']
+    body = []
+    for n in NODES:
+        body.append(line('md', {'t_total': (1.0, 's'), 'phase_movout': (0.1 * n, 's')},
+                         mode='mpi', ranks=2, threads=1, nodes=n))
+        body.append(line('md', {'t_total': (1.0, 's'), 'phase_movout': (0.3 * n, 's')},
+                         mode='masteronly', ranks=1, threads=2, nodes=n))
+    write(tmp_path / 'Md.log', [header(names), *body])
+    rows = phases.phase_rows(read_perflogs([str(tmp_path)]))
+    assert [(r.nodes, r.t_mpi, round(r.ratio, 6)) for r in rows] == [
+        (1, pytest.approx(0.1), 3.0), (2, pytest.approx(0.2), 3.0), (4, pytest.approx(0.4), 3.0)]
+    assert all(r[phases.COLUMNS.index('nodes')] in NODES for r in phases.table_rows(rows))
+
+
+def test_history_series_per_node_count(tmp_path):
+    body = [line('stream', {'bw': (100.0 * n, 'MB/s')}, nodes=n,
+                 time=T0 + dt.timedelta(hours=i)) for i, n in enumerate(NODES * 2)]
+    write(tmp_path / 'Stream.log', [header(['bw']), *body])
+    series, total = history.history(read_perflogs([str(tmp_path)]))
+    assert total == 3
+    assert sorted((s.nodes, s.samples, s.values[-1]) for s in series) == [
+        (1, 2, 100.0), (2, 2, 200.0), (4, 2, 400.0)]
+    assert any('4 nodes' in s.label for s in series)

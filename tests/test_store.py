@@ -1,0 +1,154 @@
+"""The history store: perflog records ingested once, incrementally, and read back lazily
+into the same report as from the perflogs."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+
+import pytest
+from hybridverdict import render, store
+from hybridverdict.cli import main
+from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.report import build
+from perflog_writer import T0, header, line, write
+from test_report_outputs import dataset
+
+FIXED = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def spmv_lines(n: int, start: int = 0) -> list[str]:
+    return [line('spmv', {'t_total': (1.0 + i, 's'), 'fom': (2.0, 'GFLOP/s', 2.0, -0.1, None)},
+                 mode='mpi' if i % 2 else 'masteronly', ranks=2 if i % 2 else 1,
+                 threads=1 if i % 2 else 2, time=T0 + dt.timedelta(minutes=i))
+            for i in range(start, start + n)]
+
+
+def same_records(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert dataclasses.asdict(x) == dataclasses.asdict(y)
+
+
+def test_records_round_trip_through_the_store(tmp_path):
+    logs = dataset(tmp_path)
+    recs = read_perflogs([str(logs)])
+    st = store.Store(str(tmp_path / 'history'))
+    done = st.ingest([str(logs)])
+    assert done.records == len(recs) and done.part.endswith('part-000001.json')
+    same_records(st.records(), recs)
+    since = T0 + dt.timedelta(days=2)
+    same_records(st.records(since), [r for r in recs if r.time >= since])
+
+
+def test_report_from_the_store_is_the_report_from_the_perflogs(tmp_path):
+    logs = dataset(tmp_path)
+    stats = ReadStats()
+    recs = read_perflogs([str(logs)], stats=stats)
+    since = T0 + dt.timedelta(days=1)
+    plain = build(recs, stats, ['x'], since=since)
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(logs)])
+    stored = build(st.records(since), stats, ['x'], since=since, stored=st.scan(),
+                   stored_records=len(recs))
+    for rep in (plain, stored):
+        rep.meta.generated = FIXED
+    assert render.markdown(stored) == render.markdown(plain)
+    assert render.verdict_json(stored) == render.verdict_json(plain)
+    assert render.terminal(stored) == render.terminal(plain)
+    assert [s.label for s in stored.history] == [s.label for s in plain.history]
+    assert stored.history_total == plain.history_total > 0
+
+
+def test_only_appended_lines_are_parsed(tmp_path):
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])] + spmv_lines(4))
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(path.parent)]).records == 4
+    # nothing new: nothing parsed, no new part
+    stats = ReadStats()
+    assert st.ingest([str(path.parent)], stats).part is None and stats.records == 0
+    # two new lines and a third still being written (no newline yet)
+    partial = spmv_lines(1, start=6)[0]
+    with open(path, 'a') as fp:
+        fp.write('\n'.join(spmv_lines(2, start=4)) + '\n' + partial[:20])
+    stats = ReadStats()
+    done = st.ingest([str(path.parent)], stats)
+    assert (done.records, stats.records, stats.skipped) == (2, 2, 0)
+    assert done.part.endswith('part-000002.json')
+    new = st.records(T0 + dt.timedelta(minutes=4))
+    assert [r.source for r in new] == [f'{path}:6', f'{path}:7']
+    assert [r.values['t_total'] for r in new] == [5.0, 6.0]
+    # the line completed: read from its start
+    with open(path, 'a') as fp:
+        fp.write(partial[20:] + '\n')
+    assert st.ingest([str(path.parent)]).records == 1
+    same_records(st.records(), read_perflogs([str(path)]))
+    assert st.state()['total_records'] == 7
+
+
+def test_a_renamed_or_rewritten_perflog_adds_no_duplicate(tmp_path):
+    logs = tmp_path / 'logs'
+    path = write(logs / 'SpmvCheck.log', [header(['t_total', 'fom'])] + spmv_lines(3))
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(logs)])
+    # ReFrame renames a perflog whose header changed and starts a new one
+    os.rename(path, logs / 'SpmvCheck.log.h0')
+    write(logs / 'SpmvCheck.log', [header(['t_total'])] + [
+        line('spmv', {'t_total': (9.0, 's')}, time=T0 + dt.timedelta(hours=1))])
+    done = st.ingest([str(logs)])
+    assert done.records == 1
+    # a file rewritten with its old records and a new one: only the new one is added
+    os.unlink(logs / 'SpmvCheck.log.h0')
+    write(logs / 'Copy.log', [header(['t_total', 'fom'])] + spmv_lines(4))
+    done = st.ingest([str(logs)])
+    assert done.records == 1
+    assert len(st.records()) == 5
+
+
+def test_parts_are_never_overwritten_and_uncommitted_ones_are_ignored(tmp_path):
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
+                 + spmv_lines(2))
+    hist = tmp_path / 'history'
+    hist.mkdir()
+    orphan = hist / 'part-000001-records.parquet'        # a crash before its JSON
+    orphan.write_bytes(b'not parquet')
+    st = store.Store(str(hist))
+    assert st.parts() == [] and st.records() == []
+    done = st.ingest([str(path)])
+    assert done.part.endswith('part-000002.json') and orphan.read_bytes() == b'not parquet'
+    assert len(st.records()) == 2
+    before = {p.name: p.read_bytes() for p in hist.iterdir()}
+    with open(path, 'a') as fp:
+        fp.write(spmv_lines(1, start=2)[0] + '\n')
+    st.ingest([str(path)])
+    assert all((hist / name).read_bytes() == data for name, data in before.items())
+    assert not [p for p in hist.iterdir() if p.name.startswith('.')]   # no temp files left
+
+
+def test_cli_stores_once_and_reports_the_whole_history(tmp_path, capsys, monkeypatch):
+    logs = dataset(tmp_path)
+    monkeypatch.setenv('HARNESS_VAR_DIR', str(tmp_path / 'var'))
+    hist = str(tmp_path / 'var/history')
+    out = tmp_path / 'out'
+    args = ['--perflogs', str(logs), '--history-store', hist, '--out', str(out)]
+    assert main(args) == 0
+    first = capsys.readouterr()
+    n = len(read_perflogs([str(logs)]))
+    assert f'{n} new record(s) in part-000001.json, {n} in all' in first.err
+    assert main(args + ['--since', (T0 + dt.timedelta(days=2)).isoformat()]) == 0
+    second = capsys.readouterr()
+    assert f'0 new record(s), {n} in all' in second.err
+    assert f'({n} read for the history, 0 lines skipped)' in second.out
+    assert len(store.Store(hist).parts()) == 1
+
+
+@pytest.mark.parametrize('perflogs', [False, True])
+def test_the_default_store_is_the_harness_var_dir(tmp_path, monkeypatch, perflogs):
+    from hybridverdict.cli import parse_args, store_dir
+    monkeypatch.setenv('HARNESS_VAR_DIR', str(tmp_path))
+    args = parse_args(['--perflogs', 'x'] if perflogs else [])
+    assert store_dir(args) == (None if perflogs else str(tmp_path / 'history'))
+    assert store_dir(parse_args(['--no-write'])) is None
+    monkeypatch.delenv('HARNESS_VAR_DIR')
+    assert store_dir(parse_args([])) is None
