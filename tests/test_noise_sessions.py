@@ -105,17 +105,31 @@ def test_busy_machine_no_fixed_band_check_fails(base, two_busy_processes):
 
 
 def test_reference_20_percent_above_fails(base):
+    """A reference 20% above the measured rate fails.  The rate of the next run
+    is not known in advance on a shared machine: the reference is 20% above
+    the fastest run so far, and the test repeats (3 times at most) while a run
+    is faster still; every run below the band must fail."""
     var, stack, fom = base
-    refs = regressed(var, fom)
-    proc = session(var, stack, refs, '-S', 'withhold_when_busy=false')
-    rec = last_record(var)
-    assert proc.returncode != 0 and 'failed to meet reference' in proc.stdout, (
-        proc.stdout[-5000:])
-    assert rec['judgement'] == 'fail' and rec['result'] == 'fail', rec
-    assert 'fom FAIL' in rec['judgement_detail']
+    fastest, failed = fom, None
+    for _ in range(3):
+        refs = regressed(var, fastest)
+        proc = session(var, stack, refs, '-S', 'withhold_when_busy=false')
+        rec = last_record(var)
+        value, low = float(rec['fom_value']), 1.2 * fastest * 0.95
+        if value < low:
+            assert proc.returncode != 0 and 'failed to meet reference' in proc.stdout, (
+                proc.stdout[-5000:])
+            assert rec['judgement'] == 'fail' and rec['result'] == 'fail', rec
+            assert 'fom FAIL' in rec['judgement_detail']
+            failed = fastest
+            break
+        fastest = max(fastest, value)
+    assert failed is not None, f'every run was faster than 1.14x the fastest before: {fastest}'
     # the default withholds a FAIL only on a busy machine
-    proc = session(var, stack, refs)
+    proc = session(var, stack, regressed(var, failed))
     rec = last_record(var)
+    if float(rec['fom_value']) >= 1.2 * failed * 0.95:
+        pytest.skip('the machine sped up by more than 14% between two runs')
     if rec['busy'] == 'true':
         assert proc.returncode == 0 and rec['judgement'] == 'inconclusive', proc.stdout[-5000:]
         assert 'FAIL withheld' in rec['judgement_detail']
