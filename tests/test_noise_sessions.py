@@ -17,6 +17,7 @@ The first session runs with ``HARNESS_SNAPSHOTS=0`` (quietness not recorded:
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -135,3 +136,30 @@ def test_reference_20_percent_above_fails(base):
         assert 'FAIL withheld' in rec['judgement_detail']
     else:
         assert proc.returncode != 0 and rec['judgement'] == 'fail', proc.stdout[-5000:]
+
+
+def test_busy_machine_hybrid_and_md_bands_do_not_fail(tmp_path, stacks, two_busy_processes):
+    """Hybrid within 10% of MPI (a HybridVerdict reference) and md against
+    LAMMPS (MdLammpsBenchmark's targets), with two busy processes: pass or
+    inconclusive, flagged busy, never a failure."""
+    names = ['HybridVerdict%pair=spmv/16/masteronly_1x2']
+    if 'openmpi' in stacks and shutil.which('lmp'):
+        names.append('MdLammpsBenchmark')
+    stack = 'openmpi' if len(names) > 1 else stacks[0]
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'local.yaml').write_text(yaml.safe_dump({'HybridVerdict': {
+        '$index': ['$partition', '$environ', 'ref_variant'],
+        'local:shm': {stack: {'pair=spmv/16/masteronly_1x2': {
+            'speedup': [1.0, -0.10, None, 'x']}}}}}))
+    proc = run_reframe(tmp_path, '-n', '|'.join(names), '--system', 'local:shm', '-p',
+                       stack, '-r',
+                       '-S', 'MdLammpsBenchmark.rounds=2', '-S', 'MdLammpsBenchmark.max_rounds=2',
+                       env={'RFM_REFERENCE_PREFIX': str(refs), 'HARNESS_REPEAT': '2'})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    for check in ('HybridVerdict', 'MdLammpsBenchmark')[:len(names)]:
+        rec = last_record(tmp_path, check)
+        assert rec['busy'] == 'true', (check, rec)
+        assert rec['judgement'] in ('pass', 'inconclusive'), (check, rec)
+    rec = last_record(tmp_path, 'HybridVerdict')
+    assert 'speedup' in rec['judgement_detail'] and 'band [0.9, inf]' in rec['judgement_detail']
