@@ -322,3 +322,20 @@ def test_nightly_with_inconclusive_checks_says_so_and_exits_3(tmp_path, capsys):
     assert nightly.main(['judgements', '--perflogs', str(tmp_path)]) == 0
     assert 'FAIL C @shm+openmpi: x FAIL' in capsys.readouterr().out
     assert nightly.main(['judgements', '--perflogs', str(tmp_path / 'none')]) == 2
+
+
+def test_the_baseline_leaves_busy_runs_out(tmp_path):
+    from hybridverdict.baseline import collect
+    from hybridverdict.perflog import read_perflogs
+
+    log = tmp_path / 'local' / 'shm' / 'StreamCheck.log'
+    log.parent.mkdir(parents=True)
+    header = '|'.join(header_fields()) + '|' + '|'.join(
+        f'hybrid_over_mpi_{p}' for p in ('value', 'unit', 'ref', 'lower_thres', 'upper_thres'))
+    busy = perflog_line('', 'true', '', 'StreamCheck %layout=mpi_2x1').replace('|0.73|', '|0.5|')
+    quiet_ = perflog_line('', 'false', '', 'StreamCheck %layout=mpi_2x1')
+    log.write_text('\n'.join([header, busy, quiet_]) + '\n')
+    records = read_perflogs([str(tmp_path)])
+    assert [r.busy for r in records] == [True, False]
+    (samples,) = collect(records)['local']['StreamCheck'].values()
+    assert samples.values == [0.73]
