@@ -212,6 +212,8 @@ def test_ring_rounds_fault_injected_fails(tmp_path):
     states = ring_states(tmp_path, 8)
     assert states['latency_ratio_8B'] == stats.PASS
     assert {states[f'bandwidth_ratio_{s}'] for s in SIZES} == {stats.FAIL}
+    # 8 rounds: order statistics at >= 95%: the failure stands, no more rounds
+    assert rounds.main(['ring', str(tmp_path), '8', str(4 << 20), '0.1', '0.05', '0.05']) == 1
 
 
 def test_ring_rounds_noisy_are_inconclusive_and_ask_for_more(tmp_path):
@@ -271,6 +273,8 @@ def test_md_rounds_busy_hybrid_is_withheld_quiet_passes(tmp_path):
     ratios = rounds.md_ratios(out.read_text())
     assert bands.judge_band('hybrid_over_mpi', ratios['hybrid_over_mpi'],
                             *rounds.MD_BANDS['hybrid_over_mpi']).state == stats.FAIL
+    # a FAIL on 3 rounds (bootstrap, 75% at most) asks for more rounds
+    assert rounds.main(['md', str(out)]) == 0
     j = bands.judge_band('hybrid_over_mpi', ratios['hybrid_over_mpi'],
                          *rounds.MD_BANDS['hybrid_over_mpi'], busy=True)
     assert j.state == stats.INCONCLUSIVE and j.withheld
