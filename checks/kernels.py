@@ -31,12 +31,14 @@ For each kernel, size and hybrid layout, ``HybridVerdict`` depends on every
 sample of the pure-MPI run (R*T ranks x 1 thread) and of the hybrid run
 (R ranks x T threads) on the same partition and stack.  It reports
 
-* ``speedup`` = median T_mpi / median T_hybrid (``t_total``): above 1 the
-  hybrid run is faster;
-* ``verdict``: 1 (WIN), 0 (TIE) or -1 (LOSS).  It is WIN or LOSS only when
-  the speedup is further from 1 than the measured noise (twice the quadrature
-  sum of both sides' relative standard errors, never below 5%), TIE
-  otherwise; the noise and the samples of each side are printed beside it.
+* ``speedup`` = T_mpi / T_hybrid (``t_total``; the median of per-round
+  ratios where the samples were interleaved, else the ratio of the medians):
+  above 1 the hybrid run is faster;
+* ``verdict``: 1 (WIN), 0 (TIE or INCONCLUSIVE) or -1 (LOSS), by the one rule
+  of ``hybridverdict.stats``, as the report judges: TIE when the speedup's
+  95% interval lies inside 1 +- 5% (``noise_floor``), WIN or LOSS when it lies
+  outside, INCONCLUSIVE when it straddles an edge; the interval, its basis and
+  the samples of each side are printed beside it.
 
 A system's references then assert what must hold there, e.g. in
 ``config/references/<system>.yaml``::
@@ -65,6 +67,7 @@ import reframe.utility.udeps as udeps
 from harnesslib import plan as planning
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
 from harnesslib.launch import launch_line
+from harnesslib.noise import BandRule
 from harnesslib.placement import (
     cores_per_node,
     declared_system,
@@ -78,7 +81,8 @@ from harnesslib.placement import (
     system_sizes,
 )
 from harnesslib.units import parse_bytes
-from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, judge, pair_noise
+from hybridverdict.stats import compare, decide
+from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, call
 from reframe.core.builtins import (
     parameter,
     performance_function,
@@ -305,7 +309,8 @@ class StreamCheck(KernelCheck, PlannedRun):
 # ---- verdicts: hybrid against pure MPI ------------------------------------------
 
 KERNEL_CHECKS = {'spmv': SpmvCheck, 'md': MdCheck, 'ring': RingCheck, 'stream': StreamCheck}
-VERDICT_CODE = {'WIN': 1, 'TIE': 0, 'LOSS': -1}
+#: An INCONCLUSIVE verdict logs 0, as a TIE does; its judgement field says which.
+VERDICT_CODE = {'WIN': 1, 'TIE': 0, 'LOSS': -1, 'INCONCLUSIVE': 0}
 
 
 def _pairs() -> list[tuple[str, str, tuple, tuple]]:
@@ -343,7 +348,7 @@ def _parse_pair(value) -> tuple[str, str, tuple, tuple]:
 
 
 @rfm.simple_test
-class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
+class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, BandRule):
     """Hybrid against pure MPI for one kernel, size and layout."""
 
     pair = parameter(_pairs(), fmt=_pair_name, type=_parse_pair)
@@ -378,8 +383,11 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     def _samples(self, side: str) -> list[float]:
         part = self.current_partition.fullname
         out = []
+        times = self._times.setdefault(side, [])
         for name in self._sides[side]:
             dep = self.getdep(name)
+            times.append(dep.job.completion_time)
+            self._note_quietness(dep)
             entry = dep.perfvalues.get(f'{part}:{TIME_VARIABLE}')
             if entry is None:
                 raise sn.SanityError(
@@ -392,23 +400,50 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
             self.build_spec = dep.build_spec
         return out
 
+    def _note_quietness(self, dep) -> None:
+        """The verdict's quietness: busy if any of its runs was (harnesslib.quiet)."""
+        if self.busy != 'true' and dep.busy in ('true', 'unknown'):
+            self.busy = dep.busy
+        self.busy_procs = max(self.busy_procs, dep.busy_procs)
+        self.load_before = max(self.load_before, dep.load_before)
+        self.load_after = max(self.load_after, dep.load_after)
+        if dep.busy == 'true' and dep.busy_detail:
+            self.busy_detail = f'{dep.display_name}: {dep.busy_detail}'[:300]
+
     @run_before('run')
     def judge_samples(self):
         over = [self.getdep(name).display_name for side in self._sides.values()
                 for name in side if self.getdep(name).oversubscribed == 'true']
         # Oversubscribed runs (a declared topology) say nothing of speed.
         self.skip_if(bool(over), f'no verdict from oversubscribed runs: {", ".join(over)}')
+        self._times: dict[str, list] = {}
+        self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
-        self._speedup = med_mpi / med_hyb
-        self._noise = pair_noise(t_mpi, t_hyb, self.noise_floor)
-        self._verdict = judge(self._speedup, self._noise)
+        # T_mpi / T_hybrid with its interval (hybridverdict.stats): per-round
+        # ratios where the samples alternated, else the ratio of the medians;
+        # a speedup reference (e.g. "within 10% of MPI") is decided from it.
+        times = (None if None in self._times['mpi'] + self._times['hybrid']
+                 else (self._times['mpi'], self._times['hybrid']))
+        self._cmp = compare(t_mpi, t_hyb, *(times or (None, None)),
+                            floor=self.noise_floor)
+        self._speedup = self._cmp.ratio
+        self._noise = self._cmp.noise
+        # The one rule (hybridverdict.stats), as the report judges: TIE when the
+        # interval lies inside 1 +- floor, WIN/LOSS outside, else INCONCLUSIVE.
+        self._verdict = call(decide(self._cmp.interval, 1.0 / (1.0 + self.noise_floor),
+                                    1.0 + self.noise_floor))
         self.verified = 'true'
         self.executable_opts = [
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '
             f'noise={self._noise:.4f} samples={len(t_mpi)}/{len(t_hyb)} '
+            f'interval={self._cmp.interval.low:.4f}..{self._cmp.interval.high:.4f} '
+            f'basis={self._cmp.basis.replace(" ", "-")} busy={self.busy} '
             f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s'
         ]
+
+    def band_samples(self):
+        return {'speedup': self._cmp.interval}
 
     @sanity_function
     def printed(self):

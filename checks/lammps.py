@@ -2,21 +2,26 @@
 
 ``MdLammpsBenchmark`` runs Debian's ``lmp`` (LAMMPS, the MD kernel's yardstick)
 and ``md --preset lammps-in.lj`` on the same stack, alternating rounds, and
-reports the ratios of their times (see its docstring).
+reports the medians of the per-round ratios of their rates, each decided by
+the one rule (harnesslib.bands; see its docstring).
 """
 
 from __future__ import annotations
 
-import json
 import os
+import shlex
 import shutil
 import statistics
+import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from harnesslib.base import PerflogFields
 from harnesslib.build import KernelBuild
 from harnesslib.launch import StackLauncher, binding_env, hold_node_lock, launch_line
+from harnesslib.noise import BandRule, QuietMachine
 from harnesslib.placement import cores_per_node
+from harnesslib.rounds import LMP_TAGS, MD_BANDS, MD_TAGS, ROUNDS_FILE, RoundsError, md_rates
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (
     fixture,
@@ -55,15 +60,18 @@ run             100
 
 
 @rfm.simple_test
-class MdLammpsBenchmark(rfm.RunOnlyRegressionTest):
+class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, BandRule):
     """md against Debian's LAMMPS (`lmp`) on in.lj, alternating in one job.
 
     Each round runs md on 1 rank, lmp on 1 rank, md on 2 ranks, lmp on 2
     ranks and md as 1 rank x 2 threads, so every ratio compares runs made
     side by side.  The figures are medians over rounds of the per-round
     ratios of atom-steps per second (LAMMPS: atoms x steps / "Loop time").
-    Targets (the references): md >= 1.0x LAMMPS on 1 and on 2 ranks, and the
-    hybrid 1x2 within 10% of pure MPI 2x1.
+    Targets (the references, decided by the one rule from the per-round
+    ratios, harnesslib.bands): md >= 1.0x LAMMPS on 1 and on 2 ranks, and the
+    hybrid 1x2 within 10% of pure MPI 2x1.  At least `rounds` rounds, then
+    more while a target is undecided, up to `max_rounds` and within
+    `round_budget_s` (harnesslib.rounds).
 
     Rerun it alone with
       reframe -C config/settings.py -c checks -n MdLammpsBenchmark -r
@@ -77,14 +85,18 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest):
     time_limit = '10m'
     build = fixture(KernelBuild, scope='environment')
     rounds = variable(int, value=3)
+    max_rounds = variable(int, value=9)
+    round_budget_s = variable(int, value=240)
+    kernel = 'md-vs-lammps'
+    mode = 'benchmark'
+    size = 'in.lj'
     reference = {
         '*': {
-            'md_over_lammps_1rank': (1.0, 0.0, None, 'x'),
-            'md_over_lammps_2ranks': (1.0, 0.0, None, 'x'),
-            'hybrid_over_mpi': (1.0, -0.10, None, 'x'),
+            **{name: (*band, 'x') for name, band in MD_BANDS.items()},
             # Informational rates: machine-specific, bounded by nothing.
             'md_1rank': (0, None, None, 'atom-steps/s'),
             'lammps_1rank': (0, None, None, 'atom-steps/s'),
+            'rounds': (0, None, None, 'rounds'),
         }
     }
 
@@ -94,7 +106,10 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest):
         self.skip_if(shutil.which('lmp') is None,
                      "Debian's lmp not found: apt-get install lammps "
                      "(./harness setup installs it as root)")
-        self.skip_if(cores_per_node(part) < 2, 'needs 2 cores per node')
+        self.cores = cores_per_node(part)
+        self.skip_if(self.cores < 2, 'needs 2 cores per node')
+        self.ranks, self.threads, self.nodes = 2, 1, 1
+        self.build_spec = f'{self.build.build_spec}; lmp {shutil.which("lmp")}'
         self.num_tasks = 1      # the script launches its own runs
         self.executable = 'bash'
         self.executable_opts = ['bench.sh']
@@ -112,62 +127,99 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest):
 
         md = f'{self.build.executable_path("md")} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'
+        more = ' '.join(shlex.quote(a) for a in (
+            sys.executable, '-m', 'harnesslib.rounds', 'md', 'bench.out'))
         lines = [
             'set -o pipefail',
-            f'for round in $(seq 1 {self.rounds}); do',
-            f'  OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"',
-            f'  {launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p"',
-            f'  OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"',
-            f'  {launch(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p"',
+            ': > bench.out',
+            'round=0',
+            'start=$SECONDS',
+            'while :; do',
+            '  round=$((round + 1))',
+            f'  OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"'
+            ' | tee -a bench.out',
+            f'  {launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p"'
+            ' | tee -a bench.out',
+            f'  OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"'
+            ' | tee -a bench.out',
+            f'  {launch(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p"'
+            ' | tee -a bench.out',
             f'  OMP_NUM_THREADS=2 {launch(1, 2)} {md} --mode masteronly'
-            ' | sed -n "s/^RESULT /MD_1x2 /p"',
+            ' | sed -n "s/^RESULT /MD_1x2 /p" | tee -a bench.out',
+            f'  [ "$round" -ge {self.max_rounds} ] && break',
+            f'  [ "$round" -lt {self.rounds} ] && continue',
+            # the next round must end within the budget, at the mean pace so far
+            f'  [ $(( (SECONDS - start) * (round + 1) / round )) -gt {self.round_budget_s} ]'
+            ' && break',
+            f'  {more} || break',
             'done',
+            f'echo "$round" > {ROUNDS_FILE}',
         ]
         with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
             fp.write(LAMMPS_IN_LJ)
         with open(os.path.join(self.stagedir, 'bench.sh'), 'w') as fp:
             fp.write('\n'.join(lines) + '\n')
 
-    def _md(self, tag: str) -> list[float]:
-        rows = sn.evaluate(sn.extractall(rf'^{tag} (\{{.*\}})\s*$', self.stdout, 1))
-        results = [json.loads(r) for r in rows]
-        if not all(r.get('verified') is True for r in results):
-            raise sn.SanityError(f'an md run ({tag}) did not verify its result')
-        return [float(r['fom']) for r in results]
+    def _rates(self, tag: str) -> list[float]:
+        try:
+            return md_rates(self._stdout_text(), tag)
+        except RoundsError as err:
+            raise sn.SanityError(str(err)) from None
 
-    def _lmp(self, tag: str) -> list[float]:
-        patt = (rf'^{tag} Loop time of (\S+) on \d+ procs for (\d+) steps '
-                rf'with (\d+) atoms')
-        return [int(steps) * int(atoms) / float(t) for t, steps, atoms in
-                sn.evaluate(sn.extractall(patt, self.stdout, (1, 2, 3)))]
+    def _stdout_text(self) -> str:
+        if not hasattr(self, '_text'):
+            with open(os.path.join(self.stagedir, self.job.stdout),
+                      encoding='utf-8', errors='replace') as fp:
+                self._text = fp.read()
+        return self._text
+
+    def rounds_done(self) -> int:
+        try:
+            with open(os.path.join(self.stagedir, ROUNDS_FILE)) as fp:
+                return int(fp.read().strip())
+        except (OSError, ValueError):
+            raise sn.SanityError(f'{ROUNDS_FILE} is missing or unreadable: the rounds '
+                                 f'did not finish') from None
 
     @sanity_function
     def all_rounds_ran(self):
-        counts = {tag: len(self._md(tag)) for tag in ('MD_1x1', 'MD_2x1', 'MD_1x2')}
-        counts.update({tag: len(self._lmp(tag)) for tag in ('LMP_1', 'LMP_2')})
         sn.evaluate(sn.assert_eq(self.job.exitcode, 0, msg='the benchmark script failed'))
-        missing = {t: n for t, n in counts.items() if n != self.rounds}
-        return sn.assert_false(missing, msg=f'rounds missing (of {self.rounds}): {missing}')
+        rounds = self.rounds_done()
+        counts = {tag: len(self._rates(tag)) for tag in MD_TAGS + LMP_TAGS}
+        missing = {t: n for t, n in counts.items() if n != rounds}
+        sn.evaluate(sn.assert_false(missing, msg=f'rounds missing (of {rounds}): {missing}'))
+        self.verified = 'true'
+        self.oversubscribed = 'false'
+        return True
 
-    def _median_ratio(self, num: list[float], den: list[float]) -> float:
-        return statistics.median(a / b for a, b in zip(num, den))
+    def ratios(self, num: str, den: str) -> list[float]:
+        return [a / b for a, b in zip(self._rates(num), self._rates(den))]
+
+    def band_samples(self) -> dict[str, list[float]]:
+        return {'md_over_lammps_1rank': self.ratios('MD_1x1', 'LMP_1'),
+                'md_over_lammps_2ranks': self.ratios('MD_2x1', 'LMP_2'),
+                'hybrid_over_mpi': self.ratios('MD_1x2', 'MD_2x1')}
 
     @performance_function('x')
     def md_over_lammps_1rank(self):
-        return self._median_ratio(self._md('MD_1x1'), self._lmp('LMP_1'))
+        return statistics.median(self.ratios('MD_1x1', 'LMP_1'))
 
     @performance_function('x')
     def md_over_lammps_2ranks(self):
-        return self._median_ratio(self._md('MD_2x1'), self._lmp('LMP_2'))
+        return statistics.median(self.ratios('MD_2x1', 'LMP_2'))
 
     @performance_function('x')
     def hybrid_over_mpi(self):
-        return self._median_ratio(self._md('MD_1x2'), self._md('MD_2x1'))
+        return statistics.median(self.ratios('MD_1x2', 'MD_2x1'))
 
     @performance_function('atom-steps/s')
     def md_1rank(self):
-        return statistics.median(self._md('MD_1x1'))
+        return statistics.median(self._rates('MD_1x1'))
 
     @performance_function('atom-steps/s')
     def lammps_1rank(self):
-        return statistics.median(self._lmp('LMP_1'))
+        return statistics.median(self._rates('LMP_1'))
+
+    @performance_function('rounds', perf_key='rounds')
+    def rounds_run(self):
+        return self.rounds_done()

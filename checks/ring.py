@@ -6,12 +6,14 @@ against the OSU Micro-Benchmarks.
   the round trip) and ``bw_<bytes>`` (MB/s) per size, ``latency_8B``.
 * ``RingBwCheck``: ``ring --pattern bw --sizes 1:4M`` (osu_bw's method):
   ``bw_<bytes>`` (MB/s) per size, ``bandwidth_1MiB``.
-* ``RingOsuAccuracy``: in one job, a few rounds of ring pingpong against
+* ``RingOsuAccuracy``: in one job, rounds of ring pingpong against
   osu_latency and ring bw against osu_bw, alternating, on the same stack and
-  transport; the ratios ring/OSU of each tool's best round are performance
+  transport; the medians of the per-round ratios ring/OSU are performance
   variables whose references are the accuracy targets: latency at 8 B within
   10% (or 0.05 us, whichever is larger), bandwidth at 1 MiB and above within
-  5%.  It skips where OSU is not provided (see checks/osu.py).
+  5%, each decided by the one rule (harnesslib.bands: PASS, FAIL or
+  INCONCLUSIVE from the median's interval).  It skips where OSU is not
+  provided (see checks/osu.py).
 
 The sweeps run in every session (they need only the kernels); the accuracy
 check needs OSU.  All log the perflog fields of the kernel checks.
@@ -19,15 +21,25 @@ check needs OSU.  All log the perflog fields of the kernel checks.
 
 from __future__ import annotations
 
-import json
 import os
+import shlex
+import statistics
+import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import KernelCheck
 from harnesslib.launch import binding_env, hold_node_lock, launch_line
-from harnesslib.osu_output import OsuParseError, expected_sizes, osu_binary, parse_osu
+from harnesslib.osu_output import expected_sizes, osu_binary
 from harnesslib.placement import cores_per_node, pt2pt_placement
+from harnesslib.rounds import (
+    ROUNDS_FILE,
+    RoundsError,
+    bw_sizes,
+    ring_osu_bands,
+    ring_osu_ratios,
+    ring_osu_rounds,
+)
 from harnesslib.units import MIB, parse_bytes
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
@@ -129,9 +141,11 @@ class RingOsuAccuracy(KernelCheck):
 
     Each round runs ring pingpong at 8 B, osu_latency at 8 B, ring bw and
     osu_bw at 1 MiB .. `bw_max`, on the same 2 ranks, launcher, stack and
-    transport.  The ratios ring/OSU compare each tool's best round (lowest
-    latency, highest bandwidth); references: latency within 10% (or 0.05 us, whichever is
-    larger), bandwidth within 5%.
+    transport.  Each round gives one ratio ring/OSU per variable; the figure
+    is their median and the decision the one rule's (harnesslib.bands):
+    latency within 10% (or 0.05 us, whichever is larger), bandwidth within 5%.
+    At least `rounds` rounds, then more while a band is undecided, up to
+    `max_rounds` and within `round_budget_s` (harnesslib.rounds).
     """
 
     #: The accuracy targets are the references, on every system.
@@ -140,7 +154,10 @@ class RingOsuAccuracy(KernelCheck):
     kernel = 'ring-vs-osu'
     tags = {'osu', 'accuracy', 'benchmark'}
     time_limit = '10m'
+    #: Rounds at least, at most, and the seconds the rounds may take in all.
     rounds = variable(int, value=8)
+    max_rounds = variable(int, value=16)
+    round_budget_s = variable(int, value=300)
     #: Largest bandwidth size compared (bytes; from 1 MiB, doubling).
     bw_max = variable(int, value=4 * MIB)
     #: Relative tolerances of the targets, and the latency floor (us).
@@ -157,11 +174,7 @@ class RingOsuAccuracy(KernelCheck):
         self.descr = 'ring pingpong/bw against osu_latency/osu_bw, alternating'
 
     def bw_sizes(self) -> list[int]:
-        out, s = [], MIB
-        while s <= self.bw_max:
-            out.append(s)
-            s *= 2
-        return out
+        return bw_sizes(self.bw_max)
 
     @run_after('setup')
     def place(self):
@@ -187,9 +200,15 @@ class RingOsuAccuracy(KernelCheck):
         # OSU has no watchdog for a hung MPI_Finalize (MPICH over TCP): a run
         # that `timeout` ends is noted; its table decides whether it counts.
         osu = f'timeout -k 10 {self.run_timeout} {launch}'
+        more = ' '.join(shlex.quote(a) for a in (
+            sys.executable, '-m', 'harnesslib.rounds', 'ring', '.')) + (
+            f' "$r" {hi} {self.lat_tol} {self.lat_floor_us} {self.bw_tol}')
         lines = [
             'set -e',
-            f'for r in $(seq 1 {self.rounds}); do',
+            'r=0',
+            'start=$SECONDS',
+            'while :; do',
+            '  r=$((r + 1))',
             # One timed loop per run (--reps 1), as OSU: the same estimator.
             f'  {launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters-scale 10'
             ' > ring_lat_$r.out',
@@ -198,7 +217,13 @@ class RingOsuAccuracy(KernelCheck):
             f'  {launch} {ring} --pattern bw --sizes {lo}:{hi} --reps 1 > ring_bw_$r.out',
             f'  {osu} {self.osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
             ' || echo "osu_bw round $r status $?" >> osu_status.txt',
+            f'  [ "$r" -ge {self.max_rounds} ] && break',
+            f'  [ "$r" -lt {self.rounds} ] && continue',
+            # the next round must end within the budget, at the mean pace so far
+            f'  [ $(( (SECONDS - start) * (r + 1) / r )) -gt {self.round_budget_s} ] && break',
+            f'  {more} || break',
             'done',
+            f'echo "$r" > {ROUNDS_FILE}',
             'echo "accuracy: $r rounds done"',
         ]
         with open(os.path.join(self.stagedir, 'accuracy.sh'), 'w') as fp:
@@ -206,47 +231,23 @@ class RingOsuAccuracy(KernelCheck):
 
     # -- results -------------------------------------------------------------------
 
-    def _text(self, name: str) -> str:
-        path = os.path.join(self.stagedir, name)
-        if not os.path.exists(path):
-            raise sn.SanityError(f'{name} is missing: the round did not run')
-        with open(path) as fp:
-            return fp.read()
-
-    def _ring(self, name: str) -> dict[int, dict]:
-        out = {}
-        for line in self._text(name).splitlines():
-            if line.startswith('RESULT '):
-                res = json.loads(line[len('RESULT '):])
-                if res.get('verified') is not True:
-                    raise sn.SanityError(f'{name}: the ring kernel did not verify its result')
-                out[int(res['size'])] = res
-        if not out:
-            raise sn.SanityError(f'{name}: the ring kernel printed no RESULT line')
-        return out
-
-    def _osu(self, name: str) -> dict[int, float]:
+    def rounds_done(self) -> int:
+        path = os.path.join(self.stagedir, ROUNDS_FILE)
         try:
-            return parse_osu(self._text(name), name).column(0)
-        except OsuParseError as err:
-            raise sn.SanityError(str(err)) from None
+            with open(path) as fp:
+                return int(fp.read().strip())
+        except (OSError, ValueError):
+            raise sn.SanityError(f'{ROUNDS_FILE} is missing or unreadable: the rounds '
+                                 f'did not finish') from None
 
     def rounds_data(self) -> list[dict]:
         """Per round: ring and OSU latency at 8 B, bandwidths per size."""
         if not hasattr(self, '_rounds'):
-            self._rounds = []
-            for r in range(1, self.rounds + 1):
-                rl, ol = self._ring(f'ring_lat_{r}.out'), self._osu(f'osu_lat_{r}.out')
-                rb, ob = self._ring(f'ring_bw_{r}.out'), self._osu(f'osu_bw_{r}.out')
-                missing = [s for s in self.bw_sizes() if s not in rb or s not in ob]
-                if 8 not in rl or 8 not in ol or missing:
-                    raise sn.SanityError(f'round {r}: sizes missing ({missing or [8]})')
-                self._rounds.append({
-                    'ring_lat': rl[8]['latency_us'], 'osu_lat': ol[8],
-                    'lib': rl[8]['mpi_library'],
-                    'ring_bw': {s: rb[s]['bandwidth_MBps'] for s in self.bw_sizes()},
-                    'osu_bw': {s: ob[s] for s in self.bw_sizes()},
-                })
+            try:
+                self._rounds = ring_osu_rounds(self.stagedir, self.rounds_done(),
+                                               self.bw_sizes())
+            except RoundsError as err:
+                raise sn.SanityError(str(err)) from None
         return self._rounds
 
     @sanity_function
@@ -276,44 +277,48 @@ class RingOsuAccuracy(KernelCheck):
         with open(path) as fp:
             return [ln.strip() for ln in fp if ln.strip()]
 
-    # Best of the rounds for each tool (Xu & Hwang keep the minimum of their
-    # runs): on a shared machine a round can lose its time slice to another
-    # job, and the best round of each tool is the figure least disturbed.
-    def best_lat(self, tool: str) -> float:
-        return min(d[f'{tool}_lat'] for d in self.rounds_data())
+    # The figures are medians over rounds (each round ran both tools side by
+    # side); the ratios are medians of the per-round ratios, judged by the rule.
+    def ratios(self) -> dict[str, list[float]]:
+        return ring_osu_ratios(self.rounds_data(), self.bw_sizes())
 
-    def best_bw(self, tool: str, size: int) -> float:
-        return max(d[f'{tool}_bw'][size] for d in self.rounds_data())
+    def band_samples(self) -> dict[str, list[float]]:
+        out = self.ratios()
+        out['bandwidth_ratio_1MiB'] = out[f'bandwidth_ratio_{MIB}']
+        return out
 
-    def latency_ratio(self) -> float:
-        return self.best_lat('ring') / self.best_lat('osu')
+    def median_lat(self, tool: str) -> float:
+        return statistics.median(d[f'{tool}_lat'] for d in self.rounds_data())
 
-    def bandwidth_ratio(self, size: int) -> float:
-        return self.best_bw('ring', size) / self.best_bw('osu', size)
+    def median_bw(self, tool: str, size: int) -> float:
+        return statistics.median(d[f'{tool}_bw'][size] for d in self.rounds_data())
 
     @run_before('performance')
     def set_perf_variables(self):
-        osu_lat = self.best_lat('osu')
-        # Within 10% or 0.05 us, whichever is larger (OSU prints 2 decimals).
-        lat_tol = max(self.lat_tol, self.lat_floor_us / osu_lat) if osu_lat > 0 else 1.0
-        pv = {
-            'latency_ratio_8B': sn.make_performance_function(self.latency_ratio, 'x'),
-            'ring_latency_8B': sn.make_performance_function(
-                lambda: self.best_lat('ring'), 'us'),
-            'osu_latency_8B': sn.make_performance_function(lambda: osu_lat, 'us'),
-        }
-        ref = {'latency_ratio_8B': (1.0, -lat_tol, lat_tol, 'x')}
-        for s in self.bw_sizes():
-            names = [f'bandwidth_ratio_{s}'] + (['bandwidth_ratio_1MiB'] if s == MIB else [])
-            for name in names:
-                pv[name] = sn.make_performance_function(
-                    lambda s=s: self.bandwidth_ratio(s), 'x')
-                ref[name] = (1.0, -self.bw_tol, self.bw_tol, 'x')
+        if self.is_dry_run():
+            return
+        ratios = self.ratios()
+        bands = ring_osu_bands(self.rounds_data(), self.bw_sizes(), self.lat_tol,
+                               self.lat_floor_us, self.bw_tol)
+        pv = {}
+        ref = {}
+        for name, values in ratios.items():
+            names = [name] + (['bandwidth_ratio_1MiB'] if name == f'bandwidth_ratio_{MIB}'
+                              else [])
+            for n in names:
+                pv[n] = sn.make_performance_function(
+                    lambda v=values: statistics.median(v), 'x')
+                ref[n] = (*bands[name], 'x')
+        pv['ring_latency_8B'] = sn.make_performance_function(
+            lambda: self.median_lat('ring'), 'us')
+        pv['osu_latency_8B'] = sn.make_performance_function(
+            lambda: self.median_lat('osu'), 'us')
+        pv['rounds'] = sn.make_performance_function(lambda: len(self.rounds_data()), 'rounds')
         for s in self.bw_sizes():
             pv[f'ring_bw_{s}'] = sn.make_performance_function(
-                lambda s=s: self.best_bw('ring', s), 'MB/s')
+                lambda s=s: self.median_bw('ring', s), 'MB/s')
             pv[f'osu_bw_{s}'] = sn.make_performance_function(
-                lambda s=s: self.best_bw('osu', s), 'MB/s')
+                lambda s=s: self.median_bw('osu', s), 'MB/s')
         # The figures behind the ratios are shown, not judged.
         ref.update({name: (0, None, None, fn.unit) for name, fn in pv.items()
                     if name not in ref})

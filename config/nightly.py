@@ -15,11 +15,16 @@
   ``--performance-compare`` see every night.
 
 ReFrame exits non-zero when any check fails, performance failures included.
+A fixed-band assertion that the rule finds INCONCLUSIVE (harnesslib.bands)
+passes in ReFrame; ``./harness nightly`` then prints the judgements
+(:func:`judgement_summary`) and exits with ``EXIT_INCONCLUSIVE`` (3) when
+some were inconclusive and nothing failed.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 
@@ -52,3 +57,65 @@ def storage(var_dir: str) -> list[dict]:
             'sqlite_db_file': os.path.join(var_dir, 'results.db'),
         },
     ]
+
+
+# ---- fixed-band judgements: inconclusive is not a pass --------------------------
+
+#: exit status of a nightly whose checks all passed in ReFrame but some of whose
+#: fixed-band assertions were inconclusive (harnesslib.bands): not a pass, not a
+#: failure; ReFrame's own failures keep their status (1)
+EXIT_INCONCLUSIVE = 3
+
+
+def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str], int]:
+    """The lines that summarise the band judgements of the runs in `perflogs`
+    (since the ISO time `since`), and the exit status they call for: 0, or
+    EXIT_INCONCLUSIVE when a run was inconclusive and none failed."""
+    from hybridverdict.perflog import ReadStats, parse_time, read_perflogs
+
+    stats = ReadStats()
+    records = read_perflogs([perflogs], parse_time(since) if since else None, stats)
+    states: dict[str, list] = {'pass': [], 'fail': [], 'inconclusive': []}
+    for rec in records:
+        if rec.judgement in states:
+            states[rec.judgement].append(rec)
+    busy = [rec for rec in records if rec.busy]
+    lines = [f'judgements: {len(records)} run(s); fixed bands: {len(states["pass"])} pass, '
+             f'{len(states["fail"])} fail, {len(states["inconclusive"])} inconclusive; '
+             f'{len(busy)} run(s) on a busy machine (kept out of references)']
+    for rec in states['inconclusive']:
+        lines.append(f'  INCONCLUSIVE {rec.name} @{rec.partition}+{rec.stack}'
+                     f'{" [busy]" if rec.busy else ""}: {rec.judgement_detail}')
+    for rec in states['fail']:
+        lines.append(f'  FAIL {rec.name} @{rec.partition}+{rec.stack}: {rec.judgement_detail}')
+    if stats.skipped:
+        lines.append(f'  warning: {stats.skipped} perflog line(s) could not be read: '
+                     f'{stats.reasons}')
+    status = EXIT_INCONCLUSIVE if states['inconclusive'] and not states['fail'] else 0
+    if status:
+        lines.append(f'nightly INCONCLUSIVE: {len(states["inconclusive"])} fixed-band '
+                     f'assertion(s) could not be decided (noisy or busy machine); rerun them '
+                     f'on a quiet machine (exit status {EXIT_INCONCLUSIVE})')
+    return lines, status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python config/nightly.py judgements --perflogs DIR [--since ISO]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog='config/nightly.py')
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    jp = sub.add_parser('judgements', help='summarise the fixed-band judgements')
+    jp.add_argument('--perflogs', required=True)
+    jp.add_argument('--since', default=None)
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.perflogs):
+        print(f'config/nightly.py: no perflog directory {args.perflogs}', file=sys.stderr)
+        return 2
+    lines, status = judgement_summary(args.perflogs, args.since)
+    print('\n'.join(lines))
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
 
-from harnesslib.schema import header_fields
+from harnesslib.schema import empty_after_result, header_fields
 
 PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
 LIBS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}
@@ -29,7 +29,7 @@ def line(kernel: str, values: dict[str, tuple], *, mode: str = 'mpi', ranks: int
         blocks += f'{value}|{unit}|{ref_}|{lo}|{hi}|'
     return (f'{time:%Y-%m-%dT%H:%M:%S%z}|{system}|{part}|{stack}|{kernel} check|{kernel}|{mode}|'
             f'{ranks}|{threads}|{size}|{cores}|{nodes}|{LIBS.get(stack, stack)}|true|false|false|'
-            f'cmake Release {stack}|{result}|{blocks}')
+            f'cmake Release {stack}|{result}|{empty_after_result()}{blocks}')
 
 
 def write(path: Path, lines: Sequence[str]) -> Path:

@@ -3,7 +3,8 @@
 Real sessions on this machine (one stack, one partition, STREAM only), each in
 its own HARNESS_VAR_DIR: the mode's JUnit report, results database and
 perflogs are written, `-S require_reference=true` reaches the checks, and
-the exit status is non-zero exactly when a check failed.
+the exit status is non-zero exactly when a check failed, and 3 when no check
+failed but a fixed-band assertion was inconclusive.
 """
 
 from __future__ import annotations
@@ -11,18 +12,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import BIN, CONFIG, REPO, mpi_env, run_reframe
 
 pytestmark = pytest.mark.integration
 
 
-def nightly(var: Path, stack: str, opts: str) -> subprocess.CompletedProcess[str]:
+def nightly(var: Path, stack: str, opts: str,
+            refs: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = mpi_env(HARNESS_VAR_DIR=str(var), HARNESS_STACKS=stack, HARNESS_NO_APT='1',
-                  HARNESS_REPEAT='1', RFM_REFERENCE_PREFIX=str(var / 'references'),
+                  HARNESS_REPEAT='1', RFM_REFERENCE_PREFIX=str(refs or var / 'references'),
                   HARNESS_VENV=str(Path(sys.executable).parent.parent),
                   HARNESS_REFRAME_OPTS=f'--nocolor --system local:shm {opts}')
     return subprocess.run([str(REPO / 'harness'), 'nightly'], env=env, capture_output=True,
@@ -48,8 +52,10 @@ def sessions(tmp_path_factory, stacks):
     var = tmp_path_factory.mktemp('nightly')
     # The references the nightly run requires: a first session, then its
     # baseline (a wide band: this tests the mode, not the machine's noise).
+    # (quietness not recorded: on a shared machine a busy run would be kept
+    # out of the baseline)
     first = run_reframe(var, '-n', 'StreamCheck', '--system', 'local:shm', '-p', stacks[0],
-                        '-r')
+                        '-r', env={'HARNESS_SNAPSHOTS': '0'})
     assert first.returncode == 0, first.stdout[-5000:]
     base = subprocess.run([str(BIN / 'hybridverdict-baseline'), '--perflogs',
                            str(var / 'perflogs'), '--prefix', str(var / 'references'),
@@ -128,3 +134,33 @@ def test_nightly_mode_options(tmp_path):
     assert '-S require_reference=true' in opts
     assert f'--report-junit={tmp_path}/reports/junit-' in opts
     assert f'--perflogdir={tmp_path}/perflogs' in opts
+
+
+def test_nightly_with_inconclusive_checks_says_so_and_exits_3(sessions, stacks):
+    """Two busy processes and a STREAM reference twice the fastest rate logged
+    so far: the rule's FAIL is withheld on the busy machine, ReFrame passes,
+    and the nightly does not: it prints the judgement and exits 3."""
+    var, good, _, _ = sessions
+    rates = [float(dict(zip(lines[0].split('|'), ln.split('|'))).get('fom_value') or 0)
+             for path in (var / 'perflogs').rglob('StreamCheck.log*')
+             for lines in [path.read_text().splitlines()] for ln in lines[1:]]
+    doc = yaml.safe_load((var / 'references' / 'local.yaml').read_text())
+    for variants in doc['StreamCheck']['local:shm'].values():
+        for refs in variants.values():
+            refs['fom'] = [2 * max(rates), -0.05, None, refs['fom'][3]]
+    (var / 'regressed').mkdir()
+    (var / 'regressed' / 'local.yaml').write_text(yaml.safe_dump(doc))
+    procs = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        proc = nightly(var, stacks[0], '-n StreamCheck', var / 'regressed')
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+    assert proc.returncode == 3, proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert 'nightly acceptance INCONCLUSIVE (exit status 3)' in proc.stderr
+    assert 'INCONCLUSIVE StreamCheck %layout=mpi_2x1' in proc.stdout
+    assert 'FAIL withheld: the machine was busy' in proc.stdout
+    junit = sorted((var / 'reports').glob('junit-*.xml'))[-1]
+    assert junit_counts(junit)[0] == 0

@@ -38,7 +38,8 @@ def osu_session(tmp_path_factory, stacks) -> tuple[Path, list[str], subprocess.C
                     'downloads OSU)')
     var = tmp_path_factory.mktemp('var')
     proc = run_reframe(var, '-n', OSU_CHECKS, '-r', '-S', f'max_size={MAX_SIZE}',
-                       '-S', 'rounds=2', '-S', 'bw_max=2097152',
+                       '-S', 'rounds=2', '-S', 'max_rounds=3', '-S', 'round_budget_s=120',
+                       '-S', 'bw_max=2097152',
                        env={'HARNESS_STACKS': ','.join(with_osu)}, timeout=1500)
     return var, with_osu, proc
 
@@ -99,8 +100,9 @@ def test_osu_perflogs_follow_the_convention(osu_session):
 
 
 def test_accuracy_check_logs_ratios_with_their_targets(osu_session):
-    """Sanity must pass; the ratio targets are performance references, which
-    a loaded machine may miss (the failure is then a performance error)."""
+    """Sanity must pass; the ratio targets are performance references decided
+    by the one rule (harnesslib.bands): pass, fail or inconclusive, never a
+    failure on a run flagged busy."""
     var, with_osu, proc = osu_session
     for stack in with_osu:
         for part in ('shm', 'tcp'):
@@ -115,8 +117,20 @@ def test_accuracy_check_logs_ratios_with_their_targets(osu_session):
                          'bandwidth_ratio_2097152'):
                 assert 0.05 < float(r[f'{name}_value']) < 20, (name, r[f'{name}_value'])
                 assert float(r[f'{name}_ref']) == 1.0
-            assert float(r['bandwidth_ratio_1MiB_lower_thres']) == pytest.approx(-0.05)
-            assert float(r['latency_ratio_8B_upper_thres']) >= 0.10
+            assert 2 <= float(r['rounds_value']) <= 3
+            assert r['judgement'] in ('pass', 'fail', 'inconclusive'), r
+            for name in ('latency_ratio_8B', 'bandwidth_ratio_1MiB'):
+                assert f'{name} {r["judgement"].upper()}' in r['judgement_detail'] or (
+                    r['judgement'] != 'pass'), r['judgement_detail']
+            assert r['busy'] in ('true', 'false'), r
+            if r['busy'] == 'true':
+                assert r['judgement'] != 'fail' and r['result'] == 'pass', r
+            if r['judgement'] == 'fail':
+                assert r['result'] == 'fail'
+            if r['judgement'] == 'pass':
+                # the band is logged as the reference's thresholds
+                assert float(r['bandwidth_ratio_1MiB_lower_thres']) == pytest.approx(-0.05)
+                assert float(r['latency_ratio_8B_upper_thres']) >= 0.10
 
 
 def test_osu_built_for_another_stack_fails(tmp_path, stacks):

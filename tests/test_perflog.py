@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from harnesslib.schema import empty_after_result
 from hybridverdict.perflog import PerflogError, ReadStats, header_fields, read_perflogs
 
 PERF = ('fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres|'
@@ -18,7 +19,7 @@ def line(kernel='spmv', mode='mpi', ranks=2, threads=1, size='16', t=1.0, env='m
          over='false', ref='0', lower='None', upper='None') -> str:
     return (f'{time}|local|{part}|{env}|SpmvCheck %layout={mode}|{kernel}|{mode}|{ranks}|'
             f'{threads}|{size}|2|1|MPICH Version: 4.0.2|{verified}|{over}|false|'
-            f'cmake Release {env}|{result}|'
+            f'cmake Release {env}|{result}|{empty_after_result()}'
             f'2.5|GFLOP/s|0|None|None|{t}|s|{ref}|{lower}|{upper}|')
 
 
@@ -52,7 +53,7 @@ def test_truncated_and_corrupt_lines_are_skipped_and_counted(tmp_path):
 
 def test_build_lines_are_not_kernel_runs(tmp_path):
     build = '2026-11-22T10:00:00+00:00|local|shm|mpich|KernelBuild|' + '|'.join(
-        ['null'] * 11) + '|cmake Release mpich|pass|'
+        ['null'] * 11) + '|cmake Release mpich|pass|' + empty_after_result()
     write(tmp_path / 'KernelBuild.log', '|'.join(header_fields()) + '|', build)
     stats = ReadStats()
     assert read_perflogs([str(tmp_path)], stats=stats) == []

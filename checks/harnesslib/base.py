@@ -17,6 +17,7 @@ from reframe.core.launchers import JobLauncher
 
 from .build import KernelBuild
 from .launch import EXIT_STATUS_TAG, LIBRARY_PREFIX, StackLauncher, binding_env, hold_node_lock
+from .noise import BandRule, QuietMachine
 from .paths import REFERENCES_DIR
 from .placement import cores_per_node
 from .references import references_file, split_name
@@ -89,7 +90,8 @@ def _perflog_fields() -> type:
 PerflogFields = _perflog_fields()
 
 
-class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
+class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
+                  BandRule):
     """One kernel run at one layout; subclasses say how to run their kernel."""
 
     valid_systems = ['*']

@@ -51,6 +51,20 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField('finalize_hung', "'true' when MPI_Finalize hung after verified results", str),
     RunField('build_spec', 'the build this run used (KernelBuild.build_spec)', str),
     RunField('result', 'pass or fail (ReFrame)'),
+    # -- fixed-band assertions (harnesslib.bands) and machine quietness (harnesslib.quiet)
+    RunField('judgement', "the band rule's state of the run: 'pass', 'fail', 'inconclusive' "
+             "or '' (no band judged)", str),
+    RunField('judgement_detail', 'per judged variable: state, median, interval, band, spread',
+             str),
+    RunField('load_before', '1-minute load average before the run (-1: not recorded)', float),
+    RunField('load_after', '1-minute load average after the run (-1: not recorded)', float),
+    RunField('steal_pct', "CPU steal time during the run, % ('' where the kernel gives none)",
+             str),
+    RunField('busy_procs', 'other processes busy on the cores the run used (-1: not recorded)',
+             int),
+    RunField('busy', "'true', 'false' or 'unknown': the machine was busy (harnesslib.quiet)",
+             str),
+    RunField('busy_detail', 'what made it busy: processes (pid, name, cpu, share), steal', str),
 )
 
 #: The five fields ReFrame writes per performance variable, in order.
@@ -59,6 +73,18 @@ PERFVAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')
+
+
+def fields_after(name: str) -> tuple[str, ...]:
+    """Run fields after `name` (e.g. the ones appended after 'result')."""
+    names = [f.name for f in RUN_FIELDS]
+    return tuple(names[names.index(name) + 1:])
+
+
+def empty_after_result() -> str:
+    """The empty values of the run fields after 'result', '|'-terminated (for
+    writers of test and benchmark perflogs)."""
+    return '|' * len(fields_after('result'))
 
 
 def header_fields() -> tuple[str, ...]:

@@ -23,7 +23,8 @@ ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
 Before writing it prints the difference from the existing references.  It
 never replaces an existing file without ``--force``, and then keeps the
 previous version as ``<prefix>/previous/<system>-<UTC time>.yaml``.  Runs that
-did not verify or were oversubscribed are left out.
+did not verify, were oversubscribed or ran on a busy machine (perflog field
+``busy``, see ``harnesslib.quiet``) are left out.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def collect(records: Iterable[Record]) -> dict[str, dict[str, dict[Key, Samples]
     """system -> test class -> key -> samples, from verified runs."""
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
     for rec in records:
-        if not rec.name or not rec.verified or rec.oversubscribed:
+        if not rec.name or not rec.verified or rec.oversubscribed or rec.busy:
             continue
         cls, variant = split_name(rec.name)
         for var, value in rec.values.items():
@@ -290,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
         reasons = ', '.join(f'{n} {why}' for why, n in sorted(stats.reasons.items()))
         print(f'hybridverdict-baseline: warning: skipped {stats.skipped} perflog line(s): '
               f'{reasons}', file=sys.stderr)
+    busy = sum(1 for r in records if r.busy)
+    if busy:
+        print(f'hybridverdict-baseline: left out {busy} run(s) made on a busy machine '
+              f'(perflog field busy, see harnesslib.quiet)', file=sys.stderr)
     by_system = collect(records)
     systems = args.system or sorted(by_system)
     missing = [s for s in systems if s not in by_system]

@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from harnesslib.schema import empty_after_result
+
 from .perflog import ReadStats, header_fields, read_perflogs
 
 STACKS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}
@@ -110,7 +112,7 @@ def synthesise(directory: str, records: int, seed: int = 1) -> int:
                         line = (f'{t:%Y-%m-%dT%H:%M:%S%z}|local|{part}|{stack}|{check} '
                                 f'%layout={mode}_{r}x{th}|{kernel}|{mode}|{r}|{th}|{size}|2|1|'
                                 f'{lib}|true|false|false|cmake Release {stack}|pass|'
-                                + ''.join(_block(*v) for v in vars_))
+                                + empty_after_result() + ''.join(_block(*v) for v in vars_))
                         if written % 20011 == 7:
                             line = line[:len(line) // 2]     # a truncated line now and then
                         fp.write(line + '\n')

@@ -91,6 +91,11 @@ class Record:
     finalize_hung: bool = False
     #: variable -> (ref, lower, upper); only variables that have a reference logged
     refs: dict[str, Ref] = dataclasses.field(default_factory=dict)
+    #: the machine was busy during the run (harnesslib.quiet); kept out of references
+    busy: bool = False
+    #: the band rule's state: 'pass', 'fail', 'inconclusive' or '' (harnesslib.bands)
+    judgement: str = ''
+    judgement_detail: str = ''
 
     @property
     def total_cores(self) -> int:
@@ -301,7 +306,9 @@ class _Header:
             _int_or_zero(fields[at['nodes']]) or 1, fields[at['mpi_library']],
             _parse_bool(fields[at['verified']]), _parse_bool(fields[at['oversubscribed']]),
             fields[at['result']], values, units, source, fields[at['name']],
-            fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs)
+            fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs,
+            _parse_bool(fields[at['busy']]), fields[at['judgement']],
+            fields[at['judgement_detail']])
 
 
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))

@@ -28,7 +28,6 @@ pair missing from one of them is not confirmed).
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -76,31 +75,6 @@ class Verdict:
         return (self.system, self.partition, self.stack, self.kernel, self.size, self.nodes,
                 self.build, self.mpi_library, self.cores, self.hybrid_mode,
                 self.hybrid_layout, self.mpi_layout)
-
-
-def relative_error(samples: list[float]) -> float:
-    """Relative standard error of the mean; 0 for a single sample."""
-    if len(samples) < 2:
-        return 0.0
-    mean = statistics.fmean(samples)
-    if mean <= 0:
-        return 0.0
-    return statistics.stdev(samples) / mean / math.sqrt(len(samples))
-
-
-def pair_noise(a: list[float], b: list[float], floor: float) -> float:
-    """The former band (twice the quadrature sum of the relative standard errors, at
-    least the floor); kept for the checks until they use ``stats``."""
-    return max(floor, 2.0 * math.hypot(relative_error(a), relative_error(b)))
-
-
-def judge(speedup: float, noise: float) -> str:
-    """A single speedup against the band 1 +- noise (a point interval)."""
-    if speedup > 1.0 + noise:
-        return 'WIN'
-    if speedup < 1.0 / (1.0 + noise):
-        return 'LOSS'
-    return 'TIE'
 
 
 def call(decision: stats.Decision) -> str:

@@ -1,0 +1,140 @@
+"""Fixed-band performance assertions, decided by the one rule.
+
+A fixed band is a ReFrame reference ``(ref, lower, upper, unit)``: the
+bandwidth of the ring within 5% of osu_bw's, md at least LAMMPS's speed,
+hybrid within 10% of pure MPI, or a reference ``./harness baseline`` wrote.
+Every such assertion is decided by ``hybridverdict.stats`` (the one rule):
+
+* the values behind the variable: the per-round ratios of a check that runs
+  its two sides in alternating rounds (``RingOsuAccuracy``,
+  ``MdLammpsBenchmark``), the interval of a ratio of two sample lists
+  (``HybridVerdict``), or the single value of a run (a kernel run against its
+  baseline reference, where the interval is the value itself);
+* the median of those values with its distribution-free (order-statistic)
+  interval, or a seeded bootstrap below 6 values (``stats.median_interval``);
+* PASS when the interval lies inside the band, FAIL when it lies entirely
+  outside it, INCONCLUSIVE otherwise (``stats.decide``).
+
+One addition, for the machine rather than the samples: a FAIL on a run that
+``harnesslib.quiet`` flagged busy is INCONCLUSIVE ("FAIL withheld").  Other
+processes on the run's cores bias a ratio (the two sides do not suffer alike:
+threads that synchronise lose more to preemption than independent ranks), and
+no interval of its samples covers a bias, so such a run cannot show a
+regression.  It does not pass either: it is reported as inconclusive.
+
+This module is pure Python (the job scripts call ``more_rounds`` through
+``python -m harnesslib.rounds``); ``harnesslib.noise`` is the ReFrame side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from hybridverdict.stats import (
+    CONFIDENCE,
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Decision,
+    Interval,
+    decide,
+    judge_ratios,
+)
+
+#: The states of a run, as the perflog field ``judgement`` writes them.
+STATE_FIELD = {PASS: 'pass', FAIL: 'fail', INCONCLUSIVE: 'inconclusive'}
+
+
+def band_bounds(ref: float, lower: float | None,
+                upper: float | None) -> tuple[float | None, float | None]:
+    """Absolute (low, high) of a ReFrame reference (ReFrame's own arithmetic:
+    thresholds are fractions of |ref|, absolute for ref 0); None where open."""
+    def bound(thres: float | None) -> float | None:
+        if thres is None:
+            return None
+        if ref == 0:
+            return thres
+        return ref * (1 + (-thres if ref < 0 else thres))
+    return bound(lower), bound(upper)
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """One variable judged against its band."""
+
+    var: str
+    decision: Decision
+    state: str              # the decision's state, or INCONCLUSIVE for a busy FAIL
+    busy: bool
+
+    @property
+    def withheld(self) -> bool:
+        return self.decision.state == FAIL and self.state == INCONCLUSIVE
+
+    def inside(self, value: float) -> bool:
+        """Whether `value` lies in the band (what ReFrame's own check asks)."""
+        low, high = self.decision.low, self.decision.high
+        return (low is None or value >= low) and (high is None or value <= high)
+
+    def describe(self) -> str:
+        iv = self.decision.interval
+        lo = '-inf' if self.decision.low is None else f'{self.decision.low:.4g}'
+        hi = 'inf' if self.decision.high is None else f'{self.decision.high:.4g}'
+        text = (f'{self.var} {self.state}: median {iv.median:.4g} interval '
+                f'[{iv.low:.4g}, {iv.high:.4g}] n={iv.n} ({iv.method}) band [{lo}, {hi}] '
+                f'spread +-{100 * self.decision.spread:.1f}%')
+        if self.withheld:
+            text += ' (FAIL withheld: the machine was busy)'
+        return text.replace('|', '/')
+
+
+def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
+               lower: float | None, upper: float | None,
+               busy: bool = False) -> Judgement | None:
+    """The rule for one variable against its reference: from its values (their
+    median's interval) or from an interval made elsewhere by ``stats`` (e.g.
+    ``stats.compare`` of two sample lists); None when the band is open on both
+    sides (nothing to judge)."""
+    low, high = band_bounds(ref, lower, upper)
+    if low is None and high is None:
+        return None
+    decision = (decide(values, low, high) if isinstance(values, Interval)
+                else judge_ratios(list(values), low, high))
+    state = INCONCLUSIVE if (decision.state == FAIL and busy) else decision.state
+    return Judgement(var, decision, state, busy)
+
+
+def overall(judgements: Sequence[Judgement]) -> str:
+    """The run's state: fail if any variable fails, else inconclusive if any
+    is, else pass; '' when nothing was judged."""
+    states = {j.state for j in judgements}
+    for state in (FAIL, INCONCLUSIVE, PASS):
+        if state in states:
+            return STATE_FIELD[state]
+    return ''
+
+
+def more_rounds(samples: dict[str, Sequence[float]],
+                bands: dict[str, tuple[float | None, float | None]]) -> list[str]:
+    """The variables more rounds may settle: those whose interval still crosses
+    an edge of their band, and those that fail on an interval of less than the
+    rule's confidence (below 6 values at 95%: a bootstrap of 3 rounds covers
+    the median with 75% at most), so that a failure stands on a full interval
+    wherever the time budget allows."""
+    out = []
+    for var, values in samples.items():
+        low, high = bands.get(var, (None, None))
+        if (low is None and high is None) or not values:
+            continue
+        if any(not math.isfinite(v) for v in values):
+            continue
+        decision = judge_ratios(list(values), low, high)
+        if decision.state == INCONCLUSIVE or (
+                decision.state == FAIL and decision.interval.confidence < CONFIDENCE - 1e-9):
+            out.append(var)
+    return out
+
+
+__all__ = ['STATE_FIELD', 'band_bounds', 'Judgement', 'judge_band', 'overall', 'more_rounds']

@@ -1,0 +1,268 @@
+"""How quiet the machine was during a performance run.
+
+Every performance run (``KernelCheck``, ``RingOsuAccuracy``,
+``MdLammpsBenchmark``) wraps its job in a prologue and an epilogue::
+
+    python -m harnesslib.quiet before quiet.json   # after the node lock is held
+    ... the run ...
+    python -m harnesslib.quiet after quiet.json
+
+Each writes a snapshot (JSON, ``quiet.json`` in the stage directory) of
+
+* the load average (``/proc/loadavg``, 1 minute);
+* the CPU time counters of ``/proc/stat`` (for the steal time between the two
+  snapshots, where the kernel reports it: the 8th value of the ``cpu`` line,
+  Linux >= 2.6.11; absent on some hypervisors and containers);
+* the other processes that ran on the job's cores: over a short interval
+  (``HARNESS_SNAPSHOT_S``, default 0.2 s) every process that is neither
+  the snapshot itself nor one of its ancestors (the job script, its
+  launcher, the ReFrame that runs it), whose last CPU (``/proc/<pid>/stat``
+  field 39) is one of the cores the job may use (its affinity), and which
+  either used ``BUSY_SHARE`` (50%) of a core over the interval, or was
+  runnable (state R) at both its start and its end, or at one of them and
+  used CPU time in between (on an oversubscribed machine a busy loop gets
+  only a few percent of a core).  Processes waiting on the node lock sleep and are
+  not counted.
+
+The check then reads the file (``read_quiet``) into its perflog fields
+``load_before``, ``load_after``, ``steal_pct``, ``busy_procs``, ``busy`` and
+``busy_detail`` (``harnesslib.schema``).
+
+The rule for ``busy``: ``'true'`` when at least one other process counted
+(as above) on the job's cores in either snapshot, or the steal time between
+the snapshots was ``STEAL_BUSY_PCT`` (5%) or more of the CPU time;
+``'unknown'`` when the snapshots are missing (the job died before its
+epilogue, or ``HARNESS_SNAPSHOTS=0``); ``'false'`` otherwise.  The load average is
+recorded but not part of the rule: its 1-minute mean lags and still counts
+the ranks of the run before this one.
+
+A busy run is kept out of references (``hybridverdict-baseline``) and cannot
+fail a fixed-band assertion (``harnesslib.bands``): on a busy machine a ratio
+is biased, not only noisy, and its interval cannot show a regression.
+
+Nothing here imports ReFrame except ``QuietMachine``, the check side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+
+#: share of a core (over the sample interval) from which another process counts
+BUSY_SHARE = 0.5
+#: steal time (% of the CPU time between the snapshots) from which a run is busy
+STEAL_BUSY_PCT = 5.0
+#: default sample interval (s); HARNESS_SNAPSHOT_S overrides it
+SAMPLE_S = 0.2
+#: the snapshot file in the stage directory
+QUIET_FILE = 'quiet.json'
+
+_CLK_TCK = os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100
+
+
+def read_loadavg(path: str = '/proc/loadavg') -> float | None:
+    try:
+        with open(path) as fp:
+            return float(fp.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def read_cpu_times(path: str = '/proc/stat') -> list[int] | None:
+    """The aggregate ``cpu`` line of /proc/stat (user nice system idle iowait
+    irq softirq steal ...), in clock ticks; None where unreadable."""
+    try:
+        with open(path) as fp:
+            for line in fp:
+                if line.startswith('cpu '):
+                    return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def steal_percent(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Steal time between two ``cpu`` lines, in % of all CPU time between them;
+    None where the kernel reports no steal column or nothing elapsed."""
+    if not before or not after or len(before) < 8 or len(after) < 8:
+        return None
+    # guest and guest_nice (9th, 10th) are already counted in user and nice
+    total = sum(after[:8]) - sum(before[:8])
+    if total <= 0:
+        return None
+    return 100.0 * (after[7] - before[7]) / total
+
+
+def _proc_stat(pid: int) -> tuple[str, str, int, int, int] | None:
+    """(comm, state, ppid, utime+stime ticks, last cpu) of a process."""
+    try:
+        with open(f'/proc/{pid}/stat') as fp:
+            text = fp.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: it ends at the last ')'
+    lpar, rpar = text.find('('), text.rfind(')')
+    if lpar < 0 or rpar < 0:
+        return None
+    rest = text[rpar + 2:].split()
+    try:
+        # rest[0] is field 3 (state): field N is rest[N - 3]
+        return (text[lpar + 1:rpar], rest[0], int(rest[1]), int(rest[11]) + int(rest[12]),
+                int(rest[36]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(d) for d in os.listdir('/proc') if d.isdigit()]
+
+
+def ancestors(pid: int) -> set[int]:
+    """pid and every ancestor of it."""
+    out = set()
+    while pid > 0 and pid not in out:
+        out.add(pid)
+        st = _proc_stat(pid)
+        if st is None:
+            break
+        pid = st[2]
+    return out
+
+
+def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[dict]:
+    """Other processes that used at least BUSY_SHARE of a core on `cores` over
+    `interval` seconds (state R at the start or the end, or CPU time grown)."""
+    first = {pid: st for pid in _pids() if pid not in exclude
+             and (st := _proc_stat(pid)) is not None}
+    start = time.monotonic()
+    time.sleep(interval)
+    elapsed = time.monotonic() - start
+    out = []
+    for pid, (comm, state0, _ppid, ticks0, _cpu0) in first.items():
+        st = _proc_stat(pid)
+        if st is None:
+            continue
+        _comm, state, _ppid, ticks1, cpu = st
+        share = (ticks1 - ticks0) / _CLK_TCK / elapsed if elapsed > 0 else 0.0
+        runnable = (state0 == state == 'R') or ('R' in (state0, state) and ticks1 > ticks0)
+        if (runnable or share >= BUSY_SHARE) and cpu in cores:
+            out.append({'pid': pid, 'comm': comm, 'cpu': cpu, 'state': state,
+                        'share': round(share, 2)})
+    return out
+
+
+def snapshot(interval: float | None = None) -> dict:
+    """One snapshot of the machine from this process's point of view."""
+    if interval is None:
+        interval = float(os.environ.get('HARNESS_SNAPSHOT_S', SAMPLE_S))
+    try:
+        cores = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = set(range(os.cpu_count() or 1))
+    return {
+        'time': time.time(),
+        'load': read_loadavg(),
+        'cpu': read_cpu_times(),
+        'cores': sorted(cores),
+        'busy': busy_processes(cores, interval, ancestors(os.getpid())),
+    }
+
+
+def record(stage: str, path: str) -> None:
+    """Add the `stage` ('before' or 'after') snapshot to the file at `path`."""
+    if stage not in ('before', 'after'):
+        raise ValueError(f"stage must be 'before' or 'after', got {stage!r}")
+    data: dict = {}
+    if stage == 'after' and os.path.exists(path):
+        with open(path) as fp:
+            data = json.load(fp)
+    data[stage] = snapshot()
+    tmp = f'{path}.tmp'
+    with open(tmp, 'w') as fp:
+        json.dump(data, fp)
+    os.replace(tmp, path)
+
+
+QUIET_FIELDS = ('load_before', 'load_after', 'steal_pct', 'busy_procs', 'busy', 'busy_detail')
+
+
+def summarise(data: dict | None) -> dict[str, object]:
+    """The perflog fields of a quiet file's content (None: no file)."""
+    if not data or 'before' not in data or 'after' not in data:
+        got = 'no snapshot' if not data else f"only the {', '.join(sorted(data))} snapshot"
+        return {'load_before': -1.0, 'load_after': -1.0, 'steal_pct': '',
+                'busy_procs': -1, 'busy': 'unknown', 'busy_detail': f'not recorded ({got})'}
+    before, after = data['before'], data['after']
+    steal = steal_percent(before.get('cpu'), after.get('cpu'))
+    procs: dict[int, dict] = {}
+    for snap in (before, after):
+        for proc in snap.get('busy') or []:
+            procs.setdefault(int(proc['pid']), proc)
+    # the busiest first: the detail is cut at 300 characters
+    reasons = [f"pid {p['pid']} {p['comm']} on cpu {p['cpu']} ({100 * p['share']:.0f}%)"
+               for p in sorted(procs.values(), key=lambda p: -p['share'])]
+    if steal is not None and steal >= STEAL_BUSY_PCT:
+        reasons.append(f'steal {steal:.1f}%')
+    load_b, load_a = before.get('load'), after.get('load')
+    # the detail goes into a '|'-separated perflog line
+    detail = '; '.join(reasons).replace('|', '/')
+    return {
+        'load_before': -1.0 if load_b is None else float(load_b),
+        'load_after': -1.0 if load_a is None else float(load_a),
+        'steal_pct': '' if steal is None else f'{steal:.2f}',
+        'busy_procs': len(procs),
+        'busy': 'true' if reasons else 'false',
+        'busy_detail': detail[:300],
+    }
+
+
+def read_quiet(path: str) -> dict[str, object]:
+    """The perflog fields from a quiet file (see ``summarise``)."""
+    try:
+        with open(path) as fp:
+            data = json.load(fp)
+    except FileNotFoundError:
+        data = None
+    except (OSError, ValueError) as err:
+        out = summarise(None)
+        out['busy_detail'] = f'unreadable {os.path.basename(path)}: {err}'
+        return out
+    return summarise(data)
+
+
+def prologue(path: str, python: str | None = None) -> str:
+    """The job-script line that records the 'before' snapshot."""
+    py = python or sys.executable
+    return f'{shlex.quote(py)} -m harnesslib.quiet before {shlex.quote(path)} || true'
+
+
+def epilogue(path: str, python: str | None = None) -> str:
+    """The job-script line that records the 'after' snapshot; it keeps the
+    exit status of the command before it."""
+    py = python or sys.executable
+    return (f'_harness_rc=$?; {shlex.quote(py)} -m harnesslib.quiet after '
+            f'{shlex.quote(path)} || true; (exit $_harness_rc)')
+
+
+def enabled() -> bool:
+    """HARNESS_SNAPSHOTS=0 turns the snapshots off (every run is then 'unknown')."""
+    return os.environ.get('HARNESS_SNAPSHOTS', '1') != '0'
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in ('before', 'after', 'show'):
+        print('usage: python -m harnesslib.quiet before|after|show FILE', file=sys.stderr)
+        return 2
+    if args[0] == 'show':
+        print(json.dumps(read_quiet(args[1]), indent=1))
+        return 0
+    record(args[0], args[1])
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

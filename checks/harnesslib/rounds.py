@@ -1,0 +1,204 @@
+"""Alternating rounds of two tools, read back as per-round ratios.
+
+``RingOsuAccuracy`` (ring against osu_latency/osu_bw) and
+``MdLammpsBenchmark`` (md against LAMMPS, hybrid against MPI) run both sides
+of every comparison in each round, so each round gives one ratio per compared
+variable, and the one rule (``harnesslib.bands``) decides from the median of
+those ratios and its interval.
+
+More rounds where the spread is wide: the job script runs at least ``rounds``
+rounds, then after each one asks ``python -m harnesslib.rounds`` whether some
+band is still undecided (its interval crosses an edge) and goes on while one
+is, up to ``max_rounds`` and while the projected end of the next round stays
+within ``round_budget_s`` seconds (both check variables).
+
+Pure Python: no ReFrame import (the job script imports it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+
+from .bands import band_bounds, more_rounds
+from .osu_output import OsuParseError, parse_osu
+
+#: the file in which the job script notes how many rounds it ran
+ROUNDS_FILE = 'rounds_done.txt'
+
+
+class RoundsError(ValueError):
+    """A round whose output is missing or cannot be read."""
+
+
+def _text(dirpath: str, name: str) -> str:
+    path = os.path.join(dirpath, name)
+    if not os.path.exists(path):
+        raise RoundsError(f'{name} is missing: the round did not run')
+    with open(path, encoding='utf-8', errors='replace') as fp:
+        return fp.read()
+
+
+def ring_results(text: str, name: str) -> dict[int, dict]:
+    """The ring kernel's RESULT lines by message size (each must be verified)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith('RESULT '):
+            try:
+                res = json.loads(line[len('RESULT '):])
+            except json.JSONDecodeError as err:
+                raise RoundsError(f'{name}: malformed RESULT line ({err})') from None
+            if res.get('verified') is not True:
+                raise RoundsError(f'{name}: the ring kernel did not verify its result')
+            out[int(res['size'])] = res
+    if not out:
+        raise RoundsError(f'{name}: the ring kernel printed no RESULT line')
+    return out
+
+
+def osu_column(text: str, name: str) -> dict[int, float]:
+    try:
+        return parse_osu(text, name).column(0)
+    except OsuParseError as err:
+        raise RoundsError(str(err)) from None
+
+
+def ring_osu_round(dirpath: str, r: int, bw_sizes: list[int]) -> dict:
+    """Round r of RingOsuAccuracy: ring and OSU latency at 8 B, bandwidths."""
+    rl = ring_results(_text(dirpath, f'ring_lat_{r}.out'), f'ring_lat_{r}.out')
+    ol = osu_column(_text(dirpath, f'osu_lat_{r}.out'), f'osu_lat_{r}.out')
+    rb = ring_results(_text(dirpath, f'ring_bw_{r}.out'), f'ring_bw_{r}.out')
+    ob = osu_column(_text(dirpath, f'osu_bw_{r}.out'), f'osu_bw_{r}.out')
+    missing = [s for s in bw_sizes if s not in rb or s not in ob]
+    if 8 not in rl or 8 not in ol or missing:
+        raise RoundsError(f'round {r}: sizes missing ({missing or [8]})')
+    return {
+        'ring_lat': float(rl[8]['latency_us']), 'osu_lat': float(ol[8]),
+        'lib': str(rl[8].get('mpi_library', '')),
+        'ring_bw': {s: float(rb[s]['bandwidth_MBps']) for s in bw_sizes},
+        'osu_bw': {s: float(ob[s]) for s in bw_sizes},
+    }
+
+
+def ring_osu_rounds(dirpath: str, rounds: int, bw_sizes: list[int]) -> list[dict]:
+    return [ring_osu_round(dirpath, r, bw_sizes) for r in range(1, rounds + 1)]
+
+
+def ring_osu_ratios(data: list[dict], bw_sizes: list[int]) -> dict[str, list[float]]:
+    """Per-round ratios ring/OSU: latency_ratio_8B and bandwidth_ratio_<size>."""
+    out = {'latency_ratio_8B': [d['ring_lat'] / d['osu_lat'] for d in data]}
+    for s in bw_sizes:
+        out[f'bandwidth_ratio_{s}'] = [d['ring_bw'][s] / d['osu_bw'][s] for d in data]
+    return out
+
+
+def latency_tolerance(osu_lat_us: float, tol: float, floor_us: float) -> float:
+    """Within `tol` or `floor_us` (OSU prints 2 decimals), whichever is larger."""
+    return max(tol, floor_us / osu_lat_us) if osu_lat_us > 0 else 1.0
+
+
+def ring_osu_bands(data: list[dict], bw_sizes: list[int], lat_tol: float, lat_floor_us: float,
+                   bw_tol: float) -> dict[str, tuple[float, float, float]]:
+    """(ref, lower, upper) of each ratio: 1 within the tolerances."""
+    lt = latency_tolerance(statistics.median(d['osu_lat'] for d in data), lat_tol,
+                           lat_floor_us)
+    out = {'latency_ratio_8B': (1.0, -lt, lt)}
+    for s in bw_sizes:
+        out[f'bandwidth_ratio_{s}'] = (1.0, -bw_tol, bw_tol)
+    return out
+
+
+# -- md against LAMMPS --------------------------------------------------------------
+
+#: the tags of MdLammpsBenchmark's script: md runs and lmp runs
+MD_TAGS = ('MD_1x1', 'MD_2x1', 'MD_1x2')
+LMP_TAGS = ('LMP_1', 'LMP_2')
+#: the ratios it judges: name -> (numerator tag, denominator tag)
+MD_RATIOS = {
+    'md_over_lammps_1rank': ('MD_1x1', 'LMP_1'),
+    'md_over_lammps_2ranks': ('MD_2x1', 'LMP_2'),
+    'hybrid_over_mpi': ('MD_1x2', 'MD_2x1'),
+}
+#: their bands (ref, lower, upper): md at least as fast as LAMMPS, hybrid within 10% of MPI
+MD_BANDS = {
+    'md_over_lammps_1rank': (1.0, 0.0, None),
+    'md_over_lammps_2ranks': (1.0, 0.0, None),
+    'hybrid_over_mpi': (1.0, -0.10, None),
+}
+
+
+def md_rates(text: str, tag: str) -> list[float]:
+    """Atom-steps per second of every run with this tag, in order."""
+    if tag in LMP_TAGS:
+        patt = re.compile(rf'^{tag} Loop time of (\S+) on \d+ procs for (\d+) steps '
+                          rf'with (\d+) atoms', re.M)
+        return [int(steps) * int(atoms) / float(t) for t, steps, atoms in patt.findall(text)]
+    out = []
+    for row in re.findall(rf'^{tag} (\{{.*\}})\s*$', text, re.M):
+        res = json.loads(row)
+        if res.get('verified') is not True:
+            raise RoundsError(f'an md run ({tag}) did not verify its result')
+        out.append(float(res['fom']))
+    return out
+
+
+def md_ratios(text: str) -> dict[str, list[float]]:
+    """Per-round ratios of the complete rounds (both sides present)."""
+    rates = {tag: md_rates(text, tag) for tag in MD_TAGS + LMP_TAGS}
+    return {name: [a / b for a, b in zip(rates[num], rates[den])]
+            for name, (num, den) in MD_RATIOS.items()}
+
+
+# -- the job script's question: more rounds? ----------------------------------------
+
+def _bounds(bands: dict[str, tuple]) -> dict[str, tuple[float | None, float | None]]:
+    return {var: band_bounds(*b[:3]) for var, b in bands.items()}
+
+
+def undecided(kind: str, args: list[str]) -> list[str]:
+    """The variables still undecided after the rounds so far."""
+    if kind == 'ring':
+        dirpath, rounds, bw_max = args[0], int(args[1]), int(args[2])
+        lat_tol, lat_floor, bw_tol = float(args[3]), float(args[4]), float(args[5])
+        sizes = bw_sizes(bw_max)
+        data = ring_osu_rounds(dirpath, rounds, sizes)
+        return more_rounds(ring_osu_ratios(data, sizes),
+                           _bounds(ring_osu_bands(data, sizes, lat_tol, lat_floor, bw_tol)))
+    if kind == 'md':
+        with open(args[0], encoding='utf-8', errors='replace') as fp:
+            ratios = md_ratios(fp.read())
+        return more_rounds(ratios, _bounds(MD_BANDS))
+    raise RoundsError(f"unknown kind {kind!r} (ring or md)")
+
+
+def bw_sizes(bw_max: int) -> list[int]:
+    """1 MiB .. bw_max, doubling."""
+    out, s = [], 1 << 20
+    while s <= bw_max:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 when more rounds may decide a band still crossed, 1 when every
+    band is decided, 2 on an error (the script then stops adding rounds)."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print('usage: python -m harnesslib.rounds ring DIR ROUNDS BW_MAX LAT_TOL '
+              'LAT_FLOOR_US BW_TOL | md STDOUT', file=sys.stderr)
+        return 2
+    try:
+        left = undecided(args[0], args[1:])
+    except (RoundsError, OSError, ValueError, IndexError) as err:
+        print(f'rounds: {err}', file=sys.stderr)
+        return 2
+    print(f'rounds: undecided: {", ".join(left) or "none"}', file=sys.stderr)
+    return 0 if left else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
