@@ -539,6 +539,24 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
     return bad;
 }
 
+/* The lowest world rank that received wrong bytes, and the rank whose message
+ * it was ({-1, -1} if none).  One MPI_MIN over a long long that encodes
+ * (rank, source): MPI_MINLOC on MPI_2INT is refused by some builds (MVAPICH2
+ * 2.3.7 ch3:sock configured with --disable-fortran), MPI_MIN on
+ * MPI_LONG_LONG is supported by every MPI library. */
+typedef struct { int rank, src; } first_bad;
+static first_bad first_wrong_rank(long bad, int rank, int src) {
+    const long long none = LLONG_MAX;
+    long long mine = bad ? ((long long)rank << 32) | (long long)(unsigned)src : none, low = none;
+    MPI_Allreduce(&mine, &low, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    first_bad f = {-1, -1};
+    if (low != none) {
+        f.rank = (int)(low >> 32);
+        f.src = (int)(unsigned)(low & 0xFFFFFFFFLL);
+    }
+    return f;
+}
+
 /* Timed iterations per repetition before --iters-scale.  pingpong/ring: 1000
  * up to 8 KiB, then 1000*8KiB/size (constant bytes), at least 20.  bw (one
  * iteration = one window): osu_bw's counts, 100 windows up to 8 KiB and 20
@@ -732,8 +750,7 @@ int main(int argc, char **argv) {
 
         long bad_total = 0;
         MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        struct { int rank, src; } mine = {bad ? ctx.rank : INT_MAX, bad ? e.src_world : -1}, first;
-        MPI_Allreduce(&mine, &first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+        const first_bad first = first_wrong_rank(bad, ctx.rank, e.src_world);
         const int verified = bad_total == 0;
 
         double tmin = samples[0], tmax = samples[0], tsum = 0.0;

@@ -23,3 +23,21 @@ kernel_test(ring_bad_bw_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern bw needs at 
 kernel_test(ring_bad_mode NP 1 THREADS 1 EXPECT_FAIL "ring: mode funneled is not supported" COMMAND ring --mode funneled)
 kernel_test(ring_bad_multiple_pattern NP 2 THREADS 1 EXPECT_FAIL "ring: mode multiple is only available with --pattern ring" COMMAND ring --pattern pingpong --mode multiple)
 kernel_test(ring_bad_scale NP 1 THREADS 1 EXPECT_FAIL "ring: --iters-scale must be" COMMAND ring --iters-scale 0)
+# Fault-injection builds (-DKERNEL_FAULT_INJECT=ON) only: the receiver of the
+# largest size corrupts one byte; the ring must say which rank received it from
+# whom and exit 3 (run by tests/test_kernels.py on every stack found).
+if(KERNEL_FAULT_INJECT)
+  set(_ring_fault "ring: verification FAILED: size 4096 B: 1 wrong byte\\(s\\) received; first on rank")
+  kernel_test(ring_fault_pingpong_2x1 NP 2 THREADS 1 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 0 in the message from rank 1"
+              COMMAND ring --pattern pingpong --sizes 8,4096 --iters-scale 0.01 --reps 1)
+  kernel_test(ring_fault_bw_3x1 NP 3 THREADS 1 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 2 in the message from rank 0"
+              COMMAND ring --pattern bw --sizes 8,4096 --iters-scale 0.05 --reps 1)
+  kernel_test(ring_fault_ring_mpi_2x1 NP 2 THREADS 1 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 0 in the message from rank 1"
+              COMMAND ring --pattern ring --rank-as-node --sizes 8,4096 --iters-scale 0.01 --reps 1)
+  kernel_test(ring_fault_ring_multiple_1x2 NP 1 THREADS 2 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 0 in the message from rank 0"
+              COMMAND ring --pattern ring --mode multiple --rank-as-node --sizes 8,4096 --iters-scale 0.01 --reps 1)
+endif()
