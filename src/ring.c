@@ -238,7 +238,7 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
             if (kc_opt_long("reps", optarg, 1, 1000, &o->reps, err, cap)) return err;
             break;
         case 'f':
-            if (kc_opt_double("iters-scale", optarg, 0.0, 1, 1000.0, &o->iters_scale, err, cap))
+            if (kc_opt_double("iters-scale", optarg, 0.0, 1, 1000.0, NULL, &o->iters_scale, err, cap))
                 return err;
             o->scale_given = 1;
             break;

@@ -70,27 +70,34 @@ int kc_parse_double(const char *text, double lo, double hi, double *out) {
     return 0;
 }
 
-const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
-                        char *err, size_t cap) {
+const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,
+                           long *out, char *err, size_t cap) {
     if (kc_parse_long(text, lo, hi, out) == 0) return NULL;
-    snprintf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'", opt, lo, hi, text);
+    if (what) snprintf(err, cap, "--%s must be %s, got '%s'", opt, what, text);
+    else snprintf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'", opt, lo, hi, text);
     return err;
 }
 
+const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
+                        char *err, size_t cap) {
+    return kc_opt_long_as(opt, text, lo, hi, NULL, out, err, cap);
+}
+
 const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_open, double hi,
-                          double *out, char *err, size_t cap) {
+                          const char *what, double *out, char *err, size_t cap) {
     double v = 0.0;
     if (kc_parse_double(text, lo, hi, &v) == 0 && !(lo_open && v <= lo)) {
         *out = v;
         return NULL;
     }
-    snprintf(err, cap, "--%s must be a number in %c%g, %g], got '%s'", opt, lo_open ? '(' : '[',
-             lo, hi, text);
+    if (what) snprintf(err, cap, "--%s must be %s, got '%s'", opt, what, text);
+    else snprintf(err, cap, "--%s must be a number in %c%g, %g], got '%s'", opt,
+                  lo_open ? '(' : '[', lo, hi, text);
     return err;
 }
 
 const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap) {
-    return kc_opt_double("min-time", text, 0.0, 0, 3600.0, out, err, cap);
+    return kc_opt_double("min-time", text, 0.0, 0, 3600.0, NULL, out, err, cap);
 }
 
 const char *kc_opt_unknown(char *const argv[], char *err, size_t cap) {

@@ -54,10 +54,14 @@ int kc_parse_double(const char *text, double lo, double hi, double *out);
 const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
                         char *err, size_t cap);
 const char *kc_opt_unknown(char *const argv[], char *err, size_t cap);
-/*   kc_opt_double:   "--<opt> must be a number in [lo, hi], got '<text>'"; with
- *                    `lo_open` the bound lo itself is refused: "in (lo, hi]" */
+/*   kc_opt_double:   "--<opt> must be <what>, got '<text>'", <what> by default
+ *                    "a number in [lo, hi]"; with `lo_open` lo itself is refused
+ *                    ("a number in (lo, hi]")
+ *   kc_opt_long_as:  kc_opt_long with its own <what> (NULL: the default text) */
 const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_open, double hi,
-                          double *out, char *err, size_t cap);
+                          const char *what, double *out, char *err, size_t cap);
+const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,
+                           long *out, char *err, size_t cap);
 /*   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600] */
 const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap);
 const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap);
