@@ -35,10 +35,10 @@ set_tests_properties(ring_osu_counts_pingpong_2x1 PROPERTIES PASS_REGULAR_EXPRES
 kernel_test(ring_iters_skip_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw --sizes 1K --iters 7 --skip 0 --reps 2)
 set_tests_properties(ring_iters_skip_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
   "\"iters\":7,\"warmup\":0,.*\"skip\":0,.*\"verified\":true")
-# --min-time (ring pattern): a tiny requested count grows to last 0.05 s
-kernel_test(ring_min_time_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node --sizes 8 --iters 5 --reps 1 --min-time 0.05)
+# --min-time (ring pattern): 1 requested exchange grows to last 1 s
+kernel_test(ring_min_time_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node --sizes 8 --iters 1 --reps 1 --min-time 1)
 set_tests_properties(ring_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
-  "\"iters\":[0-9][0-9][0-9]+,.*\"min_time_s\":0.05,\"verified\":true")
+  "\"iters\":[0-9][0-9]+,.*\"min_time_s\":1,\"verified\":true")
 kernel_test(ring_bad_min_time NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time must be a number in \\[0, 3600\\], got '-1'" COMMAND ring --min-time -1)
 kernel_test(ring_bad_min_time_text NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time must be a number in \\[0, 3600\\], got 'abc'" COMMAND ring --min-time abc)
 kernel_test(ring_bad_min_time_pt2pt NP 2 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time applies only to --pattern ring" COMMAND ring --pattern bw --min-time 1)
