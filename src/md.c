@@ -632,6 +632,111 @@ static inline void acc(double *sum, double *comp, double term) {
  * afterwards, so no two threads write the same element.  Per atom the ~50 pair
  * terms are summed plainly; the atoms' sums are accumulated with compensation
  * per thread and then OpenMP-reduced. */
+/* The forces of owned atom i from its neighbour row: the pairs within the
+ * cutoff are compacted into the thread's buffers `buf` ([6][maxn]: separations
+ * and reaction forces) and `bj` by scalar loads (cheaper than vector gathers;
+ * branch-free), two-sided [0, m2), one-sided [m2, m); a vectorised pass
+ * computes them and a scalar pass adds the reaction forces to fl[j] (different
+ * j of a row never alias).  Returns the row's energy and virial shares. */
+static inline __attribute__((always_inline)) void
+force_row(int i, const double *restrict x, const int *restrict row, int n2, int n1, int maxn,
+          double rc2, double ecut, int full, double *restrict fl, double *restrict buf,
+          int *restrict bj, double *e_row, double *w_row) {
+    double *restrict tx = buf;
+    double *restrict ty = tx + maxn, *restrict tz = ty + maxn;
+    double *restrict bx = tz + maxn, *restrict by = bx + maxn, *restrict bz = by + maxn;
+    const double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
+    double fx = 0.0, fy = 0.0, fz = 0.0, e2 = 0.0, w2 = 0.0, e1 = 0.0, w1 = 0.0;
+    const int *restrict back = row + maxn - n1;
+    int m = 0;
+    for (int k = 0; k < n2; ++k) {
+        const int j = row[k];
+        const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
+        bx[m] = dx;
+        by[m] = dy;
+        bz[m] = dz;
+        bj[m] = j;
+        m += dx * dx + dy * dy + dz * dz < rc2;
+    }
+    const int m2 = m;
+    for (int k = 0; k < n1; ++k) {
+        const int j = back[k];
+        const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
+        bx[m] = dx;
+        by[m] = dy;
+        bz[m] = dz;
+        m += dx * dx + dy * dy + dz * dz < rc2;
+    }
+#pragma omp simd reduction(+ : fx, fy, fz, e2, w2)
+    for (int k = 0; k < m2; ++k) {
+        const double dx = bx[k], dy = by[k], dz = bz[k];
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double r2i = 1.0 / r2;
+        const double r6i = r2i * r2i * r2i;
+        const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
+        const double ddx = dx * fpair, ddy = dy * fpair, ddz = dz * fpair;
+        fx += ddx;
+        fy += ddy;
+        fz += ddz;
+        tx[k] = ddx;
+        ty[k] = ddy;
+        tz[k] = ddz;
+        e2 += 4.0 * r6i * (r6i - 1.0) - ecut;
+        w2 += fpair * r2;
+    }
+    for (int k = 0; k < m2; ++k) {
+        const int j = bj[k];
+        fl[3 * j] -= tx[k];
+        fl[3 * j + 1] -= ty[k];
+        fl[3 * j + 2] -= tz[k];
+    }
+#pragma omp simd reduction(+ : fx, fy, fz, e1, w1)
+    for (int k = m2; k < m; ++k) {
+        const double dx = bx[k], dy = by[k], dz = bz[k];
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double r2i = 1.0 / r2;
+        const double r6i = r2i * r2i * r2i;
+        const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
+        fx += dx * fpair;
+        fy += dy * fpair;
+        fz += dz * fpair;
+        e1 += 4.0 * r6i * (r6i - 1.0) - ecut;
+        w1 += fpair * r2;
+    }
+    if (full) {
+        fl[3 * i] = fx;
+        fl[3 * i + 1] = fy;
+        fl[3 * i + 2] = fz;
+    } else {
+        fl[3 * i] += fx;
+        fl[3 * i + 1] += fy;
+        fl[3 * i + 2] += fz;
+    }
+    *e_row = e2 + 0.5 * e1;
+    *w_row = w2 + 0.5 * w1;
+}
+
+/* Half lists with several threads: f of every owned atom is the sum of the
+ * thread arrays that hold it (called inside the parallel region, after a
+ * barrier; work-shared). */
+static void sum_thread_forces(double *f, const double *fthr, const int *trange, size_t stride,
+                              int nlocal, int nt) {
+#pragma omp for schedule(static)
+    for (int i = 0; i < nlocal; ++i) {
+        double sx = 0.0, sy = 0.0, sz = 0.0;
+        for (int t = 0; t < nt; ++t)
+            if (i >= trange[2 * t] && i < trange[2 * t + 1]) {
+                const double *ft = fthr + (size_t)t * stride + 3 * (size_t)i;
+                sx += ft[0];
+                sy += ft[1];
+                sz += ft[2];
+            }
+        f[3 * i] = sx;
+        f[3 * i + 1] = sy;
+        f[3 * i + 2] = sz;
+    }
+}
+
 static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
     const int nlocal = s->nlocal, maxn = s->maxn, nthr = s->ctx->threads;
     const double *restrict x = s->x;
@@ -651,11 +756,7 @@ static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
         kc_record_cpu(ctx);
         const int tid = kc_thread_num(), nt = kc_num_threads();
         double *restrict fl = private_f ? fthr + (size_t)tid * stride : f;
-        /* reaction forces of one row: computed by the vectorised pass, added
-         * to fl[j] by a scalar pass (different j of a row never alias) */
-        double *restrict tx = scratch + (size_t)tid * 6 * (size_t)maxn;
-        double *restrict ty = tx + maxn, *restrict tz = ty + maxn;
-        double *restrict bx = tz + maxn, *restrict by = bx + maxn, *restrict bz = by + maxn;
+        double *restrict buf = scratch + (size_t)tid * 6 * (size_t)maxn;
         int *restrict bj = s->jscratch + (size_t)tid * (size_t)maxn;
         /* a fixed block of atoms per thread; with half lists a thread's array
          * holds atoms ib .. (largest two-sided neighbour of the block) only,
@@ -673,98 +774,16 @@ static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
         }
         double s1 = 0.0, c1 = 0.0, s2 = 0.0, c2 = 0.0;
         for (int i = ib; i < ie; ++i) {
-            const double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
-            const int *restrict row = nbr + (size_t)i * maxn;
-            const int n2 = numtwo[i], n1 = numone[i];
-            double fx = 0.0, fy = 0.0, fz = 0.0, e2 = 0.0, w2 = 0.0, e1 = 0.0, w1 = 0.0;
-            /* separations of the pairs within the cutoff, compacted into
-             * contiguous buffers by scalar loads (cheaper than vector
-             * gathers; branch-free), two-sided [0, m2), one-sided [m2, m) */
-            const int *restrict back = row + maxn - n1;
-            int m = 0;
-            for (int k = 0; k < n2; ++k) {
-                const int j = row[k];
-                const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
-                bx[m] = dx;
-                by[m] = dy;
-                bz[m] = dz;
-                bj[m] = j;
-                m += dx * dx + dy * dy + dz * dz < rc2;
-            }
-            const int m2 = m;
-            for (int k = 0; k < n1; ++k) {
-                const int j = back[k];
-                const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
-                bx[m] = dx;
-                by[m] = dy;
-                bz[m] = dz;
-                m += dx * dx + dy * dy + dz * dz < rc2;
-            }
-#pragma omp simd reduction(+ : fx, fy, fz, e2, w2)
-            for (int k = 0; k < m2; ++k) {
-                const double dx = bx[k], dy = by[k], dz = bz[k];
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                const double r2i = 1.0 / r2;
-                const double r6i = r2i * r2i * r2i;
-                const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
-                const double ddx = dx * fpair, ddy = dy * fpair, ddz = dz * fpair;
-                fx += ddx;
-                fy += ddy;
-                fz += ddz;
-                tx[k] = ddx;
-                ty[k] = ddy;
-                tz[k] = ddz;
-                e2 += 4.0 * r6i * (r6i - 1.0) - ecut;
-                w2 += fpair * r2;
-            }
-            for (int k = 0; k < m2; ++k) {
-                const int j = bj[k];
-                fl[3 * j] -= tx[k];
-                fl[3 * j + 1] -= ty[k];
-                fl[3 * j + 2] -= tz[k];
-            }
-#pragma omp simd reduction(+ : fx, fy, fz, e1, w1)
-            for (int k = m2; k < m; ++k) {
-                const double dx = bx[k], dy = by[k], dz = bz[k];
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                const double r2i = 1.0 / r2;
-                const double r6i = r2i * r2i * r2i;
-                const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
-                fx += dx * fpair;
-                fy += dy * fpair;
-                fz += dz * fpair;
-                e1 += 4.0 * r6i * (r6i - 1.0) - ecut;
-                w1 += fpair * r2;
-            }
-            if (full) {
-                fl[3 * i] = fx;
-                fl[3 * i + 1] = fy;
-                fl[3 * i + 2] = fz;
-            } else {
-                fl[3 * i] += fx;
-                fl[3 * i + 1] += fy;
-                fl[3 * i + 2] += fz;
-            }
-            acc(&s1, &c1, e2 + 0.5 * e1);
-            acc(&s2, &c2, w2 + 0.5 * w1);
+            double e_row, w_row;
+            force_row(i, x, nbr + (size_t)i * maxn, numtwo[i], numone[i], maxn, rc2, ecut, full,
+                      fl, buf, bj, &e_row, &w_row);
+            acc(&s1, &c1, e_row);
+            acc(&s2, &c2, w_row);
         }
         if (private_f) {
 #pragma omp barrier
             /* every thread's array is complete */
-#pragma omp for schedule(static)
-            for (int i = 0; i < nlocal; ++i) {
-                double sx = 0.0, sy = 0.0, sz = 0.0;
-                for (int t = 0; t < nt; ++t)
-                    if (i >= trange[2 * t] && i < trange[2 * t + 1]) {
-                        const double *ft = fthr + (size_t)t * stride + 3 * (size_t)i;
-                        sx += ft[0];
-                        sy += ft[1];
-                        sz += ft[2];
-                    }
-                f[3 * i] = sx;
-                f[3 * i + 1] = sy;
-                f[3 * i + 2] = sz;
-            }
+            sum_thread_forces(f, fthr, trange, stride, nlocal, nt);
         }
         es += s1;
         ec += c1;
