@@ -1083,6 +1083,8 @@ typedef struct {
     double tph[T_COUNT];   /* this rank's phase sums */
     double drift_max;      /* largest relative energy drift seen */
     double epot, vir;      /* this rank's share after the last step */
+    long calib_steps;      /* --min-time: steps that set the count (0: none) */
+    double calib_pace;     /* their seconds per step on this rank */
 } run_t;
 
 /* One velocity-Verlet step, each phase charged to its timer as miniMD's
@@ -1126,9 +1128,12 @@ static void run_steps(md_sys *s, const options *o, double N, double e0, run_t *r
     for (long step = 1; step <= steps; ++step) {
         const double dr = fabs(md_step(s, o, step, N, &tm, r) - e0) / fabs(e0);
         if (dr > r->drift_max) r->drift_max = dr;
-        if (step == calib)
-            steps = kc_min_time_count(s->ctx, o->steps, o->min_time, kc_now() - t_start, calib,
-                                      MD_MAX_STEPS);
+        if (step == calib) {
+            const double t_calib = kc_now() - t_start;
+            r->calib_steps = calib;
+            r->calib_pace = t_calib / (double)calib;
+            steps = kc_min_time_count(s->ctx, o->steps, o->min_time, t_calib, calib, MD_MAX_STEPS);
+        }
     }
     r->t_loop = kc_now() - t_start;
     r->steps = steps;
@@ -1274,6 +1279,8 @@ static void report(const md_sys *s, const options *o, long natoms, const thermo 
     /* added: per-step times (sums / steps) and the --min-time that set the count */
     kc_json_int(&j, "steps_requested", o->steps);
     kc_json_num(&j, "min_time_s", o->min_time);
+    kc_json_int(&j, "calib_steps", r->calib_steps);
+    kc_json_num(&j, "calib_t_step_s", r->calib_pace);
     kc_json_num(&j, "t_step_s", t->t_total / (double)r->steps);
     char key[40];
     for (int k = 0; k < T_COUNT; ++k) {

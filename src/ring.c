@@ -47,9 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define RING_MAX_SIZE (16L * 1024 * 1024) /* largest message size (per CPU) */
 #define RING_MAX_SIZES 64                 /* entries in --sizes */

@@ -196,6 +196,7 @@ static long calibrate(kc_ctx *ctx, const options *o, problem *P, double *thr_t, 
         double dt = spmv_now() - t0, slowest = 0.0;
         MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         tm->calib_calls += n;
+        tm->calib_pace = slowest / (double)n;
         if (slowest >= o->min_time / 10.0 || 2 * n > SPMV_MAX_ITERS)
             return kc_min_time_count(ctx, o->iters, o->min_time, slowest, n, SPMV_MAX_ITERS);
     }

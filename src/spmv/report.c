@@ -68,6 +68,7 @@ static void json_per_call(kc_json *j, const options *o, const timing *tm, const 
     kc_json_int(j, "iters_requested", o->iters);
     kc_json_num(j, "min_time_s", o->min_time);
     kc_json_int(j, "calib_calls", tm->calib_calls);
+    kc_json_num(j, "calib_t_call_s", tm->calib_pace);
     kc_json_num(j, "t_call_s", r->wall.max / calls);
     kc_json_num(j, "t_pack_call_s", r->st[PH_PACK].max / calls);
     kc_json_num(j, "t_comm_call_s", r->st[PH_COMM].max / calls);

@@ -54,6 +54,7 @@ typedef struct { double t[PH_COUNT]; } call_times;
 typedef struct {
     long calls;           /* timed calls (--iters, or more with --min-time) */
     long calib_calls;     /* calls of the --min-time calibration (0: none) */
+    double calib_pace;    /* its last batch's seconds per call, slowest rank */
     call_times *per_call; /* [calls] */
     double sum[PH_COUNT];
     double wall;          /* this rank's wall time of the timed calls */
