@@ -48,15 +48,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static const char *HELP =
     "usage: md [--mode mpi|masteronly] [--cells-per-side L] [--density RHO]\n"
     "          [--temp T] [--cutoff RC] [--skin S] [--dt DT] [--steps N]\n"
     "          [--rebuild-every K] [--drift-tol TOL] [--list half|full]\n"
-    "          [--preset lammps-in.lj] [--check-forces]\n"
+    "          [--preset lammps-in.lj] [--check-forces] [--min-time S]\n"
     "  Lennard-Jones fluid (truncated and shifted, reduced units), fcc start with\n"
     "  4 L^3 atoms, velocity Verlet (NVE), 3-D domain decomposition with six face\n"
     "  exchanges per step, cell-binned Verlet neighbour lists with a skin.\n"
@@ -81,6 +78,10 @@ static const char *HELP =
     "  --preset lammps-in.lj  L=20 (32000 atoms) with the LAMMPS bench/in.lj\n"
     "                   settings (density 0.8442, T 1.44, rc 2.5, skin 0.3,\n"
     "                   dt 0.005, 100 steps, rebuild every 20); explicit options win\n"
+    "  --min-time S     after the first min(steps, rebuild-every) steps, raise the\n"
+    "                   step count so the timed steps last at least S seconds\n"
+    "                   (default 0: exactly --steps; the count is the same on every\n"
+    "                   rank; RESULT: steps, steps_requested, t_step_s)\n"
     "  --check-forces   also rebuild at the end and compare forces, energy and virial\n"
     "                   with brute-force O(N^2) minimum-image sums (small systems,\n"
     "                   at most 32000 atoms; relative tolerance 1e-10)\n"
@@ -94,16 +95,76 @@ static const char *HELP =
 typedef struct {
     kc_mode mode;
     long L, steps, rebuild;
-    double density, temp, cutoff, skin, dt, drift_tol;
+    double density, temp, cutoff, skin, dt, drift_tol, min_time;
     int check_forces, full_list;
     const char *preset;
 } options;
 
 enum { O_MODE = 1000, O_L, O_DENS, O_TEMP, O_CUT, O_SKIN, O_DT, O_STEPS, O_REB, O_TOL,
-       O_PRESET, O_CHECK, O_LIST, O_HELP };
+       O_PRESET, O_CHECK, O_LIST, O_MINTIME, O_HELP };
 
-static const char *parse(int argc, char **argv, options *o, int *help) {
-    static char err[256];
+static void defaults(options *o) {
+    o->mode = KC_MODE_MPI;
+    o->L = 8;
+    o->steps = 100;
+    o->rebuild = 20;
+    o->density = 0.8442;
+    o->temp = 1.44;
+    o->cutoff = 2.5;
+    o->skin = 0.3;
+    o->dt = 0.005;
+    o->drift_tol = 0.0; /* 0: the dt-dependent default */
+    o->min_time = 0.0;
+    o->check_forces = 0;
+    o->full_list = 0;
+    o->preset = "none";
+}
+
+/* One option with its value; NULL or the message written into err. */
+static const char *parse_one(int c, const char *arg, options *o, int *given_L, char *err, size_t cap) {
+    switch (c) {
+    case O_MODE:
+        if (kc_parse_mode(arg, &o->mode) != 0 ||
+            (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY)) {
+            snprintf(err, cap, "unknown or unsupported mode '%s' (mpi, masteronly)", arg);
+            return err;
+        }
+        return NULL;
+    case O_L:
+        *given_L = 1;
+        return kc_opt_long("cells-per-side", arg, 1, 400, &o->L, err, cap);
+    case O_DENS: return kc_opt_double("density", arg, 0, 1, 1e300, "a positive number", &o->density, err, cap);
+    case O_TEMP: return kc_opt_double("temp", arg, 0, 0, 1e6, "a number in [0, 1e6]", &o->temp, err, cap);
+    case O_CUT: return kc_opt_double("cutoff", arg, 0, 1, 1e300, "a positive number", &o->cutoff, err, cap);
+    case O_SKIN: return kc_opt_double("skin", arg, 0, 0, 1e300, "a non-negative number", &o->skin, err, cap);
+    case O_DT: return kc_opt_double("dt", arg, 0, 1, 1e300, "a positive number", &o->dt, err, cap);
+    case O_TOL: return kc_opt_double("drift-tol", arg, 0, 1, 1e300, "a positive number", &o->drift_tol, err, cap);
+    case O_MINTIME: return kc_opt_min_time(arg, &o->min_time, err, cap);
+    case O_STEPS:
+        return kc_opt_long_as("steps", arg, 1, 1000000000L, "a positive integer (at most 1e9)",
+                              &o->steps, err, cap);
+    case O_REB:
+        return kc_opt_long_as("rebuild-every", arg, 1, 1000000000L, "a positive integer",
+                              &o->rebuild, err, cap);
+    case O_PRESET:
+        if (strcmp(arg, "lammps-in.lj") != 0) {
+            snprintf(err, cap, "unknown preset '%s' (lammps-in.lj)", arg);
+            return err;
+        }
+        o->preset = "lammps-in.lj";
+        return NULL;
+    case O_LIST:
+        if (strcmp(arg, "half") != 0 && strcmp(arg, "full") != 0) {
+            snprintf(err, cap, "--list must be half or full, got '%s'", arg);
+            return err;
+        }
+        o->full_list = strcmp(arg, "full") == 0;
+        return NULL;
+    default: return NULL;
+    }
+}
+
+static const char *parse(int argc, char **argv, options *o, int *help, char *err, size_t cap) {
     static const struct option longopts[] = {
         {"mode", required_argument, NULL, O_MODE},
         {"cells-per-side", required_argument, NULL, O_L},
@@ -118,118 +179,31 @@ static const char *parse(int argc, char **argv, options *o, int *help) {
         {"preset", required_argument, NULL, O_PRESET},
         {"check-forces", no_argument, NULL, O_CHECK},
         {"list", required_argument, NULL, O_LIST},
+        {"min-time", required_argument, NULL, O_MINTIME},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
-    o->mode = KC_MODE_MPI;
-    o->L = 8;
-    o->steps = 100;
-    o->rebuild = 20;
-    o->density = 0.8442;
-    o->temp = 1.44;
-    o->cutoff = 2.5;
-    o->skin = 0.3;
-    o->dt = 0.005;
-    o->drift_tol = 0.0; /* 0: the dt-dependent default */
-    o->check_forces = 0;
-    o->full_list = 0;
-    o->preset = "none";
+    defaults(o);
     int given_L = 0;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_MODE:
-            if (kc_parse_mode(optarg, &o->mode) != 0 ||
-                (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY)) {
-                snprintf(err, sizeof err, "unknown or unsupported mode '%s' (mpi, masteronly)", optarg);
-                return err;
-            }
-            break;
-        case O_L:
-            if (kc_opt_long("cells-per-side", optarg, 1, 400, &o->L, err, sizeof err)) return err;
-            given_L = 1;
-            break;
-        case O_DENS:
-            if (kc_parse_double(optarg, -1e300, 1e300, &o->density) != 0 || o->density <= 0.0) {
-                snprintf(err, sizeof err, "--density must be a positive number, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_TEMP:
-            if (kc_parse_double(optarg, 0.0, 1e6, &o->temp) != 0) {
-                snprintf(err, sizeof err, "--temp must be a number in [0, 1e6], got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_CUT:
-            if (kc_parse_double(optarg, -1e300, 1e300, &o->cutoff) != 0 || o->cutoff <= 0.0) {
-                snprintf(err, sizeof err, "--cutoff must be a positive number, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_SKIN:
-            if (kc_parse_double(optarg, 0.0, 1e300, &o->skin) != 0) {
-                snprintf(err, sizeof err, "--skin must be a non-negative number, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_DT:
-            if (kc_parse_double(optarg, -1e300, 1e300, &o->dt) != 0 || o->dt <= 0.0) {
-                snprintf(err, sizeof err, "--dt must be a positive number, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_STEPS:
-            if (kc_parse_long(optarg, -1000000000L, 1000000000L, &o->steps) != 0 || o->steps <= 0) {
-                snprintf(err, sizeof err, "--steps must be a positive integer (at most 1e9), got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_REB:
-            if (kc_parse_long(optarg, 1, 1000000000L, &o->rebuild) != 0) {
-                snprintf(err, sizeof err, "--rebuild-every must be a positive integer, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_TOL:
-            if (kc_parse_double(optarg, -1e300, 1e300, &o->drift_tol) != 0 || o->drift_tol <= 0.0) {
-                snprintf(err, sizeof err, "--drift-tol must be a positive number, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_PRESET:
-            if (strcmp(optarg, "lammps-in.lj") != 0) {
-                snprintf(err, sizeof err, "unknown preset '%s' (lammps-in.lj)", optarg);
-                return err;
-            }
-            o->preset = "lammps-in.lj";
-            break;
-        case O_CHECK: o->check_forces = 1; break;
-        case O_LIST:
-            if (strcmp(optarg, "half") == 0) o->full_list = 0;
-            else if (strcmp(optarg, "full") == 0) o->full_list = 1;
-            else {
-                snprintf(err, sizeof err, "--list must be half or full, got '%s'", optarg);
-                return err;
-            }
-            break;
-        case O_HELP: *help = 1; break;
-        default: return kc_opt_unknown(argv, err, sizeof err);
-        }
+        if (c == O_HELP) *help = 1;
+        else if (c == O_CHECK) o->check_forces = 1;
+        else if (c == '?' || c == ':') return kc_opt_unknown(argv, err, cap);
+        else if (parse_one(c, optarg, o, &given_L, err, cap)) return err;
     }
-    if (kc_opt_leftover(argc, argv, err, sizeof err)) return err;
+    if (kc_opt_leftover(argc, argv, err, cap)) return err;
     if (o->drift_tol == 0.0) o->drift_tol = 1e-3 * fmax(1.0, (o->dt / 0.005) * (o->dt / 0.005));
     /* Every other in.lj setting is already the default; explicit options win. */
     if (strcmp(o->preset, "lammps-in.lj") == 0 && !given_L) o->L = 20;
     const double box = (double)o->L * cbrt(4.0 / o->density);
     if (o->cutoff > 0.5 * box) {
-        snprintf(err, sizeof err,
-                 "--cutoff %g is larger than half the box side %g (L=%ld, density %g)",
+        snprintf(err, cap, "--cutoff %g is larger than half the box side %g (L=%ld, density %g)",
                  o->cutoff, 0.5 * box, o->L, o->density);
         return err;
     }
     if (o->check_forces && 4 * o->L * o->L * o->L > 32000) {
-        snprintf(err, sizeof err, "--check-forces needs at most 32000 atoms (L <= 20)");
+        snprintf(err, cap, "--check-forces needs at most 32000 atoms (L <= 20)");
         return err;
     }
     return NULL;
@@ -658,6 +632,111 @@ static inline void acc(double *sum, double *comp, double term) {
  * afterwards, so no two threads write the same element.  Per atom the ~50 pair
  * terms are summed plainly; the atoms' sums are accumulated with compensation
  * per thread and then OpenMP-reduced. */
+/* The forces of owned atom i from its neighbour row: the pairs within the
+ * cutoff are compacted into the thread's buffers `buf` ([6][maxn]: separations
+ * and reaction forces) and `bj` by scalar loads (cheaper than vector gathers;
+ * branch-free), two-sided [0, m2), one-sided [m2, m); a vectorised pass
+ * computes them and a scalar pass adds the reaction forces to fl[j] (different
+ * j of a row never alias).  Returns the row's energy and virial shares. */
+static inline __attribute__((always_inline)) void
+force_row(int i, const double *restrict x, const int *restrict row, int n2, int n1, int maxn,
+          double rc2, double ecut, int full, double *restrict fl, double *restrict buf,
+          int *restrict bj, double *e_row, double *w_row) {
+    double *restrict tx = buf;
+    double *restrict ty = tx + maxn, *restrict tz = ty + maxn;
+    double *restrict bx = tz + maxn, *restrict by = bx + maxn, *restrict bz = by + maxn;
+    const double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
+    double fx = 0.0, fy = 0.0, fz = 0.0, e2 = 0.0, w2 = 0.0, e1 = 0.0, w1 = 0.0;
+    const int *restrict back = row + maxn - n1;
+    int m = 0;
+    for (int k = 0; k < n2; ++k) {
+        const int j = row[k];
+        const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
+        bx[m] = dx;
+        by[m] = dy;
+        bz[m] = dz;
+        bj[m] = j;
+        m += dx * dx + dy * dy + dz * dz < rc2;
+    }
+    const int m2 = m;
+    for (int k = 0; k < n1; ++k) {
+        const int j = back[k];
+        const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
+        bx[m] = dx;
+        by[m] = dy;
+        bz[m] = dz;
+        m += dx * dx + dy * dy + dz * dz < rc2;
+    }
+#pragma omp simd reduction(+ : fx, fy, fz, e2, w2)
+    for (int k = 0; k < m2; ++k) {
+        const double dx = bx[k], dy = by[k], dz = bz[k];
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double r2i = 1.0 / r2;
+        const double r6i = r2i * r2i * r2i;
+        const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
+        const double ddx = dx * fpair, ddy = dy * fpair, ddz = dz * fpair;
+        fx += ddx;
+        fy += ddy;
+        fz += ddz;
+        tx[k] = ddx;
+        ty[k] = ddy;
+        tz[k] = ddz;
+        e2 += 4.0 * r6i * (r6i - 1.0) - ecut;
+        w2 += fpair * r2;
+    }
+    for (int k = 0; k < m2; ++k) {
+        const int j = bj[k];
+        fl[3 * j] -= tx[k];
+        fl[3 * j + 1] -= ty[k];
+        fl[3 * j + 2] -= tz[k];
+    }
+#pragma omp simd reduction(+ : fx, fy, fz, e1, w1)
+    for (int k = m2; k < m; ++k) {
+        const double dx = bx[k], dy = by[k], dz = bz[k];
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double r2i = 1.0 / r2;
+        const double r6i = r2i * r2i * r2i;
+        const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
+        fx += dx * fpair;
+        fy += dy * fpair;
+        fz += dz * fpair;
+        e1 += 4.0 * r6i * (r6i - 1.0) - ecut;
+        w1 += fpair * r2;
+    }
+    if (full) {
+        fl[3 * i] = fx;
+        fl[3 * i + 1] = fy;
+        fl[3 * i + 2] = fz;
+    } else {
+        fl[3 * i] += fx;
+        fl[3 * i + 1] += fy;
+        fl[3 * i + 2] += fz;
+    }
+    *e_row = e2 + 0.5 * e1;
+    *w_row = w2 + 0.5 * w1;
+}
+
+/* Half lists with several threads: f of every owned atom is the sum of the
+ * thread arrays that hold it (called inside the parallel region, after a
+ * barrier; work-shared). */
+static void sum_thread_forces(double *f, const double *fthr, const int *trange, size_t stride,
+                              int nlocal, int nt) {
+#pragma omp for schedule(static)
+    for (int i = 0; i < nlocal; ++i) {
+        double sx = 0.0, sy = 0.0, sz = 0.0;
+        for (int t = 0; t < nt; ++t)
+            if (i >= trange[2 * t] && i < trange[2 * t + 1]) {
+                const double *ft = fthr + (size_t)t * stride + 3 * (size_t)i;
+                sx += ft[0];
+                sy += ft[1];
+                sz += ft[2];
+            }
+        f[3 * i] = sx;
+        f[3 * i + 1] = sy;
+        f[3 * i + 2] = sz;
+    }
+}
+
 static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
     const int nlocal = s->nlocal, maxn = s->maxn, nthr = s->ctx->threads;
     const double *restrict x = s->x;
@@ -675,20 +754,9 @@ static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
 #pragma omp parallel num_threads(nthr) reduction(+ : es, ec, ws, wc)
     {
         kc_record_cpu(ctx);
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        int nt = 1;
-#ifdef _OPENMP
-        nt = omp_get_num_threads();
-#endif
+        const int tid = kc_thread_num(), nt = kc_num_threads();
         double *restrict fl = private_f ? fthr + (size_t)tid * stride : f;
-        /* reaction forces of one row: computed by the vectorised pass, added
-         * to fl[j] by a scalar pass (different j of a row never alias) */
-        double *restrict tx = scratch + (size_t)tid * 6 * (size_t)maxn;
-        double *restrict ty = tx + maxn, *restrict tz = ty + maxn;
-        double *restrict bx = tz + maxn, *restrict by = bx + maxn, *restrict bz = by + maxn;
+        double *restrict buf = scratch + (size_t)tid * 6 * (size_t)maxn;
         int *restrict bj = s->jscratch + (size_t)tid * (size_t)maxn;
         /* a fixed block of atoms per thread; with half lists a thread's array
          * holds atoms ib .. (largest two-sided neighbour of the block) only,
@@ -706,98 +774,16 @@ static void compute_forces(md_sys *s, double *epot_out, double *vir_out) {
         }
         double s1 = 0.0, c1 = 0.0, s2 = 0.0, c2 = 0.0;
         for (int i = ib; i < ie; ++i) {
-            const double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
-            const int *restrict row = nbr + (size_t)i * maxn;
-            const int n2 = numtwo[i], n1 = numone[i];
-            double fx = 0.0, fy = 0.0, fz = 0.0, e2 = 0.0, w2 = 0.0, e1 = 0.0, w1 = 0.0;
-            /* separations of the pairs within the cutoff, compacted into
-             * contiguous buffers by scalar loads (cheaper than vector
-             * gathers; branch-free), two-sided [0, m2), one-sided [m2, m) */
-            const int *restrict back = row + maxn - n1;
-            int m = 0;
-            for (int k = 0; k < n2; ++k) {
-                const int j = row[k];
-                const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
-                bx[m] = dx;
-                by[m] = dy;
-                bz[m] = dz;
-                bj[m] = j;
-                m += dx * dx + dy * dy + dz * dz < rc2;
-            }
-            const int m2 = m;
-            for (int k = 0; k < n1; ++k) {
-                const int j = back[k];
-                const double dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
-                bx[m] = dx;
-                by[m] = dy;
-                bz[m] = dz;
-                m += dx * dx + dy * dy + dz * dz < rc2;
-            }
-#pragma omp simd reduction(+ : fx, fy, fz, e2, w2)
-            for (int k = 0; k < m2; ++k) {
-                const double dx = bx[k], dy = by[k], dz = bz[k];
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                const double r2i = 1.0 / r2;
-                const double r6i = r2i * r2i * r2i;
-                const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
-                const double ddx = dx * fpair, ddy = dy * fpair, ddz = dz * fpair;
-                fx += ddx;
-                fy += ddy;
-                fz += ddz;
-                tx[k] = ddx;
-                ty[k] = ddy;
-                tz[k] = ddz;
-                e2 += 4.0 * r6i * (r6i - 1.0) - ecut;
-                w2 += fpair * r2;
-            }
-            for (int k = 0; k < m2; ++k) {
-                const int j = bj[k];
-                fl[3 * j] -= tx[k];
-                fl[3 * j + 1] -= ty[k];
-                fl[3 * j + 2] -= tz[k];
-            }
-#pragma omp simd reduction(+ : fx, fy, fz, e1, w1)
-            for (int k = m2; k < m; ++k) {
-                const double dx = bx[k], dy = by[k], dz = bz[k];
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                const double r2i = 1.0 / r2;
-                const double r6i = r2i * r2i * r2i;
-                const double fpair = 48.0 * r6i * (r6i - 0.5) * r2i;
-                fx += dx * fpair;
-                fy += dy * fpair;
-                fz += dz * fpair;
-                e1 += 4.0 * r6i * (r6i - 1.0) - ecut;
-                w1 += fpair * r2;
-            }
-            if (full) {
-                fl[3 * i] = fx;
-                fl[3 * i + 1] = fy;
-                fl[3 * i + 2] = fz;
-            } else {
-                fl[3 * i] += fx;
-                fl[3 * i + 1] += fy;
-                fl[3 * i + 2] += fz;
-            }
-            acc(&s1, &c1, e2 + 0.5 * e1);
-            acc(&s2, &c2, w2 + 0.5 * w1);
+            double e_row, w_row;
+            force_row(i, x, nbr + (size_t)i * maxn, numtwo[i], numone[i], maxn, rc2, ecut, full,
+                      fl, buf, bj, &e_row, &w_row);
+            acc(&s1, &c1, e_row);
+            acc(&s2, &c2, w_row);
         }
         if (private_f) {
 #pragma omp barrier
             /* every thread's array is complete */
-#pragma omp for schedule(static)
-            for (int i = 0; i < nlocal; ++i) {
-                double sx = 0.0, sy = 0.0, sz = 0.0;
-                for (int t = 0; t < nt; ++t)
-                    if (i >= trange[2 * t] && i < trange[2 * t + 1]) {
-                        const double *ft = fthr + (size_t)t * stride + 3 * (size_t)i;
-                        sx += ft[0];
-                        sy += ft[1];
-                        sz += ft[2];
-                    }
-                f[3 * i] = sx;
-                f[3 * i + 1] = sy;
-                f[3 * i + 2] = sz;
-            }
+            sum_thread_forces(f, fthr, trange, stride, nlocal, nt);
         }
         es += s1;
         ec += c1;
@@ -1026,11 +1012,310 @@ static double check_forces(md_sys *s, long natoms, double epot, double vir) {
 enum { T_FORCE, T_MOVOUT, T_SUM, T_MOVEA, T_MOVEB, T_NEIGH, T_COUNT };
 static const char *const timer_keys[T_COUNT] = {"t_force", "t_movout", "t_sum",
                                                  "t_movea", "t_moveb", "t_neigh"};
+#define MD_MAX_STEPS 1000000000L /* --min-time's cap: --steps' own limit */
+
+/* ---- the run: set-up, steps, verification, report -------------------------- */
+
+/* The periodic rank grid and this rank's sub-box; a sub-box thinner than
+ * cutoff+skin in some dimension fails the run (status 2). */
+static void setup_decomposition(md_sys *s) {
+    const kc_ctx *ctx = s->ctx;
+    int periods[3] = {1, 1, 1};
+    MPI_Dims_create(ctx->nranks, 3, s->dims);
+    for (int d = 0; d < 3; ++d) {
+        const double side = s->box / s->dims[d];
+        if (side < s->rn)
+            kc_fail(ctx, 2,
+                    "box side %g split %d ways in dimension %d (ranks %dx%dx%d) gives sub-boxes "
+                    "of %g < cutoff+skin = %g; use fewer ranks or a larger --cells-per-side",
+                    s->box, s->dims[d], d, s->dims[0], s->dims[1], s->dims[2], side, s->rn);
+    }
+    MPI_Cart_create(MPI_COMM_WORLD, 3, s->dims, periods, 0, &s->cart);
+    int crank = 0;
+    MPI_Comm_rank(s->cart, &crank);
+    MPI_Cart_coords(s->cart, crank, 3, s->coords);
+    for (int d = 0; d < 3; ++d) {
+        MPI_Cart_shift(s->cart, d, 1, &s->lower[d], &s->upper[d]);
+        s->lo[d] = boundary(s, d, s->coords[d]);
+        s->hi[d] = boundary(s, d, s->coords[d] + 1);
+    }
+}
+
+/* Initial capacity: owned + ghosts of the extended sub-box, first-touched by
+ * the threads with the schedule of the compute loops. */
+static void alloc_atoms(md_sys *s, const options *o) {
+    s->trange = kc_malloc(s->ctx, 2 * (size_t)s->ctx->threads * sizeof(int));
+    double ext = 1.0;
+    for (int d = 0; d < 3; ++d) ext *= s->hi[d] - s->lo[d] + 2.0 * s->rn;
+    const double est = 1.3 * ext * o->density + 1024.0;
+    const int cap = est > 2e9 ? 2000000000 : (int)est;
+    ensure_atoms(s, cap);
+    double *x = s->x, *v = s->v, *f = s->f;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < 3 * cap; ++k) x[k] = v[k] = f[k] = 0.0;
+    s->maxn = (int)(1.5 * o->density * 4.0 / 3.0 * 3.14159265358979 * s->rn2 * s->rn) + 16;
+}
+
+/* Sums over ranks of the kinetic energy, potential energy and virial. */
+static void global_sums(const md_sys *s, double ke, double pe, double vir, double glob[3]) {
+    double loc[3] = {ke, pe, vir};
+    MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, s->cart);
+}
+
+/* Thermodynamic state per atom. */
+typedef struct { double ke, pe, vir, e, temp, press; } thermo;
+
+static thermo thermo_of(const double glob[3], double N, double V) {
+    thermo t;
+    t.ke = glob[0] / N;
+    t.pe = glob[1] / N;
+    t.vir = glob[2] / N;
+    t.e = t.ke + t.pe;
+    t.temp = 2.0 * glob[0] / (3.0 * N - 3.0);
+    t.press = (2.0 * glob[0] + glob[2]) / (3.0 * V); /* as LAMMPS: dof T = 2 KE */
+    return t;
+}
+
+/* What the timed steps gave. */
+typedef struct {
+    long steps;            /* steps run (--steps, or more with --min-time) */
+    double t_loop;         /* this rank's wall time of the steps */
+    double tph[T_COUNT];   /* this rank's phase sums */
+    double drift_max;      /* largest relative energy drift seen */
+    double epot, vir;      /* this rank's share after the last step */
+    long calib_steps;      /* --min-time: steps that set the count (0: none) */
+    double calib_pace;     /* their seconds per step on this rank */
+} run_t;
+
+/* One velocity-Verlet step, each phase charged to its timer as miniMD's
+ * timer.stamp() does; returns the total energy per atom after it. */
+static double md_step(md_sys *s, const options *o, long step, double N, kc_timer *tm,
+                      run_t *r) {
+    kc_stamp_skip(tm);
+    move_a(s, o->dt);
+    kc_stamp(tm, T_MOVEA);
+    if (step % o->rebuild == 0) {
+        migrate(s);
+        borders(s);
+        kc_stamp(tm, T_MOVOUT);
+        build_neighbours(s);
+        kc_stamp(tm, T_NEIGH);
+    } else {
+        update_ghosts(s);
+        kc_stamp(tm, T_MOVOUT);
+    }
+    compute_forces(s, &r->epot, &r->vir);
+    kc_stamp(tm, T_FORCE);
+    const double kel = move_b(s, o->dt);
+    kc_stamp(tm, T_MOVEB);
+    double glob[3];
+    global_sums(s, kel, r->epot, r->vir, glob);
+    kc_stamp(tm, T_SUM);
+    return (glob[0] + glob[1]) / N;
+}
+
+/* The timed steps.  --min-time: the first min(--steps, --rebuild-every) steps
+ * calibrate; the count becomes max(--steps, enough steps for min_time seconds),
+ * the same on every rank. */
+static void run_steps(md_sys *s, const options *o, double N, double e0, run_t *r) {
+    kc_timer tm;
+    const long calib = o->min_time > 0.0 ? (o->steps < o->rebuild ? o->steps : o->rebuild) : 0;
+    long steps = o->steps;
+    r->drift_max = 0.0;
+    MPI_Barrier(s->cart);
+    kc_timer_start(&tm);
+    const double t_start = tm.last;
+    for (long step = 1; step <= steps; ++step) {
+        const double dr = fabs(md_step(s, o, step, N, &tm, r) - e0) / fabs(e0);
+        if (dr > r->drift_max) r->drift_max = dr;
+        if (step == calib) {
+            const double t_calib = kc_now() - t_start;
+            r->calib_steps = calib;
+            r->calib_pace = t_calib / (double)calib;
+            steps = kc_min_time_count(s->ctx, o->steps, o->min_time, t_calib, calib, MD_MAX_STEPS);
+        }
+    }
+    r->t_loop = kc_now() - t_start;
+    r->steps = steps;
+    memcpy(r->tph, tm.t, sizeof r->tph);
+}
+
+/* The checks every run makes, and their figures. */
+typedef struct {
+    thermo end;
+    long count, lost;
+    double pmax, drift, force_err;
+    int ok_count, ok_mom, ok_drift, ok_lost, ok_forces, verified;
+} verdict;
+
+static void verify(md_sys *s, const options *o, long natoms, double e0, const run_t *r,
+                   verdict *v) {
+    const kc_ctx *ctx = s->ctx;
+    const double N = (double)natoms, V = s->box * s->box * s->box;
+    if (KC_FAULT_INJECTED && ctx->rank == 0 && s->nlocal > 0) s->v[0] += 1.0;
+    double pm[3], glob[3];
+    momentum(s, pm);
+    long nl = s->nlocal;
+    MPI_Allreduce(&nl, &v->count, 1, MPI_LONG, MPI_SUM, s->cart);
+    MPI_Allreduce(&s->lost, &v->lost, 1, MPI_LONG, MPI_SUM, s->cart);
+    global_sums(s, kinetic(s), r->epot, r->vir, glob);
+    v->end = thermo_of(glob, N, V);
+    v->drift = fabs(v->end.e - e0) / fabs(e0);
+    v->pmax = 0.0;
+    for (int d = 0; d < 3; ++d) v->pmax = fmax(v->pmax, fabs(pm[d]) / N);
+    v->ok_count = v->count == natoms;
+    v->ok_mom = v->pmax < 1e-10;
+    v->ok_drift = v->drift < o->drift_tol;
+    v->ok_lost = v->lost == 0;
+    v->force_err = 0.0;
+    v->ok_forces = 1;
+    if (o->check_forces) {
+        migrate(s);
+        borders(s);
+        build_neighbours(s);
+        double ep = 0.0, vr = 0.0;
+        compute_forces(s, &ep, &vr);
+        if (KC_FAULT_INJECTED && ctx->rank == 0 && s->nlocal > 0) s->f[0] += 1.0;
+        double l2[2] = {ep, vr}, g2[2];
+        MPI_Allreduce(l2, g2, 2, MPI_DOUBLE, MPI_SUM, s->cart);
+        v->force_err = check_forces(s, natoms, g2[0], g2[1]);
+        v->ok_forces = v->force_err <= 1e-10;
+        long l3 = s->lost, g3 = 0;
+        MPI_Allreduce(&l3, &g3, 1, MPI_LONG, MPI_SUM, s->cart);
+        v->lost = g3;
+    }
+    v->verified = v->ok_count && v->ok_mom && v->ok_drift && v->ok_lost && v->ok_forces;
+}
+
+static void print_start(const md_sys *s, const options *o, long natoms, long ghosts0,
+                        const thermo *t0) {
+    printf("md: %ld atoms (fcc L=%ld, density %g), box %.6g, cutoff %g, skin %g, dt %g, "
+           "%ld steps, rebuild every %ld, %s lists, preset %s\n",
+           natoms, o->L, o->density, s->box, o->cutoff, o->skin, o->dt, o->steps, o->rebuild,
+           o->full_list ? "full" : "half", o->preset);
+    printf("md: %d ranks (%dx%dx%d) x %d threads, mode %s, %ld ghost atoms at step 0\n",
+           s->ctx->nranks, s->dims[0], s->dims[1], s->dims[2], s->ctx->threads,
+           kc_mode_name(s->ctx->mode), ghosts0);
+    printf("md: step 0: pe_0 = %.17g virial_0 = %.17g\n", t0->pe, t0->vir);
+    printf("md: step 0: T %.6f  e_kin %.8f  e_pot %.8f  e_total %.8f  press %.8f\n", t0->temp,
+           t0->ke, t0->pe, t0->e, t0->press);
+}
+
+/* Timings over ranks. */
+typedef struct {
+    kc_stat st[T_COUNT];
+    double t_total, t_comm, t_comp, fom;
+} md_times;
+
+static void print_end(const options *o, long natoms, const run_t *r, const verdict *v,
+                      const md_times *t) {
+    const kc_stat *st = t->st;
+    printf("md: step %ld: T %.6f  e_kin %.8f  e_pot %.8f  e_total %.8f  press %.8f\n", r->steps,
+           v->end.temp, v->end.ke, v->end.pe, v->end.e, v->end.press);
+    printf("md: phases (max over ranks, s): force %.4f movout %.4f sum %.4f movea %.4f "
+           "moveb %.4f neigh %.4f; total %.4f\n",
+           st[T_FORCE].max, st[T_MOVOUT].max, st[T_SUM].max, st[T_MOVEA].max, st[T_MOVEB].max,
+           st[T_NEIGH].max, t->t_total);
+    printf("md: %.6g atom-steps/s\n", t->fom);
+    printf("md: verification %s: atoms %ld of %ld, lost %ld, |P|/N %.3e (limit 1e-10), "
+           "drift %.3e (limit %g), max drift %.3e%s\n",
+           v->verified ? "PASSED" : "FAILED", v->count, natoms, v->lost, v->pmax, v->drift,
+           o->drift_tol, r->drift_max,
+           o->check_forces ? (v->ok_forces ? ", forces match brute force" : ", FORCES DIFFER") : "");
+}
+
+static void json_number_17g(kc_json *j, const char *key, double value) {
+    char num[64];
+    snprintf(num, sizeof num, "%.17g", value);
+    kc_json_raw(j, key, isfinite(value) ? num : "null");
+}
+
+static void report(const md_sys *s, const options *o, long natoms, const thermo *t0,
+                   const run_t *r, const verdict *v, const md_times *t) {
+    const kc_ctx *ctx = s->ctx;
+    if (ctx->rank == 0) print_end(o, natoms, r, v, t);
+    kc_json j;
+    kc_json_begin(&j);
+    kc_json_common(&j, ctx);
+    kc_json_int(&j, "size", natoms);
+    kc_json_int(&j, "atoms", natoms);
+    kc_json_int(&j, "steps", r->steps);
+    kc_json_int(&j, "cells_per_side", o->L);
+    kc_json_str(&j, "preset", o->preset);
+    kc_json_num(&j, "density", o->density);
+    kc_json_num(&j, "cutoff", o->cutoff);
+    kc_json_num(&j, "skin", o->skin);
+    kc_json_num(&j, "dt", o->dt);
+    kc_json_int(&j, "rebuild_every", o->rebuild);
+    kc_json_str(&j, "neighbour_list", o->full_list ? "full" : "half");
+    char dims[64];
+    snprintf(dims, sizeof dims, "[%d,%d,%d]", s->dims[0], s->dims[1], s->dims[2]);
+    kc_json_raw(&j, "decomposition", dims);
+    kc_json_num(&j, "t_total_s", t->t_total);
+    kc_json_num(&j, "t_comp_s", t->t_comp);
+    kc_json_num(&j, "t_comm_s", t->t_comm);
+    for (int k = 0; k < T_COUNT; ++k) kc_json_stat(&j, timer_keys[k], t->st[k]);
+    kc_json_num(&j, "fom", t->fom);
+    kc_json_str(&j, "fom_unit", "atom-steps/s");
+    kc_json_num(&j, "e_kin_0", t0->ke);
+    kc_json_num(&j, "e_pot_0", t0->pe);
+    kc_json_num(&j, "e_total_0", t0->e);
+    kc_json_num(&j, "e_kin_end", v->end.ke);
+    kc_json_num(&j, "e_pot_end", v->end.pe);
+    kc_json_num(&j, "e_total_end", v->end.e);
+    json_number_17g(&j, "pe_0", t0->pe);
+    json_number_17g(&j, "virial_0", t0->vir);
+    kc_json_num(&j, "drift", v->drift);
+    kc_json_num(&j, "drift_max", r->drift_max);
+    kc_json_num(&j, "drift_tol", o->drift_tol);
+    kc_json_num(&j, "momentum", v->pmax);
+    kc_json_num(&j, "temp_0", t0->temp);
+    kc_json_num(&j, "temp_end", v->end.temp);
+    kc_json_num(&j, "press_0", t0->press);
+    kc_json_num(&j, "press_end", v->end.press);
+    kc_json_int(&j, "atoms_end", v->count);
+    kc_json_int(&j, "lost", v->lost);
+    if (o->check_forces) kc_json_num(&j, "force_check_rel_err", v->force_err);
+    /* added: per-step times (sums / steps) and the --min-time that set the count */
+    kc_json_int(&j, "steps_requested", o->steps);
+    kc_json_num(&j, "min_time_s", o->min_time);
+    kc_json_int(&j, "calib_steps", r->calib_steps);
+    kc_json_num(&j, "calib_t_step_s", r->calib_pace);
+    kc_json_num(&j, "t_step_s", t->t_total / (double)r->steps);
+    char key[40];
+    for (int k = 0; k < T_COUNT; ++k) {
+        snprintf(key, sizeof key, "%s_step_s", timer_keys[k]);
+        kc_json_num(&j, key, t->st[k].max / (double)r->steps);
+    }
+    kc_json_bool(&j, "verified", v->verified);
+    kc_json_emit(&j, ctx);
+}
+
+static void free_system(md_sys *s) {
+    for (int q = 0; q < 6; ++q) free(s->swap[q].list);
+    void *arrays[] = {s->x, s->v, s->f, s->id, s->cell_start, s->cell_atoms, s->atom_cell,
+                      s->xb, s->idtmp, s->nbr, s->numtwo, s->numone, s->rowmax, s->trange,
+                      s->fthr, s->scratch, s->jscratch, s->sbuf, s->rbuf};
+    for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; ++k) free(arrays[k]);
+    MPI_Comm_free(&s->cart);
+}
+
+static void fail_verification(const kc_ctx *ctx, const options *o, long natoms, const verdict *v) {
+    char why[256] = "";
+    const size_t cap = sizeof why;
+    if (!v->ok_count) snprintf(why + strlen(why), cap - strlen(why), " atoms %ld != %ld;", v->count, natoms);
+    if (!v->ok_mom) snprintf(why + strlen(why), cap - strlen(why), " |P|/N %.3e >= 1e-10;", v->pmax);
+    if (!v->ok_drift) snprintf(why + strlen(why), cap - strlen(why), " energy drift %.3e >= %g;", v->drift, o->drift_tol);
+    if (!v->ok_lost) snprintf(why + strlen(why), cap - strlen(why), " %ld atoms outside their sub-box;", v->lost);
+    if (!v->ok_forces) snprintf(why + strlen(why), cap - strlen(why), " forces differ from brute force by %.3e;", v->force_err);
+    kc_fail(ctx, 3, "verification FAILED:%s", why);
+}
 
 int main(int argc, char **argv) {
     options o;
     int help = 0;
-    const char *err = parse(argc, argv, &o, &help);
+    char errbuf[256];
+    const char *err = parse(argc, argv, &o, &help, errbuf, sizeof errbuf);
     kc_ctx ctx;
     kc_init(&ctx, &argc, &argv, "md", o.mode, err, help ? HELP : NULL);
 
@@ -1042,264 +1327,43 @@ int main(int argc, char **argv) {
     s.rc2 = o.cutoff * o.cutoff;
     s.rn = o.cutoff + o.skin;
     s.rn2 = s.rn * s.rn;
-    {
-        const double r6i = 1.0 / (s.rc2 * s.rc2 * s.rc2);
-        s.ecut = 4.0 * r6i * (r6i - 1.0);
-    }
+    const double r6i = 1.0 / (s.rc2 * s.rc2 * s.rc2);
+    s.ecut = 4.0 * r6i * (r6i - 1.0);
     const long natoms = 4 * o.L * o.L * o.L;
-
-    int periods[3] = {1, 1, 1};
-    MPI_Dims_create(ctx.nranks, 3, s.dims);
-    for (int d = 0; d < 3; ++d) {
-        const double side = s.box / s.dims[d];
-        if (side < s.rn)
-            kc_fail(&ctx, 2,
-                    "box side %g split %d ways in dimension %d (ranks %dx%dx%d) gives sub-boxes "
-                    "of %g < cutoff+skin = %g; use fewer ranks or a larger --cells-per-side",
-                    s.box, s.dims[d], d, s.dims[0], s.dims[1], s.dims[2], side, s.rn);
-    }
-    MPI_Cart_create(MPI_COMM_WORLD, 3, s.dims, periods, 0, &s.cart);
-    int crank = 0;
-    MPI_Comm_rank(s.cart, &crank);
-    MPI_Cart_coords(s.cart, crank, 3, s.coords);
-    for (int d = 0; d < 3; ++d) {
-        MPI_Cart_shift(s.cart, d, 1, &s.lower[d], &s.upper[d]);
-        s.lo[d] = boundary(&s, d, s.coords[d]);
-        s.hi[d] = boundary(&s, d, s.coords[d] + 1);
-    }
-
+    const double N = (double)natoms, V = s.box * s.box * s.box;
+    setup_decomposition(&s);
     setup_grid(&s);
-    s.trange = kc_malloc(&ctx, 2 * (size_t)ctx.threads * sizeof(int));
-    /* Initial capacity: owned + ghosts of the extended sub-box, first-touched
-     * by the threads with the schedule of the compute loops. */
-    {
-        double ext = 1.0;
-        for (int d = 0; d < 3; ++d) ext *= s.hi[d] - s.lo[d] + 2.0 * s.rn;
-        const double est = 1.3 * ext * o.density + 1024.0;
-        const int cap = est > 2e9 ? 2000000000 : (int)est;
-        ensure_atoms(&s, cap);
-        double *x = s.x, *v = s.v, *f = s.f;
-#pragma omp parallel for schedule(static)
-        for (int k = 0; k < 3 * cap; ++k) x[k] = v[k] = f[k] = 0.0;
-        s.maxn = (int)(1.5 * o.density * 4.0 / 3.0 * 3.14159265358979 * s.rn2 * s.rn) + 16;
-    }
+    alloc_atoms(&s, &o);
     create_atoms(&s, &o);
 
-    double tph[T_COUNT] = {0};
     /* step 0 (untimed set-up): ghosts, lists, forces, sums */
+    run_t r;
+    memset(&r, 0, sizeof r);
     migrate(&s);
     borders(&s);
     build_neighbours(&s);
-    double epot = 0.0, vir = 0.0;
-    compute_forces(&s, &epot, &vir);
-    double loc[3] = {kinetic(&s), epot, vir}, glob[3];
-    MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, s.cart);
-    const double N = (double)natoms, V = s.box * s.box * s.box;
-    const double ke0 = glob[0] / N, pe0 = glob[1] / N, vir0 = glob[2] / N;
-    const double e0 = ke0 + pe0;
-    const double temp0 = 2.0 * glob[0] / (3.0 * N - 3.0);
-    const double press0 = (2.0 * glob[0] + glob[2]) / (3.0 * V); /* as LAMMPS: dof T = 2 KE */
+    compute_forces(&s, &r.epot, &r.vir);
+    double glob[3];
+    global_sums(&s, kinetic(&s), r.epot, r.vir, glob);
+    const thermo t0 = thermo_of(glob, N, V);
     long ghosts_loc = s.nall - s.nlocal, ghosts0 = 0;
     MPI_Reduce(&ghosts_loc, &ghosts0, 1, MPI_LONG, MPI_SUM, 0, s.cart);
-    if (ctx.rank == 0) {
-        printf("md: %ld atoms (fcc L=%ld, density %g), box %.6g, cutoff %g, skin %g, dt %g, "
-               "%ld steps, rebuild every %ld, %s lists, preset %s\n",
-               natoms, o.L, o.density, s.box, o.cutoff, o.skin, o.dt, o.steps, o.rebuild,
-               o.full_list ? "full" : "half", o.preset);
-        printf("md: %d ranks (%dx%dx%d) x %d threads, mode %s, %ld ghost atoms at step 0\n",
-               ctx.nranks, s.dims[0], s.dims[1], s.dims[2], ctx.threads, kc_mode_name(ctx.mode),
-               ghosts0);
-        printf("md: step 0: pe_0 = %.17g virial_0 = %.17g\n", pe0, vir0);
-        printf("md: step 0: T %.6f  e_kin %.8f  e_pot %.8f  e_total %.8f  press %.8f\n", temp0,
-               ke0, pe0, e0, press0);
-    }
+    if (ctx.rank == 0) print_start(&s, &o, natoms, ghosts0, &t0);
 
-    double drift_max = 0.0;
-    MPI_Barrier(s.cart);
-    const double t_start = kc_now();
-    for (long step = 1; step <= o.steps; ++step) {
-        double t = kc_now();
-        move_a(&s, o.dt);
-        double t2 = kc_now();
-        tph[T_MOVEA] += t2 - t;
-        t = t2;
-        if (step % o.rebuild == 0) {
-            migrate(&s);
-            borders(&s);
-            t2 = kc_now();
-            tph[T_MOVOUT] += t2 - t;
-            t = t2;
-            build_neighbours(&s);
-            t2 = kc_now();
-            tph[T_NEIGH] += t2 - t;
-        } else {
-            update_ghosts(&s);
-            t2 = kc_now();
-            tph[T_MOVOUT] += t2 - t;
-        }
-        t = t2;
-        compute_forces(&s, &epot, &vir);
-        t2 = kc_now();
-        tph[T_FORCE] += t2 - t;
-        t = t2;
-        const double kel = move_b(&s, o.dt);
-        t2 = kc_now();
-        tph[T_MOVEB] += t2 - t;
-        t = t2;
-        loc[0] = kel;
-        loc[1] = epot;
-        loc[2] = vir;
-        MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, s.cart);
-        t2 = kc_now();
-        tph[T_SUM] += t2 - t;
-        const double dr = fabs((glob[0] + glob[1]) / N - e0) / fabs(e0);
-        if (dr > drift_max) drift_max = dr;
-    }
-    const double t_loop = kc_now() - t_start;
+    run_steps(&s, &o, N, t0.e, &r);
+    verdict v;
+    verify(&s, &o, natoms, t0.e, &r, &v);
 
-    /* ---- verification ---- */
-    if (KC_FAULT_INJECTED && ctx.rank == 0 && s.nlocal > 0) s.v[0] += 1.0;
-    double pm[3];
-    momentum(&s, pm);
-    long nl = s.nlocal, count = 0, lost = 0;
-    MPI_Allreduce(&nl, &count, 1, MPI_LONG, MPI_SUM, s.cart);
-    MPI_Allreduce(&s.lost, &lost, 1, MPI_LONG, MPI_SUM, s.cart);
-    loc[0] = kinetic(&s);
-    loc[1] = epot;
-    loc[2] = vir;
-    MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, s.cart);
-    const double ke_end = glob[0] / N, pe_end = glob[1] / N, e_end = ke_end + pe_end;
-    const double temp_end = 2.0 * glob[0] / (3.0 * N - 3.0);
-    const double press_end = (2.0 * glob[0] + glob[2]) / (3.0 * V);
-    const double drift = fabs(e_end - e0) / fabs(e0);
-    double pmax = 0.0;
-    for (int d = 0; d < 3; ++d) pmax = fmax(pmax, fabs(pm[d]) / N);
-    const int ok_count = count == natoms;
-    const int ok_mom = pmax < 1e-10;
-    const int ok_drift = drift < o.drift_tol;
-    const int ok_lost = lost == 0;
-    double force_err = 0.0;
-    int ok_forces = 1;
-    if (o.check_forces) {
-        migrate(&s);
-        borders(&s);
-        build_neighbours(&s);
-        double ep = 0.0, vr = 0.0;
-        compute_forces(&s, &ep, &vr);
-        if (KC_FAULT_INJECTED && ctx.rank == 0 && s.nlocal > 0) s.f[0] += 1.0;
-        double l2[2] = {ep, vr}, g2[2];
-        MPI_Allreduce(l2, g2, 2, MPI_DOUBLE, MPI_SUM, s.cart);
-        force_err = check_forces(&s, natoms, g2[0], g2[1]);
-        ok_forces = force_err <= 1e-10;
-        long l3 = s.lost, g3 = 0;
-        MPI_Allreduce(&l3, &g3, 1, MPI_LONG, MPI_SUM, s.cart);
-        lost = g3;
-    }
-    const int verified = ok_count && ok_mom && ok_drift && ok_lost && ok_forces;
+    md_times t;
+    MPI_Allreduce(&r.t_loop, &t.t_total, 1, MPI_DOUBLE, MPI_MAX, s.cart);
+    for (int k = 0; k < T_COUNT; ++k) t.st[k] = kc_stat_over_ranks(&ctx, r.tph[k]);
+    double comm_loc = r.tph[T_MOVOUT] + r.tph[T_SUM];
+    MPI_Allreduce(&comm_loc, &t.t_comm, 1, MPI_DOUBLE, MPI_MAX, s.cart);
+    t.t_comp = t.t_total - t.t_comm;
+    t.fom = N * (double)r.steps / t.t_total;
+    report(&s, &o, natoms, &t0, &r, &v, &t);
 
-    /* ---- report ---- */
-    double t_total = 0.0;
-    MPI_Allreduce(&t_loop, &t_total, 1, MPI_DOUBLE, MPI_MAX, s.cart);
-    kc_stat st[T_COUNT];
-    for (int k = 0; k < T_COUNT; ++k) st[k] = kc_stat_over_ranks(&ctx, tph[k]);
-    double comm_loc = tph[T_MOVOUT] + tph[T_SUM], t_comm = 0.0;
-    MPI_Allreduce(&comm_loc, &t_comm, 1, MPI_DOUBLE, MPI_MAX, s.cart);
-    const double t_comp = t_total - t_comm;
-    const double fom = N * (double)o.steps / t_total;
-    if (ctx.rank == 0) {
-        printf("md: step %ld: T %.6f  e_kin %.8f  e_pot %.8f  e_total %.8f  press %.8f\n", o.steps,
-               temp_end, ke_end, pe_end, e_end, press_end);
-        printf("md: phases (max over ranks, s): force %.4f movout %.4f sum %.4f movea %.4f "
-               "moveb %.4f neigh %.4f; total %.4f\n",
-               st[T_FORCE].max, st[T_MOVOUT].max, st[T_SUM].max, st[T_MOVEA].max,
-               st[T_MOVEB].max, st[T_NEIGH].max, t_total);
-        printf("md: %.6g atom-steps/s\n", fom);
-        printf("md: verification %s: atoms %ld of %ld, lost %ld, |P|/N %.3e (limit 1e-10), "
-               "drift %.3e (limit %g), max drift %.3e%s\n",
-               verified ? "PASSED" : "FAILED", count, natoms, lost, pmax, drift, o.drift_tol,
-               drift_max, o.check_forces ? (ok_forces ? ", forces match brute force" : ", FORCES DIFFER") : "");
-    }
-    kc_json j;
-    kc_json_begin(&j);
-    kc_json_common(&j, &ctx);
-    kc_json_int(&j, "size", natoms);
-    kc_json_int(&j, "atoms", natoms);
-    kc_json_int(&j, "steps", o.steps);
-    kc_json_int(&j, "cells_per_side", o.L);
-    kc_json_str(&j, "preset", o.preset);
-    kc_json_num(&j, "density", o.density);
-    kc_json_num(&j, "cutoff", o.cutoff);
-    kc_json_num(&j, "skin", o.skin);
-    kc_json_num(&j, "dt", o.dt);
-    kc_json_int(&j, "rebuild_every", o.rebuild);
-    kc_json_str(&j, "neighbour_list", o.full_list ? "full" : "half");
-    {
-        char dims[64];
-        snprintf(dims, sizeof dims, "[%d,%d,%d]", s.dims[0], s.dims[1], s.dims[2]);
-        kc_json_raw(&j, "decomposition", dims);
-    }
-    kc_json_num(&j, "t_total_s", t_total);
-    kc_json_num(&j, "t_comp_s", t_comp);
-    kc_json_num(&j, "t_comm_s", t_comm);
-    for (int k = 0; k < T_COUNT; ++k) kc_json_stat(&j, timer_keys[k], st[k]);
-    kc_json_num(&j, "fom", fom);
-    kc_json_str(&j, "fom_unit", "atom-steps/s");
-    kc_json_num(&j, "e_kin_0", ke0);
-    kc_json_num(&j, "e_pot_0", pe0);
-    kc_json_num(&j, "e_total_0", e0);
-    kc_json_num(&j, "e_kin_end", ke_end);
-    kc_json_num(&j, "e_pot_end", pe_end);
-    kc_json_num(&j, "e_total_end", e_end);
-    {
-        char num[64];
-        snprintf(num, sizeof num, "%.17g", pe0);
-        kc_json_raw(&j, "pe_0", isfinite(pe0) ? num : "null");
-        snprintf(num, sizeof num, "%.17g", vir0);
-        kc_json_raw(&j, "virial_0", isfinite(vir0) ? num : "null");
-    }
-    kc_json_num(&j, "drift", drift);
-    kc_json_num(&j, "drift_max", drift_max);
-    kc_json_num(&j, "drift_tol", o.drift_tol);
-    kc_json_num(&j, "momentum", pmax);
-    kc_json_num(&j, "temp_0", temp0);
-    kc_json_num(&j, "temp_end", temp_end);
-    kc_json_num(&j, "press_0", press0);
-    kc_json_num(&j, "press_end", press_end);
-    kc_json_int(&j, "atoms_end", count);
-    kc_json_int(&j, "lost", lost);
-    if (o.check_forces) kc_json_num(&j, "force_check_rel_err", force_err);
-    kc_json_bool(&j, "verified", verified);
-    kc_json_emit(&j, &ctx);
-
-    for (int q = 0; q < 6; ++q) free(s.swap[q].list);
-    free(s.x);
-    free(s.v);
-    free(s.f);
-    free(s.id);
-    free(s.cell_start);
-    free(s.cell_atoms);
-    free(s.atom_cell);
-    free(s.xb);
-    free(s.idtmp);
-    free(s.nbr);
-    free(s.numtwo);
-    free(s.numone);
-    free(s.rowmax);
-    free(s.trange);
-    free(s.fthr);
-    free(s.scratch);
-    free(s.jscratch);
-    free(s.sbuf);
-    free(s.rbuf);
-    MPI_Comm_free(&s.cart);
-    if (!verified) {
-        char why[256] = "";
-        if (!ok_count) snprintf(why + strlen(why), sizeof why - strlen(why), " atoms %ld != %ld;", count, natoms);
-        if (!ok_mom) snprintf(why + strlen(why), sizeof why - strlen(why), " |P|/N %.3e >= 1e-10;", pmax);
-        if (!ok_drift) snprintf(why + strlen(why), sizeof why - strlen(why), " energy drift %.3e >= %g;", drift, o.drift_tol);
-        if (!ok_lost) snprintf(why + strlen(why), sizeof why - strlen(why), " %ld atoms outside their sub-box;", lost);
-        if (!ok_forces) snprintf(why + strlen(why), sizeof why - strlen(why), " forces differ from brute force by %.3e;", force_err);
-        kc_fail(&ctx, 3, "verification FAILED:%s", why);
-    }
+    free_system(&s);
+    if (!v.verified) fail_verification(&ctx, &o, natoms, &v);
     return kc_finalize(&ctx);
 }

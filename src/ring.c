@@ -5,7 +5,7 @@
  *             round trip (Xu & Hwang, seed 003).
  *   bw        as osu_bw: rank 0 streams a window of MPI_Isend to rank P-1, which
  *             posts the matching MPI_Irecv window; after each window rank P-1
- *             answers with a 4-byte ack.  bandwidth = size*window / window time.
+ *             answers with a 4-byte ack.  bandwidth = size*window*iters / time.
  *             As osu_bw (its default single buffer), every message of a timed
  *             window lands in the same receive buffer; the verified exchanges
  *             give each message of the window its own slot instead, so a
@@ -21,8 +21,12 @@
  *             (MPI_THREAD_MULTIPLE), thread t with tag TAG_DATA+t.
  *             Aggregated bandwidth per node = bytes of all ring messages / time / nodes.
  *
- * Measurement, per message size: warm-up iterations (discarded), then --reps
- * timed loops of `iters` iterations, each fenced by a barrier; the sample of a
+ * Measurement, per message size.  pingpong and bw: as osu_latency and osu_bw
+ * 5.9 (see base_counts and osu_loop): each of --reps repetitions is a barrier,
+ * `skip` untimed iterations and `iters` timed ones, each timed iteration
+ * bracketed by MPI_Wtime on the sender (rank 0) and summed; the sample is that
+ * sum over `iters`.  ring: warm-up iterations (discarded), then --reps timed
+ * loops of `iters` iterations, each fenced by a barrier; the sample of a
  * repetition is the per-iteration time of the slowest rank.  The headline figures
  * (latency_us, bandwidth_MBps, fom) come from the best (minimum) repetition;
  * min/mean/max and the raw samples are in the RESULT line, one line per size,
@@ -43,9 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define RING_MAX_SIZE (16L * 1024 * 1024) /* largest message size (per CPU) */
 #define RING_MAX_SIZES 64                 /* entries in --sizes */
@@ -57,11 +58,13 @@
 
 static const char *HELP =
     "usage: ring [--pattern pingpong|bw|ring] [--mode mpi|masteronly|multiple]\n"
-    "            [--sizes LIST|MIN:MAX] [--reps R] [--iters-scale F]\n"
-    "            [--window W] [--k K] [--rank-as-node]\n"
+    "            [--sizes LIST|MIN:MAX] [--reps R] [--iters-scale F | --iters N]\n"
+    "            [--skip N] [--min-time S] [--window W] [--k K] [--rank-as-node]\n"
     "  Point-to-point communication kernel.\n"
-    "  --pattern  pingpong: ranks 0 and P-1, latency = half round trip (us)\n"
-    "             bw: osu_bw-like streaming bandwidth rank 0 -> P-1 (MB/s, 1e6 B)\n"
+    "  --pattern  pingpong: ranks 0 and P-1, latency = half round trip (us), as\n"
+    "             osu_latency 5.9 measures it\n"
+    "             bw: streaming bandwidth rank 0 -> P-1 (MB/s, 1e6 B), as osu_bw 5.9\n"
+    "             measures it (windows of W Isend, a 4-byte ack after each)\n"
     "             ring: nodes form a logical ring, k CPUs per node MPI_Sendrecv with\n"
     "             their counterparts; aggregated bandwidth per node (default ring)\n"
     "  --mode     mpi (default): one thread per rank;\n"
@@ -72,11 +75,17 @@ static const char *HELP =
     "             (KiB/MiB), e.g. 8,1K,1M, or a power-of-two range MIN:MAX, e.g.\n"
     "             1:16M; each within 1 B .. 16 MiB (default 1:16M); sorted ascending\n"
     "  --reps     timed repetitions per size (default 3); the best one is reported\n"
+    "             (pingpong/bw: each repetition is one OSU measurement)\n"
     "  --iters-scale  multiplier of the iteration counts (default 1.0; > 0).\n"
-    "             Base: pingpong/ring 1000 up to 8 KiB, then 1000*8KiB/size, at\n"
-    "             least 20; bw (windows, as osu_bw) 100 up to 8 KiB, then 20,\n"
-    "             at most 1GiB/(window*size), at least 1.\n"
-    "             Warm-up: iters/10, at least 1 (bw: 2)\n"
+    "             pingpong (OSU): 10000 timed after 100 skipped up to 8 KiB, then\n"
+    "             1000 after 10; bw (OSU, windows): 100 after 10, then 20 after 2;\n"
+    "             ring: 1000 up to 8 KiB, then 1000*8KiB/size, at least 20, after\n"
+    "             a warm-up of a tenth, at least 1.  The skipped counts scale too.\n"
+    "  --iters    timed iterations per repetition at every size (as OSU's -i)\n"
+    "  --skip     skipped warm-up iterations per repetition (as OSU's -x; ring:\n"
+    "             the warm-up before the repetitions)\n"
+    "  --min-time ring only: after the warm-up, each repetition runs at least S\n"
+    "             seconds, judged from a timed calibration (default 0: off)\n"
     "  --window   bw: messages in flight per window (default 64)\n"
     "  --k        ring: communicating CPUs per node (mpi: ranks per node, default\n"
     "             all; masteronly/multiple: threads per rank, default all)\n"
@@ -92,9 +101,9 @@ typedef struct {
     pattern_t pattern;
     long sizes[RING_MAX_SIZES];
     int nsizes;
-    double iters_scale;
-    long reps, window, k;
-    int k_given, window_given, rank_as_node;
+    double iters_scale, min_time;
+    long reps, window, k, iters, skip;
+    int k_given, window_given, rank_as_node, scale_given, iters_given, skip_given;
 } options;
 
 /* ---- option parsing (before MPI starts) ---------------------------------- */
@@ -177,7 +186,9 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
         {"sizes", required_argument, NULL, 's'},   {"reps", required_argument, NULL, 'r'},
         {"iters-scale", required_argument, NULL, 'f'}, {"window", required_argument, NULL, 'w'},
         {"k", required_argument, NULL, 'k'},       {"rank-as-node", no_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"iters", required_argument, NULL, 'i'},   {"skip", required_argument, NULL, 'x'},
+        {"min-time", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->mode = KC_MODE_MPI;
     o->pattern = PAT_RING;
@@ -224,10 +235,20 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
             if (kc_opt_long("reps", optarg, 1, 1000, &o->reps, err, cap)) return err;
             break;
         case 'f':
-            if (kc_parse_double(optarg, 0.0, 1000.0, &o->iters_scale) != 0 || o->iters_scale <= 0.0) {
-                snprintf(err, cap, "--iters-scale must be a number in (0, 1000], got '%s'", optarg);
+            if (kc_opt_double("iters-scale", optarg, 0.0, 1, 1000.0, NULL, &o->iters_scale, err, cap))
                 return err;
-            }
+            o->scale_given = 1;
+            break;
+        case 'i':
+            if (kc_opt_long("iters", optarg, 1, 100000000, &o->iters, err, cap)) return err;
+            o->iters_given = 1;
+            break;
+        case 'x':
+            if (kc_opt_long("skip", optarg, 0, 100000000, &o->skip, err, cap)) return err;
+            o->skip_given = 1;
+            break;
+        case 't':
+            if (kc_opt_min_time(optarg, &o->min_time, err, cap)) return err;
             break;
         case 'w':
             if (kc_opt_long("window", optarg, 1, 1024, &o->window, err, cap)) return err;
@@ -253,6 +274,15 @@ static const char *parse(int argc, char **argv, options *o, int *help, char *err
     }
     if (o->window_given && o->pattern != PAT_BW) {
         snprintf(err, cap, "--window applies only to --pattern bw");
+        return err;
+    }
+    if (o->iters_given && o->scale_given) {
+        snprintf(err, cap, "--iters and --iters-scale exclude each other");
+        return err;
+    }
+    if (o->min_time > 0.0 && o->pattern != PAT_RING) {
+        snprintf(err, cap, "--min-time applies only to --pattern ring (pingpong and bw count "
+                           "as OSU does; use --iters)");
         return err;
     }
     return NULL;
@@ -370,14 +400,6 @@ static long check_par(kc_ctx *ctx, const unsigned char *buf, size_t n, uint64_t 
     return bad + check_tail(buf, n, seed);
 }
 
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 /* ---- topology ------------------------------------------------------------- */
 
 typedef struct {
@@ -474,7 +496,7 @@ static void run_iters(kc_ctx *ctx, exch *e, long n) {
         if (e->mode == KC_MODE_MULTIPLE) {
 #pragma omp parallel
             {
-                const int t = thread_id();
+                const int t = kc_thread_num();
                 kc_record_cpu(ctx);
                 if (t < e->kthreads)
                     for (long it = 0; it < n; ++it)
@@ -504,7 +526,7 @@ static void prepare(kc_ctx *ctx, exch *e, long iter) {
         if (e->role != 1) return;
 #pragma omp parallel
         {
-            const int t = thread_id();
+            const int t = kc_thread_num();
             kc_record_cpu(ctx);
             if (t < e->kthreads) {
                 fill_serial(e->tsbuf[t], e->msg, pattern_seed(ctx->rank, t, e->size, iter));
@@ -525,7 +547,7 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
         if (inject) e->trbuf[0][e->msg / 2] ^= 0x5A;
 #pragma omp parallel reduction(+ : bad)
         {
-            const int t = thread_id();
+            const int t = kc_thread_num();
             if (t < e->kthreads)
                 bad += check_serial(e->trbuf[t], e->msg, pattern_seed(e->src_world, t, e->size, iter));
         }
@@ -539,20 +561,55 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
     return bad;
 }
 
-/* Timed iterations per repetition before --iters-scale.  pingpong/ring: 1000
- * up to 8 KiB, then 1000*8KiB/size (constant bytes), at least 20.  bw (one
- * iteration = one window): osu_bw's counts, 100 windows up to 8 KiB and 20
- * above, but at most 1 GiB per repetition (at least one window). */
-static long base_iters(pattern_t p, long size, long window) {
-    if (p == PAT_BW) {
-        long it = size <= 8192 ? 100 : 20;
-        const long cap = (1024L * 1024 * 1024) / (window * size);
-        if (it > cap) it = cap;
-        return it < 1 ? 1 : it;
+/* The lowest world rank that received wrong bytes, and the rank whose message
+ * it was ({-1, -1} if none).  One MPI_MIN over a long long that encodes
+ * (rank, source): MPI_MINLOC on MPI_2INT is refused by some builds (MVAPICH2
+ * 2.3.7 ch3:sock configured with --disable-fortran), MPI_MIN on
+ * MPI_LONG_LONG is supported by every MPI library. */
+typedef struct { int rank, src; } first_bad;
+static first_bad first_wrong_rank(long bad, int rank, int src) {
+    const long long none = LLONG_MAX;
+    long long mine = bad ? ((long long)rank << 32) | (long long)(unsigned)src : none, low = none;
+    MPI_Allreduce(&mine, &low, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    first_bad f = {-1, -1};
+    if (low != none) {
+        f.rank = (int)(low >> 32);
+        f.src = (int)(unsigned)(low & 0xFFFFFFFFLL);
     }
-    if (size <= 8192) return 1000;
-    long it = 1000L * 8192 / size;
-    return it < 20 ? 20 : it;
+    return f;
+}
+
+/* Iterations per repetition: timed ones and skipped (warm-up) ones.
+ * pingpong and bw take OSU 5.9's counts (util/osu_util.h): osu_latency times
+ * 10000 round trips after 100 skipped up to LARGE_MESSAGE_SIZE (8 KiB) and
+ * 1000 after 10 above; osu_bw 100 windows after 10 skipped, and 20 after 2.
+ * ring: 1000 up to 8 KiB, then 1000*8KiB/size (constant bytes), at least 20;
+ * warm-up a tenth of the timed count, at least 1. */
+#define OSU_LARGE_MESSAGE_SIZE 8192
+typedef struct { long iters, skip; } counts;
+
+static counts base_counts(pattern_t p, long size) {
+    const int large = size > OSU_LARGE_MESSAGE_SIZE;
+    if (p == PAT_BW) return large ? (counts){20, 2} : (counts){100, 10};
+    if (p == PAT_PINGPONG) return large ? (counts){1000, 10} : (counts){10000, 100};
+    long it = large ? 1000L * OSU_LARGE_MESSAGE_SIZE / size : 1000;
+    return (counts){it < 20 ? 20 : it, 0};
+}
+
+/* The counts of one size after --iters, --iters-scale and --skip. */
+static counts size_counts(const options *o, long size) {
+    const counts b = base_counts(o->pattern, size);
+    counts c = {o->iters, o->skip};
+    if (!o->iters_given) {
+        c.iters = (long)llround((double)b.iters * o->iters_scale);
+        if (c.iters < 1) c.iters = 1;
+    }
+    if (!o->skip_given) {
+        if (o->pattern == PAT_RING) c.skip = c.iters / 10 > 1 ? c.iters / 10 : 1;
+        else c.skip = o->iters_given ? b.skip : (long)llround((double)b.skip * o->iters_scale);
+        if (c.skip < 1) c.skip = 1;
+    }
+    return c;
 }
 
 static long bw_slots(long window, long size) {
@@ -589,6 +646,272 @@ static void release(exch *e, int own_comm) {
     memset(e, 0, sizeof *e);
 }
 
+/* ---- setup ---------------------------------------------------------------- */
+
+/* pingpong/bw: rank 0 sends, rank P-1 receives, in a copy of MPI_COMM_WORLD. */
+static void setup_pt2pt(const kc_ctx *ctx, exch *e) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &e->comm);
+    if (ctx->rank == 0) {
+        e->role = 0;
+        e->peer = ctx->nranks - 1;
+    } else if (ctx->rank == ctx->nranks - 1) {
+        e->role = 1;
+        e->peer = 0;
+    }
+    e->src_world = e->peer;
+}
+
+/* ring: the k communicating CPUs of every node and their neighbours in the lane
+ * communicator; returns k.  Collective; a bad --k fails on every rank. */
+static long setup_ring(const kc_ctx *ctx, const options *o, topology *topo, exch *e) {
+    const int hybrid = o->mode != KC_MODE_MPI;
+    if (topo->ppn_min != topo->ppn_max) {
+        topology_free(topo);
+        kc_fail(ctx, 2, "the nodes have different rank counts (%d .. %d); the ring needs "
+                        "the same number of ranks on every node", topo->ppn_min, topo->ppn_max);
+    }
+    const long limit = hybrid ? ctx->threads : topo->ppn;
+    const long k = o->k_given ? o->k : limit;
+    if (k > limit) {
+        topology_free(topo);
+        if (hybrid)
+            kc_fail(ctx, 2, "--k %ld is larger than the %d threads per rank (OMP_NUM_THREADS) "
+                            "in mode %s", k, ctx->threads, kc_mode_name(o->mode));
+        kc_fail(ctx, 2, "--k %ld is larger than the %d ranks per node", k, topo->ppn);
+    }
+    e->comm = topo->lane;
+    e->role = (hybrid || topo->local_rank < k) ? 1 : -1;
+    e->next = (topo->node_index + 1) % topo->nnodes;
+    e->prev = (topo->node_index + topo->nnodes - 1) % topo->nnodes;
+    MPI_Group lg, wg;
+    MPI_Comm_group(topo->lane, &lg);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_translate_ranks(lg, 1, &e->prev, wg, &e->src_world);
+    MPI_Group_free(&lg);
+    MPI_Group_free(&wg);
+    e->kthreads = o->mode == KC_MODE_MULTIPLE ? (int)k : 1;
+    return k;
+}
+
+/* Bytes per MPI message of a per-CPU size (masteronly ring: k CPUs' worth). */
+static size_t message_bytes(const options *o, long size, long k) {
+    return (size_t)size * (size_t)(o->mode == KC_MODE_MASTERONLY && o->pattern == PAT_RING ? k : 1);
+}
+
+/* Buffers, allocated once for the largest size; first touch by the fills. */
+static void alloc_buffers(const kc_ctx *ctx, const options *o, exch *e, long k) {
+    const size_t msg_max = message_bytes(o, o->sizes[o->nsizes - 1], k);
+    size_t rcap = msg_max;
+    if (o->pattern == PAT_BW)
+        for (int i = 0; i < o->nsizes; ++i) {
+            long s = bw_slots(o->window, o->sizes[i]);
+            size_t b = (size_t)(s < o->window ? s : o->window) * (size_t)o->sizes[i];
+            if (b > rcap) rcap = b;
+        }
+    if (e->pat == PAT_RING && e->mode == KC_MODE_MULTIPLE) {
+        e->tsbuf = kc_malloc(ctx, (size_t)k * sizeof *e->tsbuf);
+        e->trbuf = kc_malloc(ctx, (size_t)k * sizeof *e->trbuf);
+        for (long t = 0; t < k; ++t) {
+            e->tsbuf[t] = page_alloc(ctx, msg_max);
+            e->trbuf[t] = page_alloc(ctx, msg_max);
+        }
+    } else if (e->role >= 0) {
+        e->sbuf = page_alloc(ctx, sends(e) ? msg_max : 1);
+        e->rbuf = page_alloc(ctx, receives(e) ? rcap : 1);
+    }
+    e->reqs = kc_malloc(ctx, (size_t)o->window * sizeof *e->reqs);
+    e->stats = kc_malloc(ctx, (size_t)o->window * sizeof *e->stats);
+    memset(e->ack, 0, sizeof e->ack);
+}
+
+/* ---- measurement ---------------------------------------------------------- */
+
+/* Fault-injection builds (-DKERNEL_FAULT_SLOW=P): the bw sender busy-waits P%
+ * of each timed window's own duration inside the window's timer, so the
+ * bandwidth it reports falls to 100/(100+P) of the real one while every
+ * message still verifies (a performance regression, not a wrong result). */
+#ifndef KC_FAULT_SLOW_PCT
+#define KC_FAULT_SLOW_PCT 0
+#endif
+
+/* One OSU measurement, as osu_latency and osu_bw 5.9 make it: skip + iters
+ * iterations (one round trip, or one window and its acknowledgement); the
+ * sender (rank 0) reads MPI_Wtime before and after each iteration from the
+ * skip-th on and adds the differences.  The sum on the sender, 0 elsewhere. */
+static double osu_loop(kc_ctx *ctx, exch *e, counts c) {
+    double total = 0.0;
+    for (long i = 0; i < c.skip + c.iters; ++i) {
+        if (e->role != 0 || i < c.skip) {
+            run_iters(ctx, e, 1);
+            continue;
+        }
+        const double t0 = kc_now();
+        run_iters(ctx, e, 1);
+        double t1 = kc_now();
+        if (KC_FAULT_SLOW_PCT > 0 && e->pat == PAT_BW) {
+            const double until = t1 + (t1 - t0) * (double)KC_FAULT_SLOW_PCT / 100.0;
+            while ((t1 = kc_now()) < until) continue;
+        }
+        total += t1 - t0;
+    }
+    return total;
+}
+
+/* ring: one repetition of `iters` exchanges fenced by a barrier; the time of
+ * the slowest rank (the same on every rank). */
+static double ring_rep(kc_ctx *ctx, exch *e, long iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = kc_now();
+    run_iters(ctx, e, iters);
+    double dt = kc_now() - t0, slowest = 0.0;
+    MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+#define RING_MAX_ITERS 100000000L /* --min-time's cap on the ring's count */
+
+/* What one message size gave. */
+typedef struct {
+    counts c;          /* timed and skipped iterations per repetition */
+    double *samples;   /* [reps] seconds per iteration */
+    double total;      /* seconds timed over all repetitions */
+    long bad_total;    /* wrong bytes, all ranks */
+    first_bad first;   /* the lowest rank that received some, and from whom */
+} size_run;
+
+/* Exchange ids of the data pattern: first, timed and last exchange. */
+#define IT_FIRST 0
+#define IT_TIMED 1
+
+/* Time one size (pingpong/bw as OSU; ring: warm-up, then --reps loops) and
+ * verify the first exchange, the last timed one and a last separate one. */
+static void measure_size(kc_ctx *ctx, const options *o, exch *e, long size, long k,
+                         size_run *r) {
+    const int pt2pt = o->pattern != PAT_RING;
+    e->size = size;
+    e->msg = message_bytes(o, size, k);
+    e->nslots = bw_slots(o->window, size);
+    r->c = size_counts(o, size);
+    long bad = 0;
+
+    /* first exchange, verified (bw: one slot per message of the window) */
+    prepare(ctx, e, IT_FIRST);
+    run_iters(ctx, e, 1);
+    bad += check(ctx, e, IT_FIRST, 0);
+
+    /* warm-up and timed repetitions; bw: one receive buffer, as osu_bw */
+    e->nslots = 1;
+    prepare(ctx, e, IT_TIMED);
+    if (!pt2pt) {
+        run_iters(ctx, e, r->c.skip);
+        if (o->min_time > 0.0) {
+            const double t = ring_rep(ctx, e, r->c.iters); /* calibration, discarded */
+            r->c.iters = kc_min_time_count(ctx, r->c.iters, o->min_time, t, r->c.iters,
+                                           RING_MAX_ITERS);
+        }
+    }
+    r->total = 0.0;
+    for (long rep = 0; rep < o->reps; ++rep) {
+        double t = 0.0;
+        if (pt2pt) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t = osu_loop(ctx, e, r->c);
+            MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); /* the sender's time */
+        } else {
+            t = ring_rep(ctx, e, r->c.iters);
+        }
+        r->samples[rep] = t / (double)r->c.iters;
+        r->total += t;
+    }
+    const int inject = KC_FAULT_INJECTED && size == o->sizes[o->nsizes - 1] &&
+                       ctx->rank == (o->pattern == PAT_BW ? ctx->nranks - 1 : 0);
+    bad += check(ctx, e, IT_TIMED, inject); /* data of the last timed exchange */
+
+    /* last exchange, verified (bw: one slot per message of the window) */
+    const long it_last = 2 + o->reps * (r->c.skip + r->c.iters);
+    e->nslots = bw_slots(o->window, size);
+    prepare(ctx, e, it_last);
+    run_iters(ctx, e, 1);
+    bad += check(ctx, e, it_last, 0);
+
+    MPI_Allreduce(&bad, &r->bad_total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    r->first = first_wrong_rank(bad, ctx->rank, e->src_world);
+}
+
+/* ---- reporting ------------------------------------------------------------ */
+
+static void report_size(kc_ctx *ctx, const options *o, const topology *topo, const exch *e,
+                        long k, const size_run *r) {
+    const long size = e->size;
+    double tmin = r->samples[0], tmax = r->samples[0], tsum = 0.0;
+    for (long i = 0; i < o->reps; ++i) {
+        tmin = r->samples[i] < tmin ? r->samples[i] : tmin;
+        tmax = r->samples[i] > tmax ? r->samples[i] : tmax;
+        tsum += r->samples[i];
+    }
+    const double tmean = tsum / (double)o->reps;
+    const int hybrid = o->mode != KC_MODE_MPI, verified = r->bad_total == 0;
+    double latency_us = NAN, bw_mbps = NAN, bytes_node = 0.0;
+    if (o->pattern == PAT_PINGPONG) {
+        latency_us = tmin / 2.0 * 1e6;
+        bw_mbps = (double)size / (tmin / 2.0) / 1e6;
+    } else if (o->pattern == PAT_BW) {
+        bw_mbps = (double)size * (double)o->window / tmin / 1e6;
+    } else {
+        /* bytes every node sends per exchange: mpi k ranks x size;
+         * masteronly/multiple: every rank k x size */
+        bytes_node = (double)size * (double)k * (hybrid ? (double)topo->ppn : 1.0);
+        latency_us = tmin * 1e6;
+        bw_mbps = bytes_node / tmin / 1e6;
+    }
+    const double fom = o->pattern == PAT_PINGPONG ? latency_us : bw_mbps;
+
+    if (ctx->rank == 0) {
+        printf("ring: %-9s %9ld B  iters %5ld x %ld  t/iter min %.3e s mean %.3e s max %.3e s",
+               pattern_names[o->pattern], size, r->c.iters, o->reps, tmin, tmean, tmax);
+        if (isfinite(latency_us)) printf("  latency %.3f us", latency_us);
+        printf("  bandwidth %.1f MB/s  verification %s\n", bw_mbps, verified ? "PASSED" : "FAILED");
+        fflush(stdout);
+    }
+
+    kc_json j;
+    kc_json_begin(&j);
+    kc_json_common(&j, ctx);
+    kc_json_str(&j, "pattern", pattern_names[o->pattern]);
+    kc_json_int(&j, "size", size);
+    kc_json_int(&j, "msg_bytes", (long long)e->msg);
+    kc_json_int(&j, "iters", r->c.iters);
+    kc_json_int(&j, "warmup", r->c.skip);
+    kc_json_int(&j, "reps", o->reps);
+    if (o->pattern == PAT_BW) kc_json_int(&j, "window", o->window);
+    kc_json_int(&j, "nodes", topo->nnodes);
+    kc_json_int(&j, "ranks_per_node", topo->ppn);
+    kc_json_bool(&j, "rank_as_node", o->rank_as_node);
+    kc_json_int(&j, "k", k);
+    if (o->pattern == PAT_RING) kc_json_num(&j, "bytes_per_node_per_iter", bytes_node);
+    if (isfinite(latency_us)) kc_json_num(&j, "latency_us", latency_us);
+    kc_json_num(&j, "bandwidth_MBps", bw_mbps);
+    kc_json_num(&j, "t_min_s", tmin);
+    kc_json_num(&j, "t_mean_s", tmean);
+    kc_json_num(&j, "t_max_s", tmax);
+    kc_json_num_array(&j, "samples_s", r->samples, (size_t)o->reps);
+    kc_json_num(&j, "t_total_s", r->total);
+    kc_json_num(&j, "t_comm_s", r->total);
+    kc_json_num(&j, "t_comp_s", 0.0);
+    kc_json_num(&j, "fom", fom);
+    kc_json_str(&j, "fom_unit", o->pattern == PAT_PINGPONG ? "us" : "MB/s");
+    kc_json_int(&j, "wrong_bytes", r->bad_total);
+    /* added: how the figures were taken */
+    kc_json_int(&j, "skip", r->c.skip);
+    kc_json_str(&j, "timer", o->pattern == PAT_RING ? "slowest rank, per repetition"
+                                                    : "sender, per iteration (OSU 5.9)");
+    kc_json_num(&j, "t_call_s", r->total / ((double)o->reps * (double)r->c.iters));
+    kc_json_num(&j, "min_time_s", o->min_time);
+    if (KC_FAULT_SLOW_PCT > 0) kc_json_int(&j, "fault_slow_pct", KC_FAULT_SLOW_PCT);
+    kc_json_bool(&j, "verified", verified);
+    kc_json_emit(&j, ctx);
+}
+
 int main(int argc, char **argv) {
     options o;
     int help = 0;
@@ -596,15 +919,12 @@ int main(int argc, char **argv) {
     const char *err = parse(argc, argv, &o, &help, errbuf, sizeof errbuf);
     kc_ctx ctx;
     kc_init(&ctx, &argc, &argv, "ring", o.mode, err, help ? HELP : NULL);
-
-    const int P = ctx.nranks;
-    if (o.pattern != PAT_RING && P < 2)
-        kc_fail(&ctx, 2, "pattern %s needs at least 2 ranks (got %d)", pattern_names[o.pattern], P);
+    if (o.pattern != PAT_RING && ctx.nranks < 2)
+        kc_fail(&ctx, 2, "pattern %s needs at least 2 ranks (got %d)", pattern_names[o.pattern],
+                ctx.nranks);
 
     topology topo;
     topology_init(&ctx, o.rank_as_node, &topo);
-    const int hybrid = o.mode != KC_MODE_MPI;
-
     exch e;
     memset(&e, 0, sizeof e);
     e.pat = o.pattern;
@@ -613,200 +933,37 @@ int main(int argc, char **argv) {
     e.role = -1;
     e.kthreads = 1;
     long k = 1;
-    if (o.pattern == PAT_RING) {
-        if (topo.ppn_min != topo.ppn_max) {
-            topology_free(&topo);
-            kc_fail(&ctx, 2, "the nodes have different rank counts (%d .. %d); the ring needs "
-                             "the same number of ranks on every node", topo.ppn_min, topo.ppn_max);
-        }
-        const long limit = hybrid ? ctx.threads : topo.ppn;
-        k = o.k_given ? o.k : limit;
-        if (k > limit) {
-            topology_free(&topo);
-            if (hybrid)
-                kc_fail(&ctx, 2, "--k %ld is larger than the %d threads per rank (OMP_NUM_THREADS) "
-                                 "in mode %s", k, ctx.threads, kc_mode_name(o.mode));
-            kc_fail(&ctx, 2, "--k %ld is larger than the %d ranks per node", k, topo.ppn);
-        }
-        e.comm = topo.lane;
-        e.role = (hybrid || topo.local_rank < k) ? 1 : -1;
-        e.next = (topo.node_index + 1) % topo.nnodes;
-        e.prev = (topo.node_index + topo.nnodes - 1) % topo.nnodes;
-        MPI_Group lg, wg;
-        MPI_Comm_group(topo.lane, &lg);
-        MPI_Comm_group(MPI_COMM_WORLD, &wg);
-        MPI_Group_translate_ranks(lg, 1, &e.prev, wg, &e.src_world);
-        MPI_Group_free(&lg);
-        MPI_Group_free(&wg);
-        e.kthreads = o.mode == KC_MODE_MULTIPLE ? (int)k : 1;
-    } else {
-        MPI_Comm_dup(MPI_COMM_WORLD, &e.comm);
-        if (ctx.rank == 0) {
-            e.role = 0;
-            e.peer = P - 1;
-        } else if (ctx.rank == P - 1) {
-            e.role = 1;
-            e.peer = 0;
-        }
-        e.src_world = e.peer;
-    }
+    if (o.pattern == PAT_RING) k = setup_ring(&ctx, &o, &topo, &e);
+    else setup_pt2pt(&ctx, &e);
+    alloc_buffers(&ctx, &o, &e, k);
 
-    /* Buffers, allocated once for the largest size; first touch by the fills. */
-    const long maxsize = o.sizes[o.nsizes - 1];
-    const size_t msg_max = (size_t)maxsize * (size_t)(o.mode == KC_MODE_MASTERONLY && o.pattern == PAT_RING ? k : 1);
-    size_t rcap = msg_max;
-    if (o.pattern == PAT_BW)
-        for (int i = 0; i < o.nsizes; ++i) {
-            long s = bw_slots(o.window, o.sizes[i]);
-            size_t b = (size_t)(s < o.window ? s : o.window) * (size_t)o.sizes[i];
-            if (b > rcap) rcap = b;
-        }
-    if (e.pat == PAT_RING && e.mode == KC_MODE_MULTIPLE) {
-        e.tsbuf = kc_malloc(&ctx, (size_t)k * sizeof *e.tsbuf);
-        e.trbuf = kc_malloc(&ctx, (size_t)k * sizeof *e.trbuf);
-        for (long t = 0; t < k; ++t) {
-            e.tsbuf[t] = page_alloc(&ctx, msg_max);
-            e.trbuf[t] = page_alloc(&ctx, msg_max);
-        }
-    } else if (e.role >= 0) {
-        e.sbuf = page_alloc(&ctx, sends(&e) ? msg_max : 1);
-        e.rbuf = page_alloc(&ctx, receives(&e) ? rcap : 1);
-    }
-    e.reqs = kc_malloc(&ctx, (size_t)o.window * sizeof *e.reqs);
-    e.stats = kc_malloc(&ctx, (size_t)o.window * sizeof *e.stats);
-    memset(e.ack, 0, sizeof e.ack);
-
-    const long nodes = topo.nnodes;
     if (ctx.rank == 0) {
-        printf("ring: pattern %s, mode %s, %d ranks x %d threads, %ld node(s) x %d ranks%s",
-               pattern_names[o.pattern], kc_mode_name(o.mode), P, ctx.threads, nodes, topo.ppn,
-               o.rank_as_node ? " (rank-as-node)" : "");
+        printf("ring: pattern %s, mode %s, %d ranks x %d threads, %d node(s) x %d ranks%s",
+               pattern_names[o.pattern], kc_mode_name(o.mode), ctx.nranks, ctx.threads,
+               topo.nnodes, topo.ppn, o.rank_as_node ? " (rank-as-node)" : "");
         if (o.pattern == PAT_RING) printf(", k=%ld", k);
         if (o.pattern == PAT_BW) printf(", window %ld", o.window);
         printf(", %ld reps, iters-scale %g\n", o.reps, o.iters_scale);
         fflush(stdout);
     }
 
-    double *samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *samples);
+    size_run r;
+    memset(&r, 0, sizeof r);
+    r.samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *r.samples);
     for (int si = 0; si < o.nsizes; ++si) {
-        const long size = o.sizes[si];
-        e.size = size;
-        e.msg = (size_t)size * (size_t)(o.mode == KC_MODE_MASTERONLY && o.pattern == PAT_RING ? k : 1);
-        e.nslots = bw_slots(o.window, size);
-        long iters = (long)llround((double)base_iters(o.pattern, size, o.window) * o.iters_scale);
-        if (iters < 1) iters = 1;
-        /* warm-up: a tenth, at least 1 (bw: 2 windows, as osu_bw's large sizes) */
-        const long warmup_min = o.pattern == PAT_BW ? 2 : 1;
-        const long warmup = iters / 10 > warmup_min ? iters / 10 : warmup_min;
-        const long it_first = 0, it_timed = 1, it_last = 2 + warmup + o.reps * iters;
-        const int inject = KC_FAULT_INJECTED && si == o.nsizes - 1 &&
-                           ctx.rank == (o.pattern == PAT_BW ? P - 1 : 0);
-        long bad = 0;
-
-        /* first exchange, verified */
-        prepare(&ctx, &e, it_first);
-        run_iters(&ctx, &e, 1);
-        bad += check(&ctx, &e, it_first, 0);
-
-        /* warm-up and timed repetitions; bw: one receive buffer, as osu_bw */
-        e.nslots = 1;
-        prepare(&ctx, &e, it_timed);
-        run_iters(&ctx, &e, warmup);
-        double total = 0.0;
-        for (long r = 0; r < o.reps; ++r) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            const double t0 = kc_now();
-            run_iters(&ctx, &e, iters);
-            double dt = kc_now() - t0, slowest = 0.0;
-            MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            samples[r] = slowest / (double)iters;
-            total += slowest;
-        }
-        bad += check(&ctx, &e, it_timed, inject); /* data of the last timed exchange */
-
-        /* last exchange, verified (bw: one slot per message of the window) */
-        e.nslots = bw_slots(o.window, size);
-        prepare(&ctx, &e, it_last);
-        run_iters(&ctx, &e, 1);
-        bad += check(&ctx, &e, it_last, 0);
-
-        long bad_total = 0;
-        MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        struct { int rank, src; } mine = {bad ? ctx.rank : INT_MAX, bad ? e.src_world : -1}, first;
-        MPI_Allreduce(&mine, &first, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
-        const int verified = bad_total == 0;
-
-        double tmin = samples[0], tmax = samples[0], tsum = 0.0;
-        for (long r = 0; r < o.reps; ++r) {
-            tmin = samples[r] < tmin ? samples[r] : tmin;
-            tmax = samples[r] > tmax ? samples[r] : tmax;
-            tsum += samples[r];
-        }
-        const double tmean = tsum / (double)o.reps;
-        double latency_us = NAN, bw_mbps = NAN, bytes_node = 0.0;
-        if (o.pattern == PAT_PINGPONG) {
-            latency_us = tmin / 2.0 * 1e6;
-            bw_mbps = (double)size / (tmin / 2.0) / 1e6;
-        } else if (o.pattern == PAT_BW) {
-            bw_mbps = (double)size * (double)o.window / tmin / 1e6;
-        } else {
-            /* bytes every node sends per exchange: mpi k ranks x size;
-             * masteronly/multiple: every rank k x size */
-            bytes_node = (double)size * (double)k * (hybrid ? (double)topo.ppn : 1.0);
-            latency_us = tmin * 1e6;
-            bw_mbps = bytes_node / tmin / 1e6;
-        }
-        const double fom = o.pattern == PAT_PINGPONG ? latency_us : bw_mbps;
-
-        if (ctx.rank == 0) {
-            printf("ring: %-9s %9ld B  iters %5ld x %ld  t/iter min %.3e s mean %.3e s max %.3e s",
-                   pattern_names[o.pattern], size, iters, o.reps, tmin, tmean, tmax);
-            if (isfinite(latency_us)) printf("  latency %.3f us", latency_us);
-            printf("  bandwidth %.1f MB/s  verification %s\n", bw_mbps, verified ? "PASSED" : "FAILED");
-            fflush(stdout);
-        }
-
-        kc_json j;
-        kc_json_begin(&j);
-        kc_json_common(&j, &ctx);
-        kc_json_str(&j, "pattern", pattern_names[o.pattern]);
-        kc_json_int(&j, "size", size);
-        kc_json_int(&j, "msg_bytes", (long long)e.msg);
-        kc_json_int(&j, "iters", iters);
-        kc_json_int(&j, "warmup", warmup);
-        kc_json_int(&j, "reps", o.reps);
-        if (o.pattern == PAT_BW) kc_json_int(&j, "window", o.window);
-        kc_json_int(&j, "nodes", nodes);
-        kc_json_int(&j, "ranks_per_node", topo.ppn);
-        kc_json_bool(&j, "rank_as_node", o.rank_as_node);
-        kc_json_int(&j, "k", k);
-        if (o.pattern == PAT_RING) kc_json_num(&j, "bytes_per_node_per_iter", bytes_node);
-        if (isfinite(latency_us)) kc_json_num(&j, "latency_us", latency_us);
-        kc_json_num(&j, "bandwidth_MBps", bw_mbps);
-        kc_json_num(&j, "t_min_s", tmin);
-        kc_json_num(&j, "t_mean_s", tmean);
-        kc_json_num(&j, "t_max_s", tmax);
-        kc_json_num_array(&j, "samples_s", samples, (size_t)o.reps);
-        kc_json_num(&j, "t_total_s", total);
-        kc_json_num(&j, "t_comm_s", total);
-        kc_json_num(&j, "t_comp_s", 0.0);
-        kc_json_num(&j, "fom", fom);
-        kc_json_str(&j, "fom_unit", o.pattern == PAT_PINGPONG ? "us" : "MB/s");
-        kc_json_int(&j, "wrong_bytes", bad_total);
-        kc_json_bool(&j, "verified", verified);
-        kc_json_emit(&j, &ctx);
-
-        if (!verified) {
-            free(samples);
+        measure_size(&ctx, &o, &e, o.sizes[si], k, &r);
+        report_size(&ctx, &o, &topo, &e, k, &r);
+        if (r.bad_total != 0) {
+            free(r.samples);
             release(&e, o.pattern != PAT_RING);
             topology_free(&topo);
             kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
                              "rank %d in the message from rank %d",
-                    size, bad_total, first.rank, first.src);
+                    o.sizes[si], r.bad_total, r.first.rank, r.first.src);
         }
     }
 
-    free(samples);
+    free(r.samples);
     release(&e, o.pattern != PAT_RING);
     topology_free(&topo);
     return kc_finalize(&ctx);

@@ -4,7 +4,10 @@
 * the sanitizer build (address, undefined) passes the same ctest suite;
 * a build that corrupts one value (KERNEL_FAULT_INJECT) fails every kernel's
   own verification, whatever its speed; with KERNEL_FAULT_HANG=<kernel> that
-  build hangs rank 0 of that kernel instead (the time-limit test's hung rank).
+  build hangs rank 0 of that kernel instead (the time-limit test's hung rank);
+* the ring's verification failure path (which rank received wrong bytes from
+  whom, exit 3) runs on every stack found: it reduces with MPI_MIN only, which
+  every MPI build supports (MVAPICH2 --disable-fortran refuses MPI_MINLOC).
 """
 
 from __future__ import annotations
@@ -107,3 +110,18 @@ def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
                           env=env, capture_output=True, text=True, timeout=120)
     assert ring.returncode == 0, ring.stderr
     assert '"verified":true' in ring.stdout and '"verified":false' not in ring.stdout
+
+
+@pytest.mark.parametrize('stack', present_stacks() or ['none'])
+def test_ring_verification_failure_on_every_stack(stack, tmp_path):
+    """ctest's ring_fault_* cases: pingpong, bw (3 ranks), ring mpi and multiple."""
+    if stack == 'none':
+        pytest.skip('no MPI stack installed')
+    build = cmake_build(stack, tmp_path / 'fault', '-DKERNEL_FAULT_INJECT=ON')
+    proc = subprocess.run(['ctest', '-V', '-R', '^ring_fault_', '--timeout', '120'], cwd=build,
+                          env=mpi_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
+    assert '100% tests passed, 0 tests failed out of 4' in proc.stdout
+    # Each case failed with status 3 and named the rank and the sender.
+    assert proc.stdout.count('failed as expected (3): ') == 4
+    assert 'first on rank 2 in the message from rank 0' in proc.stdout

@@ -70,11 +70,34 @@ int kc_parse_double(const char *text, double lo, double hi, double *out) {
     return 0;
 }
 
+const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,
+                           long *out, char *err, size_t cap) {
+    if (kc_parse_long(text, lo, hi, out) == 0) return NULL;
+    if (what) snprintf(err, cap, "--%s must be %s, got '%s'", opt, what, text);
+    else snprintf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'", opt, lo, hi, text);
+    return err;
+}
+
 const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
                         char *err, size_t cap) {
-    if (kc_parse_long(text, lo, hi, out) == 0) return NULL;
-    snprintf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'", opt, lo, hi, text);
+    return kc_opt_long_as(opt, text, lo, hi, NULL, out, err, cap);
+}
+
+const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_open, double hi,
+                          const char *what, double *out, char *err, size_t cap) {
+    double v = 0.0;
+    if (kc_parse_double(text, lo, hi, &v) == 0 && !(lo_open && v <= lo)) {
+        *out = v;
+        return NULL;
+    }
+    if (what) snprintf(err, cap, "--%s must be %s, got '%s'", opt, what, text);
+    else snprintf(err, cap, "--%s must be a number in %c%g, %g], got '%s'", opt,
+                  lo_open ? '(' : '[', lo, hi, text);
     return err;
+}
+
+const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap) {
+    return kc_opt_double("min-time", text, 0.0, 0, 3600.0, NULL, out, err, cap);
 }
 
 const char *kc_opt_unknown(char *const argv[], char *err, size_t cap) {
@@ -423,6 +446,52 @@ void kc_json_emit(kc_json *j, const kc_ctx *ctx) {
 }
 
 double kc_now(void) { return MPI_Wtime(); }
+
+int kc_thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+int kc_num_threads(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+long kc_min_time_count(const kc_ctx *ctx, long requested, double min_time, double calib_s,
+                       long calib_calls, long cap) {
+    (void)ctx;
+    if (!(min_time > 0.0)) return requested;
+    long mine = requested;
+    if (calib_calls > 0) {
+        const double per_call = calib_s / (double)calib_calls;
+        /* a calibration too short to read (0 s) asks for the cap */
+        const double want = per_call > 0.0 ? ceil(min_time / per_call) : (double)cap;
+        if (want > (double)mine) mine = want >= (double)cap ? cap : (long)want;
+    }
+    if (mine < requested) mine = requested;
+    long agreed = mine;
+    MPI_Allreduce(&mine, &agreed, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return agreed;
+}
+
+void kc_timer_start(kc_timer *tm) {
+    memset(tm, 0, sizeof *tm);
+    tm->last = kc_now();
+}
+
+void kc_stamp(kc_timer *tm, int phase) {
+    const double now = kc_now();
+    if (phase >= 0 && phase < KC_MAX_PHASES) tm->t[phase] += now - tm->last;
+    tm->last = now;
+}
+
+void kc_stamp_skip(kc_timer *tm) { tm->last = kc_now(); }
 
 /* MPI_Finalize watchdog.  MPICH 4.0.x ch4:ucx over TCP (Debian 12's MPICH
  * with UCX_TLS=tcp,self) sometimes never returns from MPI_Finalize: one rank

@@ -54,6 +54,16 @@ int kc_parse_double(const char *text, double lo, double hi, double *out);
 const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
                         char *err, size_t cap);
 const char *kc_opt_unknown(char *const argv[], char *err, size_t cap);
+/*   kc_opt_double:   "--<opt> must be <what>, got '<text>'", <what> by default
+ *                    "a number in [lo, hi]"; with `lo_open` lo itself is refused
+ *                    ("a number in (lo, hi]")
+ *   kc_opt_long_as:  kc_opt_long with its own <what> (NULL: the default text) */
+const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_open, double hi,
+                          const char *what, double *out, char *err, size_t cap);
+const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,
+                           long *out, char *err, size_t cap);
+/*   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600] */
+const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap);
 const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap);
 
 /* Start MPI at the level `mode` needs and fill `ctx`.  `arg_error` is a message
@@ -61,9 +71,8 @@ const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap)
  * the program exits with status 2 after a clean MPI_Finalize.  If `help` is
  * non-NULL it is printed by rank 0 and the program exits with status 0.
  * If the library provides less than the mode needs, a clear message is
- * printed and the program exits with status 1.
- * `allow_threads`: 0 if the mode runs one thread per rank (mpi, serial): the
- * kernel then uses one thread whatever OMP_NUM_THREADS says. */
+ * printed and the program exits with status 1.  Modes mpi and serial run one
+ * thread per rank whatever OMP_NUM_THREADS says. */
 void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
              kc_mode mode, const char *arg_error, const char *help);
 
@@ -120,6 +129,32 @@ void kc_json_emit(kc_json *j, const kc_ctx *ctx);
 
 /* Wall clock in seconds. */
 double kc_now(void);
+
+/* The calling thread's OpenMP number and the team size (0 and 1 without OpenMP). */
+int kc_thread_num(void);
+int kc_num_threads(void);
+
+/* --min-time: the number of timed calls that makes a run last at least
+ * `min_time` seconds, judged from a calibration that took `calib_s` seconds
+ * for `calib_calls` calls on this rank: max(requested, ceil(min_time / per
+ * call)), capped at `cap`, the same on every rank (MPI_Allreduce MAX over
+ * MPI_COMM_WORLD; collective).  min_time <= 0 returns `requested` unchanged
+ * without communicating. */
+long kc_min_time_count(const kc_ctx *ctx, long requested, double min_time, double calib_s,
+                       long calib_calls, long cap);
+
+/* A phase timer in the spirit of miniMD's timer.stamp(TIME_COMM): kc_stamp
+ * adds the time since the previous stamp (or kc_timer_start) to phase
+ * `phase` and restarts the clock; kc_stamp_skip restarts it without charging
+ * anyone. */
+#define KC_MAX_PHASES 16
+typedef struct {
+    double t[KC_MAX_PHASES];
+    double last;
+} kc_timer;
+void kc_timer_start(kc_timer *tm);
+void kc_stamp(kc_timer *tm, int phase);
+void kc_stamp_skip(kc_timer *tm);
 
 /* Finalise MPI and release the context. */
 int kc_finalize(kc_ctx *ctx);

@@ -1,5 +1,6 @@
-# cmake -DREGEX=<regex> -P expect_failure.cmake <command> <args...>
-# Passes when the command exits non-zero and its combined output matches REGEX.
+# cmake -DREGEX=<regex> [-DSTATUS=<n>] -P expect_failure.cmake <command> <args...>
+# Passes when the command exits non-zero (exactly STATUS if given) and its
+# combined output matches REGEX.
 set(cmd "")
 set(seen_script FALSE)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -15,6 +16,9 @@ execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARI
 set(all "${out}${err}")
 if(rc EQUAL 0)
   message(FATAL_ERROR "expected a failure, but the command succeeded:\n${all}")
+endif()
+if(DEFINED STATUS AND NOT STATUS STREQUAL "" AND NOT rc STREQUAL "${STATUS}")
+  message(FATAL_ERROR "failed with status ${rc}, expected ${STATUS}:\n${all}")
 endif()
 if(NOT all MATCHES "${REGEX}")
   message(FATAL_ERROR "failed (${rc}) without the expected message '${REGEX}':\n${all}")

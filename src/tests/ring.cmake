@@ -23,3 +23,42 @@ kernel_test(ring_bad_bw_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern bw needs at 
 kernel_test(ring_bad_mode NP 1 THREADS 1 EXPECT_FAIL "ring: mode funneled is not supported" COMMAND ring --mode funneled)
 kernel_test(ring_bad_multiple_pattern NP 2 THREADS 1 EXPECT_FAIL "ring: mode multiple is only available with --pattern ring" COMMAND ring --pattern pingpong --mode multiple)
 kernel_test(ring_bad_scale NP 1 THREADS 1 EXPECT_FAIL "ring: --iters-scale must be" COMMAND ring --iters-scale 0)
+# pingpong and bw count as OSU 5.9: osu_bw 100 windows after 10 skipped up to
+# 8 KiB, 20 after 2 above; osu_latency 10000 after 100, 1000 after 10.
+kernel_test(ring_osu_counts_bw_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw --sizes 8,8K,16K --reps 1)
+set_tests_properties(ring_osu_counts_bw_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"size\":8,.*\"iters\":100,\"warmup\":10,.*\"window\":64,.*\"skip\":10,\"timer\":\"sender, per iteration \\(OSU 5.9\\)\".*\"verified\":true.*\"size\":8192,.*\"iters\":100,\"warmup\":10,.*\"size\":16384,.*\"iters\":20,\"warmup\":2,.*\"skip\":2,.*\"verified\":true")
+kernel_test(ring_osu_counts_pingpong_2x1 NP 2 THREADS 1 COMMAND ring --pattern pingpong --sizes 8,16K --reps 1)
+set_tests_properties(ring_osu_counts_pingpong_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"size\":8,.*\"iters\":10000,\"warmup\":100,.*\"verified\":true.*\"size\":16384,.*\"iters\":1000,\"warmup\":10,.*\"verified\":true")
+# --iters and --skip as OSU's -i and -x
+kernel_test(ring_iters_skip_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw --sizes 1K --iters 7 --skip 0 --reps 2)
+set_tests_properties(ring_iters_skip_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"iters\":7,\"warmup\":0,.*\"skip\":0,.*\"verified\":true")
+# --min-time (ring pattern): 1 requested exchange grows to last 1 s
+kernel_test(ring_min_time_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node --sizes 8 --iters 1 --reps 1 --min-time 1)
+set_tests_properties(ring_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"iters\":([2-9]|[1-9][0-9]+),.*\"min_time_s\":1,\"verified\":true")
+kernel_test(ring_bad_min_time NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time must be a number in \\[0, 3600\\], got '-1'" COMMAND ring --min-time -1)
+kernel_test(ring_bad_min_time_text NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time must be a number in \\[0, 3600\\], got 'abc'" COMMAND ring --min-time abc)
+kernel_test(ring_bad_min_time_pt2pt NP 2 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time applies only to --pattern ring" COMMAND ring --pattern bw --min-time 1)
+kernel_test(ring_bad_iters_and_scale NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --iters and --iters-scale exclude each other" COMMAND ring --iters 5 --iters-scale 2)
+kernel_test(ring_bad_skip NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --skip must be an integer" COMMAND ring --skip -3)
+# Fault-injection builds (-DKERNEL_FAULT_INJECT=ON) only: the receiver of the
+# largest size corrupts one byte; the ring must say which rank received it from
+# whom and exit 3 (run by tests/test_kernels.py on every stack found).
+if(KERNEL_FAULT_INJECT)
+  set(_ring_fault "ring: verification FAILED: size 4096 B: 1 wrong byte\\(s\\) received; first on rank")
+  kernel_test(ring_fault_pingpong_2x1 NP 2 THREADS 1 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 0 in the message from rank 1"
+              COMMAND ring --pattern pingpong --sizes 8,4096 --iters-scale 0.01 --reps 1)
+  kernel_test(ring_fault_bw_3x1 NP 3 THREADS 1 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 2 in the message from rank 0"
+              COMMAND ring --pattern bw --sizes 8,4096 --iters-scale 0.05 --reps 1)
+  kernel_test(ring_fault_ring_mpi_2x1 NP 2 THREADS 1 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 0 in the message from rank 1"
+              COMMAND ring --pattern ring --rank-as-node --sizes 8,4096 --iters-scale 0.01 --reps 1)
+  kernel_test(ring_fault_ring_multiple_1x2 NP 1 THREADS 2 EXPECT_STATUS 3
+              EXPECT_FAIL "${_ring_fault} 0 in the message from rank 0"
+              COMMAND ring --pattern ring --mode multiple --rank-as-node --sizes 8,4096 --iters-scale 0.01 --reps 1)
+endif()

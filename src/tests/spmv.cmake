@@ -42,3 +42,18 @@ set_tests_properties(spmv_split_masteronly_1x2 PROPERTIES PASS_REGULAR_EXPRESSIO
 kernel_test(spmv_split_funneled_2x2 NP 2 THREADS 2 COMMAND spmv --mode funneled --n 4 --iters 3)
 set_tests_properties(spmv_split_funneled_2x2 PROPERTIES PASS_REGULAR_EXPRESSION
   "${spmv_split_re}.*\"interior_rows\":112,\"boundary_rows\":16,.*\"verified\":true")
+# --min-time: 1 requested call on a tiny box grows to last 1 s (2+ calls
+# unless one call takes 0.5 s); still verified, the same count on every rank
+kernel_test(spmv_min_time_2x1 NP 2 THREADS 1 COMMAND spmv --n 4 --iters 1 --min-time 1)
+set_tests_properties(spmv_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"iters\":([2-9]|[1-9][0-9]+),.*\"iters_requested\":1,\"min_time_s\":1,\"calib_calls\":[1-9][0-9]*,\"calib_t_call_s\":[0-9][^,]*,\"t_call_s\":[0-9].*\"verified\":true")
+kernel_test(spmv_min_time_funneled_1x2 NP 1 THREADS 2 COMMAND spmv --mode funneled --n 4 --iters 1 --min-time 1)
+set_tests_properties(spmv_min_time_funneled_1x2 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"iters\":([2-9]|[1-9][0-9]+),.*\"iters_requested\":1,.*\"verified\":true")
+# default 0: exactly --iters, no calibration
+kernel_test(spmv_min_time_off_1x1 NP 1 THREADS 1 COMMAND spmv --n 4 --iters 7)
+set_tests_properties(spmv_min_time_off_1x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"iters\":7,.*\"iters_requested\":7,\"min_time_s\":0,\"calib_calls\":0,\"calib_t_call_s\":0,.*\"verified\":true")
+kernel_test(spmv_bad_min_time NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "spmv: --min-time must be a number in \\[0, 3600\\], got '-0.5'" COMMAND spmv --min-time -0.5)
+kernel_test(spmv_bad_min_time_text NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "spmv: --min-time must be a number in \\[0, 3600\\], got 'soon'" COMMAND spmv --min-time soon)
+kernel_test(spmv_bad_min_time_nan NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "spmv: --min-time must be a number in \\[0, 3600\\], got 'nan'" COMMAND spmv --min-time nan)
