@@ -154,14 +154,14 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
             return self.job.launcher
         # Each rank gets a core per thread, unless the test narrows it.
         cores = 1 if self.binding == 'one-core' else self.threads
-        if self.declared_oversubscription():
-            # More ranks and threads than cores, on purpose: no binding.
-            return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
-                                 self.ranks, cores, oversubscribe=True)
         if env.extras.get('launch') == 'srun':
             # A Slurm system: srun with the PMI this stack needs.
             return StackLauncher(env.extras['launcher'], 'srun', self.ranks, cores,
                                  pmi=env.extras.get('pmi', ''))
+        if self.declared_oversubscription():
+            # More ranks and threads than cores, on purpose: no binding.
+            return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
+                                 self.ranks, cores, oversubscribe=True)
         return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
                              self.ranks, cores)
 
@@ -174,10 +174,15 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
             self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
 
     def declared_oversubscription(self) -> bool:
-        """True on a local partition that declares more cores than this
-        machine has (``extras['declared_topology']``): the pipeline's test
-        on a small machine, oversubscribed on purpose."""
+        """True where the configuration says the runs share cores on purpose:
+        a local partition that declares more cores than this machine has
+        (``extras['declared_topology']``), or a test cluster whose nodes share
+        this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
+        on fewer cores than nodes x cores per node).  Such runs test the path:
+        they are flagged oversubscribed and kept out of verdicts."""
         part = self.current_partition
+        if part.extras.get('shared_cores'):
+            return True
         return (bool(part.extras.get('declared_topology')) and
                 part.scheduler.registered_name == 'local' and
                 self.cores > len(os.sched_getaffinity(0)))
