@@ -38,15 +38,62 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from typing import NoReturn
 
+from harnesslib.paths import REFERENCES_DIR
+from harnesslib.placement import samples_per_run
+from harnesslib.references import ReferencesError, references_file, validate_references_file
 from harnesslib.schema import perflog_format, perfvar_format
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-VAR_DIR = os.path.abspath(
-    os.environ.get('HARNESS_VAR_DIR', os.path.join(os.path.dirname(_HERE), 'var'))
-)
 
-os.makedirs(VAR_DIR, exist_ok=True)
+
+class HarnessConfigError(SystemExit):
+    """A knob or file the configuration cannot use: one line on stderr and a
+    non-zero exit of ReFrame, whatever the command (a ValueError would be a
+    traceback; an error in a check file is only a warning and 'Ran 0/0')."""
+
+
+def _config_error(msg: str) -> NoReturn:
+    print(f'harness config: error: {msg}', file=sys.stderr)
+    raise HarnessConfigError(2)
+
+
+def _caller_cwd() -> str:
+    """The directory the user ran ReFrame from.  ReFrame imports this file
+    from inside its own folder (it changes directory to it), so a relative
+    path is resolved against the shell's ``$PWD`` there, not ``config/``."""
+    cwd = os.getcwd()
+    pwd = os.environ.get('PWD', '')
+    if cwd == _HERE and os.path.isabs(pwd) and os.path.isdir(pwd):
+        return pwd
+    return cwd
+
+
+def var_dir() -> str:
+    """``HARNESS_VAR_DIR`` (default ``<checkout>/var``), absolute, resolved
+    once: a relative one is taken from where the user ran the command, as
+    ``hybridverdict`` and ``./harness`` take it."""
+    text = os.environ.get('HARNESS_VAR_DIR', '')
+    if not text.strip():
+        return os.path.join(os.path.dirname(_HERE), 'var')
+    if '\n' in text or '\0' in text:
+        _config_error(f'HARNESS_VAR_DIR={text!r}: a path with a newline or NUL')
+    return os.path.normpath(os.path.join(_caller_cwd(), os.path.expanduser(text)))
+
+
+VAR_DIR = var_dir()
+try:
+    os.makedirs(VAR_DIR, exist_ok=True)
+except OSError as _err:
+    _config_error(f'HARNESS_VAR_DIR: cannot create {VAR_DIR!r}: {_err.strerror}')
+
+try:
+    #: Samples of every kernel run, checked here: an error in a check file
+    #: would only be a warning and an empty session with exit status 0.
+    SAMPLES = samples_per_run()
+except ValueError as _err:
+    _config_error(str(_err))
 
 # Per stack: how to find it, its launcher, and what forces loopback TCP.
 # `family` tells the checks how to bind ranks and threads with that launcher.
@@ -103,6 +150,18 @@ def _note(msg: str) -> None:
         print(f'[harness config] {msg}', file=sys.stderr)
 
 
+_ABSENT: dict[str, str] = {}
+
+
+def _absent_reason(name: str) -> str:
+    return f'{name}: {_ABSENT.get(name, "not found")}'
+
+
+def _left_out(name: str, why: str) -> None:
+    _ABSENT[name] = why
+    _note(f'{name}: left out: {why}')
+
+
 def _find_stack(name: str, spec: dict) -> dict | None:
     """The wrapper and launcher of one stack, or None if it is absent."""
     prefix = os.environ.get(spec['prefix_var'], '').strip()
@@ -114,19 +173,19 @@ def _find_stack(name: str, spec: dict) -> dict | None:
             None,
         )
         if not os.access(cc, os.X_OK) or launcher is None:
-            _note(f'{name}: left out: {spec["prefix_var"]}={prefix} has no '
-                  f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
+            _left_out(name, f'{spec["prefix_var"]}={prefix} has no '
+                            f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
             return None
         return {'cc': cc, 'launcher': launcher, 'prefix': prefix}
 
     if spec['suffixed'] is None:
-        _note(f'{name}: left out: set {spec["prefix_var"]} to its install prefix')
+        _left_out(name, f'set {spec["prefix_var"]} to its install prefix')
         return None
 
     cc_name, launcher_name = spec['suffixed']
     cc, launcher = shutil.which(cc_name), shutil.which(launcher_name)
     if not cc or not launcher:
-        _note(f'{name}: left out: {cc_name} / {launcher_name} not found on PATH')
+        _left_out(name, f'{cc_name} / {launcher_name} not found on PATH')
         return None
     return {'cc': cc, 'launcher': launcher, 'prefix': ''}
 
@@ -145,10 +204,8 @@ def _selected_stacks() -> list[str]:
     names = [s.strip() for s in wanted.split(',') if s.strip()]
     unknown = [s for s in names if s not in _STACKS]
     if unknown:
-        raise ValueError(
-            f'HARNESS_STACKS names unknown stack(s) {", ".join(unknown)}; '
-            f'known: {", ".join(_STACKS)}'
-        )
+        _config_error(f'HARNESS_STACKS={wanted!r} names unknown stack(s) '
+                      f'{", ".join(unknown)}; known: {", ".join(_STACKS)}')
     return names
 
 
@@ -186,6 +243,12 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'osu_prefix': _osu_prefix(name),
                 },
             })
+    if not names and os.environ.get('HARNESS_STACKS', '').strip():
+        # The user asked for these stacks: a session without any would run
+        # nothing and pass.
+        _config_error(f'HARNESS_STACKS={os.environ["HARNESS_STACKS"].strip()!r}: none of '
+                      f'these stacks is present (' + '; '.join(
+                          _absent_reason(n) for n in _selected_stacks()) + ')')
     if not names:
         _note('no MPI stack found: install Debian\'s openmpi-bin/libopenmpi-dev or '
               'mpich/libmpich-dev, or set HARNESS_MVAPICH2_PREFIX')
@@ -203,6 +266,25 @@ from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems  # noqa: E402
 
 _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES)
+
+
+def _check_references(systems: list[str]) -> None:
+    """Each system's references file, if it has one, must be one ReFrame can
+    read: otherwise ReFrame would skip every test with a warning and end
+    'PASSED Ran 0/0' with exit status 0."""
+    prefix = os.environ.get('RFM_REFERENCE_PREFIX', '').strip() or REFERENCES_DIR
+    prefix = os.path.join(_caller_cwd(), prefix)
+    for system in systems:
+        path = references_file(prefix, system)
+        if os.path.isfile(path):
+            try:
+                validate_references_file(path)
+            except ReferencesError as err:
+                _config_error(f'references file: {err} (fix it, or rewrite it with '
+                              f'`./harness baseline --force`)')
+
+
+_check_references(['local', *(s['name'] for s in _SLURM_SYSTEMS)])
 
 site_configuration = {
     'systems': [
