@@ -137,7 +137,7 @@ class SpmvCheck(KernelCheck):
                 f'not the layout of spmv, {self.num_tasks}x{self.threads}')
         return res
 
-    @run_before('performance')
+    @run_after('setup')
     def add_spmv_variables(self):
         # The parts of a call, for the efficiency and overlap models.
         for var in ('t_pack', 't_comp_interior', 't_comp_boundary'):
@@ -171,7 +171,7 @@ class MdCheck(KernelCheck):
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps)]
 
-    @run_before('performance')
+    @run_after('setup')
     def add_phases(self):
         for phase in MD_PHASES:
             self.perf_variables[f'phase_{phase}'] = sn.make_performance_function(
@@ -192,7 +192,7 @@ class RingCheck(KernelCheck):
         return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
 
-    @run_before('performance')
+    @run_after('setup')
     def add_saturation_variables(self):
         # Aggregated bandwidth per node of every RESULT line, bw_k<k>_<bytes>
         # (k communicating CPUs per node): the saturation curve's data.  Every

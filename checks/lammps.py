@@ -14,6 +14,7 @@ import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from harnesslib.base import PerfSchema
 from harnesslib.build import KernelBuild
 from harnesslib.launch import StackLauncher, binding_env, hold_node_lock, launch_line
 from harnesslib.placement import cores_per_node
@@ -55,7 +56,7 @@ run             100
 
 
 @rfm.simple_test
-class MdLammpsBenchmark(rfm.RunOnlyRegressionTest):
+class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerfSchema):
     """md against Debian's LAMMPS (`lmp`) on in.lj, alternating in one job.
 
     Each round runs md on 1 rank, lmp on 1 rank, md on 2 ranks, lmp on 2

@@ -201,7 +201,7 @@ class OsuBase(KernelCheck):
     def value(self, size: int, column: int = 0) -> float:
         return self.table().rows[size][column]
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         self.perf_variables = {}
 
@@ -216,7 +216,7 @@ class OsuPt2ptBase(OsuBase):
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         return pt2pt_placement(self.current_partition, cores, nodes)
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         lat = self.benchmark_name == 'osu_latency'
         prefix, unit = ('lat', 'us') if lat else ('bw', 'MB/s')
@@ -266,7 +266,7 @@ class OsuCollectiveBase(OsuBase):
             return 0, 0, 'a collective needs at least 2 ranks'
         return self.ranks_per_node, nodes, ''
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         self.perf_variables = {
             f'lat_{s}': sn.make_performance_function(lambda s=s: self.value(s), 'us')
@@ -354,7 +354,7 @@ class OsuMbwMrCheck(OsuBase):
         self.finalize_hung = str(bool(status)).lower()
         return True
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         self.perf_variables = {
             f'bw_k{k}_{s}': sn.make_performance_function(
