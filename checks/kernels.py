@@ -293,7 +293,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
         for name in self._sides[side]:
             dep = self.getdep(name)
             entry = dep.perfvalues.get(f'{part}:{TIME_VARIABLE}')
-            if entry is None:
+            if entry is None or entry[0] is None:   # None: declared, no value
                 raise sn.SanityError(
                     f'{dep.display_name} logged no {TIME_VARIABLE} '
                     f'(was the performance stage skipped?)')
