@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 
 import reframe as rfm
@@ -119,8 +120,8 @@ class SpmvCheck(KernelCheck):
         # task count is set yet.
         launch = launch_line(self.stack_launcher(), self.num_tasks)
         self.prerun_cmds = self.prerun_cmds + [
-            f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
-            f'--n {self.stream_elements} --iters 5 > stream.out'
+            f'{launch} {shlex.quote(self.build.executable_path("stream"))} '
+            f'--mode {stream_mode} --n {int(self.stream_elements)} --iters 5 > stream.out'
         ]
 
     def stream_result(self) -> dict:
@@ -312,10 +313,10 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
         self._noise = pair_noise(t_mpi, t_hyb, self.noise_floor)
         self._verdict = judge(self._speedup, self._noise)
         self.verified = 'true'
-        self.executable_opts = [
+        self.executable_opts = [shlex.quote(
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '
             f'noise={self._noise:.4f} samples={len(t_mpi)}/{len(t_hyb)} '
-            f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s'
+            f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s')
         ]
 
     @sanity_function

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import statistics
 
@@ -111,11 +112,11 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerfSchema):
         def launch(ranks: int, threads: int) -> str:
             return launch_line(StackLauncher(launcher, 'openmpi', ranks, threads), ranks)
 
-        md = f'{self.build.executable_path("md")} --preset lammps-in.lj'
+        md = f'{shlex.quote(self.build.executable_path("md"))} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'
         lines = [
             'set -o pipefail',
-            f'for round in $(seq 1 {self.rounds}); do',
+            f'for round in $(seq 1 {int(self.rounds)}); do',
             f'  OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"',
             f'  {launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p"',
             f'  OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"',

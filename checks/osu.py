@@ -32,6 +32,7 @@ Performance variables (the perflog convention of the README): ``lat_<bytes>``
 from __future__ import annotations
 
 import os
+import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -42,6 +43,7 @@ from harnesslib.launch import (
     binding_env,
     hold_node_lock,
     launch_line,
+    shell_words,
 )
 from harnesslib.osu_output import (
     OsuParseError,
@@ -130,13 +132,13 @@ class OsuBase(KernelCheck):
         self.num_tasks_per_node = ranks
         self.num_tasks = ranks * nodes
         self.num_cpus_per_task = 1
-        self.executable = path
-        self.executable_opts = self.osu_options()
+        self.executable = shlex.quote(path)
+        self.executable_opts = shell_words(self.osu_options())
         self.build_spec = f'osu {env.extras.get("osu_prefix", "")}'
         self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
         self.prerun_cmds = hold_node_lock(part) + [
-            f'ldd {path} > osu.ldd 2>&1',
-            f'ldd {self.build.executable_path("ring")} > kernel.ldd 2>&1',
+            f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
+            f'ldd {shlex.quote(self.build.executable_path("ring"))} > kernel.ldd 2>&1',
         ]
 
     @run_before('run')
@@ -318,7 +320,7 @@ class OsuMbwMrCheck(OsuBase):
                                      self.current_environ.extras.get('family', ''),
                                      per_node, 1)
             cmd = launch_line(launcher, per_node * self.nodes)
-            lines.append(f'timeout -k 10 {self.run_timeout} {cmd} {self.executable} '
+            lines.append(f'timeout -k 10 {int(self.run_timeout)} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          f' || echo "k={k} status $?" >> osu_status.txt')
         with open(os.path.join(self.stagedir, 'mbw_mr.sh'), 'w') as fp:

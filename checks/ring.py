@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import KernelCheck
-from harnesslib.launch import binding_env, hold_node_lock, launch_line
+from harnesslib.launch import binding_env, hold_node_lock, launch_line, shell_words
 from harnesslib.osu_output import OsuParseError, expected_sizes, osu_binary, parse_osu
 from harnesslib.placement import cores_per_node, pt2pt_placement
 from harnesslib.units import MIB, parse_bytes
@@ -67,11 +68,11 @@ class RingSweep(KernelCheck):
     def place(self):
         _pt2pt_place(self)
         env = self.current_environ
-        self.executable = self.build.executable_path('ring')
+        self.executable = shlex.quote(self.build.executable_path('ring'))
         self.build_spec = self.build.build_spec
-        self.executable_opts = ['--pattern', self.pattern, '--mode', 'mpi',
-                                '--sizes', self.sizes, '--reps', str(self.reps),
-                                '--iters-scale', str(self.iters_scale)]
+        self.executable_opts = shell_words(['--pattern', self.pattern, '--mode', 'mpi',
+                                            '--sizes', self.sizes, '--reps', str(self.reps),
+                                            '--iters-scale', str(self.iters_scale)])
         self.env_vars.update(binding_env(env.extras.get('family', ''), 1, self.binding))
         self.prerun_cmds = hold_node_lock(self.current_partition)
 
@@ -182,21 +183,22 @@ class RingOsuAccuracy(KernelCheck):
         # The script launches every run itself, with the stack's launcher.
         launch = launch_line(self.stack_launcher(), self.num_tasks)
         self.job.launcher = getlauncher('local')()
-        ring = self.build.executable_path('ring')
+        ring = shlex.quote(self.build.executable_path('ring'))
+        osu_lat, osu_bw = shlex.quote(self.osu_lat), shlex.quote(self.osu_bw)
         lo, hi = MIB, self.bw_max
         # OSU has no watchdog for a hung MPI_Finalize (MPICH over TCP): a run
         # that `timeout` ends is noted; its table decides whether it counts.
-        osu = f'timeout -k 10 {self.run_timeout} {launch}'
+        osu = f'timeout -k 10 {int(self.run_timeout)} {launch}'
         lines = [
             'set -e',
-            f'for r in $(seq 1 {self.rounds}); do',
+            f'for r in $(seq 1 {int(self.rounds)}); do',
             # One timed loop per run (--reps 1), as OSU: the same estimator.
             f'  {launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters-scale 10'
             ' > ring_lat_$r.out',
-            f'  {osu} {self.osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
+            f'  {osu} {osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
             ' || echo "osu_latency round $r status $?" >> osu_status.txt',
             f'  {launch} {ring} --pattern bw --sizes {lo}:{hi} --reps 1 > ring_bw_$r.out',
-            f'  {osu} {self.osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
+            f'  {osu} {osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
             ' || echo "osu_bw round $r status $?" >> osu_status.txt',
             'done',
             'echo "accuracy: $r rounds done"',

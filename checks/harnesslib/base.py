@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -16,7 +17,14 @@ from reframe.core.exceptions import PerformanceError
 from reframe.core.launchers import JobLauncher
 
 from .build import KernelBuild
-from .launch import EXIT_STATUS_TAG, LIBRARY_PREFIX, StackLauncher, binding_env, hold_node_lock
+from .launch import (
+    EXIT_STATUS_TAG,
+    LIBRARY_PREFIX,
+    StackLauncher,
+    binding_env,
+    hold_node_lock,
+    shell_words,
+)
 from .paths import REFERENCES_DIR
 from .placement import cores_per_node
 from .references import references_file, split_name
@@ -167,9 +175,10 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
         self.num_tasks = self.ranks * self.nodes
         self.num_cpus_per_task = self.threads
         env = self.current_environ
-        self.executable = self.build.executable_path(self.kernel)
+        # Quoted: ReFrame writes both into the job script as they are.
+        self.executable = shlex.quote(self.build.executable_path(self.kernel))
         self.build_spec = self.build.build_spec
-        self.executable_opts = ['--mode', self.mode] + self.kernel_args()
+        self.executable_opts = shell_words(['--mode', self.mode] + self.kernel_args())
         self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
                                          self.binding))
         self.prerun_cmds = hold_node_lock(part)
