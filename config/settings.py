@@ -35,7 +35,9 @@ Run it as ``reframe -C config/settings.py -c checks -r``.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
 import shutil
 import sys
 from typing import NoReturn
@@ -82,11 +84,46 @@ def var_dir() -> str:
     return os.path.normpath(os.path.join(_caller_cwd(), os.path.expanduser(text)))
 
 
-VAR_DIR = var_dir()
+def reframe_path(path: str) -> str:
+    """`path` as ReFrame can take it.
+
+    ReFrame expands ``$VAR``, ``$(command)`` and backquotes in its
+    configuration's paths (``osext.expandvars``: it *runs* the command), and
+    its local scheduler splits a job script's path at spaces.  A folder whose
+    name has any character that the shell would need quoted is therefore given
+    to ReFrame as a link to it, ``<checkout>/.var-links/<hash>``: the files
+    still land in the folder itself, and no text of it reaches a shell.
+    """
+    if shlex.quote(path) == path:
+        return path
+    links = os.path.join(os.path.dirname(_HERE), '.var-links')
+    if shlex.quote(links) != links:
+        _config_error(f'the checkout {os.path.dirname(_HERE)!r} has a character ReFrame '
+                      f'cannot take in a path (a space, $, quotes...): move it')
+    link = os.path.join(links, hashlib.sha1(os.fsencode(path)).hexdigest()[:16])
+    try:
+        os.makedirs(links, exist_ok=True)
+        if not (os.path.islink(link) and os.readlink(link) == path):
+            tmp = f'{link}.tmp-{os.getpid()}'
+            os.symlink(path, tmp)
+            os.replace(tmp, link)
+    except OSError as err:
+        _config_error(f'cannot link {link} to HARNESS_VAR_DIR {path!r}: {err.strerror}')
+    return link
+
+
+#: The var dir itself (as the user and hybridverdict name it) ...
+REAL_VAR_DIR = var_dir()
 try:
-    os.makedirs(VAR_DIR, exist_ok=True)
+    os.makedirs(REAL_VAR_DIR, exist_ok=True)
 except OSError as _err:
-    _config_error(f'HARNESS_VAR_DIR: cannot create {VAR_DIR!r}: {_err.strerror}')
+    _config_error(f'HARNESS_VAR_DIR: cannot create {REAL_VAR_DIR!r}: {_err.strerror}')
+#: ... and as ReFrame is given it (every path of this configuration).
+VAR_DIR = reframe_path(REAL_VAR_DIR)
+#: The stage: ReFrame runs job scripts by their physical path (it resolves it
+#: from inside the folder), so a var dir it cannot take gets a stage folder of
+#: its own beside the link (scratch: outputs and perflogs still go to the var dir).
+STAGE_DIR = os.path.join(VAR_DIR, 'stage') if VAR_DIR == REAL_VAR_DIR else VAR_DIR + '.stage'
 
 try:
     #: Samples of every kernel run, checked here: an error in a check file
@@ -293,7 +330,7 @@ site_configuration = {
             'descr': 'This machine: its MPI stacks over shared memory and loopback TCP',
             'hostnames': ['.*'],
             'prefix': VAR_DIR,
-            'stagedir': os.path.join(VAR_DIR, 'stage'),
+            'stagedir': STAGE_DIR,
             'outputdir': os.path.join(VAR_DIR, 'output'),
             'partitions': [
                 {
