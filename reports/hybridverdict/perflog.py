@@ -31,6 +31,15 @@ from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, header_fields
 #: fields per performance variable
 PARTS = len(PERFVAR_PARTS)
 
+#: Control characters (terminal escapes among them): never passed on from a
+#: perflog to a terminal or a report, but shown as ``\x1b``-style escapes.
+_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as a visible escape."""
+    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}', text)
+
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
 #: the thresholds are fractions of the reference, None when unbounded.
 Ref = tuple[Optional[float], Optional[float], Optional[float]]
@@ -357,6 +366,8 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iter
             line = line.rstrip('\n')
             if not line.strip():
                 continue
+            if _CONTROL.search(line):
+                line = printable(line)   # untrusted text: no terminal escapes
             fields = line.split('|')
             if fields[0] == 'job_completion_time':
                 header = _Header(fields, stats)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from .atomic import new_file
 from .perflog import Record
 
 COLUMNS = ('system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
@@ -70,7 +71,7 @@ def table(records: Sequence[Record]) -> pl.DataFrame:
 
 def write_csv(df: pl.DataFrame, path: str) -> None:
     """A new CSV file (fails if `path` exists)."""
-    with open(path, 'xb') as fp:
+    with new_file(path) as fp:     # whole or not at all
         df.write_csv(fp)
 
 
@@ -120,7 +121,7 @@ def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
     """
     head = ('{"meta": ' + json.dumps(meta, default=str) + ',\n "columns": '
             + json.dumps(list(df.columns)) + ',\n "data": [\n  ')
-    with open(path, 'xb') as fp:
+    with new_file(path) as fp:     # whole or not at all
         fp.write(head.encode())
         if df.height and _plain(df):
             # nothing to escape: polars' CSV writer, quoting every string, writes JSON

@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import time
 
-from . import html, plots, render, tidy
+from . import atomic, html, plots, render, tidy
 from .report import Report
 
 #: output kind -> file name suffix
@@ -37,8 +37,7 @@ def unique_path(directory: str, stem: str, suffix: str) -> str:
 
 
 def _write_text(path: str, text: str) -> None:
-    with open(path, 'x', encoding='utf-8') as fp:
-        fp.write(text)
+    atomic.write_new(path, text)   # whole or not at all, never over a file
 
 
 def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
