@@ -39,6 +39,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from typing import NoReturn
 
@@ -189,6 +190,29 @@ def _note(msg: str) -> None:
 
 _ABSENT: dict[str, str] = {}
 
+#: What the launcher of each family says about itself (``--version``).
+_LAUNCHER_SAYS = {'openmpi': ('Open MPI', 'OpenRTE', 'PRRTE'), 'mpich': ('HYDRA',),
+                  'mvapich2': ('HYDRA',)}
+
+
+def _check_launcher_family(name: str, spec: dict, prefix: str, launcher: str) -> None:
+    """A prefix given for one stack must hold that stack's launcher: another
+    stack's would fail every run with its own errors (hydra refusing Open MPI's
+    options), not with the harness's stack-mismatch message."""
+    try:
+        proc = subprocess.run([launcher, '--version'], capture_output=True, text=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+        text = proc.stdout + proc.stderr
+    except (OSError, subprocess.SubprocessError) as err:
+        _config_error(f'{spec["prefix_var"]}={prefix!r}: cannot run {launcher} --version: '
+                      f'{err}')
+    if not any(word in text for word in _LAUNCHER_SAYS[spec['family']]):
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
+        _config_error(
+            f'{spec["prefix_var"]}={prefix!r}: {launcher} is not {spec["descr"]}\'s launcher '
+            f'(its --version says {first[:120]!r}): the prefix holds another MPI stack; '
+            f'stack {name} needs its own')
+
 
 def _absent_reason(name: str) -> str:
     return f'{name}: {_ABSENT.get(name, "not found")}'
@@ -213,6 +237,7 @@ def _find_stack(name: str, spec: dict) -> dict | None:
             _left_out(name, f'{spec["prefix_var"]}={prefix} has no '
                             f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
             return None
+        _check_launcher_family(name, spec, prefix, launcher)
         return {'cc': cc, 'launcher': launcher, 'prefix': prefix}
 
     if spec['suffixed'] is None:
@@ -241,7 +266,7 @@ def _selected_stacks() -> list[str]:
     names = [s.strip() for s in wanted.split(',') if s.strip()]
     unknown = [s for s in names if s not in _STACKS]
     if unknown:
-        _config_error(f'HARNESS_STACKS={wanted!r} names unknown stack(s) '
+        _config_error(f'HARNESS_STACKS names unknown stack(s) '
                       f'{", ".join(unknown)}; known: {", ".join(_STACKS)}')
     return names
 

@@ -86,7 +86,7 @@ def _check_entry(where: str, value: Any) -> None:
         _check_entry(where, value[2])
         return
     if not isinstance(value, list) or len(value) not in (3, 4):
-        raise ReferencesError(f'{where}: a reference is a list [ref, lower, upper, unit], '
+        raise ReferencesError(f'{where}: expected [reference, lower, upper, unit], '
                               f'got {value!r}')
     ref, lower, upper = value[:3]
     if not _is_number(ref):

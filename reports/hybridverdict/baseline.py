@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = args.system or sorted(by_system)
     missing = [s for s in systems if s not in by_system]
     if missing or not systems:
-        print(f'hybridverdict-baseline: error: no passed runs of system(s) '
+        print(f'hybridverdict-baseline: error: no verified runs that passed, of system(s) '
               f'{", ".join(missing) or "(any)"} in {", ".join(args.perflogs)}',
               file=sys.stderr)
         return 2
