@@ -113,7 +113,7 @@ def collect(records: Iterable[Record],
         for where, made in sorted(others.items()):
             build, lib, nodes = latest[where][1]
             left_out.append(
-                f'{where[1]} {where[2]} {where[3]} [{where[4]}]: from the runs of '
+                f'{where[1]} {where[0]}:{where[2]} {where[3]} [{where[4]}]: from the runs of '
                 f'"{build}", "{lib}", {nodes} node(s) (its latest); left out the runs of '
                 + '; '.join(f'"{b}", "{m}", {n} node(s)' for b, m, n in sorted(made)))
     return out
