@@ -86,7 +86,7 @@ def var_dir() -> str:
 
 
 def reframe_path(path: str) -> str:
-    """`path` as ReFrame can take it.
+    """`path` as ReFrame (and CMake, and a shell) can take it.
 
     ReFrame expands ``$VAR``, ``$(command)`` and backquotes in its
     configuration's paths (``osext.expandvars``: it *runs* the command), and
@@ -227,6 +227,9 @@ def _find_stack(name: str, spec: dict) -> dict | None:
     """The wrapper and launcher of one stack, or None if it is absent."""
     prefix = os.environ.get(spec['prefix_var'], '').strip()
     if prefix:
+        # Resolved once; a prefix with characters a shell or CMake would read
+        # (spaces, $, quotes) is given to them through a link (reframe_path).
+        given, prefix = prefix, reframe_path(os.path.join(_caller_cwd(), prefix))
         cc = os.path.join(prefix, 'bin', 'mpicc')
         launcher = next(
             (os.path.join(prefix, 'bin', exe) for exe in spec['launchers']
@@ -234,10 +237,10 @@ def _find_stack(name: str, spec: dict) -> dict | None:
             None,
         )
         if not os.access(cc, os.X_OK) or launcher is None:
-            _left_out(name, f'{spec["prefix_var"]}={prefix} has no '
+            _left_out(name, f'{spec["prefix_var"]}={given} has no '
                             f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
             return None
-        _check_launcher_family(name, spec, prefix, launcher)
+        _check_launcher_family(name, spec, given, launcher)
         return {'cc': cc, 'launcher': launcher, 'prefix': prefix}
 
     if spec['suffixed'] is None:
@@ -256,7 +259,9 @@ def _osu_prefix(stack: str) -> str:
     """OSU Micro-Benchmarks of `stack`: HARNESS_OSU_PREFIX with ``{stack}``
     replaced by the stack's name ('' when unset: the OSU checks skip)."""
     template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
-    return template.replace('{stack}', stack) if template else ''
+    if not template:
+        return ''
+    return reframe_path(os.path.join(_caller_cwd(), template.replace('{stack}', stack)))
 
 
 def _selected_stacks() -> list[str]:

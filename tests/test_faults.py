@@ -209,6 +209,7 @@ def injection(w: World) -> tuple[int, str]:
              if (p / 'INJECTED').exists()] + list(w.root.rglob('INJECTED')) + list(
                  (REPO / '.var-links').rglob('INJECTED'))
     assert not found, found
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
     assert (odd / 'var $(touch${IFS}INJECTED)' / 'perflogs' / 'local' / 'shm' /
             'SpmvCheck.log').is_file()
     return out(proc)
