@@ -261,6 +261,16 @@ def baseline_pools_nothing(w: World) -> tuple[int, str]:
     return out(proc)
 
 
+def truncated_line(w: World) -> tuple[int, str]:
+    log = w.var / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log'
+    with log.open('a') as fh:
+        fh.write(run_line(time='2026-11-22T12:00:00+0000')[:150] + '\n')
+    w.snapshot()
+    proc = w.tool('hybridverdict', '--no-write')
+    assert '2 records' in proc.stdout, proc.stdout
+    return out(proc)
+
+
 def escapes_in_perflog(w: World) -> tuple[int, str]:
     log = w.var / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log'
     with log.open('a') as fh:
@@ -338,11 +348,17 @@ CASES = [
          lambda w: out(w.harness('nightly', HARNESS_REPEAT='0'))),
     Case('./harness run selecting no check (was green)',
          r'ReFrame wrote no run report: the session ran nothing', 'fail', ran_nothing_harness),
+    Case('./harness nightly selecting no check (was green)',
+         r'ReFrame wrote no run report: the session ran nothing', 'fail',
+         lambda w: out(w.harness('nightly', HARNESS_REFRAME_OPTS='-n NoSuchCheck'))),
     # -- records: none lost, none pooled, none echoed raw
     Case('a failed record first in a session (lost the passed ones after it)',
          r'built or linked against another stack', 'fail', failed_first_record),
     Case('a record whose variables cannot be named', r'StreamCheck\.log:4: a record with 1 '
          r'performance variable\(s\) under a header with 0', 'fail', unreadable_record),
+    Case('a truncated perflog line (a crash while writing)',
+         r'skipped 1 perflog line\(s\): 1 field count differs .* \(first at .*'
+         r'StreamCheck\.log:4\)', 'ok', truncated_line),
     Case('terminal escapes in a perflog field', r'MPICH \\x1b\]0;pwned\\x07', 'ok',
          escapes_in_perflog),
     Case('Debug build, other MPI library and failed run beside Release runs',
