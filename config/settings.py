@@ -68,7 +68,8 @@ def _caller_cwd() -> str:
     path is resolved against the shell's ``$PWD`` there, not ``config/``."""
     cwd = os.getcwd()
     pwd = os.environ.get('PWD', '')
-    if cwd == _HERE and os.path.isabs(pwd) and os.path.isdir(pwd):
+    if (os.path.realpath(cwd) == os.path.realpath(_HERE) and os.path.isabs(pwd)
+            and os.path.isdir(pwd)):
         return pwd
     return cwd
 
@@ -109,7 +110,7 @@ def reframe_path(path: str) -> str:
             os.symlink(path, tmp)
             os.replace(tmp, link)
     except OSError as err:
-        _config_error(f'cannot link {link} to HARNESS_VAR_DIR {path!r}: {err.strerror}')
+        _config_error(f'cannot link {link} to {path!r}: {err.strerror}')
     return link
 
 
