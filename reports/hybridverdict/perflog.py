@@ -366,8 +366,12 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iter
             line = line.rstrip('\n')
             if not line.strip():
                 continue
-            if _CONTROL.search(line):
-                line = printable(line)   # untrusted text: no terminal escapes
+            # Untrusted text: what starts a terminal escape sequence (ESC, the
+            # 8-bit CSI/OSC/DCS) or moves the cursor is shown escaped, with
+            # every other control character of the line (cheap test first).
+            if ('\x1b' in line or '\x9b' in line or '\x9d' in line or '\x90' in line
+                    or '\x07' in line or '\r' in line or '\x08' in line):
+                line = printable(line)
             fields = line.split('|')
             if fields[0] == 'job_completion_time':
                 header = _Header(fields, stats)
