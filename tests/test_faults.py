@@ -195,7 +195,8 @@ def failed_first_record(w: World) -> tuple[int, str]:
 
 def injection(w: World) -> tuple[int, str]:
     """A shell command and a space in every path a user sets (the var dir, a
-    stack's prefix), then a real build and run: nothing runs, the run passes."""
+    stack's prefix, the OSU prefix), then a real build and run (spmv and the
+    STREAM run before it): nothing runs, the run passes."""
     needs('mpich')
     odd = w.root / 'odd $(touch${IFS}INJECTED) `touch INJECTED`'
     odd.mkdir()
@@ -204,7 +205,8 @@ def injection(w: World) -> tuple[int, str]:
     proc = w.reframe('-n', 'SpmvCheck%layout=mpi_2x1%problem=16', '-p', 'mpich',
                      '--system', 'local:shm', '-r', '-S', 'SpmvCheck.stream_elements=100000',
                      cwd=odd, HARNESS_VAR_DIR=str(odd / 'var $(touch${IFS}INJECTED)'),
-                     HARNESS_MPICH_PREFIX=str(prefix))
+                     HARNESS_MPICH_PREFIX=str(prefix),
+                     HARNESS_OSU_PREFIX=str(odd / 'osu-{stack} `touch INJECTED`'))
     found = [p for p in (w.root, REPO, Path.cwd(), Path('/tmp'))
              if (p / 'INJECTED').exists()] + list(w.root.rglob('INJECTED')) + list(
                  (REPO / '.var-links').rglob('INJECTED'))
