@@ -164,6 +164,12 @@ def relative_var_dir(w: World) -> tuple[int, str]:
     return out(proc)
 
 
+def broken_check_file(w: World) -> tuple[int, str]:
+    broken = w.root / 'broken.py'
+    broken.write_text('import reframe\nraise ValueError("broken check file")\n')
+    return out(w.reframe('--mode', 'nightly', '-r', checks=str(broken)))
+
+
 def ran_nothing_harness(w: World) -> tuple[int, str]:
     return out(w.harness('run', HARNESS_REFRAME_OPTS='-n NoSuchCheck'))
 
@@ -349,6 +355,8 @@ CASES = [
     Case('./harness nightly with HARNESS_REPEAT=0 (was not checked)',
          r'harness: error: HARNESS_REPEAT must be an integer from 1 to 100', 'fail',
          lambda w: out(w.harness('nightly', HARNESS_REPEAT='0'))),
+    Case('a check file that does not load, in the nightly mode (was a warning)',
+         r"skipping test file .*broken\.py.*broken check file", 'fail', broken_check_file),
     Case('./harness run selecting no check (was green)',
          r'ReFrame wrote no run report: the session ran nothing', 'fail', ran_nothing_harness),
     Case('./harness nightly selecting no check (was green)',
