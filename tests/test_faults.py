@@ -224,6 +224,29 @@ def injection(w: World) -> tuple[int, str]:
     return out(proc)
 
 
+def osu_injection(w: World) -> tuple[int, str]:
+    """The OSU checks and RingOsuAccuracy (their ldd lines, the osu_mbw_mr and
+    accuracy scripts) with stub benchmarks under a prefix holding a shell
+    command: the scripts run, the command does not, each check fails naming
+    why, and its failed record has the fields of a passed one."""
+    needs('mpich')
+    osu = w.root / 'osu $(touch${IFS}INJECTED)-mpich' / 'bin'
+    osu.mkdir(parents=True)
+    for name in ('osu_latency', 'osu_bw', 'osu_mbw_mr'):
+        (osu / name).write_text('#!/bin/sh\necho "# stub, no table"\n')
+        (osu / name).chmod(0o755)
+    proc = w.reframe('-n', 'OsuLatencyCheck|OsuMbwMrCheck|RingOsuAccuracy', '-p', 'mpich',
+                     '--system', 'local:shm', '-r', '-S', 'RingOsuAccuracy.rounds=1',
+                     checks='checks', cwd=w.root,
+                     HARNESS_OSU_PREFIX=str(w.root / 'osu $(touch${IFS}INJECTED)-{stack}'))
+    assert not list(w.root.rglob('INJECTED')) and not (REPO / 'INJECTED').exists()
+    for log in (w.var / 'perflogs' / 'local' / 'shm').glob('Osu*.log'):
+        header, *rows = log.read_text().splitlines()
+        assert rows and all(len(r.rstrip('|').split('|')) == len(header.split('|'))
+                            for r in rows), log
+    return out(proc)
+
+
 def report_write_fails(w: World) -> tuple[int, str]:
     """The disk fills while the report is written: no file of it is left."""
     code = ('import errno, os, sys\n'
@@ -391,6 +414,8 @@ CASES = [
     Case('disk full while the report is written (left a 0-byte report)',
          r'cannot write the report: .*No space left on device', 'fail', report_write_fails),
     # -- shell metacharacters in every path and knob a user sets
+    Case('$(command) in HARNESS_OSU_PREFIX, OSU checks run with stub benchmarks',
+         r'osu_latency: ldd shows no MPI library', 'fail', osu_injection),
     Case('$(command), backquotes and spaces in HARNESS_VAR_DIR and a stack prefix',
          r'PASSED.*Ran 2/2 test case', 'ok', injection),
 ]
