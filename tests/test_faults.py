@@ -170,6 +170,41 @@ def broken_check_file(w: World) -> tuple[int, str]:
     return out(w.reframe('--mode', 'nightly', '-r', checks=str(broken)))
 
 
+LATE_VARIABLE = '''
+import reframe as rfm
+import reframe.utility.sanity as sn
+from harnesslib.base import PerfSchema
+from reframe.core.builtins import run_after, run_before, sanity_function
+
+
+@rfm.simple_test
+class LateVariable(rfm.RunOnlyRegressionTest, PerfSchema):
+    valid_systems = ['local:shm']
+    valid_prog_environs = ['*']
+    executable = 'echo'
+
+    @run_after('setup')
+    def declared(self):
+        self.perf_variables['early'] = sn.make_performance_function(lambda: 1.0, 'x')
+
+    @sanity_function
+    def ok(self):
+        return True
+
+    @run_before('performance')
+    def late(self):
+        self.perf_variables['late'] = sn.make_performance_function(lambda: 2.0, 'x')
+'''
+
+
+def late_variable(w: World) -> tuple[int, str]:
+    """A check that adds a performance variable after sanity (a failed run of
+    it would log fewer fields than a passed one) fails, naming it."""
+    check = w.root / 'late_variable.py'
+    check.write_text(LATE_VARIABLE)
+    return out(w.reframe('-r', checks=str(check)))
+
+
 def ran_nothing_harness(w: World) -> tuple[int, str]:
     return out(w.harness('run', HARNESS_REFRAME_OPTS='-n NoSuchCheck'))
 
@@ -389,6 +424,8 @@ CASES = [
     Case('a failed record first in a session (lost the passed ones after it)',
          r'Ran 6/6 test case\(s\) from \d+ check\(s\) \(2 failure', 'fail',
          failed_first_record),
+    Case('a check declaring a performance variable after sanity (a developer error)',
+         r'performance variable\(s\) late were declared after sanity', 'fail', late_variable),
     Case('a record whose variables cannot be named', r'StreamCheck\.log:4: a record with 1 '
          r'performance variable\(s\) under a header with 0', 'fail', unreadable_record),
     Case('a truncated perflog line (a crash while writing)',
