@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 
 import reframe as rfm
@@ -188,8 +189,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
             planning.TINY_STREAM_ELEMENTS if declared_system()
             else planning.SPMV_STREAM_ELEMENTS)
         self.prerun_cmds = self.prerun_cmds + [
-            f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
-            f'--n {elements} --iters 5 > stream.out'
+            f'{launch} {shlex.quote(self.build.executable_path("stream"))} '
+            f'--mode {stream_mode} --n {int(elements)} --iters 5 > stream.out'
         ]
 
     def stream_result(self) -> dict:
@@ -206,7 +207,7 @@ class SpmvCheck(KernelCheck, PlannedRun):
                 f'not the layout of spmv, {self.num_tasks}x{self.threads}')
         return res
 
-    @run_before('performance')
+    @run_after('setup')
     def add_spmv_variables(self):
         # The parts of a call, for the efficiency and overlap models.
         for var in ('t_pack', 't_comp_interior', 't_comp_boundary'):
@@ -246,7 +247,7 @@ class MdCheck(KernelCheck, PlannedRun):
     def calls(self, res: dict) -> int:
         return int(res.get('steps') or 1)
 
-    @run_before('performance')
+    @run_after('setup')
     def add_phases(self):
         # Per step: the slowest rank's time in each phase over the steps run.
         for phase in MD_PHASES:
@@ -270,7 +271,7 @@ class RingCheck(KernelCheck, PlannedRun):
         return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
 
-    @run_before('performance')
+    @run_after('setup')
     def add_saturation_variables(self):
         # Aggregated bandwidth per node of every RESULT line, bw_k<k>_<bytes>
         # (k communicating CPUs per node): the saturation curve's data.  Every
@@ -389,7 +390,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             times.append(dep.job.completion_time)
             self._note_quietness(dep)
             entry = dep.perfvalues.get(f'{part}:{TIME_VARIABLE}')
-            if entry is None:
+            if entry is None or entry[0] is None:   # None: declared, no value
                 raise sn.SanityError(
                     f'{dep.display_name} logged no {TIME_VARIABLE} '
                     f'(was the performance stage skipped?)')
@@ -434,12 +435,12 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self._verdict = call(decide(self._cmp.interval, 1.0 / (1.0 + self.noise_floor),
                                     1.0 + self.noise_floor))
         self.verified = 'true'
-        self.executable_opts = [
+        self.executable_opts = [shlex.quote(
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '
             f'noise={self._noise:.4f} samples={len(t_mpi)}/{len(t_hyb)} '
             f'interval={self._cmp.interval.low:.4f}..{self._cmp.interval.high:.4f} '
             f'basis={self._cmp.basis.replace(" ", "-")} busy={self.busy} '
-            f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s'
+            f'T_mpi={med_mpi:.6g}s T_hybrid={med_hyb:.6g}s')
         ]
 
     def band_samples(self):

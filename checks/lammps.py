@@ -125,7 +125,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         def launch(ranks: int, threads: int) -> str:
             return launch_line(StackLauncher(launcher, 'openmpi', ranks, threads), ranks)
 
-        md = f'{self.build.executable_path("md")} --preset lammps-in.lj'
+        md = f'{shlex.quote(self.build.executable_path("md"))} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'
         more = ' '.join(shlex.quote(a) for a in (
             sys.executable, '-m', 'harnesslib.rounds', 'md', 'bench.out'))

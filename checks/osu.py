@@ -32,6 +32,7 @@ Performance variables (the perflog convention of the README): ``lat_<bytes>``
 from __future__ import annotations
 
 import os
+import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -42,6 +43,7 @@ from harnesslib.launch import (
     binding_env,
     hold_node_lock,
     launch_line,
+    shell_words,
 )
 from harnesslib.osu_output import (
     OsuParseError,
@@ -130,13 +132,13 @@ class OsuBase(KernelCheck):
         self.num_tasks_per_node = ranks
         self.num_tasks = ranks * nodes
         self.num_cpus_per_task = 1
-        self.executable = path
-        self.executable_opts = self.osu_options()
+        self.executable = shlex.quote(path)
+        self.executable_opts = shell_words(self.osu_options())
         self.build_spec = f'osu {env.extras.get("osu_prefix", "")}'
         self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
         self.prerun_cmds = hold_node_lock(part) + [
-            f'ldd {path} > osu.ldd 2>&1',
-            f'ldd {self.build.executable_path("ring")} > kernel.ldd 2>&1',
+            f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
+            f'ldd {shlex.quote(self.build.executable_path("ring"))} > kernel.ldd 2>&1',
         ]
 
     @run_before('run')
@@ -201,7 +203,7 @@ class OsuBase(KernelCheck):
     def value(self, size: int, column: int = 0) -> float:
         return self.table().rows[size][column]
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         self.perf_variables = {}
 
@@ -216,7 +218,7 @@ class OsuPt2ptBase(OsuBase):
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         return pt2pt_placement(self.current_partition, cores, nodes)
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         lat = self.benchmark_name == 'osu_latency'
         prefix, unit = ('lat', 'us') if lat else ('bw', 'MB/s')
@@ -266,7 +268,7 @@ class OsuCollectiveBase(OsuBase):
             return 0, 0, 'a collective needs at least 2 ranks'
         return self.ranks_per_node, nodes, ''
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         self.perf_variables = {
             f'lat_{s}': sn.make_performance_function(lambda s=s: self.value(s), 'us')
@@ -318,7 +320,7 @@ class OsuMbwMrCheck(OsuBase):
                                      self.current_environ.extras.get('family', ''),
                                      per_node, 1)
             cmd = launch_line(launcher, per_node * self.nodes)
-            lines.append(f'timeout -k 10 {self.run_timeout} {cmd} {self.executable} '
+            lines.append(f'timeout -k 10 {int(self.run_timeout)} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          f' || echo "k={k} status $?" >> osu_status.txt')
         with open(os.path.join(self.stagedir, 'mbw_mr.sh'), 'w') as fp:
@@ -354,7 +356,7 @@ class OsuMbwMrCheck(OsuBase):
         self.finalize_hung = str(bool(status)).lower()
         return True
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
         self.perf_variables = {
             f'bw_k{k}_{s}': sn.make_performance_function(

@@ -29,7 +29,7 @@ import sys
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import KernelCheck
-from harnesslib.launch import binding_env, hold_node_lock, launch_line
+from harnesslib.launch import binding_env, hold_node_lock, launch_line, shell_words
 from harnesslib.osu_output import expected_sizes, osu_binary
 from harnesslib.placement import cores_per_node, pt2pt_placement
 from harnesslib.rounds import (
@@ -79,11 +79,11 @@ class RingSweep(KernelCheck):
     def place(self):
         _pt2pt_place(self)
         env = self.current_environ
-        self.executable = self.build.executable_path('ring')
+        self.executable = shlex.quote(self.build.executable_path('ring'))
         self.build_spec = self.build.build_spec
-        self.executable_opts = ['--pattern', self.pattern, '--mode', 'mpi',
-                                '--sizes', self.sizes, '--reps', str(self.reps),
-                                '--iters-scale', str(self.iters_scale)]
+        self.executable_opts = shell_words(['--pattern', self.pattern, '--mode', 'mpi',
+                                            '--sizes', self.sizes, '--reps', str(self.reps),
+                                            '--iters-scale', str(self.iters_scale)])
         self.env_vars.update(binding_env(env.extras.get('family', ''), 1, self.binding))
         self.prerun_cmds = hold_node_lock(self.current_partition)
 
@@ -106,7 +106,7 @@ class RingPingpongCheck(RingSweep):
     #: the sweep reports every size, the accuracy check times OSU's full counts.
     iters_scale = 0.05
 
-    @run_before('performance')
+    @run_after('setup')
     def add_sweep_variables(self):
         for s in self.sweep():
             self.perf_variables[f'lat_{s}'] = sn.make_performance_function(
@@ -125,7 +125,7 @@ class RingBwCheck(RingSweep):
     pattern = 'bw'
     iters_scale = 0.25
 
-    @run_before('performance')
+    @run_after('setup')
     def add_sweep_variables(self):
         for s in self.sweep():
             self.perf_variables[f'bw_{s}'] = sn.make_performance_function(
@@ -197,14 +197,16 @@ class RingOsuAccuracy(KernelCheck):
         # The script launches every run itself, with the stack's launcher.
         launch = launch_line(self.stack_launcher(), self.num_tasks)
         self.job.launcher = getlauncher('local')()
-        ring = self.build.executable_path('ring')
+        ring = shlex.quote(self.build.executable_path('ring'))
+        osu_lat, osu_bw = shlex.quote(self.osu_lat), shlex.quote(self.osu_bw)
         lo, hi = MIB, self.bw_max
         # OSU has no watchdog for a hung MPI_Finalize (MPICH over TCP): a run
         # that `timeout` ends is noted; its table decides whether it counts.
-        osu = f'timeout -k 10 {self.run_timeout} {launch}'
+        osu = f'timeout -k 10 {int(self.run_timeout)} {launch}'
         more = ' '.join(shlex.quote(a) for a in (
             sys.executable, '-m', 'harnesslib.rounds', 'ring', '.')) + (
-            f' "$r" {hi} {self.lat_tol} {self.lat_floor_us} {self.bw_tol}')
+            f' "$r" {int(hi)} {float(self.lat_tol)} {float(self.lat_floor_us)} '
+            f'{float(self.bw_tol)}')
         lines = [
             'set -e',
             'r=0',
@@ -214,11 +216,11 @@ class RingOsuAccuracy(KernelCheck):
             # One timed loop per run (--reps 1), as OSU: the same estimator.
             f'  {launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters 10000 --skip 1000'
             ' > ring_lat_$r.out',
-            f'  {osu} {self.osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
+            f'  {osu} {osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
             ' || echo "osu_latency round $r status $?" >> osu_status.txt',
             f'  {launch} {ring} --pattern bw --sizes {lo}:{hi} --reps 1 --iters 20 --skip 2'
             ' > ring_bw_$r.out',
-            f'  {osu} {self.osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
+            f'  {osu} {osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
             ' || echo "osu_bw round $r status $?" >> osu_status.txt',
             f'  [ "$r" -ge {self.max_rounds} ] && break',
             f'  [ "$r" -lt {self.rounds} ] && continue',
@@ -296,22 +298,20 @@ class RingOsuAccuracy(KernelCheck):
     def median_bw(self, tool: str, size: int) -> float:
         return statistics.median(d[f'{tool}_bw'][size] for d in self.rounds_data())
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
-        if self.is_dry_run():
-            return
-        ratios = self.ratios()
-        bands = ring_osu_bands(self.rounds_data(), self.bw_sizes(), self.lat_tol,
-                               self.lat_floor_us, self.bw_tol)
-        pv = {}
-        ref = {}
-        for name, values in ratios.items():
-            names = [name] + (['bandwidth_ratio_1MiB'] if name == f'bandwidth_ratio_{MIB}'
-                              else [])
-            for n in names:
-                pv[n] = sn.make_performance_function(
-                    lambda v=values: statistics.median(v), 'x')
-                ref[n] = (*bands[name], 'x')
+        # Declared before the run (harnesslib.base.PerfSchema), read lazily:
+        # each ratio is the median of its per-round ratios.
+        def ratio(name: str) -> float:
+            return statistics.median(self.ratios()[name])
+
+        pv = {'latency_ratio_8B': sn.make_performance_function(
+            lambda: ratio('latency_ratio_8B'), 'x')}
+        for s in self.bw_sizes():
+            names = [f'bandwidth_ratio_{s}'] + (['bandwidth_ratio_1MiB'] if s == MIB else [])
+            for name in names:
+                pv[name] = sn.make_performance_function(
+                    lambda s=s: ratio(f'bandwidth_ratio_{s}'), 'x')
         pv['ring_latency_8B'] = sn.make_performance_function(
             lambda: self.median_lat('ring'), 'us')
         pv['osu_latency_8B'] = sn.make_performance_function(
@@ -322,8 +322,20 @@ class RingOsuAccuracy(KernelCheck):
                 lambda s=s: self.median_bw('ring', s), 'MB/s')
             pv[f'osu_bw_{s}'] = sn.make_performance_function(
                 lambda s=s: self.median_bw('osu', s), 'MB/s')
-        # The figures behind the ratios are shown, not judged.
-        ref.update({name: (0, None, None, fn.unit) for name, fn in pv.items()
-                    if name not in ref})
         self.perf_variables = pv
+
+    @run_before('performance')
+    def set_tolerances(self):
+        if self.is_dry_run():
+            return
+        bands = ring_osu_bands(self.rounds_data(), self.bw_sizes(), self.lat_tol,
+                               self.lat_floor_us, self.bw_tol)
+        ref = {}
+        for name, band in bands.items():
+            ref[name] = (*band, 'x')
+            if name == f'bandwidth_ratio_{MIB}':
+                ref['bandwidth_ratio_1MiB'] = (*band, 'x')
+        # The figures behind the ratios are shown, not judged.
+        ref.update({name: (0, None, None, fn.unit) for name, fn in self.perf_variables.items()
+                    if name not in ref})
         self.reference = {'*': ref}

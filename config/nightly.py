@@ -10,6 +10,8 @@
   file per session, never over an old one);
 * the perflogs in ``$HARNESS_VAR_DIR/perflogs`` (persistent, appended to,
   as in every session);
+* ``--warn-as-error``: a check file that fails to load (which ReFrame only
+  warns about, then runs what is left, possibly nothing) fails the night;
 * ReFrame's results storage (``$HARNESS_VAR_DIR/results.db``; on for every
   session, see :func:`storage`), so ``reframe --list-stored-sessions`` and
   ``--performance-compare`` see every night.
@@ -43,6 +45,9 @@ def modes(var_dir: str) -> list[dict]:
                 f'--report-junit={junit_file(var_dir)}',
                 f'--perflogdir={os.path.join(var_dir, "perflogs")}',
                 '--failure-stats',
+                # A check file that does not load is an error, not a warning
+                # and a night that ran nothing.
+                '--warn-as-error',
             ],
         },
     ]

@@ -35,18 +35,104 @@ Run it as ``reframe -C config/settings.py -c checks -r``.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
 import shutil
+import subprocess
 import sys
+from typing import NoReturn
 
+from harnesslib.paths import REFERENCES_DIR
+from harnesslib.placement import samples_per_run
+from harnesslib.references import ReferencesError, references_file, validate_references_file
 from harnesslib.schema import perflog_format, perfvar_format
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-VAR_DIR = os.path.abspath(
-    os.environ.get('HARNESS_VAR_DIR', os.path.join(os.path.dirname(_HERE), 'var'))
-)
 
-os.makedirs(VAR_DIR, exist_ok=True)
+
+class HarnessConfigError(SystemExit):
+    """A knob or file the configuration cannot use: one line on stderr and a
+    non-zero exit of ReFrame, whatever the command (a ValueError would be a
+    traceback; an error in a check file is only a warning and 'Ran 0/0')."""
+
+
+def _config_error(msg: str) -> NoReturn:
+    print(f'harness config: error: {msg}', file=sys.stderr)
+    raise HarnessConfigError(2)
+
+
+def _caller_cwd() -> str:
+    """The directory the user ran ReFrame from.  ReFrame imports this file
+    from inside its own folder (it changes directory to it), so a relative
+    path is resolved against the shell's ``$PWD`` there, not ``config/``."""
+    cwd = os.getcwd()
+    pwd = os.environ.get('PWD', '')
+    if (os.path.realpath(cwd) == os.path.realpath(_HERE) and os.path.isabs(pwd)
+            and os.path.isdir(pwd)):
+        return pwd
+    return cwd
+
+
+def var_dir() -> str:
+    """``HARNESS_VAR_DIR`` (default ``<checkout>/var``), absolute, resolved
+    once: a relative one is taken from where the user ran the command, as
+    ``hybridverdict`` and ``./harness`` take it."""
+    text = os.environ.get('HARNESS_VAR_DIR', '')
+    if not text.strip():
+        return os.path.join(os.path.dirname(_HERE), 'var')
+    if '\n' in text or '\0' in text:
+        _config_error(f'HARNESS_VAR_DIR={text!r}: a path with a newline or NUL')
+    return os.path.normpath(os.path.join(_caller_cwd(), os.path.expanduser(text)))
+
+
+def reframe_path(path: str) -> str:
+    """`path` as ReFrame (and CMake, and a shell) can take it.
+
+    ReFrame expands ``$VAR``, ``$(command)`` and backquotes in its
+    configuration's paths (``osext.expandvars``: it *runs* the command), and
+    its local scheduler splits a job script's path at spaces.  A folder whose
+    name has any character that the shell would need quoted is therefore given
+    to ReFrame as a link to it, ``<checkout>/.var-links/<hash>``: the files
+    still land in the folder itself, and no text of it reaches a shell.
+    """
+    if shlex.quote(path) == path:
+        return path
+    links = os.path.join(os.path.dirname(_HERE), '.var-links')
+    if shlex.quote(links) != links:
+        _config_error(f'the checkout {os.path.dirname(_HERE)!r} has a character ReFrame '
+                      f'cannot take in a path (a space, $, quotes...): move it')
+    link = os.path.join(links, hashlib.sha1(os.fsencode(path)).hexdigest()[:16])
+    try:
+        os.makedirs(links, exist_ok=True)
+        if not (os.path.islink(link) and os.readlink(link) == path):
+            tmp = f'{link}.tmp-{os.getpid()}'
+            os.symlink(path, tmp)
+            os.replace(tmp, link)
+    except OSError as err:
+        _config_error(f'cannot link {link} to {path!r}: {err.strerror}')
+    return link
+
+
+#: The var dir itself (as the user and hybridverdict name it) ...
+REAL_VAR_DIR = var_dir()
+try:
+    os.makedirs(REAL_VAR_DIR, exist_ok=True)
+except OSError as _err:
+    _config_error(f'HARNESS_VAR_DIR: cannot create {REAL_VAR_DIR!r}: {_err.strerror}')
+#: ... and as ReFrame is given it (every path of this configuration).
+VAR_DIR = reframe_path(REAL_VAR_DIR)
+#: The stage: ReFrame runs job scripts by their physical path (it resolves it
+#: from inside the folder), so a var dir it cannot take gets a stage folder of
+#: its own beside the link (scratch: outputs and perflogs still go to the var dir).
+STAGE_DIR = os.path.join(VAR_DIR, 'stage') if VAR_DIR == REAL_VAR_DIR else VAR_DIR + '.stage'
+
+try:
+    #: Samples of every kernel run, checked here: an error in a check file
+    #: would only be a warning and an empty session with exit status 0.
+    SAMPLES = samples_per_run()
+except ValueError as _err:
+    _config_error(str(_err))
 
 # Per stack: how to find it, its launcher, and what forces loopback TCP.
 # `family` tells the checks how to bind ranks and threads with that launcher.
@@ -103,10 +189,48 @@ def _note(msg: str) -> None:
         print(f'[harness config] {msg}', file=sys.stderr)
 
 
+_ABSENT: dict[str, str] = {}
+
+#: What the launcher of each family says about itself (``--version``).
+_LAUNCHER_SAYS = {'openmpi': ('Open MPI', 'OpenRTE', 'PRRTE'), 'mpich': ('HYDRA',),
+                  'mvapich2': ('HYDRA',)}
+
+
+def _check_launcher_family(name: str, spec: dict, prefix: str, launcher: str) -> None:
+    """A prefix given for one stack must hold that stack's launcher: another
+    stack's would fail every run with its own errors (hydra refusing Open MPI's
+    options), not with the harness's stack-mismatch message."""
+    try:
+        proc = subprocess.run([launcher, '--version'], capture_output=True, text=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+        text = proc.stdout + proc.stderr
+    except (OSError, subprocess.SubprocessError) as err:
+        _config_error(f'{spec["prefix_var"]}={prefix!r}: cannot run {launcher} --version: '
+                      f'{err}')
+    if not any(word in text for word in _LAUNCHER_SAYS[spec['family']]):
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
+        _config_error(
+            f'{spec["prefix_var"]}={prefix!r}: {launcher} is not {spec["descr"]}\'s launcher '
+            f'(its --version says {first[:120]!r}): the prefix holds another MPI stack; '
+            f'stack {name} needs its own')
+
+
+def _absent_reason(name: str) -> str:
+    return f'{name}: {_ABSENT.get(name, "not found")}'
+
+
+def _left_out(name: str, why: str) -> None:
+    _ABSENT[name] = why
+    _note(f'{name}: left out: {why}')
+
+
 def _find_stack(name: str, spec: dict) -> dict | None:
     """The wrapper and launcher of one stack, or None if it is absent."""
     prefix = os.environ.get(spec['prefix_var'], '').strip()
     if prefix:
+        # Resolved once; a prefix with characters a shell or CMake would read
+        # (spaces, $, quotes) is given to them through a link (reframe_path).
+        given, prefix = prefix, reframe_path(os.path.join(_caller_cwd(), prefix))
         cc = os.path.join(prefix, 'bin', 'mpicc')
         launcher = next(
             (os.path.join(prefix, 'bin', exe) for exe in spec['launchers']
@@ -114,19 +238,20 @@ def _find_stack(name: str, spec: dict) -> dict | None:
             None,
         )
         if not os.access(cc, os.X_OK) or launcher is None:
-            _note(f'{name}: left out: {spec["prefix_var"]}={prefix} has no '
-                  f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
+            _left_out(name, f'{spec["prefix_var"]}={given} has no '
+                            f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
             return None
+        _check_launcher_family(name, spec, given, launcher)
         return {'cc': cc, 'launcher': launcher, 'prefix': prefix}
 
     if spec['suffixed'] is None:
-        _note(f'{name}: left out: set {spec["prefix_var"]} to its install prefix')
+        _left_out(name, f'set {spec["prefix_var"]} to its install prefix')
         return None
 
     cc_name, launcher_name = spec['suffixed']
     cc, launcher = shutil.which(cc_name), shutil.which(launcher_name)
     if not cc or not launcher:
-        _note(f'{name}: left out: {cc_name} / {launcher_name} not found on PATH')
+        _left_out(name, f'{cc_name} / {launcher_name} not found on PATH')
         return None
     return {'cc': cc, 'launcher': launcher, 'prefix': ''}
 
@@ -135,7 +260,9 @@ def _osu_prefix(stack: str) -> str:
     """OSU Micro-Benchmarks of `stack`: HARNESS_OSU_PREFIX with ``{stack}``
     replaced by the stack's name ('' when unset: the OSU checks skip)."""
     template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
-    return template.replace('{stack}', stack) if template else ''
+    if not template:
+        return ''
+    return reframe_path(os.path.join(_caller_cwd(), template.replace('{stack}', stack)))
 
 
 def _selected_stacks() -> list[str]:
@@ -145,10 +272,8 @@ def _selected_stacks() -> list[str]:
     names = [s.strip() for s in wanted.split(',') if s.strip()]
     unknown = [s for s in names if s not in _STACKS]
     if unknown:
-        raise ValueError(
-            f'HARNESS_STACKS names unknown stack(s) {", ".join(unknown)}; '
-            f'known: {", ".join(_STACKS)}'
-        )
+        _config_error(f'HARNESS_STACKS names unknown stack(s) '
+                      f'{", ".join(unknown)}; known: {", ".join(_STACKS)}')
     return names
 
 
@@ -186,6 +311,12 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'osu_prefix': _osu_prefix(name),
                 },
             })
+    if not names and os.environ.get('HARNESS_STACKS', '').strip():
+        # The user asked for these stacks: a session without any would run
+        # nothing and pass.
+        _config_error(f'HARNESS_STACKS={os.environ["HARNESS_STACKS"].strip()!r}: none of '
+                      f'these stacks is present (' + '; '.join(
+                          _absent_reason(n) for n in _selected_stacks()) + ')')
     if not names:
         _note('no MPI stack found: install Debian\'s openmpi-bin/libopenmpi-dev or '
               'mpich/libmpich-dev, or set HARNESS_MVAPICH2_PREFIX')
@@ -252,6 +383,23 @@ _DECLARED_SYSTEM = {
 }
 _DECLARED_ENVS = [{**env, 'target_systems': ['declared']}
                   for env in _ENVS if env['target_systems'] == ['local']]
+def _check_references(systems: list[str]) -> None:
+    """Each system's references file, if it has one, must be one ReFrame can
+    read: otherwise ReFrame would skip every test with a warning and end
+    'PASSED Ran 0/0' with exit status 0."""
+    prefix = os.environ.get('RFM_REFERENCE_PREFIX', '').strip() or REFERENCES_DIR
+    prefix = os.path.join(_caller_cwd(), prefix)
+    for system in systems:
+        path = references_file(prefix, system)
+        if os.path.isfile(path):
+            try:
+                validate_references_file(path)
+            except ReferencesError as err:
+                _config_error(f'references file: {err} (fix it, or rewrite it with '
+                              f'`./harness baseline --force`)')
+
+
+_check_references(['local', 'declared', *(s['name'] for s in _SLURM_SYSTEMS)])
 
 site_configuration = {
     'systems': [
@@ -260,7 +408,7 @@ site_configuration = {
             'descr': 'This machine: its MPI stacks over shared memory and loopback TCP',
             'hostnames': ['.*'],
             'prefix': VAR_DIR,
-            'stagedir': os.path.join(VAR_DIR, 'stage'),
+            'stagedir': STAGE_DIR,
             'outputdir': os.path.join(VAR_DIR, 'output'),
             'partitions': [
                 {

@@ -29,7 +29,7 @@ def test_unknown_command_is_an_error():
 def test_bad_repeat_is_refused_before_anything_is_installed():
     proc = harness('run', HARNESS_REPEAT='three')
     assert proc.returncode != 0
-    assert "HARNESS_REPEAT must be a positive integer, got 'three'" in proc.stderr
+    assert "HARNESS_REPEAT must be an integer from 1 to 100, got 'three'" in proc.stderr
     assert '[1/4]' not in proc.stdout
 
 

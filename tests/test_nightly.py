@@ -116,9 +116,8 @@ def test_nightly_stores_every_session_and_appends_the_perflogs(sessions):
     for uuid in uuids:
         assert uuid in proc.stdout
     # Every session's runs are kept: the two layouts of the session the
-    # references came from and of the good night, then the failed run (whose
-    # line has no variables, so ReFrame starts a new file and keeps the old
-    # one as StreamCheck.log.h0).
+    # references came from and of the good night, then the failed run (its
+    # line has the same fields, its variables without values: one file).
     rows = [ln for path in (var / 'perflogs' / 'local' / 'shm').glob('StreamCheck.log*')
             for ln in path.read_text().splitlines()[1:]]
     assert len(rows) == 5, rows

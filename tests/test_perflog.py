@@ -96,3 +96,63 @@ def test_inputs_are_never_modified(tmp_path):
 def test_missing_path_is_a_clear_error(tmp_path):
     with pytest.raises(PerflogError, match='no such perflog'):
         read_perflogs([str(tmp_path / 'nope')])
+
+
+# ---- every record of a check has the same fields; the reader never loses one ----
+
+RUN_HEADER = '|'.join(header_fields()) + '|'
+
+
+def failed_line(**kw: str) -> str:
+    """A run that failed sanity, as ReFrame logged it before the checks declared
+    their variables up front: the run fields and no variable."""
+    run = line(result='fail', verified='', **kw)
+    return '|'.join(run.split('|')[:len(header_fields())]) + '|'
+
+
+def placeholder_line(**kw: str) -> str:
+    """A run that failed sanity, as logged now: every declared variable, no value."""
+    run = line(result='fail', verified='', **kw).split('|')[:len(header_fields())]
+    return '|'.join(run) + '|None||0|None|None|None|s|0|None|None|'
+
+
+def test_failed_run_logs_the_same_fields_as_a_passed_one(tmp_path):
+    write(tmp_path / 'local/shm/SpmvCheck.log', HEADER, placeholder_line(), line(t=1.5))
+    stats = ReadStats()
+    failed, passed = read_perflogs([str(tmp_path)], stats=stats)
+    assert (failed.result, failed.values, passed.values['t_total']) == ('fail', {}, 1.5)
+    assert stats.skipped == 0
+
+
+def test_failed_first_record_keeps_every_later_record(tmp_path):
+    """Issue 14.1 / 15.2: the header written from a failed first run has no
+    variable; the passing lines after it are read by their own shape, the
+    names taken from the check's other header (here the tcp partition's)."""
+    write(tmp_path / 'local/shm/SpmvCheck.log', RUN_HEADER, failed_line(), line(t=1.0),
+          failed_line(), line(t=2.0))
+    write(tmp_path / 'local/tcp/SpmvCheck.log', HEADER, line(part='tcp', t=3.0))
+    stats = ReadStats()
+    recs = read_perflogs([str(tmp_path)], stats=stats)
+    assert sorted((r.partition, r.result, r.values.get('t_total')) for r in recs) == [
+        ('shm', 'fail', None), ('shm', 'fail', None), ('shm', 'pass', 1.0),
+        ('shm', 'pass', 2.0), ('tcp', 'pass', 3.0)]
+    assert stats.skipped == 0 and stats.records == 5
+
+
+def test_failed_line_under_a_header_with_variables_is_read(tmp_path):
+    write(tmp_path / 'SpmvCheck.log', HEADER, line(t=1.0), failed_line())
+    recs = read_perflogs([str(tmp_path)])
+    assert [(r.result, r.values) for r in recs][1] == ('fail', {})
+
+
+def test_unnamable_variables_fail_loudly_naming_file_and_line(tmp_path):
+    path = write(tmp_path / 'local/shm/SpmvCheck.log', RUN_HEADER, failed_line(), line())
+    with pytest.raises(PerflogError, match=rf'{path}:3: a record with 2 performance'):
+        read_perflogs([str(tmp_path)])
+
+
+def test_skipped_lines_are_named(tmp_path):
+    path = write(tmp_path / 'a.log', HEADER, line(), line()[:40])
+    stats = ReadStats()
+    read_perflogs([str(tmp_path)], stats=stats)
+    assert f'first at {path}:3' in stats.warnings()[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -16,7 +17,14 @@ from reframe.core.exceptions import PerformanceError
 from reframe.core.launchers import JobLauncher
 
 from .build import KernelBuild
-from .launch import EXIT_STATUS_TAG, LIBRARY_PREFIX, StackLauncher, binding_env, hold_node_lock
+from .launch import (
+    EXIT_STATUS_TAG,
+    LIBRARY_PREFIX,
+    StackLauncher,
+    binding_env,
+    hold_node_lock,
+    shell_words,
+)
 from .noise import BandRule, QuietMachine
 from .paths import REFERENCES_DIR
 from .placement import cores_per_node
@@ -70,12 +78,47 @@ class SystemReferences(rfm.RegressionTestPlugin):
 
 # ---- run checks --------------------------------------------------------------------
 
+class PerfSchema(rfm.RegressionTestPlugin):
+    """Every perflog line of a test carries the same performance variables,
+    whether the test passed or failed.
+
+    ReFrame writes a perflog file's header from the first line it logs there,
+    and a test that fails sanity has not evaluated its performance variables:
+    its line would have none, and the lines of the passing tests after it more
+    fields than the header (``hybridverdict`` could not read them).  So a
+    test declares its variables by the time it reaches sanity (its hooks up
+    to setup set ``perf_variables``; their values are read lazily), and this
+    plugin logs each of them as ReFrame's placeholder for a variable without
+    a value (``None``, as in ``--dry-run``) until the performance stage
+    replaces it.
+    """
+
+    @run_before('sanity', always_last=True)
+    def declare_perf_variables(self):
+        part = self.current_partition.fullname
+        self._declared_perf = tuple(self.perf_variables)
+        for name, fn in self.perf_variables.items():
+            unit = getattr(fn, 'unit', '') or ''
+            # ReFrame's own slot for the variable (pipeline.check_performance
+            # fills the same key): [value, ref, lower, upper, unit, result].
+            self._perfvalues.setdefault(f'{part}:{name}', [None, 0, None, None, unit, None])
+
+    @run_before('performance', always_last=True)
+    def check_declared_perf_variables(self):
+        late = [n for n in self.perf_variables if n not in getattr(self, '_declared_perf', ())]
+        if late and not self.is_dry_run():
+            raise PerformanceError(
+                f'{type(self).__name__}: performance variable(s) {", ".join(late)} were '
+                f'declared after sanity: a failed run would log fewer fields than a '
+                f'passed one (declare them by the setup stage)')
+
+
 def _perflog_fields() -> type:
     """``PerflogFields``: a ReFrame plugin with one variable per run field of
     the schema that the checks set (``schema.check_fields``), so the perflog
     format and the checks' variables cannot drift apart."""
     meta = type(rfm.RegressionTestPlugin)
-    bases = (rfm.RegressionTestPlugin,)
+    bases = (PerfSchema,)
     namespace = meta.__prepare__('PerflogFields', bases)
     namespace['__module__'] = __name__
     namespace['__qualname__'] = 'PerflogFields'
@@ -134,9 +177,10 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
         self.num_tasks = self.ranks * self.nodes
         self.num_cpus_per_task = self.threads
         env = self.current_environ
-        self.executable = self.build.executable_path(self.kernel)
+        # Quoted: ReFrame writes both into the job script as they are.
+        self.executable = shlex.quote(self.build.executable_path(self.kernel))
         self.build_spec = self.build.build_spec
-        self.executable_opts = ['--mode', self.mode] + self.kernel_args()
+        self.executable_opts = shell_words(['--mode', self.mode] + self.kernel_args())
         self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
                                          self.binding))
         if self.declared_oversubscription():
@@ -281,14 +325,11 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
                 f'expected {self.num_tasks}x{self.threads}')
         return True
 
-    @run_before('performance')
+    @run_after('setup')
     def set_perf_variables(self):
-        if self.is_dry_run():   # --dry-run: job scripts only, no output to read
-            return
-        res = self.headline()
-        unit = res.get('fom_unit', '')
+        # Declared before the run (PerfSchema), read from its output lazily.
         self.perf_variables = {
-            'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), unit),
+            'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), ''),
         }
         # Per call (``calls``): the counts differ between runs where the
         # kernel's --min-time sets them.
@@ -305,6 +346,14 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
         """A time of the headline RESULT per call."""
         res = self.headline()
         return float(res[key]) / self.calls(res)
+
+    @run_before('performance')
+    def set_fom_unit(self):
+        """The figure of merit's unit is the kernel's own (its RESULT line)."""
+        if self.is_dry_run() or 'fom' not in self.perf_variables:
+            return   # --dry-run: job scripts only, no output to read
+        self.perf_variables['fom'] = sn.make_performance_function(
+            lambda: float(self.headline()['fom']), str(self.headline().get('fom_unit', '')))
 
 
 # ---- OSU Micro-Benchmarks -------------------------------------------------------

@@ -38,7 +38,8 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     #: A build that hangs fails; the session carries on.
     build_time_limit = '10m'
     fault_inject = variable(typ.Bool, value=False)
-    build_type = variable(str, value='Release')
+    #: CMake build type (a name: it is part of the build folder's name).
+    build_type = variable(typ.Str[r'[A-Za-z][A-Za-z0-9_]*'], value='Release')
     build_dir = variable(str, value='')
     #: What was built and how, for the perflog: the concretised Spack spec
     #: where Spack built it, otherwise the CMake build and its wrapper.
@@ -62,7 +63,8 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         if self.fault_inject:
             tag += '-fault-inject'
         self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
-        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}'
+        # The perflog separates fields with '|': never let one into a field.
+        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}'.replace('|', '/')
         launcher = env.extras.get('launcher', '')
         configure = [
             'cmake', '-S', SRC_DIR, '-B', self.build_dir,

@@ -73,6 +73,12 @@ def launch_line(launcher: JobLauncher, num_tasks: int) -> str:
     return ' '.join(shlex.quote(word) for word in launcher.command(job) + launcher.options)
 
 
+def shell_words(words: list[str]) -> list[str]:
+    """Each word quoted for the job script (ReFrame writes ``executable`` and
+    ``executable_opts`` into it as they are)."""
+    return [shlex.quote(str(w)) for w in words]
+
+
 def binding_env(family: str, threads: int, binding: str = 'threads') -> dict[str, str]:
     """OpenMP placement; MVAPICH2's own affinity off (its launcher binds).
     `binding` ('threads' or 'one-core') is the launcher's business."""
@@ -97,7 +103,7 @@ def hold_node_lock(partition) -> list[str]:
     if partition.scheduler.registered_name != 'local':
         return []
     lock = os.path.join(rt.runtime().system.prefix, 'node.lock')
-    return [f'exec 9>>"{lock}"', 'flock 9']
+    return [f'exec 9>>{shlex.quote(lock)}', 'flock 9']
 
 
 # ---- samples and references ------------------------------------------------------

@@ -191,6 +191,12 @@ def samples_per_run() -> int:
     judge, and ``--repeat`` renumbers the variants those dependencies name.
     """
     text = os.environ.get('HARNESS_REPEAT', '3').strip()
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f'HARNESS_REPEAT must be a positive integer, got {text!r}')
+    if not text.isdigit() or not 1 <= int(text) <= MAX_SAMPLES:
+        raise ValueError(f'HARNESS_REPEAT must be an integer from 1 to {MAX_SAMPLES}, '
+                         f'got {text!r}')
     return int(text)
+
+
+#: Most samples per run: each is a test case of every layout and size (a
+#: larger count only makes ReFrame build an unusable test graph for minutes).
+MAX_SAMPLES = 100

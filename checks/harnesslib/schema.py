@@ -5,6 +5,11 @@ of ``PERFVAR_PARTS`` per performance variable.  ``config/settings.py`` builds
 the ``filelog`` handler's format from it, ``harnesslib.base.PerflogFields``
 declares the checks' variables from it, and ``hybridverdict.perflog`` reads
 the files by it.  Nothing here imports ReFrame.
+
+The performance variables of a check are declared by the check itself, by
+the end of its setup stage (they depend on its parameters and the partition),
+and ``harnesslib.base.PerfSchema`` logs them for a run that fails before
+measuring them: every line of a check's perflog has the same fields.
 """
 
 from __future__ import annotations

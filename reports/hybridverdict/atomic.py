@@ -1,12 +1,14 @@
-"""New files written whole or not at all, never over an existing one.
+"""Writes that never leave a half-written file, and never replace a file by accident.
 
-``write_new(path, fill)`` writes through a temporary file in the same folder
-(``fill`` gets its binary file object), flushes and fsyncs it, then gives it its
-name with ``os.link``, which fails if the name exists (a file that appeared
-meanwhile is never replaced; ``os.replace`` would), and fsyncs the folder.  On a
-file system without hard links the temporary file is renamed with
-``os.replace`` after checking the name is free.  On any error the temporary
-file is removed and nothing appears under `path`.
+Every file is written to a hidden temporary file in the same folder, flushed
+and ``fsync``'d, then put in place in one step: a hard link where it must be
+new (:func:`new_file`, :func:`write_new`: ``FileExistsError`` if the name
+exists, even if it appeared meanwhile; on a file system without hard links a
+rename after checking the name is free), ``os.replace`` where a file is
+replaced on purpose (:func:`replaced_file`, :func:`write_replacing`).  The
+folder is fsync'd after.  On any error (a full disk, an interrupt) the
+temporary file is removed and the destination is as it was: absent, or its
+previous content.
 """
 
 from __future__ import annotations
@@ -15,60 +17,114 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Callable
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, Union
 
-#: the prefix of temporary files (hidden, so no reader takes them for outputs)
+#: The prefix of temporary files (hidden, so no reader takes them for outputs).
 TMP_PREFIX = '.tmp-'
 
+#: What a writer takes: the bytes or text of the file, or a function that
+#: writes it into the binary file object it is given.
+Content = Union[bytes, str, Callable[[BinaryIO], None]]
 
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+#: os.link's errors where the file system has no hard links.
+_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)
 
 
-def write_new(path: str, fill: Callable[[BinaryIO], None]) -> str:
-    """Write a new file `path` with `fill(fp)`; FileExistsError if it exists."""
+@contextlib.contextmanager
+def _staged(path: str) -> Iterator[tuple[BinaryIO, str]]:
     directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f'{TMP_PREFIX}{os.path.basename(path)}.',
+                               suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w+b') as fp:
+            yield fp, tmp
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _sync(fp: BinaryIO) -> None:
+    fp.flush()
+    os.fsync(fp.fileno())
+
+
+def _sync_dir(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _link_new(tmp: str, path: str) -> None:
+    """Give `tmp` the name `path`, which must be free."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(path):   # no hard links here: rename, if the name is free
+            raise FileExistsError(errno.EEXIST, 'will not overwrite', path) from None
+        os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def new_file(path: str) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through; it appears, whole, when the
+    block ends without error.  FileExistsError if `path` exists."""
     if os.path.lexists(path):
         raise FileExistsError(errno.EEXIST, 'will not overwrite', path)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + os.path.basename(path) + '.',
-                               dir=directory)
-    try:
-        with os.fdopen(fd, 'wb') as fp:
-            fill(fp)
-            fp.flush()
-            os.fsync(fp.fileno())
+    with _staged(path) as (fp, tmp):
+        yield fp
+        _sync(fp)
         try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise
-        except OSError as err:          # no hard links here: rename, the name was free
-            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK,
-                                 errno.ENOSYS):
-                raise
-            if os.path.lexists(path):
-                raise FileExistsError(errno.EEXIST, 'will not overwrite', path) from None
-            os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    _fsync_dir(directory)
+            _link_new(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    _sync_dir(path)
+
+
+@contextlib.contextmanager
+def replaced_file(path: str) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through; it replaces `path`, whole, when
+    the block ends without error (the old content stays otherwise)."""
+    with _staged(path) as (fp, tmp):
+        yield fp
+        _sync(fp)
+        os.replace(tmp, path)
+    _sync_dir(path)
+
+
+def _fill(fp: BinaryIO, data: Content) -> None:
+    if callable(data):
+        data(fp)
+    else:
+        fp.write(data.encode('utf-8') if isinstance(data, str) else data)
+
+
+def write_new(path: str, data: Content) -> str:
+    """`data` as the new file `path` (FileExistsError if it exists); `path`."""
+    with new_file(path) as fp:
+        _fill(fp, data)
     return path
 
 
 def write_text(path: str, text: str) -> str:
     """A new UTF-8 text file (see ``write_new``)."""
-    data = text.encode('utf-8')
+    return write_new(path, text)
 
-    def fill(fp: BinaryIO) -> None:
-        fp.write(data)
-    return write_new(path, fill)
+
+def write_replacing(path: str, data: Content) -> None:
+    """`data` as `path`, replacing it whole or not at all."""
+    with replaced_file(path) as fp:
+        _fill(fp, data)
+
+
+__all__ = ['Content', 'new_file', 'replaced_file', 'write_new', 'write_replacing',
+           'write_text']

@@ -22,9 +22,13 @@ ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
 
 Before writing it prints the difference from the existing references.  It
 never replaces an existing file without ``--force``, and then keeps the
-previous version as ``<prefix>/previous/<system>-<UTC time>.yaml``.  Runs that
-did not verify, were oversubscribed or ran on a busy machine (perflog field
-``busy``, see ``harnesslib.quiet``) are left out.
+previous version as ``<prefix>/previous/<system>-<UTC time>.yaml``; both are
+written whole or not at all (``hybridverdict.atomic``).  Only runs that passed
+are used (not failed, unverified or oversubscribed ones, nor runs made on a busy
+machine: perflog field ``busy``, see ``harnesslib.quiet``), and runs that must
+not be compared are never pooled: where one test variant ran with several
+builds (build type, Spack spec, wrapper), MPI libraries or node counts, its
+reference comes from the one its latest run used, and the others are named.
 """
 
 from __future__ import annotations
@@ -33,16 +37,22 @@ import argparse
 import dataclasses
 import datetime as dt
 import os
-import shutil
 import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
 
 import yaml
-from harnesslib.references import INDEX, lower_is_better, references_file, split_name
+from harnesslib.references import (
+    INDEX,
+    lower_is_better,
+    references_file,
+    split_name,
+    validate_references,
+)
 from tabulate import tabulate
 
+from . import atomic
 from .cli import default_var_dir
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
@@ -65,17 +75,48 @@ class Samples:
     values: list[float] = dataclasses.field(default_factory=list)
 
 
-def collect(records: Iterable[Record]) -> dict[str, dict[str, dict[Key, Samples]]]:
-    """system -> test class -> key -> samples, from verified runs."""
-    out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
-    for rec in records:
-        if not rec.name or not rec.verified or rec.oversubscribed or rec.busy:
-            continue
+#: What a run was made with, beyond its test variant: runs that differ in it
+#: are not comparable (a Debug build, another install of the stack, more nodes).
+Made = tuple[str, str, int]
+
+
+def made_with(rec: Record) -> Made:
+    return (rec.build_spec, rec.mpi_library, rec.nodes)
+
+
+def collect(records: Iterable[Record],
+            left_out: list[str] | None = None) -> dict[str, dict[str, dict[Key, Samples]]]:
+    """system -> test class -> key -> samples, from runs that passed.
+
+    Per test variant (class, partition, stack, variant) only the runs made as
+    its latest run was (:func:`made_with`) count; `left_out` receives one line
+    per variant whose other runs were left out."""
+    usable = [r for r in records if r.name and r.usable and not r.busy]
+    latest: dict[tuple[str, str, str, str, str], tuple[object, Made]] = {}
+    for rec in usable:
         cls, variant = split_name(rec.name)
+        where = (rec.system, cls, rec.partition, rec.stack, variant)
+        if where not in latest or rec.time >= latest[where][0]:  # type: ignore[operator]
+            latest[where] = (rec.time, made_with(rec))
+    out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
+    others: dict[tuple[str, str, str, str, str], set[Made]] = defaultdict(set)
+    for rec in usable:
+        cls, variant = split_name(rec.name)
+        where = (rec.system, cls, rec.partition, rec.stack, variant)
+        if made_with(rec) != latest[where][1]:
+            others[where].add(made_with(rec))
+            continue
         for var, value in rec.values.items():
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
             entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
             entry.values.append(value)
+    if left_out is not None:
+        for where, made in sorted(others.items()):
+            build, lib, nodes = latest[where][1]
+            left_out.append(
+                f'{where[1]} {where[0]}:{where[2]} {where[3]} [{where[4]}]: from the runs of '
+                f'"{build}", "{lib}", {nodes} node(s) (its latest); left out the runs of '
+                + '; '.join(f'"{b}", "{m}", {n} node(s)' for b, m, n in sorted(made)))
     return out
 
 
@@ -140,8 +181,11 @@ def read_references(path: str) -> dict[str, dict[Key, RefTuple]]:
     try:
         with open(path, encoding='utf-8') as fp:
             doc = yaml.safe_load(fp)
-    except (OSError, yaml.YAMLError) as err:
-        raise ReferencesError(f'{path}: cannot read references: {err}') from None
+        # Every entry of the right type (ReFrame's $ref reader would skip every test).
+        validate_references(doc, path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as err:
+        raise ReferencesError(f'cannot read references: {" ".join(str(err).split())}') \
+            from None
     return flatten(doc or {}, path)
 
 
@@ -220,17 +264,20 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
         while os.path.exists(kept):
             kept = os.path.join(prev_dir, f'{stem}-{now:%Y%m%dT%H%M%S}Z-{n}.yaml')
             n += 1
-        shutil.copy2(path, kept)
+        with open(path, 'rb') as old:
+            atomic.write_new(kept, old.read())
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-    tmp = f'{path}.tmp-{os.getpid()}'
     header = (f'# Performance references of this system, written by hybridverdict-baseline\n'
               f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
               f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
-    with open(tmp, 'w', encoding='utf-8') as fp:
-        fp.write(header)
-        yaml.safe_dump(to_document(entries), fp, sort_keys=False, default_flow_style=None,
-                       width=100)
-    os.replace(tmp, path)
+    text = header + yaml.safe_dump(to_document(entries), sort_keys=False,
+                                   default_flow_style=None, width=100)
+    try:
+        atomic.write_replacing(path, text)
+    except BaseException:
+        if kept is not None:   # the file is unchanged: no copy of it to keep
+            os.unlink(kept)
+        raise
     return kept
 
 
@@ -287,19 +334,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.until:
         records = [r for r in records if r.time < args.until]
-    if stats.skipped:
-        reasons = ', '.join(f'{n} {why}' for why, n in sorted(stats.reasons.items()))
-        print(f'hybridverdict-baseline: warning: skipped {stats.skipped} perflog line(s): '
-              f'{reasons}', file=sys.stderr)
+    for warning in stats.warnings():
+        print(f'hybridverdict-baseline: warning: {warning}', file=sys.stderr)
     busy = sum(1 for r in records if r.busy)
     if busy:
         print(f'hybridverdict-baseline: left out {busy} run(s) made on a busy machine '
               f'(perflog field busy, see harnesslib.quiet)', file=sys.stderr)
-    by_system = collect(records)
+    left_out: list[str] = []
+    by_system = collect(records, left_out)
+    for line in left_out:
+        print(f'hybridverdict-baseline: note: not pooled: {line}', file=sys.stderr)
     systems = args.system or sorted(by_system)
     missing = [s for s in systems if s not in by_system]
     if missing or not systems:
-        print(f'hybridverdict-baseline: error: no verified runs of system(s) '
+        print(f'hybridverdict-baseline: error: no verified runs that passed, of system(s) '
               f'{", ".join(missing) or "(any)"} in {", ".join(args.perflogs)}',
               file=sys.stderr)
         return 2
@@ -327,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
         except (ReferencesError, ValueError) as err:
             print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
+            status = 2
+        except OSError as err:
+            print(f'hybridverdict-baseline: error: cannot write {path}: '
+                  f'{err.strerror or err} (nothing was changed)', file=sys.stderr)
             status = 2
     return status
 

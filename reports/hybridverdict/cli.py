@@ -85,7 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f'--history-limit must be >= 0, got {args.history_limit}')
     if args.history_points < 2:
         p.error(f'--history-points must be >= 2, got {args.history_points}')
-    if args.since:
+    if args.since is not None:   # an empty --since is an error too, not 'all'
         try:
             args.since = parse_time(args.since)
         except ValueError:

@@ -2,9 +2,18 @@
 
 Each file starts with a header line naming the '|'-separated fields (the
 ``format`` of ``config/settings.py``); a file whose header changed was renamed
-by ReFrame to ``<name>.log.h<N>`` and is read too.  Lines that do not fit their
-header (truncated, corrupt) are skipped and counted, never fatal.  Files are
-only read, never modified.
+by ReFrame to ``<name>.log.h<N>`` and is read too.
+
+A line is its run fields, then one block of five fields per performance
+variable.  A line whose variables differ in number from its header's (a file
+whose first line was a failed run, written before the checks declared their
+variables up front) is read by its own shape: a failed run without variables
+under a header with some, or a passed run under a header without any, with
+the names of the other header of the same check that has as many; where
+that is ambiguous the read fails, naming the file and line, rather than lose a
+valid record.  Lines of no such shape (truncated, corrupt) are skipped and
+counted, with the first of them named in the warning.  Files are only read,
+never modified.
 """
 
 from __future__ import annotations
@@ -18,6 +27,18 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple, Optional
 
 from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, header_fields
+
+#: fields per performance variable
+PARTS = len(PERFVAR_PARTS)
+
+#: Control characters (terminal escapes among them): never passed on from a
+#: perflog to a terminal or a report, but shown as ``\x1b``-style escapes.
+_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as a visible escape."""
+    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}', text)
 
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
 #: the thresholds are fractions of the reference, None when unbounded.
@@ -146,15 +167,23 @@ class ReadStats:
     #: header fields the reader does not know -> number of files that had them
     unknown_fields: dict[str, int] = dataclasses.field(default_factory=dict)
 
-    def skip(self, reason: str, count: int = 1) -> None:
+    #: where the first skipped line was, per reason ('file:line')
+    first_at: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def skip(self, reason: str, count: int = 1, where: str = '') -> None:
         self.skipped += count
         self.reasons[reason] = self.reasons.get(reason, 0) + count
+        if where:
+            self.first_at.setdefault(reason, where)
 
     def warnings(self) -> list[str]:
         """One line per kind of problem met while reading, for the user."""
         out = []
         if self.skipped:
-            reasons = ', '.join(f'{n} {why}' for why, n in sorted(self.reasons.items()))
+            reasons = ', '.join(
+                f'{n} {why}' + (f' (first at {self.first_at[why]})' if why in self.first_at
+                                else '')
+                for why, n in sorted(self.reasons.items()))
             out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
         if self.unknown_fields:
             names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
@@ -163,7 +192,8 @@ class ReadStats:
 
 
 class PerflogError(Exception):
-    """A perflog path that cannot be read at all."""
+    """A perflog path that cannot be read at all, or a record that cannot be
+    read without guessing (the message names the file and line)."""
 
 
 def perflog_files(paths: Iterable[str]) -> list[str]:
@@ -228,6 +258,8 @@ class _Header:
     """
 
     def __init__(self, fields: list[str], stats: ReadStats):
+        #: the names, without the empty field after a trailing '|'
+        self.fields = list(fields[:-1] if fields and fields[-1] == '' else fields)
         self.width = len(fields)
         index = {name: i for i, name in enumerate(fields)}
         self.required = [(k, index.get(k, -1)) for k in REQUIRED]
@@ -244,6 +276,10 @@ class _Header:
                 self.variables.append((var, i, *parts))
                 claimed.update((i, *parts))
         self.names = tuple(v[0] for v in self.variables)
+        #: run fields before the first variable's block (the line's own shape)
+        first = min((v[1] for v in self.variables), default=len(self.fields))
+        self.run_width = first if len(self.fields) - first == PARTS * len(self.variables) \
+            else -1
         self.get_values = _getter([v[1] for v in self.variables])
         self.get_units = _getter([v[2] for v in self.variables])
         self.get_refs = _getter([v[3] for v in self.variables])
@@ -314,34 +350,113 @@ class _Header:
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
 
 
-def read_file(path: str, stats: ReadStats) -> Iterator[Record]:
+#: check (file name without .log/.h<N>) -> number of variables -> variable
+#: block names of the headers that have that many
+Shapes = dict[str, dict[int, set[tuple[str, ...]]]]
+
+
+def _check_of(path: str) -> str:
+    return re.sub(r'\.log(\.h\d+)?$', '', os.path.basename(path))
+
+
+def _add_shape(shapes: Shapes, path: str, header: _Header) -> None:
+    if header.run_width >= 0:
+        block = tuple(header.fields[header.run_width:])
+        shapes.setdefault(_check_of(path), {}).setdefault(
+            len(header.variables), set()).add(block)
+
+
+def header_shapes(files: Iterable[str]) -> Shapes:
+    """The variable blocks of the headers of `files`, per check (first lines only)."""
+    shapes: Shapes = {}
+    for path in files:
+        with open(path, encoding='utf-8', errors='replace') as fp:
+            first = fp.readline().rstrip('\n').split('|')
+        if first[0] == 'job_completion_time':
+            _add_shape(shapes, path, _Header(first, ReadStats()))
+    return shapes
+
+
+def _reshaped(header: _Header, fields: list[str], path: str, lineno: int,
+              shapes: Shapes, cache: dict, stats: ReadStats) -> _Header | None:
+    """The header that reads a line of another width than its own header, by
+    the line's shape, in the two cases a failed first record leaves: a line
+    without variables under a header with some (a failed run), and a line with
+    k blocks of five under a header without variables (a passed run), whose
+    names come from the one header of the same check with k variables.
+    None: no such shape (truncated or corrupt).  PerflogError: k blocks whose
+    names no header of the same check tells unambiguously."""
+    if header.run_width < 0:
+        return None
+    extra = len(fields) - header.run_width
+    if extra < 0 or extra % PARTS:
+        return None
+    k = extra // PARTS
+    if k and header.variables:
+        # Neither shape a failed first record leaves: a truncated line.
+        return None
+    if k == 0:
+        block: tuple[str, ...] = ()
+    else:
+        blocks = shapes.get(_check_of(path), {}).get(k, set())
+        if len(blocks) != 1:
+            raise PerflogError(
+                f'{path}:{lineno}: a record with {k} performance variable(s) under a '
+                f'header with {len(header.variables)}, and '
+                + (f'{len(blocks)} different headers of {_check_of(path)} with {k}'
+                   if blocks else f'no header of {_check_of(path)} with {k}')
+                + ' to name them: the record cannot be read without guessing; move '
+                  'this file aside, or split it at this line and add the header')
+        (block,) = blocks
+    key = (id(header), block)
+    if key not in cache:
+        cache[key] = _Header(header.fields[:header.run_width] + list(block), stats)
+    return cache[key]
+
+
+def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iterator[Record]:
     stats.files += 1
+    shapes = shapes if shapes is not None else {}
+    reshaped: dict = {}
     with open(path, encoding='utf-8', errors='replace') as fp:
         header: _Header | None = None
         for lineno, line in enumerate(fp, 1):
             line = line.rstrip('\n')
             if not line.strip():
                 continue
+            # Untrusted text: what starts a terminal escape sequence (ESC, the
+            # 8-bit CSI/OSC/DCS) or moves the cursor is shown escaped, with
+            # every other control character of the line (cheap test first).
+            if ('\x1b' in line or '\x9b' in line or '\x9d' in line or '\x90' in line
+                    or '\x07' in line or '\r' in line or '\x08' in line):
+                line = printable(line)
             fields = line.split('|')
             if fields[0] == 'job_completion_time':
                 header = _Header(fields, stats)
+                _add_shape(shapes, path, header)
                 continue
             if header is None:
-                stats.skip('no header')
+                stats.skip('no header', where=f'{path}:{lineno}')
                 continue
             # The perf-variable block ends with a '|': tolerate one empty field.
-            if len(fields) == header.width + 1 and fields[-1] == '':
+            if fields[-1] == '' and len(fields) != header.width:
                 fields.pop()
+            line_header = header
             if len(fields) != header.width:
-                stats.skip('field count differs from header (truncated or corrupt)')
-                continue
-            if header.kernel is not None and fields[header.kernel] in ('null', 'None'):
+                found = _reshaped(header, fields, path, lineno, shapes, reshaped, stats)
+                if found is None:
+                    stats.skip('field count differs from header (truncated or corrupt)',
+                               where=f'{path}:{lineno}')
+                    continue
+                line_header = found
+            if (line_header.kernel is not None
+                    and fields[line_header.kernel] in ('null', 'None')):
                 continue  # a build or other non-kernel test: nothing to pair
             try:
-                rec = header.parse(fields, f'{path}:{lineno}')
+                rec = line_header.parse(fields, f'{path}:{lineno}')
             except (ValueError, KeyError) as err:
                 stats.skip(f'unparsable ({err})' if 'missing' in str(err)
-                           else 'unparsable value')
+                           else 'unparsable value', where=f'{path}:{lineno}')
                 continue
             stats.records += 1
             yield rec
@@ -352,8 +467,10 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
     """All kernel records under `paths`, optionally only those after `since`."""
     stats = stats if stats is not None else ReadStats()
     out: list[Record] = []
-    for path in perflog_files(paths):
-        for rec in read_file(path, stats):
+    files = perflog_files(paths)
+    shapes = header_shapes(files)
+    for path in files:
+        for rec in read_file(path, stats, shapes):
             if since is None or rec.time >= since:
                 out.append(rec)
     return out

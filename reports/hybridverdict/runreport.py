@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterable
 
-from .perflog import ReadStats, Record, Ref, parse_time
+from .perflog import ReadStats, Record, Ref, parse_time, printable
 
 _PASSED = ('pass', 'success')
 
@@ -117,7 +117,9 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
     stats.files += 1
     try:
         with open(path, encoding='utf-8') as fp:
-            data = json.load(fp)
+            # untrusted text: control characters (terminal escapes) shown escaped
+            data = json.load(fp, object_hook=lambda d: {
+                k: printable(v) if isinstance(v, str) else v for k, v in d.items()})
         runs = data['runs']
         if not isinstance(runs, list):
             raise TypeError('runs is not a list')
