@@ -46,5 +46,5 @@ def test_help_lists_nightly_and_test_installs_slurm_for_the_tests():
     assert './harness nightly' in proc.stdout
     assert 'set -euo' not in proc.stdout
     text = (REPO / 'harness').read_text()
-    assert 'TEST_APT_PACKAGES=(slurm-wlm)' in text
+    assert 'TEST_APT_PACKAGES=(slurm-wlm lmod)' in text   # the test clusters and their modules
     assert 'apt_install "${TEST_APT_PACKAGES[@]}"' in text.split('cmd_test()', 1)[1]
