@@ -61,7 +61,6 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.udeps as udeps
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
-from harnesslib.launch import launch_line
 from harnesslib.placement import (
     cores_per_node,
     divisors,
@@ -115,9 +114,8 @@ class SpmvCheck(KernelCheck):
         is `traffic_gbs` / stream GB/s.
         """
         stream_mode = 'mpi' if self.threads == 1 else 'masteronly'
-        # Not self.job: before the run stage neither its launcher nor its
-        # task count is set yet.
-        launch = launch_line(self.stack_launcher(), self.num_tasks)
+        # The partition's launcher with the job's binding, as the kernel's run.
+        launch = self.launch(self.num_tasks)
         self.prerun_cmds = self.prerun_cmds + [
             f'{launch} {self.build.executable_path("stream")} --mode {stream_mode} '
             f'--n {self.stream_elements} --iters 5 > stream.out'

@@ -25,7 +25,6 @@ import os
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import KernelCheck
-from harnesslib.launch import binding_env, hold_node_lock, launch_line
 from harnesslib.osu_output import OsuParseError, expected_sizes, osu_binary, parse_osu
 from harnesslib.placement import cores_per_node, pt2pt_placement
 from harnesslib.units import MIB, parse_bytes
@@ -66,14 +65,11 @@ class RingSweep(KernelCheck):
     @run_after('setup')
     def place(self):
         _pt2pt_place(self)
-        env = self.current_environ
         self.executable = self.build.executable_path('ring')
         self.build_spec = self.build.build_spec
         self.executable_opts = ['--pattern', self.pattern, '--mode', 'mpi',
                                 '--sizes', self.sizes, '--reps', str(self.reps),
                                 '--iters-scale', str(self.iters_scale)]
-        self.env_vars.update(binding_env(env.extras.get('family', ''), 1, self.binding))
-        self.prerun_cmds = hold_node_lock(self.current_partition)
 
     def by_size(self, key: str) -> dict[int, float]:
         return {int(r['size']): float(r[key]) for r in self.results()}
@@ -174,13 +170,11 @@ class RingOsuAccuracy(KernelCheck):
         self.build_spec = f'{self.build.build_spec}; osu {env.extras.get("osu_prefix", "")}'
         self.executable = 'bash'
         self.executable_opts = ['accuracy.sh']
-        self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
-        self.prerun_cmds = hold_node_lock(self.current_partition)
 
     @run_before('run')
     def write_script(self):
-        # The script launches every run itself, with the stack's launcher.
-        launch = launch_line(self.stack_launcher(), self.num_tasks)
+        # The script launches every run itself, with the partition's launcher.
+        launch = self.launch(self.num_tasks)
         self.job.launcher = getlauncher('local')()
         ring = self.build.executable_path('ring')
         lo, hi = MIB, self.bw_max

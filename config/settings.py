@@ -39,6 +39,7 @@ import os
 import shutil
 import sys
 
+from harnesslib.launch import rank_binding_env, stack_bindir
 from harnesslib.schema import perflog_format, perfvar_format
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -160,11 +161,18 @@ def _environments() -> tuple[list[dict], list[str]]:
         if found is None:
             continue
         names.append(name)
+        # The partitions launch with ReFrame's `mpirun`: this folder of links
+        # (mpirun, mpiexec, mpicc... to the stack's own tools), first on PATH,
+        # makes the name this stack's; its launcher binds every rank to a
+        # core of its own (a hybrid check widens it to its threads).
+        bindir = stack_bindir(os.path.join(VAR_DIR, 'stacks'), name, found['cc'],
+                              found['launcher'], spec['family'])
+        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec['family'])}
         # The stack's defaults for the whole system (shm uses them), and a
         # more specific definition for the tcp partition, which ReFrame picks
         # there.
         for target, transport in (('local', 'shm'), ('local:tcp', 'tcp')):
-            env_vars = dict(spec['env'])
+            env_vars = {**launch_env, **spec['env']}
             if transport == 'tcp':
                 env_vars.update(spec['tcp_env'])
             envs.append({
@@ -178,6 +186,7 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'family': spec['family'],
                     'descr': spec['descr'],
                     'launcher': found['launcher'],
+                    'bindir': bindir,
                     'prefix': found['prefix'],
                     'transport': transport,
                     # The Spack spec of the kernels for this stack (README: Spack).
@@ -218,8 +227,9 @@ site_configuration = {
                     'name': part,
                     'descr': descr,
                     'scheduler': 'local',
-                    # The checks replace this with each stack's own launcher.
-                    'launcher': 'local',
+                    # ReFrame's own mpirun launcher: each environment makes
+                    # `mpirun` its stack's (PATH) and sets its binding.
+                    'launcher': 'mpirun',
                     'environs': _STACK_NAMES or ['builtin'],
                     'max_jobs': 1,  # never two runs side by side: no oversubscription
                     'time_limit': '10m',

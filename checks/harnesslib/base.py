@@ -1,6 +1,7 @@
-"""The base of every run: references from the system's file, the perflog
-fields, placement, the stack's launcher, the node lock; and ``KernelCheck``,
-one kernel run at one layout."""
+"""The base of every run: ``RunBase`` (references from the system's file, the
+perflog fields, the partition's launcher with the run's binding, the node
+lock); its children ``KernelCheck`` (one kernel run at one layout) here and
+the OSU checks' base in checks/osu.py."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError
-from reframe.core.launchers import JobLauncher
 
 from .build import KernelBuild
-from .launch import EXIT_STATUS_TAG, LIBRARY_PREFIX, StackLauncher, binding_env, hold_node_lock
+from .launch import (
+    EXIT_STATUS_TAG,
+    LIBRARY_PREFIX,
+    binding_env,
+    hold_node_lock,
+    launch_line,
+    launcher_family,
+)
 from .paths import REFERENCES_DIR
 from .placement import cores_per_node
 from .references import references_file, split_name
@@ -89,22 +96,76 @@ def _perflog_fields() -> type:
 PerflogFields = _perflog_fields()
 
 
-class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
-    """One kernel run at one layout; subclasses say how to run their kernel."""
+class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
+    """The base of every run of the harness: references, perflog fields, the
+    partition's launcher with this run's binding, the node lock, and the
+    tests every run's output must pass (its stack, its cores, its exit).
+
+    The launcher is the partition's own ReFrame launcher, as for any check
+    (config/settings.py); a run only widens its binding to its threads
+    (``binding_env``), in the environment variables its launcher reads.
+    Subclasses set ``threads`` and the task counts in their placement.
+    """
 
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     time_limit = '5m'
-    build = fixture(KernelBuild, scope='environment')
-
-    #: Threads whose subdomain each rank owns (serial mode: > threads).
-    decomp = variable(int, value=0)
 
     #: ``threads``: each rank is bound to as many cores as it has threads (the
     #: default).  ``one-core``: each rank is bound to a single core, as
     #: MVAPICH2 does by default; its threads then share that core and the
     #: oversubscription check must fail the run (used by the tests).
     binding = variable(typ.Str[r'threads|one-core'], value='threads')
+
+    def family(self) -> str:
+        """Whose binding variables this run needs (``srun`` or the stack's)."""
+        return launcher_family(self.current_partition, self.current_environ)
+
+    def cores_per_rank(self, threads: int) -> int:
+        return 1 if self.binding == 'one-core' else threads
+
+    @run_before('run')
+    def bind_and_lock(self):
+        """The run's binding, and the node lock before anything runs."""
+        self.env_vars.update(binding_env(self.family(), int(self.threads), self.binding))
+        self.prerun_cmds = hold_node_lock(self.current_partition) + self.prerun_cmds
+        if self.job.scheduler.registered_name == 'squeue':
+            # squeue reports no exit status (no accounting database): the
+            # job script records the launcher's, right after it.
+            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+
+    def launch(self, num_tasks: int, threads: int | None = None) -> str:
+        """The partition's launcher as a command line for `num_tasks` ranks,
+        for the scripts a check writes itself; `threads` per rank where it is
+        not the job's own (bound by variables for that line only)."""
+        if threads is None or threads == self.threads:
+            return launch_line(self.job.launcher, num_tasks, self.cores_per_rank(self.threads))
+        cores = self.cores_per_rank(threads)
+        return launch_line(self.job.launcher, num_tasks, cores,
+                           binding_env(self.family(), threads, self.binding))
+
+    def exit_status(self):
+        """The run's exit status: the scheduler's, or the job script's record
+        of it where the scheduler reports none (None if neither knows)."""
+        if self.job.exitcode is not None:
+            return self.job.exitcode
+        found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
+        return found[-1] if found else None
+
+    def library_matches(self, lib: str) -> bool:
+        """Whether MPI_Get_library_version's `lib` is this environment's stack."""
+        stack = self.current_environ.extras.get('family', self.current_environ.name)
+        prefix = LIBRARY_PREFIX.get(stack)
+        return prefix is None or lib.startswith(prefix)
+
+
+class KernelCheck(RunBase):
+    """One kernel run at one layout; subclasses say how to run their kernel."""
+
+    build = fixture(KernelBuild, scope='environment')
+
+    #: Threads whose subdomain each rank owns (serial mode: > threads).
+    decomp = variable(int, value=0)
 
     @run_after('init')
     def set_layout(self):
@@ -131,44 +192,9 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
         self.num_tasks_per_node = self.ranks
         self.num_tasks = self.ranks * self.nodes
         self.num_cpus_per_task = self.threads
-        env = self.current_environ
         self.executable = self.build.executable_path(self.kernel)
         self.build_spec = self.build.build_spec
         self.executable_opts = ['--mode', self.mode] + self.kernel_args()
-        self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
-                                         self.binding))
-        self.prerun_cmds = hold_node_lock(part)
-
-    def stack_launcher(self) -> JobLauncher:
-        """The environment's own launcher with this run's binding (or the
-        partition's launcher where the environment names none)."""
-        env = self.current_environ
-        if not env.extras.get('launcher'):
-            return self.job.launcher
-        # Each rank gets a core per thread, unless the test narrows it.
-        cores = 1 if self.binding == 'one-core' else self.threads
-        if env.extras.get('launch') == 'srun':
-            # A Slurm system: srun with the PMI this stack needs.
-            return StackLauncher(env.extras['launcher'], 'srun', self.ranks, cores,
-                                 pmi=env.extras.get('pmi', ''))
-        return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
-                             self.ranks, cores)
-
-    @run_before('run')
-    def set_launcher(self):
-        self.job.launcher = self.stack_launcher()
-        if self.job.scheduler.registered_name == 'squeue':
-            # squeue reports no exit status (no accounting database): the
-            # job script records the launcher's, right after it.
-            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
-
-    def exit_status(self):
-        """The run's exit status: the scheduler's, or the job script's record
-        of it where the scheduler reports none (None if neither knows)."""
-        if self.job.exitcode is not None:
-            return self.job.exitcode
-        found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
-        return found[-1] if found else None
 
     # -- results ----------------------------------------------------------------
 
@@ -188,11 +214,6 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     def headline(self) -> dict:
         """The RESULT line that gives the figures (the last one)."""
         return self.results()[-1]
-
-    def _library_matches(self, lib: str) -> bool:
-        stack = self.current_environ.extras.get('family', self.current_environ.name)
-        prefix = LIBRARY_PREFIX.get(stack)
-        return prefix is None or lib.startswith(prefix)
 
     def _shared_cores(self, res: dict) -> list[str]:
         """Cores on which two threads of this run ran (empty if none)."""
@@ -220,7 +241,7 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
             # whatever else went wrong with it.
             self.mpi_library = str(self.headline().get('mpi_library', ''))
             sn.evaluate(sn.assert_true(
-                self._library_matches(self.mpi_library),
+                self.library_matches(self.mpi_library),
                 msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
                     f'"{self.mpi_library}": built or linked against another stack'))
             # Then the kernel's own verification, whatever its speed.
