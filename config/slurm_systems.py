@@ -9,6 +9,14 @@ what it returns to its ``systems`` and ``environments``:
   hostname; ask for it with ``--system local-slurm`` and point the Slurm
   clients at the cluster (``SLURM_CONF``).  Its environments are the ``local``
   system's stacks, launched with ``srun`` and the PMI each stack needs.
+* ``test-cluster``: the multi-node test cluster of ``tests/slurm/cluster.sh``
+  (every node a slurmd in its own network namespace), written as a centre
+  would write its cluster (``cluster_config``): partitions ``fast`` and
+  ``slow`` (one per link), ``modules_system: lmod`` and the stacks loaded as
+  the modules of ``config/modules/``.  Ask for it with ``--system
+  test-cluster`` after ``eval "$(tests/slurm/cluster.sh env DIR)"``, which
+  also sets ``HARNESS_TEST_CLUSTER=DIR``: nodes, cores and links are read
+  from ``DIR/cluster.env``.
 * the clusters of a centre: every ``config/site_*.py`` (or the files listed in
   ``HARNESS_CLUSTERS``), each defining ``CLUSTER``, a dictionary in the form of
   ``config/cluster_template.py``, which says what to fill in.
@@ -26,6 +34,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import shlex
 import shutil
 from typing import Any
 
@@ -125,9 +134,9 @@ def local_slurm(var_dir: str, local_envs: list[dict],
 # ---- clusters of a centre --------------------------------------------------------
 
 _CLUSTER_KEYS = {'name', 'descr', 'hostnames', 'modules_system', 'scheduler', 'access',
-                 'max_jobs', 'time_limit', 'prefix', 'partitions', 'stacks'}
+                 'max_jobs', 'time_limit', 'prefix', 'partitions', 'stacks', 'prepare_cmds'}
 _PARTITION_KEYS = {'descr', 'access', 'nodes', 'max_jobs', 'time_limit', 'processor',
-                   'transport_env'}
+                   'transport_env', 'extras'}
 _STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env'}
 
 
@@ -167,8 +176,10 @@ def cluster_config(cluster: dict[str, Any], var_dir: str,
             'max_jobs': int(pspec.get('max_jobs', cluster.get('max_jobs', 8))),
             'time_limit': pspec.get('time_limit', cluster.get('time_limit', '30m')),
             'features': ['slurm', f'transport-{part}'],
-            'extras': {'transport': part, 'nodes': nodes},
+            'extras': {**pspec.get('extras', {}), 'transport': part, 'nodes': nodes},
         }
+        if cluster.get('prepare_cmds'):
+            entry['prepare_cmds'] = list(cluster['prepare_cmds'])
         if pspec.get('processor'):
             entry['processor'] = pspec['processor']
         partitions.append(entry)
@@ -264,9 +275,114 @@ def site_clusters(var_dir: str) -> tuple[list[dict], list[dict]]:
     return systems, envs
 
 
+# ---- the multi-node test cluster (tests/slurm/cluster.sh) ---------------------
+
+#: Lmod's shell set-up on Debian (apt-get install lmod): job scripts run it
+#: before `module load` (a batch shell has no `module` function of its own).
+LMOD_INIT = '/usr/share/lmod/lmod/init/bash'
+MODULES_DIR = os.path.join(_HERE, 'modules', 'files')
+
+
+def test_cluster_record(directory: str) -> dict[str, str]:
+    """``DIR/cluster.env`` of a test cluster (KEY=value lines, read as data)."""
+    path = os.path.join(directory, 'cluster.env')
+    try:
+        with open(path) as fp:
+            lines = fp.read().splitlines()
+    except OSError as err:
+        raise ValueError(f'HARNESS_TEST_CLUSTER={directory}: cannot read {path} ({err}); '
+                         f'start the cluster with tests/slurm/cluster.sh start') from None
+    record = {}
+    for line in lines:
+        if line and not line.startswith('#') and '=' in line:
+            key, value = line.split('=', 1)
+            record[key] = value
+    return record
+
+
+def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
+    """The test cluster as a centre's `CLUSTER` dictionary.  Without a
+    record (no cluster started), 2 nodes with this machine's cores."""
+    record = record or {}
+    nodes = int(record.get('NODES', '2'))
+    shared = record.get('SHARED_CORES', '1') == '1'
+    if shared:
+        processor = host_processor()
+    else:
+        cpus = int(record['CPUS_PER_NODE'])
+        processor = {'num_cpus': cpus, 'num_cpus_per_core': 1, 'num_sockets': 1,
+                     'num_cpus_per_socket': cpus}
+    root = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'} \
+        if os.geteuid() == 0 else {}
+    links = {'fast': (record.get('FAST_IFACE', 'fast0'), 'unshaped veth'),
+             'slow': (record.get('SLOW_IFACE', 'slow0'),
+                      f'veth shaped to {record.get("SLOW_RATE", "1gbit")} by tc tbf')}
+    partitions = {}
+    for part, (iface, what) in links.items():
+        partitions[part] = {
+            'descr': f'{nodes} nodes joined by {iface} ({what})',
+            'access': [f'--partition={part}'],
+            'nodes': nodes,
+            'processor': processor,
+            'max_jobs': 4,
+            'time_limit': '10m',
+            'extras': {'link': iface, 'shared_cores': shared,
+                       'rate_bits': int(record.get('SLOW_RATE_BITS', '1000000000'))
+                       if part == 'slow' else 0},
+            # Each stack pinned to this partition's link.
+            'transport_env': {
+                'openmpi': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader,tcp',
+                            'OMPI_MCA_btl_tcp_if_include': iface,
+                            'OMPI_MCA_oob_tcp_if_include': iface},
+                'mpich': {'UCX_TLS': 'tcp,self', 'UCX_NET_DEVICES': iface},
+                # MVAPICH2 (ch3:sock, hydra): the interface of every rank.
+                'mvapich2': {'HYDRA_IFACE': iface},
+            },
+        }
+    stacks: dict[str, dict] = {
+        'openmpi': {'descr': 'Open MPI (module openmpi)', 'modules': ['openmpi'],
+                    'cc': 'mpicc', 'launch': 'srun', 'pmi': 'pmix', 'env': root},
+        'mpich': {'descr': 'MPICH (module mpich)', 'modules': ['mpich'],
+                  'cc': 'mpicc', 'launch': 'srun', 'pmi': 'pmi2'},
+        'mvapich2': {'descr': 'MVAPICH2 (module mvapich2)', 'modules': ['mvapich2'],
+                     'cc': 'mpicc', 'launch': 'own', 'launcher': 'mpiexec'},
+    }
+    wanted = [s.strip() for s in os.environ.get('HARNESS_STACKS', '').split(',') if s.strip()]
+    if not wanted:
+        # MVAPICH2 only where its prefix is given (no registry has it).
+        wanted = ['openmpi', 'mpich'] + (['mvapich2'] if os.environ.get(
+            'HARNESS_MVAPICH2_PREFIX', '').strip() else [])
+    stacks = {k: v for k, v in stacks.items() if k in wanted}
+    for part in partitions.values():
+        part['transport_env'] = {k: v for k, v in part['transport_env'].items()
+                                 if k in stacks}
+    return {
+        'name': 'test-cluster',
+        'descr': f'{nodes}-node test cluster on this machine (tests/slurm/cluster.sh)',
+        # Only by --system test-cluster (emptied below: cluster_config wants one).
+        'hostnames': ['test-cluster'],
+        'modules_system': 'lmod',
+        # No accounting database: squeue, and the job records its exit status.
+        'scheduler': 'squeue',
+        'prepare_cmds': [f'. {LMOD_INIT}', f'module use {shlex.quote(MODULES_DIR)}'],
+        'partitions': partitions,
+        'stacks': stacks,
+    }
+
+
+def test_cluster(var_dir: str) -> tuple[dict, list[dict]]:
+    """The `test-cluster` system and its environments."""
+    directory = os.environ.get('HARNESS_TEST_CLUSTER', '').strip()
+    record = test_cluster_record(directory) if directory else None
+    system, envs = cluster_config(test_cluster_spec(record), var_dir, origin='test-cluster')
+    system['hostnames'] = []
+    return system, envs
+
+
 def slurm_systems(var_dir: str, local_envs: list[dict],
                   stack_names: list[str]) -> tuple[list[dict], list[dict]]:
-    """Every Slurm system (local test cluster first) and their environments."""
+    """Every Slurm system (local test clusters first) and their environments."""
     system, envs = local_slurm(var_dir, local_envs, stack_names)
+    cluster, cluster_envs = test_cluster(var_dir)
     sites, site_envs = site_clusters(var_dir)
-    return [system, *sites], [*envs, *site_envs]
+    return [system, cluster, *sites], [*envs, *cluster_envs, *site_envs]

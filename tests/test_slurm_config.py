@@ -5,6 +5,7 @@ cluster from config/cluster_template.py, checked the way the template says
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -135,3 +136,72 @@ def test_template_mistakes_are_named(change, message):
         slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
     assert message in str(err.value)
     assert str(err.value).startswith('site_x.py')
+
+
+# ---- the multi-node test cluster's system (tests/slurm/cluster.sh) -------------
+
+def write_cluster_record(directory: Path, **values: str) -> None:
+    record = {'NODES': '2', 'CPUS_PER_NODE': '4', 'SHARED_CORES': '0', 'FAST_IFACE': 'fast0',
+              'SLOW_IFACE': 'slow0', 'SLOW_RATE': '1gbit', 'SLOW_RATE_BITS': '1000000000',
+              **values}
+    (directory / 'cluster.env').write_text(
+        '# test\n' + ''.join(f'{k}={v}\n' for k, v in record.items()))
+
+
+def test_the_test_cluster_is_a_centres_cluster_with_a_partition_per_link(tmp_path):
+    write_cluster_record(tmp_path, NODES='3')
+    proc = reframe(tmp_path, '--system', 'test-cluster', '--show-config', 'systems/0',
+                   HARNESS_TEST_CLUSTER=str(tmp_path), HARNESS_MODULES_SYSTEM='nomod')
+    assert proc.returncode == 0, proc.stderr
+    system = json.loads(proc.stdout)
+    assert system['hostnames'] == []
+    parts = {p['name']: p for p in system['partitions']}
+    assert set(parts) == {'fast', 'slow'}
+    for name, part in parts.items():
+        assert part['access'] == [f'--partition={name}']
+        assert part['scheduler'] == 'squeue' and part['launcher'] == 'srun'
+        assert part['extras']['nodes'] == 3 and part['extras']['shared_cores'] is False
+        assert part['extras']['link'] == f'{name}0'
+        assert part['processor']['num_cpus'] == 4
+        assert part['prepare_cmds'][0] == '. /usr/share/lmod/lmod/init/bash'
+    assert parts['slow']['extras']['rate_bits'] == 1_000_000_000
+
+
+def test_the_test_cluster_loads_each_stack_as_a_module_pinned_to_the_link(tmp_path):
+    write_cluster_record(tmp_path)
+    proc = reframe(tmp_path, '--system', 'test-cluster:slow', '--show-config', 'environments',
+                   HARNESS_TEST_CLUSTER=str(tmp_path), HARNESS_MODULES_SYSTEM='nomod',
+                   HARNESS_STACKS='openmpi,mpich')
+    assert proc.returncode == 0, proc.stderr
+    by_name = {e['name']: e for e in json.loads(proc.stdout)}
+    assert set(by_name) - {'builtin'} == {'openmpi', 'mpich'}
+    assert by_name['openmpi']['modules'] == ['openmpi'] and by_name['openmpi']['cc'] == 'mpicc'
+    assert by_name['mpich']['modules'] == ['mpich']
+    assert ['OMPI_MCA_btl_tcp_if_include', 'slow0'] in by_name['openmpi']['env_vars']
+    assert ['OMPI_MCA_oob_tcp_if_include', 'slow0'] in by_name['openmpi']['env_vars']
+    assert ['UCX_NET_DEVICES', 'slow0'] in by_name['mpich']['env_vars']
+    assert ['UCX_TLS', 'tcp,self'] in by_name['mpich']['env_vars']
+    assert by_name['openmpi']['extras']['pmi'] == 'pmix'
+    assert by_name['mpich']['extras']['pmi'] == 'pmi2'
+
+
+def test_the_test_cluster_takes_mvapich2_only_with_its_prefix(tmp_path):
+    spec = slurm_systems.test_cluster_spec()
+    assert set(spec['stacks']) == {'openmpi', 'mpich'} or os.environ.get(
+        'HARNESS_MVAPICH2_PREFIX') or os.environ.get('HARNESS_STACKS')
+    env = {k: v for k, v in os.environ.items() if k != 'HARNESS_STACKS'}
+    env['HARNESS_MVAPICH2_PREFIX'] = str(tmp_path)
+    code = ('import slurm_systems, json; s = slurm_systems.test_cluster_spec(); '
+            'print(json.dumps([sorted(s["stacks"]), s["partitions"]["fast"]["transport_env"]'
+            '["mvapich2"]]))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         cwd=REPO / 'config', env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [['mpich', 'mvapich2', 'openmpi'], {'HYDRA_IFACE': 'fast0'}]
+
+
+def test_a_test_cluster_folder_without_its_record_is_named(tmp_path):
+    proc = reframe(tmp_path, '--system', 'test-cluster', '--show-config', 'systems/0/name',
+                   HARNESS_TEST_CLUSTER=str(tmp_path / 'gone'), HARNESS_MODULES_SYSTEM='nomod')
+    assert proc.returncode != 0
+    assert f'HARNESS_TEST_CLUSTER={tmp_path / "gone"}: cannot read' in proc.stderr

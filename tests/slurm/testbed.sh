@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # A single-node Slurm cluster on this machine, for the harness's tests.
 #
-#   tests/slurm/testbed.sh start DIR   write DIR/slurm.conf, start slurmctld and
+#   tests/slurm/testbed.sh start [DIR] write DIR/slurm.conf, start slurmctld and
 #                                      slurmd, wait until the node is idle
 #   tests/slurm/testbed.sh stop DIR    stop both daemons by their pid files
 #   tests/slurm/testbed.sh env DIR     print the line that points clients at it
 #
 # Everything lives in DIR: slurm.conf, pid files, logs, spool and state.
+# Without DIR, start makes a new private folder (mktemp -d) and names it.
+# DIR must be your own and writable by nobody else (the daemons run as root
+# and stop kills the pids its files name): a folder owned by another user,
+# writable by group or others, or a symbolic link is refused.
+#
+# Security: AuthType=auth/none means anyone who can reach the daemons can run
+# jobs as root.  Both daemons listen on 127.0.0.1 only, so that is anyone
+# logged in on this machine: use the test cluster on a machine you alone use.
 # Clients (sbatch, squeue, sinfo, srun, and ReFrame through them) find the
 # cluster through SLURM_CONF=DIR/slurm.conf.  Needs root and Slurm 22.05
 # (Debian 12: apt-get install slurm-wlm).  Knobs:
@@ -17,9 +25,13 @@
 # and task/affinity binds every task to its cores (srun --cpu-bind=cores).
 set -euo pipefail
 
-die() { printf 'testbed: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=tests/slurm/lib.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-[ $# -eq 2 ] || die "usage: $0 start|stop|env DIR"
+if [ $# -eq 1 ] && [ "$1" = start ]; then
+    set -- start "$(mktemp -d "${TMPDIR:-/tmp}/slurm-testbed.XXXXXX")"
+fi
+[ $# -eq 2 ] || die "usage: $0 start [DIR] | stop DIR | env DIR"
 action=$1
 dir=$2
 
@@ -34,9 +46,11 @@ write_conf() {
     cat > "$dir/slurm.conf" <<CONF
 # Single-node test cluster of the harness (tests/slurm/testbed.sh).
 ClusterName=harness
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
+# Both daemons listen on loopback only (not on every address of the machine).
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 AuthType=auth/none
 CredType=cred/none
 SlurmUser=root
@@ -61,23 +75,25 @@ AccountingStorageType=accounting_storage/none
 InactiveLimit=0
 KillWait=5
 MinJobAge=60
-$node State=UNKNOWN
+$node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=harness Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 }
 
 start() {
+    dir=$(state_dir "$dir")
+    # slurm.conf has no quoting: the folder's path must be plain.
+    [[ "$dir" =~ ^[A-Za-z0-9._/+-]+$ ]] ||
+        die "$dir: the state folder's path may hold only letters, digits and . _ / + - (it goes into slurm.conf unquoted)"
     [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ "$port" -lt 65535 ] ||
         die "SLURM_TESTBED_PORT must be a port number from 1024 to 65534, got '$port'"
     [ "$(id -u)" -eq 0 ] || die "the test cluster runs its daemons as root"
     for exe in slurmctld slurmd sinfo sbatch; do
         command -v "$exe" >/dev/null || die "$exe not found (apt-get install slurm-wlm)"
     done
-    mkdir -p "$dir"
-    dir=$(cd "$dir" && pwd)
-    for pidfile in "$dir/slurmctld.pid" "$dir/slurmd.pid"; do
-        if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-            die "$pidfile: a daemon of this test cluster already runs (stop it first)"
+    for daemon in slurmctld slurmd; do
+        if [ -n "$(daemon_pid "$dir/$daemon.pid" "$daemon")" ]; then
+            die "$dir/$daemon.pid: a daemon of this test cluster already runs (stop it first)"
         fi
     done
     mkdir -p "$dir/spool" "$dir/state"
@@ -94,8 +110,7 @@ start() {
         # answer sinfo too), and the node idle.
         alive=0
         for daemon in slurmctld slurmd; do
-            [ -s "$dir/$daemon.pid" ] && kill -0 "$(cat "$dir/$daemon.pid")" 2>/dev/null &&
-                alive=$((alive + 1))
+            [ -n "$(daemon_pid "$dir/$daemon.pid" "$daemon")" ] && alive=$((alive + 1))
         done
         state=$(sinfo -h -N -o '%T' 2>/dev/null | head -n1 || true)
         [ "$alive" -eq 2 ] && [ "$state" = idle ] && break
@@ -112,9 +127,11 @@ start() {
 
 stop() {
     local rc=0
+    [ -d "$dir" ] || die "$dir: no such state folder"
+    dir=$(state_dir "$dir")
     # First the jobs (a failed test may leave some), so no job step outlives
     # the daemons.
-    if [ -s "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+    if [ -n "$(daemon_pid "$dir/slurmctld.pid" slurmctld)" ]; then
         export SLURM_CONF=$dir/slurm.conf
         scancel --partition=harness 2>/dev/null || true
         for _ in $(seq 1 40); do
@@ -123,22 +140,7 @@ stop() {
         done
     fi
     for daemon in slurmd slurmctld; do
-        local pidfile="$dir/$daemon.pid" pid
-        [ -s "$pidfile" ] || continue
-        pid=$(cat "$pidfile")
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            for _ in $(seq 1 40); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.25
-            done
-            if kill -0 "$pid" 2>/dev/null; then
-                kill -KILL "$pid" 2>/dev/null || true
-                printf 'testbed: %s (pid %s) did not stop on TERM: killed\n' "$daemon" "$pid" >&2
-                rc=1
-            fi
-        fi
-        rm -f "$pidfile"
+        stop_daemon "$dir/$daemon.pid" "$daemon" || rc=1
     done
     echo "testbed: slurm stopped ($dir)"
     return "$rc"
@@ -147,6 +149,6 @@ stop() {
 case "$action" in
     start) start ;;
     stop) stop ;;
-    env) echo "export SLURM_CONF=$(cd "$dir" && pwd)/slurm.conf" ;;
+    env) echo "export SLURM_CONF=$(printf %q "$(state_dir "$dir")/slurm.conf")" ;;
     *) die "unknown action '$action' (start, stop, env)" ;;
 esac

@@ -1,0 +1,372 @@
+"""Across nodes for real: the multi-node test cluster (tests/slurm/cluster.sh)
+and the `test-cluster` system of config/slurm_systems.py.
+
+Every node is a slurmd in its own network and UTS namespace, joined to the
+others by two links: fast0 (an unshaped veth) and slow0 (shaped by tc tbf).
+The tests check that
+
+* the cluster starts and stops cleanly, leaving no namespace and no daemon
+  behind, also with a job still running;
+* a 2-node job runs on 2 distinct hostnames;
+* each stack, loaded from its Lmod module, is the stack it names;
+* each stack's traffic takes its partition's link, measured twice: the
+  interfaces' byte counters in the nodes' namespaces, and the ring kernel's
+  bandwidth between the nodes (near the shaped rate on slow0, well above it
+  on fast0);
+* a ReFrame session on the test-cluster system runs its checks on 2 nodes
+  for both stacks and both partitions, and a module that fails to load fails
+  its environment's checks, naming the module.
+
+On a 2-core machine the nodes share the cores: the runs test the path, not
+the speed.  The bandwidth figures still hold because they are ratios to the
+configured rate, taken with the cores free to float (--cpu-bind=none).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO, mpi_env, run_reframe
+
+sys.path.insert(0, str(REPO / 'config'))
+import slurm_systems  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = REPO / 'tests' / 'slurm' / 'cluster.sh'
+LMOD_CMD = Path('/usr/share/lmod/lmod/libexec/lmod')
+PMI = {'openmpi': 'pmix', 'mpich': 'pmi2'}
+LIBRARY = {'openmpi': 'Open MPI', 'mpich': 'MPICH Version'}
+#: The slow link's rate in the tests (low enough to be far from what the
+#: fast link does even on a loaded 2-core machine).
+RATE = '500mbit'
+RATE_MBPS = 500 / 8        # MB/s (10^6 bytes) as the ring reports
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f'--- stdout ---\n{proc.stdout[-12000:]}\n--- stderr ---\n{proc.stderr[-5000:]}'
+
+
+def cluster_missing() -> str:
+    """Why the multi-node cluster cannot run here ('' if it can)."""
+    if os.geteuid() != 0:
+        return 'the multi-node test cluster needs root (network namespaces, Slurm daemons)'
+    missing = [exe for exe in ('slurmctld', 'slurmd', 'sbatch', 'srun', 'ip', 'tc', 'unshare',
+                               'nsenter') if not shutil.which(exe)]
+    if missing:
+        return (f'{", ".join(missing)} not found: ./harness test installs slurm-wlm '
+                f'(iproute2, util-linux come with Debian)')
+    if not os.access(LMOD_CMD, os.X_OK):
+        return f'Lmod not installed ({LMOD_CMD}): ./harness test installs lmod as root'
+    probe = subprocess.run(['unshare', '--net', '--uts', 'true'], capture_output=True,
+                           text=True, timeout=30)
+    if probe.returncode != 0:
+        return f'network namespaces are not available here: {probe.stderr.strip()}'
+    return ''
+
+
+def cluster_cmd(*args: str, timeout: int = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLUSTER), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def record(directory: Path) -> dict[str, str]:
+    return slurm_systems.test_cluster_record(str(directory))
+
+
+def namespaces() -> set[str]:
+    out = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=True)
+    return {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
+
+
+def client_env(directory: Path, **extra: str) -> dict[str, str]:
+    rec = record(directory)
+    env = mpi_env(SLURM_CONF=rec['SLURM_CONF'], HARNESS_TEST_CLUSTER=str(directory),
+                  LMOD_CMD=str(LMOD_CMD), MODULEPATH=slurm_systems.MODULES_DIR)
+    env['PATH'] = f'{rec["CLIENT_BIN"]}:{env["PATH"]}'
+    env.update(extra)
+    return env
+
+
+def assert_gone(directory: Path, rec: dict[str, str]) -> None:
+    """Nothing of the cluster is left: namespaces, daemons."""
+    ours = {rec['HUB_NAMESPACE'], *rec['NODE_NAMESPACES'].split(',')}
+    assert not ours & namespaces(), namespaces()
+    for pidfile in directory.glob('*.pid'):
+        pid = pidfile.read_text().strip()
+        assert not Path(f'/proc/{pid}').exists() or \
+            'zombie' in Path(f'/proc/{pid}/status').read_text(), pidfile
+    assert not (directory / 'cluster.rec').exists()
+
+
+@pytest.fixture(scope='module')
+def cluster(tmp_path_factory) -> Iterator[Path]:
+    """A 2-node cluster for this module; stopped at the end whatever the
+    tests did, and checked to have left nothing behind."""
+    reason = cluster_missing()
+    if reason:
+        pytest.skip(reason)
+    directory = tmp_path_factory.mktemp('cluster')
+    start = cluster_cmd('start', str(directory), '--nodes', '2', '--rate', RATE)
+    try:
+        assert start.returncode == 0, explain(start)
+        yield directory
+    finally:
+        rec = record(directory) if (directory / 'cluster.env').exists() else None
+        stop = cluster_cmd('stop', str(directory))
+        assert stop.returncode == 0, explain(stop)
+        if rec:
+            assert_gone(directory, rec)
+
+
+def sbatch(directory: Path, script: str, tmp_path: Path, *options: str,
+           timeout: int = 300) -> str:
+    """Run a batch script on the cluster and wait for it; its output."""
+    path = tmp_path / 'job.sh'
+    out = tmp_path / 'job.out'
+    path.write_text('#!/bin/bash\nset -e\n' + script)
+    proc = subprocess.run(['sbatch', '--wait', f'--output={out}', '--time=5', *options,
+                           str(path)], capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path, env=client_env(directory))
+    text = out.read_text() if out.exists() else ''
+    assert proc.returncode == 0, f'{explain(proc)}\n--- job output ---\n{text}'
+    return text
+
+
+def lmod(stack: str) -> str:
+    """Job script lines that load a stack's module, as ReFrame's job scripts do."""
+    return (f'. {shlex.quote(slurm_systems.LMOD_INIT)}\n'
+            f'module use {shlex.quote(slurm_systems.MODULES_DIR)}\n'
+            f'module load {stack}\n')
+
+
+def test_the_cluster_starts_and_stops_with_nothing_left_behind(tmp_path):
+    reason = cluster_missing()
+    if reason:
+        pytest.skip(reason)
+    directory = tmp_path / 'c'
+    start = cluster_cmd('start', str(directory), '--nodes', '2')
+    rec = record(directory) if (directory / 'cluster.env').exists() else {}
+    try:
+        assert start.returncode == 0, explain(start)
+        ours = {rec['HUB_NAMESPACE'], *rec['NODE_NAMESPACES'].split(',')}
+        assert ours <= namespaces()
+        assert (directory.stat().st_mode & 0o777) == 0o700
+        status = cluster_cmd('status', str(directory))
+        assert status.returncode == 0, explain(status)
+        assert re.search(r'slow0: qdisc tbf .* rate 1Gbit', status.stdout), status.stdout
+        # Each node has its own hostname and addresses; nothing listens
+        # outside the namespaces (the controller is not on this machine's
+        # loopback).
+        for i, ns in enumerate(rec['NODE_NAMESPACES'].split(','), start=1):
+            addrs = subprocess.run(['ip', '-n', ns, '-brief', 'addr'], capture_output=True,
+                                   text=True, check=True).stdout
+            assert re.search(rf'^fast0@\S+\s+UP\s+10\.250\.1\.{i}/24', addrs, re.M), addrs
+            assert re.search(rf'^slow0@\S+\s+UP\s+10\.250\.2\.{i}/24', addrs, re.M), addrs
+        listening = subprocess.run(['ss', '-ltnH'], capture_output=True, text=True).stdout
+        assert not re.search(r':6817\b', listening), listening
+        # A job still running when the cluster stops (as after a failed test).
+        job = subprocess.run(['sbatch', '-N2', '-p', 'slow', f'--output={tmp_path}/sleep.out',
+                              '--wrap', 'srun sleep 300'], capture_output=True, text=True,
+                             timeout=60, cwd=tmp_path, env=client_env(directory))
+        assert job.returncode == 0, explain(job)
+        for _ in range(40):
+            q = subprocess.run(['squeue', '-h', '-o', '%T'], capture_output=True, text=True,
+                               env=client_env(directory)).stdout
+            if 'RUNNING' in q:
+                break
+            subprocess.run(['sleep', '0.25'])
+        again = cluster_cmd('start', str(directory))
+        assert again.returncode != 0
+        assert 'the test cluster of this folder still runs' in again.stderr
+    finally:
+        stop = cluster_cmd('stop', str(directory))
+    assert stop.returncode == 0, explain(stop)
+    assert_gone(directory, rec)
+    assert not list(directory.glob('*.pid'))
+    status = cluster_cmd('status', str(directory))
+    assert status.returncode != 0 and 'no test cluster runs' in status.stdout
+
+
+@pytest.mark.parametrize('option, value, message', [
+    ('--nodes', '0', '--nodes must be a number from 1 to 200'),
+    ('--rate', '1gbps', '--rate must be a tc rate such as 100mbit'),
+    ('--rate', '1gbit;reboot', '--rate must be a tc rate'),
+    ('--cpus-per-node', '4096', 'needs'),
+])
+def test_bad_options_are_refused_before_anything_is_made(option, value, message, tmp_path):
+    if option == '--cpus-per-node' and cluster_missing():
+        pytest.skip(cluster_missing())
+    proc = cluster_cmd('start', str(tmp_path / 'c'), option, value)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert not (tmp_path / 'c' / 'cluster.rec').exists()
+
+
+def test_a_two_node_job_runs_on_two_distinct_hostnames(cluster, tmp_path):
+    out = sbatch(cluster, 'srun --cpu-bind=none sh -c \'echo "rank $SLURM_PROCID on '
+                 '$(hostname) netns $(readlink /proc/self/ns/net)"\'\n', tmp_path,
+                 '--nodes=2', '--ntasks-per-node=1', '--partition=fast')
+    lines = sorted(ln for ln in out.splitlines() if ln.startswith('rank '))
+    assert len(lines) == 2, out
+    hosts = {ln.split()[3] for ln in lines}
+    nets = {ln.split()[5] for ln in lines}
+    assert hosts == {'node1', 'node2'}, out
+    # Two hosts for real: two network namespaces, neither this machine's.
+    assert len(nets) == 2 and os.readlink('/proc/self/ns/net') not in nets, out
+
+
+@pytest.fixture(scope='module')
+def ring_builds(cluster, tmp_path_factory, stacks) -> dict[str, Path]:
+    """The ring kernel per stack, built with the compiler its module puts on PATH."""
+    builds = {}
+    for stack in stacks:
+        if stack not in PMI:
+            continue
+        build = tmp_path_factory.mktemp(f'ring-{stack}')
+        script = (lmod(stack) +
+                  'cmake -S "$1" -B "$2" -DCMAKE_C_COMPILER=mpicc -DMPI_C_COMPILER=mpicc '
+                  '-DCMAKE_BUILD_TYPE=Release >/dev/null\n'
+                  'cmake --build "$2" --target ring -j 2 >/dev/null\n'
+                  'command -v mpicc\n')
+        proc = subprocess.run(['bash', '-c', script, 'build', str(REPO / 'src'), str(build)],
+                              capture_output=True, text=True, timeout=600,
+                              env=client_env(cluster))
+        assert proc.returncode == 0, explain(proc)
+        assert proc.stdout.strip() == f'{REPO}/config/modules/bin/{stack}/mpicc', proc.stdout
+        builds[stack] = build / 'ring'
+    return builds
+
+
+def tx_bytes(directory: Path) -> dict[str, int]:
+    """Bytes sent on fast0 and slow0, summed over the nodes (read in each
+    node's namespace: /proc/net/dev is per network namespace)."""
+    total = {'fast0': 0, 'slow0': 0}
+    for ns in record(directory)['NODE_NAMESPACES'].split(','):
+        dev = subprocess.run(['nsenter', f'--net=/run/netns/{ns}', 'cat', '/proc/net/dev'],
+                             capture_output=True, text=True, check=True).stdout
+        for line in dev.splitlines():
+            name, _, fields = line.partition(':')
+            if name.strip() in total:
+                total[name.strip()] += int(fields.split()[8])
+    return total
+
+
+@pytest.mark.parametrize('part', ['slow', 'fast'])
+def test_each_stacks_traffic_takes_its_partitions_link(cluster, ring_builds, part, tmp_path):
+    rec = record(cluster)
+    spec = slurm_systems.test_cluster_spec(rec)
+    link, other = (rec['SLOW_IFACE'], rec['FAST_IFACE']) if part == 'slow' else \
+        (rec['FAST_IFACE'], rec['SLOW_IFACE'])
+    assert spec['partitions'][part]['extras']['link'] == link
+    rate = int(rec['SLOW_RATE_BITS']) / 8 / 1e6
+    assert rate == RATE_MBPS
+    for stack, ring in ring_builds.items():
+        # The partition's variables for this stack, as the ReFrame system sets them.
+        env = spec['partitions'][part]['transport_env'][stack]
+        assert link in env.values(), env
+        exports = ''.join(f'export {k}={shlex.quote(v)}\n' for k, v in env.items())
+        before = tx_bytes(cluster)
+        out = sbatch(cluster, lmod(stack) + exports +
+                     f'srun --mpi={PMI[stack]} --cpu-bind=none {shlex.quote(str(ring))} '
+                     '--pattern bw --sizes 1M --reps 2 --iters-scale 0.1\n', tmp_path,
+                     '--nodes=2', '--ntasks-per-node=1', f'--partition={part}')
+        after = tx_bytes(cluster)
+        result = json.loads(next(ln for ln in out.splitlines()
+                                 if ln.startswith('RESULT '))[len('RESULT '):])
+        assert result['verified'] and result['hosts'] == ['node1', 'node2'], result
+        assert result['mpi_library'].startswith(LIBRARY[stack]), result['mpi_library']
+        sent = {k: after[k] - before[k] for k in after}
+        moved = result['size'] * result['window'] * result['iters'] * result['reps']
+        # The messages went over this partition's link; the other one carried
+        # at most Slurm's own few kilobytes (its control traffic uses fast0).
+        assert sent[link] >= moved, (stack, part, sent, moved)
+        assert sent[other] < 0.02 * sent[link], (stack, part, sent, moved)
+        bw = result['bandwidth_MBps']
+        print(f'{stack} {part} ({link}): {bw:.1f} MB/s; configured slow rate '
+              f'{rate:.1f} MB/s; bytes sent {sent}')
+        if part == 'slow':
+            # Near the configured rate: never above it (the shaping holds), and
+            # not far below it.
+            assert 0.6 * rate <= bw <= 1.05 * rate, (stack, bw, rate)
+        else:
+            assert bw >= 2.5 * rate, (stack, bw, rate)
+
+
+def test_a_module_sets_its_stack_on_the_nodes(cluster, stacks, tmp_path):
+    for stack in stacks:
+        if stack not in PMI:
+            continue
+        out = sbatch(cluster, lmod(stack) +
+                     'srun --cpu-bind=none sh -c \'echo "$(hostname) $HARNESS_MODULE_STACK '
+                     '$(command -v mpicc) $(readlink -f "$(command -v mpicc)")"\'\n',
+                     tmp_path, '--nodes=2', '--ntasks-per-node=1', '--partition=fast')
+        lines = sorted(ln.split() for ln in out.splitlines() if ln.startswith('node'))
+        assert [ln[0] for ln in lines] == ['node1', 'node2'], out
+        for _, name, mpicc, real in lines:
+            assert name == stack
+            assert mpicc == f'{REPO}/config/modules/bin/{stack}/mpicc'
+            assert real == str(Path(shutil.which(f'mpicc.{stack}') or '').resolve())
+    # Without its prefix, mvapich2 refuses to load and names what is missing.
+    proc = subprocess.run(['bash', '-c', lmod('mvapich2')], capture_output=True, text=True,
+                          timeout=60, env={k: v for k, v in client_env(cluster).items()
+                                           if k != 'HARNESS_MVAPICH2_PREFIX'})
+    assert proc.returncode != 0
+    assert 'mvapich2: set HARNESS_MVAPICH2_PREFIX' in proc.stderr
+
+
+@pytest.fixture(scope='module')
+def reframe_session(cluster, stacks, tmp_path_factory):
+    var = tmp_path_factory.mktemp('var')
+    proc = run_reframe(var, '--system', 'test-cluster', '-n', 'StreamCheck%layout=mpi_2x1',
+                       '-r', env=client_env(cluster), timeout=900)
+    return var, proc
+
+
+def test_reframe_runs_checks_on_two_nodes_for_each_stack_and_partition(
+        cluster, reframe_session, stacks):
+    var, proc = reframe_session
+    assert proc.returncode == 0, explain(proc)
+    for stack in stacks:
+        for part in ('fast', 'slow'):
+            assert re.search(rf'OK \].*StreamCheck %layout=mpi_2x1 .*@test-cluster:{part}\+'
+                             rf'{stack}\b', proc.stdout), (stack, part)
+            job = next((var / 'test-cluster' / 'output' / 'test-cluster' / part / stack)
+                       .glob('StreamCheck_*'))
+            script = (job / 'rfm_job.sh').read_text()
+            assert f'#SBATCH --partition={part}' in script
+            assert f'module load {stack}' in script
+            iface = 'slow0' if part == 'slow' else 'fast0'
+            pin = 'OMPI_MCA_btl_tcp_if_include' if stack == 'openmpi' else 'UCX_NET_DEVICES'
+            assert f'export {pin}={iface}' in script, script
+            result = json.loads(next(ln for ln in (job / 'rfm_job.out').read_text().splitlines()
+                                     if ln.startswith('RESULT '))[len('RESULT '):])
+            assert sorted(set(result['hosts'])) == ['node1', 'node2'], result
+            assert result['mpi_library'].startswith(LIBRARY[stack]), result
+    comp = (cluster / 'jobcomp.txt').read_text().splitlines()
+    ours = [ln for ln in comp if 'Name=rfm_StreamCheck_' in ln]
+    assert ours and all('NodeList=node[1-2]' in ln and 'JobState=COMPLETED' in ln
+                        for ln in ours), ours
+
+
+def test_a_module_that_fails_to_load_fails_its_checks_naming_it(cluster, tmp_path):
+    if os.environ.get('HARNESS_MVAPICH2_PREFIX'):
+        pytest.skip('HARNESS_MVAPICH2_PREFIX is set: the mvapich2 module loads')
+    env = client_env(cluster, HARNESS_STACKS='mvapich2')
+    env.pop('HARNESS_MVAPICH2_PREFIX', None)
+    proc = run_reframe(tmp_path, '--system', 'test-cluster:fast', '-n',
+                       'StreamCheck%layout=mpi_2x1', '-r', env=env, timeout=300)
+    assert proc.returncode != 0, explain(proc)
+    assert re.search(r'FAIL \].*@test-cluster:fast\+mvapich2', proc.stdout), explain(proc)
+    assert 'mvapich2: set HARNESS_MVAPICH2_PREFIX' in proc.stdout, explain(proc)
+    assert "lmod python show mvapich2' failed" in proc.stdout or \
+        'load mvapich2' in proc.stdout, explain(proc)
