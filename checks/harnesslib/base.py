@@ -12,6 +12,7 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError
 
@@ -23,6 +24,7 @@ from .launch import (
     hold_node_lock,
     launch_line,
     launcher_family,
+    own_launcher,
 )
 from .paths import REFERENCES_DIR
 from .placement import cores_per_node
@@ -124,10 +126,25 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     def cores_per_rank(self, threads: int) -> int:
         return 1 if self.binding == 'one-core' else threads
 
+    @run_after('setup')
+    def stack_starts_its_ranks(self):
+        """A stack that cannot start under the partition's srun (environment
+        extras ``launch: own``) starts its ranks with its own launcher."""
+        own = own_launcher(self.current_partition, self.current_environ)
+        if own:
+            self.job.launcher = getlauncher(own)()
+
     @run_before('run')
     def bind_and_lock(self):
         """The run's binding, and the node lock before anything runs."""
-        self.env_vars.update(binding_env(self.family(), int(self.threads), self.binding))
+        family = self.family()
+        self.env_vars.update(binding_env(family, int(self.threads), self.binding))
+        if family == 'srun' and self.cores_per_rank(int(self.threads)) != self.threads:
+            # srun takes a task's cores from --cpus-per-task (ReFrame's srun
+            # gives the job's); the last one given counts.
+            self.job.launcher.options = [
+                *self.job.launcher.options,
+                f'--cpus-per-task={self.cores_per_rank(int(self.threads))}']
         self.prerun_cmds = hold_node_lock(self.current_partition) + self.prerun_cmds
         if self.job.scheduler.registered_name == 'squeue':
             # squeue reports no exit status (no accounting database): the

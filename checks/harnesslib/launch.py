@@ -95,10 +95,22 @@ def stack_bindir(root: str, stack: str, cc: str, launcher: str, family: str = ''
 
 # ---- binding ---------------------------------------------------------------------
 
+def own_launcher(partition, environ) -> str:
+    """The registered launcher of a stack that starts its ranks itself inside
+    a Slurm allocation (environment extras ``launch: own``, e.g. MVAPICH2
+    built with ch3:sock: ``mpiexec``, its own by PATH or module), or '' where
+    the partition's launcher serves."""
+    if environ.extras.get('launch') != 'own':
+        return ''
+    name = os.path.basename(str(environ.extras.get('launcher') or 'mpiexec'))
+    return 'mpirun' if name.startswith('mpirun') else 'mpiexec'
+
+
 def launcher_family(partition, environ) -> str:
-    """Whose binding variables a run needs: ``srun`` where the partition
-    launches with Slurm's srun, else the stack's family (its own launcher)."""
-    if partition.launcher_type.registered_name == 'srun':
+    """Whose binding variables a run needs: ``srun`` where the run launches
+    with Slurm's srun, else the stack's family (its own launcher)."""
+    if partition.launcher_type.registered_name == 'srun' and not own_launcher(partition,
+                                                                             environ):
         return 'srun'
     return str(environ.extras.get('family', ''))
 
@@ -150,8 +162,13 @@ def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
     (a layout other than the job's), set with ``env``."""
     job = types.SimpleNamespace(num_tasks=num_tasks, num_tasks_per_node=None,
                                 num_cpus_per_task=cpus_per_task, name='', time_limit=None)
+    command = launcher.command(job)
+    if launcher.registered_name == 'srun':
+        # ReFrame's srun takes the task count from the job's allocation; a
+        # script's launch may use fewer.
+        command.append(f'--ntasks={num_tasks}')
     words = [*(['env', *(f'{k}={v}' for k, v in env.items())] if env else []),
-             *launcher.command(job), *launcher.options]
+             *command, *launcher.options]
     if launcher.modifier:
         words = [launcher.modifier, *launcher.modifier_options, *words]
     return ' '.join(shlex.quote(word) for word in words)
