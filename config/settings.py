@@ -24,6 +24,13 @@ The ``local`` system (this machine) is worked out when the file loads:
   transport settings belong to the stack, so each environment is defined for
   the system (its defaults, used by shm) and again for ``local:tcp``.
 
+* launching, the ReFrame way: every partition names ReFrame's ``mpirun``
+  launcher and every environment makes it its stack's: a folder of links
+  (``mpirun``, ``mpiexec``, ``mpicc``... to the stack's own tools) first on
+  ``PATH``, and each rank bound to a core of its own in the variables the
+  stack's launcher reads (``harnesslib.launch``).  Any ReFrame check, not only
+  the harness's, launches its stack this way.
+
 * the processor topology is detected by ReFrame (``processor`` is left out).
 
 * perflogs go to a persistent directory, ``$HARNESS_VAR_DIR/perflogs``

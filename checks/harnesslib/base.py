@@ -100,8 +100,8 @@ PerflogFields = _perflog_fields()
 
 class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields):
     """The base of every run of the harness: references, perflog fields, the
-    partition's launcher with this run's binding, the node lock, and the
-    tests every run's output must pass (its stack, its cores, its exit).
+    partition's launcher with this run's binding, the node lock, and what
+    every run's sanity reads (its exit status, its stack's library name).
 
     The launcher is the partition's own ReFrame launcher, as for any check
     (config/settings.py); a run only widens its binding to its threads
