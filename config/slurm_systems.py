@@ -72,11 +72,14 @@ def host_processor() -> dict[str, int]:
 
 
 def srun_env(launch: str, pmi: str) -> dict[str, str]:
-    """What makes ReFrame's plain ``srun`` launcher start a stack's ranks:
-    the PMI (``SLURM_MPI_TYPE``, srun's ``--mpi``) in the environment, so
-    that any check's srun gets it.  (The binding, ``SLURM_CPU_BIND=cores``,
-    comes with every run of the harness; ``--cpus-per-task`` from the job.)"""
-    return {'SLURM_MPI_TYPE': pmi} if launch == 'srun' and pmi else {}
+    """What makes ReFrame's plain ``srun`` launcher start a stack's ranks,
+    in the environment so that any check's srun gets it: the PMI
+    (``SLURM_MPI_TYPE``, srun's ``--mpi``) and every task bound to cores of
+    its own (``SLURM_CPU_BIND``, srun's ``--cpu-bind``; how many comes from
+    the job's ``--cpus-per-task``)."""
+    if launch != 'srun':
+        return {}
+    return {**({'SLURM_MPI_TYPE': pmi} if pmi else {}), 'SLURM_CPU_BIND': 'cores'}
 
 
 def _retarget(envs: list[dict], targets: dict[str, str],

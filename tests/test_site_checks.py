@@ -122,3 +122,21 @@ def test_a_stack_whose_launcher_is_another_stacks_is_caught(tmp_path, stacks):
     out = tmp_path / 'var' / 'stage' / 'local' / 'shm' / 'mpich' / 'mpi_where_run'
     problems = placement_problems((out / 'rfm_job.out').read_text(), 'mpich')
     assert any('is one of 1, not of 2' in p for p in problems), problems
+
+
+def test_a_third_party_check_runs_through_slurm_with_each_stack(slurm_cluster, stacks,
+                                                                 tmp_path):
+    """The same check on the Slurm test system: ReFrame's srun, the stack's
+    PMI from its environment, 2 ranks on a core each."""
+    proc = run_site_check(tmp_path, '--system', 'local-slurm',
+                          env={'SLURM_CONF': slurm_cluster['SLURM_CONF']})
+    assert proc.returncode == 0, explain(proc)
+    pmi = {'openmpi': 'pmix', 'mpich': 'pmi2'}
+    for part in ('shm', 'tcp'):
+        for stack in stacks:
+            out = tmp_path / 'output' / 'local-slurm' / part / stack / 'mpi_where_run'
+            script = (out / 'rfm_job.sh').read_text()
+            assert '\nsrun ' in script and f'export SLURM_MPI_TYPE={pmi[stack]}\n' in script
+            assert 'export SLURM_CPU_BIND=cores\n' in script
+            problems = placement_problems((out / 'rfm_job.out').read_text(), stack)
+            assert not problems, (part, stack, problems)
