@@ -250,7 +250,7 @@ class RingOsuAccuracy(KernelCheck):
         data = self.rounds_data()
         self.mpi_library = str(data[0]['lib'])
         sn.evaluate(sn.assert_true(
-            self._library_matches(self.mpi_library),
+            self.library_matches(self.mpi_library),
             msg=f'ring reports MPI library "{self.mpi_library}", not stack '
                 f'{self.current_environ.name}'))
         self.verified = 'true'
