@@ -140,3 +140,46 @@ def test_a_third_party_check_runs_through_slurm_with_each_stack(slurm_cluster, s
             assert 'export SLURM_CPU_BIND=cores\n' in script
             problems = placement_problems((out / 'rfm_job.out').read_text(), stack)
             assert not problems, (part, stack, problems)
+
+
+def hpctestlib_missing(stacks: list[str]) -> str:
+    """Why hpctestlib's osu_run cannot run here ('' if it can)."""
+    root = os.environ.get('HARNESS_HPCTESTLIB', '').strip()
+    if not root or not os.path.isfile(
+            os.path.join(root, 'hpctestlib', 'microbenchmarks', 'mpi', 'osu.py')):
+        return ('set HARNESS_HPCTESTLIB to a checkout of ReFrame holding hpctestlib/ '
+                '(not in the ReFrame wheel)')
+    template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
+    missing = [s for s in stacks if not template or not os.path.isfile(os.path.join(
+        template.replace('{stack}', s), 'libexec/osu-micro-benchmarks/mpi/pt2pt/osu_bw'))]
+    if missing:
+        return (f'no OSU (6.0 or later) under HARNESS_OSU_PREFIX for {", ".join(missing)}')
+    return ''
+
+
+def test_hpctestlib_osu_run_passes_on_every_partition_and_stack(tmp_path, stacks):
+    reason = hpctestlib_missing(stacks)
+    if reason:
+        pytest.skip(reason)
+    environ = mpi_env(HARNESS_VAR_DIR=str(tmp_path),
+                      PYTHONPATH=os.environ['HARNESS_HPCTESTLIB'])
+    proc = subprocess.run(
+        [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), '-c',
+         str(REPO / 'tests' / 'site_checks' / 'site_osu.py'), '-r',
+         '-S', 'num_iters=20', '-S', 'num_warmup_iters=2'],
+        cwd=REPO, env=environ, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, explain(proc)
+    benchmarks = ('osu_alltoall', 'osu_allreduce', 'osu_bw', 'osu_latency')
+    for part in ('shm', 'tcp'):
+        rows = (tmp_path / 'perflogs' / 'local' / part / 'site_osu.log').read_text()
+        lines = rows.splitlines()
+        header = lines[0].split('|')
+        records = [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
+        for stack in stacks:
+            script = next(p for p in (tmp_path / 'output' / 'local' / part / stack).glob(
+                'site_osu_*/rfm_job.sh') if 'osu_bw' in p.read_text()).read_text()
+            assert '\nmpirun -np 2 ' in script, script
+            # Every benchmark's perflog line names the stack that ran it.
+            for bench in benchmarks:
+                assert any(r['environ'] == stack and bench in r['name'] and
+                           r['result'] == 'pass' for r in records), (part, stack, bench)
