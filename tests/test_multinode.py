@@ -31,6 +31,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,8 +49,8 @@ PMI = {'openmpi': 'pmix', 'mpich': 'pmi2'}
 LIBRARY = {'openmpi': 'Open MPI', 'mpich': 'MPICH Version'}
 #: The slow link's rate in the tests (low enough to be far from what the
 #: fast link does even on a loaded 2-core machine).
-RATE = '500mbit'
-RATE_MBPS = 500 / 8        # MB/s (10^6 bytes) as the ring reports
+RATE = '200mbit'
+RATE_MBPS = 200 / 8        # MB/s (10^6 bytes) as the ring reports
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
@@ -116,7 +117,10 @@ def cluster(tmp_path_factory) -> Iterator[Path]:
     if reason:
         pytest.skip(reason)
     directory = tmp_path_factory.mktemp('cluster')
-    start = cluster_cmd('start', str(directory), '--nodes', '2', '--rate', RATE)
+    # 2 CPUs per node (the layouts the tests name): of their own where the
+    # machine has 4, shared on a 2-core machine.
+    own = ['--cpus-per-node', '2'] if len(os.sched_getaffinity(0)) >= 4 else []
+    start = cluster_cmd('start', str(directory), '--nodes', '2', '--rate', RATE, *own)
     try:
         assert start.returncode == 0, explain(start)
         yield directory
@@ -129,16 +133,32 @@ def cluster(tmp_path_factory) -> Iterator[Path]:
 
 
 def sbatch(directory: Path, script: str, tmp_path: Path, *options: str,
-           timeout: int = 300) -> str:
-    """Run a batch script on the cluster and wait for it; its output."""
+           timeout: float = 300) -> str:
+    """Run a batch script on the cluster and wait for it; its output.
+    (Polled here: `sbatch --wait` polls Slurm at growing intervals of up to
+    half a minute, which would triple the tests' time.)"""
     path = tmp_path / 'job.sh'
     out = tmp_path / 'job.out'
     path.write_text('#!/bin/bash\nset -e\n' + script)
-    proc = subprocess.run(['sbatch', '--wait', f'--output={out}', '--time=5', *options,
-                           str(path)], capture_output=True, text=True, timeout=timeout,
-                          cwd=tmp_path, env=client_env(directory))
+    env = client_env(directory)
+    proc = subprocess.run(['sbatch', '--parsable', f'--output={out}', '--time=5', *options,
+                           str(path)], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 0, explain(proc)
+    job = proc.stdout.strip().split(';')[0]
+    deadline = time.monotonic() + timeout
+    state = ''
+    while time.monotonic() < deadline:
+        show = subprocess.run(['scontrol', '-o', 'show', 'job', job], capture_output=True,
+                              text=True, timeout=60, env=env).stdout
+        state = show
+        if re.search(r'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)',
+                     show):
+            break
+        time.sleep(0.3)
     text = out.read_text() if out.exists() else ''
-    assert proc.returncode == 0, f'{explain(proc)}\n--- job output ---\n{text}'
+    assert 'JobState=COMPLETED' in state and 'ExitCode=0:0' in state, \
+        f'job {job}: {state}\n--- job output ---\n{text}'
     return text
 
 
@@ -278,7 +298,7 @@ def test_each_stacks_traffic_takes_its_partitions_link(cluster, ring_builds, par
         before = tx_bytes(cluster)
         out = sbatch(cluster, lmod(stack) + exports +
                      f'srun --mpi={PMI[stack]} --cpu-bind=none {shlex.quote(str(ring))} '
-                     '--pattern bw --sizes 1M --reps 2 --iters-scale 0.1\n', tmp_path,
+                     '--pattern bw --sizes 1M --window 8 --reps 2 --iters-scale 0.1\n', tmp_path,
                      '--nodes=2', '--ntasks-per-node=1', f'--partition={part}')
         after = tx_bytes(cluster)
         result = json.loads(next(ln for ln in out.splitlines()
@@ -299,7 +319,7 @@ def test_each_stacks_traffic_takes_its_partitions_link(cluster, ring_builds, par
             # not far below it.
             assert 0.6 * rate <= bw <= 1.05 * rate, (stack, bw, rate)
         else:
-            assert bw >= 2.5 * rate, (stack, bw, rate)
+            assert bw >= 3 * rate, (stack, bw, rate)
 
 
 def test_a_module_sets_its_stack_on_the_nodes(cluster, stacks, tmp_path):
