@@ -18,6 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import BIN, CONFIG, REPO, mpi_env
 from harnesslib.launch import LIBRARY_PREFIX
+from test_multinode import (
+    client_env,
+    cluster,  # noqa: F401  (the 2-node test cluster fixture)
+)
 
 pytestmark = pytest.mark.integration
 
@@ -183,3 +187,24 @@ def test_hpctestlib_osu_run_passes_on_every_partition_and_stack(tmp_path, stacks
             for bench in benchmarks:
                 assert any(r['environ'] == stack and bench in r['name'] and
                            r['result'] == 'pass' for r in records), (part, stack, bench)
+
+
+def test_a_third_party_check_runs_across_the_test_clusters_nodes(cluster, stacks,  # noqa: F811
+                                                                  tmp_path):
+    """The same check on the multi-node test cluster (stacks as Lmod modules,
+    ReFrame's srun), one rank per node: each rank on its own node, with its
+    stack from the module."""
+    proc = run_site_check(tmp_path, '--system', 'test-cluster',
+                          '-S', 'mpi_where_run.num_tasks_per_node=1',
+                          env=client_env(cluster))
+    assert proc.returncode == 0, explain(proc)
+    for part in ('fast', 'slow'):
+        for stack in stacks:
+            out = (tmp_path / 'test-cluster' / 'output' / 'test-cluster' / part / stack /
+                   'mpi_where_run')
+            script = (out / 'rfm_job.sh').read_text()
+            assert f'module load {stack}' in script and '\nsrun ' in script, script
+            text = (out / 'rfm_job.out').read_text()
+            assert not placement_problems(text, stack), (part, stack, text)
+            hosts = {ln.split()[5] for ln in text.splitlines() if ln.startswith('rank ')}
+            assert len(hosts) == 2, (part, stack, text)
