@@ -67,7 +67,6 @@ import reframe.utility.sanity as sn
 import reframe.utility.udeps as udeps
 from harnesslib import plan as planning
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
-from harnesslib.launch import launch_line
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
     cores_per_node,
@@ -182,9 +181,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
         is `traffic_gbs` / stream GB/s.
         """
         stream_mode = 'mpi' if self.threads == 1 else 'masteronly'
-        # Not self.job: before the run stage neither its launcher nor its
-        # task count is set yet.
-        launch = launch_line(self.stack_launcher(), self.num_tasks)
+        # The partition's launcher with the job's binding, as the kernel's run.
+        launch = self.launch(self.num_tasks)
         elements = self.stream_elements or (
             planning.TINY_STREAM_ELEMENTS if declared_system()
             else planning.SPMV_STREAM_ELEMENTS)

@@ -18,7 +18,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import PerflogFields
 from harnesslib.build import KernelBuild
-from harnesslib.launch import StackLauncher, binding_env, hold_node_lock, launch_line
+from harnesslib.launch import binding_env, hold_node_lock, launch_line, launcher_family
 from harnesslib.noise import BandRule, QuietMachine
 from harnesslib.placement import cores_per_node
 from harnesslib.rounds import LMP_TAGS, MD_BANDS, MD_TAGS, ROUNDS_FILE, RoundsError, md_rates
@@ -113,17 +113,18 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         self.num_tasks = 1      # the script launches its own runs
         self.executable = 'bash'
         self.executable_opts = ['bench.sh']
-        self.env_vars.update(binding_env('openmpi', 2))
         self.prerun_cmds = hold_node_lock(part)
 
     @run_before('run')
     def write_script(self):
+        # The partition's launcher (the environment's mpirun), each line
+        # bound for its own layout.
+        launcher = self.job.launcher
+        family = launcher_family(self.current_partition, self.current_environ)
         self.job.launcher = getlauncher('local')()
-        env = self.current_environ
-        launcher = env.extras['launcher']
 
         def launch(ranks: int, threads: int) -> str:
-            return launch_line(StackLauncher(launcher, 'openmpi', ranks, threads), ranks)
+            return launch_line(launcher, ranks, threads, binding_env(family, threads))
 
         md = f'{shlex.quote(self.build.executable_path("md"))} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'

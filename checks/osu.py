@@ -18,10 +18,12 @@ fills it from ``HARNESS_OSU_PREFIX`` (``{stack}`` is replaced by the stack's
 name), a site configuration or the Spack setup sets it.  Without it every
 check skips with one line saying how to provide OSU; nothing is downloaded.
 
-Every run uses the stack's own launcher with binding and the node lock, like
-the kernel checks.  Sanity: exit status 0, OSU's full table (every size of
-the sweep), no error message, and the benchmark links the same MPI library
-as the harness's kernels built for that stack (ldd of both binaries).
+``OsuBase`` is a sibling of the kernels' ``KernelCheck`` on the harness's
+``RunBase``: the partition's launcher with the run's binding, the node lock,
+references and perflog fields; it builds nothing.  Sanity: exit status 0,
+OSU's full table (every size of the sweep), no error message, and the
+benchmark links the environment's own MPI library: the library its compiler
+wrapper links (``-l``), found by ldd in a folder the wrapper names (``-L``).
 
 Performance variables (the perflog convention of the README): ``lat_<bytes>``
 (us) or ``bw_<bytes>`` (MB/s, 1e6 B) per size, headlines ``latency_8B`` and
@@ -36,29 +38,24 @@ import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesslib.base import KernelCheck
-from harnesslib.launch import (
-    LIBRARY_PREFIX,
-    StackLauncher,
-    binding_env,
-    hold_node_lock,
-    launch_line,
-    shell_words,
-)
+from harnesslib.base import RunBase
+from harnesslib.launch import LIBRARY_PREFIX, shell_words
 from harnesslib.osu_output import (
     OsuParseError,
     OsuTable,
     expected_sizes,
+    libraries_agree,
     missing_sizes,
     mpi_libraries,
     osu_binary,
     parse_osu,
+    stack_libraries,
+    wrapper_link_check,
 )
 from harnesslib.placement import cores_per_node, divisors, pt2pt_placement, system_layouts
 from harnesslib.units import MIB
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
-from reframe.core.launchers import LauncherWrapper
 
 #: Smallest size of each benchmark's sweep (allreduce works on 4-byte floats).
 MIN_SIZE = {'osu_latency': 0, 'osu_bw': 1, 'osu_bibw': 1, 'osu_mbw_mr': 1,
@@ -76,7 +73,7 @@ def _divisors() -> list[int]:
     return sorted({ranks for ranks, _ in system_layouts()})
 
 
-class OsuBase(KernelCheck):
+class OsuBase(RunBase):
     """One OSU benchmark run; subclasses place the ranks and name the variables."""
 
     time_limit = '5m'
@@ -103,7 +100,6 @@ class OsuBase(KernelCheck):
         self.kernel = self.benchmark_name
         self.mode = 'mpi'
         self.threads = 1
-        self.decomp = 1
         self.size = str(self.max_size)
         self.descr = f'{self.benchmark_name} (OSU Micro-Benchmarks)'
 
@@ -135,17 +131,16 @@ class OsuBase(KernelCheck):
         self.executable = shlex.quote(path)
         self.executable_opts = shell_words(self.osu_options())
         self.build_spec = f'osu {env.extras.get("osu_prefix", "")}'
-        self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
-        self.prerun_cmds = hold_node_lock(part) + [
-            f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
-            f'ldd {shlex.quote(self.build.executable_path("ring"))} > kernel.ldd 2>&1',
-        ]
+        # What OSU links, and what the environment's wrapper links: in the
+        # job, where the environment (PATH, modules) is in force.
+        self.prerun_cmds = [f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
+                            f'{wrapper_link_check(env)} > stack.link 2>&1']
 
     @run_before('run')
-    def set_launcher(self):
+    def end_hung_runs(self):
         # `timeout` ends a run stuck in MPI_Finalize (see run_timeout).
-        self.job.launcher = LauncherWrapper(self.stack_launcher(), 'timeout',
-                                            ['-k', '10', str(self.run_timeout)])
+        self.job.launcher.modifier = 'timeout'
+        self.job.launcher.modifier_options = ['-k', '10', str(self.run_timeout)]
 
     # -- results -------------------------------------------------------------------
 
@@ -172,14 +167,17 @@ class OsuBase(KernelCheck):
         family = self.current_environ.extras.get('family', stack)
         # The library first: a benchmark linked to another stack explains the rest.
         osu_libs = mpi_libraries(self._read('osu.ldd'))
-        kernel_libs = mpi_libraries(self._read('kernel.ldd'))
         sn.evaluate(sn.assert_true(
             osu_libs, msg=f'{self.benchmark_name}: ldd shows no MPI library (libmpi*, '
                           f'libmpich*): {self._read("osu.ldd")[:300]!r}'))
+        stack_libs = stack_libraries(self._read('stack.link'))
         sn.evaluate(sn.assert_true(
-            kernel_libs and kernel_libs <= osu_libs,
-            msg=f'{self.benchmark_name} links {sorted(osu_libs)}, but the kernels of stack '
-                f'{stack} link {sorted(kernel_libs)}: OSU was built for another stack'))
+            stack_libs, msg=f'the compiler wrapper of stack {stack} names no MPI library: '
+                            f'{self._read("stack.link")[:300]!r}'))
+        sn.evaluate(sn.assert_true(
+            libraries_agree(osu_libs, stack_libs),
+            msg=f'{self.benchmark_name} links {sorted(osu_libs)}, but stack {stack} links '
+                f'{sorted(stack_libs)}: OSU was built for another stack'))
         self.mpi_library = f'{LIBRARY_PREFIX.get(family, stack)} ({sorted(osu_libs)[0]})'
         table = self.table()
         missing = missing_sizes(table, self.sweep())
@@ -311,15 +309,13 @@ class OsuMbwMrCheck(OsuBase):
         return 2 * self.ks[-1], 1, ''
 
     @run_before('run')
-    def set_launcher(self):
-        # The script launches one run per k with the stack's own launcher.
+    def end_hung_runs(self):
+        # The script launches one run per k with the partition's launcher
+        # (the environment's, one core per rank), each ended by `timeout`.
         lines = ['set -o pipefail']
         for k in self.ks:
             per_node = k if self.nodes >= 2 else 2 * k
-            launcher = StackLauncher(self.current_environ.extras['launcher'],
-                                     self.current_environ.extras.get('family', ''),
-                                     per_node, 1)
-            cmd = launch_line(launcher, per_node * self.nodes)
+            cmd = self.launch(per_node * self.nodes)
             lines.append(f'timeout -k 10 {int(self.run_timeout)} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          f' || echo "k={k} status $?" >> osu_status.txt')

@@ -29,7 +29,7 @@ import sys
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import KernelCheck
-from harnesslib.launch import binding_env, hold_node_lock, launch_line, shell_words
+from harnesslib.launch import shell_words
 from harnesslib.osu_output import expected_sizes, osu_binary
 from harnesslib.placement import cores_per_node, pt2pt_placement
 from harnesslib.rounds import (
@@ -78,14 +78,11 @@ class RingSweep(KernelCheck):
     @run_after('setup')
     def place(self):
         _pt2pt_place(self)
-        env = self.current_environ
         self.executable = shlex.quote(self.build.executable_path('ring'))
         self.build_spec = self.build.build_spec
         self.executable_opts = shell_words(['--pattern', self.pattern, '--mode', 'mpi',
                                             '--sizes', self.sizes, '--reps', str(self.reps),
                                             '--iters-scale', str(self.iters_scale)])
-        self.env_vars.update(binding_env(env.extras.get('family', ''), 1, self.binding))
-        self.prerun_cmds = hold_node_lock(self.current_partition)
 
     def by_size(self, key: str) -> dict[int, float]:
         return {int(r['size']): float(r[key]) for r in self.results()}
@@ -189,13 +186,11 @@ class RingOsuAccuracy(KernelCheck):
         self.build_spec = f'{self.build.build_spec}; osu {env.extras.get("osu_prefix", "")}'
         self.executable = 'bash'
         self.executable_opts = ['accuracy.sh']
-        self.env_vars.update(binding_env(env.extras.get('family', ''), 1))
-        self.prerun_cmds = hold_node_lock(self.current_partition)
 
     @run_before('run')
     def write_script(self):
-        # The script launches every run itself, with the stack's launcher.
-        launch = launch_line(self.stack_launcher(), self.num_tasks)
+        # The script launches every run itself, with the partition's launcher.
+        launch = self.launch(self.num_tasks)
         self.job.launcher = getlauncher('local')()
         ring = shlex.quote(self.build.executable_path('ring'))
         osu_lat, osu_bw = shlex.quote(self.osu_lat), shlex.quote(self.osu_bw)
@@ -262,7 +257,7 @@ class RingOsuAccuracy(KernelCheck):
         data = self.rounds_data()
         self.mpi_library = str(data[0]['lib'])
         sn.evaluate(sn.assert_true(
-            self._library_matches(self.mpi_library),
+            self.library_matches(self.mpi_library),
             msg=f'ring reports MPI library "{self.mpi_library}", not stack '
                 f'{self.current_environ.name}'))
         self.verified = 'true'

@@ -16,7 +16,7 @@ system is absent)::
     reframe -C config/settings.py -c checks --system example-hpc --list
     reframe -C config/settings.py -c checks --system example-hpc -n StreamCheck --dry-run
     # then read the job scripts: $HARNESS_VAR_DIR/example-hpc/stage/.../rfm_job.sh
-    # (#SBATCH lines, the srun line with --mpi, -c and --cpu-bind, the modules)
+    # (#SBATCH lines, the modules, SLURM_MPI_TYPE and SLURM_CPU_BIND, the srun line)
 
 ``--list`` shows every layout R x T (R ranks per node, T threads per rank,
 R*T = cores per node) the node's processor gives; ``--dry-run`` writes the job
@@ -58,7 +58,8 @@ CLUSTER = {
             # FILL IN: Slurm partition / constraint of the InfiniBand nodes.
             'access': ['--partition=compute', '--constraint=ib', '--exclusive'],
             # Nodes per run: the layouts are R ranks per node x T threads on
-            # every node (srun -N nodes -n R*nodes --ntasks-per-node R -c T).
+            # every node (sbatch --ntasks-per-node R --cpus-per-task T, then
+            # ReFrame's srun --cpus-per-task=T with SLURM_CPU_BIND=cores).
             'nodes': 2,
             # FILL IN: one node's processor (the layouts come from it), or
             # leave it out and let ReFrame detect it on a compute node:
@@ -100,10 +101,14 @@ CLUSTER = {
     # that provide it, its compiler wrapper, and how ranks start:
     #   'launch': 'srun'  with 'pmi' = what `srun --mpi=` this stack was built
     #                     for (`srun --mpi=list` shows what Slurm offers):
-    #                     Open MPI 4/5 'pmix', MPICH and MVAPICH2 'pmi2'
+    #                     Open MPI 4/5 'pmix', MPICH and MVAPICH2 'pmi2'; the
+    #                     environment sets it as SLURM_MPI_TYPE, so ReFrame's
+    #                     srun (the partitions' launcher) uses it for any check
     #   'launch': 'own'   the stack's own launcher inside the allocation
     #                     ('launcher': 'mpirun' or 'mpiexec'), e.g. an Open MPI
-    #                     built without Slurm's PMI
+    #                     built without Slurm's PMI; the harness's checks use
+    #                     ReFrame's launcher of that name (the module makes it
+    #                     the stack's); other checks must set it themselves
     # 'family' (default: the stack's name: openmpi, mpich, mvapich2) says how
     # the stack binds ranks and threads and which MPI_Get_library_version it
     # must report.  'env': variables the stack always needs.

@@ -24,6 +24,13 @@ The ``local`` system (this machine) is worked out when the file loads:
   transport settings belong to the stack, so each environment is defined for
   the system (its defaults, used by shm) and again for ``local:tcp``.
 
+* launching, the ReFrame way: every partition names ReFrame's ``mpirun``
+  launcher and every environment makes it its stack's: a folder of links
+  (``mpirun``, ``mpiexec``, ``mpicc``... to the stack's own tools) first on
+  ``PATH``, and each rank bound to a core of its own in the variables the
+  stack's launcher reads (``harnesslib.launch``).  Any ReFrame check, not only
+  the harness's, launches its stack this way.
+
 * the processor topology is detected by ReFrame (``processor`` is left out).
 
 * perflogs go to a persistent directory, ``$HARNESS_VAR_DIR/perflogs``
@@ -43,6 +50,7 @@ import subprocess
 import sys
 from typing import NoReturn
 
+from harnesslib.launch import rank_binding_env, stack_bindir
 from harnesslib.paths import REFERENCES_DIR
 from harnesslib.placement import samples_per_run
 from harnesslib.references import ReferencesError, references_file, validate_references_file
@@ -285,11 +293,18 @@ def _environments() -> tuple[list[dict], list[str]]:
         if found is None:
             continue
         names.append(name)
+        # The partitions launch with ReFrame's `mpirun`: this folder of links
+        # (mpirun, mpiexec, mpicc... to the stack's own tools), first on PATH,
+        # makes the name this stack's; its launcher binds every rank to a
+        # core of its own (a hybrid check widens it to its threads).
+        bindir = stack_bindir(os.path.join(VAR_DIR, 'stacks'), name, found['cc'],
+                              found['launcher'], spec['family'])
+        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec['family'])}
         # The stack's defaults for the whole system (shm uses them), and a
         # more specific definition for the tcp partition, which ReFrame picks
         # there.
         for target, transport in (('local', 'shm'), ('local:tcp', 'tcp')):
-            env_vars = dict(spec['env'])
+            env_vars = {**launch_env, **spec['env']}
             if transport == 'tcp':
                 env_vars.update(spec['tcp_env'])
             envs.append({
@@ -303,6 +318,7 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'family': spec['family'],
                     'descr': spec['descr'],
                     'launcher': found['launcher'],
+                    'bindir': bindir,
                     'prefix': found['prefix'],
                     'transport': transport,
                     # The Spack spec of the kernels for this stack (README: Spack).
@@ -415,8 +431,9 @@ site_configuration = {
                     'name': part,
                     'descr': descr,
                     'scheduler': 'local',
-                    # The checks replace this with each stack's own launcher.
-                    'launcher': 'local',
+                    # ReFrame's own mpirun launcher: each environment makes
+                    # `mpirun` its stack's (PATH) and sets its binding.
+                    'launcher': 'mpirun',
                     'environs': _STACK_NAMES or ['builtin'],
                     'max_jobs': 1,  # never two runs side by side: no oversubscription
                     'time_limit': '10m',

@@ -71,6 +71,17 @@ def host_processor() -> dict[str, int]:
     }
 
 
+def srun_env(launch: str, pmi: str) -> dict[str, str]:
+    """What makes ReFrame's plain ``srun`` launcher start a stack's ranks,
+    in the environment so that any check's srun gets it: the PMI
+    (``SLURM_MPI_TYPE``, srun's ``--mpi``) and every task bound to cores of
+    its own (``SLURM_CPU_BIND``, srun's ``--cpu-bind``; how many comes from
+    the job's ``--cpus-per-task``)."""
+    if launch != 'srun':
+        return {}
+    return {**({'SLURM_MPI_TYPE': pmi} if pmi else {}), 'SLURM_CPU_BIND': 'cores'}
+
+
 def _retarget(envs: list[dict], targets: dict[str, str],
               launch: dict[str, dict[str, str]]) -> list[dict]:
     """Copies of the `local` system's environments for another system:
@@ -82,8 +93,10 @@ def _retarget(envs: list[dict], targets: dict[str, str],
         if not new:
             continue
         stack = env['extras']['stack']
-        out.append({**env, 'target_systems': new,
-                    'extras': {**env['extras'], **launch.get(stack, {})}})
+        extras = {**env['extras'], **launch.get(stack, {})}
+        env_vars = [*env['env_vars'], *([k, v] for k, v in srun_env(
+            extras.get('launch', ''), extras.get('pmi', '')).items())]
+        out.append({**env, 'target_systems': new, 'env_vars': env_vars, 'extras': extras})
     return out
 
 
@@ -196,7 +209,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str,
                 raise ValueError(f"{swhere}: launch must be 'srun' or 'own', got {launch!r}")
             if launch == 'own' and not sspec.get('launcher'):
                 raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
-            env_vars = {**sspec.get('env', {}), **transport_env.get(stack, {})}
+            env_vars = {**srun_env(launch, sspec.get('pmi', SRUN_PMI.get(stack, ''))),
+                        **sspec.get('env', {}), **transport_env.get(stack, {})}
             envs.append({
                 'name': stack,
                 'target_systems': [f'{name}:{part}'],
@@ -223,8 +237,10 @@ def cluster_config(cluster: dict[str, Any], var_dir: str,
         if env['name'] in {e['name'] for e in system_envs}:
             continue
         sspec = stacks[env['name']]
+        base_env = {**srun_env(env['extras']['launch'], env['extras']['pmi']),
+                    **sspec.get('env', {})}
         system_envs.append({**env, 'target_systems': [name],
-                            'env_vars': [[k, str(v)] for k, v in sspec.get('env', {}).items()],
+                            'env_vars': [[k, str(v)] for k, v in base_env.items()],
                             'extras': {**env['extras'], 'transport': ''}})
     envs = system_envs + envs
     system = {

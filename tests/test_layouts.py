@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 from harnesslib import launch, placement
@@ -23,38 +25,40 @@ def test_every_divisor_layout_fills_the_node():
 
 
 def test_launcher_binds_each_rank_to_its_threads_cores():
+    """The binding each family's launcher reads from the environment: every
+    rank on as many cores of its own as it has threads."""
     checks = load_checks()
-
-    class Job:
-        num_tasks = 4
-
-    ompi = checks.StackLauncher('/usr/bin/mpirun.openmpi', 'openmpi', 2, 4)
-    assert ompi.command(Job()) == ['/usr/bin/mpirun.openmpi', '-np', '4', '--map-by',
-                                   'ppr:2:node:PE=4', '--bind-to', 'core']
-    mpich = checks.StackLauncher('/usr/bin/mpiexec.mpich', 'mpich', 2, 4)
-    assert mpich.command(Job()) == ['/usr/bin/mpiexec.mpich', '-n', '4', '-ppn', '2',
-                                    '-bind-to', 'core:4']
-    mv2 = checks.StackLauncher('/opt/mvapich2/bin/mpiexec', 'mvapich2', 2, 4)
-    assert mv2.command(Job()) == ['/opt/mvapich2/bin/mpiexec', '-n', '4', '-ppn', '2',
-                                  '-bind-to', 'core:4']
+    ompi = checks.binding_env('openmpi', 4)
+    assert ompi['OMPI_MCA_rmaps_base_mapping_policy'] == 'slot:PE=4'
+    assert ompi['OMPI_MCA_hwloc_base_binding_policy'] == 'core'
+    assert checks.binding_env('openmpi', 1)['OMPI_MCA_rmaps_base_mapping_policy'] == 'core'
+    assert checks.binding_env('mpich', 4)['HYDRA_BINDING'] == 'core:4'
+    assert checks.binding_env('mpich', 1)['HYDRA_BINDING'] == 'core'
+    # one-core: each rank on a single core whatever its threads.
+    assert checks.binding_env('mpich', 4, 'one-core')['HYDRA_BINDING'] == 'core'
+    assert checks.binding_env('openmpi', 4, 'one-core')[
+        'OMPI_MCA_rmaps_base_mapping_policy'] == 'core'
+    assert checks.binding_env('srun', 4)['SLURM_CPU_BIND'] == 'cores'
+    assert all(checks.binding_env(f, 4)['OMP_NUM_THREADS'] == '4'
+               for f in ('openmpi', 'mpich', 'mvapich2', 'srun'))
     # hydra binds MVAPICH2's ranks; its library affinity is off either way.
+    assert checks.binding_env('mvapich2', 4)['HYDRA_BINDING'] == 'core:4'
     assert checks.binding_env('mvapich2', 4)['MV2_ENABLE_AFFINITY'] == '0'
     assert checks.binding_env('mvapich2', 4, 'one-core')['MV2_ENABLE_AFFINITY'] == '0'
 
 
 def test_declared_node_launches_without_binding():
-    # A declared node runs more ranks x threads than cores, on purpose.
+    # A declared node runs more ranks x threads than cores, on purpose: no
+    # binding, and Open MPI allows the oversubscription.
     checks = load_checks()
-
-    class Job:
-        num_tasks = 16
-
-    ompi = checks.StackLauncher('/usr/bin/mpirun.openmpi', 'openmpi', 16, 1,
-                                oversubscribe=True)
-    assert ompi.command(Job()) == ['/usr/bin/mpirun.openmpi', '-np', '16', '--oversubscribe',
-                                   '--bind-to', 'none']
-    mpich = checks.StackLauncher('/usr/bin/mpiexec.mpich', 'mpich', 16, 1, oversubscribe=True)
-    assert mpich.command(Job()) == ['/usr/bin/mpiexec.mpich', '-n', '16', '-bind-to', 'none']
+    ompi = checks.binding_env('openmpi', 1, oversubscribe=True)
+    assert ompi['OMPI_MCA_rmaps_base_oversubscribe'] == '1'
+    assert ompi['OMPI_MCA_hwloc_base_binding_policy'] == 'none'
+    assert 'OMP_PLACES' not in ompi
+    assert checks.binding_env('mpich', 2, oversubscribe=True)['HYDRA_BINDING'] == 'none'
+    # ...and never otherwise.
+    assert checks.binding_env('openmpi', 1)['OMPI_MCA_hwloc_base_binding_policy'] == 'core'
+    assert 'OMPI_MCA_rmaps_base_oversubscribe' not in checks.binding_env('openmpi', 2)
 
 
 def test_layout_parameter_type_reads_names():
@@ -82,3 +86,37 @@ def test_samples_are_registered_sample_by_sample():
     order = [Interleaved.get_variant_info(kw['variant_num'])['params'] for _a, kw in entries]
     assert [(p['sample'], p['layout']) for p in order] == [
         (0, 'a'), (0, 'b'), (0, 'c'), (1, 'a'), (1, 'b'), (1, 'c')]
+
+
+def test_launch_line_is_the_partitions_launcher_with_a_layouts_binding():
+    from reframe.core.backends import getlauncher
+
+    checks = load_checks()
+    mpirun = getlauncher('mpirun')()
+    assert checks.launch_line(mpirun, 2) == 'mpirun -np 2'
+    line = checks.launch_line(mpirun, 1, 2, checks.binding_env('mpich', 2))
+    assert line.startswith('env OMP_NUM_THREADS=2 ') and line.endswith(' mpirun -np 1')
+    assert 'HYDRA_BINDING=core:2' in line
+    mpirun.modifier, mpirun.modifier_options = 'timeout', ['-k', '10', '90']
+    assert checks.launch_line(mpirun, 2) == 'timeout -k 10 90 mpirun -np 2'
+
+
+def test_a_stacks_link_folder_names_its_own_tools(tmp_path):
+    checks = load_checks()
+    prefix = tmp_path / 'stack' / 'bin'
+    prefix.mkdir(parents=True)
+    for exe in ('mpicc', 'mpicxx', 'mpiexec', 'hydra_pmi_proxy'):
+        (prefix / exe).write_text('#!/bin/sh\n')
+        (prefix / exe).chmod(0o755)
+    bindir = checks.stack_bindir(str(tmp_path / 'links'), 'mvapich2', str(prefix / 'mpicc'),
+                                 str(prefix / 'mpiexec'), 'mvapich2')
+    links = {p.name: os.readlink(p) for p in Path(bindir).iterdir()}
+    assert links == {'mpirun': str(prefix / 'mpiexec'), 'mpiexec': str(prefix / 'mpiexec'),
+                     'mpicc': str(prefix / 'mpicc'), 'mpicxx': str(prefix / 'mpicxx'),
+                     'hydra_pmi_proxy': str(prefix / 'hydra_pmi_proxy')}
+    # The same stack again: the same folder; another prefix: another folder.
+    assert checks.stack_bindir(str(tmp_path / 'links'), 'mvapich2', str(prefix / 'mpicc'),
+                               str(prefix / 'mpiexec'), 'mvapich2') == bindir
+    other = checks.stack_bindir(str(tmp_path / 'links'), 'mvapich2', '/usr/bin/mpicc.mpich',
+                                '/usr/bin/mpiexec.mpich', 'mvapich2')
+    assert other != bindir

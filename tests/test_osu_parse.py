@@ -146,6 +146,30 @@ def test_mpi_libraries_from_ldd_output():
     assert not any('libm.so' in p or 'libmpi_cxx' in p for p in got)
 
 
+def test_the_stacks_library_from_its_wrapper_against_ldd(tmp_path):
+    """OSU's library is checked against what the environment's compiler
+    wrapper links: the -lmpi* library in one of its -L folders."""
+    lib = harnesslib()
+    (tmp_path / 'ompi').mkdir()
+    real = tmp_path / 'ompi' / 'libmpi.so.40.30.4'
+    real.write_text('')
+    (tmp_path / 'ompi' / 'libmpi.so').symlink_to(real.name)
+    stack = lib.stack_libraries(f'-L{tmp_path}/ompi -lmpi')
+    assert stack == {str(real)}
+    assert lib.libraries_agree({str(real)}, stack)
+    assert not lib.libraries_agree({'/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0'}, stack)
+    # MPICH's -show; its -L folder without libmpich.so: the name decides.
+    mpich = lib.stack_libraries(f'gcc -I/x -L{tmp_path}/none -lmpich')
+    assert mpich == {'libmpich.so'}
+    assert lib.libraries_agree({'/usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0'}, mpich)
+    assert not lib.libraries_agree({str(real)}, mpich)
+    assert lib.stack_libraries('gcc -lm') == set()
+    envs = {fam: types.SimpleNamespace(cc='/opt/my mpi/bin/mpicc', extras={'family': fam})
+            for fam in ('openmpi', 'mpich')}
+    assert lib.wrapper_link_check(envs['openmpi']) == "'/opt/my mpi/bin/mpicc' -showme:link"
+    assert lib.wrapper_link_check(envs['mpich']) == "'/opt/my mpi/bin/mpicc' -show"
+
+
 def test_settings_fill_the_stack_into_the_osu_prefix(monkeypatch):
     monkeypatch.setenv('HARNESS_OSU_PREFIX', '/opt/osu/{stack}')
     monkeypatch.setenv('HARNESS_QUIET', '1')

@@ -1,6 +1,7 @@
-"""The base of every run: references from the system's file, the perflog
-fields, placement, the stack's launcher, the node lock; and ``KernelCheck``,
-one kernel run at one layout."""
+"""The base of every run: ``RunBase`` (references from the system's file, the
+perflog fields, the partition's launcher with the run's binding, the node
+lock); its children ``KernelCheck`` (one kernel run at one layout) here and
+the OSU checks' base in checks/osu.py."""
 
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError
-from reframe.core.launchers import JobLauncher
 
 from .build import KernelBuild
 from .launch import (
     EXIT_STATUS_TAG,
     LIBRARY_PREFIX,
-    StackLauncher,
     binding_env,
     hold_node_lock,
+    launch_line,
+    launcher_family,
+    own_launcher,
     shell_words,
 )
 from .noise import BandRule, QuietMachine
@@ -133,23 +136,109 @@ def _perflog_fields() -> type:
 PerflogFields = _perflog_fields()
 
 
-class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
-                  BandRule):
-    """One kernel run at one layout; subclasses say how to run their kernel."""
+class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
+              BandRule):
+    """The base of every run of the harness: references, perflog fields, the
+    partition's launcher with this run's binding, the node lock, the machine's
+    quietness around the run and the one rule for its fixed bands
+    (``harnesslib.noise``), and what every run's sanity reads (its exit
+    status, its stack's library name).
+
+    The launcher is the partition's own ReFrame launcher, as for any check
+    (config/settings.py); a run only widens its binding to its threads
+    (``binding_env``), in the environment variables its launcher reads.
+    Subclasses set ``threads`` and the task counts in their placement.
+    """
 
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     time_limit = '5m'
-    build = fixture(KernelBuild, scope='environment')
-
-    #: Threads whose subdomain each rank owns (serial mode: > threads).
-    decomp = variable(int, value=0)
 
     #: ``threads``: each rank is bound to as many cores as it has threads (the
     #: default).  ``one-core``: each rank is bound to a single core, as
     #: MVAPICH2 does by default; its threads then share that core and the
     #: oversubscription check must fail the run (used by the tests).
     binding = variable(typ.Str[r'threads|one-core'], value='threads')
+
+    def family(self) -> str:
+        """Whose binding variables this run needs (``srun`` or the stack's)."""
+        return launcher_family(self.current_partition, self.current_environ)
+
+    def cores_per_rank(self, threads: int) -> int:
+        return 1 if self.binding == 'one-core' else threads
+
+    def declared_oversubscription(self) -> bool:
+        """True where the configuration says the runs share cores on purpose:
+        a local partition that declares more cores than this machine has
+        (``extras['declared_topology']``), or a test cluster whose nodes share
+        this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
+        on fewer cores than nodes x cores per node).  Such runs test the path:
+        they are flagged oversubscribed and kept out of verdicts."""
+        part = self.current_partition
+        if part.extras.get('shared_cores'):
+            return True
+        return (bool(part.extras.get('declared_topology')) and
+                part.scheduler.registered_name == 'local' and
+                self.cores > len(os.sched_getaffinity(0)))
+
+    @run_after('setup')
+    def stack_starts_its_ranks(self):
+        """A stack that cannot start under the partition's srun (environment
+        extras ``launch: own``) starts its ranks with its own launcher."""
+        own = own_launcher(self.current_partition, self.current_environ)
+        if own:
+            self.job.launcher = getlauncher(own)()
+
+    @run_before('run')
+    def bind_and_lock(self):
+        """The run's binding, and the node lock before anything runs."""
+        family = self.family()
+        self.env_vars.update(binding_env(family, int(self.threads), self.binding,
+                                         oversubscribe=self.declared_oversubscription()))
+        if family == 'srun' and self.cores_per_rank(int(self.threads)) != self.threads:
+            # srun takes a task's cores from --cpus-per-task (ReFrame's srun
+            # gives the job's); the last one given counts.
+            self.job.launcher.options = [
+                *self.job.launcher.options,
+                f'--cpus-per-task={self.cores_per_rank(int(self.threads))}']
+        self.prerun_cmds = hold_node_lock(self.current_partition) + self.prerun_cmds
+        if self.job.scheduler.registered_name == 'squeue':
+            # squeue reports no exit status (no accounting database): the
+            # job script records the launcher's, right after it.
+            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+
+    def launch(self, num_tasks: int, threads: int | None = None) -> str:
+        """The partition's launcher as a command line for `num_tasks` ranks,
+        for the scripts a check writes itself; `threads` per rank where it is
+        not the job's own (bound by variables for that line only)."""
+        if threads is None or threads == self.threads:
+            return launch_line(self.job.launcher, num_tasks, self.cores_per_rank(self.threads))
+        cores = self.cores_per_rank(threads)
+        return launch_line(self.job.launcher, num_tasks, cores,
+                           binding_env(self.family(), threads, self.binding))
+
+    def exit_status(self):
+        """The run's exit status: the scheduler's, or the job script's record
+        of it where the scheduler reports none (None if neither knows)."""
+        if self.job.exitcode is not None:
+            return self.job.exitcode
+        found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
+        return found[-1] if found else None
+
+    def library_matches(self, lib: str) -> bool:
+        """Whether MPI_Get_library_version's `lib` is this environment's stack."""
+        stack = self.current_environ.extras.get('family', self.current_environ.name)
+        prefix = LIBRARY_PREFIX.get(stack)
+        return prefix is None or lib.startswith(prefix)
+
+
+class KernelCheck(RunBase):
+    """One kernel run at one layout; subclasses say how to run their kernel."""
+
+    build = fixture(KernelBuild, scope='environment')
+
+    #: Threads whose subdomain each rank owns (serial mode: > threads).
+    decomp = variable(int, value=0)
 
     @run_after('init')
     def set_layout(self):
@@ -176,68 +265,15 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
         self.num_tasks_per_node = self.ranks
         self.num_tasks = self.ranks * self.nodes
         self.num_cpus_per_task = self.threads
-        env = self.current_environ
         # Quoted: ReFrame writes both into the job script as they are.
         self.executable = shlex.quote(self.build.executable_path(self.kernel))
         self.build_spec = self.build.build_spec
         self.executable_opts = shell_words(['--mode', self.mode] + self.kernel_args())
-        self.env_vars.update(binding_env(env.extras.get('family', ''), self.threads,
-                                         self.binding))
         if self.declared_oversubscription():
             # Threads that spin at barriers would starve the others sharing
             # their core: a declared node's runs would take minutes.
             self.env_vars['OMP_WAIT_POLICY'] = 'PASSIVE'
             self.env_vars['GOMP_SPINCOUNT'] = '0'
-        self.prerun_cmds = hold_node_lock(part)
-
-    def stack_launcher(self) -> JobLauncher:
-        """The environment's own launcher with this run's binding (or the
-        partition's launcher where the environment names none)."""
-        env = self.current_environ
-        if not env.extras.get('launcher'):
-            return self.job.launcher
-        # Each rank gets a core per thread, unless the test narrows it.
-        cores = 1 if self.binding == 'one-core' else self.threads
-        if env.extras.get('launch') == 'srun':
-            # A Slurm system: srun with the PMI this stack needs.
-            return StackLauncher(env.extras['launcher'], 'srun', self.ranks, cores,
-                                 pmi=env.extras.get('pmi', ''))
-        if self.declared_oversubscription():
-            # More ranks and threads than cores, on purpose: no binding.
-            return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
-                                 self.ranks, cores, oversubscribe=True)
-        return StackLauncher(env.extras['launcher'], env.extras.get('family', ''),
-                             self.ranks, cores)
-
-    @run_before('run')
-    def set_launcher(self):
-        self.job.launcher = self.stack_launcher()
-        if self.job.scheduler.registered_name == 'squeue':
-            # squeue reports no exit status (no accounting database): the
-            # job script records the launcher's, right after it.
-            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
-
-    def declared_oversubscription(self) -> bool:
-        """True where the configuration says the runs share cores on purpose:
-        a local partition that declares more cores than this machine has
-        (``extras['declared_topology']``), or a test cluster whose nodes share
-        this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
-        on fewer cores than nodes x cores per node).  Such runs test the path:
-        they are flagged oversubscribed and kept out of verdicts."""
-        part = self.current_partition
-        if part.extras.get('shared_cores'):
-            return True
-        return (bool(part.extras.get('declared_topology')) and
-                part.scheduler.registered_name == 'local' and
-                self.cores > len(os.sched_getaffinity(0)))
-
-    def exit_status(self):
-        """The run's exit status: the scheduler's, or the job script's record
-        of it where the scheduler reports none (None if neither knows)."""
-        if self.job.exitcode is not None:
-            return self.job.exitcode
-        found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
-        return found[-1] if found else None
 
     # -- results ----------------------------------------------------------------
 
@@ -257,11 +293,6 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
     def headline(self) -> dict:
         """The RESULT line that gives the figures (the last one)."""
         return self.results()[-1]
-
-    def _library_matches(self, lib: str) -> bool:
-        stack = self.current_environ.extras.get('family', self.current_environ.name)
-        prefix = LIBRARY_PREFIX.get(stack)
-        return prefix is None or lib.startswith(prefix)
 
     def _shared_cores(self, res: dict) -> list[str]:
         """Cores on which two threads of this run ran (empty if none)."""
@@ -289,7 +320,7 @@ class KernelCheck(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, Qu
             # whatever else went wrong with it.
             self.mpi_library = str(self.headline().get('mpi_library', ''))
             sn.evaluate(sn.assert_true(
-                self._library_matches(self.mpi_library),
+                self.library_matches(self.mpi_library),
                 msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
                     f'"{self.mpi_library}": built or linked against another stack'))
             # Then the kernel's own verification, whatever its speed.

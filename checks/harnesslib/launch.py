@@ -1,8 +1,25 @@
-"""Launching: each stack's own launcher with rank and thread binding, the
-OpenMP placement, and the node lock every local build and run holds."""
+"""Launching, the ReFrame way: the partition names ReFrame's own launcher
+(``mpirun`` here, ``srun`` on a Slurm system) and each environment makes that
+name resolve to its own stack, so that every check, the harness's own and a
+centre's, launches the same way.
+
+* ``stack_bindir``: a folder of links named ``mpirun``, ``mpiexec``,
+  ``mpicc``... to one stack's own (suffixed) tools; the environment puts it
+  first on ``PATH`` (Debian's plain ``mpirun`` is whichever stack
+  ``update-alternatives`` chose, never to be relied on).  Where stacks are
+  modules (a cluster's Lmod), the module does the same.
+* ``binding_env``: the binding as the stack's launcher reads it from the
+  environment (Open MPI's MCA variables, hydra's ``HYDRA_*``, Slurm's
+  ``SLURM_CPU_BIND``): every rank on cores of its own.  The environment sets
+  one core per rank; a hybrid run widens it to its threads.
+* ``launch_line``: the partition's launcher as a command line, for the job
+  scripts that a check writes itself.
+* ``hold_node_lock``: one build or run at a time on a local machine.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import types
@@ -17,60 +34,126 @@ LIBRARY_PREFIX = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2
 #: scheduler reports none (ReFrame's squeue backend).
 EXIT_STATUS_TAG = 'harness: launcher exit status'
 
+#: The generic names a stack's link folder offers, besides its launcher.
+LAUNCHER_NAMES = ('mpirun', 'mpiexec')
+WRAPPER_NAMES = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
+#: Helpers a family's launcher starts by name (from PATH where they are not
+#: in its own folder: a link named mpirun is not in the stack's folder).
+HELPER_NAMES = {'mpich': ('hydra_pmi_proxy',), 'mvapich2': ('hydra_pmi_proxy',)}
 
-# ---- launcher -----------------------------------------------------------------
 
-class StackLauncher(JobLauncher):
-    """The stack's own launcher, with rank and thread binding for its family.
+# ---- the stack's tools under their generic names ---------------------------------
 
-    Every rank gets T distinct cores and OMP_PLACES=cores pins one thread per
-    core: a hybrid rank's threads never share a core.  MVAPICH2 binds each rank
-    to one core by default, which serialises a hybrid rank's threads; its
-    launcher (MPICH's hydra) binds instead, with the library's affinity off.
+def _sibling(path: str, old: str, new: str) -> str | None:
+    """`path` with `old` replaced by `new` in its file name, if that exists
+    (mpicc.openmpi -> mpicxx.openmpi, <prefix>/bin/mpicc -> <prefix>/bin/mpicxx)."""
+    folder, name = os.path.split(path)
+    if old not in name:
+        return None
+    candidate = os.path.join(folder, name.replace(old, new, 1))
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+def stack_links(cc: str, launcher: str, family: str = '') -> dict[str, str]:
+    """Generic name -> the stack's own tool, for its link folder."""
+    links = {name: launcher for name in LAUNCHER_NAMES}
+    for name in WRAPPER_NAMES:
+        target = cc if name == 'mpicc' else _sibling(cc, 'mpicc', name)
+        if target:
+            links[name] = target
+    for name in HELPER_NAMES.get(family, ()):
+        helper = os.path.join(os.path.dirname(launcher), name)
+        if os.access(helper, os.X_OK):
+            links[name] = helper
+    return links
+
+
+def stack_bindir(root: str, stack: str, cc: str, launcher: str, family: str = '') -> str:
+    """A folder of links named like the generic MPI tools (``mpirun``,
+    ``mpiexec``, ``mpicc``...) to `stack`'s own `cc` and `launcher` (and their
+    siblings): put first on PATH, the plain names are that stack's.
+
+    The folder is named by its links, so sessions that find a stack at
+    different prefixes never rewrite each other's; links are replaced
+    atomically.
     """
-
-    def __init__(self, path: str, family: str, ranks_per_node: int, cores_per_rank: int,
-                 pmi: str = '', oversubscribe: bool = False):
-        super().__init__()
-        #: More ranks x threads than cores on purpose (a declared topology):
-        #: no binding, and Open MPI told to allow it.
-        self.oversubscribe = oversubscribe
-        self.path = path
-        self.family = family
-        self.ranks_per_node = ranks_per_node
-        self.cores_per_rank = cores_per_rank
-        #: ``srun --mpi=`` of family 'srun' (the PMI the stack was built for).
-        self.pmi = pmi
-
-    def command(self, job) -> list[str]:
-        n, r, t = str(job.num_tasks), str(self.ranks_per_node), str(self.cores_per_rank)
-        if self.family == 'srun':
-            # Inside a Slurm allocation: Slurm places and binds the ranks
-            # (srun no longer takes -c from sbatch since Slurm 22.05).
-            return [self.path, *([f'--mpi={self.pmi}'] if self.pmi else []), '-n', n,
-                    '--ntasks-per-node', r, '-c', t, '--cpu-bind=cores']
-        if self.oversubscribe:
-            if self.family == 'openmpi':
-                return [self.path, '-np', n, '--oversubscribe', '--bind-to', 'none']
-            if self.family in ('mpich', 'mvapich2'):
-                return [self.path, '-n', n, '-bind-to', 'none']
-        if self.family == 'openmpi':
-            return [self.path, '-np', n, '--map-by', f'ppr:{r}:node:PE={t}',
-                    '--bind-to', 'core']
-        if self.family in ('mpich', 'mvapich2'):
-            # MVAPICH2's launcher is MPICH's hydra.  Its own library binding
-            # is switched off (binding_env): built with ch3:sock (TCP only)
-            # it cannot see which ranks share a node and binds them all to
-            # the same core.
-            return [self.path, '-n', n, '-ppn', r, '-bind-to', f'core:{t}']
-        return [self.path, '-n', n]
+    links = stack_links(cc, launcher, family)
+    digest = hashlib.sha256(repr(sorted(links.items())).encode()).hexdigest()[:10]
+    bindir = os.path.join(root, f'{stack}-{digest}', 'bin')
+    os.makedirs(bindir, exist_ok=True)
+    for name, target in links.items():
+        path = os.path.join(bindir, name)
+        if os.path.islink(path) and os.readlink(path) == target:
+            continue
+        tmp = f'{path}.{os.getpid()}.tmp'
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+    return bindir
 
 
-def launch_line(launcher: JobLauncher, num_tasks: int) -> str:
-    """The shell command line that launches `num_tasks` ranks with `launcher`
-    (every word quoted), for job scripts a check writes itself."""
-    job = types.SimpleNamespace(num_tasks=num_tasks)
-    return ' '.join(shlex.quote(word) for word in launcher.command(job) + launcher.options)
+# ---- binding ---------------------------------------------------------------------
+
+def own_launcher(partition, environ) -> str:
+    """The registered launcher of a stack that starts its ranks itself inside
+    a Slurm allocation (environment extras ``launch: own``, e.g. MVAPICH2
+    built with ch3:sock: ``mpiexec``, its own by PATH or module), or '' where
+    the partition's launcher serves."""
+    if environ.extras.get('launch') != 'own':
+        return ''
+    name = os.path.basename(str(environ.extras.get('launcher') or 'mpiexec'))
+    return 'mpirun' if name.startswith('mpirun') else 'mpiexec'
+
+
+def launcher_family(partition, environ) -> str:
+    """Whose binding variables a run needs: ``srun`` where the run launches
+    with Slurm's srun, else the stack's family (its own launcher)."""
+    if partition.launcher_type.registered_name == 'srun' and not own_launcher(partition,
+                                                                             environ):
+        return 'srun'
+    return str(environ.extras.get('family', ''))
+
+
+def rank_binding_env(family: str, cores_per_rank: int = 1,
+                     oversubscribe: bool = False) -> dict[str, str]:
+    """Every rank bound to `cores_per_rank` cores of its own, in the variables
+    the family's launcher reads (each checked against the installed stacks:
+    Open MPI 4.1 mpirun, MPICH 4.0 hydra; Slurm 22.05 srun).
+
+    Open MPI refuses more ranks than cores (no ``--oversubscribe``); hydra
+    would wrap them round, which the checks' core test catches.  Only where
+    the configuration declares the oversubscription on purpose
+    (`oversubscribe`: a declared topology, a test cluster on shared cores)
+    are the ranks left unbound and Open MPI told to allow it; srun places
+    them as Slurm sees fit.
+    """
+    t = max(1, int(cores_per_rank))
+    if oversubscribe and family == 'openmpi':
+        return {'OMPI_MCA_rmaps_base_oversubscribe': '1',
+                'OMPI_MCA_rmaps_base_mapping_policy': 'slot',
+                'OMPI_MCA_hwloc_base_binding_policy': 'none'}
+    if oversubscribe and family in ('mpich', 'mvapich2'):
+        env = {'HYDRA_BINDING': 'none'}
+        if family == 'mvapich2':
+            env['MV2_ENABLE_AFFINITY'] = '0'
+        return env
+    if family == 'openmpi':
+        return {'OMPI_MCA_rmaps_base_mapping_policy': 'core' if t == 1 else f'slot:PE={t}',
+                'OMPI_MCA_hwloc_base_binding_policy': 'core'}
+    if family in ('mpich', 'mvapich2'):
+        # MVAPICH2's launcher is MPICH's hydra.  Its own library binding is
+        # off: built with ch3:sock (TCP only) it cannot see which ranks share
+        # a node and binds them all to the same core, and it would put a
+        # hybrid rank's threads on one core.
+        env = {'HYDRA_BINDING': 'core' if t == 1 else f'core:{t}'}
+        if family == 'mvapich2':
+            env['MV2_ENABLE_AFFINITY'] = '0'
+        return env
+    if family == 'srun':
+        # srun's --cpus-per-task comes from the job (ReFrame's srun launcher).
+        return {'SLURM_CPU_BIND': 'cores'}
+    return {}
 
 
 def shell_words(words: list[str]) -> list[str]:
@@ -79,18 +162,44 @@ def shell_words(words: list[str]) -> list[str]:
     return [shlex.quote(str(w)) for w in words]
 
 
-def binding_env(family: str, threads: int, binding: str = 'threads') -> dict[str, str]:
-    """OpenMP placement; MVAPICH2's own affinity off (its launcher binds).
-    `binding` ('threads' or 'one-core') is the launcher's business."""
-    env = {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
-           'OMP_PROC_BIND': 'close'}
-    if family == 'mvapich2':
-        # hydra binds (StackLauncher); the library's own affinity would bind a
-        # hybrid rank's threads to one core, and with ch3:sock every rank of a
-        # node to the same core.
-        env['MV2_ENABLE_AFFINITY'] = '0'
-    return env
+def binding_env(family: str, threads: int, binding: str = 'threads',
+                oversubscribe: bool = False) -> dict[str, str]:
+    """A run's binding: OpenMP's placement of `threads` threads per rank, one
+    per core, and each rank bound to a core per thread (``binding='threads'``)
+    or to a single core (``'one-core'``, as MVAPICH2 does by default: its
+    threads then share that core and the checks must fail the run); nothing
+    bound where the oversubscription is declared (see ``rank_binding_env``)."""
+    cores = 1 if binding == 'one-core' else threads
+    if oversubscribe:
+        return {'OMP_NUM_THREADS': str(threads),
+                **rank_binding_env(family, cores, oversubscribe=True)}
+    return {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
+            'OMP_PROC_BIND': 'close', **rank_binding_env(family, cores)}
 
+
+# ---- command lines for the scripts a check writes ----------------------------------
+
+def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
+                env: dict[str, str] | None = None) -> str:
+    """The shell command line that launches `num_tasks` ranks with `launcher`
+    (the partition's, as ReFrame would emit it; every word quoted), for job
+    scripts a check writes itself.  `env`: variables for this launch only
+    (a layout other than the job's), set with ``env``."""
+    job = types.SimpleNamespace(num_tasks=num_tasks, num_tasks_per_node=None,
+                                num_cpus_per_task=cpus_per_task, name='', time_limit=None)
+    command = launcher.command(job)
+    if launcher.registered_name == 'srun':
+        # ReFrame's srun takes the task count from the job's allocation; a
+        # script's launch may use fewer.
+        command.append(f'--ntasks={num_tasks}')
+    words = [*(['env', *(f'{k}={v}' for k, v in env.items())] if env else []),
+             *command, *launcher.options]
+    if launcher.modifier:
+        words = [launcher.modifier, *launcher.modifier_options, *words]
+    return ' '.join(shlex.quote(word) for word in words)
+
+
+# ---- the node lock ----------------------------------------------------------------
 
 def hold_node_lock(partition) -> list[str]:
     """Shell lines that take the node's lock for the rest of the job script.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 
 _TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
 _SIZE_ROW = re.compile(r'^\d+\s')
@@ -153,3 +154,39 @@ def mpi_libraries(ldd_output: str) -> set[str]:
             out.add(os.path.realpath(parts[2]) if parts[2].startswith('/')
                     else f'{parts[0]} (not found)')
     return out
+
+
+def wrapper_link_check(environ) -> str:
+    """The shell command that prints what the environment's compiler wrapper
+    links (``-L`` folders and ``-l`` libraries): Open MPI's ``-showme:link``,
+    MPICH's and MVAPICH2's ``-show``."""
+    flag = '-showme:link' if environ.extras.get('family') == 'openmpi' else '-show'
+    return f'{shlex.quote(environ.cc)} {flag}'
+
+
+def stack_libraries(link_line: str) -> set[str]:
+    """The MPI libraries (libmpi*, libmpich*) a wrapper's link line names, as
+    resolved paths where one of its ``-L`` folders holds them (the names,
+    e.g. ``libmpich.so``, where none does)."""
+    words = link_line.split()
+    dirs = [w[2:] for w in words if w.startswith('-L') and len(w) > 2]
+    names = [w[2:] for w in words if w.startswith('-lmpi')]
+    out = set()
+    for name in names:
+        found = [os.path.realpath(os.path.join(d, f'lib{name}.so')) for d in dirs
+                 if os.path.exists(os.path.join(d, f'lib{name}.so'))]
+        out.update(found or [f'lib{name}.so'])
+    return out
+
+
+def libraries_agree(linked: set[str], stack: set[str]) -> bool:
+    """Whether a binary's MPI libraries (`mpi_libraries`) include one the
+    stack's wrapper links (`stack_libraries`): the same file, or the same
+    name where the wrapper's folder was not found."""
+    for lib in stack:
+        if lib in linked:
+            return True
+        if not lib.startswith('/') and any(
+                os.path.basename(p).startswith(lib) for p in linked):
+            return True
+    return False
