@@ -7,7 +7,8 @@ from hybridverdict.perflog import ReadStats, read_perflogs
 
 
 def test_synthetic_perflog_is_read_back_with_its_truncated_lines(tmp_path):
-    lines = bench.synthesise(str(tmp_path), 400)
+    lines, sessions = bench.synthesise(str(tmp_path), 400)
+    assert sessions == 4 and lines == 4 * bench.SESSION
     stats = ReadStats()
     recs = read_perflogs([str(tmp_path)], stats=stats)
     assert lines >= 400 and stats.records + stats.skipped == lines
