@@ -22,3 +22,12 @@ def test_benchmark_runs_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'TOTAL' in out and 'of the 600 s budget' in out
     assert len(list((tmp_path / 'reports').iterdir())) == 4
+    assert 'ingest tonight (480 records, incremental)' in out
+
+
+def test_benchmark_without_a_store(tmp_path, capsys):
+    assert bench.main(['--records', '300', '--budget', '600', '--in-memory', '--keep',
+                       str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert 'read every perflog' in out and 'one-off ingest' not in out
+    assert not (tmp_path / 'history').exists()
