@@ -179,15 +179,12 @@ def run(records: int, budget: float, keep: str | None, window_sessions: int,
     if not in_memory:
         # the history so far, stored once (a store grows by one part per nightly; this
         # is the one-off ingest of a history that predates the store)
-        # (in a child process where there is fork: the peak memory printed at the end
-        # is then the nightly's)
+        # (in a spawned child process: the peak memory printed at the end is then the
+        # nightly's; spawned, not forked, as polars' threads do not survive a fork)
         t = time.perf_counter()
-        try:
-            ctx = multiprocessing.get_context('fork')
-            with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
-                first = pool.submit(_ingest, hist, logs).result()
-        except ValueError:
-            first = _ingest(hist, logs)
+        ctx = multiprocessing.get_context('spawn')
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            first = pool.submit(_ingest, hist, logs).result()
         print(f'one-off ingest of the history: {first[0]} records, {first[1]} values into '
               f'{_mb(first[2])} of Parquet in {time.perf_counter() - t:.2f} s')
     since = START + dt.timedelta(hours=6 * session)
