@@ -7,7 +7,8 @@ from hybridverdict.perflog import ReadStats, read_perflogs
 
 
 def test_synthetic_perflog_is_read_back_with_its_truncated_lines(tmp_path):
-    lines = bench.synthesise(str(tmp_path), 400)
+    lines, sessions = bench.synthesise(str(tmp_path), 400)
+    assert sessions == 4 and lines == 4 * bench.SESSION
     stats = ReadStats()
     recs = read_perflogs([str(tmp_path)], stats=stats)
     assert lines >= 400 and stats.records + stats.skipped == lines
@@ -21,3 +22,12 @@ def test_benchmark_runs_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'TOTAL' in out and 'of the 600 s budget' in out
     assert len(list((tmp_path / 'reports').iterdir())) == 4
+    assert 'ingest tonight (480 records, incremental)' in out
+
+
+def test_benchmark_without_a_store(tmp_path, capsys):
+    assert bench.main(['--records', '300', '--budget', '600', '--in-memory', '--keep',
+                       str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert 'read every perflog' in out and 'one-off ingest' not in out
+    assert not (tmp_path / 'history').exists()

@@ -4,6 +4,7 @@ that say where hybrid wins and loses, from synthetic perflogs of 16- and 128-cor
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import html as htmllib
 import re
@@ -162,3 +163,19 @@ def test_sentences_say_where_hybrid_never_wins_or_never_loses(tmp_path):
                        'pure MPI 1% faster, TIE).')
     assert text[2].startswith('Hybrid loses most with masteronly 1x2 at size 8 (0.77x')
     assert text[3] == 'By size: every hybrid layout loses at size 8.'
+
+
+def test_runs_on_different_node_counts_get_their_own_heatmap(tmp_path):
+    # verdicts that carry their node count (the multi-node report) are never pooled
+    logs = big_node_logs(tmp_path, 16)
+    found = verdicts(read_perflogs([str(logs)]))
+    with_nodes = dataclasses.make_dataclass('NodeVerdict', [('nodes', int, 1)],
+                                            bases=(type(found[0]),), frozen=True)
+    spread = [with_nodes(**dataclasses.asdict(v), nodes=1 + i % 2) for i, v in
+              enumerate(found)]
+    grids = glance.grids(spread)
+    assert [g.title for g in grids] == ['spmv openmpi@shm, 1 node', 'spmv openmpi@shm, 2 nodes']
+    assert sum(len(g.cells) for g in grids) == len(found)
+    assert all(glance.nodes(v) == g.nodes for g in grids for v in g.cells.values())
+    ((_, text),) = glance.sentences(spread)
+    assert '1/2 nodes' in text[0]

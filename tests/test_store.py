@@ -150,5 +150,6 @@ def test_the_default_store_is_the_harness_var_dir(tmp_path, monkeypatch, perflog
     args = parse_args(['--perflogs', 'x'] if perflogs else [])
     assert store_dir(args) == (None if perflogs else str(tmp_path / 'history'))
     assert store_dir(parse_args(['--no-write'])) is None
+    assert store_dir(parse_args(['--run-reports', 'r'])) is None
     monkeypatch.delenv('HARNESS_VAR_DIR')
     assert store_dir(parse_args([])) is None

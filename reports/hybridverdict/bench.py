@@ -1,36 +1,49 @@
-"""Benchmark: a full report from a large synthetic perflog, against the time budget.
+"""Benchmark: tonight's full report over a long history, against the time budget.
 
-    python -m hybridverdict.bench [--records 100000] [--budget 10] [--keep DIR]
+    python -m hybridverdict.bench [--records 100000] [--budget 10] [--window-sessions 4]
+                                  [--in-memory] [--keep DIR]
 
-Writes a perflog of ``--records`` kernel records in the harness's format into a
+Writes perflogs of ``--records`` kernel records in the harness's format into a
 temporary directory (spmv, md, ring and stream as the kernel checks log them,
 and the communication checks' OSU and ring sweeps and collectives; two stacks,
-two partitions, many sessions, references on some variables, a few truncated
-lines), then times reading it and producing every output (terminal summary,
-Markdown, JSON, HTML with figures, tidy CSV and JSON) and prints each step's
-time, the total and its ratio to the budget.  Exit status 1 if over budget.
+two partitions, sessions 6 hours apart, references on some variables, a few
+truncated lines) and stores them in a history store once (the one-off ingest,
+timed apart).  Then "tonight" appends ``--window-sessions`` more sessions to the
+perflogs and the nightly is timed, step by step: the incremental ingest of
+tonight's lines, the report window read back from the store, the analyses and
+the history (polars' lazy scans of the store), and every output (terminal
+summary, Markdown, JSON, HTML with figures and heatmaps, tidy Parquet).  It
+prints each step's time, the bytes written (store part and report), the peak
+memory, the total and its ratio to the budget.  Exit status 1 if over budget.
+``--in-memory`` times the report without a store instead (every perflog read).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import datetime as dt
 import io
 import math
+import multiprocessing
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
 
-from harnesslib.schema import empty_after_result
+from harnesslib.schema import PERFVAR_PARTS, empty_after_result
 
 from .perflog import ReadStats, header_fields, read_perflogs
 
 STACKS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}
 PARTITIONS = {'shm': (0.4, 9000.0), 'tcp': (12.0, 2500.0)}   # t0 [us], r_inf [MB/s]
 SWEEP = [2 ** i for i in range(0, 23)]                         # 1 B .. 4 MiB
+START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+#: records of one synthetic session (2 partitions x 2 stacks x 30 checks)
+SESSION = 120
 
 
 def _block(var: str, value: float, unit: str, ref: float = 0.0,
@@ -87,15 +100,17 @@ def _comm_checks(rng: random.Random, t0: float, r_inf: float) -> list:
     return out
 
 
-def synthesise(directory: str, records: int, seed: int = 1) -> int:
-    """Write about `records` records (at least that many) under `directory`; lines written."""
-    rng = random.Random(seed)
+def synthesise(directory: str, records: int, seed: int = 1, first_session: int = 0,
+               rng: random.Random | None = None) -> tuple[int, int]:
+    """Append sessions of records (at least `records`) to the perflogs under `directory`,
+    sessions 6 hours apart from `first_session` on; (lines written, next session)."""
+    rng = rng or random.Random(seed)
     files: dict[str, io.TextIOBase] = {}
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    written = session = 0
+    written = 0
+    session = first_session
     try:
         while written < records:
-            t = start + dt.timedelta(hours=6 * session)
+            t = START + dt.timedelta(hours=6 * session)
             for part, (t0, r_inf) in PARTITIONS.items():
                 for stack, lib in STACKS.items():
                     for check, kernel, mode, r, th, size, vars_ in (
@@ -104,16 +119,17 @@ def synthesise(directory: str, records: int, seed: int = 1) -> int:
                         fp = files.get(path)
                         if fp is None:
                             os.makedirs(os.path.dirname(path), exist_ok=True)
-                            fp = files[path] = open(path, 'w', encoding='utf-8')
-                            fp.write('|'.join(header_fields()) + '|' + '|'.join(
-                                f'{v[0]}_{p}' for v in vars_ for p in
-                                ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')) + '\n')
+                            new = not os.path.exists(path)
+                            fp = files[path] = open(path, 'a', encoding='utf-8')
+                            if new:
+                                fp.write('|'.join(header_fields()) + '|' + '|'.join(
+                                    f'{v[0]}_{p}' for v in vars_ for p in PERFVAR_PARTS) + '\n')
                         t += dt.timedelta(seconds=3)
                         line = (f'{t:%Y-%m-%dT%H:%M:%S%z}|local|{part}|{stack}|{check} '
                                 f'%layout={mode}_{r}x{th}|{kernel}|{mode}|{r}|{th}|{size}|2|1|'
                                 f'{lib}|true|false|false|cmake Release {stack}|pass|'
                                 + empty_after_result() + ''.join(_block(*v) for v in vars_))
-                        if written % 20011 == 7:
+                        if (first_session * SESSION + written) % 20011 == 7:
                             line = line[:len(line) // 2]     # a truncated line now and then
                         fp.write(line + '\n')
                         written += 1
@@ -121,7 +137,13 @@ def synthesise(directory: str, records: int, seed: int = 1) -> int:
     finally:
         for fp in files.values():
             fp.close()
-    return written
+    return written, session
+
+
+def _ingest(hist: str, logs: str) -> tuple[int, int, int]:
+    from .store import Store
+    done = Store(hist).ingest([logs])
+    return done.records, done.rows, done.bytes_written
 
 
 def _cpu() -> float:
@@ -130,45 +152,95 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def run(records: int, budget: float, keep: str | None) -> int:
+def _bytes(directory: str) -> dict[str, int]:
+    return {os.path.join(d, f): os.path.getsize(os.path.join(d, f))
+            for d, _, fs in os.walk(directory) for f in fs}
+
+
+def _mb(n: float) -> str:
+    return f'{n / 1e6:.2f} MB'
+
+
+def run(records: int, budget: float, keep: str | None, window_sessions: int,
+        in_memory: bool) -> int:
     from . import render
     from .report import build
+    from .store import Store
     from .write import write_all
 
     tmp = keep or tempfile.mkdtemp(prefix='hybridverdict-bench-')
     logs, out = os.path.join(tmp, 'perflogs'), os.path.join(tmp, 'reports')
+    hist = os.path.join(tmp, 'history')
+    tonight = window_sessions * SESSION
+    rng = random.Random(1)
     t = time.perf_counter()
-    lines = synthesise(logs, records)
-    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(logs) for f in fs)
-    print(f'synthesised {lines} perflog lines ({size / 1e6:.1f} MB) in '
+    lines, session = synthesise(logs, max(records - tonight, 1), rng=rng)
+    size = sum(_bytes(logs).values())
+    print(f'synthesised {lines} perflog lines ({_mb(size)}, {session} sessions) in '
           f'{time.perf_counter() - t:.2f} s under {logs}')
+    if not in_memory:
+        # the history so far, stored once (a store grows by one part per nightly; this
+        # is the one-off ingest of a history that predates the store)
+        # (in a spawned child process: the peak memory printed at the end is then the
+        # nightly's; spawned, not forked, as polars' threads do not survive a fork)
+        t = time.perf_counter()
+        ctx = multiprocessing.get_context('spawn')
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            first = pool.submit(_ingest, hist, logs).result()
+        print(f'one-off ingest of the history: {first[0]} records, {first[1]} values into '
+              f'{_mb(first[2])} of Parquet in {time.perf_counter() - t:.2f} s')
+    since = START + dt.timedelta(hours=6 * session)
+    more, _ = synthesise(logs, tonight, rng=rng, first_session=session)
+    print(f'tonight: {more} more perflog lines ({window_sessions} sessions from '
+          f'{since:%Y-%m-%d %H:%M}); the report covers them, the history all '
+          f'{lines + more} lines')
+    before = _bytes(tmp)
 
     steps: dict[str, float] = {}
     wall0, cpu0 = time.perf_counter(), _cpu()
     stats = ReadStats()
-    recs = read_perflogs([logs], stats=stats)
-    steps['read perflogs'] = time.perf_counter() - wall0
-    t = time.perf_counter()
-    rep = build(recs, stats, [logs])
+    if in_memory:
+        recs = read_perflogs([logs], stats=stats)
+        steps['read every perflog'] = time.perf_counter() - wall0
+        t = time.perf_counter()
+        rep = build(recs, stats, [logs], since=since)
+        read = len(recs)
+    else:
+        store = Store(hist)
+        done = store.ingest([logs], stats)
+        steps[f'ingest tonight ({done.records} records, incremental)'] = (
+            time.perf_counter() - wall0)
+        t = time.perf_counter()
+        window = store.records(since)
+        read = int(store.state()['total_records'])
+        steps[f'read the window from the store ({len(window)} records)'] = (
+            time.perf_counter() - t)
+        t = time.perf_counter()
+        rep = build(window, stats, [logs], since=since, stored=store.scan(),
+                    stored_records=read)
     steps['analyses (verdicts, models, fits, history)'] = time.perf_counter() - t
     t = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         print(render.terminal(rep))
     steps['terminal summary'] = time.perf_counter() - t
-    paths = write_all(rep, out, timings=steps)
+    write_all(rep, out, timings=steps)
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     for name, secs in steps.items():
         print(f'  {secs:7.2f} s  {name}')
-    print(f'records read: {stats.records} ({stats.skipped} lines skipped); '
+    print(f'records: {read} in the history, {rep.meta.records} in the report window '
+          f'({stats.records} parsed now, {stats.skipped} lines skipped); '
           f'{len(rep.verdicts)} verdicts; {len(rep.curves)} Hockney fits; '
           f'{rep.history_total} history series ({len(rep.history)} drawn)')
-    sizes = ', '.join(f'{os.path.basename(p)} {os.path.getsize(p) / 1e6:.1f} MB'
-                      for p in paths.values())
-    print(f'outputs in {out}: {sizes}')
+    after = _bytes(tmp)
+    new = {p: n for p, n in after.items() if before.get(p) != n and not p.startswith(logs)}
+    print('written: ' + ', '.join(f'{os.path.relpath(p, tmp)} {_mb(n)}'
+                                  for p, n in sorted(new.items())))
     load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f'TOTAL {wall:.2f} s wall ({cpu:.2f} s CPU with the figure process; load average '
-          f'{load:.1f} on {os.cpu_count()} cores) for {stats.records} records, read + full '
-          f'report with HTML: {wall / budget:.2f} of the {budget:g} s budget')
+          f'{load:.1f} on {os.cpu_count()} cores; peak memory {peak:.0f} MiB) for a history '
+          f'of {read} records, the full report with HTML: {_mb(sum(new.values()))} written, '
+          f'{wall / budget:.2f} of the {budget:g} s budget')
     if not keep:
         import shutil
         shutil.rmtree(tmp)
@@ -178,13 +250,22 @@ def run(records: int, budget: float, keep: str | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog='python -m hybridverdict.bench', description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--records', type=int, default=100_000, help='perflog records to synthesise')
+    p.add_argument('--records', type=int, default=100_000,
+                   help='perflog records of the history to synthesise (default 100000)')
     p.add_argument('--budget', type=float, default=10.0, help='seconds allowed (default 10)')
+    p.add_argument('--window-sessions', type=int, default=4, metavar='N',
+                   help=f'sessions of tonight (the report window), {SESSION} records each '
+                        '(default 4: a day of 6-hourly sessions)')
+    p.add_argument('--in-memory', action='store_true',
+                   help='no history store: read every perflog and build the history in '
+                        'memory, as the report does without a store')
     p.add_argument('--keep', metavar='DIR', help='synthesise into DIR and keep it')
     args = p.parse_args(argv)
     if args.records < 1:
         p.error('--records must be at least 1')
-    return run(args.records, args.budget, args.keep)
+    if args.window_sessions < 1:
+        p.error('--window-sessions must be at least 1')
+    return run(args.records, args.budget, args.keep, args.window_sessions, args.in_memory)
 
 
 if __name__ == '__main__':

@@ -70,8 +70,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--history-store', metavar='DIR',
                    help='the history store: perflog lines not stored yet are added to it '
                         '(once), the report window and the history are read from it '
-                        '(default, when --perflogs is not given and HARNESS_VAR_DIR is set, '
-                        'as ./harness does: $HARNESS_VAR_DIR/history)')
+                        '(default, when neither --perflogs nor --run-reports is given and '
+                        'HARNESS_VAR_DIR is set, as ./harness calls it: '
+                        '$HARNESS_VAR_DIR/history)')
     p.add_argument('--no-history-store', action='store_true',
                    help='read the perflogs and build the history in memory, store nothing')
     p.add_argument('--no-write', action='store_true',
@@ -99,7 +100,7 @@ def store_dir(args: argparse.Namespace) -> str | None:
         return None
     if args.history_store:
         return args.history_store
-    if not args.perflogs and os.environ.get('HARNESS_VAR_DIR'):
+    if not args.perflogs and not args.run_reports and os.environ.get('HARNESS_VAR_DIR'):
         return os.path.join(os.environ['HARNESS_VAR_DIR'], 'history')
     return None
 

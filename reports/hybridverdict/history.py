@@ -93,16 +93,18 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
     (medians of consecutive runs), and the ``limit`` with a band, then values outside
     it, then the most samples are drawn, in label order.
     """
-    key = list(SERIES_KEY)
+    # grouped by ranks and threads (the layout, as numbers: cheaper than its text)
+    group = ['system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size']
     recs = (records.select(RECORD_COLUMNS).filter(pl.col('verified'))
-            .with_columns(layout=pl.format('{}x{}', 'ranks', 'threads'))
-            .select(*key, 'rid', 'time', 'result').collect())
-    runs = recs.group_by(key).agg(
+            .select(*group, 'rid', 'time', 'result').collect())
+    runs = recs.group_by(group).agg(
         n=pl.len(), first=pl.col('rid').min(),
         last=pl.col('rid').filter(pl.col('time') == pl.col('time').max()).min())
     vals = values.select(VALUE_COLUMNS)
-    candidates = (vals.join(runs.lazy().select(*key, 'n', 'first', rid='last'), on='rid')
-                  .select(*key, 'variable', 'vpos', 'n', 'first',
+    # the variables of each key's latest record (read only for those records' ids)
+    candidates = (vals.filter(pl.col('rid').is_in(runs.get_column('last').implode()))
+                  .join(runs.lazy().select(*group, 'n', 'first', rid='last'), on='rid')
+                  .select(*group, 'variable', 'vpos', 'n', 'first',
                           has_ref=(pl.col('ref').is_not_null() & (pl.col('ref') != 0))
                           .fill_null(False),
                           outside=_outside(pl.col('value'), _band('lower'), _band('upper')))
@@ -112,11 +114,14 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
         return [], total
     top = (candidates.sort(['has_ref', 'outside', 'n', 'first', 'vpos'],
                            descending=[True, True, True, False, False])
-           .head(4 * limit).with_row_index('rank'))
-    # the records of the chosen keys, then their values of the chosen variables
-    members = recs.join(top.select(key).unique(), on=key).select('rid', *key, 'time', 'result')
-    points = (vals.join(members.lazy(), on='rid')
-              .join(top.lazy().select(*key, 'variable', 'rank'), on=[*key, 'variable'])
+           .head(4 * limit).with_row_index('rank')
+           .with_columns(layout=pl.format('{}x{}', 'ranks', 'threads')))
+    # the chosen variables' values (a cheap filter on the scan), joined to their records
+    # and kept for the chosen keys
+    points = (vals.filter(pl.col('variable').is_in(top.get_column('variable').unique()
+                                                   .implode()))
+              .join(recs.lazy(), on='rid')
+              .join(top.lazy().select(*group, 'variable', 'rank'), on=[*group, 'variable'])
               .sort(['rank', 'time', 'rid'])
               .with_columns(low=_band('lower'), high=_band('upper'))
               .with_columns(
@@ -138,7 +143,7 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
     found = []
     for cand in top.iter_rows(named=True):
         s, p = info[cand['rank']], pts[cand['rank']]
-        found.append(Series(*(cand[k] for k in key), variable=cand['variable'],
+        found.append(Series(*(cand[k] for k in SERIES_KEY), variable=cand['variable'],
                             unit=s['unit'] or '', samples=s['samples'], times=p['time'],
                             values=p['value'], low=p['low'], high=p['high'],
                             out_of_band=s['out_of_band'], failed=s['failed']))

@@ -315,6 +315,17 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats
     line; (records, end offset, lines up to it).  A partial last line (being written)
     is left for the next ingest."""
     with open(path, 'rb') as fp:
+        size = fp.seek(0, os.SEEK_END)
+        last = b''
+        if start == 0 and size:
+            fp.seek(size - 1)
+            last = fp.read(1)
+        if last == b'\n':
+            # the whole file, complete: read as it is, its lines counted block by block
+            fp.seek(0)
+            count = sum(block.count(b'\n') for block in iter(lambda: fp.read(1 << 22), b''))
+            return list(read_file(path, stats)), size, count
+        fp.seek(0)
         header = fp.readline() if start else b''
         fp.seek(start)
         chunk = fp.read()
@@ -322,8 +333,6 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats
     if end == 0:
         return [], start, lines
     count = lines + chunk.count(b'\n', 0, end)
-    if start == 0 and end == len(chunk):
-        return list(read_file(path, stats)), end, count     # the whole file, as it is
     # appended lines (or a file whose last line is still being written): parsed under
     # the file's header, their line numbers and source those of `path`
     shift = lines - (1 if header else 0)
