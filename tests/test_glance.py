@@ -169,10 +169,7 @@ def test_runs_on_different_node_counts_get_their_own_heatmap(tmp_path):
     # verdicts that carry their node count (the multi-node report) are never pooled
     logs = big_node_logs(tmp_path, 16)
     found = verdicts(read_perflogs([str(logs)]))
-    with_nodes = dataclasses.make_dataclass('NodeVerdict', [('nodes', int, 1)],
-                                            bases=(type(found[0]),), frozen=True)
-    spread = [with_nodes(**dataclasses.asdict(v), nodes=1 + i % 2) for i, v in
-              enumerate(found)]
+    spread = [dataclasses.replace(v, nodes=1 + i % 2) for i, v in enumerate(found)]
     grids = glance.grids(spread)
     assert [g.title for g in grids] == ['spmv openmpi@shm, 1 node', 'spmv openmpi@shm, 2 nodes']
     assert sum(len(g.cells) for g in grids) == len(found)

@@ -20,8 +20,8 @@ MAX_NAMED = 3
 
 
 def nodes(v: Verdict) -> int:
-    """The node count of a verdict (1 where the verdict does not carry one)."""
-    return int(getattr(v, 'nodes', 1) or 1)
+    """The node count of a verdict."""
+    return int(v.nodes or 1)
 
 
 def _ranks(layout: str) -> tuple[int, int]:

@@ -93,8 +93,8 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
     (medians of consecutive runs), and the ``limit`` with a band, then values outside
     it, then the most samples are drawn, in label order.
     """
-    # grouped by ranks and threads (the layout, as numbers: cheaper than its text)
-    group = ['system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size']
+    # SERIES_KEY with the layout as its numbers, ranks and threads (cheaper than text)
+    group = [k for k in SERIES_KEY if k != 'layout'] + ['ranks', 'threads']
     recs = (records.select(RECORD_COLUMNS).filter(pl.col('verified'))
             .select(*group, 'rid', 'time', 'result').collect())
     runs = recs.group_by(group).agg(
