@@ -154,33 +154,13 @@ ClusterName=hc$id
 SlurmctldHost=hub($FAST_NET.$HUB_HOST)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-AuthType=auth/none
-CredType=cred/none
-SlurmUser=root
-SlurmdUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-SchedulerType=sched/backfill
-MailProg=/bin/true
-SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
-SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd-%n.log
 SlurmdSpoolDir=$dir/spool-%n
 # Each node's own temporary folder (the nodes share /tmp; srun's PMIx plugin
 # makes a folder per step there, named the same on every node).
 TmpFS=$dir/tmp-%n
-StateSaveLocation=$dir/state
-JobCompType=jobcomp/filetxt
-JobCompLoc=$dir/jobcomp.txt
-AccountingStorageType=accounting_storage/none
-InactiveLimit=0
-KillWait=5
-MinJobAge=60
+$(slurm_conf_common "$dir")
 SlurmdTimeout=60
 CONF
     for i in $(seq 1 "$nodes"); do

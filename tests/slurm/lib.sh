@@ -62,3 +62,33 @@ stop_daemon() {
     rm -f -- "$pidfile"
     return 0
 }
+
+# slurm_conf_common DIR: the slurm.conf lines both test clusters share (no
+# authentication: a cluster for a machine you alone use; daemons as root;
+# state, logs and the job log under DIR).
+slurm_conf_common() {
+    local dir=$1
+    cat <<CONF
+AuthType=auth/none
+CredType=cred/none
+SlurmUser=root
+SlurmdUser=root
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+MailProg=/bin/true
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmctldLogFile=$dir/slurmctld.log
+StateSaveLocation=$dir/state
+JobCompType=jobcomp/filetxt
+JobCompLoc=$dir/jobcomp.txt
+AccountingStorageType=accounting_storage/none
+InactiveLimit=0
+KillWait=5
+MinJobAge=60
+CONF
+}

@@ -51,30 +51,10 @@ SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 # Both daemons listen on loopback only (not on every address of the machine).
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
-AuthType=auth/none
-CredType=cred/none
-SlurmUser=root
-SlurmdUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-SchedulerType=sched/backfill
-MailProg=/bin/true
-SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
-SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
 SlurmdSpoolDir=$dir/spool
-StateSaveLocation=$dir/state
-JobCompType=jobcomp/filetxt
-JobCompLoc=$dir/jobcomp.txt
-AccountingStorageType=accounting_storage/none
-InactiveLimit=0
-KillWait=5
-MinJobAge=60
+$(slurm_conf_common "$dir")
 $node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=harness Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
