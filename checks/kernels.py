@@ -35,7 +35,7 @@ sample of the pure-MPI run (R*T ranks x 1 thread) and of the hybrid run
   ratios where the samples were interleaved, else the ratio of the medians):
   above 1 the hybrid run is faster;
 * ``verdict``: 1 (WIN), 0 (TIE or INCONCLUSIVE) or -1 (LOSS), by the one rule
-  of ``hybridverdict.stats``, as the report judges: TIE when the speedup's
+  of ``harnesslib.stats``, as the report judges: TIE when the speedup's
   95% interval lies inside 1 +- 5% (``noise_floor``), WIN or LOSS when it lies
   outside, INCONCLUSIVE when it straddles an edge; the interval, its basis and
   the samples of each side are printed beside it.
@@ -80,9 +80,9 @@ from harnesslib.placement import (
     sample_parameter,
     system_sizes,
 )
+from harnesslib.schema import TIME_VARIABLE
+from harnesslib.stats import DEFAULT_FLOOR, call, compare, decide
 from harnesslib.units import parse_bytes
-from hybridverdict.stats import compare, decide
-from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, TIME_VARIABLE, call
 from reframe.core.builtins import (
     parameter,
     performance_function,
@@ -360,7 +360,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
 
     oversubscribed = 'false'
     finalize_hung = 'false'
-    noise_floor = variable(float, value=DEFAULT_NOISE_FLOOR)
+    noise_floor = variable(float, value=DEFAULT_FLOOR)
 
     @run_after('init')
     def depend_on_runs(self):
@@ -419,7 +419,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
-        # T_mpi / T_hybrid with its interval (hybridverdict.stats): per-round
+        # T_mpi / T_hybrid with its interval (harnesslib.stats): per-round
         # ratios where the samples alternated, else the ratio of the medians;
         # a speedup reference (e.g. "within 10% of MPI") is decided from it.
         times = (None if None in self._times['mpi'] + self._times['hybrid']
@@ -428,7 +428,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
                             floor=self.noise_floor)
         self._speedup = self._cmp.ratio
         self._noise = self._cmp.noise
-        # The one rule (hybridverdict.stats), as the report judges: TIE when the
+        # The one rule (harnesslib.stats), as the report judges: TIE when the
         # interval lies inside 1 +- floor, WIN/LOSS outside, else INCONCLUSIVE.
         self._verdict = call(decide(self._cmp.interval, 1.0 / (1.0 + self.noise_floor),
                                     1.0 + self.noise_floor))

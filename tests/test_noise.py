@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 import reframe.utility.sanity as sn
-from harnesslib import bands, quiet, rounds
+from harnesslib import bands, quiet, rounds, stats
 from harnesslib.schema import fields_after, header_fields
-from hybridverdict import stats
 from perflog_writer import LIBS, T0
 
 DATA = Path(__file__).parent / 'data'

@@ -1,11 +1,11 @@
-"""The one decision rule (hybridverdict.stats): exact known cases."""
+"""The one decision rule (harnesslib.stats): exact known cases."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
-from hybridverdict import stats
+from harnesslib import stats
 
 #: 95% distribution-free confidence interval for the median: ranks (k, n+1-k) of the
 #: order statistics, as tabulated (e.g. Conover, Practical Nonparametric Statistics,

@@ -3,7 +3,7 @@
 A fixed band is a ReFrame reference ``(ref, lower, upper, unit)``: the
 bandwidth of the ring within 5% of osu_bw's, md at least LAMMPS's speed,
 hybrid within 10% of pure MPI, or a reference ``./harness baseline`` wrote.
-Every such assertion is decided by ``hybridverdict.stats`` (the one rule):
+Every such assertion is decided by ``harnesslib.stats`` (the one rule):
 
 * the values behind the variable: the per-round ratios of a check that runs
   its two sides in alternating rounds (``RingOsuAccuracy``,
@@ -32,7 +32,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from hybridverdict.stats import (
+from .stats import (
     CONFIDENCE,
     FAIL,
     INCONCLUSIVE,

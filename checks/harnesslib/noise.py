@@ -26,11 +26,11 @@ import os
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from hybridverdict.stats import Interval
 from reframe.core.builtins import run_before, variable
 
 from .bands import Judgement, judge_band, overall
 from .quiet import QUIET_FILE, enabled, epilogue, prologue, read_quiet, summarise
+from .stats import Interval
 
 
 class QuietMachine(rfm.RegressionTestPlugin):
@@ -72,7 +72,7 @@ class BandRule(rfm.RegressionTestPlugin):
 
     def band_samples(self) -> dict[str, list[float] | Interval]:
         """The values behind each judged variable (e.g. per-round ratios), or
-        its interval from ``hybridverdict.stats``; a variable not listed is
+        its interval from ``harnesslib.stats``; a variable not listed is
         judged from its single value.  The variable's own value must be the
         median of its samples (the interval's median)."""
         return {}

@@ -75,6 +75,9 @@ RUN_FIELDS: tuple[RunField, ...] = (
 #: The five fields ReFrame writes per performance variable, in order.
 PERFVAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
 
+#: The performance variable that verdicts compare (T_mpi against T_hybrid).
+TIME_VARIABLE = 't_total'
+
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')

@@ -32,7 +32,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from . import stats
+from harnesslib import stats
+
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
 from .perflog import Group, Record
 

@@ -32,12 +32,13 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from . import stats
+from harnesslib import stats
+from harnesslib.schema import TIME_VARIABLE
+from harnesslib.stats import INCONCLUSIVE, LOSS, TIE, WIN, call
+
 from .perflog import Record, size_key  # noqa: F401  (size_key re-exported: html, plots)
 
 DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
-TIME_VARIABLE = 't_total'
-WIN, LOSS, TIE, INCONCLUSIVE = 'WIN', 'LOSS', 'TIE', stats.INCONCLUSIVE
 CALLS = (WIN, LOSS, TIE, INCONCLUSIVE)
 
 
@@ -75,15 +76,6 @@ class Verdict:
         return (self.system, self.partition, self.stack, self.kernel, self.size, self.nodes,
                 self.build, self.mpi_library, self.cores, self.hybrid_mode,
                 self.hybrid_layout, self.mpi_layout)
-
-
-def call(decision: stats.Decision) -> str:
-    """The verdict of a speedup's decision against the band around 1."""
-    if decision.state == stats.PASS:
-        return TIE
-    if decision.state == stats.FAIL:
-        return WIN if decision.side == 'above' else LOSS
-    return INCONCLUSIVE
 
 
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,

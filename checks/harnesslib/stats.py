@@ -398,3 +398,18 @@ __all__ = ['CONFIDENCE', 'DEFAULT_FLOOR', 'BOOTSTRAP_RESAMPLES', 'BOOTSTRAP_SEED
            'median_ci_ranks', 'bootstrap_interval', 'median_interval', 'paired_ratios',
            'ratio_interval', 'decide', 'judge_ratios', 'interleaved', 'compare',
            'session_starts', 'session_of', 'confirmed']
+
+
+# ---- the verdict of hybrid against pure MPI -----------------------------------------
+
+#: What a speedup's decision against the band around 1 calls (``call``).
+WIN, LOSS, TIE = 'WIN', 'LOSS', 'TIE'
+
+
+def call(decision: Decision) -> str:
+    """The verdict of a speedup's decision against the band around 1."""
+    if decision.state == PASS:
+        return TIE
+    if decision.state == FAIL:
+        return WIN if decision.side == 'above' else LOSS
+    return INCONCLUSIVE
