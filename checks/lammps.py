@@ -16,7 +16,7 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesslib.base import PerflogFields
+from harnesslib.base import PerflogFields, StageFiles
 from harnesslib.build import KernelBuild
 from harnesslib.launch import binding_env, hold_node_lock, launch_line, launcher_family
 from harnesslib.noise import BandRule, QuietMachine
@@ -60,7 +60,8 @@ run             100
 
 
 @rfm.simple_test
-class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, BandRule):
+class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, BandRule,
+                        StageFiles):
     """md against Debian's LAMMPS (`lmp`) on in.lj, alternating in one job.
 
     Each round runs md on 1 rank, lmp on 1 rank, md on 2 ranks, lmp on 2
@@ -158,29 +159,13 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         ]
         with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
             fp.write(LAMMPS_IN_LJ)
-        with open(os.path.join(self.stagedir, 'bench.sh'), 'w') as fp:
-            fp.write('\n'.join(lines) + '\n')
+        self.write_stage_script('bench.sh', lines)
 
     def _rates(self, tag: str) -> list[float]:
         try:
-            return md_rates(self._stdout_text(), tag)
+            return md_rates(self.stage_text(self.job.stdout), tag)
         except RoundsError as err:
             raise sn.SanityError(str(err)) from None
-
-    def _stdout_text(self) -> str:
-        if not hasattr(self, '_text'):
-            with open(os.path.join(self.stagedir, self.job.stdout),
-                      encoding='utf-8', errors='replace') as fp:
-                self._text = fp.read()
-        return self._text
-
-    def rounds_done(self) -> int:
-        try:
-            with open(os.path.join(self.stagedir, ROUNDS_FILE)) as fp:
-                return int(fp.read().strip())
-        except (OSError, ValueError):
-            raise sn.SanityError(f'{ROUNDS_FILE} is missing or unreadable: the rounds '
-                                 f'did not finish') from None
 
     @sanity_function
     def all_rounds_ran(self):

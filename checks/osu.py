@@ -154,26 +154,19 @@ class OsuBase(RunBase):
                 raise sn.SanityError(str(err)) from None
         return self._table
 
-    def _read(self, name: str) -> str:
-        path = os.path.join(self.stagedir, name)
-        if not os.path.exists(path):
-            return ''
-        with open(path) as fp:
-            return fp.read()
-
     @sanity_function
     def validate(self):
         stack = self.current_environ.extras.get('stack', self.current_environ.name)
         family = self.current_environ.extras.get('family', stack)
         # The library first: a benchmark linked to another stack explains the rest.
-        osu_libs = mpi_libraries(self._read('osu.ldd'))
+        osu_libs = mpi_libraries(self.stage_text('osu.ldd'))
         sn.evaluate(sn.assert_true(
             osu_libs, msg=f'{self.benchmark_name}: ldd shows no MPI library (libmpi*, '
-                          f'libmpich*): {self._read("osu.ldd")[:300]!r}'))
-        stack_libs = stack_libraries(self._read('stack.link'))
+                          f'libmpich*): {self.stage_text("osu.ldd")[:300]!r}'))
+        stack_libs = stack_libraries(self.stage_text('stack.link'))
         sn.evaluate(sn.assert_true(
             stack_libs, msg=f'the compiler wrapper of stack {stack} names no MPI library: '
-                            f'{self._read("stack.link")[:300]!r}'))
+                            f'{self.stage_text("stack.link")[:300]!r}'))
         sn.evaluate(sn.assert_true(
             libraries_agree(osu_libs, stack_libs),
             msg=f'{self.benchmark_name} links {sorted(osu_libs)}, but stack {stack} links '
@@ -319,15 +312,14 @@ class OsuMbwMrCheck(OsuBase):
             lines.append(f'timeout -k 10 {int(self.run_timeout)} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          f' || echo "k={k} status $?" >> osu_status.txt')
-        with open(os.path.join(self.stagedir, 'mbw_mr.sh'), 'w') as fp:
-            fp.write('\n'.join(lines) + '\n')
+        self.write_stage_script('mbw_mr.sh', lines)
         self.executable = 'bash'
         self.executable_opts = ['mbw_mr.sh']
         self.job.launcher = getlauncher('local')()
 
     def table_of(self, k: int) -> OsuTable:
         try:
-            return parse_osu(self._read(f'mbw_k{k}.out'), f'osu_mbw_mr with {k} pair(s)')
+            return parse_osu(self.stage_text(f'mbw_k{k}.out'), f'osu_mbw_mr with {k} pair(s)')
         except OsuParseError as err:
             raise sn.SanityError(str(err)) from None
 
@@ -336,7 +328,7 @@ class OsuMbwMrCheck(OsuBase):
 
     @sanity_function
     def validate(self):
-        status = [ln.strip() for ln in self._read('osu_status.txt').splitlines() if ln.strip()]
+        status = [ln.strip() for ln in self.stage_text('osu_status.txt').splitlines() if ln.strip()]
         bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]
         sn.evaluate(sn.assert_false(bad, msg=f'osu_mbw_mr failed: {bad}'))
         for k in self.ks:

@@ -226,19 +226,9 @@ class RingOsuAccuracy(KernelCheck):
             f'echo "$r" > {ROUNDS_FILE}',
             'echo "accuracy: $r rounds done"',
         ]
-        with open(os.path.join(self.stagedir, 'accuracy.sh'), 'w') as fp:
-            fp.write('\n'.join(lines) + '\n')
+        self.write_stage_script('accuracy.sh', lines)
 
     # -- results -------------------------------------------------------------------
-
-    def rounds_done(self) -> int:
-        path = os.path.join(self.stagedir, ROUNDS_FILE)
-        try:
-            with open(path) as fp:
-                return int(fp.read().strip())
-        except (OSError, ValueError):
-            raise sn.SanityError(f'{ROUNDS_FILE} is missing or unreadable: the rounds '
-                                 f'did not finish') from None
 
     def rounds_data(self) -> list[dict]:
         """Per round: ring and OSU latency at 8 B, bandwidths per size."""

@@ -32,6 +32,7 @@ from .noise import BandRule, QuietMachine
 from .paths import REFERENCES_DIR
 from .placement import cores_per_node
 from .references import references_file, split_name
+from .rounds import ROUNDS_FILE
 from .schema import check_fields
 
 
@@ -116,6 +117,34 @@ class PerfSchema(rfm.RegressionTestPlugin):
                 f'passed one (declare them by the setup stage)')
 
 
+class StageFiles(rfm.RegressionTestPlugin):
+    """The files a check writes into its stage directory for its job (a
+    script of several launches) and reads back from it after the run."""
+
+    def write_stage_script(self, name: str, lines: list[str]) -> None:
+        """A bash script `name` of `lines` in the stage directory (every word
+        in it already quoted by its writer)."""
+        with open(os.path.join(self.stagedir, name), 'w', encoding='utf-8') as fp:
+            fp.write('\n'.join(lines) + '\n')
+
+    def stage_text(self, name: str) -> str:
+        """The text of `name` in the stage directory, '' where the job wrote none."""
+        try:
+            with open(os.path.join(self.stagedir, name), encoding='utf-8',
+                      errors='replace') as fp:
+                return fp.read()
+        except FileNotFoundError:
+            return ''
+
+    def rounds_done(self) -> int:
+        """The rounds a script of alternating rounds finished (harnesslib.rounds)."""
+        try:
+            return int(self.stage_text(ROUNDS_FILE).strip())
+        except ValueError:
+            raise sn.SanityError(f'{ROUNDS_FILE} is missing or unreadable: the rounds '
+                                 f'did not finish') from None
+
+
 def _perflog_fields() -> type:
     """``PerflogFields``: a ReFrame plugin with one variable per run field of
     the schema that the checks set (``schema.check_fields``), so the perflog
@@ -137,7 +166,7 @@ PerflogFields = _perflog_fields()
 
 
 class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
-              BandRule):
+              BandRule, StageFiles):
     """The base of every run of the harness: references, perflog fields, the
     partition's launcher with this run's binding, the node lock, the machine's
     quietness around the run and the one rule for its fixed bands
