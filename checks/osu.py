@@ -68,7 +68,7 @@ DEFAULT_ITERS = {'osu_latency': (200, 20), 'osu_bw': (10, 2), 'osu_bibw': (10, 2
 ERROR_LINE = r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by signal)'
 
 
-def _divisors() -> list[int]:
+def _ranks_per_node() -> list[int]:
     """Ranks per node that divide some partition's core count (1, 2, ...)."""
     return sorted({ranks for ranks, _ in system_layouts()})
 
@@ -249,7 +249,7 @@ class OsuCollectiveBase(OsuBase):
     """A collective at every rank count that fits: ranks per node x nodes,
     at least 2 (``lat_<bytes>``: OSU's average latency, us)."""
 
-    ranks_per_node = parameter(_divisors())
+    ranks_per_node = parameter(_ranks_per_node())
 
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         if self.ranks_per_node > cores:
