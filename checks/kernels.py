@@ -257,7 +257,10 @@ class MdCheck(KernelCheck, PlannedRun):
 @interleave_samples
 @rfm.simple_test
 class RingCheck(KernelCheck, PlannedRun):
-    """Rabenseifner's ring, each rank its own node: equal bytes per node."""
+    """Rabenseifner's ring: on one node each rank is its own node
+    (``--rank-as-node``); across nodes, k communicating CPUs per node, each
+    sending to its counterpart on the next node, aggregated bandwidth per
+    node."""
 
     kernel = 'ring'
     layout = layout_parameter(planning.HYBRID_MODES['ring'])
@@ -266,7 +269,8 @@ class RingCheck(KernelCheck, PlannedRun):
     iters_scale = variable(float, value=2.0)
 
     def kernel_args(self) -> list[str]:
-        return ['--pattern', 'ring', '--rank-as-node', '--sizes', self.problem,
+        across = ['--rank-as-node'] if int(self.nodes) < 2 else []
+        return ['--pattern', 'ring', *across, '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
 
     @run_after('setup')

@@ -390,3 +390,146 @@ def test_a_module_that_fails_to_load_fails_its_checks_naming_it(cluster, tmp_pat
     assert 'mvapich2: set HARNESS_MVAPICH2_PREFIX' in proc.stdout, explain(proc)
     assert "lmod python show mvapich2' failed" in proc.stdout or \
         'load mvapich2' in proc.stdout, explain(proc)
+
+
+# ---- the kernels at 1 and 2 nodes, and their report -----------------------------
+
+#: One layout per kernel (2 cores per node on the test cluster): spmv and md
+#: on the fast link, the ring on both links and as pure MPI and masteronly
+#: (the pair a verdict compares); every run at 1 and at 2 nodes (``-P nodes``:
+#: ReFrame parameterizes the checks' ``nodes`` variable).
+NODE_RUNS = ('-n', 'SpmvCheck%layout=mpi_2x1%problem=16', '-n', 'MdCheck%layout=mpi_2x1%problem=6',
+             '-n', 'RingCheck%layout=mpi_2x1', '-n', 'RingCheck%layout=masteronly_1x2',
+             '-P', 'nodes=1,2', '-S', 'RingCheck.iters_scale=0.05',
+             '-S', 'SpmvCheck.valid_systems=test-cluster:fast',
+             '-S', 'MdCheck.valid_systems=test-cluster:fast')
+NODE_PARTS = {'spmv': ('fast',), 'md': ('fast',), 'ring': ('fast', 'slow')}
+NODE_LAYOUTS = {'spmv': ('mpi_2x1',), 'md': ('mpi_2x1',), 'ring': ('mpi_2x1', 'masteronly_1x2')}
+
+
+@pytest.fixture(scope='module')
+def node_session(cluster, stacks, tmp_path_factory):
+    var = tmp_path_factory.mktemp('var-nodes')
+    start = time.monotonic()
+    proc = run_reframe(var, '--system', 'test-cluster', *NODE_RUNS, '-r',
+                       env=client_env(cluster), timeout=600)
+    print(f'kernels at 1 and 2 nodes: session of {time.monotonic() - start:.0f} s')
+    return var, proc, [s for s in stacks if s in PMI]
+
+
+def sbatch_option(script: str, name: str) -> int:
+    found = re.search(rf'^#SBATCH --{name}=(\d+)$', script, re.M)
+    assert found, (name, script)
+    return int(found.group(1))
+
+
+def test_kernels_run_on_the_nodes_they_were_meant_for(cluster, node_session):
+    var, proc, stacks = node_session
+    assert proc.returncode == 0, explain(proc)
+    shared = record(cluster)['SHARED_CORES'] == '1'
+    for kernel, parts in NODE_PARTS.items():
+        check = f'{kernel.capitalize()}Check'
+        for part in parts:
+            for stack in stacks:
+                for layout in NODE_LAYOUTS[kernel]:
+                    for nodes in (1, 2):
+                        assert re.search(rf'OK \].*{check} %layout={layout} .*%\.nodes={nodes} '
+                                         rf'.*@test-cluster:{part}\+{stack}\b', proc.stdout), \
+                            (kernel, layout, nodes, part, stack)
+                seen = set()
+                for job in (var / 'test-cluster' / 'output' / 'test-cluster' / part / stack) \
+                        .glob(f'{check}_*'):
+                    script = (job / 'rfm_job.sh').read_text()
+                    assert f'module load {stack}' in script, script
+                    nodes = sbatch_option(script, 'ntasks') // sbatch_option(
+                        script, 'ntasks-per-node')
+                    results = [json.loads(ln[len('RESULT '):]) for ln in
+                               (job / 'rfm_job.out').read_text().splitlines()
+                               if ln.startswith('RESULT ')]
+                    assert results, job
+                    for res in results:
+                        # Where every rank ran: as many hosts as nodes asked for.
+                        assert len(set(res['hosts'])) == nodes, (job, nodes, res['hosts'])
+                        assert set(res['hosts']) <= {'node1', 'node2'}, res['hosts']
+                        assert res['mpi_library'].startswith(LIBRARY[stack]), res
+                        assert res['verified'] is True, res
+                        if kernel == 'ring':
+                            ring_across_nodes(res, nodes)
+                    seen.add((results[0]['mode'], nodes))
+                modes = {layout.split('_')[0] for layout in NODE_LAYOUTS[kernel]}
+                assert seen == {(m, n) for m in modes for n in (1, 2)}, (kernel, part, seen)
+    # The perflogs: every record names its stack's library, its node count,
+    # and is flagged oversubscribed where the nodes share the cores.
+    from hybridverdict.perflog import ReadStats, read_perflogs
+    stats = ReadStats()
+    recs = [r for r in read_perflogs([str(var / 'perflogs')], stats=stats)
+            if r.kernel in NODE_PARTS]
+    assert not stats.warnings(), stats.warnings()
+    expected = {(k, p, s, n) for k, parts in NODE_PARTS.items() for p in parts
+                for s in stacks for n in (1, 2)}
+    assert {(r.kernel, r.partition, r.stack, r.nodes) for r in recs} == expected
+    for r in recs:
+        assert r.mpi_library.startswith(LIBRARY[r.stack]), (r.stack, r.mpi_library)
+        assert r.oversubscribed is shared, r
+        if r.kernel == 'ring' and r.nodes == 2:
+            # The aggregated bandwidth per node of the ring's k (all of the
+            # node's CPUs) at every size, measured between the 2 nodes.
+            k = r.cores
+            for size in (8, 65536, 1048576):
+                assert r.values.get(f'bw_k{k}_{size}', 0) > 0, (r.nodes, sorted(r.values))
+
+
+def ring_across_nodes(res: dict, nodes: int) -> None:
+    """Rabenseifner's ring: across nodes, k CPUs per node each send to their
+    counterpart on the next node, the bandwidth aggregated per node; on one
+    node every rank stands for a node (--rank-as-node)."""
+    ppn = res['ranks_per_node']
+    if nodes == 1:
+        assert res['rank_as_node'] is True and ppn == 1, res
+        return
+    assert res['rank_as_node'] is False and res['nodes'] == nodes, res
+    assert ppn * nodes == res['ranks'], res
+    # Block placement: ranks of a node side by side, node after node.
+    assert res['hosts'] == [f'node{1 + r // ppn}' for r in range(res['ranks'])], res
+    k = res['k']
+    assert k == (ppn if res['mode'] == 'mpi' else res['threads']), res
+    per_rank = 1 if res['mode'] == 'mpi' else ppn
+    assert res['bytes_per_node_per_iter'] == res['size'] * k * per_rank, res
+    assert res['bandwidth_MBps'] > 0, res
+
+
+def test_the_report_keeps_node_counts_apart(cluster, node_session, capsys):
+    import dataclasses
+
+    from hybridverdict.cli import main
+    from hybridverdict.perflog import ReadStats, read_perflogs
+    from hybridverdict.report import build
+    var, proc, stacks = node_session
+    assert proc.returncode == 0, explain(proc)
+    logs = str(var / 'perflogs')
+    shared = record(cluster)['SHARED_CORES'] == '1'
+    stats = ReadStats()
+    recs = read_perflogs([logs], stats=stats)
+    code = main(['--perflogs', logs, '--no-write'])
+    out = capsys.readouterr()
+    rep = build(recs, stats, [logs])
+    if shared:
+        # Oversubscribed runs are out of every verdict: none is given, and
+        # the report says which records it read.
+        assert rep.verdicts == []
+        assert code == 1, out
+        assert f'no pure-MPI/hybrid pair among {len(recs)} record(s)' in out.err, out
+        # The same records as if the cores were their own: what the report
+        # would give, one verdict per node count, never pooled.
+        rep = build([dataclasses.replace(r, oversubscribed=False) for r in recs],
+                    stats, [logs])
+    else:
+        assert code == 0, out
+    verdicts = [(v.partition, v.stack, v.kernel, v.nodes) for v in rep.verdicts]
+    assert sorted(verdicts) == sorted({(p, s, 'ring', n) for p in ('fast', 'slow')
+                                       for s in stacks for n in (1, 2)}), verdicts
+    for v in rep.verdicts:
+        # One run per side (HARNESS_REPEAT=1): a verdict pooling the node
+        # counts would stand on two.
+        assert (v.n_mpi, v.n_hybrid) == (1, 1), v
+        assert (v.hybrid_layout, v.mpi_layout) == ('1x2', '2x1'), v
