@@ -15,7 +15,15 @@ The tests check that
   on fast0);
 * a ReFrame session on the test-cluster system runs its checks on 2 nodes
   for both stacks and both partitions, and a module that fails to load fails
-  its environment's checks, naming the module.
+  its environment's checks, naming the module;
+* spmv, md and ring (pure MPI and masteronly) run at 1 and at 2 nodes in one
+  session (``-P nodes=1,2``) for both stacks, the ring on both links: every
+  rank ran on as many hosts as its run asked for, the stack is its module's,
+  the ring across nodes is Rabenseifner's (k CPUs per node, each sending to
+  its counterpart on the next node, bandwidth aggregated per node), every
+  record is flagged oversubscribed where the nodes share the cores, and the
+  report keeps 1 and 2 nodes apart (no verdict from oversubscribed runs; the
+  same records unflagged give one verdict per node count, none pooled).
 
 On a 2-core machine the nodes share the cores: the runs test the path, not
 the speed.  The bandwidth figures still hold because they are ratios to the
