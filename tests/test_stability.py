@@ -109,3 +109,25 @@ def test_records_without_a_pair_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
 def test_perflogs_take_no_selection(tmp_path: Path):
     with pytest.raises(SystemExit):
         main(['--perflogs', str(tmp_path), str(tmp_path), '--', '-n', 'X'])
+
+
+def test_inconclusive_twice_is_the_same_but_counted_apart(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]):
+    # back-to-back samples spread over 6x: INCONCLUSIVE in both sessions at speedup ~1.7
+    folders = []
+    for name in ('a', 'b'):
+        t = T0
+        lines = [header(['t_total'])]
+        for (mode, ranks, threads), times in ((MPI, (1.0, 3.0, 0.5)),
+                                              (MASTERONLY, (0.6, 1.8, 0.3))):
+            for secs in times:
+                t += dt.timedelta(seconds=5)
+                lines.append(line('spmv', {'t_total': (secs, 's')}, mode=mode, ranks=ranks,
+                                  threads=threads, time=t))
+        write(tmp_path / name / 'local' / 'shm' / 'SpmvCheck.log', lines)
+        folders.append(str(tmp_path / name))
+    rc, out, _ = run(capsys, *folders)
+    assert rc == 0
+    assert ('1 with |speedup - 1| > 10% in either session: 0 changed their call, '
+            '0 not confirmed (INCONCLUSIVE once), 1 the same (1 of them INCONCLUSIVE '
+            'both times)') in out

@@ -139,6 +139,7 @@ class Summary:
     beyond: int         # of those, more than the threshold from 1 in either session
     changed: int        # of `beyond`, changed
     not_confirmed: int  # of `beyond`, not confirmed
+    undecided: int      # of `beyond`, INCONCLUSIVE in both sessions (the same, decided nothing)
     changed_all: int    # changed among all pairs in both sessions
     missing: list[str]  # labels of the pairs found in one session only
 
@@ -146,7 +147,8 @@ class Summary:
         text = (f'{self.pairs} pairs in both sessions; {self.beyond} with |speedup - 1| > '
                 f'{threshold:.0%} in either session: {self.changed} changed their call, '
                 f'{self.not_confirmed} not confirmed (INCONCLUSIVE once), '
-                f'{self.beyond - self.changed - self.not_confirmed} the same; '
+                f'{self.beyond - self.changed - self.not_confirmed} the same '
+                f'({self.undecided} of them INCONCLUSIVE both times); '
                 f'{self.changed_all} changed among all {self.pairs} pairs')
         if self.missing:
             text += f'; {len(self.missing)} in one session only: ' + '; '.join(self.missing)
@@ -160,6 +162,8 @@ def summarise(pairs: Sequence[Pair], threshold: float) -> Summary:
         pairs=len(both), beyond=len(big),
         changed=sum(p.outcome == CHANGED for p in big),
         not_confirmed=sum(p.outcome == NOT_CONFIRMED for p in big),
+        undecided=sum(p.outcome == SAME and p.first is not None
+                      and p.first.verdict == INCONCLUSIVE for p in big),
         changed_all=sum(p.outcome == CHANGED for p in both),
         missing=[f'{p.label} ({p.outcome})' for p in pairs
                  if p.first is None or p.second is None])
