@@ -131,3 +131,24 @@ def test_inconclusive_twice_is_the_same_but_counted_apart(tmp_path: Path,
     assert ('1 with |speedup - 1| > 10% in either session: 0 changed their call, '
             '0 not confirmed (INCONCLUSIVE once), 1 the same (1 of them INCONCLUSIVE '
             'both times)') in out
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_failed_session_exits_2_naming_it(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]):
+    # a reframe that fails at once (the `false` command): no comparison, the cause named
+    rc = main(['--out', str(tmp_path / 'out'), '--root', str(ROOT), '--reframe', 'false',
+               '--', '-n', 'SpmvCheck'])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert 'error: session 1: reframe exited with status 1' in err
+    assert not (tmp_path / 'out' / 'session-2').exists()
+
+
+def test_a_used_out_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    write(tmp_path / 'out' / 'session-1' / 'perflogs' / 'x.log', ['kept'])
+    rc = main(['--out', str(tmp_path / 'out'), '--root', str(ROOT), '--reframe', 'false'])
+    assert rc == 2 and 'is not empty' in capsys.readouterr().err
+    assert (tmp_path / 'out' / 'session-1' / 'perflogs' / 'x.log').read_text() == 'kept\n'
