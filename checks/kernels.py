@@ -57,6 +57,7 @@ The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -375,13 +376,19 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self.ranks, self.threads = hybrid[1], hybrid[2]
         self.descr = (f'{kernel} size {size}: {hybrid[0]} {hybrid[1]}x{hybrid[2]} '
                       f'against mpi {mpi[1]}x1')
-        self._sides: dict[str, list[str]] = {'mpi': [], 'hybrid': []}
-        for side, layout in (('mpi', mpi), ('hybrid', hybrid)):
-            for num in cls.get_variant_nums(layout=lambda lay, want=layout: lay == want,
-                                            problem=lambda p: str(p) == size):
-                name = cls.variant_name(num)
-                self.depends_on(name, udeps.by_env)
-                self._sides[side].append(name)
+        self._sides: dict[str, list[str]] = {
+            side: [cls.variant_name(num) for num in cls.get_variant_nums(
+                layout=lambda lay, want=layout: lay == want,
+                problem=lambda p: str(p) == size)]
+            for side, layout in (('mpi', mpi), ('hybrid', hybrid))}
+        # Sample by sample, the two sides alternating: ReFrame runs a test's
+        # dependencies in the order they were declared (a depth-first walk
+        # from the verdicts), so the samples of the pair interleave and their
+        # spread covers the session's drift (harnesslib.stats.interleaved).
+        for pair in itertools.zip_longest(self._sides['mpi'], self._sides['hybrid']):
+            for name in pair:
+                if name is not None:
+                    self.depends_on(name, udeps.by_env)
 
     def _samples(self, side: str) -> list[float]:
         part = self.current_partition.fullname

@@ -56,6 +56,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Any
 
 #: confidence of every interval
 CONFIDENCE = 0.95
@@ -72,6 +73,10 @@ SESSION_GAP = dt.timedelta(hours=1)
 PASS = 'PASS'
 FAIL = 'FAIL'
 INCONCLUSIVE = 'INCONCLUSIVE'
+
+#: When a sample was taken: anything ordered in time (a datetime, seconds, or a
+#: perflog record's (time, file, line), finer than the file's whole seconds).
+Moment = Any
 
 
 class StatsError(ValueError):
@@ -320,8 +325,8 @@ def judge_ratios(ratios: Sequence[float], low: float | None, high: float | None,
     return decide(median_interval(ratios, confidence), low, high)
 
 
-def interleaved(times_a: Sequence[dt.datetime | float],
-                times_b: Sequence[dt.datetime | float]) -> bool:
+def interleaved(times_a: Sequence[Moment],
+                times_b: Sequence[Moment]) -> bool:
     """Whether two sides' samples were taken in alternating rounds: as many of each,
     at least two rounds, and every round (the i-th of each side, by time) over before
     the next begins.  Samples with equal times prove nothing: not interleaved."""
@@ -342,8 +347,8 @@ class Comparison:
 
 
 def compare(num: Sequence[float], den: Sequence[float],
-            times_num: Sequence[dt.datetime | float] | None = None,
-            times_den: Sequence[dt.datetime | float] | None = None,
+            times_num: Sequence[Moment] | None = None,
+            times_den: Sequence[Moment] | None = None,
             floor: float = DEFAULT_FLOOR, confidence: float = CONFIDENCE) -> Comparison:
     """The interval of num/den with a noise estimate that covers drift: from the
     per-round ratios when the times show interleaved rounds, else from the two lists

@@ -129,6 +129,14 @@ class Record:
                      self.nodes, self.build_spec, self.mpi_library)
 
     @property
+    def logged(self) -> tuple[dt.datetime, str, int]:
+        """When the run was logged, finer than its time: the perflog's times
+        have whole seconds, and runs of a second or less end within one; the
+        file and line order them (ReFrame logs a test when it completes)."""
+        path, _, line = self.source.rpartition(':')
+        return (self.time, path, int(line) if line.isdigit() else 0)
+
+    @property
     def layout(self) -> str:
         """"R x T" per node: ranks per node x threads per rank."""
         return f'{self.ranks}x{self.threads}'

@@ -82,7 +82,7 @@ def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
     """The comparison of T_mpi against T_hybrid and its call."""
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
-                        [r.time for r in mpi], [r.time for r in hybrid], floor=floor)
+                        [r.logged for r in mpi], [r.logged for r in hybrid], floor=floor)
     band = stats.decide(cmp.interval, 1.0 / (1.0 + floor), 1.0 + floor)
     return cmp, call(band)
 
