@@ -386,7 +386,7 @@ _DECLARED_SYSTEM = {
             'name': f'cores{cores}',
             'descr': f'a declared {cores}-core node, 2 sockets, 4 NUMA domains',
             'scheduler': 'local',
-            'launcher': 'local',
+            'launcher': 'mpirun',
             'environs': _STACK_NAMES or ['builtin'],
             'max_jobs': 1,
             'time_limit': '10m',
@@ -399,6 +399,8 @@ _DECLARED_SYSTEM = {
 }
 _DECLARED_ENVS = [{**env, 'target_systems': ['declared']}
                   for env in _ENVS if env['target_systems'] == ['local']]
+
+
 def _check_references(systems: list[str]) -> None:
     """Each system's references file, if it has one, must be one ReFrame can
     read: otherwise ReFrame would skip every test with a warning and end

@@ -47,7 +47,8 @@ def run_reframe(var_dir: Path, *args: str, env: dict[str, str] | None = None,
                 timeout: int = 900) -> subprocess.CompletedProcess[str]:
     """One real ReFrame session with the harness configuration, in `var_dir`."""
     # One sample per run unless a test asks for more: the sessions stay short.
-    environ = mpi_env(HARNESS_VAR_DIR=str(var_dir), **{'HARNESS_REPEAT': '1', **(env or {})})
+    # The session's own var dir wins over one in `env` (./harness exports one).
+    environ = mpi_env(**{'HARNESS_REPEAT': '1', **(env or {}), 'HARNESS_VAR_DIR': str(var_dir)})
     environ.pop('HARNESS_QUIET', None)
     cmd = [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), '-c', str(REPO / 'checks'),
            *args]
