@@ -32,7 +32,7 @@ LOAD = ('import json, runpy, sys; c = runpy.run_path(sys.argv[1])["site_configur
 
 def run_site_check(var: Path, *args: str, env: dict[str, str] | None = None
                    ) -> subprocess.CompletedProcess[str]:
-    environ = mpi_env(HARNESS_VAR_DIR=str(var), **(env or {}))
+    environ = mpi_env(**{**(env or {}), 'HARNESS_VAR_DIR': str(var)})
     cmd = [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), '-c', str(SITE_CHECK),
            '-r', *args]
     return subprocess.run(cmd, cwd=REPO, env=environ, capture_output=True, text=True,
