@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import polars as pl
 import pytest
@@ -112,3 +113,14 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
         write_text(str(tmp_path / 'r.md'), 'other')
     assert [p.name for p in tmp_path.iterdir()] == ['r.md']
     assert (tmp_path / 'r.md').read_text() == 'whole'
+
+
+def test_atomic_files_get_the_mode_open_would_give(tmp_path):
+    # the temporary file is private (mkstemp); the written file is not
+    from hybridverdict.atomic import write_new
+    old = os.umask(0o022)
+    try:
+        path = write_new(str(tmp_path / 'report.md'), 'text\n')
+    finally:
+        os.umask(old)
+    assert oct(os.stat(path).st_mode & 0o777) == oct(0o644)

@@ -37,6 +37,11 @@ def _staged(path: str) -> Iterator[tuple[BinaryIO, str]]:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f'{TMP_PREFIX}{os.path.basename(path)}.',
                                suffix='.tmp')
     try:
+        # mkstemp makes the file private (0600): give it the mode open() would
+        # (0666 less the umask), so reports stay as readable as they were.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, 'w+b') as fp:
             yield fp, tmp
     except BaseException:
