@@ -65,6 +65,7 @@ import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 import reframe.utility.udeps as udeps
 from harnesslib import plan as planning
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
@@ -269,10 +270,40 @@ class RingCheck(KernelCheck, PlannedRun):
     sample = sample_parameter()
     iters_scale = variable(float, value=2.0)
 
+    #: Across nodes, measure every k of the saturation curve (one launch
+    #: per k before the run at the largest k); false: the largest k only.
+    k_sweep = variable(typ.Bool, value=True)
+
     def kernel_args(self) -> list[str]:
         across = ['--rank-as-node'] if int(self.nodes) < 2 else []
         return ['--pattern', 'ring', *across, '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
+
+    def swept_ks(self) -> list[int]:
+        """The k measured by launches of their own (all but the largest)."""
+        if not self.k_sweep:
+            return []
+        return planning.ring_ks(self.layout, int(self.nodes))[:-1]
+
+    @run_before('run')
+    def sweep_k(self):
+        # Rabenseifner's saturation curve across nodes: k = 1 .. the largest,
+        # each its own launch on the same ranks (the job's last launch, at
+        # the largest k, gives the headline figures).
+        line = f'{self.launch(self.num_tasks)} {self.executable} ' + ' '.join(
+            self.executable_opts)
+        self.prerun_cmds += [f'{line} --k {k}' for k in self.swept_ks()]
+
+    @sanity_function
+    def validate(self):
+        sn.evaluate(super().validate())
+        sizes = {parse_bytes(x) for x in self.problem.split(',')}
+        got = {(int(r['k']), int(r['size'])) for r in self.results()}
+        missing = sorted({(k, s) for k in self.swept_ks() for s in sizes} - got)
+        sn.evaluate(sn.assert_false(
+            missing, msg=f'ring: no RESULT for k, size {missing} (the launches of the '
+                         f'k sweep across {self.nodes} nodes; see the job\'s output)'))
+        return True
 
     @run_after('setup')
     def add_saturation_variables(self):

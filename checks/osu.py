@@ -182,13 +182,14 @@ class OsuBase(RunBase):
         errors += sn.evaluate(sn.extractall(ERROR_LINE, self.stderr, 0))
         sn.evaluate(sn.assert_false(
             errors, msg=f'{self.benchmark_name} printed an error: {errors[:3]}'))
-        code = self.job.exitcode
+        code = self.exit_status()
         # Whole table printed, then ended by `timeout`: MPI_Finalize hung.
         self.finalize_hung = str(code in (124, 137)).lower()
         sn.evaluate(sn.assert_true(
             code == 0 or code in (124, 137),
             msg=f'{self.benchmark_name} exited with status {code}'))
-        self.oversubscribed = str(self.ranks > self.cores).lower()
+        self.oversubscribed = str(self.ranks > self.cores or
+                                  self.declared_oversubscription()).lower()
         return True
 
     def value(self, size: int, column: int = 0) -> float:

@@ -242,7 +242,7 @@ class RingOsuAccuracy(KernelCheck):
 
     @sanity_function
     def validate(self):
-        sn.evaluate(sn.assert_eq(self.job.exitcode, 0,
+        sn.evaluate(sn.assert_eq(self.exit_status(), 0,
                                  msg='the accuracy script failed (status {0})'))
         data = self.rounds_data()
         self.mpi_library = str(data[0]['lib'])
@@ -251,7 +251,8 @@ class RingOsuAccuracy(KernelCheck):
             msg=f'ring reports MPI library "{self.mpi_library}", not stack '
                 f'{self.current_environ.name}'))
         self.verified = 'true'
-        self.oversubscribed = str(self.ranks > self.cores).lower()
+        self.oversubscribed = str(self.ranks > self.cores or
+                                  self.declared_oversubscription()).lower()
         # OSU runs that did not exit 0: only `timeout` after a full table.
         status = self._status()
         bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]

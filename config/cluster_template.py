@@ -111,7 +111,9 @@ CLUSTER = {
     #                     the stack's); other checks must set it themselves
     # 'family' (default: the stack's name: openmpi, mpich, mvapich2) says how
     # the stack binds ranks and threads and which MPI_Get_library_version it
-    # must report.  'env': variables the stack always needs.
+    # must report.  'env': variables the stack always needs.  'osu_prefix':
+    # the OSU Micro-Benchmarks built with this stack, as seen from the nodes
+    # (default: HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
     'stacks': {
         'openmpi': {
             'descr': 'Open MPI 4.1',

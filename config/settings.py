@@ -349,7 +349,7 @@ from nightly import modes as nightly_modes  # noqa: E402
 from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems  # noqa: E402
 
-_SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES)
+_SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix)
 
 
 # ---- declared topologies: big nodes on a small machine ------------------------------

@@ -36,6 +36,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
@@ -150,7 +151,16 @@ _CLUSTER_KEYS = {'name', 'descr', 'hostnames', 'modules_system', 'scheduler', 'a
                  'max_jobs', 'time_limit', 'prefix', 'partitions', 'stacks', 'prepare_cmds'}
 _PARTITION_KEYS = {'descr', 'access', 'nodes', 'max_jobs', 'time_limit', 'processor',
                    'transport_env', 'extras'}
-_STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env'}
+_STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env',
+               'osu_prefix'}
+
+#: OSU's install prefix of a stack where its spec names none (settings.py
+#: passes its HARNESS_OSU_PREFIX reader): '' leaves the OSU checks skipped.
+OsuPrefix = Callable[[str], str]
+
+
+def _no_osu(stack: str) -> str:
+    return ''
 
 
 def _require(where: str, spec: dict, allowed: set[str], needed: tuple[str, ...]) -> None:
@@ -163,8 +173,8 @@ def _require(where: str, spec: dict, allowed: set[str], needed: tuple[str, ...])
         raise ValueError(f'{where}: missing {", ".join(missing)}')
 
 
-def cluster_config(cluster: dict[str, Any], var_dir: str,
-                   origin: str = 'CLUSTER') -> tuple[dict, list[dict]]:
+def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER',
+                   osu_prefix: OsuPrefix = _no_osu) -> tuple[dict, list[dict]]:
     """A ReFrame system and its environments from a `CLUSTER` dictionary
     (see config/cluster_template.py)."""
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
@@ -227,6 +237,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str,
                     'pmi': sspec.get('pmi', SRUN_PMI.get(stack, '')),
                     'prefix': '',
                     'transport': part,
+                    # OSU built for this stack on the cluster (checks/osu.py).
+                    'osu_prefix': sspec.get('osu_prefix') or osu_prefix(stack),
                 },
             })
     # Each stack once for the whole system as well (ReFrame wants every
@@ -271,7 +283,8 @@ def _site_files() -> list[str]:
     return sorted(glob.glob(os.path.join(_HERE, 'site_*.py')))
 
 
-def site_clusters(var_dir: str) -> tuple[list[dict], list[dict]]:
+def site_clusters(var_dir: str,
+                  osu_prefix: OsuPrefix = _no_osu) -> tuple[list[dict], list[dict]]:
     """The systems and environments of every site file."""
     systems, envs = [], []
     for path in _site_files():
@@ -285,7 +298,8 @@ def site_clusters(var_dir: str) -> tuple[list[dict], list[dict]]:
         if not isinstance(cluster, dict):
             raise ValueError(f'{path}: defines no CLUSTER dictionary '
                              f'(see config/cluster_template.py)')
-        system, cluster_envs = cluster_config(cluster, var_dir, origin=path)
+        system, cluster_envs = cluster_config(cluster, var_dir, origin=path,
+                                              osu_prefix=osu_prefix)
         systems.append(system)
         envs += cluster_envs
     return systems, envs
@@ -386,19 +400,21 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def test_cluster(var_dir: str) -> tuple[dict, list[dict]]:
+def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu) -> tuple[dict, list[dict]]:
     """The `test-cluster` system and its environments."""
     directory = os.environ.get('HARNESS_TEST_CLUSTER', '').strip()
     record = test_cluster_record(directory) if directory else None
-    system, envs = cluster_config(test_cluster_spec(record), var_dir, origin='test-cluster')
+    system, envs = cluster_config(test_cluster_spec(record), var_dir, origin='test-cluster',
+                                  osu_prefix=osu_prefix)
     system['hostnames'] = []
     return system, envs
 
 
-def slurm_systems(var_dir: str, local_envs: list[dict],
-                  stack_names: list[str]) -> tuple[list[dict], list[dict]]:
-    """Every Slurm system (local test clusters first) and their environments."""
+def slurm_systems(var_dir: str, local_envs: list[dict], stack_names: list[str],
+                  osu_prefix: OsuPrefix = _no_osu) -> tuple[list[dict], list[dict]]:
+    """Every Slurm system (local test clusters first) and their environments;
+    `osu_prefix` gives a stack's OSU install where a cluster's stack names none."""
     system, envs = local_slurm(var_dir, local_envs, stack_names)
-    cluster, cluster_envs = test_cluster(var_dir)
-    sites, site_envs = site_clusters(var_dir)
+    cluster, cluster_envs = test_cluster(var_dir, osu_prefix)
+    sites, site_envs = site_clusters(var_dir, osu_prefix)
     return [system, cluster, *sites], [*envs, *cluster_envs, *site_envs]

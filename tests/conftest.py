@@ -35,6 +35,19 @@ def stacks() -> list[str]:
     return found
 
 
+def osu_stacks(stacks: list[str]) -> list[str]:
+    """The stacks with an OSU install under HARNESS_OSU_PREFIX ({stack} = the
+    stack's name): OSU is in no registry these machines reach, and the harness
+    never downloads it."""
+    template = os.environ.get('HARNESS_OSU_PREFIX', '')
+    return [s for s in stacks if template and os.path.isdir(
+        os.path.join(template.replace('{stack}', s), 'libexec', 'osu-micro-benchmarks'))]
+
+
+OSU_MISSING = ('OSU Micro-Benchmarks not provided: set HARNESS_OSU_PREFIX to an OSU install '
+               'prefix per stack, e.g. /opt/osu/{stack} (the harness never downloads OSU)')
+
+
 def mpi_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update({'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1',

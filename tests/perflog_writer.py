@@ -21,14 +21,15 @@ def header(variables: Sequence[str]) -> str:
 def line(kernel: str, values: dict[str, tuple], *, mode: str = 'mpi', ranks: int = 2,
          threads: int = 1, size: str = '1', stack: str = 'mpich', part: str = 'shm',
          nodes: int = 1, time: dt.datetime = T0, result: str = 'pass', system: str = 'local',
-         cores: int = 2) -> str:
+         cores: int = 2, oversubscribed: bool = False) -> str:
     """One perflog line; values: variable -> (value, unit[, ref, lower, upper])."""
     blocks = ''
     for value, unit, *ref in values.values():
         ref_, lo, hi = (list(ref) + [0, None, None][len(ref):])[:3]
         blocks += f'{value}|{unit}|{ref_}|{lo}|{hi}|'
     return (f'{time:%Y-%m-%dT%H:%M:%S%z}|{system}|{part}|{stack}|{kernel} check|{kernel}|{mode}|'
-            f'{ranks}|{threads}|{size}|{cores}|{nodes}|{LIBS.get(stack, stack)}|true|false|false|'
+            f'{ranks}|{threads}|{size}|{cores}|{nodes}|{LIBS.get(stack, stack)}|true|'
+            f'{str(oversubscribed).lower()}|false|'
             f'cmake Release {stack}|{result}|{empty_after_result()}{blocks}')
 
 

@@ -72,3 +72,30 @@ def test_bw_json_says_how_it_was_timed(builds):
     # bandwidth = size * window * iters / (the sender's summed window times)
     assert res['bandwidth_MBps'] == pytest.approx(
         16384 * 64 * 20 / res['t_total_s'] / 1e6, rel=1e-6)
+
+
+@pytest.mark.integration
+def test_a_session_builds_the_slowed_ring_on_request(tmp_path, stacks):
+    """``-S KernelBuild.fault_slow=P`` reaches the build (its own build folder,
+    the perflog's build field) and the ring it runs (every bw RESULT line says
+    so); a percent out of range is refused before anything is built."""
+    from conftest import run_reframe
+    stack = stacks[0]
+    opts = ('-n', 'RingBwCheck', '--system', 'local:shm', '-S', 'sizes=64K:128K')
+    proc = run_reframe(tmp_path, *opts, '-S', f'KernelBuild.fault_slow={SLOW_PCT}', '-r',
+                       env={'HARNESS_STACKS': stack})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert list((tmp_path / 'build').glob(f'{stack}-release-*-fault-slow{SLOW_PCT}')), \
+        sorted(p.name for p in (tmp_path / 'build').iterdir())
+    lines = (tmp_path / 'perflogs' / 'local' / 'shm' / 'RingBwCheck.log').read_text().splitlines()
+    row = dict(zip(lines[0].split('|'), lines[-1].split('|')))
+    assert row['build_spec'].endswith(f'fault_slow={SLOW_PCT}'), row['build_spec']
+    outs = list((tmp_path / 'output').rglob('rfm_job.out'))
+    results = [json.loads(ln[len('RESULT '):]) for out in outs
+               for ln in out.read_text().splitlines() if ln.startswith('RESULT ')]
+    assert results and all(r['fault_slow_pct'] == SLOW_PCT and r['verified'] for r in results)
+    bad = run_reframe(tmp_path / 'bad', *opts, '-S', 'KernelBuild.fault_slow=-5', '-r',
+                      env={'HARNESS_STACKS': stack})
+    assert bad.returncode != 0
+    assert 'KernelBuild.fault_slow must be a percent from 0 (off) to 1000, got -5' in bad.stdout, \
+        bad.stdout[-5000:]

@@ -16,11 +16,15 @@ The tests check that
 * a ReFrame session on the test-cluster system runs its checks on 2 nodes
   for both stacks and both partitions, and a module that fails to load fails
   its environment's checks, naming the module;
+* osu_latency and osu_bw run between the 2 nodes on both links, where an OSU
+  install per stack is given (``HARNESS_OSU_PREFIX``), and osu_bw's bandwidth
+  sits at the slow link's shaped rate and well above it on the fast one;
 * spmv, md and ring (pure MPI and masteronly) run at 1 and at 2 nodes in one
   session (``-P nodes=1,2``) for both stacks, the ring on both links: every
   rank ran on as many hosts as its run asked for, the stack is its module's,
   the ring across nodes is Rabenseifner's (k CPUs per node, each sending to
-  its counterpart on the next node, bandwidth aggregated per node), every
+  its counterpart on the next node, bandwidth aggregated per node, every k
+  from 1 to the node's CPUs), every
   record is flagged oversubscribed where the nodes share the cores, and the
   report keeps 1 and 2 nodes apart (no verdict from oversubscribed runs; the
   same records unflagged give one verdict per node count, none pooled).
@@ -44,7 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mpi_env, run_reframe
+from conftest import OSU_MISSING, REPO, mpi_env, osu_stacks, run_reframe
 
 sys.path.insert(0, str(REPO / 'config'))
 import slurm_systems  # noqa: E402
@@ -402,6 +406,56 @@ def test_a_module_that_fails_to_load_fails_its_checks_naming_it(cluster, tmp_pat
         'load mvapich2' in proc.stdout, explain(proc)
 
 
+# ---- OSU point-to-point between the nodes -----------------------------------------
+
+def test_osu_pt2pt_runs_between_the_nodes_on_each_link(cluster, stacks, tmp_path):
+    """osu_latency and osu_bw of every stack with an OSU install, one rank per
+    node on each partition: the jobs ran on both nodes, every record is flagged
+    oversubscribed where the nodes share the cores, and osu_bw took the
+    partition's link (at most the shaped rate on slow0, well above it on fast0)."""
+    with_osu = [s for s in osu_stacks(stacks) if s in PMI]
+    if not with_osu:
+        pytest.skip(OSU_MISSING)
+    proc = run_reframe(tmp_path, '--system', 'test-cluster', '-n', 'OsuLatencyCheck',
+                       '-n', 'OsuBwCheck', '-r', '-S', 'max_size=1048576',
+                       '-S', 'iters=3', '-S', 'warmup=1',
+                       env=client_env(cluster, HARNESS_STACKS=','.join(with_osu)), timeout=900)
+    assert proc.returncode == 0, explain(proc)
+    comp = (cluster / 'jobcomp.txt').read_text().splitlines()
+    for check in ('OsuLatencyCheck', 'OsuBwCheck'):
+        ours = [ln for ln in comp if re.search(rf'Name=rfm_{check}\b', ln)]
+        assert len(ours) == 2 * len(with_osu), ours
+        assert all('NodeList=node[1-2]' in ln and 'JobState=COMPLETED' in ln
+                   for ln in ours), ours
+    rate = RATE_MBPS
+    shared = record(cluster)['SHARED_CORES'] == '1'
+    for part in ('fast', 'slow'):
+        logs = tmp_path / 'perflogs' / 'test-cluster' / part
+        for check, head in (('OsuLatencyCheck', 'latency_8B'), ('OsuBwCheck', 'bandwidth_1MiB')):
+            lines = (logs / f'{check}.log').read_text().splitlines()
+            rows = [dict(zip(lines[0].split('|'), ln.split('|'))) for ln in lines[1:]]
+            assert sorted(r['environ'] for r in rows) == sorted(with_osu), rows
+            for r in rows:
+                assert (r['nodes'], r['ranks'], r['result']) == ('2', '1', 'pass'), r
+                # flagged where the nodes share the machine's cores
+                assert r['oversubscribed'] == str(shared).lower(), r
+                assert r['mpi_library'].startswith(LIBRARY[r['environ']].split()[0]), r
+                value = float(r[f'{head}_value'])
+                print(f'{check} {r["environ"]} {part}: {head} {value:.2f}')
+                if head != 'bandwidth_1MiB':
+                    assert value > 0, r
+                elif part == 'slow':
+                    # Never above the shaped rate: the traffic took slow0.  Not
+                    # far below it where the nodes have cores of their own;
+                    # where they share the machine's, Slurm binds each node's
+                    # rank to the node's first CPU, the same core, and the
+                    # two ranks take turns on it.
+                    low = 0.3 if shared else 0.6
+                    assert low * rate <= value <= 1.05 * rate, (r['environ'], value, rate)
+                else:
+                    assert value >= 3 * rate, (r['environ'], value, rate)
+
+
 # ---- the kernels at 1 and 2 nodes, and their report -----------------------------
 
 #: One layout per kernel (2 cores per node on the test cluster): spmv and md
@@ -465,6 +519,17 @@ def test_kernels_run_on_the_nodes_they_were_meant_for(cluster, node_session):
                         assert res['verified'] is True, res
                         if kernel == 'ring':
                             ring_across_nodes(res, nodes)
+                    if kernel == 'ring':
+                        # Rabenseifner's saturation curve: across nodes every
+                        # k from 1 to the largest, each size; the job's last
+                        # line (the headline) at the largest k.
+                        top = results[-1]['ranks_per_node'] if results[-1]['mode'] == 'mpi' \
+                            else results[-1]['threads']
+                        ks = [d for d in range(1, top + 1) if top % d == 0] if nodes > 1 \
+                            else [top]
+                        assert results[-1]['k'] == top, results[-1]
+                        assert {(r['k'], r['size']) for r in results} == {
+                            (k, s) for k in ks for s in (8, 65536, 1048576)}, job
                     seen.add((results[0]['mode'], nodes))
                 modes = {layout.split('_')[0] for layout in NODE_LAYOUTS[kernel]}
                 assert seen == {(m, n) for m in modes for n in (1, 2)}, (kernel, part, seen)
@@ -482,11 +547,11 @@ def test_kernels_run_on_the_nodes_they_were_meant_for(cluster, node_session):
         assert r.mpi_library.startswith(LIBRARY[r.stack]), (r.stack, r.mpi_library)
         assert r.oversubscribed is shared, r
         if r.kernel == 'ring' and r.nodes == 2:
-            # The aggregated bandwidth per node of the ring's k (all of the
-            # node's CPUs) at every size, measured between the 2 nodes.
-            k = r.cores
-            for size in (8, 65536, 1048576):
-                assert r.values.get(f'bw_k{k}_{size}', 0) > 0, (r.nodes, sorted(r.values))
+            # The aggregated bandwidth per node at every k (1 .. all of the
+            # node's CPUs) and size, measured between the 2 nodes.
+            for k in (d for d in range(1, r.cores + 1) if r.cores % d == 0):
+                for size in (8, 65536, 1048576):
+                    assert r.values.get(f'bw_k{k}_{size}', 0) > 0, (k, size, sorted(r.values))
 
 
 def ring_across_nodes(res: dict, nodes: int) -> None:
@@ -502,7 +567,7 @@ def ring_across_nodes(res: dict, nodes: int) -> None:
     # Block placement: ranks of a node side by side, node after node.
     assert res['hosts'] == [f'node{1 + r // ppn}' for r in range(res['ranks'])], res
     k = res['k']
-    assert k == (ppn if res['mode'] == 'mpi' else res['threads']), res
+    assert 1 <= k <= (ppn if res['mode'] == 'mpi' else res['threads']), res
     per_rank = 1 if res['mode'] == 'mpi' else ppn
     assert res['bytes_per_node_per_iter'] == res['size'] * k * per_rank, res
     assert res['bandwidth_MBps'] > 0, res
@@ -529,12 +594,23 @@ def test_the_report_keeps_node_counts_apart(cluster, node_session, capsys):
         assert rep.verdicts == []
         assert code == 1, out
         assert f'no pure-MPI/hybrid pair among {len(recs)} record(s)' in out.err, out
+        # It names every pair it measured, per node count, and why none was
+        # judged: the report of this session at 1 and at 2 nodes.
+        from hybridverdict.verdict import unjudged
+        left = unjudged(recs)
+        assert sorted((u.partition, u.stack, u.kernel, u.nodes) for u in left) == sorted(
+            (p, s, 'ring', n) for p in ('fast', 'slow') for s in stacks for n in (1, 2)), left
+        for u in left:
+            assert u.why == 'masteronly 1x2: 1 oversubscribed; mpi 2x1: 1 oversubscribed', u
+            assert (f'on test-cluster:{u.partition} {u.stack}, {u.nodes} node(s): masteronly '
+                    f'1x2 against mpi 2x1: no verdict') in out.err, out.err
         # The same records as if the cores were their own: what the report
         # would give, one verdict per node count, never pooled.
         rep = build([dataclasses.replace(r, oversubscribed=False) for r in recs],
                     stats, [logs])
     else:
         assert code == 0, out
+        assert not [s for s in rep.sections if s.key == 'unjudged' and s.rows], rep.sections
     verdicts = [(v.partition, v.stack, v.kernel, v.nodes) for v in rep.verdicts]
     assert sorted(verdicts) == sorted({(p, s, 'ring', n) for p in ('fast', 'slow')
                                        for s in stacks for n in (1, 2)}), verdicts
@@ -543,3 +619,12 @@ def test_the_report_keeps_node_counts_apart(cluster, node_session, capsys):
         # counts would stand on two.
         assert (v.n_mpi, v.n_hybrid) == (1, 1), v
         assert (v.hybrid_layout, v.mpi_layout) == ('1x2', '2x1'), v
+    # Rabenseifner's masteronly against pure MPI across the nodes, from the
+    # ring's k sweep (k = 1 and k = 2 per node) at 2 nodes only: one row per
+    # stack, link and message size.
+    (sec,) = [s for s in rep.sections if s.key == 'masteronly_across_nodes']
+    rows = {(d['partition'], d['stack'], d['nodes'], d['size']) for d in sec.data}
+    assert rows == {(p, s, 2, size) for p in ('fast', 'slow') for s in stacks
+                    for size in (8, 65536, 1048576)}, sec.data
+    for d in sec.data:
+        assert d['k_max'] == 2 and d['b_hybrid'] > 0 and d['b_mpp'] > 0, d

@@ -205,3 +205,18 @@ def test_md_sizes_follow_the_node():
     two = P.make_plan(P.Topology(cores=2, name='local:shm'), samples=3)
     assert "another node's" in two.decision('md', ('mpi', 2, 1), 14, other_sizes=(6, 14))
     assert two.decision('md', ('mpi', 2, 1), 14) == ''
+
+
+def test_the_ring_across_nodes_measures_every_k_and_the_plan_counts_them():
+    """Rabenseifner's saturation curve: across nodes one launch per k (every
+    divisor of the layout's largest k, largest last); on one node only the
+    largest.  The plan's estimate grows with the launches."""
+    assert P.ring_ks(('mpi', 4, 1), 2) == [1, 2, 4]
+    assert P.ring_ks(('masteronly', 1, 4), 2) == [1, 2, 4]
+    assert P.ring_ks(('multiple', 2, 6), 3) == [1, 2, 3, 6]
+    assert P.ring_ks(('mpi', 4, 1), 1) == [4]
+    one = P.Topology(cores=4, nodes=1)
+    two = P.Topology(cores=4, nodes=2)
+    single = P.estimate('ring', ('mpi', 4, 1), '8', one)
+    across = P.estimate('ring', ('mpi', 4, 1), '8', two)
+    assert across > 2.5 * single

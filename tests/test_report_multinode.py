@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from hybridverdict import comm, history, phases, spmv_model, verdict
-from hybridverdict.perflog import read_perflogs
+from hybridverdict import comm, history, phases, report, spmv_model, verdict
+from hybridverdict.perflog import ReadStats, read_perflogs
 from perflog_writer import T0, header, hockney_runs, line, write
 
 NODES = (1, 2, 4)
@@ -107,3 +107,40 @@ def test_history_series_per_node_count(tmp_path):
     assert sorted((s.nodes, s.samples, s.values[-1]) for s in series) == [
         (1, 2, 100.0), (2, 2, 200.0), (4, 2, 400.0)]
     assert any('4 nodes' in s.label for s in series)
+
+
+def test_pairs_without_a_verdict_are_named_per_node_count(tmp_path, capsys):
+    """Runs left out of verdicts (oversubscribed on 2 nodes, a failed hybrid
+    side on 4) give no verdict there, and the report names each such pair at
+    its node count with the reason; the 1-node pair is judged as before."""
+    from hybridverdict.cli import main
+    body = []
+    for i, nodes in enumerate((1, 2, 4)):
+        for sample in range(3):
+            when = T0 + dt.timedelta(minutes=10 * i + sample)
+            over = nodes == 2
+            body.append(line('spmv', {'t_total': (1.0, 's')}, mode='mpi', ranks=4, threads=1,
+                             size='64', nodes=nodes, cores=4, time=when, oversubscribed=over))
+            body.append(line('spmv', {'t_total': (0.5, 's')}, mode='masteronly', ranks=1,
+                             threads=4, size='64', nodes=nodes, cores=4, time=when,
+                             oversubscribed=over, result='fail' if nodes == 4 else 'pass'))
+    write(tmp_path / 'Spmv.log', [header(['t_total']), *body])
+    recs = read_perflogs([str(tmp_path)])
+    assert [(v.nodes, v.verdict) for v in verdict.verdicts(recs)] == [(1, 'WIN')]
+    left = verdict.unjudged(recs)
+    assert [(u.nodes, u.hybrid_layout, u.mpi_layout) for u in left] == [
+        (2, '1x4', '4x1'), (4, '1x4', '4x1')]
+    assert left[0].why == 'masteronly 1x4: 3 oversubscribed; mpi 4x1: 3 oversubscribed'
+    assert left[1].why == 'masteronly 1x4: 3 failed; mpi 4x1: 3 usable'
+    rep = report.build(recs, ReadStats(), [str(tmp_path)])
+    (sec,) = [s for s in rep.sections if s.key == 'unjudged']
+    assert [row[4] for row in sec.rows] == [2, 4]
+    # Without any verdict the command says which pairs it left out, and why.
+    only_two = tmp_path / 'two'
+    write(only_two / 'Spmv.log', [header(['t_total']), *(
+        ln for ln in body if '|2|MPICH' in ln)])
+    assert main(['--perflogs', str(only_two), '--no-write']) == 1
+    err = capsys.readouterr().err
+    assert 'no pure-MPI/hybrid pair' in err
+    assert ('spmv 64 on local:shm mpich, 2 node(s): masteronly 1x4 against mpi 4x1: no '
+            'verdict (masteronly 1x4: 3 oversubscribed; mpi 4x1: 3 oversubscribed)') in err

@@ -38,6 +38,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     #: A build that hangs fails; the session carries on.
     build_time_limit = '10m'
     fault_inject = variable(typ.Bool, value=False)
+    #: Tests only: the ring's bw sender busy-waits this percent of every timed
+    #: window (``-DKERNEL_FAULT_SLOW``), a known bandwidth regression that the
+    #: accuracy check against OSU must fail.  0: off.
+    fault_slow = variable(int, value=0)
     #: CMake build type (a name: it is part of the build folder's name).
     build_type = variable(typ.Str[r'[A-Za-z][A-Za-z0-9_]*'], value='Release')
     build_dir = variable(str, value='')
@@ -54,7 +58,11 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     def configure(self):
         env = self.current_environ
         stack = env.extras.get('stack', env.name)
-        spec = spack_spec(env, self.current_partition, self.build_type, self.fault_inject)
+        if not 0 <= self.fault_slow <= 1000:
+            raise ValueError(f'KernelBuild.fault_slow must be a percent from 0 (off) to 1000, '
+                             f'got {self.fault_slow}')
+        spec = spack_spec(env, self.current_partition, self.build_type, self.fault_inject,
+                          self.fault_slow)
         if spec:
             self.configure_spack(spec)
             return
@@ -62,15 +70,20 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         tag = f'{stack}-{self.build_type.lower()}-{wrapper}'
         if self.fault_inject:
             tag += '-fault-inject'
+        if self.fault_slow:
+            tag += f'-fault-slow{self.fault_slow}'
         self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
         # The perflog separates fields with '|': never let one into a field.
-        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}'.replace('|', '/')
+        faults = (' fault_inject' if self.fault_inject else '') + (
+            f' fault_slow={self.fault_slow}' if self.fault_slow else '')
+        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}{faults}'.replace('|', '/')
         launcher = env.extras.get('launcher', '')
         configure = [
             'cmake', '-S', SRC_DIR, '-B', self.build_dir,
             f'-DCMAKE_BUILD_TYPE={self.build_type}',
             f'-DCMAKE_C_COMPILER={env.cc}', f'-DMPI_C_COMPILER={env.cc}',
             f'-DKERNEL_FAULT_INJECT={"ON" if self.fault_inject else "OFF"}',
+            f'-DKERNEL_FAULT_SLOW={int(self.fault_slow)}',
         ] + ([f'-DMPIEXEC_EXECUTABLE={launcher}'] if launcher else [])
         jobs = max(1, len(os.sched_getaffinity(0)))
         self.build_system.commands = [
@@ -141,7 +154,8 @@ SPACK_FORMAT = ('{name}@{version}{%compiler.name}{@compiler.version}{variants}'
                 '{arch=architecture} ^{^mpi.name}@{^mpi.version} /{hash:7}')
 
 
-def spack_spec(env, partition, build_type: str, fault_inject: bool) -> str:
+def spack_spec(env, partition, build_type: str, fault_inject: bool,
+               fault_slow: int = 0) -> str:
     """The Spack spec of the kernels for this environment, or '' for CMake.
 
     Spack builds when the environment names a spec (extras ``spack_spec``,
@@ -156,8 +170,9 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool) -> str:
     if not wanted and not (os.environ.get('HARNESS_SPACK') == '1' and shutil.which('spack')):
         return ''
     stack = env.extras.get('spack_stack') or env.extras.get('stack', env.name)
+    slow = f' fault_slow={fault_slow}' if fault_slow else ''
     return (f'{SPACK_PACKAGE}@develop build_type={build_type} +openmp '
-            f'{"+" if fault_inject else "~"}fault_inject ^{stack}')
+            f'{"+" if fault_inject else "~"}fault_inject{slow} ^{stack}')
 
 
 def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:

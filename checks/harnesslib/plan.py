@@ -48,7 +48,8 @@ README section "Big nodes: the plan and the budget"):
 * md: ``MD_ATOM_STEP`` seconds per atom and step on one core, plus
   ``MD_STEP_COMM`` per step when several ranks exchange; max(min_time, 100
   steps) and ``MD_OVERHEAD_STEPS`` steps of set-up;
-* ring: ``RING_RUN`` per run; stream: 12 passes of 24 bytes per element and
+* ring: ``RING_RUN`` per launch, one launch per k across nodes
+  (``ring_ks``); stream: 12 passes of 24 bytes per element and
   the first touch of its arrays (``FIRST_TOUCH``);
 * every verdict ``T_VERDICT``; every stack and partition one build,
   ``T_BUILD``.
@@ -498,7 +499,18 @@ def estimate(kernel: str, layout: Layout, size, topo: Topology,
         return launch + max(min_time, MD_MIN_STEPS * t_step) + MD_OVERHEAD_STEPS * t_step
     if kernel == 'stream':
         return launch + 24 * int(size) * ((STREAM_ITERS + 2) / bw + FIRST_TOUCH)
-    return launch + RING_RUN
+    # Across nodes the ring runs once per k of its saturation curve.
+    return (launch + RING_RUN) * len(ring_ks(layout, topo.nodes))
+
+
+def ring_ks(layout: Layout, nodes: int) -> list[int]:
+    """The k (communicating CPUs per node) a ring run measures, largest last:
+    across nodes every divisor of the layout's largest k (its ranks per node,
+    or threads per rank in the hybrid modes), Rabenseifner's saturation
+    curve; on one node (every rank its own node) only the largest."""
+    mode, ranks, threads = layout
+    top = ranks if mode in ('mpi', 'serial') else threads
+    return divisors(top) if nodes >= 2 else [top]
 
 
 # ---- the plan ----------------------------------------------------------------------

@@ -23,9 +23,13 @@ from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
 from .render import terminal
 from .report import build
 from .runreport import RunReportError, merge, read_run_reports
+from .section import UNJUDGED
 from .store import Store, StoreError
 from .verdict import DEFAULT_NOISE_FLOOR
 from .write import DEFAULT_TIDY, TIDY_KINDS, write_all
+
+#: Pairs without a verdict listed on stderr when the report has no verdict.
+UNJUDGED_SHOWN = 20
 
 
 def default_var_dir() -> str:
@@ -141,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
+        left = next((s for s in rep.sections if s.key == UNJUDGED), None)
+        for row in (left.data if left else [])[:UNJUDGED_SHOWN]:
+            print(f'hybridverdict: {row["sentence"]}', file=sys.stderr)
+        if left and len(left.data) > UNJUDGED_SHOWN:
+            print(f'hybridverdict: ... and {len(left.data) - UNJUDGED_SHOWN} more pair(s) '
+                  f'without a verdict', file=sys.stderr)
     if not rep.verdicts and not any(s.standalone and s.rows for s in rep.sections):
         return 1
     print(terminal(rep))

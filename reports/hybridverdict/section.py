@@ -32,6 +32,7 @@ HISTORY = 'history'
 SCALING = 'scaling'
 NETWORK_INTERFACE = 'network_interface'
 MASTERONLY_ACROSS_NODES = 'masteronly_across_nodes'
+UNJUDGED = 'unjudged'
 
 # ---- figure keys (``plots.DRAWERS``; a section names the one drawn for it) -----------
 FIG_SPEEDUP = 'speedup'

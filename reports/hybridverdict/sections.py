@@ -60,6 +60,18 @@ def scaling(ctx: Context) -> Section:
                    s.FIG_SCALING, s.SCALING, 'verdicts of one pair on 2 or more node counts')
 
 
+def unjudged(ctx: Context) -> Section:
+    rows = verdict.unjudged(ctx.window)
+    return Section('Pairs without a verdict',
+                   'Pure-MPI/hybrid pairs that were measured but not judged, per node count: '
+                   'a side whose every run was left out (oversubscribed, failed or '
+                   'unverified) gives no verdict. Oversubscribed: two threads shared a core, '
+                   'e.g. on test nodes that share one machine\'s cores.',
+                   verdict.UNJUDGED_COLUMNS, verdict.unjudged_rows(rows),
+                   [dataclasses.asdict(u) | {'sentence': u.sentence} for u in rows], '',
+                   s.UNJUDGED, 'hybrid and pure-MPI runs of one group left out of verdicts')
+
+
 def network_interface(ctx: Context) -> Section:
     ni = spmv_model.network_interface(ctx.window)
     return Section('SpMV network interface efficiency on 2 nodes (Chow & Hysom, Table 8)',
@@ -175,6 +187,7 @@ def history_section(ctx: Context) -> Section:
 #: the registry: every analysis section of the report, in report order
 ANALYSES: tuple[Analysis, ...] = (
     scaling,
+    unjudged,
     md_phases,
     spmv_efficiencies,
     network_interface,

@@ -78,6 +78,21 @@ class Verdict:
                 self.hybrid_layout, self.mpi_layout)
 
 
+Sides = dict[tuple[str, str], list[Record]]
+
+
+def _pairable(records: Iterable[Record], variable: str,
+              usable_only: bool) -> list[tuple[tuple, Sides]]:
+    """The records with `variable` (only the usable ones if asked) by
+    (group, cores per node), each split into sides by (mode, layout); in
+    report order."""
+    groups: dict[tuple, Sides] = defaultdict(lambda: defaultdict(list))
+    for rec in records:
+        if variable in rec.values and (rec.usable or not usable_only):
+            groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
+    return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1]))
+
+
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
     """The comparison of T_mpi against T_hybrid and its call."""
@@ -92,16 +107,8 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
              confirm_sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
     """One verdict per hybrid (mode, layout) and pure-MPI layout of a group; with
     `history` (every record read), each marked confirmed or not."""
-    groups: dict[tuple, dict[tuple[str, str], list[Record]]] = defaultdict(
-        lambda: defaultdict(list))
-    for rec in records:
-        if not rec.usable or variable not in rec.values:
-            continue
-        groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
-
     out: list[Verdict] = []
-    for (g, cores), sides in sorted(groups.items(),
-                                    key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
+    for (g, cores), sides in _pairable(records, variable, usable_only=True):
         mpi_sides = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
                            key=lambda side: side[0])
         for mpi_layout, mpi_recs in mpi_sides:
@@ -248,3 +255,77 @@ def crossover_rows(rows: list[Crossover]) -> list[list[object]]:
              ', '.join(f'{n}: {s:.2f} {v}' for n, s, v in zip(c.nodes, c.speedups, c.calls)),
              '-' if c.wins_from is None else c.wins_from,
              '-' if c.loses_from is None else c.loses_from] for c in rows]
+
+
+# ---- pairs without a verdict ----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Unjudged:
+    """A pure-MPI/hybrid pair that was measured but got no verdict, and why:
+    one side (or both) has no run that may enter a verdict (``Record.usable``)."""
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: str
+    nodes: int
+    cores: int
+    hybrid_mode: str
+    hybrid_layout: str
+    mpi_layout: str
+    why: str                # per side: its runs and why each was left out
+
+    @property
+    def sentence(self) -> str:
+        return (f'{self.kernel} {self.size} on {self.system}:{self.partition} {self.stack}, '
+                f'{self.nodes} node(s): {self.hybrid_mode} {self.hybrid_layout} against mpi '
+                f'{self.mpi_layout}: no verdict ({self.why})')
+
+
+UNJUDGED_COLUMNS = ('system:partition', 'stack', 'kernel', 'size', 'nodes', 'hybrid',
+                    'against mpi', 'why no verdict')
+
+
+def left_out(rec: Record) -> str:
+    """Why a run may not enter a verdict ('' if it may)."""
+    if rec.oversubscribed:
+        return 'oversubscribed'
+    if rec.result != 'pass':
+        return 'failed'
+    if not rec.verified:
+        return 'unverified'
+    return ''
+
+
+def _side(name: str, recs: Sequence[Record]) -> str:
+    reasons: dict[str, int] = defaultdict(int)
+    for r in recs:
+        reasons[left_out(r) or 'usable'] += 1
+    return f'{name}: ' + ', '.join(f'{n} {why}' for why, n in sorted(reasons.items()))
+
+
+def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[Unjudged]:
+    """The pairs ``verdicts`` would judge from the same records had every run been
+    usable, that it does not judge: per node count, with the reason (e.g. on a
+    machine whose test nodes share their cores, every run is oversubscribed)."""
+    out = []
+    for (g, cores), sides in _pairable(records, variable, usable_only=False):
+        for (mode, lay), recs in sorted(sides.items()):
+            if mode == 'mpi':
+                continue
+            for (mpi_mode, mpi_lay), mpi_recs in sorted(sides.items()):
+                if mpi_mode != 'mpi':
+                    continue
+                if any(r.usable for r in recs) and any(r.usable for r in mpi_recs):
+                    continue
+                out.append(Unjudged(
+                    g.system, g.partition, g.stack, g.kernel, g.size, g.nodes, cores, mode,
+                    lay, mpi_lay, '; '.join((_side(f'{mode} {lay}', recs),
+                                             _side(f'mpi {mpi_lay}', mpi_recs)))))
+    return out
+
+
+def unjudged_rows(rows: Sequence[Unjudged]) -> list[list[object]]:
+    return [[f'{u.system}:{u.partition}', u.stack, u.kernel, u.size, u.nodes,
+             f'{u.hybrid_mode} {u.hybrid_layout}', u.mpi_layout, u.why] for u in rows]

@@ -24,6 +24,12 @@ class HybridKernels(CMakePackage):
         default=False,
         description="Corrupt one result value in every kernel (the harness's tests only)",
     )
+    variant(
+        "fault_slow",
+        default="0",
+        values=lambda v: v.isdigit(),
+        description="ring bw: busy-wait this percent of every timed window (tests only; 0: off)",
+    )
     # CMakePackage's build_type variant, with the harness's default.
     variant(
         "build_type",
@@ -42,4 +48,5 @@ class HybridKernels(CMakePackage):
             self.define("MPI_C_COMPILER", mpi.mpicc),
             self.define_from_variant("KERNEL_OPENMP", "openmp"),
             self.define_from_variant("KERNEL_FAULT_INJECT", "fault_inject"),
+            self.define_from_variant("KERNEL_FAULT_SLOW", "fault_slow"),
         ]
