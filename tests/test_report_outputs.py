@@ -240,7 +240,7 @@ def test_history_draws_the_series_that_left_its_band_first(tmp_path):
 
 #: every analysis section of the report, in report order (a section that goes missing
 #: from the registry, or loses its data, fails here)
-ALL_SECTIONS = ['scaling', 'md_phases', 'spmv_efficiencies', 'network_interface',
+ALL_SECTIONS = ['scaling', 'unjudged', 'md_phases', 'spmv_efficiencies', 'network_interface',
                 'spmv_overlap', 'hockney', 'stack_comparison', 'ring_vs_osu',
                 'ring_osu_accuracy', 'saturation', 'masteronly_across_nodes', 'collectives',
                 'history']
@@ -256,7 +256,9 @@ def test_every_section_is_in_every_output(tmp_path):
     assert [s.key for s in rep.sections] == ALL_SECTIONS
     assert len(sections.ANALYSES) == len(ALL_SECTIONS)
     with_data = {s.key for s in rep.sections if s.rows}
-    assert with_data == set(ALL_SECTIONS) - {'spmv_overlap', 'ring_osu_accuracy'} - MULTI_NODE
+    # every pair of this data set is judged: no pair without a verdict
+    assert with_data == set(ALL_SECTIONS) - {'spmv_overlap', 'ring_osu_accuracy',
+                                             'unjudged'} - MULTI_NODE
     md, page = render.markdown(rep), html.page(rep, {})
     data = json.loads(render.verdict_json(rep))['sections']
     for s in rep.sections:

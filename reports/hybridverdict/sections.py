@@ -69,7 +69,8 @@ def unjudged(ctx: Context) -> Section:
                    'e.g. on test nodes that share one machine\'s cores.',
                    verdict.UNJUDGED_COLUMNS, verdict.unjudged_rows(rows),
                    [dataclasses.asdict(u) | {'sentence': u.sentence} for u in rows], '',
-                   s.UNJUDGED, 'hybrid and pure-MPI runs of one group left out of verdicts')
+                   s.UNJUDGED, 'a pure-MPI/hybrid pair measured but not judged (every pair '
+                   'measured here was judged)')
 
 
 def network_interface(ctx: Context) -> Section:
