@@ -279,6 +279,10 @@ class RingCheck(KernelCheck, PlannedRun):
         return ['--pattern', 'ring', *across, '--sizes', self.problem,
                 '--iters-scale', str(self.iters_scale)]
 
+    def message_sizes(self) -> list[int]:
+        """The message sizes of the run (the kernel's --sizes), in bytes."""
+        return sorted({parse_bytes(x) for x in self.problem.split(',')})
+
     def swept_ks(self) -> list[int]:
         """The k measured by launches of their own (all but the largest)."""
         if not self.k_sweep:
@@ -297,9 +301,8 @@ class RingCheck(KernelCheck, PlannedRun):
     @sanity_function
     def validate(self):
         sn.evaluate(super().validate())
-        sizes = {parse_bytes(x) for x in self.problem.split(',')}
         got = {(int(r['k']), int(r['size'])) for r in self.results()}
-        missing = sorted({(k, s) for k in self.swept_ks() for s in sizes} - got)
+        missing = sorted({(k, s) for k in self.swept_ks() for s in self.message_sizes()} - got)
         sn.evaluate(sn.assert_false(
             missing, msg=f'ring: no RESULT for k, size {missing} (the launches of the '
                          f'k sweep across {self.nodes} nodes; see the job\'s output)'))
@@ -314,7 +317,7 @@ class RingCheck(KernelCheck, PlannedRun):
         # (ReFrame fails a performance value of nan).
         cores = cores_per_node(self.current_partition)
         ks = divisors(cores)
-        sizes = sorted({parse_bytes(x) for x in self.problem.split(',')})
+        sizes = self.message_sizes()
 
         def value(k: int, size: int) -> float:
             return next((float(r['bandwidth_MBps']) for r in self.results()

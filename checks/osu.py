@@ -188,8 +188,7 @@ class OsuBase(RunBase):
         sn.evaluate(sn.assert_true(
             code == 0 or code in (124, 137),
             msg=f'{self.benchmark_name} exited with status {code}'))
-        self.oversubscribed = str(self.ranks > self.cores or
-                                  self.declared_oversubscription()).lower()
+        self.flag_oversubscription()
         return True
 
     def value(self, size: int, column: int = 0) -> float:

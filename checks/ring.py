@@ -251,8 +251,7 @@ class RingOsuAccuracy(KernelCheck):
             msg=f'ring reports MPI library "{self.mpi_library}", not stack '
                 f'{self.current_environ.name}'))
         self.verified = 'true'
-        self.oversubscribed = str(self.ranks > self.cores or
-                                  self.declared_oversubscription()).lower()
+        self.flag_oversubscription()
         # OSU runs that did not exit 0: only `timeout` after a full table.
         status = self._status()
         bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]

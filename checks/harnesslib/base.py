@@ -210,6 +210,15 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
                 part.scheduler.registered_name == 'local' and
                 self.cores > len(os.sched_getaffinity(0)))
 
+    def flag_oversubscription(self, clashes: list[str] | None = None) -> bool:
+        """Sets the perflog's ``oversubscribed`` and returns it: more threads
+        than cores, two threads found on one core (`clashes`), or an
+        oversubscription the configuration declares."""
+        over = (self.ranks * self.threads > self.cores or bool(clashes) or
+                self.declared_oversubscription())
+        self.oversubscribed = str(over).lower()
+        return over
+
     @run_after('setup')
     def stack_starts_its_ranks(self):
         """A stack that cannot start under the partition's srun (environment
@@ -371,8 +380,7 @@ class KernelCheck(RunBase):
             r'MPI_Finalize did not return', self.stderr)))).lower()
         clashes = self._shared_cores(res)
         declared = self.declared_oversubscription()
-        over = self.ranks * self.threads > self.cores or bool(clashes) or declared
-        self.oversubscribed = str(over).lower()
+        over = self.flag_oversubscription(clashes)
         # Flagged either way (the reports keep such runs out of verdicts);
         # a failure only where the node was not declared bigger on purpose.
         sn.evaluate(sn.assert_false(

@@ -142,9 +142,20 @@ class Record:
         return f'{self.ranks}x{self.threads}'
 
     @property
+    def left_out(self) -> str:
+        """Why the run's figures may not enter a verdict ('' if they may)."""
+        if self.oversubscribed:
+            return 'oversubscribed'
+        if self.result != 'pass':
+            return 'failed'
+        if not self.verified:
+            return 'unverified'
+        return ''
+
+    @property
     def usable(self) -> bool:
         """A run whose figures may enter a verdict."""
-        return self.result == 'pass' and self.verified and not self.oversubscribed
+        return not self.left_out
 
     def band(self, var: str) -> tuple[float | None, float | None]:
         """The absolute (low, high) bounds of `var` from its reference, None where open."""

@@ -287,21 +287,10 @@ UNJUDGED_COLUMNS = ('system:partition', 'stack', 'kernel', 'size', 'nodes', 'hyb
                     'against mpi', 'why no verdict')
 
 
-def left_out(rec: Record) -> str:
-    """Why a run may not enter a verdict ('' if it may)."""
-    if rec.oversubscribed:
-        return 'oversubscribed'
-    if rec.result != 'pass':
-        return 'failed'
-    if not rec.verified:
-        return 'unverified'
-    return ''
-
-
 def _side(name: str, recs: Sequence[Record]) -> str:
     reasons: dict[str, int] = defaultdict(int)
     for r in recs:
-        reasons[left_out(r) or 'usable'] += 1
+        reasons[r.left_out or 'usable'] += 1
     return f'{name}: ' + ', '.join(f'{n} {why}' for why, n in sorted(reasons.items()))
 
 
