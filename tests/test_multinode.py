@@ -573,12 +573,13 @@ def ring_across_nodes(res: dict, nodes: int) -> None:
     assert res['bandwidth_MBps'] > 0, res
 
 
-def test_the_report_keeps_node_counts_apart(cluster, node_session, capsys):
+def test_the_report_keeps_node_counts_apart(cluster, node_session, capsys, tmp_path):
     import dataclasses
 
     from hybridverdict.cli import main
     from hybridverdict.perflog import ReadStats, read_perflogs
     from hybridverdict.report import build
+    from hybridverdict.section import FUNCTIONAL
     var, proc, stacks = node_session
     assert proc.returncode == 0, explain(proc)
     logs = str(var / 'perflogs')
@@ -604,21 +605,41 @@ def test_the_report_keeps_node_counts_apart(cluster, node_session, capsys):
             assert u.why == 'masteronly 1x2: 1 oversubscribed; mpi 2x1: 1 oversubscribed', u
             assert (f'on test-cluster:{u.partition} {u.stack}, {u.nodes} node(s): masteronly '
                     f'1x2 against mpi 2x1: no verdict') in out.err, out.err
+        # Asked for, the written report judges them as functional verdicts,
+        # per node count, in a section of their own: never findings.
+        written = tmp_path / 'report'
+        assert main(['--perflogs', logs, '--functional-verdicts', '--out', str(written)]) == 0
+        err = capsys.readouterr().err
+        assert f'{len(left)} functional verdict(s) of oversubscribed runs' in err, err
+        (doc,) = [json.loads(p.read_text()) for p in written.glob('verdict-*.json')]
+        assert doc['verdicts'] == [], doc['verdicts']
+        (sec,) = [s for s in build(recs, stats, [logs], functional=True).sections
+                  if s.key == FUNCTIONAL]
+        found = doc['sections'][sec.title]
+        assert all(v['oversubscribed'] and not v['confirmed'] for v in found), found
+        (md,) = written.glob('verdict-*.md')
+        assert f'## {sec.title}' in md.read_text()
+        assert len(sec.rows) == len(found) and all(f'| {row[0]} ' in md.read_text()
+                                                   for row in sec.rows), sec.rows
         # The same records as if the cores were their own: what the report
         # would give, one verdict per node count, never pooled.
         rep = build([dataclasses.replace(r, oversubscribed=False) for r in recs],
                     stats, [logs])
+        same = ('partition', 'stack', 'nodes', 'speedup', 'low', 'high', 'verdict')
+        assert [tuple(getattr(v, k) for k in same) for v in rep.verdicts] == [
+            tuple(v[k] for k in same) for v in found]
     else:
         assert code == 0, out
         assert not [s for s in rep.sections if s.key == 'unjudged' and s.rows], rep.sections
-    verdicts = [(v.partition, v.stack, v.kernel, v.nodes) for v in rep.verdicts]
+        found = [dataclasses.asdict(v) for v in rep.verdicts]
+    verdicts = [(v['partition'], v['stack'], v['kernel'], v['nodes']) for v in found]
     assert sorted(verdicts) == sorted({(p, s, 'ring', n) for p in ('fast', 'slow')
                                        for s in stacks for n in (1, 2)}), verdicts
-    for v in rep.verdicts:
+    for v in found:
         # One run per side (HARNESS_REPEAT=1): a verdict pooling the node
         # counts would stand on two.
-        assert (v.n_mpi, v.n_hybrid) == (1, 1), v
-        assert (v.hybrid_layout, v.mpi_layout) == ('1x2', '2x1'), v
+        assert (v['n_mpi'], v['n_hybrid']) == (1, 1), v
+        assert (v['hybrid_layout'], v['mpi_layout']) == ('1x2', '2x1'), v
     # Rabenseifner's masteronly against pure MPI across the nodes, from the
     # ring's k sweep (k = 1 and k = 2 per node) at 2 nodes only: one row per
     # stack, link and message size.

@@ -5,6 +5,7 @@ the whole pipeline: flagged, kept out of verdicts, never a failed session."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -98,13 +99,27 @@ def test_samples_are_interleaved_through_the_session(declared_session):
     assert order == ['0'] * 5 + ['1'] * 5, order
 
 
-def test_report_keeps_oversubscribed_runs_out_of_verdicts(declared_session):
+def test_report_keeps_oversubscribed_runs_out_of_verdicts(declared_session, tmp_path):
     var, _ = declared_session
     proc = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
                            '--no-write'], cwd=REPO,
                           env=mpi_env(), capture_output=True, text=True, timeout=300)
     text = proc.stdout + proc.stderr
     assert 'WIN' not in text and 'LOSS' not in text, text[-3000:]
+    assert proc.returncode == 1, text[-3000:]
+    # Asked for, the 16-core layouts' pairs are judged as functional verdicts
+    # (the path a 128-core node takes), in their own section, never findings.
+    out = tmp_path / 'report'
+    proc = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
+                           '--functional-verdicts', '--out', str(out)], cwd=REPO,
+                          env=mpi_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (doc,) = [json.loads(p.read_text()) for p in out.glob('verdict-*.json')]
+    assert doc['verdicts'] == []
+    (found,) = [v for title, v in doc['sections'].items() if title.startswith('Functional')]
+    assert found and all(v['oversubscribed'] and v['system'] == 'declared'
+                         and v['cores'] == 16 for v in found), found
+    assert {v['kernel'] for v in found} >= {'md', 'spmv'}, found
 
 
 def test_harness_run_prints_the_plan_and_refuses_a_bad_budget(tmp_path):

@@ -144,3 +144,58 @@ def test_pairs_without_a_verdict_are_named_per_node_count(tmp_path, capsys):
     assert 'no pure-MPI/hybrid pair' in err
     assert ('spmv 64 on local:shm mpich, 2 node(s): masteronly 1x4 against mpi 4x1: no '
             'verdict (masteronly 1x4: 3 oversubscribed; mpi 4x1: 3 oversubscribed)') in err
+
+
+def test_functional_verdicts_of_oversubscribed_runs_per_node_count(tmp_path, capsys):
+    """On a machine too small for its layouts every run is oversubscribed: asked
+    for, the report judges those pairs by the verdicts' rule in a section of
+    their own, one row per node count (never pooled), never among the verdicts;
+    failed runs stay out, and a pair with a real verdict is not repeated."""
+    from hybridverdict.cli import main
+    body = []
+    # speedup 2.0 on 1 node (usable: a real verdict), 1.0 on 2 nodes and 0.5 on
+    # 4 (oversubscribed), and on 8 nodes the hybrid side failed.
+    for i, (nodes, t_hyb) in enumerate(((1, 0.5), (2, 1.0), (4, 2.0), (8, 0.5))):
+        for sample in range(5):
+            when = T0 + dt.timedelta(minutes=10 * i + sample)
+            over = nodes > 1
+            body.append(line('spmv', {'t_total': (1.0, 's')}, mode='mpi', ranks=4, threads=1,
+                             size='64', nodes=nodes, cores=4, time=when, oversubscribed=over))
+            body.append(line('spmv', {'t_total': (t_hyb, 's')}, mode='masteronly', ranks=1,
+                             threads=4, size='64', nodes=nodes, cores=4, time=when,
+                             oversubscribed=over, result='fail' if nodes == 8 else 'pass'))
+    write(tmp_path / 'logs' / 'Spmv.log', [header(['t_total']), *body])
+    recs = read_perflogs([str(tmp_path / 'logs')])
+    assert [(v.nodes, v.verdict, v.oversubscribed) for v in verdict.verdicts(recs)] == [
+        (1, 'WIN', False)]
+    found = verdict.functional(recs)
+    assert [(v.nodes, v.verdict, v.n_mpi, v.n_hybrid) for v in found] == [
+        (2, 'TIE', 5, 5), (4, 'LOSS', 5, 5)]
+    assert all(v.oversubscribed and not v.confirmed for v in found)
+    assert found[0].speedup == pytest.approx(1.0) and found[1].speedup == pytest.approx(0.5)
+    # Not asked for: no such section.
+    rep = report.build(recs, ReadStats(), [str(tmp_path)])
+    assert not [s for s in rep.sections if s.key == 'functional_verdicts']
+    rep = report.build(recs, ReadStats(), [str(tmp_path)], functional=True)
+    assert [(v.nodes, v.oversubscribed) for v in rep.verdicts] == [(1, False)]
+    (sec,) = [s for s in rep.sections if s.key == 'functional_verdicts']
+    assert [(row[4], row[-1]) for row in sec.rows] == [(2, 'TIE'), (4, 'LOSS')]
+    assert 'NOT FINDINGS' in sec.note
+    # The crossover by node count, said as for verdicts.
+    assert ('Functional: spmv size 64, masteronly 1x4 against mpi 4x1 (mpich@shm): hybrid '
+            'loses from 4 nodes on (speedup 0.50 there); below: TIE at 2.') in sec.note
+    # Only oversubscribed runs: no verdict, exit 1, unless asked for; then the
+    # report is written with them, and says on stderr that they are no findings.
+    over = tmp_path / 'over'
+    write(over / 'Spmv.log', [header(['t_total']), *(ln for ln in body if '|2|MPICH' in ln)])
+    assert main(['--perflogs', str(over), '--no-write']) == 1
+    capsys.readouterr()
+    out = tmp_path / 'out'
+    assert main(['--perflogs', str(over), '--functional-verdicts', '--out', str(out)]) == 0
+    err = capsys.readouterr().err
+    assert 'no pure-MPI/hybrid pair' in err
+    assert '1 functional verdict(s) of oversubscribed runs in the report (not findings)' in err
+    (md,) = out.glob('verdict-*.md')
+    text = md.read_text()
+    assert '## Functional verdicts of oversubscribed runs (not findings)' in text
+    assert 'No pure-MPI/hybrid pair in these runs.' in text

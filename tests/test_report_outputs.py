@@ -246,6 +246,9 @@ ALL_SECTIONS = ['scaling', 'unjudged', 'md_phases', 'spmv_efficiencies', 'networ
                 'history']
 #: sections that need runs on several nodes (the data set here is one node)
 MULTI_NODE = {'scaling', 'network_interface', 'masteronly_across_nodes'}
+#: sections only on request, after the one named: the functional verdicts
+#: (--functional-verdicts) after the pairs without a verdict
+ON_REQUEST = {'functional_verdicts': 'unjudged'}
 
 
 def test_every_section_is_in_every_output(tmp_path):
@@ -254,7 +257,15 @@ def test_every_section_is_in_every_output(tmp_path):
     stats = ReadStats()
     rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
     assert [s.key for s in rep.sections] == ALL_SECTIONS
-    assert len(sections.ANALYSES) == len(ALL_SECTIONS)
+    assert len(sections.ANALYSES) == len(ALL_SECTIONS) + len(ON_REQUEST)
+    asked = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)],
+                  functional=True)
+    keys = list(ALL_SECTIONS)
+    for key, after in ON_REQUEST.items():
+        keys.insert(keys.index(after) + 1, key)
+    assert [s.key for s in asked.sections] == keys
+    # no pair of this data set is oversubscribed: the section says what it needs
+    assert not next(s for s in asked.sections if s.key == 'functional_verdicts').rows
     with_data = {s.key for s in rep.sections if s.rows}
     # every pair of this data set is judged: no pair without a verdict
     assert with_data == set(ALL_SECTIONS) - {'spmv_overlap', 'ring_osu_accuracy',

@@ -2,7 +2,8 @@
 
     hybridverdict [--perflogs PATH ...] [--run-reports PATH ...] [--since ISO-TIME]
                   [--out DIR] [--noise-floor F] [--history-limit N]
-                  [--history-points N] [--tidy FORMAT ...] [--no-write]
+                  [--history-points N] [--tidy FORMAT ...] [--functional-verdicts]
+                  [--no-write]
 
 It prints the terminal summary and writes, as new files in the output
 directory (nothing is ever overwritten, each written atomically):
@@ -23,7 +24,7 @@ from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
 from .render import terminal
 from .report import build
 from .runreport import RunReportError, merge, read_run_reports
-from .section import UNJUDGED
+from .section import FUNCTIONAL, UNJUDGED
 from .store import Store, StoreError
 from .verdict import DEFAULT_NOISE_FLOOR
 from .write import DEFAULT_TIDY, TIDY_KINDS, write_all
@@ -47,8 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                'verdict-<UTC>.md (Markdown summary), .json (verdicts and analyses), .html '
                '(report with embedded figures), -tidy.parquet (one row per record x '
                'performance variable; -tidy.csv and -tidy.json with --tidy). Inputs are '
-               'only read. Exit status: 0 report '
-               'written, 1 nothing to report, 2 unreadable input or unwritable output.')
+               'only read. Exit status: 0 report written, 1 nothing to report (no '
+               'verdict, and no analysis that stands alone, such as the functional '
+               'verdicts asked for), 2 unreadable input or unwritable output.')
     p.add_argument('--perflogs', nargs='+', metavar='PATH',
                    help='perflog files or directories (default, unless --run-reports is '
                         'given: $HARNESS_VAR_DIR/perflogs, else ./var/perflogs)')
@@ -79,6 +81,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         '$HARNESS_VAR_DIR/history)')
     p.add_argument('--no-history-store', action='store_true',
                    help='read the perflogs and build the history in memory, store nothing')
+    p.add_argument('--functional-verdicts', action='store_true',
+                   help='also judge the pairs whose runs were oversubscribed (test nodes '
+                        'sharing one machine\'s cores, a declared topology larger than the '
+                        'machine), in a section of their own: the verdict path exercised, '
+                        'not findings; never among the verdicts or confirmed')
     p.add_argument('--no-write', action='store_true',
                    help='print the summary only (nothing is stored: implies '
                         '--no-history-store)')
@@ -141,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f'hybridverdict: warning: {warning}', file=sys.stderr)
     rep = build(records, stats, inputs, since=args.since, noise_floor=args.noise_floor,
                 history_limit=args.history_limit, history_points=args.history_points,
-                stored=stored, stored_records=stored_records)
+                stored=stored, stored_records=stored_records,
+                functional=args.functional_verdicts)
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
@@ -151,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         if left and len(left.data) > UNJUDGED_SHOWN:
             print(f'hybridverdict: ... and {len(left.data) - UNJUDGED_SHOWN} more pair(s) '
                   f'without a verdict', file=sys.stderr)
+        func = next((s for s in rep.sections if s.key == FUNCTIONAL), None)
+        if func and func.rows:
+            print(f'hybridverdict: {len(func.rows)} functional verdict(s) of oversubscribed '
+                  f'runs in the report (not findings)', file=sys.stderr)
     if not rep.verdicts and not any(s.standalone and s.rows for s in rep.sections):
         return 1
     print(terminal(rep))

@@ -142,15 +142,17 @@ class Record:
         return f'{self.ranks}x{self.threads}'
 
     @property
+    def faults(self) -> tuple[str, ...]:
+        """Every reason the run's figures may not enter a verdict, the first the
+        one named: oversubscribed, failed, unverified (none if they may)."""
+        return tuple(why for why, bad in (('oversubscribed', self.oversubscribed),
+                                          ('failed', self.result != 'pass'),
+                                          ('unverified', not self.verified)) if bad)
+
+    @property
     def left_out(self) -> str:
         """Why the run's figures may not enter a verdict ('' if they may)."""
-        if self.oversubscribed:
-            return 'oversubscribed'
-        if self.result != 'pass':
-            return 'failed'
-        if not self.verified:
-            return 'unverified'
-        return ''
+        return next(iter(self.faults), '')
 
     @property
     def usable(self) -> bool:

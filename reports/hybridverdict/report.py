@@ -120,17 +120,21 @@ def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
           history_limit: int = history.DEFAULT_LIMIT,
           history_points: int = history.DEFAULT_MAX_POINTS,
           stored: tuple[pl.LazyFrame, pl.LazyFrame] | None = None,
-          stored_records: int = 0) -> Report:
+          stored_records: int = 0, functional: bool = False) -> Report:
     """The report of the records since `since`, with the history of all `records`, or
     of the history store's tables `stored` (``Store.scan()``; then `records` need only
-    hold the window, and `stored_records` says how many records the store holds)."""
+    hold the window, and `stored_records` says how many records the store holds);
+    `functional` adds the functional verdicts of oversubscribed runs
+    (``verdict.functional``) in a section of their own."""
     window = records if since is None else [r for r in records if r.time >= since]
     ctx = Context(window=window, records=records, noise_floor=noise_floor,
-                  history_limit=history_limit, history_points=history_points, stored=stored)
+                  history_limit=history_limit, history_points=history_points, stored=stored,
+                  functional=functional)
     found = verdicts(window, noise_floor=noise_floor,
                      history=records if stored is None else recent_sessions(*stored))
     ctx.shared[sections.VERDICTS] = found
-    built = [analysis(ctx) for analysis in sections.ANALYSES]
+    built = [sec for sec in (analysis(ctx) for analysis in sections.ANALYSES)
+             if sec is not None]
     shared = ctx.shared
     series, total = shared.get(sections.HISTORY, ([], 0))
     read = stored_records if stored is not None else len(records)

@@ -33,6 +33,7 @@ SCALING = 'scaling'
 NETWORK_INTERFACE = 'network_interface'
 MASTERONLY_ACROSS_NODES = 'masteronly_across_nodes'
 UNJUDGED = 'unjudged'
+FUNCTIONAL = 'functional_verdicts'
 
 # ---- figure keys (``plots.DRAWERS``; a section names the one drawn for it) -----------
 FIG_SPEEDUP = 'speedup'
@@ -86,6 +87,9 @@ class Context:
     #: the history store's (records, values) tables, when the history comes from it
     #: rather than from `records`
     stored: tuple[pl.LazyFrame, pl.LazyFrame] | None = None
+    #: judge the pairs whose runs were oversubscribed too, as functional verdicts
+    #: (``hybridverdict --functional-verdicts``)
+    functional: bool = False
     shared: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def get(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -95,5 +99,6 @@ class Context:
         return self.shared[name]
 
 
-#: an analysis: the records in, its section out
-Analysis = Callable[[Context], Section]
+#: an analysis: the records in, its section out (None: an analysis the report
+#: was not asked for, e.g. the functional verdicts without --functional-verdicts)
+Analysis = Callable[[Context], Section | None]

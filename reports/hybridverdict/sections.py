@@ -73,6 +73,25 @@ def unjudged(ctx: Context) -> Section:
                    'measured here was judged)')
 
 
+def functional_verdicts(ctx: Context) -> Section | None:
+    if not ctx.functional:
+        return None
+    found = verdict.functional(ctx.window, ctx.noise_floor)
+    cross = [c for c in verdict.crossovers(found) if len(c.nodes) > 1]
+    note = ('NOT FINDINGS. The pairs above without a verdict only because their runs were '
+            'oversubscribed (ranks and threads shared cores: test nodes on one machine, a '
+            'declared topology larger than the machine), judged by the verdicts\' rule '
+            'per node count, never pooled: the verdict path exercised on real runs of a '
+            'machine too small for them. Their timings measure the sharing, not hybrid '
+            'against MPI; they are never confirmed and never among the verdicts.')
+    return Section('Functional verdicts of oversubscribed runs (not findings)',
+                   ' '.join([note, *(f'Functional: {c.sentence}' for c in cross)]),
+                   verdict.FUNCTIONAL_COLUMNS, verdict.functional_rows(found),
+                   [dataclasses.asdict(v) for v in found], '', s.FUNCTIONAL,
+                   'a pair without a verdict only because its runs were oversubscribed',
+                   standalone=True)
+
+
 def network_interface(ctx: Context) -> Section:
     ni = spmv_model.network_interface(ctx.window)
     return Section('SpMV network interface efficiency on 2 nodes (Chow & Hysom, Table 8)',
@@ -189,6 +208,7 @@ def history_section(ctx: Context) -> Section:
 ANALYSES: tuple[Analysis, ...] = (
     scaling,
     unjudged,
+    functional_verdicts,
     md_phases,
     spmv_efficiencies,
     network_interface,

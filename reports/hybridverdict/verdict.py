@@ -23,6 +23,14 @@ the drift that back-to-back samples cannot see), judged against the band
 With the history, a verdict is ``confirmed`` when each of the last
 ``stats.CONFIRM_SESSIONS`` sessions (3) of the history made the same call (a
 pair missing from one of them is not confirmed).
+
+Failed, unverified and oversubscribed runs never enter a verdict
+(``Record.left_out``); ``unjudged`` lists the pairs that got none for it.  On a
+machine too small for its layouts (test nodes sharing one machine's cores, a
+declared 128-core topology on 2 cores) ``functional`` judges the pairs whose
+only fault is oversubscription, by the same rule, marked ``oversubscribed``:
+the verdict path exercised end to end, never a finding, never confirmed, and
+never among ``verdicts``.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from harnesslib import stats
 from harnesslib.schema import TIME_VARIABLE
@@ -69,6 +77,7 @@ class Verdict:
     method: str = ''        # how the interval was made
     confirmed: bool = False  # the same call in the last CONFIRM_SESSIONS sessions
     sessions: str = ''      # the calls of the last sessions, oldest first
+    oversubscribed: bool = False  # functional only: judged from oversubscribed runs
 
     @property
     def key(self) -> tuple:
@@ -82,13 +91,12 @@ Sides = dict[tuple[str, str], list[Record]]
 
 
 def _pairable(records: Iterable[Record], variable: str,
-              usable_only: bool) -> list[tuple[tuple, Sides]]:
-    """The records with `variable` (only the usable ones if asked) by
-    (group, cores per node), each split into sides by (mode, layout); in
-    report order."""
+              admit: Callable[[Record], bool]) -> list[tuple[tuple, Sides]]:
+    """The records with `variable` that `admit` lets in, by (group, cores per
+    node), each split into sides by (mode, layout); in report order."""
     groups: dict[tuple, Sides] = defaultdict(lambda: defaultdict(list))
     for rec in records:
-        if variable in rec.values and (rec.usable or not usable_only):
+        if variable in rec.values and admit(rec):
             groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
     return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1]))
 
@@ -102,13 +110,27 @@ def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
     return cmp, call(band)
 
 
+def _usable(rec: Record) -> bool:
+    return rec.usable
+
+
+def _usable_but_oversubscribed(rec: Record) -> bool:
+    return set(rec.faults) <= {'oversubscribed'}
+
+
+def _any(rec: Record) -> bool:
+    return True
+
+
 def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
              variable: str = TIME_VARIABLE, history: Sequence[Record] | None = None,
-             confirm_sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
-    """One verdict per hybrid (mode, layout) and pure-MPI layout of a group; with
-    `history` (every record read), each marked confirmed or not."""
+             confirm_sessions: int = stats.CONFIRM_SESSIONS,
+             admit: Callable[[Record], bool] = _usable) -> list[Verdict]:
+    """One verdict per hybrid (mode, layout) and pure-MPI layout of a group, from
+    the runs `admit` lets in (the usable ones); with `history` (every record
+    read), each marked confirmed or not."""
     out: list[Verdict] = []
-    for (g, cores), sides in _pairable(records, variable, usable_only=True):
+    for (g, cores), sides in _pairable(records, variable, admit):
         mpi_sides = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
                            key=lambda side: side[0])
         for mpi_layout, mpi_recs in mpi_sides:
@@ -127,7 +149,8 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
                     n_mpi=len(mpi_recs), n_hybrid=len(recs), speedup=cmp.ratio,
                     noise=cmp.noise, verdict=verdict, mpi_library=g.library, nodes=g.nodes,
                     build=g.build, low=cmp.interval.low, high=cmp.interval.high,
-                    basis=cmp.basis, method=cmp.interval.method))
+                    basis=cmp.basis, method=cmp.interval.method,
+                    oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs))))
     if history is not None:
         out = confirm(out, history, noise_floor, variable, confirm_sessions)
     return out
@@ -299,7 +322,7 @@ def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[U
     usable, that it does not judge: per node count, with the reason (e.g. on a
     machine whose test nodes share their cores, every run is oversubscribed)."""
     out = []
-    for (g, cores), sides in _pairable(records, variable, usable_only=False):
+    for (g, cores), sides in _pairable(records, variable, _any):
         for (mode, lay), recs in sorted(sides.items()):
             if mode == 'mpi':
                 continue
@@ -318,3 +341,30 @@ def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[U
 def unjudged_rows(rows: Sequence[Unjudged]) -> list[list[object]]:
     return [[f'{u.system}:{u.partition}', u.stack, u.kernel, u.size, u.nodes,
              f'{u.hybrid_mode} {u.hybrid_layout}', u.mpi_layout, u.why] for u in rows]
+
+
+# ---- functional verdicts ---------------------------------------------------------------
+
+def functional(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
+               variable: str = TIME_VARIABLE) -> list[Verdict]:
+    """The verdicts of the pairs that have none (``unjudged``) only because runs
+    were oversubscribed: each judged by the same rule from its passed, verified
+    runs, oversubscribed or not, and marked ``oversubscribed``.  What the
+    verdict path gives on a machine too small for the layouts (its timings are
+    no finding: the ranks and threads shared cores); never confirmed."""
+    records = list(records)
+    judged = {v.key for v in verdicts(records, noise_floor, variable)}
+    return [v for v in verdicts(records, noise_floor, variable,
+                                admit=_usable_but_oversubscribed)
+            if v.oversubscribed and v.key not in judged]
+
+
+FUNCTIONAL_COLUMNS = ('system:partition', 'stack', 'kernel', 'size', 'nodes', 'cores',
+                      'mpi', 'hybrid', 'speedup', 'interval', 'samples', 'functional call')
+
+
+def functional_rows(found: Sequence[Verdict]) -> list[list[object]]:
+    return [[f'{v.system}:{v.partition}', v.stack, v.kernel, v.size, v.nodes, v.cores,
+             v.mpi_layout, f'{v.hybrid_mode} {v.hybrid_layout}', f'{v.speedup:.3f}',
+             f'[{v.low:.3f}, {v.high:.3f}]', f'{v.n_mpi}/{v.n_hybrid}', v.verdict]
+            for v in found]
