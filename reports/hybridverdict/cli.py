@@ -153,13 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     if not rep.verdicts:
         print(f'hybridverdict: no pure-MPI/hybrid pair among {rep.meta.records} record(s) '
               f'in {", ".join(inputs)}', file=sys.stderr)
-        left = next((s for s in rep.sections if s.key == UNJUDGED), None)
+        left = rep.section(UNJUDGED)
         for row in (left.data if left else [])[:UNJUDGED_SHOWN]:
             print(f'hybridverdict: {row["sentence"]}', file=sys.stderr)
         if left and len(left.data) > UNJUDGED_SHOWN:
             print(f'hybridverdict: ... and {len(left.data) - UNJUDGED_SHOWN} more pair(s) '
                   f'without a verdict', file=sys.stderr)
-        func = next((s for s in rep.sections if s.key == FUNCTIONAL), None)
+        func = rep.section(FUNCTIONAL)
         if func and func.rows:
             print(f'hybridverdict: {len(func.rows)} functional verdict(s) of oversubscribed '
                   f'runs in the report (not findings)', file=sys.stderr)

@@ -128,7 +128,7 @@ def speedup(rep: Report) -> Figure | None:
 def scaling(rep: Report) -> Figure | None:
     """Speedup against node count per size (the papers' figures), one panel per kernel;
     only pairs measured on two or more node counts."""
-    cross = [c for c in verdict.crossovers(rep.verdicts) if len(c.nodes) > 1]
+    cross = verdict.across_nodes(rep.verdicts)
     if not cross:
         return None
     by_kernel: dict[str, list[verdict.Crossover]] = defaultdict(list)

@@ -82,6 +82,11 @@ class Report:
     phases: list[phases.PhaseRow]
     records: Sequence[Record]             # the window
 
+    def section(self, key: str) -> Section | None:
+        """The analysis section of that key (``section``'s constants), if the
+        report has it."""
+        return next((sec for sec in self.sections if sec.key == key), None)
+
 
 def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[str],
           since: dt.datetime | None) -> Meta:

@@ -45,10 +45,14 @@ def spmv_efficiencies(ctx: Context) -> Section:
                    s.SPMV_EFFICIENCIES, 'spmv runs in mpi and masteronly (and serial for e_mt)')
 
 
+def _verdicts(ctx: Context) -> list[verdict.Verdict]:
+    """The report's verdicts (set by ``report.build``; computed here otherwise)."""
+    return ctx.get(VERDICTS, lambda: verdict.verdicts(ctx.window, ctx.noise_floor,
+                                                      history=ctx.records))
+
+
 def scaling(ctx: Context) -> Section:
-    found = ctx.get(VERDICTS, lambda: verdict.verdicts(ctx.window, ctx.noise_floor,
-                                                       history=ctx.records))
-    cross = [c for c in verdict.crossovers(found) if len(c.nodes) > 1]
+    cross = verdict.across_nodes(_verdicts(ctx))
     note = ('One row per kernel, size and pair of layouts (per node) measured on several '
             'node counts: the speedup and verdict at each, and the node count from which '
             'hybrid wins or loses at every larger one (INCONCLUSIVE calls neither break nor '
@@ -76,8 +80,8 @@ def unjudged(ctx: Context) -> Section:
 def functional_verdicts(ctx: Context) -> Section | None:
     if not ctx.functional:
         return None
-    found = verdict.functional(ctx.window, ctx.noise_floor)
-    cross = [c for c in verdict.crossovers(found) if len(c.nodes) > 1]
+    found = verdict.functional(ctx.window, ctx.noise_floor, judged=_verdicts(ctx))
+    cross = verdict.across_nodes(found)
     note = ('NOT FINDINGS. The pairs above without a verdict only because their runs were '
             'oversubscribed (ranks and threads shared cores: test nodes on one machine, a '
             'declared topology larger than the machine), judged by the verdicts\' rule '

@@ -269,6 +269,11 @@ def crossovers(found: Iterable[Verdict]) -> list[Crossover]:
     return out
 
 
+def across_nodes(found: Iterable[Verdict]) -> list[Crossover]:
+    """The ``crossovers`` of the pairs measured on 2 or more node counts."""
+    return [c for c in crossovers(found) if len(c.nodes) > 1]
+
+
 CROSSOVER_COLUMNS = ('kernel', 'size', 'stack', 'partition', 'hybrid', 'mpi',
                      'speedup by nodes', 'hybrid wins from', 'hybrid loses from')
 
@@ -346,17 +351,21 @@ def unjudged_rows(rows: Sequence[Unjudged]) -> list[list[object]]:
 # ---- functional verdicts ---------------------------------------------------------------
 
 def functional(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
-               variable: str = TIME_VARIABLE) -> list[Verdict]:
+               variable: str = TIME_VARIABLE,
+               judged: Iterable[Verdict] | None = None) -> list[Verdict]:
     """The verdicts of the pairs that have none (``unjudged``) only because runs
     were oversubscribed: each judged by the same rule from its passed, verified
     runs, oversubscribed or not, and marked ``oversubscribed``.  What the
     verdict path gives on a machine too small for the layouts (its timings are
-    no finding: the ranks and threads shared cores); never confirmed."""
+    no finding: the ranks and threads shared cores); never confirmed.
+    `judged`: the verdicts of the same records, where the caller has them."""
     records = list(records)
-    judged = {v.key for v in verdicts(records, noise_floor, variable)}
+    if judged is None:
+        judged = verdicts(records, noise_floor, variable)
+    keys = {v.key for v in judged}
     return [v for v in verdicts(records, noise_floor, variable,
                                 admit=_usable_but_oversubscribed)
-            if v.oversubscribed and v.key not in judged]
+            if v.oversubscribed and v.key not in keys]
 
 
 FUNCTIONAL_COLUMNS = ('system:partition', 'stack', 'kernel', 'size', 'nodes', 'cores',
