@@ -27,16 +27,19 @@ Variables worth setting with ``-S``:
 Verdict checks (``HybridVerdict``): hybrid MPI+OpenMP against pure MPI at
 equal cores, in ReFrame.
 
-For each kernel, size and hybrid layout, ``HybridVerdict`` depends on every
-sample of the pure-MPI run (R*T ranks x 1 thread) and of the hybrid run
-(R ranks x T threads) on the same partition and stack.  It reports
+For each kernel, size and hybrid layout (the ring: each message size of its
+sweep, compared by ``t_msg_<bytes>``: ``pair=ring/8,65536,1048576/masteronly_1x2/8B``),
+``HybridVerdict`` depends on every sample of the pure-MPI run (R*T ranks x 1
+thread) and of the hybrid run (R ranks x T threads) on the same partition and
+stack.  It reports
 
-* ``speedup`` = T_mpi / T_hybrid (``t_total``; the median of per-round
-  ratios where the samples were interleaved, else the ratio of the medians):
-  above 1 the hybrid run is faster;
+* ``speedup`` = T_mpi / T_hybrid (``t_total``; the geometric mean of the
+  per-round ratios where the two sides ran side by side in rounds, else the
+  ratio of the medians): above 1 the hybrid run is faster;
 * ``verdict``: 1 (WIN), 0 (TIE or INCONCLUSIVE) or -1 (LOSS), by the one rule
   of ``harnesslib.stats``, as the report judges: TIE when the speedup's
-  95% interval lies inside 1 +- 5% (``noise_floor``), WIN or LOSS when it lies
+  interval (97.5% paired t on the log ratios) lies inside 1 +- 5%
+  (``noise_floor``), WIN or LOSS when it lies
   outside, INCONCLUSIVE when it straddles an edge; the interval, its basis and
   the samples of each side are printed beside it.
 
@@ -82,9 +85,9 @@ from harnesslib.placement import (
     sample_parameter,
     system_sizes,
 )
-from harnesslib.schema import TIME_VARIABLE
-from harnesslib.stats import DEFAULT_FLOOR, call, compare, decide
-from harnesslib.units import parse_bytes
+from harnesslib.schema import TIME_VARIABLE, message_time_variable
+from harnesslib.stats import DEFAULT_FLOOR, band, call, compare, decide
+from harnesslib.units import bytes_label, parse_bytes
 from reframe.core.builtins import (
     parameter,
     performance_function,
@@ -281,7 +284,21 @@ class RingCheck(KernelCheck, PlannedRun):
 
     def message_sizes(self) -> list[int]:
         """The message sizes of the run (the kernel's --sizes), in bytes."""
-        return sorted({parse_bytes(x) for x in self.problem.split(',')})
+        return message_sizes(self.problem)
+
+    def message_time(self, size: int) -> float:
+        """Seconds per exchange of `size`-byte messages at the run's headline k
+        (its last launch): the RESULT line's ``t_call_s``, its timed time over
+        reps x iters (``t_total_s`` / (reps x iters) from a kernel without it);
+        0 where the run printed no such line."""
+        k = int(self.headline()['k'])
+        lines = [r for r in self.results() if int(r['k']) == k and int(r['size']) == size]
+        if not lines:
+            return 0.0
+        res = lines[-1]
+        if res.get('t_call_s') is not None:
+            return float(res['t_call_s'])
+        return float(res['t_total_s']) / (int(res['reps']) * int(res['iters']))
 
     def swept_ks(self) -> list[int]:
         """The k measured by launches of their own (all but the largest)."""
@@ -328,6 +345,16 @@ class RingCheck(KernelCheck, PlannedRun):
                 self.perf_variables[f'bw_k{k}_{size}'] = sn.make_performance_function(
                     lambda k=k, size=size: value(k, size), 'MB/s')
 
+    @run_after('setup')
+    def add_message_time_variables(self):
+        # Per message size, t_msg_<bytes> (schema.message_time_variable): the
+        # time of one exchange at the headline k.  The verdicts judge the ring
+        # per message size by these (t_total is the largest size's alone): a
+        # latency-bound 8 B and a bandwidth-bound 1 MiB get a call each.
+        for size in self.message_sizes():
+            self.perf_variables[message_time_variable(size)] = sn.make_performance_function(
+                lambda size=size: self.message_time(size), 's')
+
 
 @interleave_samples
 @rfm.simple_test
@@ -351,38 +378,92 @@ KERNEL_CHECKS = {'spmv': SpmvCheck, 'md': MdCheck, 'ring': RingCheck, 'stream': 
 VERDICT_CODE = {'WIN': 1, 'TIE': 0, 'LOSS': -1, 'INCONCLUSIVE': 0}
 
 
-def _pairs() -> list[tuple[str, str, tuple, tuple]]:
-    """(kernel, size, pure-MPI layout, hybrid layout) for every hybrid run."""
+def message_sizes(problem: str) -> list[int]:
+    """The message sizes of a ring problem (its --sizes list), in bytes."""
+    return sorted({parse_bytes(x) for x in str(problem).split(',')})
+
+
+class Pair(tuple):
+    """A verdict's (kernel, size, pure-MPI layout, hybrid layout): it unpacks as
+    those four.  ``message``: the ring's message size in bytes the verdict
+    judges (by ``t_msg_<bytes>``), 0 for a verdict by ``t_total``."""
+
+    message: int
+
+    def __new__(cls, kernel: str, size: str, mpi: tuple, hybrid: tuple, message: int = 0):
+        self = super().__new__(cls, (kernel, str(size), tuple(mpi), tuple(hybrid)))
+        self.message = int(message)
+        return self
+
+    def __getnewargs__(self):           # copy, deepcopy and pickle keep `message`
+        return (*self, self.message)
+
+    def __eq__(self, other) -> bool:
+        return (tuple.__eq__(self, other) is True
+                and self.message == getattr(other, 'message', 0))
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.message))
+
+    def __repr__(self) -> str:         # as a tuple (ReFrame names -P values by it)
+        return repr((*self, self.message) if self.message else tuple(self))
+
+
+def _pairs() -> list[Pair]:
+    """(kernel, size, pure-MPI layout, hybrid layout) for every hybrid run; the
+    ring's once per message size of its sweep (``Pair.message``)."""
     out = []
     for kernel, cls in KERNEL_CHECKS.items():
         layouts = cls.param_space['layout']
         for problem in cls.param_space['problem']:
+            messages = message_sizes(problem) if kernel == 'ring' else [0]
             for hybrid in layouts:
                 mode, ranks, threads = hybrid
                 if mode in ('mpi', 'serial'):
                     continue
                 mpi = ('mpi', ranks * threads, 1)
                 if mpi in layouts:
-                    out.append((kernel, str(problem), mpi, hybrid))
+                    out += [Pair(kernel, str(problem), mpi, hybrid, m) for m in messages]
     return out
 
 
-def _pair_name(pair: tuple[str, str, tuple, tuple]) -> str:
-    kernel, size, _mpi, (mode, ranks, threads) = pair
-    return f'{kernel}/{size}/{mode}_{ranks}x{threads}'
+def _pair_name(pair: tuple) -> str:
+    """``spmv/64/masteronly_1x2``; the ring per message size
+    ``ring/8,65536,1048576/masteronly_1x2/64KiB``."""
+    kernel, size, _mpi, (mode, ranks, threads) = pair[:4]
+    message = getattr(pair, 'message', 0)
+    return (f'{kernel}/{size}/{mode}_{ranks}x{threads}'
+            + (f'/{bytes_label(message)}' if message else ''))
 
 
-def _parse_pair(value) -> tuple[str, str, tuple, tuple]:
-    """A pair from its name (``md/24/masteronly_1x2``; ``-P pair=...``) or a
-    (kernel, size, mpi layout, hybrid layout) tuple."""
+def _parse_pair(value) -> Pair:
+    """A pair from its name (``md/24/masteronly_1x2``,
+    ``ring/8,65536/masteronly_1x2/8B``; ``-P pair=...``) or a (kernel, size, mpi
+    layout, hybrid layout[, message bytes]) tuple."""
+    if isinstance(value, Pair):
+        return value
     if not isinstance(value, str):
-        return tuple(value)  # type: ignore[return-value]
+        return Pair(*value)
     parts = value.strip().split('/')
-    if len(parts) != 3 or parts[0] not in KERNEL_CHECKS:
-        raise ValueError(f'not a verdict pair: {value!r} (e.g. md/24/masteronly_1x2)')
-    kernel, size, name = parts
+    ring = parts[0] == 'ring'
+    if len(parts) not in ((3, 4) if ring else (3,)) or parts[0] not in KERNEL_CHECKS:
+        raise ValueError(f'not a verdict pair: {value!r} (e.g. md/24/masteronly_1x2, '
+                         f'ring/8,65536,1048576/masteronly_1x2/8B)')
+    kernel, size, name = parts[:3]
     hybrid = planning.parse_layout(name)
-    return (kernel, size, ('mpi', hybrid[1] * hybrid[2], 1), hybrid)
+    message = 0
+    if len(parts) == 4:
+        try:
+            message = parse_bytes(parts[3])
+        except ValueError:
+            raise ValueError(f'not a message size: {parts[3]!r} in {value!r} (e.g. 8B, '
+                             f'64KiB, 1MiB)') from None
+        if message not in message_sizes(size):
+            raise ValueError(f'{value!r}: {parts[3]} is not a message size of {size}')
+    return Pair(kernel, size, ('mpi', hybrid[1] * hybrid[2], 1), hybrid, message)
 
 
 @rfm.simple_test
@@ -400,6 +481,9 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
     oversubscribed = 'false'
     finalize_hung = 'false'
     noise_floor = variable(float, value=DEFAULT_FLOOR)
+    #: The time compared: t_total, or for the ring per message size its
+    #: t_msg_<bytes> (set from the pair by ``judge_per_message``).
+    time_variable = variable(str, value=TIME_VARIABLE)
 
     @run_after('init')
     def depend_on_runs(self):
@@ -415,10 +499,9 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
                 layout=lambda lay, want=layout: lay == want,
                 problem=lambda p: str(p) == size)]
             for side, layout in (('mpi', mpi), ('hybrid', hybrid))}
-        # Sample by sample, the two sides alternating: ReFrame runs a test's
-        # dependencies in the order they were declared (a depth-first walk
-        # from the verdicts), so the samples of the pair interleave and their
-        # spread covers the session's drift (harnesslib.stats.interleaved).
+        # The order the runs take is their registration's (round by round,
+        # each pair side by side: placement.interleave_samples); the verdict
+        # runs once every round of both sides is done.
         for pair in itertools.zip_longest(self._sides['mpi'], self._sides['hybrid']):
             for name in pair:
                 if name is not None:
@@ -432,10 +515,10 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             dep = self.getdep(name)
             times.append(dep.job.completion_time)
             self._note_quietness(dep)
-            entry = dep.perfvalues.get(f'{part}:{TIME_VARIABLE}')
+            entry = dep.perfvalues.get(f'{part}:{self.time_variable}')
             if entry is None or entry[0] is None:   # None: declared, no value
                 raise sn.SanityError(
-                    f'{dep.display_name} logged no {TIME_VARIABLE} '
+                    f'{dep.display_name} logged no {self.time_variable} '
                     f'(was the performance stage skipped?)')
             out.append(float(entry[0]))
             self.cores = dep.cores
@@ -443,6 +526,16 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             self.mpi_library = dep.mpi_library
             self.build_spec = dep.build_spec
         return out
+
+    @run_after('init')
+    def judge_per_message(self):
+        """The ring per message size: the pair's t_msg_<bytes> is compared, and
+        the verdict's size is the message's ('8B', '1MiB'), as in the report."""
+        message = getattr(self.pair, 'message', 0)
+        if message:
+            self.time_variable = message_time_variable(message)
+            self.size = bytes_label(message)
+            self.descr += f', {self.size} messages ({self.time_variable})'
 
     def _note_quietness(self, dep) -> None:
         """The verdict's quietness: busy if any of its runs was (harnesslib.quiet)."""
@@ -464,8 +557,9 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
-        # T_mpi / T_hybrid with its interval (harnesslib.stats): per-round
-        # ratios where the samples alternated, else the ratio of the medians;
+        # T_mpi / T_hybrid with its interval (harnesslib.stats): the paired
+        # interval of the per-round ratios where the rounds ran side by side,
+        # else the ratio of the medians;
         # a speedup reference (e.g. "within 10% of MPI") is decided from it.
         times = (None if None in self._times['mpi'] + self._times['hybrid']
                  else (self._times['mpi'], self._times['hybrid']))
@@ -475,8 +569,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self._noise = self._cmp.noise
         # The one rule (harnesslib.stats), as the report judges: TIE when the
         # interval lies inside 1 +- floor, WIN/LOSS outside, else INCONCLUSIVE.
-        self._verdict = call(decide(self._cmp.interval, 1.0 / (1.0 + self.noise_floor),
-                                    1.0 + self.noise_floor))
+        self._verdict = call(decide(self._cmp.interval, *band(self.noise_floor)))
         self.verified = 'true'
         self.executable_opts = [shlex.quote(
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '

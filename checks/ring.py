@@ -30,7 +30,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesslib.base import KernelCheck
 from harnesslib.launch import shell_words
-from harnesslib.osu_output import expected_sizes, osu_binary
+from harnesslib.osu_output import expected_sizes, osu_binary, osu_spec
 from harnesslib.placement import cores_per_node, pt2pt_placement
 from harnesslib.rounds import (
     ROUNDS_FILE,
@@ -183,7 +183,7 @@ class RingOsuAccuracy(KernelCheck):
         self.osu_bw, why = osu_binary(env, 'osu_bw')
         self.skip_if(self.osu_bw is None, why)
         _pt2pt_place(self)
-        self.build_spec = f'{self.build.build_spec}; osu {env.extras.get("osu_prefix", "")}'
+        self.build_spec = f'{self.build.build_spec}; {osu_spec(self.osu_prefix())}'
         self.executable = 'bash'
         self.executable_opts = ['accuracy.sh']
 
@@ -230,6 +230,9 @@ class RingOsuAccuracy(KernelCheck):
 
     # -- results -------------------------------------------------------------------
 
+    def osu_prefix(self) -> str:
+        return str(self.current_environ.extras.get('osu_prefix', ''))
+
     def rounds_data(self) -> list[dict]:
         """Per round: ring and OSU latency at 8 B, bandwidths per size."""
         if not hasattr(self, '_rounds'):
@@ -246,6 +249,9 @@ class RingOsuAccuracy(KernelCheck):
                                  msg='the accuracy script failed (status {0})'))
         data = self.rounds_data()
         self.mpi_library = str(data[0]['lib'])
+        # The record names the OSU version that printed the tables.
+        self.build_spec = (f'{self.build.build_spec}; '
+                           f'{osu_spec(self.osu_prefix(), str(data[0]["osu_version"]))}')
         sn.evaluate(sn.assert_true(
             self.library_matches(self.mpi_library),
             msg=f'ring reports MPI library "{self.mpi_library}", not stack '

@@ -36,21 +36,27 @@ def junit_file(var_dir: str) -> str:
     return os.path.join(var_dir, 'reports', f'junit-{stamp}.xml')
 
 
-def modes(var_dir: str) -> list[dict]:
+def options(var_dir: str) -> list[str]:
+    """The nightly's reframe options (the mode's, and what ``./harness
+    nightly`` passes itself)."""
     return [
-        {
-            'name': 'nightly',
-            'options': [
-                '-S', 'require_reference=true',
-                f'--report-junit={junit_file(var_dir)}',
-                f'--perflogdir={os.path.join(var_dir, "perflogs")}',
-                '--failure-stats',
-                # A check file that does not load is an error, not a warning
-                # and a night that ran nothing.
-                '--warn-as-error',
-            ],
-        },
+        '-S', 'require_reference=true',
+        f'--report-junit={junit_file(var_dir)}',
+        f'--perflogdir={os.path.join(var_dir, "perflogs")}',
+        '--failure-stats',
+        # A check file that does not load is an error, not a warning
+        # and a night that ran nothing.
+        '--warn-as-error',
     ]
+
+
+def modes(var_dir: str) -> list[dict]:
+    """``--mode nightly``.  ReFrame 4.10 drops a ``-p`` given on the command
+    line beside ``--mode`` (the mode's options are parsed first, and the
+    command line's environment selection is lost), so ``./harness nightly``
+    passes ``options`` itself instead of the mode: a selection then selects
+    what it selects for ``./harness run``."""
+    return [{'name': 'nightly', 'options': options(var_dir)}]
 
 
 def storage(var_dir: str) -> list[dict]:
@@ -105,7 +111,8 @@ def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python config/nightly.py judgements --perflogs DIR [--since ISO]``."""
+    """``python config/nightly.py judgements --perflogs DIR [--since ISO]`` and
+    ``python config/nightly.py options --var-dir DIR``."""
     import argparse
 
     ap = argparse.ArgumentParser(prog='config/nightly.py')
@@ -113,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     jp = sub.add_parser('judgements', help='summarise the fixed-band judgements')
     jp.add_argument('--perflogs', required=True)
     jp.add_argument('--since', default=None)
+    op = sub.add_parser('options', help='print the nightly\'s reframe options, one a line')
+    op.add_argument('--var-dir', required=True)
     args = ap.parse_args(argv)
+    if args.cmd == 'options':
+        print('\n'.join(options(args.var_dir)))
+        return 0
     if not os.path.isdir(args.perflogs):
         print(f'config/nightly.py: no perflog directory {args.perflogs}', file=sys.stderr)
         return 2

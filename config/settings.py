@@ -17,7 +17,7 @@ The ``local`` system (this machine) is worked out when the file loads:
 
   A prefix means ``<prefix>/bin/mpicc`` and ``<prefix>/bin/mpiexec`` (or
   ``mpirun``).  A stack that is absent is left out with one line saying so;
-  ``HARNESS_STACKS=openmpi,mpich`` restricts the set.
+  ``HARNESS_STACKS=openmpi,mpich`` (or ``"openmpi mpich"``) restricts the set.
 
 * one partition per interconnect: ``shm`` (each stack's default between ranks
   on one node) and ``tcp`` (loopback TCP forced for each stack).  The
@@ -50,7 +50,8 @@ import subprocess
 import sys
 from typing import NoReturn
 
-from harnesslib.launch import rank_binding_env, stack_bindir
+from harnesslib.knobs import env_list
+from harnesslib.launch import clean_mpi_env, mpi_env_mode, rank_binding_env, stack_bindir
 from harnesslib.paths import REFERENCES_DIR
 from harnesslib.placement import samples_per_run
 from harnesslib.references import ReferencesError, references_file, validate_references_file
@@ -142,6 +143,22 @@ try:
 except ValueError as _err:
     _config_error(str(_err))
 
+try:
+    #: What becomes of the MPI tuning variables this session inherits from the
+    #: shell (OMPI_MCA_*, UCX_*, MPIR_CVAR_*, MV2_*, FI_*, I_MPI_*): ``clean``
+    #: (default) takes them out of the session, so no run inherits them and
+    #: each partition measures what it claims; ``keep`` passes them on.  Every
+    #: run records the ones in effect (the perflog's ``mpi_env``).
+    MPI_ENV_MODE = mpi_env_mode()
+except ValueError as _err:
+    _config_error(str(_err))
+if MPI_ENV_MODE == 'clean':
+    _removed = clean_mpi_env(os.environ)
+    if _removed and os.environ.get('HARNESS_QUIET') != '1':
+        print(f'[harness config] HARNESS_MPI_ENV=clean: the runs do not inherit '
+              f'{", ".join(_removed)} from this shell (HARNESS_MPI_ENV=keep passes them on; '
+              f'each partition sets its own transport)', file=sys.stderr)
+
 # Per stack: how to find it, its launcher, and what forces loopback TCP.
 # `family` tells the checks how to bind ranks and threads with that launcher.
 _STACKS = {
@@ -156,6 +173,9 @@ _STACKS = {
             **({'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
                if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}),
         },
+        # The transport each partition claims, pinned (the ob1 PML: the BTLs
+        # below are the only transports; a UCX PML would ignore them).
+        'shm_env': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader'},
         'tcp_env': {
             'OMPI_MCA_pml': 'ob1',
             'OMPI_MCA_btl': 'self,tcp',
@@ -170,6 +190,8 @@ _STACKS = {
         'suffixed': ('mpicc.mpich', 'mpiexec.mpich'),
         'launchers': ('mpiexec', 'mpirun'),
         'env': {},
+        # Debian's MPICH is ch4:ucx: UCX's transports are its transports.
+        'shm_env': {'UCX_TLS': 'sm,self'},
         'tcp_env': {'UCX_TLS': 'tcp,self', 'UCX_NET_DEVICES': 'lo'},
     },
     'mvapich2': {
@@ -180,7 +202,9 @@ _STACKS = {
         'launchers': ('mpiexec', 'mpirun'),
         'env': {},
         # Built with the TCP-only ch3:sock device here; on a cluster the site
-        # configuration picks the device.  Nothing to force.
+        # configuration picks the device.  Nothing to force (its shm partition
+        # is TCP as well: ch3:sock has no shared memory).
+        'shm_env': {},
         'tcp_env': {},
     },
 }
@@ -274,10 +298,9 @@ def _osu_prefix(stack: str) -> str:
 
 
 def _selected_stacks() -> list[str]:
-    wanted = os.environ.get('HARNESS_STACKS', '').strip()
-    if not wanted:
+    names = env_list('HARNESS_STACKS')
+    if not names:
         return list(_STACKS)
-    names = [s.strip() for s in wanted.split(',') if s.strip()]
     unknown = [s for s in names if s not in _STACKS]
     if unknown:
         _config_error(f'HARNESS_STACKS names unknown stack(s) '
@@ -304,9 +327,8 @@ def _environments() -> tuple[list[dict], list[str]]:
         # more specific definition for the tcp partition, which ReFrame picks
         # there.
         for target, transport in (('local', 'shm'), ('local:tcp', 'tcp')):
-            env_vars = {**launch_env, **spec['env']}
-            if transport == 'tcp':
-                env_vars.update(spec['tcp_env'])
+            pinned = spec[f'{transport}_env']
+            env_vars = {**launch_env, **spec['env'], **pinned}
             envs.append({
                 'name': name,
                 'target_systems': [target],
@@ -321,6 +343,9 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'bindir': bindir,
                     'prefix': found['prefix'],
                     'transport': transport,
+                    # The transport variables this partition pins for the
+                    # stack: a run with other values fails (RunBase).
+                    'pinned': dict(pinned),
                     # The Spack spec of the kernels for this stack (README: Spack).
                     'spack_spec': os.environ.get(f'HARNESS_{name.upper()}_SPACK_SPEC', ''),
                     # checks/osu.py: where this stack's OSU benchmarks are

@@ -39,6 +39,8 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from harnesslib.knobs import env_list
+
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
 SRUN_PMI = {'openmpi': 'pmix', 'mpich': 'pmi2', 'mvapich2': 'pmi2'}
 
@@ -237,6 +239,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     'pmi': sspec.get('pmi', SRUN_PMI.get(stack, '')),
                     'prefix': '',
                     'transport': part,
+                    # What this partition pins for the stack (RunBase checks it).
+                    'pinned': {k: str(v) for k, v in transport_env.get(stack, {}).items()},
                     # OSU built for this stack on the cluster (checks/osu.py).
                     'osu_prefix': sspec.get('osu_prefix') or osu_prefix(stack),
                 },
@@ -253,7 +257,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     **sspec.get('env', {})}
         system_envs.append({**env, 'target_systems': [name],
                             'env_vars': [[k, str(v)] for k, v in base_env.items()],
-                            'extras': {**env['extras'], 'transport': ''}})
+                            'extras': {**env['extras'], 'transport': '', 'pinned': {}}})
     envs = system_envs + envs
     system = {
         'name': name,
@@ -270,12 +274,12 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
 
 
 def _site_files() -> list[str]:
-    listed = os.environ.get('HARNESS_CLUSTERS', '').strip()
+    listed = env_list('HARNESS_CLUSTERS')
     if listed:
         # Relative to where reframe was started (ReFrame may load this file
         # from another working directory).
         base = os.environ.get('PWD') or os.getcwd()
-        files = [os.path.join(base, f.strip()) for f in listed.split(',') if f.strip()]
+        files = [os.path.join(base, f) for f in listed]
         missing = [f for f in files if not os.path.isfile(f)]
         if missing:
             raise ValueError(f'HARNESS_CLUSTERS names missing file(s): {", ".join(missing)}')
@@ -377,7 +381,7 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
         'mvapich2': {'descr': 'MVAPICH2 (module mvapich2)', 'modules': ['mvapich2'],
                      'cc': 'mpicc', 'launch': 'own', 'launcher': 'mpiexec'},
     }
-    wanted = [s.strip() for s in os.environ.get('HARNESS_STACKS', '').split(',') if s.strip()]
+    wanted = env_list('HARNESS_STACKS')
     if not wanted:
         # MVAPICH2 only where its prefix is given (no registry has it).
         wanted = ['openmpi', 'mpich'] + (['mvapich2'] if os.environ.get(

@@ -38,7 +38,10 @@
  *
  * Phase timers as in the paper: force, movout (halo refresh, migration and
  * ghost rebuild), sum (collectives), movea / moveb (integration halves),
- * neigh (binning and list build).
+ * neigh (binning and list build).  Every timed step's wall time is kept too:
+ * RESULT's t_call_median_s and t_call_trimmed_s are the median and the 10%
+ * trimmed mean per step of the slowest rank (kc_call_stats); both leave out
+ * most of the rebuild steps, so they are a typical step, not t_step_s.
  */
 #include "kernel_common.h"
 
@@ -1085,6 +1088,8 @@ typedef struct {
     double epot, vir;      /* this rank's share after the last step */
     long calib_steps;      /* --min-time: steps that set the count (0: none) */
     double calib_pace;     /* their seconds per step on this rank */
+    kc_call_stat call;     /* median and trimmed mean of the steps' wall times,
+                              slowest rank per step (kc_call_stats) */
 } run_t;
 
 /* One velocity-Verlet step, each phase charged to its timer as miniMD's
@@ -1121,10 +1126,12 @@ static void run_steps(md_sys *s, const options *o, double N, double e0, run_t *r
     kc_timer tm;
     const long calib = o->min_time > 0.0 ? (o->steps < o->rebuild ? o->steps : o->rebuild) : 0;
     long steps = o->steps;
+    double *step_wall = kc_malloc(s->ctx, (size_t)steps * sizeof *step_wall);
     r->drift_max = 0.0;
     MPI_Barrier(s->cart);
     kc_timer_start(&tm);
     const double t_start = tm.last;
+    double stamp = t_start;
     for (long step = 1; step <= steps; ++step) {
         const double dr = fabs(md_step(s, o, step, N, &tm, r) - e0) / fabs(e0);
         if (dr > r->drift_max) r->drift_max = dr;
@@ -1133,10 +1140,21 @@ static void run_steps(md_sys *s, const options *o, double N, double e0, run_t *r
             r->calib_steps = calib;
             r->calib_pace = t_calib / (double)calib;
             steps = kc_min_time_count(s->ctx, o->steps, o->min_time, t_calib, calib, MD_MAX_STEPS);
+            if (steps > o->steps) { /* room for the steps --min-time added */
+                double *more = kc_malloc(s->ctx, (size_t)steps * sizeof *more);
+                memcpy(more, step_wall, (size_t)(step - 1) * sizeof *more);
+                free(step_wall);
+                step_wall = more;
+            }
         }
+        const double now = kc_now();
+        step_wall[step - 1] = now - stamp;
+        stamp = now;
     }
     r->t_loop = kc_now() - t_start;
     r->steps = steps;
+    r->call = kc_call_stats(s->ctx, step_wall, steps);
+    free(step_wall);
     memcpy(r->tph, tm.t, sizeof r->tph);
 }
 
@@ -1287,6 +1305,7 @@ static void report(const md_sys *s, const options *o, long natoms, const thermo 
         snprintf(key, sizeof key, "%s_step_s", timer_keys[k]);
         kc_json_num(&j, key, t->st[k].max / (double)r->steps);
     }
+    kc_json_call_stat(&j, r->call); /* per step: t_call_median_s, t_call_trimmed_s */
     kc_json_bool(&j, "verified", v->verified);
     kc_json_emit(&j, ctx);
 }

@@ -70,6 +70,9 @@
  * max(--iters, the calls that last S seconds at the pace of a calibration),
  * agreed across ranks; RESULT's "iters" is that count, "iters_requested" the
  * one asked for, and t_call_s / t_{pack,comm,comp}_call_s the per-call times.
+ * Every timed call's wall time is kept as well: t_call_median_s and
+ * t_call_trimmed_s are the median and the 10% trimmed mean over the calls of
+ * the slowest rank's time per call (kc_call_stats).
  *
  * Files: this driver (options, the order of the phases) and spmv/ with one
  * file per phase (problem.c, calls.c, verify.c, report.c; see spmv/spmv.h).

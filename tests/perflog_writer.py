@@ -21,13 +21,14 @@ def header(variables: Sequence[str]) -> str:
 def line(kernel: str, values: dict[str, tuple], *, mode: str = 'mpi', ranks: int = 2,
          threads: int = 1, size: str = '1', stack: str = 'mpich', part: str = 'shm',
          nodes: int = 1, time: dt.datetime = T0, result: str = 'pass', system: str = 'local',
-         cores: int = 2, oversubscribed: bool = False) -> str:
+         cores: int = 2, oversubscribed: bool = False, name: str = '') -> str:
     """One perflog line; values: variable -> (value, unit[, ref, lower, upper])."""
     blocks = ''
     for value, unit, *ref in values.values():
         ref_, lo, hi = (list(ref) + [0, None, None][len(ref):])[:3]
         blocks += f'{value}|{unit}|{ref_}|{lo}|{hi}|'
-    return (f'{time:%Y-%m-%dT%H:%M:%S%z}|{system}|{part}|{stack}|{kernel} check|{kernel}|{mode}|'
+    return (f'{time:%Y-%m-%dT%H:%M:%S%z}|{system}|{part}|{stack}|{name or kernel + " check"}|'
+            f'{kernel}|{mode}|'
             f'{ranks}|{threads}|{size}|{cores}|{nodes}|{LIBS.get(stack, stack)}|true|'
             f'{str(oversubscribed).lower()}|false|'
             f'cmake Release {stack}|{result}|{empty_after_result()}{blocks}')
@@ -58,3 +59,15 @@ def hockney_runs(t0: float, r_inf: float, sizes: Sequence[int], n: int = 3,
         run['latency_8B'] = (t0 + 8 / r_inf, 'us')
         runs.append(run)
     return runs
+
+
+def ring_values(per_message: dict[int, float] | None, t_total: float = 1.0) -> dict:
+    """The variables of one RingCheck run of the sweep `per_message` (bytes ->
+    seconds per exchange): t_total and bw_k1_<bytes>, and t_msg_<bytes> unless
+    `per_message` is None (a perflog written before the ring logged them)."""
+    sizes = per_message or {8: 1e-6, 65536: 1e-4, 1048576: 1e-3}
+    run = {'t_total': (t_total, 's')}
+    run.update({f'bw_k1_{n}': (n / t / 1e6, 'MB/s') for n, t in sizes.items()})
+    if per_message is not None:
+        run.update({f't_msg_{n}': (t, 's') for n, t in per_message.items()})
+    return run

@@ -49,19 +49,53 @@ def test_one_environment_per_present_stack_with_its_own_wrappers(tmp_path, stack
     assert sorted(parts['shm']['environs']) == sorted(stacks)
 
 
-def test_tcp_partition_forces_loopback_tcp(tmp_path, stacks):
+def test_each_partition_pins_the_transport_it_claims(tmp_path, stacks):
     conf, _ = load(tmp_path)
     tcp, shm = envs_of(conf, 'tcp'), envs_of(conf, 'shm')
-    want = {'openmpi': ('OMPI_MCA_btl', 'self,tcp'), 'mpich': ('UCX_TLS', 'tcp,self')}
+    want = {'openmpi': ('OMPI_MCA_btl', 'self,tcp', 'self,vader'),
+            'mpich': ('UCX_TLS', 'tcp,self', 'sm,self')}
     for name in stacks:
-        var, value = want[name]
-        assert dict(map(tuple, tcp[name]['env_vars']))[var] == value
-        assert var not in dict(map(tuple, shm[name]['env_vars']))
+        var, on_tcp, on_shm = want[name]
+        assert dict(map(tuple, tcp[name]['env_vars']))[var] == on_tcp
+        assert dict(map(tuple, shm[name]['env_vars']))[var] == on_shm
+        # the runs check what the partition pins (RunBase.check_mpi_env)
+        assert tcp[name]['extras']['pinned'][var] == on_tcp
+        assert shm[name]['extras']['pinned'][var] == on_shm
+    if 'openmpi' in stacks:
+        assert shm['openmpi']['extras']['pinned']['OMPI_MCA_pml'] == 'ob1'
+
+
+def test_the_shells_mpi_variables_are_taken_out_unless_kept(tmp_path):
+    shell = {'OMPI_MCA_btl': 'tcp,self', 'UCX_TLS': 'tcp', 'MPIR_CVAR_ASYNC_PROGRESS': '1'}
+    code = ('import os, runpy, sys; runpy.run_path(sys.argv[1]); '
+            'print(sorted(k for k in shell if k in os.environ))').replace(
+                'shell', repr(sorted(shell)))
+    for mode, kept in (('', []), ('clean', []), ('keep', sorted(shell))):
+        env = mpi_env(HARNESS_VAR_DIR=str(tmp_path), HARNESS_MPI_ENV=mode, **shell)
+        env.pop('HARNESS_QUIET')
+        proc = subprocess.run([sys.executable, '-c', code, str(CONFIG)], env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == repr(kept)
+        named = 'the runs do not inherit MPIR_CVAR_ASYNC_PROGRESS, OMPI_MCA_btl, UCX_TLS'
+        assert (named in proc.stderr) == (mode != 'keep'), proc.stderr
+    conf, err = load(tmp_path, HARNESS_MPI_ENV='bogus')
+    assert not conf and "HARNESS_MPI_ENV must be one of clean, keep, got 'bogus'" in err
 
 
 def test_restricting_stacks(tmp_path, stacks):
     conf, _ = load(tmp_path, HARNESS_STACKS=stacks[0])
     assert set(envs_of(conf, 'shm')) == {stacks[0]}
+
+
+def test_stack_lists_take_commas_and_spaces(tmp_path, stacks):
+    # as people type lists: "openmpi mpich", "openmpi, mpich" (was refused as
+    # one unknown stack "openmpi mpich")
+    for sep in (' ', ', ', ',', '  '):
+        conf, err = load(tmp_path, HARNESS_STACKS=sep.join(stacks))
+        assert set(envs_of(conf, 'shm')) == set(stacks), err
+    from harnesslib.knobs import split_list
+    assert split_list(' a,b  c,, d ') == ['a', 'b', 'c', 'd'] and split_list('') == []
 
 
 def test_unknown_stack_is_a_clear_error(tmp_path):

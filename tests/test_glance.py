@@ -15,7 +15,7 @@ import pytest
 from hybridverdict import glance
 from hybridverdict.cli import main
 from hybridverdict.perflog import read_perflogs
-from hybridverdict.verdict import verdicts
+from hybridverdict.verdict import Verdict, verdicts
 from perflog_writer import T0, header, line, write
 
 SIZES = ('16', '32', '64', '128')
@@ -121,8 +121,8 @@ def test_heatmap_shows_every_layout_and_size_and_sentences_name_the_winner(
     n = len(expected_rows) * len(SIZES)
     ties = 2 * len(SIZES)                                 # the two layouts of 2 threads
     for text in (md, htmllib.unescape(page)):
-        assert (f'spmv: hybrid wins 2, loses {n - 2 - ties} and ties {ties} of {n} '
-                'comparisons') in text
+        assert (f'spmv: hybrid wins 2, loses {n - 2 - ties}, ties {ties} and is undecided '
+                f'(INCONCLUSIVE) in 0 of {n} comparisons') in text
         assert f'Hybrid wins most with {win} at size 64 (1.60x, hybrid 60% faster).' in text
         assert f'It wins with {win} at sizes 64, 128.' in text
         assert (f'Hybrid loses most with funneled 1x{cores} at size 16 (0.50x, pure MPI '
@@ -158,11 +158,41 @@ def test_sentences_say_where_hybrid_never_wins_or_never_loses(tmp_path):
                               time=T0 + dt.timedelta(seconds=i)))
     write(tmp_path / 'x.log', lines)
     ((_, text),) = glance.sentences(verdicts(read_perflogs([str(tmp_path)])))
-    assert text[0].startswith('spmv: hybrid wins 0, loses 1 and ties 1 of 2')
+    assert text[0].startswith('spmv: hybrid wins 0, loses 1, ties 1 and is undecided '
+                              '(INCONCLUSIVE) in 0 of 2')
     assert text[1] == ('Hybrid wins nowhere; its best is masteronly 1x2 at size 16 (0.99x, '
                        'pure MPI 1% faster, TIE).')
     assert text[2].startswith('Hybrid loses most with masteronly 1x2 at size 8 (0.77x')
     assert text[3] == 'By size: every hybrid layout loses at size 8.'
+
+
+def _verdict(size: str, call: str, speedup: float, ranks: int = 1) -> Verdict:
+    return Verdict(system='local', partition='shm', stack='openmpi', kernel='spmv', size=size,
+                   cores=16, hybrid_mode='masteronly', hybrid_layout=f'{ranks}x{16 // ranks}',
+                   mpi_layout='16x1', t_mpi=1.0, t_hybrid=1 / speedup, n_mpi=3, n_hybrid=3,
+                   speedup=speedup, noise=0.2, verdict=call, mpi_library='Open MPI v4.1.6')
+
+
+def test_sentences_count_ties_and_inconclusive_apart():
+    # issue 25: "hybrid wins 0, loses 1 and ties 11 of 12" where the table held 1 TIE
+    # and 10 INCONCLUSIVE; an undecided comparison is no tie
+    found = [_verdict('32', 'LOSS', 0.7), _verdict('32', 'TIE', 1.01, ranks=2)]
+    found += [_verdict(size, 'INCONCLUSIVE', 0.95, ranks=r)
+              for size in ('32', '64') for r in (4, 8)]
+    found += [_verdict(size, 'INCONCLUSIVE', 1.1, ranks=r)
+              for size in ('64', '128', '256') for r in (1, 2)]
+    assert len(found) == 12
+    ((kernel, text),) = glance.sentences(found)
+    assert text[0].startswith('spmv: hybrid wins 0, loses 1, ties 1 and is undecided '
+                              '(INCONCLUSIVE) in 10 of 12 comparisons with pure MPI')
+    assert 'ties 11' not in ' '.join(text)
+    # without a decided loss, undecided comparisons are not said to be no losses
+    undecided = [v for v in found if v.verdict != 'LOSS']
+    ((_, text),) = glance.sentences(undecided)
+    assert text[0].startswith('spmv: hybrid wins 0, loses 0, ties 1 and is undecided '
+                              '(INCONCLUSIVE) in 10 of 11')
+    assert 'Hybrid loses nowhere decidedly (10 undecided).' in text
+    assert 'Hybrid loses nowhere.' not in text
 
 
 def test_runs_on_different_node_counts_get_their_own_heatmap(tmp_path):

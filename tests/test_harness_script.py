@@ -48,3 +48,39 @@ def test_help_lists_nightly_and_test_installs_slurm_for_the_tests():
     text = (REPO / 'harness').read_text()
     assert 'TEST_APT_PACKAGES=(slurm-wlm lmod)' in text   # the test clusters and their modules
     assert 'apt_install "${TEST_APT_PACKAGES[@]}"' in text.split('cmd_test()', 1)[1]
+
+
+def test_one_session_per_var_dir_and_a_killed_ones_lock_is_recovered(tmp_path):
+    import signal
+    import time
+    var = tmp_path / 'var'
+    var.mkdir()
+    lock = var / '.session.lock'
+    ready = tmp_path / 'ready'
+    # another session holding the var dir, as ./harness does
+    holder = subprocess.Popen(
+        ['bash', '-c', f'exec 9>>"{lock}"; flock 9; echo "pid $$, ./harness run, started '
+                       f'2026-11-25T02:00:00Z on here" > "{lock}"; touch "{ready}"; sleep 120'])
+    try:
+        for _ in range(100):
+            if ready.exists():
+                break
+            time.sleep(0.1)
+        env = {'HARNESS_VAR_DIR': str(var), 'HARNESS_NO_APT': '1'}
+        for cmd in ('baseline', 'run', 'nightly'):
+            proc = harness(cmd, **env)
+            assert proc.returncode != 0, proc.stdout
+            assert (f'is in use by another session (pid {holder.pid}, ./harness run, started '
+                    '2026-11-25T02:00:00Z') in proc.stderr, proc.stderr
+        waited = time.monotonic()
+        proc = harness('baseline', HARNESS_LOCK_WAIT='2', **env)
+        assert proc.returncode != 0 and time.monotonic() - waited >= 2
+        assert 'in use by another session' in proc.stderr
+        assert 'HARNESS_LOCK_WAIT must be whole seconds' in harness(
+            'baseline', HARNESS_LOCK_WAIT='soon', **env).stderr
+    finally:
+        holder.send_signal(signal.SIGKILL)     # killed: no clean-up of its lock
+        holder.wait()
+    proc = harness('baseline', **env)
+    assert 'in use by another session' not in proc.stderr
+    assert lock.read_text().startswith('pid ') and './harness baseline' in lock.read_text()

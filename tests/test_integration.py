@@ -113,6 +113,46 @@ def test_run_report_gives_the_same_verdicts_as_the_perflogs(session, tmp_path):
         assert len(list((tmp_path / name).glob('verdict-*.html'))) == 1
     assert found['perflogs'] and found['perflogs'] == found['report']
 
+def test_verdict_listing_has_one_ring_verdict_per_message_size(tmp_path):
+    proc = run_reframe(tmp_path, '-n', 'HybridVerdict', '--list', '--system', 'local:shm')
+    assert proc.returncode == 0, explain(proc)
+    ring = sorted(ln.split()[2] for ln in proc.stdout.splitlines()
+                  if ln.startswith('- HybridVerdict %pair=ring/'))
+    assert ring == sorted(f'%pair=ring/8,65536,1048576/masteronly_1x2/{size}'
+                          for size in ('8B', '64KiB', '1MiB'))
+    assert '- HybridVerdict %pair=spmv/' in proc.stdout     # the other kernels as before
+    assert not re.search(r'%pair=(spmv|md|stream)/\S+/\S+/', proc.stdout)
+
+
+def test_the_ring_is_judged_per_message_size_in_reframe_and_the_report(tmp_path, stacks):
+    """Issue 25: RingCheck logs t_msg_<bytes> per message size of its sweep, and
+    HybridVerdict and the report judge the ring once per message size."""
+    var = tmp_path / 'var'
+    proc = run_reframe(var, '-r', '--system', 'local:shm', '-p', stacks[0],
+                       '-n', 'RingCheck%layout=(mpi_2x1|masteronly_1x2)',
+                       '-n', 'HybridVerdict%pair=ring/', env={'HARNESS_REPEAT': '2'})
+    assert proc.returncode == 0, explain(proc)
+    sizes = ('8B', '64KiB', '1MiB')
+    for size in sizes:
+        assert any(f'HybridVerdict %pair=ring/8,65536,1048576/masteronly_1x2/{size} ' in ln
+                   and '  OK ' in ln for ln in proc.stdout.splitlines()), (size, explain(proc))
+    logs = var / 'perflogs' / 'local' / 'shm'
+    lines = (logs / 'RingCheck.log').read_text().splitlines()
+    header = lines[0].split('|')
+    for row in lines[1:]:
+        rec = dict(zip(header, row.split('|')))
+        for n in (8, 65536, 1048576):
+            assert float(rec[f't_msg_{n}_value']) > 0 and rec[f't_msg_{n}_unit'] == 's'
+    lines = (logs / 'HybridVerdict.log').read_text().splitlines()
+    header = lines[0].split('|')
+    assert sorted(dict(zip(header, row.split('|')))['size'] for row in lines[1:]) == sorted(sizes)
+    report = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
+                             '--out', str(tmp_path / 'out')], capture_output=True, text=True)
+    assert report.returncode == 0, explain(report)
+    ring = [ln.split()[1] for ln in report.stdout.splitlines() if ln.startswith('ring ')]
+    assert ring == list(sizes), report.stdout
+
+
 def test_a_wrong_result_fails_every_check_whatever_its_speed(tmp_path, stacks):
     proc = run_reframe(tmp_path, '-r', '--system', 'local:shm', '-p', stacks[0],
                        '-S', 'KernelBuild.fault_inject=1')

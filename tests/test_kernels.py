@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -125,3 +126,28 @@ def test_ring_verification_failure_on_every_stack(stack, tmp_path):
     # Each case failed with status 3 and named the rank and the sender.
     assert proc.stdout.count('failed as expected (3): ') == 4
     assert 'first on rank 2 in the message from rank 0' in proc.stdout
+
+
+@pytest.mark.parametrize('layout', ['mpi 2 1', 'masteronly 1 2'])
+def test_ring_results_give_a_time_per_exchange_for_every_message_size(layout, tmp_path):
+    """What RingCheck.message_time reads for its t_msg_<bytes> (the ring judged per
+    message size, issue 25): one RESULT line per size, each with its size, k and a
+    time per exchange t_call_s = t_total_s / (reps x iters)."""
+    stacks = present_stacks()
+    if not stacks:
+        pytest.skip('no MPI stack installed')
+    stack = stacks[0]
+    build = cmake_build(stack, tmp_path / 'build')
+    mode, ranks, threads = layout.split()
+    proc = subprocess.run([shutil.which(STACKS[stack][1]), '-n', ranks, str(build / 'ring'),
+                           '--mode', mode, *KERNEL_RUNS['ring']],
+                          env=mpi_env(OMP_NUM_THREADS=threads), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    results = [json.loads(ln[len('RESULT '):]) for ln in proc.stdout.splitlines()
+               if ln.startswith('RESULT ')]
+    assert [r['size'] for r in results] == [8, 4096]
+    for r in results:
+        assert r['k'] == (int(threads) if mode == 'masteronly' else 1)   # rank-as-node
+        assert r['t_call_s'] > 0
+        assert r['t_call_s'] == pytest.approx(r['t_total_s'] / (r['reps'] * r['iters']))

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from harnesslib import launch, placement
 
 
@@ -68,24 +69,53 @@ def test_layout_parameter_type_reads_names():
     assert checks.parse_layout(('mpi', 2, 1)) == ('mpi', 2, 1)
 
 
-def test_samples_are_registered_sample_by_sample():
-    # interleave_samples reorders a check's variants: every layout of sample
-    # 0, then of sample 1, ... (ReFrame runs them in registration order).
+def test_samples_are_registered_round_by_round_with_pairs_side_by_side():
+    # interleave_samples reorders a check's variants: round by round, size by
+    # size, each pure-MPI run between its hybrid runs, the order reversed in
+    # every other round (ReFrame runs them in registration order).
     import sys
 
     import reframe as rfm
     from reframe.core.builtins import parameter
 
+    mpi, master, funnel = ('mpi', 2, 1), ('masteronly', 1, 2), ('funneled', 1, 2)
+    serial = ('serial', 1, 2)
+
     class Interleaved(rfm.RunOnlyRegressionTest):
-        layout = parameter(['a', 'b', 'c'])
+        layout = parameter([mpi, master, funnel, serial])
+        problem = parameter([16, 32])
         sample = parameter(range(2), type=int)
 
     Interleaved.__module__ = __name__
     placement.interleave_samples(rfm.simple_test(Interleaved))
     entries = sys.modules[__name__]._rfm_test_registry._tests[Interleaved]
     order = [Interleaved.get_variant_info(kw['variant_num'])['params'] for _a, kw in entries]
-    assert [(p['sample'], p['layout']) for p in order] == [
-        (0, 'a'), (0, 'b'), (0, 'c'), (1, 'a'), (1, 'b'), (1, 'c')]
+    got = [(p['sample'], p['problem'], p['layout'][0]) for p in order]
+    assert got == [
+        (0, 16, 'masteronly'), (0, 16, 'mpi'), (0, 16, 'funneled'), (0, 16, 'serial'),
+        (0, 32, 'masteronly'), (0, 32, 'mpi'), (0, 32, 'funneled'), (0, 32, 'serial'),
+        (1, 16, 'funneled'), (1, 16, 'mpi'), (1, 16, 'masteronly'), (1, 16, 'serial'),
+        (1, 32, 'funneled'), (1, 32, 'mpi'), (1, 32, 'masteronly'), (1, 32, 'serial')]
+
+
+def test_round_order_puts_every_hybrid_run_beside_a_pure_mpi_run():
+    one = [('mpi', 4, 1), ('masteronly', 2, 2), ('masteronly', 1, 4)]
+    assert placement.round_order(one, 0) == [('masteronly', 2, 2), ('mpi', 4, 1),
+                                             ('masteronly', 1, 4)]
+    assert placement.round_order(one, 1) == [('masteronly', 1, 4), ('mpi', 4, 1),
+                                             ('masteronly', 2, 2)]
+    # a core count without pure MPI has no block: its runs come last
+    lone = [('masteronly', 1, 8), *one]
+    assert placement.round_order(lone, 0)[-1] == ('masteronly', 1, 8)
+
+
+def test_rounds_are_numbered_from_the_first_round(monkeypatch):
+    monkeypatch.setenv('HARNESS_FIRST_ROUND', '5')
+    monkeypatch.setenv('HARNESS_REPEAT', '2')
+    assert list(placement.sample_parameter().values) == [5, 6]
+    monkeypatch.setenv('HARNESS_FIRST_ROUND', '-1')
+    with pytest.raises(ValueError, match='HARNESS_FIRST_ROUND'):
+        placement.first_round()
 
 
 def test_launch_line_is_the_partitions_launcher_with_a_layouts_binding():

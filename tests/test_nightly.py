@@ -165,3 +165,27 @@ def test_nightly_with_inconclusive_checks_says_so_and_exits_3(sessions, stacks):
     assert 'FAIL withheld: the machine was busy' in proc.stdout
     junit = sorted((var / 'reports').glob('junit-*.xml'))[-1]
     assert junit_counts(junit)[0] == 0
+
+
+def test_a_selection_selects_the_same_cases_in_nightly_as_in_run(tmp_path, stacks):
+    # ReFrame drops a -p given beside --mode: the nightly of one stack ran
+    # every stack's checks (and failed on the other's references).
+    if len(stacks) < 2:
+        pytest.skip('needs two stacks to tell a -p selection from none')
+    cases = {}
+    for cmd in ('run', 'nightly'):
+        var = tmp_path / cmd
+        env = mpi_env(HARNESS_VAR_DIR=str(var), HARNESS_NO_APT='1', HARNESS_REPEAT='1',
+                      HARNESS_VENV=str(Path(sys.executable).parent.parent),
+                      RFM_REFERENCE_PREFIX=str(var / 'references'),
+                      HARNESS_REFRAME_OPTS=f'--nocolor --system local:shm -p {stacks[0]} '
+                                           f'-n StreamCheck%layout=mpi_')
+        env.pop('HARNESS_STACKS', None)
+        proc = subprocess.run([str(REPO / 'harness'), cmd], env=env, capture_output=True,
+                              text=True, timeout=900, cwd=REPO)
+        report = session_report(var)
+        cases[cmd] = sorted((tc['name'], tc['system'], tc['environ'])
+                            for run in report['runs'] for tc in run['testcases'])
+        assert cases[cmd], proc.stdout[-3000:]
+        assert {env_ for _n, _s, env_ in cases[cmd]} == {stacks[0]}, proc.stdout[-3000:]
+    assert cases['run'] == cases['nightly']

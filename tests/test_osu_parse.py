@@ -1,6 +1,9 @@
 """The OSU table parser on real outputs of OSU 5.9 (tests/data/osu/, recorded
-on a 2-core machine with Open MPI 4.1.4, MPICH 4.0.2 and MVAPICH2 2.3.7), and
-the pieces of harnesslib.osu_output that find OSU and its MPI library."""
+on a 2-core machine with Open MPI 4.1.4, MPICH 4.0.2 and MVAPICH2 2.3.7), 6.2
+(tests/data/osu/v6.2/, Open MPI 4.1.6) and 7.4 (tests/data/osu/v7.4/, Open MPI
+4.1.6 and MPICH 4.0.2; v7.4-options/: with -f and -c), each run with the
+options the checks give, and the pieces of harnesslib.osu_output that find OSU
+and its MPI library."""
 
 from __future__ import annotations
 
@@ -10,7 +13,13 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from harnesslib.osu_output import OsuParseError, expected_sizes, missing_sizes, parse_osu
+from harnesslib.osu_output import (
+    OsuParseError,
+    expected_sizes,
+    missing_sizes,
+    osu_spec,
+    parse_osu,
+)
 from reframe.utility import import_module_from_file
 
 DATA = REPO / 'tests' / 'data' / 'osu'
@@ -51,6 +60,73 @@ def test_every_recorded_output_parses_completely(path):
     for size, values in table.rows.items():
         assert len(values) == len(columns)
         assert all(v > 0 for v in values), (size, values)
+
+
+# ---- 6.x and 7.x --------------------------------------------------------------------
+
+VERSIONED = sorted((DATA / 'v6.2').glob('*.txt')) + sorted((DATA / 'v7.4').glob('*.txt'))
+#: What 7.x prints differently: osu_latency's column name, and no 0-byte row.
+COLUMNS_7 = {'osu_latency': ('Avg Latency(us)',)}
+
+
+def test_recorded_outputs_of_6_and_7_cover_every_benchmark():
+    for version in ('v6.2', 'v7.4'):
+        got = {bench_of(p) for p in VERSIONED if p.parent.name == version}
+        assert got == set(BENCH), version
+
+
+@pytest.mark.parametrize('path', VERSIONED, ids=[f'{p.parent.name}/{p.name}' for p in VERSIONED])
+def test_recorded_outputs_of_6_and_7_parse_completely(path):
+    version = path.parent.name[1:]
+    bench = bench_of(path)
+    table = parse_osu(path.read_text(), path.name)
+    title, columns, lo = BENCH[bench]
+    if version.startswith('7'):
+        columns = COLUMNS_7.get(bench, columns)
+        assert min(table.sizes) == max(lo, 1), '7.x prints no 0-byte row'
+        assert 'Datatype: MPI_CHAR.' in table.options
+    assert (table.title, table.version, table.major) == (title, version, int(version[0]))
+    assert table.columns == ('Size', *columns)
+    assert table.sizes == expected_sizes(min(table.sizes), max(table.sizes))
+    assert not table.failed
+    assert all(v > 0 for values in table.rows.values() for v in values)
+
+
+def test_the_checks_sweeps_are_printed_whole_by_every_version():
+    """The sizes each OSU check asks for are rows of every version's table:
+    with a 0-byte latency (5.x's sweep) OSU 7.x's runs would all miss one."""
+    osu = import_module_from_file(str(REPO / 'checks' / 'osu.py'))
+    for path in FILES + VERSIONED:
+        bench = bench_of(path)
+        table = parse_osu(path.read_text(), path.name)
+        want = expected_sizes(osu.MIN_SIZE[bench], max(table.sizes))
+        assert not missing_sizes(table, want), (path, want)
+
+
+def test_7x_full_output_gives_its_extra_columns():
+    table = parse_osu((DATA / 'v7.4-options' / 'openmpi_shm_osu_allreduce_f.txt').read_text())
+    assert table.columns == ('Size', 'Avg Latency(us)', 'Min Latency(us)', 'Max Latency(us)',
+                             'Iterations')
+    assert table.rows[8] == (0.68, 0.39, 0.97, 50.0)
+    assert table.column(0)[16384] == 179.09       # the average is column 0 in every version
+
+
+def test_7x_validation_column_is_read_as_words_and_a_fail_is_named():
+    text = (DATA / 'v7.4-options' / 'openmpi_shm_osu_latency_c.txt').read_text()
+    table = parse_osu(text)
+    assert table.columns[-1] == 'Validation' and table.value_columns == ('Avg Latency(us)',)
+    assert table.rows[8] == (0.42,) and table.failed == ()
+    failing = text.replace('0.45              Pass', '0.45              Fail', 1)
+    assert parse_osu(failing).failed == (128,)
+    with pytest.raises(OsuParseError, match='needs a Validation column'):
+        parse_osu(text.replace('        Validation', ''), 'x')
+
+
+def test_the_record_names_the_osu_version():
+    table = parse_osu((DATA / 'v7.4' / 'openmpi_shm_osu_bw.txt').read_text())
+    assert osu_spec('/opt/osu/openmpi', table.version) == \
+        'osu-micro-benchmarks@7.4 /opt/osu/openmpi'
+    assert osu_spec('/opt/osu') == 'osu-micro-benchmarks@? /opt/osu'
 
 
 def test_values_are_the_printed_numbers():

@@ -156,3 +156,26 @@ def test_skipped_lines_are_named(tmp_path):
     stats = ReadStats()
     read_perflogs([str(tmp_path)], stats=stats)
     assert f'first at {path}:3' in stats.warnings()[0]
+
+
+@pytest.mark.parametrize('bad', ['nan', 'inf', '-inf', '0', '-1.5'])
+def test_an_unusable_time_is_skipped_with_its_place_and_the_rest_judged(tmp_path, bad):
+    import perflog_writer as pw
+    from hybridverdict.cli import main as cli_main
+    from hybridverdict.perflog import ReadStats, read_perflogs
+    runs = []
+    for i, (mode, ranks, threads, t) in enumerate(
+            [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3):
+        runs.append(pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks,
+                            threads=threads, size='16',
+                            time=pw.T0 + dt.timedelta(seconds=2 * i)))
+    runs.insert(3, pw.line('spmv', {'t_total': (bad, 's')}, mode='masteronly', ranks=1,
+                           threads=2, size='16', time=pw.T0 + dt.timedelta(seconds=5)))
+    log = pw.write(tmp_path / 'logs' / 'SpmvCheck.log', [pw.header(['t_total'])] + runs)
+    stats = ReadStats()
+    recs = read_perflogs([str(log)], stats=stats)
+    assert len(recs) == 6 and stats.skipped == 1
+    (warning,) = stats.warnings()
+    assert 'unusable record (t_total is not' in warning and f'{log}:5' in warning
+    # the report is written for every other pair, not a traceback
+    assert cli_main(['--perflogs', str(log), '--out', str(tmp_path / 'out')]) == 0

@@ -220,3 +220,28 @@ def test_the_ring_across_nodes_measures_every_k_and_the_plan_counts_them():
     single = P.estimate('ring', ('mpi', 4, 1), '8', one)
     across = P.estimate('ring', ('mpi', 4, 1), '8', two)
     assert across > 2.5 * single
+
+
+@pytest.mark.parametrize('option', [['--cores', '0'], ['--cores', '-4'], ['--sockets', '0'],
+                                    ['--numa', '0'], ['--nodes', '0'], ['--samples', '0'],
+                                    ['--samples', '101'], ['--stacks', '0']])
+def test_command_line_refuses_out_of_range_numbers(option, capsys):
+    # --cores 0 used to plan this host and exit 0
+    assert P.main(option) == 2
+    assert f'plan: error: {option[0]} must be an integer from 1' in capsys.readouterr().err
+
+
+def test_the_session_budget_is_split_across_partitions_and_stacks():
+    assert P.part_budget('30m', 4) == 450
+    assert P.part_budget('10m/part', 4) == 600
+    assert P.parse_session_budget('1h/part') == (3600, True)
+    with pytest.raises(ValueError, match='HARNESS_BUDGET'):
+        P.part_budget('soon/part', 2)
+
+
+def test_part_budget_line(capsys):
+    assert P.main(['--cores', '16', '--stacks', '3', '--budget', '30m', '--part-budget']) == 0
+    assert capsys.readouterr().out.split() == ['600', '1800', '3']
+    assert P.main(['--cores', '16', '--stacks', '3', '--budget', '30m', '-q']) == 0
+    out = capsys.readouterr().out
+    assert 'session: 3 part(s) (partition x stack)' in out and 'budget 30.0 min' in out

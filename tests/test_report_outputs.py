@@ -11,12 +11,13 @@ import re
 
 import polars as pl
 import pytest
-from hybridverdict import history, tidy
+from hybridverdict import glance, history, tidy
 from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
 from hybridverdict.report import build
+from hybridverdict.verdict import verdicts
 from hybridverdict.write import SUFFIXES, write_all
-from perflog_writer import T0, header, hockney_runs, line, write, write_runs
+from perflog_writer import T0, header, hockney_runs, line, ring_values, write, write_runs
 from test_runreport import case, report
 
 SIZES = [1, 8, 64, 512, 4096, 65536, 1048576]
@@ -278,3 +279,46 @@ def test_every_section_is_in_every_output(tmp_path):
     # the objects the figures are drawn from are handed to the report
     assert rep.curves and rep.headlines and rep.saturation and rep.collectives
     assert rep.efficiencies and rep.phases and rep.history and rep.history_total
+
+
+def test_the_report_judges_the_ring_per_message_size(tmp_path, capsys):
+    """Issue 25: one verdict per message size of the ring's sweep (8 B latency-bound:
+    hybrid wins; 1 MiB bandwidth-bound: it loses), named by the message; a perflog
+    written before the per-size times (mpich here) keeps its one verdict."""
+    sweep = '8,65536,1048576'
+    for stack, new in (('openmpi', True), ('mpich', False)):
+        lines = []
+        for i in range(5):
+            when = T0 + dt.timedelta(seconds=10 * i)
+            j = 1 + 0.002 * (i % 2)
+            for mode, r, t, per in (('mpi', 2, 1, {8: 2e-6 * j, 65536: 1e-4 * j,
+                                                   1048576: 1e-3 * j}),
+                                    ('masteronly', 1, 2, {8: 1e-6, 65536: 1e-4,
+                                                          1048576: 2e-3})):
+                run = ring_values(per if new else None, t_total=2.0 if mode == 'mpi' else 1.0)
+                lines.append(line('ring', run, mode=mode, ranks=r, threads=t, size=sweep,
+                                  stack=stack, time=when + dt.timedelta(seconds=r == 1)))
+        write(tmp_path / f'logs/{stack}/RingCheck.log', [header(list(run))] + lines)
+    out = tmp_path / 'reports'
+    assert main(['--perflogs', str(tmp_path / 'logs'), '--out', str(out)]) == 0
+    term = capsys.readouterr().out
+    files = written(out)
+    found = json.loads(files['json'])['verdicts']
+    calls = sorted((v['stack'], v['size'], v['variable'], v['verdict']) for v in found)
+    assert calls == [('mpich', sweep, 't_total', 'WIN'),
+                     ('openmpi', '1MiB', 't_msg_1048576', 'LOSS'),
+                     ('openmpi', '64KiB', 't_msg_65536', 'TIE'),
+                     ('openmpi', '8B', 't_msg_8', 'WIN')]
+    for text in (term, files['md']):
+        rows = [ln.replace('|', ' ').split() for ln in text.splitlines()]
+        ring_rows = [r[:3] for r in rows if r and r[0] == 'ring']
+        assert ['ring', '8B', 'openmpi'] in ring_rows and ['ring', '1MiB', 'openmpi'] in ring_rows
+        assert ['ring', sweep, 'mpich'] in ring_rows
+        assert ['ring', sweep, 'openmpi'] not in ring_rows
+    # the sentences name the message sizes, the sizes in byte order
+    assert ('ring: hybrid wins 2, loses 1, ties 1 and is undecided (INCONCLUSIVE) in 0 of 4'
+            in files['md'])
+    assert 'Hybrid loses most with masteronly 1x2 at size 1MiB' in files['md']
+    grid = next(g for g in glance.grids(verdicts(read_perflogs([str(tmp_path / 'logs')])))
+                if g.stack == 'openmpi')
+    assert grid.sizes == ['8B', '64KiB', '1MiB']

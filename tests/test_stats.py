@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
+import statistics
 
 import pytest
 from harnesslib import stats
@@ -111,7 +113,7 @@ def test_drift_cancels_in_interleaved_rounds_but_not_back_to_back():
     hyb = [1.0 * d for d in drift]
     rounds = stats.compare(mpi, hyb, [at(2 * i) for i in range(7)],
                            [at(2 * i + 1) for i in range(7)])
-    assert rounds.basis == 'interleaved rounds'
+    assert rounds.basis == stats.PAIRED
     assert rounds.ratio == pytest.approx(1.2)
     assert rounds.noise == pytest.approx(0.0, abs=1e-12)
     # the same values measured back to back: the drift is not seen, the floor is added
@@ -164,3 +166,32 @@ def test_sessions_split_at_gaps():
     starts = stats.session_starts(times)
     assert starts == [at(0), at(24 * 60), at(48 * 60)]
     assert [stats.session_of(t, starts) for t in times] == [0, 0, 0, 1, 1, 2]
+
+
+def test_paired_interval_is_t_on_the_log_ratios():
+    ratios = [1.10, 1.20, 1.15, 1.05, 1.25]
+    iv = stats.paired_interval(ratios, confidence=0.95)
+    logs = [math.log(r) for r in ratios]
+    m, s = statistics.fmean(logs), statistics.stdev(logs)
+    half = 2.7764451051977987 * s / math.sqrt(5)          # t(0.975, 4)
+    assert iv.median == pytest.approx(math.exp(m))
+    assert (iv.low, iv.high) == pytest.approx((math.exp(m - half), math.exp(m + half)))
+    assert iv.method == stats.PAIRED_METHOD and iv.n == 5 and iv.confidence == 0.95
+    # the decision's default confidence is wider than 95%
+    wide = stats.paired_interval(ratios)
+    assert wide.confidence == stats.DECISION_CONFIDENCE
+    assert wide.low < iv.low and wide.high > iv.high
+    # symmetric on the log scale: the reciprocal ratios give the reciprocal interval
+    inv = stats.paired_interval([1 / r for r in ratios], confidence=0.95)
+    assert (inv.low, inv.high) == pytest.approx((1 / iv.high, 1 / iv.low))
+
+
+def test_paired_interval_edge_cases():
+    one = stats.paired_interval([1.3])
+    assert (one.low, one.high, one.confidence, one.method) == (1.3, 1.3, 0.0, 'single value')
+    same = stats.paired_interval([0.9, 0.9, 0.9])
+    assert same.low == same.high == pytest.approx(0.9)
+    # a ratio of 0 cannot be logged: the median's interval instead
+    assert stats.paired_interval([0.0, 1.0, 2.0]).method == 'bootstrap'
+    with pytest.raises(stats.StatsError):
+        stats.paired_interval([1.0, float('inf')])

@@ -113,7 +113,7 @@ def test_interleaved_rounds_decide_where_back_to_back_samples_cannot():
     rounds = ([rec('mpi', 1.03 * d, time=at(2 * i)) for i, d in enumerate(drift)]
               + [hyb(d, time=at(2 * i + 1)) for i, d in enumerate(drift)])
     (v,) = verdicts(rounds)
-    assert v.basis == 'interleaved rounds'
+    assert v.basis == 'paired rounds'
     assert v.speedup == pytest.approx(1.03) and v.verdict == 'TIE'
     # the same samples, all MPI runs first: the drift is not seen, no call can be made
     blocks = ([rec('mpi', 1.03 * d, time=at(i)) for i, d in enumerate(drift)]
@@ -150,3 +150,64 @@ def test_crossover_per_size_with_its_sentence():
     (w,) = crossovers(verdicts([rec('mpi', 1.0, nodes=n) for n in (1, 2)]
                                + [hyb(0.5, nodes=n) for n in (1, 2)]))
     assert 'hybrid wins at every node count measured (1-2 nodes' in w.sentence
+
+
+# ---- the ring, judged per message size (issue 25) ------------------------------------
+
+SWEEP = '8,65536,1048576'
+
+
+def ring(mode: str, per_message: dict[int, float] | None, t_total: float = 1.0,
+         **kw) -> Record:
+    """A ring run of the sweep: t_total (its largest size's time) and, unless
+    `per_message` is None (a perflog written before they existed), t_msg_<bytes>."""
+    values = {'t_total': t_total, 'bw_k1_8': 5.0, 'bw_k2_8': 0.0}
+    values.update({f't_msg_{n}': t for n, t in (per_message or {}).items()})
+    layout = {'ranks': 2, 'threads': 1} if mode == 'mpi' else {'ranks': 1, 'threads': 2}
+    return rec(mode, 0.0, kernel='ring', size=SWEEP, **layout,
+               **{'values': values, 'units': dict.fromkeys(values, 's'), **kw})
+
+
+def test_the_ring_is_judged_per_message_size():
+    # latency-bound 8 B: hybrid (one message k times larger) wins; bandwidth-bound
+    # sizes: it loses at 1 MiB and ties at 64 KiB.  The merged t_total says nothing of it.
+    runs = []
+    for i, j in enumerate((1.0, 1.004, 0.997, 1.002, 0.999)):   # rounds, mpi then hybrid
+        t = T0 + dt.timedelta(seconds=10 * i)
+        runs += [ring('mpi', {8: 2e-6 * j, 65536: 1e-4 * j, 1048576: 1e-3 * j}, time=t),
+                 ring('masteronly', {8: 1e-6, 65536: 1.01e-4, 1048576: 2e-3},
+                      time=t + dt.timedelta(seconds=1))]
+    found = verdicts(runs)
+    assert [(v.size, v.verdict) for v in found] == [('8B', 'WIN'), ('64KiB', 'TIE'),
+                                                    ('1MiB', 'LOSS')]
+    assert [v.variable for v in found] == ['t_msg_8', 't_msg_65536', 't_msg_1048576']
+    assert found[0].speedup == pytest.approx(2.0, rel=0.01)
+    assert found[0].t_mpi == pytest.approx(2e-6, rel=0.01)
+    assert all(v.kernel == 'ring' and (v.n_mpi, v.n_hybrid) == (5, 5) for v in found)
+    assert SWEEP not in {v.size for v in found}          # no merged verdict beside them
+
+
+def test_old_ring_perflogs_keep_their_one_verdict_by_t_total():
+    old = [ring('mpi', None, t_total=1.0), ring('masteronly', None, t_total=2.0)]
+    (v,) = verdicts(old)
+    assert (v.size, v.variable, v.verdict) == (SWEEP, 't_total', 'LOSS')
+    # spmv and the other kernels are judged by t_total at their own size, as before
+    (s,) = verdicts([rec('mpi', 1.0), hyb(0.5)])
+    assert (s.size, s.variable, s.verdict) == ('16', 't_total', 'WIN')
+
+
+def test_a_ring_size_without_a_time_gets_no_verdict_and_unjudged_pairs_are_per_size():
+    from hybridverdict.verdict import unjudged
+    runs = [ring('mpi', {8: 2e-6, 1048576: 0.0}), ring('masteronly', {8: 1e-6, 1048576: 1e-3})]
+    assert [v.size for v in verdicts(runs)] == ['8B']     # 0: the size was not measured
+    over = [ring('mpi', {8: 2e-6, 1048576: 1e-3}),
+            ring('masteronly', {8: 1e-6, 1048576: 1e-3}, oversubscribed=True)]
+    assert verdicts(over) == []
+    assert [u.size for u in unjudged(over)] == ['8B', '1MiB']
+
+
+def test_message_sizes_sort_by_their_bytes():
+    from hybridverdict.perflog import size_key
+    assert sorted(['1MiB', '64KiB', '8B', '4KiB'], key=size_key) == ['8B', '4KiB', '64KiB',
+                                                                    '1MiB']
+    assert sorted(['12', '6'], key=size_key) == ['6', '12']

@@ -18,6 +18,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import PerformanceError
 
 from .build import KernelBuild
+from .compat import declare_perf_value
 from .launch import (
     EXIT_STATUS_TAG,
     LIBRARY_PREFIX,
@@ -25,6 +26,7 @@ from .launch import (
     hold_node_lock,
     launch_line,
     launcher_family,
+    mpi_vars,
     own_launcher,
     shell_words,
 )
@@ -102,10 +104,7 @@ class PerfSchema(rfm.RegressionTestPlugin):
         part = self.current_partition.fullname
         self._declared_perf = tuple(self.perf_variables)
         for name, fn in self.perf_variables.items():
-            unit = getattr(fn, 'unit', '') or ''
-            # ReFrame's own slot for the variable (pipeline.check_performance
-            # fills the same key): [value, ref, lower, upper, unit, result].
-            self._perfvalues.setdefault(f'{part}:{name}', [None, 0, None, None, unit, None])
+            declare_perf_value(self, f'{part}:{name}', getattr(fn, 'unit', '') or '')
 
     @run_before('performance', always_last=True)
     def check_declared_perf_variables(self):
@@ -244,6 +243,27 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
             # squeue reports no exit status (no accounting database): the
             # job script records the launcher's, right after it.
             self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+
+    @run_before('run')
+    def check_mpi_env(self):
+        """The MPI tuning variables in effect for the run (the session's, the
+        partition's and environment's, the run's own binding) into the perflog's
+        ``mpi_env``; a transport variable the partition pins for this stack
+        (environment extras ``pinned``) that has another value fails the run,
+        naming it: its records would claim a transport they did not use."""
+        effective = mpi_vars({**os.environ,
+                              **(getattr(self.current_partition, 'env_vars', None) or {}),
+                              **(self.current_environ.env_vars or {}), **self.env_vars})
+        pinned = self.current_environ.extras.get('pinned') or {}
+        wrong = [f'{var}={effective.get(var, "(unset)")} (the partition pins {want})'
+                 for var, want in sorted(pinned.items()) if effective.get(var) != want]
+        if wrong:
+            claim = self.current_environ.extras.get('transport') or 'its transport'
+            raise sn.SanityError(
+                f'{self.current_partition.fullname} claims {claim} for '
+                f'{self.current_environ.name}, but this run sets {"; ".join(wrong)}')
+        self.mpi_env = ' '.join(f'{k}={v}' for k, v in sorted(effective.items())).replace(
+            '|', '/')
 
     def launch(self, num_tasks: int, threads: int | None = None) -> str:
         """The partition's launcher as a command line for `num_tasks` ranks,

@@ -15,6 +15,11 @@ centre's, launches the same way.
 * ``launch_line``: the partition's launcher as a command line, for the job
   scripts that a check writes itself.
 * ``hold_node_lock``: one build or run at a time on a local machine.
+* ``mpi_vars``, ``clean_mpi_env``: the MPI tuning variables of an environment
+  (``MPI_VAR_PREFIXES``), and the rule for those a user's shell exports
+  (``HARNESS_MPI_ENV``: ``clean``, the default, takes them out of the
+  session; ``keep`` passes them on); either way every run records the ones in
+  effect (``RunBase.check_mpi_env``: the perflog's ``mpi_env``).
 """
 
 from __future__ import annotations
@@ -23,9 +28,44 @@ import hashlib
 import os
 import shlex
 import types
+from collections.abc import Mapping, MutableMapping
 
 import reframe.core.runtime as rt
 from reframe.core.launchers import JobLauncher
+
+#: Prefixes of the MPI tuning variables: what a shell's rc file or a module
+#: may export that changes what a run measures (transport, protocol,
+#: collectives): Open MPI's and PRRTE's/PMIx's MCA, UCX, MPICH's CVARs,
+#: MVAPICH2's, libfabric's and Intel MPI's.
+MPI_VAR_PREFIXES = ('OMPI_MCA_', 'PRTE_MCA_', 'PMIX_MCA_', 'UCX_', 'MPIR_CVAR_', 'MV2_', 'FI_',
+                    'I_MPI_')
+#: ``HARNESS_MPI_ENV``: what becomes of the MPI tuning variables a session
+#: inherits (the partition's own always apply).
+MPI_ENV_MODES = ('clean', 'keep')
+
+
+def mpi_vars(env: Mapping[str, str]) -> dict[str, str]:
+    """The MPI tuning variables of `env` (``MPI_VAR_PREFIXES``)."""
+    return {k: str(v) for k, v in env.items() if k.startswith(MPI_VAR_PREFIXES)}
+
+
+def mpi_env_mode() -> str:
+    """``HARNESS_MPI_ENV`` (default ``clean``), checked."""
+    mode = os.environ.get('HARNESS_MPI_ENV', '').strip() or 'clean'
+    if mode not in MPI_ENV_MODES:
+        raise ValueError(f'HARNESS_MPI_ENV must be one of {", ".join(MPI_ENV_MODES)}, '
+                         f'got {mode!r}')
+    return mode
+
+
+def clean_mpi_env(environ: MutableMapping[str, str]) -> list[str]:
+    """Take the MPI tuning variables out of `environ` (the session's own, so
+    that no run inherits them); their names."""
+    names = sorted(mpi_vars(environ))
+    for name in names:
+        del environ[name]
+    return names
+
 
 # What `mpi_library` (MPI_Get_library_version, first line) starts with, per stack.
 LIBRARY_PREFIX = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2'}

@@ -1,13 +1,26 @@
-"""Read the tables that the OSU Micro-Benchmarks (5.x) print.
+"""Read the tables that the OSU Micro-Benchmarks (5.x, 6.x, 7.x) print.
 
 Every OSU MPI benchmark prints a title line (``# OSU MPI Latency Test v5.9``),
-optional option lines (``# [ pairs: 1 ] [ window size: 64 ]``), one column
-header line (``# Size          Latency (us)``) and then one row per message
-size: the size in bytes followed by one or more numbers.  `parse_osu` turns
-such an output into an `OsuTable`; the harness's checks (checks/osu.py,
-checks/comm.py) and the reports use it.  Anything that is not a table line
-(launcher warnings, a second benchmark's output) is ignored, but a row that
-starts like a table row and does not parse is an error naming the line.
+optional option lines (``# [ pairs: 1 ] [ window size: 64 ]``, 7.x's
+``# Datatype: MPI_CHAR.``), one column header line (``# Size  Latency (us)``)
+and then one row per message size: the size in bytes followed by one or more
+numbers.  `parse_osu` turns such an output into an `OsuTable`; the harness's
+checks (checks/osu.py, checks/ring.py) use it.  Anything that is not a table
+line (launcher warnings, a second benchmark's output) is ignored, but a row
+that starts like a table row and does not parse is an error naming the line.
+
+What changed between the versions the harness reads (recorded outputs of
+5.9, 6.2 and 7.4 are in tests/data/osu/):
+
+* 7.x starts osu_latency's sweep at 1 byte even when asked for ``-m 0:...``
+  (5.x and 6.x print a 0-byte row): the checks start it at 1 byte for every
+  version, so a site's series go on unchanged across an OSU upgrade.
+* 7.x names osu_latency's column ``Avg Latency(us)`` (before: ``Latency (us)``)
+  and prints a ``# Datatype:`` line; 6.x prints osu_mbw_mr's title twice.
+* 7.x's ``-f`` adds Min/Max latency and Iterations columns to the
+  collectives (numbers, read like any column), and its ``-c`` a Validation
+  column of ``Pass``/``Fail`` words: read into `OsuTable.failed`, never into
+  the numbers.
 """
 
 from __future__ import annotations
@@ -20,7 +33,10 @@ import shlex
 _TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
 _SIZE_ROW = re.compile(r'^\d+\s')
 _NUMBER = r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?'
-_ROW = re.compile(rf'^(?P<size>\d+)(?P<values>(?:\s+{_NUMBER})+)\s*$')
+_ROW = re.compile(rf'^(?P<size>\d+)(?P<values>(?:\s+{_NUMBER})+)'
+                  r'(?:\s+(?P<check>Pass|Fail))?\s*$')
+#: The header of 7.x's data-validation column (``-c``): Pass or Fail per row.
+VALIDATION = 'Validation'
 
 
 class OsuParseError(ValueError):
@@ -36,6 +52,19 @@ class OsuTable:
     columns: tuple[str, ...]
     rows: dict[int, tuple[float, ...]]
     options: tuple[str, ...] = ()
+    #: Sizes whose data validation failed (7.x ``-c``: ``Fail``).
+    failed: tuple[int, ...] = ()
+
+    @property
+    def major(self) -> int:
+        """The major version (5, 6, 7, ...; 0 where the title has none)."""
+        m = re.match(r'\d+', self.version)
+        return int(m.group()) if m else 0
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        """The numeric columns after Size (Validation is not one)."""
+        return tuple(c for c in self.columns[1:] if c != VALIDATION)
 
     def column(self, index: int = 0) -> dict[int, float]:
         """Value of column `index` (0: the first after Size) per size."""
@@ -63,6 +92,7 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
     columns: tuple[str, ...] = ()
     options: list[str] = []
     rows: dict[int, tuple[float, ...]] = {}
+    failed: list[int] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
@@ -84,10 +114,17 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
         if m is None:
             raise OsuParseError(f'{source}: line {lineno}: not a table row: {line[:120]!r}')
         values = tuple(float(v) for v in m.group('values').split())
-        if len(values) != len(columns) - 1:
+        numeric = [c for c in columns[1:] if c != VALIDATION]
+        if len(values) != len(numeric):
             raise OsuParseError(f'{source}: line {lineno}: {len(values)} value(s), the header '
-                                f'has {len(columns) - 1}: {line[:120]!r}')
-        rows[int(m.group('size'))] = values
+                                f'has {len(numeric)}: {line[:120]!r}')
+        if (m.group('check') is not None) != (VALIDATION in columns):
+            raise OsuParseError(f'{source}: line {lineno}: a Pass/Fail word needs a '
+                                f'{VALIDATION} column and that column a word: {line[:120]!r}')
+        size = int(m.group('size'))
+        rows[size] = values
+        if m.group('check') == 'Fail':
+            failed.append(size)
     if not title:
         raise OsuParseError(f'{source}: no "# OSU MPI ... Test" title line')
     if not columns:
@@ -95,7 +132,7 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
     if not rows:
         raise OsuParseError(f'{source}: the table has no rows')
     return OsuTable(title=title, version=version, columns=columns, rows=rows,
-                    options=tuple(options))
+                    options=tuple(options), failed=tuple(failed))
 
 
 def expected_sizes(min_size: int, max_size: int) -> list[int]:
@@ -108,6 +145,13 @@ def expected_sizes(min_size: int, max_size: int) -> list[int]:
         sizes.append(s)
         s = s * 2 if s else 1
     return sizes
+
+
+
+def osu_spec(prefix: str, version: str = '') -> str:
+    """What a record's build_spec says of OSU: its version (from the table's
+    title, once a run printed one) and its prefix."""
+    return f'osu-micro-benchmarks@{version or "?"} {prefix}'.rstrip()
 
 
 def missing_sizes(table: OsuTable, want: list[int]) -> list[int]:

@@ -1,12 +1,11 @@
 """Topology and layouts: cores per node, the R x T layouts that fill a node,
-the sizes of the kernel checks, point-to-point placement, the samples of
-every run (interleaved through the session), and the session's plan
+the sizes of the kernel checks, point-to-point placement, the rounds of
+every run (each pair's two runs side by side), and the session's plan
 (``harnesslib.plan``) as the checks see it."""
 
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 
 import reframe.core.runtime as rt
@@ -14,6 +13,7 @@ from reframe.core.builtins import parameter
 from reframe.core.exceptions import ReframeFatalError
 
 from . import plan as _plan
+from .compat import registered_variants
 from .plan import divisors, layout_name, parse_layout  # noqa: F401  (the checks' API)
 
 
@@ -121,20 +121,57 @@ def serial_runs() -> list[tuple[str, int, int]]:
 
 
 def sample_parameter():
-    """The ``sample`` parameter of a kernel check: HARNESS_REPEAT samples.
+    """The ``sample`` parameter of a kernel check: its rounds, ``HARNESS_REPEAT``
+    of them numbered from ``HARNESS_FIRST_ROUND`` (0; the sequential rounds of
+    ``hybridverdict.sequential`` go on from where the planned ones ended, so
+    every round of a session has a name of its own).
 
     Declare it last, so that the display name reads
     ``SpmvCheck %layout=mpi_2x1 %problem=64 %sample=0`` and
     ``-n 'SpmvCheck%layout=mpi_2x1'`` still selects a layout.
     """
-    return parameter(range(samples_per_run()), type=int)
+    first = first_round()
+    return parameter(range(first, first + samples_per_run()), type=int)
+
+
+def round_order(layouts: list, rnd: int) -> list:
+    """The order of one round of one size: each pure-MPI layout among the
+    hybrid layouts of its core count, so that every hybrid run sits next to
+    it (half of them before, half after; two hybrid modes of one layout are
+    both its neighbours), and the order reversed on every other round, so
+    that a hybrid run comes before its pure-MPI run in one round and after it
+    in the next (a drift of the machine cancels over the rounds).  Layouts
+    without a pure-MPI partner (serial runs, a core count without pure MPI)
+    come after the blocks."""
+    blocks, rest = [], []
+    by_cores: dict[int, list] = {}
+    for lay in layouts:
+        by_cores.setdefault(lay[1] * lay[2], []).append(lay)
+    for cores, group in by_cores.items():
+        mpi = ('mpi', cores, 1)
+        if mpi not in group:
+            rest += group
+            continue
+        hybrids = [lay for lay in group if lay[0] not in ('mpi', 'serial')]
+        rest += [lay for lay in group if lay[0] == 'serial']
+        half = (len(hybrids) + 1) // 2
+        block = hybrids[:half] + [mpi] + hybrids[half:]
+        blocks.append(block[::-1] if rnd % 2 else block)
+    return [lay for block in blocks for lay in block] + rest
+
+
+def _layout_of(params: dict) -> tuple | None:
+    """A variant's (mode, ranks, threads), or None where it has none."""
+    lay = params.get('layout')
+    return tuple(lay) if isinstance(lay, tuple) and len(lay) == 3 else None
 
 
 def interleave_samples(cls):
     """Class decorator, above ``@rfm.simple_test``: run the check's variants
-    sample by sample (every layout and size of sample 0, then of sample 1,
-    ...) instead of the samples of one run back to back, so the spread of
-    the samples of both sides of a verdict covers the drift of the session.
+    round by round, and within a round size by size, each size's layouts in
+    ``round_order``: the two runs of a verdict side by side, their order
+    alternating from round to round, so that each round's ratio T_mpi /
+    T_hybrid shares that moment's state of the machine (issue 25).
 
     ReFrame runs a module's tests in the order they were registered (its
     serial policy keeps the order, after the dependencies of each test; the
@@ -142,16 +179,29 @@ def interleave_samples(cls):
     variants in the order of its parameter space, the last parameter fastest.
     The sample parameter stays last in the display name
     (``-n 'SpmvCheck%layout=mpi_2x1'`` still selects), and this reorders the
-    registration.  ``--exec-order`` overrides it.
+    registration (``compat.registered_variants``).  ``--exec-order``
+    overrides it.  ReFrame keeps the cases of one variant (its partitions and
+    environments) together: with several stacks or partitions in one
+    session a pair's runs are one case of each apart; the sequential rounds
+    run one partition and stack at a time.
     """
-    registry = getattr(inspect.getmodule(cls), '_rfm_test_registry', None)
-    entries = getattr(registry, '_tests', {}).get(cls)
+    entries = registered_variants(cls)
     if not entries:
         return cls
+    params = {entry[1].get('variant_num', 0): cls.get_variant_info(
+        entry[1].get('variant_num', 0), recurse=True)['params'] for entry in entries}
+    layouts = list(dict.fromkeys(_layout_of(p) for p in params.values()
+                                 if _layout_of(p) is not None))
+    positions = {}
 
-    def key(entry: tuple) -> tuple[int, int]:
+    def key(entry: tuple) -> tuple:
         num = entry[1].get('variant_num', 0)
-        return (cls.get_variant_info(num, recurse=True)['params'].get('sample', 0), num)
+        p = params[num]
+        rnd = p.get('sample', 0)
+        if rnd not in positions:
+            positions[rnd] = {lay: i for i, lay in enumerate(round_order(layouts, rnd))}
+        lay = _layout_of(p)
+        return (rnd, str(p.get('problem', '')), positions[rnd].get(lay, -1), num)
 
     entries.sort(key=key)
     return cls
@@ -166,9 +216,12 @@ def _cached_plan(topo: _plan.Topology, samples: int, budget_s: float) -> _plan.P
 
 def partition_plan(partition, nodes: int | None = None) -> _plan.Plan:
     """The session's plan for `partition` (``HARNESS_REPEAT`` samples,
-    ``HARNESS_BUDGET``), the same as ``python -m harnesslib.plan`` prints."""
+    ``HARNESS_BUDGET`` split across the system's partitions and stacks, or
+    per part as ``./harness`` exports it), as ``python -m harnesslib.plan``
+    prints it."""
     topo = _plan.Topology.from_partition(partition, nodes)
-    return _cached_plan(topo, samples_per_run(), _plan.budget_from_env())
+    parts = sum(max(1, len(p.environs)) for p in _partitions()) or 1
+    return _cached_plan(topo, samples_per_run(), _plan.budget_from_env(parts))
 
 
 def print_plans() -> None:
@@ -181,6 +234,19 @@ def print_plans() -> None:
             getlogger().info(partition_plan(part).summary())
         except ValueError as err:
             getlogger().warning(f'plan {part.fullname}: {err}')
+
+
+def first_round() -> int:
+    """The number of a session's first round (``HARNESS_FIRST_ROUND``, default 0)."""
+    text = os.environ.get('HARNESS_FIRST_ROUND', '0').strip()
+    if not text.isdigit() or int(text) > MAX_FIRST_ROUND:
+        raise ValueError(f'HARNESS_FIRST_ROUND must be an integer from 0 to {MAX_FIRST_ROUND}, '
+                         f'got {text!r}')
+    return int(text)
+
+
+#: Round numbers stay below this (the sequential rounds' cap is far lower).
+MAX_FIRST_ROUND = 1000
 
 
 def samples_per_run() -> int:

@@ -111,8 +111,15 @@ SPMV_MIN_CALLS = 10
 SPMV_SERIAL_MIN_CALLS = 3
 #: Steps of md's timed loop before ``--min-time`` stretches it.
 MD_MIN_STEPS = 100
-#: Default budget per stack and partition.
+#: Default budget per stack and partition, where no session budget is given
+#: (a plain ``reframe`` run of the checks).
 DEFAULT_BUDGET_S = 15 * 60.0
+#: Default budget of a whole ``./harness run`` or ``nightly`` session, split
+#: across its partitions and stacks (``HARNESS_BUDGET``).
+DEFAULT_SESSION_BUDGET = '30m'
+#: ``HARNESS_BUDGET=10m/part``: a budget per partition and stack instead.
+PER_PART = '/part'
+
 
 # ---- kernel facts ---------------------------------------------------------------
 
@@ -172,6 +179,8 @@ class Topology:
     #: CPUs online where the runs really execute (0: as many as ``cores``); a
     #: declared node's runs see this machine's.
     online_cpus: int = 0
+    #: Stacks (environments) run on the partition: parts of the session's budget.
+    stacks: int = dataclasses.field(default=1, compare=False)
 
     def __post_init__(self) -> None:
         for field in ('cores', 'sockets', 'numa', 'nodes'):
@@ -260,9 +269,25 @@ def parse_budget(text: str) -> float:
     return seconds
 
 
-def budget_from_env() -> float:
+def parse_session_budget(text: str) -> tuple[float, bool]:
+    """``HARNESS_BUDGET``: (seconds, per part).  ``30m`` is the whole session's,
+    ``10m/part`` each partition and stack's."""
+    text = text.strip()
+    per_part = text.endswith(PER_PART)
+    return parse_budget(text[:-len(PER_PART)] if per_part else text), per_part
+
+
+def part_budget(text: str, parts: int) -> float:
+    """Seconds for each of `parts` partition-and-stack parts of a session."""
+    seconds, per_part = parse_session_budget(text)
+    return seconds if per_part else seconds / max(1, parts)
+
+
+def budget_from_env(parts: int = 1) -> float:
+    """The budget of one partition and stack: ``HARNESS_BUDGET`` split across
+    `parts`, or as given per part; unset, ``DEFAULT_BUDGET_S``."""
     text = os.environ.get('HARNESS_BUDGET', '').strip()
-    return parse_budget(text) if text else DEFAULT_BUDGET_S
+    return part_budget(text, parts) if text else DEFAULT_BUDGET_S
 
 
 # ---- layouts -----------------------------------------------------------------------
@@ -526,6 +551,7 @@ class Run:
     seconds: float           # estimate of one sample
     mem_per_process: int
     reason: str = ''         # why it is left out ('' if it runs)
+    measured: bool = False   # seconds measured on this partition, not the cost model's
 
     @property
     def name(self) -> str:
@@ -588,14 +614,20 @@ class Plan:
                  f'{self.budget_s / 60:.1f} min per stack (HARNESS_BUDGET)']
         if verbose:
             lines.append(f'  {"kernel":<7}{"layout":<26}{"size":<17}{"role":<22}'
-                         f'{"s/sample":>9}{"mem/proc":>11}')
+                         f'{"s/sample":>9} {"mem/proc":>11}')
             for r in self.runs:
                 lines.append(f'  {r.kernel:<7}{r.name:<26}{str(r.size):<17}{r.role:<22}'
-                             f'{r.seconds:>9.2f}{_gib(r.mem_per_process):>11}')
+                             f"{r.seconds:>9.2f}{'*' if r.measured else ' '}"
+                             f' {_gib(r.mem_per_process):>10}')
             if self.left_out:
                 lines.append('  left out:')
                 for r in self.left_out:
                     lines.append(f'    {r.kernel} {r.name} {r.size}: {r.reason}')
+        known = sum(r.measured for r in self.runs)
+        if known:
+            lines.append(f'  {known} of {len(self.runs)} runs estimated from this '
+                         f'partition\'s measured runs ({costs_path()}), the rest by the '
+                         f'cost model')
         lines.append(f'  runs {self.run_seconds:.0f} s + verdicts '
                      f'{T_VERDICT * self.verdicts:.0f} s + build {T_BUILD:.0f} s')
         lines.append('  ' + self.summary())
@@ -615,10 +647,48 @@ def node_sizes(kernel: str, topo: Topology) -> tuple:
     return base
 
 
+# ---- measured costs --------------------------------------------------------------
+
+#: The file of measured seconds per run (``HARNESS_PLAN_COSTS``; default
+#: ``$HARNESS_VAR_DIR/plan-costs.json``): {partition: {"kernel layout size": s}},
+#: written after every ``./harness`` session from its records
+#: (``hybridverdict.sequential``).
+COSTS_FILE = 'plan-costs.json'
+
+
+def costs_path() -> str:
+    return os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(
+        os.environ.get('HARNESS_VAR_DIR') or 'var', COSTS_FILE)
+
+
+def cost_key(kernel: str, layout: Layout, size) -> str:
+    return f'{kernel} {layout_name(layout)} {size}'
+
+
+def measured_costs(partition: str, path: str | None = None) -> dict[str, float]:
+    """This partition's measured seconds per run by ``cost_key`` (none where the
+    file is missing; an unreadable file is said on stderr and ignored)."""
+    import json
+    path = path or costs_path()
+    try:
+        with open(path, encoding='utf-8') as fh:
+            table = json.load(fh).get(partition, {})
+        return {str(k): float(v) for k, v in table.items() if float(v) > 0}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        print(f'plan: ignoring the measured costs in {path}: {err}', file=sys.stderr)
+        return {}
+
+
 def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET_S,
               min_time: float = MIN_TIME, kernels: Iterable[str] = KERNELS,
-              sizes: dict[str, tuple] | None = None) -> Plan:
-    """The plan of one stack on one partition (see the module's docstring)."""
+              sizes: dict[str, tuple] | None = None,
+              measured: dict[str, float] | None = None) -> Plan:
+    """The plan of one stack on one partition (see the module's docstring);
+    `measured` (``measured_costs``) replaces the cost model's estimate of every
+    run it has."""
+    measured = measured or {}
     if samples < 1:
         raise ValueError(f'samples must be at least 1, got {samples}')
     sizes = {**{k: node_sizes(k, topo) for k in SIZES}, **(sizes or {})}
@@ -631,8 +701,11 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
     def candidate(kernel: str, layout: Layout, size) -> Run:
         role = roles.get(layout[1:], '') if layout[0] != 'serial' else 'e_mt reference'
         why = infeasible(kernel, layout, size, topo)
-        return Run(kernel, layout, size, role, estimate(kernel, layout, size, topo, min_time),
-                   process_memory(kernel, layout, size), why and f'infeasible: {why}')
+        seconds = measured.get(cost_key(kernel, layout, size))
+        return Run(kernel, layout, size, role,
+                   seconds or estimate(kernel, layout, size, topo, min_time),
+                   process_memory(kernel, layout, size), why and f'infeasible: {why}',
+                   measured=seconds is not None)
 
     def take(group: list[Run], verdicts: int) -> bool:
         """Add `group` (all of it or none) if every run is feasible and it fits."""
@@ -692,18 +765,22 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
 
 def session_plan(topo: Topology, samples: int, budget_s: float) -> Plan:
     """The plan the checks follow: on a declared (oversubscribed) node the
-    tiny sizes and no minimum time, else the checks' sizes and ``MIN_TIME``."""
+    tiny sizes and no minimum time, else the checks' sizes and ``MIN_TIME``;
+    either way the seconds this partition measured per run where it has them
+    (``measured_costs``), the cost model's elsewhere."""
+    measured = measured_costs(topo.name)
     if topo.oversubscribed:
         return make_plan(topo, samples=samples, budget_s=budget_s, min_time=0.0,
-                         sizes=dict(TINY_SIZES))
-    return make_plan(topo, samples=samples, budget_s=budget_s)
+                         sizes=dict(TINY_SIZES), measured=measured)
+    return make_plan(topo, samples=samples, budget_s=budget_s, measured=measured)
 
 
 # ---- command line ----------------------------------------------------------------
 
 def _partition_topologies(config: str, system: str | None) -> list[Topology]:
     """The topology of every partition of the ReFrame configuration's system
-    (detected as ReFrame does, or declared)."""
+    (detected as ReFrame does, or declared), each with its stacks
+    (``Topology.stacks``)."""
     import reframe.core.config as config_mod
     import reframe.core.runtime as runtime
     from reframe.frontend import autodetect
@@ -714,7 +791,8 @@ def _partition_topologies(config: str, system: str | None) -> list[Topology]:
     out = []
     for part in runtime.runtime().system.partitions:
         try:
-            out.append(Topology.from_partition(part))
+            out.append(dataclasses.replace(Topology.from_partition(part),
+                                           stacks=max(1, len(part.environs))))
         except ValueError as err:
             print(f'plan: {part.fullname}: {err}', file=sys.stderr)
     return out
@@ -737,34 +815,58 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--nodes', type=int, default=1)
     ap.add_argument('--samples', type=int, default=None, help='default: HARNESS_REPEAT or 3')
     ap.add_argument('--budget', default=None, help='default: HARNESS_BUDGET or 15m')
-    ap.add_argument('--stacks', type=int, default=1, help='stacks the session runs')
+    ap.add_argument('--stacks', type=int, default=1,
+                    help='stacks a declared node runs (a configured partition: its own)')
     ap.add_argument('-q', '--quiet', action='store_true', help='one summary line each')
+    ap.add_argument('--part-budget', action='store_true',
+                    help='print only "SECONDS_PER_PART SESSION_SECONDS PARTS" (the split of '
+                         'HARNESS_BUDGET across the partitions and stacks; ./harness exports '
+                         'the first as HARNESS_BUDGET=<s>s/part for the checks)')
     args = ap.parse_args(argv)
+    for name, top in (('cores', None), ('sockets', None), ('numa', None), ('nodes', None),
+                      ('samples', 100), ('stacks', None)):
+        value = getattr(args, name)
+        if value is not None and (value < 1 or (top and value > top)):
+            print(f'plan: error: --{name} must be an integer from 1'
+                  + (f' to {top}' if top else ' up') + f', got {value}', file=sys.stderr)
+            return 2
     try:
         from .placement import samples_per_run
         samples = args.samples or samples_per_run()
-        budget = parse_budget(args.budget) if args.budget else budget_from_env()
         if args.cores:
             topos = [Topology(cores=args.cores, sockets=args.sockets, numa=args.numa,
                               mem_bytes=parse_memory(args.mem) if args.mem else 0,
-                              nodes=args.nodes, name=f'declared {args.cores}-core node')]
+                              nodes=args.nodes, name=f'declared {args.cores}-core node',
+                              stacks=args.stacks)]
         else:
             from .paths import REPO_DIR
             config = args.config or os.path.join(REPO_DIR, 'config', 'settings.py')
             topos = _partition_topologies(config, args.system)
+        parts = sum(t.stacks for t in topos)
+        text = args.budget or os.environ.get('HARNESS_BUDGET', '').strip() or \
+            DEFAULT_SESSION_BUDGET
+        budget = part_budget(text, parts)
     except ValueError as err:
         print(f'plan: error: {err}', file=sys.stderr)
         return 2
-    over = False
+    if args.part_budget:
+        print(f'{budget:.0f} {budget * parts:.0f} {parts}')
+        return 0
+    over, total = False, 0.0
     for topo in topos:
         plan = session_plan(topo, samples, budget)
         print(plan.format(verbose=not args.quiet))
-        if args.stacks > 1:
-            print(f'  {args.stacks} stacks: estimated {plan.seconds * args.stacks / 60:.1f} '
+        if topo.stacks > 1:
+            print(f'  {topo.stacks} stacks: estimated {plan.seconds * topo.stacks / 60:.1f} '
                   f'min on this partition')
         if not plan.runs:
             print(f'  plan {topo.name}: NOTHING runs within the budget', file=sys.stderr)
         over = over or plan.seconds > budget or not plan.runs
+        total += plan.seconds * topo.stacks
+    print(f'session: {parts} part(s) (partition x stack), estimated {total / 60:.1f} min '
+          f'for the planned rounds, budget {budget * parts / 60:.1f} min '
+          f'({budget / 60:.1f} min each; HARNESS_BUDGET={text}); the rest goes to more '
+          f'rounds of the undecided pairs')
     return 1 if over else 0
 
 

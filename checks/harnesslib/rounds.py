@@ -24,7 +24,7 @@ import statistics
 import sys
 
 from .bands import band_bounds, more_rounds
-from .osu_output import OsuParseError, parse_osu
+from .osu_output import OsuParseError, OsuTable, parse_osu
 
 #: the file in which the job script notes how many rounds it ran
 ROUNDS_FILE = 'rounds_done.txt'
@@ -59,9 +59,9 @@ def ring_results(text: str, name: str) -> dict[int, dict]:
     return out
 
 
-def osu_column(text: str, name: str) -> dict[int, float]:
+def osu_table(text: str, name: str) -> OsuTable:
     try:
-        return parse_osu(text, name).column(0)
+        return parse_osu(text, name)
     except OsuParseError as err:
         raise RoundsError(str(err)) from None
 
@@ -69,15 +69,16 @@ def osu_column(text: str, name: str) -> dict[int, float]:
 def ring_osu_round(dirpath: str, r: int, bw_sizes: list[int]) -> dict:
     """Round r of RingOsuAccuracy: ring and OSU latency at 8 B, bandwidths."""
     rl = ring_results(_text(dirpath, f'ring_lat_{r}.out'), f'ring_lat_{r}.out')
-    ol = osu_column(_text(dirpath, f'osu_lat_{r}.out'), f'osu_lat_{r}.out')
+    lat_table = osu_table(_text(dirpath, f'osu_lat_{r}.out'), f'osu_lat_{r}.out')
+    ol = lat_table.column(0)
     rb = ring_results(_text(dirpath, f'ring_bw_{r}.out'), f'ring_bw_{r}.out')
-    ob = osu_column(_text(dirpath, f'osu_bw_{r}.out'), f'osu_bw_{r}.out')
+    ob = osu_table(_text(dirpath, f'osu_bw_{r}.out'), f'osu_bw_{r}.out').column(0)
     missing = [s for s in bw_sizes if s not in rb or s not in ob]
     if 8 not in rl or 8 not in ol or missing:
         raise RoundsError(f'round {r}: sizes missing ({missing or [8]})')
     return {
         'ring_lat': float(rl[8]['latency_us']), 'osu_lat': float(ol[8]),
-        'lib': str(rl[8].get('mpi_library', '')),
+        'lib': str(rl[8].get('mpi_library', '')), 'osu_version': lat_table.version,
         'ring_bw': {s: float(rb[s]['bandwidth_MBps']) for s in bw_sizes},
         'osu_bw': {s: float(ob[s]) for s in bw_sizes},
     }

@@ -70,6 +70,10 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField('busy', "'true', 'false' or 'unknown': the machine was busy (harnesslib.quiet)",
              str),
     RunField('busy_detail', 'what made it busy: processes (pid, name, cpu, share), steal', str),
+    # -- what the run's MPI was told (harnesslib.launch.mpi_vars)
+    RunField('mpi_env', 'the MPI tuning variables in effect for the run, NAME=VALUE separated '
+             'by spaces: the partition\'s transport, the binding, and any kept from the '
+             'shell (HARNESS_MPI_ENV=keep)', str),
 )
 
 #: The five fields ReFrame writes per performance variable, in order.
@@ -77,6 +81,27 @@ PERFVAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
 
 #: The performance variable that verdicts compare (T_mpi against T_hybrid).
 TIME_VARIABLE = 't_total'
+
+#: The ring's time per exchange at one message size (s), at the run's headline k:
+#: ``t_msg_<bytes>`` (``RingCheck``), one variable per size of its sweep.  A run
+#: that logs them is judged per message size by them instead of by
+#: ``TIME_VARIABLE`` (whose value is the run's largest size alone); a run
+#: without them (perflogs written before they existed) by ``TIME_VARIABLE``.
+MESSAGE_TIME_PREFIX = 't_msg_'
+
+
+def message_time_variable(size: int) -> str:
+    """The ring's per-message-size time variable: ``t_msg_<bytes>``."""
+    return f'{MESSAGE_TIME_PREFIX}{int(size)}'
+
+
+def message_time_size(name: str) -> int | None:
+    """The message size in bytes of a ``t_msg_<bytes>`` variable, else None."""
+    if name.startswith(MESSAGE_TIME_PREFIX):
+        digits = name[len(MESSAGE_TIME_PREFIX):]
+        if digits.isdigit():
+            return int(digits)
+    return None
 
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',

@@ -3,8 +3,10 @@
 ``grids`` arranges the verdicts of each (kernel, stack, partition, node count) as
 hybrid layouts (rows) x problem sizes (columns), for the heatmaps ``plots``
 draws; ``sentences`` says per kernel, in a few generated sentences, how often
-hybrid wins, loses and ties, where it wins and loses most and by how much, and
-at which sizes.  Both only read the verdicts.
+hybrid wins, loses and ties and how often the comparison is undecided
+(INCONCLUSIVE, counted apart from the ties: a TIE is a decided call, equal
+within the floor; an INCONCLUSIVE one decides nothing), where it wins and loses
+most and by how much, and at which sizes.  Both only read the verdicts.
 """
 
 from __future__ import annotations
@@ -120,19 +122,27 @@ def _by_layout(vs: list[Verdict], word: str, every: set[str]) -> str:
             + (f' (and {more} more layout{"s" if more > 1 else ""})' if more > 0 else '') + '.')
 
 
+def counts_text(wins: int, losses: int, ties: int, undecided: int) -> str:
+    """'hybrid wins 0, loses 1, ties 1 and is undecided (INCONCLUSIVE) in 10': each
+    call counted apart, an INCONCLUSIVE comparison never among the ties."""
+    return (f'hybrid wins {wins}, loses {losses}, ties {ties} and is undecided '
+            f'(INCONCLUSIVE) in {undecided}')
+
+
 def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
     """A few sentences on where hybrid wins and loses for one kernel."""
     contexts = len({(v.stack, v.partition, nodes(v)) for v in vs})
     wins = [v for v in vs if v.verdict == 'WIN']
     losses = [v for v in vs if v.verdict == 'LOSS']
-    ties = len(vs) - len(wins) - len(losses)
+    ties = sum(v.verdict == 'TIE' for v in vs)
+    undecided = sum(v.verdict == 'INCONCLUSIVE' for v in vs)
     every = {v.size for v in vs}
     where = sorted({f'{v.stack}@{v.partition}' for v in vs})
     node_counts = sorted({nodes(v) for v in vs})
     span = (f'{len({v.size for v in vs})} size(s), {len({label(v) for v in vs})} hybrid '
             f'layout(s), {", ".join(where)}'
             + (f', {"/".join(map(str, node_counts))} nodes' if node_counts != [1] else ''))
-    out = [f'{kernel}: hybrid wins {len(wins)}, loses {len(losses)} and ties {ties} of '
+    out = [f'{kernel}: {counts_text(len(wins), len(losses), ties, undecided)} of '
            f'{len(vs)} comparisons with pure MPI at equal cores ({span}).']
     if wins:
         best = max(wins, key=lambda v: v.speedup)
@@ -148,6 +158,8 @@ def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
         out.append(f'Hybrid loses most with {label(worst)} at size {worst.size}'
                    f'{_where(worst, contexts)} ({ratio_text(worst.speedup)}). '
                    + _by_layout(losses, 'loses', every))
+    elif undecided:
+        out.append(f'Hybrid loses nowhere decidedly ({undecided} undecided).')
     else:
         out.append('Hybrid loses nowhere.')
     by_size: dict[str, list[Verdict]] = defaultdict(list)

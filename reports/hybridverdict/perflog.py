@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple, Optional
 
-from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, header_fields
+from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, TIME_VARIABLE, header_fields
+from harnesslib.units import label_bytes
 
 #: fields per performance variable
 PARTS = len(PERFVAR_PARTS)
@@ -46,11 +48,13 @@ Ref = tuple[Optional[float], Optional[float], Optional[float]]
 
 
 def size_key(size: str) -> tuple:
-    """Numeric sizes sort as numbers ("6" before "12"), others as text."""
+    """Numeric sizes sort as numbers ("6" before "12"), message sizes by their
+    bytes ("8B" before "64KiB" before "1MiB"), others as text."""
     try:
         return (0, float(size), size)
     except ValueError:
-        return (1, 0.0, size)
+        n = label_bytes(size)
+        return (1, 0.0, size) if n is None else (0, float(n), size)
 
 
 class Group(NamedTuple):
@@ -117,6 +121,8 @@ class Record:
     #: the band rule's state: 'pass', 'fail', 'inconclusive' or '' (harnesslib.bands)
     judgement: str = ''
     judgement_detail: str = ''
+    #: the MPI tuning variables in effect, 'NAME=VALUE ...' ('' in older perflogs)
+    mpi_env: str = ''
 
     @property
     def total_cores(self) -> int:
@@ -365,10 +371,24 @@ class _Header:
             fields[at['result']], values, units, source, fields[at['name']],
             fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs,
             _parse_bool(fields[at['busy']]), fields[at['judgement']],
-            fields[at['judgement_detail']])
+            fields[at['judgement_detail']], fields[at['mpi_env']])
 
 
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
+
+
+def unusable(rec: Record) -> str:
+    """Why a record cannot be used ('' if it can): a value that is not a finite
+    number, or a run time (``t_total``) that is zero or negative.  Every reader
+    skips such a record with a warning naming where it was, and goes on."""
+    values = rec.values
+    if not all(map(math.isfinite, values.values())):
+        bad = next(k for k, v in values.items() if not math.isfinite(v))
+        return f'{bad} is not a finite number'
+    t = values.get(TIME_VARIABLE)
+    if t is not None and t <= 0:
+        return f'{TIME_VARIABLE} is not positive'
+    return ''
 
 
 #: check (file name without .log/.h<N>) -> number of variables -> variable
@@ -479,6 +499,10 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iter
                 stats.skip(f'unparsable ({err})' if 'missing' in str(err)
                            else 'unparsable value', where=f'{path}:{lineno}')
                 continue
+            why = unusable(rec)
+            if why:
+                stats.skip(f'unusable record ({why})', where=f'{path}:{lineno}')
+                continue
             stats.records += 1
             yield rec
 
@@ -498,5 +522,6 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
 
 
 __all__ = ['Record', 'Group', 'size_key', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs',
+           'unusable',
            'perflog_files',
            'header_fields', 'parse_time']

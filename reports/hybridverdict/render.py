@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from harnesslib import stats
 from tabulate import tabulate
 
 from . import glance, section
@@ -13,21 +14,29 @@ from .report import Report
 from .verdict import Verdict
 
 COLUMNS = ('kernel', 'size', 'stack', 'partition', 'nodes', 'cores', 'mpi', 'hybrid',
-           'T_mpi [s]', 'T_hybrid [s]', 'speedup', 'noise', 'samples', 'verdict')
+           'T_mpi [s]', 'T_hybrid [s]', 'speedup', 'noise', 'samples', 'rounds',
+           'stopped', 'gap [s]', 'verdict')
 
-VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid (median total times, or the median per-round '
-                'ratio when the two sides ran in alternating rounds), per node count; its '
-                '95% interval (order statistics, or a seeded bootstrap for few samples; '
-                'widened by the floor where the samples ran back to back) against the band '
-                '1 +- floor: TIE inside it, WIN above, LOSS below, INCONCLUSIVE across an '
-                'edge; noise = the interval\'s relative half-width; samples = '
-                'pure-MPI/hybrid runs; * = confirmed (the same call in the last 3 sessions).')
+VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid per node count: where the two sides ran side by '
+                'side in rounds, the geometric mean of the per-round ratios with its '
+                f'{stats.DECISION_CONFIDENCE:.1%} paired Student t interval on the log '
+                'ratios; otherwise the ratio of the medians with its 95% interval (order '
+                'statistics or a seeded bootstrap) widened by the floor. The interval '
+                'against the band 1 +- floor: TIE inside it, WIN above, LOSS below, '
+                'INCONCLUSIVE across an edge; noise = the interval\'s relative half-width; '
+                'samples = pure-MPI/hybrid runs; rounds = the rounds paired (or the smaller '
+                'side); stopped = why its rounds ended '
+                f'(decided, cap = HARNESS_MAX_ROUNDS, default {stats.DEFAULT_MAX_ROUNDS}, or '
+                'budget = the session ended first); gap = median seconds between the two '
+                'runs of a round (- where they were not paired); * = confirmed (the same '
+                'call in the last 3 sessions).')
 
 
 def rows(found: list[Verdict]) -> list[list[object]]:
     return [[v.kernel, v.size, v.stack, v.partition, v.nodes, v.cores, v.mpi_layout,
              f'{v.hybrid_mode} {v.hybrid_layout}', f'{v.t_mpi:.4g}', f'{v.t_hybrid:.4g}',
              f'{v.speedup:.3f}', f'±{100 * v.noise:.1f}%', f'{v.n_mpi}/{v.n_hybrid}',
+             v.rounds, v.stopped or '-', '-' if v.gap is None else f'{v.gap:.0f}',
              v.verdict + ('*' if v.confirmed else '')] for v in found]
 
 

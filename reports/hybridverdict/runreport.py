@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterable
 
-from .perflog import ReadStats, Record, Ref, parse_time, printable
+from .perflog import ReadStats, Record, Ref, parse_time, printable, unusable
 
 _PASSED = ('pass', 'success')
 
@@ -110,7 +110,8 @@ def _record(tc: dict, source: str) -> Record | None:
         result={'success': 'pass', 'failure': 'fail'}.get(result, result),
         values=values, units=units, source=source, name=str(var.get('name') or ''),
         build_spec=str(var.get('build_spec') or ''),
-        finalize_hung=_bool(var.get('finalize_hung')), refs=refs)
+        finalize_hung=_bool(var.get('finalize_hung')), refs=refs,
+        mpi_env=str(var.get('mpi_env') or ''))
 
 
 def read_run_report(path: str, stats: ReadStats) -> list[Record]:
@@ -142,6 +143,10 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
                 stats.skip(f'run report test case unparsable ({err})')
                 continue
             if rec is not None and rec.values:
+                why = unusable(rec)
+                if why:
+                    stats.skip(f'unusable record ({why})', where=rec.source)
+                    continue
                 stats.records += 1
                 out.append(rec)
     return out

@@ -9,16 +9,21 @@ on different node counts are never pooled; ``crossovers`` lines the verdicts of
 one pair up by node count.
 
 The speedup is T_mpi / T_hybrid (``t_total``); above 1 hybrid is faster.  The
-verdict follows the one rule of ``stats``: an interval for the speedup (the
-median of per-round ratios when the samples of the two sides alternate in
-time, else the ratio of the medians with its interval widened by the floor,
-the drift that back-to-back samples cannot see), judged against the band
-[1 / (1 + floor), 1 + floor]:
+verdict follows the one rule of ``stats``: an interval for the speedup (Student's
+t on the log of the per-round ratios when the two sides ran side by side in
+rounds, at ``stats.DECISION_CONFIDENCE``; else the ratio of the medians with its
+interval widened by the floor, the drift that back-to-back samples cannot
+see), judged against the band [1 / (1 + floor), 1 + floor]:
 
 * TIE  the interval lies inside the band (the two are equal within the floor);
 * WIN  the interval lies above it; LOSS  below it;
-* INCONCLUSIVE  the interval crosses an edge of the band: more samples (or
-  interleaved rounds) are needed, and ``noise`` says how wide it is.
+* INCONCLUSIVE  the interval crosses an edge of the band: more rounds are
+  needed (``hybridverdict.sequential`` runs them within the budget), and
+  ``noise`` says how wide it is.
+
+Each verdict says how many rounds it stands on, why they stopped
+(``stopped``: decided, the cap of rounds, or the budget) and, for paired
+rounds, the median gap in seconds between a round's two runs (``gap``).
 
 With the history, a verdict is ``confirmed`` when each of the last
 ``stats.CONFIRM_SESSIONS`` sessions (3) of the history made the same call (a
@@ -36,13 +41,15 @@ never among ``verdicts``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from harnesslib import stats
-from harnesslib.schema import TIME_VARIABLE
+from harnesslib.schema import TIME_VARIABLE, message_time_size
 from harnesslib.stats import INCONCLUSIVE, LOSS, TIE, WIN, call
+from harnesslib.units import bytes_label
 
 from .perflog import Record, size_key  # noqa: F401  (size_key re-exported: html, plots)
 
@@ -65,7 +72,7 @@ class Verdict:
     t_hybrid: float
     n_mpi: int
     n_hybrid: int
-    speedup: float          # T_mpi / T_hybrid (median per-round ratio when interleaved)
+    speedup: float          # T_mpi / T_hybrid (geometric mean per-round ratio when paired)
     noise: float            # relative half-width of the speedup's interval
     verdict: str            # WIN, LOSS, TIE or INCONCLUSIVE (for hybrid)
     mpi_library: str
@@ -73,11 +80,15 @@ class Verdict:
     build: str = ''
     low: float = 0.0        # the speedup's interval
     high: float = 0.0
-    basis: str = ''         # 'interleaved rounds' or 'back-to-back samples'
+    basis: str = ''         # 'paired rounds' or 'back-to-back samples'
     method: str = ''        # how the interval was made
     confirmed: bool = False  # the same call in the last CONFIRM_SESSIONS sessions
     sessions: str = ''      # the calls of the last sessions, oldest first
     oversubscribed: bool = False  # functional only: judged from oversubscribed runs
+    gap: float | None = None  # paired rounds: median seconds between a round's two runs
+    rounds: int = 0         # rounds (paired) or samples (the smaller side) behind it
+    stopped: str = ''       # why its rounds stopped: decided, cap or budget (stats.stop_reason)
+    variable: str = TIME_VARIABLE  # the time compared: t_total, or the ring's t_msg_<bytes>
 
     @property
     def key(self) -> tuple:
@@ -90,24 +101,70 @@ class Verdict:
 Sides = dict[tuple[str, str], list[Record]]
 
 
+def judged_as(rec: Record, variable: str = TIME_VARIABLE) -> list[tuple[str, str]]:
+    """(size, variable) under which a record enters the verdicts: a run that logs
+    per-message-size times (the ring's ``t_msg_<bytes>``) once per message size,
+    the size its label ('8B', '1MiB'), where `variable` is the time variable
+    (a size without a positive time is left out); any other run by `variable`
+    at its own size, where it has it."""
+    if variable == TIME_VARIABLE:
+        per_message = [(n, var, value) for var, value in rec.values.items()
+                       if (n := message_time_size(var)) is not None]
+        if per_message:
+            return [(bytes_label(n), var) for n, var, value in sorted(per_message)
+                    if value > 0]
+    return [(rec.size, variable)] if variable in rec.values else []
+
+
 def _pairable(records: Iterable[Record], variable: str,
               admit: Callable[[Record], bool]) -> list[tuple[tuple, Sides]]:
-    """The records with `variable` that `admit` lets in, by (group, cores per
-    node), each split into sides by (mode, layout); in report order."""
+    """The records that `admit` lets in, by (group, cores per node, variable
+    compared), each split into sides by (mode, layout); in report order.  A
+    record enters once per (size, variable) of ``judged_as`` (the ring once per
+    message size, its group's size the message's)."""
     groups: dict[tuple, Sides] = defaultdict(lambda: defaultdict(list))
     for rec in records:
-        if variable in rec.values and admit(rec):
-            groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
-    return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1]))
+        if not admit(rec):
+            continue
+        for size, var in judged_as(rec, variable):
+            group = rec.group if size == rec.size else rec.group.with_size(size)
+            groups[(group, rec.total_cores, var)][(rec.mode, rec.layout)].append(rec)
+    return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1], kv[0][2]))
+
+
+_ROUND = re.compile(r'%sample=(\d+)')
+
+
+def round_of(rec: Record) -> int | None:
+    """The round (the kernel check's ``sample``) of a run, from its name."""
+    m = _ROUND.search(rec.name.replace(' ', ''))
+    return int(m.group(1)) if m else None
+
+
+def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
+                ) -> tuple[Sequence[Record], Sequence[Record]]:
+    """The runs of the rounds both sides have, where every run names its round
+    once per side: the sequential rounds run a pure-MPI layout for every
+    undecided pair of it, so it may have rounds that one hybrid layout lacks.
+    Otherwise (older records, several sessions) the sides as they are."""
+    rounds_m, rounds_h = [round_of(r) for r in mpi], [round_of(r) for r in hybrid]
+    if (None in rounds_m or None in rounds_h or len(set(rounds_m)) < len(rounds_m)
+            or len(set(rounds_h)) < len(rounds_h)):
+        return mpi, hybrid
+    common = set(rounds_m) & set(rounds_h)
+    if len(common) < 2 or len(common) == len(mpi) == len(hybrid):
+        return mpi, hybrid
+    return ([r for r, k in zip(mpi, rounds_m) if k in common],
+            [r for r, k in zip(hybrid, rounds_h) if k in common])
 
 
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
     """The comparison of T_mpi against T_hybrid and its call."""
+    mpi, hybrid = same_rounds(mpi, hybrid)
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
                         [r.logged for r in mpi], [r.logged for r in hybrid], floor=floor)
-    band = stats.decide(cmp.interval, 1.0 / (1.0 + floor), 1.0 + floor)
-    return cmp, call(band)
+    return cmp, call(stats.decide(cmp.interval, *stats.band(floor)))
 
 
 def _usable(rec: Record) -> bool:
@@ -125,23 +182,25 @@ def _any(rec: Record) -> bool:
 def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
              variable: str = TIME_VARIABLE, history: Sequence[Record] | None = None,
              confirm_sessions: int = stats.CONFIRM_SESSIONS,
-             admit: Callable[[Record], bool] = _usable) -> list[Verdict]:
+             admit: Callable[[Record], bool] = _usable,
+             max_rounds: int = stats.DEFAULT_MAX_ROUNDS) -> list[Verdict]:
     """One verdict per hybrid (mode, layout) and pure-MPI layout of a group, from
     the runs `admit` lets in (the usable ones); with `history` (every record
-    read), each marked confirmed or not."""
+    read), each marked confirmed or not.  `max_rounds` is the cap of the
+    sequential rounds, for why a verdict's rounds stopped."""
     out: list[Verdict] = []
-    for (g, cores), sides in _pairable(records, variable, admit):
+    for (g, cores, var), sides in _pairable(records, variable, admit):
         mpi_sides = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
                            key=lambda side: side[0])
         for mpi_layout, mpi_recs in mpi_sides:
-            t_mpi = statistics.median(r.values[variable] for r in mpi_recs)
+            t_mpi = statistics.median(r.values[var] for r in mpi_recs)
             for (mode, lay), recs in sorted(sides.items(), key=lambda kv: kv[0]):
                 if mode == 'mpi':
                     continue
-                t_hyb = statistics.median(r.values[variable] for r in recs)
+                t_hyb = statistics.median(r.values[var] for r in recs)
                 if t_hyb <= 0 or t_mpi <= 0:
                     continue
-                cmp, verdict = judge_pair(mpi_recs, recs, noise_floor, variable)
+                cmp, verdict = judge_pair(mpi_recs, recs, noise_floor, var)
                 out.append(Verdict(
                     system=g.system, partition=g.partition, stack=g.stack, kernel=g.kernel,
                     size=g.size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
@@ -150,7 +209,9 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
                     noise=cmp.noise, verdict=verdict, mpi_library=g.library, nodes=g.nodes,
                     build=g.build, low=cmp.interval.low, high=cmp.interval.high,
                     basis=cmp.basis, method=cmp.interval.method,
-                    oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs))))
+                    oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs)),
+                    variable=var, gap=cmp.gap, rounds=cmp.interval.n,
+                    stopped=stats.stop_reason(verdict, cmp.interval.n, max_rounds)))
     if history is not None:
         out = confirm(out, history, noise_floor, variable, confirm_sessions)
     return out
@@ -327,7 +388,7 @@ def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[U
     usable, that it does not judge: per node count, with the reason (e.g. on a
     machine whose test nodes share their cores, every run is oversubscribed)."""
     out = []
-    for (g, cores), sides in _pairable(records, variable, _any):
+    for (g, cores, _var), sides in _pairable(records, variable, _any):
         for (mode, lay), recs in sorted(sides.items()):
             if mode == 'mpi':
                 continue

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -492,6 +493,31 @@ void kc_stamp(kc_timer *tm, int phase) {
 }
 
 void kc_stamp_skip(kc_timer *tm) { tm->last = kc_now(); }
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+kc_call_stat kc_call_stats(const kc_ctx *ctx, double *t, long n) {
+    kc_call_stat s = {NAN, NAN};
+    if (n <= 0) return s;
+    if (n > (long)INT_MAX) kc_abort(ctx, "%ld calls are too many for the per-call times", n);
+    if (MPI_Allreduce(MPI_IN_PLACE, t, (int)n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        kc_abort(ctx, "MPI_Allreduce of the per-call times failed");
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    const long cut = n >= 10 ? n / 10 : 0;
+    double sum = 0.0;
+    for (long i = cut; i < n - cut; ++i) sum += t[i];
+    s.trimmed = sum / (double)(n - 2 * cut);
+    return s;
+}
+
+void kc_json_call_stat(kc_json *j, kc_call_stat s) {
+    kc_json_num(j, "t_call_median_s", s.median);
+    kc_json_num(j, "t_call_trimmed_s", s.trimmed);
+}
 
 /* MPI_Finalize watchdog.  MPICH 4.0.x ch4:ucx over TCP (Debian 12's MPICH
  * with UCX_TLS=tcp,self) sometimes never returns from MPI_Finalize: one rank

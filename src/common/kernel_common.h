@@ -156,6 +156,22 @@ void kc_timer_start(kc_timer *tm);
 void kc_stamp(kc_timer *tm, int phase);
 void kc_stamp_skip(kc_timer *tm);
 
+/* Per-call figures of a timed loop that a few disturbed calls cannot move
+ * much.  The caller times every call of its timed loop on this rank (kc_now)
+ * into t[0..n); kc_call_stats then replaces each t[i] with the slowest rank's
+ * time of call i (one MPI_Allreduce MAX of the whole array, after the loop;
+ * collective, every rank passes the same n), sorts t ascending and returns
+ *   median:  the middle value (mean of the two middle ones for even n);
+ *   trimmed: the mean after dropping the fastest and the slowest 10% of the
+ *            calls (floor(n/10) each side, so at least one where n >= 10;
+ *            none below 10 calls).
+ * n = 0 gives NaN for both (a RESULT line prints null). */
+typedef struct { double median, trimmed; } kc_call_stat;
+kc_call_stat kc_call_stats(const kc_ctx *ctx, double *t, long n);
+
+/* RESULT keys "t_call_median_s" and "t_call_trimmed_s". */
+void kc_json_call_stat(kc_json *j, kc_call_stat s);
+
 /* Finalise MPI and release the context. */
 int kc_finalize(kc_ctx *ctx);
 

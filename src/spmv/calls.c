@@ -210,10 +210,19 @@ void spmv_run(kc_ctx *ctx, const options *o, problem *P, timing *tm) {
     for (long it = 0; it < o->warmup; ++it) one_call(ctx, P, thr_t, &ct);
     tm->calls = o->min_time > 0.0 ? calibrate(ctx, o, P, thr_t, tm) : o->iters;
     tm->per_call = kc_malloc(ctx, (size_t)tm->calls * sizeof *tm->per_call);
+    double *call_wall = kc_malloc(ctx, (size_t)tm->calls * sizeof *call_wall);
     MPI_Barrier(MPI_COMM_WORLD);
     const double t_loop = spmv_now();
-    for (long it = 0; it < tm->calls; ++it) one_call(ctx, P, thr_t, &tm->per_call[it]);
+    double stamp = kc_now();
+    for (long it = 0; it < tm->calls; ++it) {
+        one_call(ctx, P, thr_t, &tm->per_call[it]);
+        const double now = kc_now();
+        call_wall[it] = now - stamp;
+        stamp = now;
+    }
     tm->wall = spmv_now() - t_loop;
+    tm->call = kc_call_stats(ctx, call_wall, tm->calls);
+    free(call_wall);
     for (long it = 0; it < tm->calls; ++it)
         for (int k = 0; k < PH_COUNT; ++k) tm->sum[k] += tm->per_call[it].t[k];
     free(thr_t);

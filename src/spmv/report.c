@@ -73,6 +73,7 @@ static void json_per_call(kc_json *j, const options *o, const timing *tm, const 
     kc_json_num(j, "t_pack_call_s", r->st[PH_PACK].max / calls);
     kc_json_num(j, "t_comm_call_s", r->st[PH_COMM].max / calls);
     kc_json_num(j, "t_comp_call_s", r->st[PH_COMP].max / calls);
+    kc_json_call_stat(j, tm->call);
 }
 
 void spmv_report(const kc_ctx *ctx, const options *o, const problem *P, const timing *tm,

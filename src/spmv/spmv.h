@@ -58,6 +58,8 @@ typedef struct {
     call_times *per_call; /* [calls] */
     double sum[PH_COUNT];
     double wall;          /* this rank's wall time of the timed calls */
+    kc_call_stat call;    /* median and trimmed mean of the calls' wall times,
+                             slowest rank per call (kc_call_stats) */
 } timing;
 
 /* x as a function of global grid coordinates (verification needs it too). */

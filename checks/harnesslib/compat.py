@@ -1,0 +1,54 @@
+"""ReFrame's private attributes the checks rely on, in one place.
+
+* ``registered_variants``: ReFrame has no public API for the order in which a
+  module's test variants are registered (the serial policy runs them in that
+  order), so it reads the module's registry (``_rfm_test_registry``).
+* ``declare_perf_value``: a performance variable's slot before the
+  performance stage fills it (``_perfvalues``), so that a failed run logs
+  the same fields as a passed one (``harnesslib.base.PerfSchema``).
+
+The pin in ``pyproject.toml`` is the version this was written against; another
+version is refused here, by name, instead of reordering or logging nothing in
+silence.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import reframe
+
+#: ReFrame versions whose registry layout this module knows.
+KNOWN_VERSIONS = ('4.10.',)
+
+
+class UnsupportedReframe(RuntimeError):
+    """A ReFrame whose private registry this module does not know."""
+
+
+def _guard() -> None:
+    if not reframe.VERSION.startswith(KNOWN_VERSIONS):
+        raise UnsupportedReframe(
+            f'harnesslib.compat knows ReFrame {", ".join(KNOWN_VERSIONS)}x, this is '
+            f'{reframe.VERSION}: check its test registry (_rfm_test_registry) and update '
+            f'checks/harnesslib/compat.py')
+
+
+def registered_variants(cls) -> list:
+    """The list of (args, kwargs) registration entries of a ``@rfm.simple_test``
+    class, in the order ReFrame will instantiate them (kwargs carry
+    ``variant_num``), as a mutable list: sorting it reorders the session.  An
+    empty list where the class is not registered."""
+    _guard()
+    registry = getattr(inspect.getmodule(cls), '_rfm_test_registry', None)
+    entries = getattr(registry, '_tests', {}).get(cls)
+    return entries if isinstance(entries, list) else []
+
+
+def declare_perf_value(test, key: str, unit: str) -> None:
+    """ReFrame's own slot for performance variable `key` ('partition:name') of
+    `test`, as ``pipeline.check_performance`` fills it: [value, ref, lower,
+    upper, unit, result], the value None (ReFrame's placeholder for a variable
+    without a value, as in ``--dry-run``) until the performance stage."""
+    _guard()
+    test._perfvalues.setdefault(key, [None, 0, None, None, unit, None])

@@ -1,0 +1,326 @@
+"""Sequential rounds: run more rounds of only the pairs still INCONCLUSIVE.
+
+``./harness run`` and ``./harness nightly`` call this after the planned
+session::
+
+    python -m hybridverdict.sequential --since ISO-TIME --deadline EPOCH-SECONDS \
+        [--max-rounds N] [--step N] -- <reframe command and its options>
+
+It reads the records since the session started, judges them by the report's
+rule (``verdict.verdicts``), and for every pair still INCONCLUSIVE with fewer
+rounds than the cap (``HARNESS_MAX_ROUNDS``, default 15) runs ``--step`` more
+rounds (2) of its two layouts, one ReFrame session per partition and stack
+(``--system SYS:PART -p ^STACK$``, so a pair's two runs are side by side),
+numbered on from the rounds already run (``HARNESS_FIRST_ROUND``).  It
+judges again and goes on until every pair is decided, at the cap, or the next
+batch's estimate does not fit before the deadline (the session's budget).  The
+estimate is this session's own measured seconds per run.  Each batch prints a
+progress line with the time left.
+
+The rule's confidence per look (``stats.DECISION_CONFIDENCE``) is calibrated
+for looks every ``stats.SEQUENTIAL_STEP`` rounds up to the cap
+(``python -m hybridverdict.calibrate``).  Exit status: 0, or the first
+non-zero status of a ReFrame batch; 2 on bad arguments or unreadable records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from harnesslib import plan, stats
+from harnesslib.schema import TIME_VARIABLE
+
+from . import atomic
+from .perflog import PerflogError, Record, parse_time, read_perflogs
+from .verdict import Verdict, judged_as, verdicts
+
+#: ReFrame options that select tests, partitions or environments: the batches
+#: make their own selection, so the user's are not passed on to them.
+SELECTION_OPTIONS = {'-n', '--name', '-x', '--exclude', '-t', '--tag', '-p', '--prgenv',
+                     '--system', '-E', '--cpu-only', '--gpu-only', '--failed',
+                     '--maintainer', '-T', '--exclude-tag', '--mode', '--repeat',
+                     '--restore-session', '-P'}
+#: Options among those that take a value.
+_FLAGS = {'--cpu-only', '--gpu-only', '--failed'}
+#: Seconds per run assumed before any run of the session was timed.
+DEFAULT_RUN_S = 5.0
+
+
+def passed_on(options: Sequence[str]) -> list[str]:
+    """The user's ReFrame options less those that select (see SELECTION_OPTIONS)."""
+    out, skip = [], False
+    for opt in options:
+        if skip:
+            skip = False
+            continue
+        name = opt.split('=', 1)[0]
+        if name in SELECTION_OPTIONS:
+            skip = '=' not in opt and name not in _FLAGS
+            continue
+        out.append(opt)
+    return out
+
+
+@dataclasses.dataclass
+class Batch:
+    """The runs of one partition and stack that more rounds may decide."""
+
+    system: str
+    partition: str
+    stack: str
+    names: set[str] = dataclasses.field(default_factory=set)   # display names less %sample
+    pairs: int = 0
+    rounds: int = 0          # the fewest rounds of its pairs
+
+    def selection(self) -> str:
+        """The ``-n`` pattern of its runs, every sample (ReFrame strips spaces)."""
+        alts = '|'.join(re.escape(n.replace(' ', '')) for n in sorted(self.names))
+        return f'^({alts})%sample=\\d+$'
+
+
+_SAMPLE = re.compile(r'\s*%sample=\d+\s*$')
+
+
+def _records_of(v: Verdict, records: Sequence[Record]) -> list[Record]:
+    want = {('mpi', v.mpi_layout), (v.hybrid_mode, v.hybrid_layout)}
+    return [r for r in records
+            if (r.system, r.partition, r.stack, r.kernel, r.nodes) ==
+            (v.system, v.partition, v.stack, v.kernel, v.nodes)
+            and (r.mode, r.layout) in want and r.usable
+            and any(size == v.size for size, _ in judged_as(r, TIME_VARIABLE))]
+
+
+def undecided(records: Sequence[Record], cap: int, floor: float = stats.DEFAULT_FLOOR,
+              ) -> tuple[list[Verdict], list[Batch]]:
+    """The verdicts still INCONCLUSIVE, and the runs of those below the cap by
+    partition and stack."""
+    open_ = [v for v in verdicts(records, floor, max_rounds=cap)
+             if v.verdict == stats.INCONCLUSIVE]
+    batches: dict[tuple[str, str, str], Batch] = {}
+    for v in open_:
+        if v.stopped == stats.CAP:
+            continue
+        names = {_SAMPLE.sub('', r.name) for r in _records_of(v, records) if r.name}
+        if not names:
+            continue
+        b = batches.setdefault((v.system, v.partition, v.stack),
+                               Batch(v.system, v.partition, v.stack))
+        b.names |= names
+        b.pairs += 1
+        rounds = v.rounds
+        b.rounds = rounds if b.pairs == 1 else min(b.rounds, rounds)
+    return open_, list(batches.values())
+
+
+def seconds_per_run(records: Sequence[Record], wall: float) -> float:
+    """This session's measured seconds per kernel run (its wall time over its runs)."""
+    return wall / len(records) if records and wall > 0 else DEFAULT_RUN_S
+
+
+_NAME = re.compile(r'%layout=([^%\s]+)\s*%problem=([^%\s]+)')
+
+
+def run_costs(records: Sequence[Record]) -> dict[str, dict[str, float]]:
+    """Measured seconds per kernel run, {partition: {plan.cost_key: s}}: each
+    run's cost is the time from the record before it (any check's, of the same
+    session: ReFrame runs one case at a time) to its own, so it holds what the
+    plan's estimate holds (stage, job script, launch, the run); the median per
+    stack, then the largest over the stacks."""
+    ordered = sorted(records, key=lambda r: r.logged)
+    per: dict[tuple[str, str, str], list[float]] = {}
+    for prev, rec in zip(ordered, ordered[1:]):
+        m = _NAME.search(rec.name)
+        gap = (rec.time - prev.time).total_seconds()
+        if m and 0 <= gap <= stats.SESSION_GAP.total_seconds():
+            part = f'{rec.system}:{rec.partition}'
+            key = f'{rec.kernel} {m.group(1)} {m.group(2)}'
+            per.setdefault((part, key, rec.stack), []).append(gap)
+    out: dict[str, dict[str, float]] = {}
+    for (part, key, _stack), gaps in per.items():
+        med = statistics.median(gaps)
+        if med > 0:
+            out.setdefault(part, {})[key] = max(med, out.get(part, {}).get(key, 0.0))
+    return out
+
+
+def update_costs(records: Sequence[Record], path: str) -> int:
+    """Merge this session's measured costs into the plan's costs file (a run
+    measured again replaces its old figure: the machine may have changed);
+    the number of runs written."""
+    new = run_costs(records)
+    if not new:
+        return 0
+    try:
+        with open(path, encoding='utf-8') as fh:
+            table = json.load(fh)
+        if not isinstance(table, dict):
+            table = {}
+    except (OSError, ValueError):
+        table = {}
+    for part, costs in new.items():
+        table.setdefault(part, {}).update({k: round(v, 3) for k, v in costs.items()})
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic.write_replacing(path, json.dumps(table, indent=1, sort_keys=True) + '\n')
+    return sum(len(c) for c in new.values())
+
+
+def _read(perflogs: str, since) -> list[Record]:
+    """The records since `since`; none where no perflog was written yet (a
+    session that ran nothing, which the harness reports on its own)."""
+    if not os.path.exists(perflogs):
+        return []
+    return read_perflogs([perflogs], since=since)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The sequential rounds, then this session's measured costs for the plan."""
+    rc = more_rounds(args)
+    try:
+        written = update_costs(_read(args.perflogs, parse_time(args.since)), args.costs)
+    except (PerflogError, OSError) as err:
+        print(f'sequential: the plan\'s measured costs not updated: {err}', file=sys.stderr)
+        return rc or 2
+    if written:
+        print(f'==> measured seconds per run of {written} run(s) written to {args.costs} '
+              f'(the next plan\'s estimates)')
+    return rc
+
+
+def more_rounds(args: argparse.Namespace) -> int:
+    since = parse_time(args.since)
+    started = since.timestamp()
+    rc = 0
+    done_batches: set[tuple] = set()
+    while True:
+        try:
+            records = _read(args.perflogs, since)
+        except (PerflogError, OSError) as err:
+            print(f'sequential: cannot read the records: {err}', file=sys.stderr)
+            return 2
+        open_, batches = undecided(records, args.max_rounds, args.noise_floor)
+        now = time.time()
+        per_run = seconds_per_run(records, now - started)
+        left = args.deadline - now
+        if not batches:
+            print(f'==> sequential rounds: no pair left to decide ({len(open_)} '
+                  f'INCONCLUSIVE at the cap of {args.max_rounds} rounds); '
+                  f'{max(left, 0) / 60:.1f} min of the budget left')
+            return rc
+        todo = []
+        for b in batches:
+            step = min(args.step, args.max_rounds - b.rounds)
+            first = max(r for r in _round_numbers(records, b)) + 1
+            key = (b.system, b.partition, b.stack, first)
+            if step < 1 or key in done_batches:
+                continue          # a batch that added no record: do not loop on it
+            todo.append((b, step, first, key))
+        if not todo:
+            print('==> sequential rounds: the last batches added no record; stopping',
+                  file=sys.stderr)
+            return rc or 1
+        for b, step, first, key in todo:
+            estimate = per_run * len(b.names) * step
+            left = args.deadline - time.time()
+            head = (f'{b.pairs} undecided pair(s) on {b.system}:{b.partition} {b.stack}, '
+                    f'rounds {first}-{first + step - 1}')
+            if estimate > left:
+                print(f'==> sequential rounds: budget: {head} would take ~{estimate:.0f} s, '
+                      f'{max(left, 0):.0f} s left; stopping')
+                return rc
+            print(f'==> sequential rounds: {head} (~{estimate:.0f} s; '
+                  f'{left / 60:.1f} min of the budget left)', flush=True)
+            done_batches.add(key)
+            brc = _reframe(args.reframe, b, step, first)
+            rc = rc or brc
+
+
+def _round_numbers(records: Sequence[Record], b: Batch) -> list[int]:
+    out = [-1]
+    for r in records:
+        if r.partition == b.partition and r.stack == b.stack and r.name:
+            m = re.search(r'%sample=(\d+)', r.name)
+            if m:
+                out.append(int(m.group(1)))
+    return out
+
+
+def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:
+    argv = [*command, '--system', f'{b.system}:{b.partition}', '-p', f'^{re.escape(b.stack)}$',
+            '-n', b.selection(), '-r']
+    env = dict(os.environ, HARNESS_FIRST_ROUND=str(first), HARNESS_REPEAT=str(step))
+    print(f'+ HARNESS_FIRST_ROUND={first} HARNESS_REPEAT={step} {shlex.join(argv)}',
+          flush=True)
+    return subprocess.run(argv, env=env, check=False).returncode
+
+
+def max_rounds_from_env() -> int:
+    """HARNESS_MAX_ROUNDS (default stats.DEFAULT_MAX_ROUNDS), an integer from 1 to 100."""
+    text = os.environ.get('HARNESS_MAX_ROUNDS', '').strip() or str(stats.DEFAULT_MAX_ROUNDS)
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise ValueError(f'HARNESS_MAX_ROUNDS must be an integer from 1 to 100, got {text!r}')
+    return int(text)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog='python -m hybridverdict.sequential',
+        description='Run more rounds of the pairs still INCONCLUSIVE since --since, one '
+                    'ReFrame session per partition and stack, until each is decided, at the '
+                    'cap of rounds, or the budget is spent.')
+    ap.add_argument('--since', required=True, metavar='ISO-TIME',
+                    help='start of the session (its records are the ones judged)')
+    ap.add_argument('--deadline', required=True, type=float, metavar='EPOCH-S',
+                    help='when the session\'s budget ends (seconds since the epoch)')
+    ap.add_argument('--perflogs', default=os.path.join(
+        os.environ.get('HARNESS_VAR_DIR', 'var'), 'perflogs'))
+    ap.add_argument('--max-rounds', type=int, default=max_rounds_from_env(),
+                    help='cap of rounds per pair (HARNESS_MAX_ROUNDS, default '
+                         f'{stats.DEFAULT_MAX_ROUNDS})')
+    ap.add_argument('--step', type=int, default=stats.SEQUENTIAL_STEP,
+                    help=f'rounds per batch (default {stats.SEQUENTIAL_STEP})')
+    ap.add_argument('--noise-floor', type=float, default=stats.DEFAULT_FLOOR)
+    ap.add_argument('--costs', default=None,
+                    help='the plan\'s measured costs file to update (default: '
+                         'HARNESS_PLAN_COSTS, else plan-costs.json beside the perflogs\' '
+                         'folder)')
+    ap.add_argument('reframe', nargs=argparse.REMAINDER,
+                    help='after --: the reframe command and the user\'s options')
+    args = ap.parse_args(argv)
+    if args.reframe[:1] == ['--']:
+        args.reframe = args.reframe[1:]
+    if not args.reframe:
+        ap.error('give the reframe command after --')
+    if not 1 <= args.max_rounds <= 100:
+        ap.error(f'--max-rounds (HARNESS_MAX_ROUNDS) must be from 1 to 100, got '
+                 f'{args.max_rounds}')
+    if args.step < 1:
+        ap.error(f'--step must be at least 1, got {args.step}')
+    args.reframe = [args.reframe[0], *passed_on(args.reframe[1:])]
+    args.costs = args.costs or os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(
+        os.path.dirname(os.path.abspath(args.perflogs)), plan.COSTS_FILE)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+    except ValueError as err:
+        print(f'sequential: {err}', file=sys.stderr)
+        return 2
+    return run(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
+
+__all__ = ['passed_on', 'undecided', 'seconds_per_run', 'main', 'Batch']

@@ -1,0 +1,101 @@
+"""The sequential rounds' driver: which pairs get more rounds, of which runs,
+with which ReFrame options (hybridverdict.sequential)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import perflog_writer as pw
+from harnesslib import stats
+from hybridverdict import sequential
+from hybridverdict.perflog import read_perflogs
+
+
+def _session(tmp_path, hybrid_times, rounds=None, first=0):
+    """spmv 2x1 against masteronly 1x2, side by side, order alternating."""
+    mpi_times = [1.0] * len(hybrid_times)
+    lines, t = [], pw.T0
+    for i, (tm, th) in enumerate(zip(mpi_times, hybrid_times)):
+        r = first + i
+        runs = [('mpi', 2, 1, tm), ('masteronly', 1, 2, th)]
+        for mode, ranks, threads, value in (runs if r % 2 == 0 else runs[::-1]):
+            t += dt.timedelta(seconds=2)
+            name = f'SpmvCheck %layout={mode}_{ranks}x{threads} %problem=16 %sample={r}'
+            lines.append(pw.line('spmv', {'t_total': (value, 's')}, mode=mode, ranks=ranks,
+                                 threads=threads, size='16', time=t, name=name))
+    pw.write(tmp_path / 'SpmvCheck.log', [pw.header(['t_total'])] + lines)
+    return read_perflogs([str(tmp_path)])
+
+
+def test_an_undecided_pair_gets_a_batch_of_its_two_runs(tmp_path):
+    recs = _session(tmp_path, [1.0, 0.7, 1.3])          # 3 rounds, wide: INCONCLUSIVE
+    open_, batches = sequential.undecided(recs, cap=15)
+    assert [v.verdict for v in open_] == [stats.INCONCLUSIVE]
+    assert open_[0].basis == stats.PAIRED and open_[0].stopped == stats.BUDGET
+    (b,) = batches
+    assert (b.partition, b.stack, b.pairs, b.rounds) == ('shm', 'mpich', 1, 3)
+    assert b.names == {'SpmvCheck %layout=mpi_2x1 %problem=16',
+                       'SpmvCheck %layout=masteronly_1x2 %problem=16'}
+    pattern = re.compile(b.selection())
+    # ReFrame matches -n against the display name without spaces
+    assert pattern.search('SpmvCheck%layout=mpi_2x1%problem=16%sample=7')
+    assert not pattern.search('SpmvCheck%layout=mpi_2x1%problem=160%sample=7')
+    assert not pattern.search('SpmvCheck%layout=funneled_1x2%problem=16%sample=7')
+
+
+def test_decided_and_capped_pairs_get_no_more_rounds(tmp_path):
+    win = _session(tmp_path, [0.50, 0.51, 0.49])        # hybrid twice as fast: WIN
+    open_, batches = sequential.undecided(win, cap=15)
+    assert open_ == [] and batches == []
+    capped = _session(tmp_path, [1.0, 0.7, 1.3, 0.8])
+    open_, batches = sequential.undecided(capped, cap=4)
+    assert [v.stopped for v in open_] == [stats.CAP] and batches == []
+
+
+def test_rounds_are_paired_by_number_when_one_side_has_more(tmp_path):
+    recs = _session(tmp_path, [0.5, 0.5, 0.5, 0.5])
+    # the pure-MPI layout ran two more rounds for another hybrid layout
+    extra = [r for r in recs if r.mode == 'mpi'][:2]
+    import dataclasses
+    more = [dataclasses.replace(r, name=r.name.replace('%sample=0', '%sample=9').replace(
+        '%sample=1', '%sample=8'), time=r.time + dt.timedelta(minutes=5)) for r in extra]
+    from hybridverdict.verdict import verdicts
+    (v,) = verdicts(recs + more)
+    assert (v.n_mpi, v.n_hybrid, v.rounds) == (6, 4, 4)
+    assert v.basis == stats.PAIRED and v.verdict == stats.WIN
+
+
+def test_the_users_selection_is_not_passed_to_the_batches():
+    opts = ['-C', 'config/settings.py', '-n', 'SpmvCheck', '--system=local:shm', '-p',
+            'mpich', '-S', 'nodes=2', '--failed', '--mode', 'nightly', '-v']
+    assert sequential.passed_on(opts) == ['-C', 'config/settings.py', '-S', 'nodes=2', '-v']
+
+
+def test_bad_arguments_are_refused(monkeypatch, capsys):
+    monkeypatch.setenv('HARNESS_MAX_ROUNDS', 'many')
+    assert sequential.main(['--since', '2026-11-25T00:00:00', '--deadline', '0', '--',
+                            'reframe']) == 2
+    assert 'HARNESS_MAX_ROUNDS must be an integer from 1 to 100' in capsys.readouterr().err
+
+
+def test_measured_costs_feed_the_next_plan(tmp_path, monkeypatch):
+    from harnesslib import plan as P
+    recs = _session(tmp_path, [1.0, 0.7, 1.3])    # runs 2 s apart
+    costs = tmp_path / 'plan-costs.json'
+    assert sequential.update_costs(recs, str(costs)) == 2
+    monkeypatch.setenv('HARNESS_PLAN_COSTS', str(costs))
+    table = P.measured_costs('local:shm')
+    assert table == {'spmv mpi_2x1 16': 2.0, 'spmv masteronly_1x2 16': 2.0}
+    topo = P.Topology(cores=2, name='local:shm')
+    plan = P.session_plan(topo, samples=3, budget_s=P.DEFAULT_BUDGET_S)
+    run = next(r for r in plan.runs if r.kernel == 'spmv' and r.size == 16
+               and r.layout == ('mpi', 2, 1))
+    assert run.measured and run.seconds == 2.0
+    other = next(r for r in plan.runs if r.kernel == 'spmv' and r.size == 64)
+    assert not other.measured and other.seconds == P.estimate('spmv', other.layout, 64, topo)
+    assert 'estimated from this partition\'s measured runs' in plan.format()
+    # another partition has none; a broken file is ignored, saying so
+    assert P.measured_costs('local:tcp') == {}
+    costs.write_text('{not json')
+    assert P.measured_costs('local:shm') == {}
