@@ -81,30 +81,56 @@ EXIT_INCONCLUSIVE = 3
 def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str], int]:
     """The lines that summarise the band judgements of the runs in `perflogs`
     (since the ISO time `since`), and the exit status they call for: 0, or
-    EXIT_INCONCLUSIVE when a run was inconclusive and none failed."""
+    EXIT_INCONCLUSIVE when a run was inconclusive and none failed.
+
+    A sampled variant is judged once, by its last sample (harnesslib.noise);
+    its other samples are 'deferred'.  A variant whose samples were all
+    deferred (its last sample failed or was not run) counts as inconclusive;
+    a judgement in the soft zone ('warn') is listed and does not change the
+    status."""
+    from harnesslib.references import split_name
     from hybridverdict.perflog import ReadStats, parse_time, read_perflogs
 
     stats = ReadStats()
     records = read_perflogs([perflogs], parse_time(since) if since else None, stats)
-    states: dict[str, list] = {'pass': [], 'fail': [], 'inconclusive': []}
+    states: dict[str, list] = {'pass': [], 'fail': [], 'inconclusive': [], 'warn': []}
+
+    def variant(rec) -> tuple[str, ...]:
+        return (*split_name(rec.name), rec.partition, rec.stack) if rec.name else ()
+
+    judged = {variant(rec) for rec in records
+              if rec.judgement and rec.judgement != 'deferred'}
+    orphans: dict[tuple[str, ...], object] = {}
     for rec in records:
         if rec.judgement in states:
             states[rec.judgement].append(rec)
+        elif rec.judgement == 'deferred' and variant(rec) not in judged:
+            orphans[variant(rec)] = rec
+    deferred = sum(rec.judgement == 'deferred' for rec in records)
     busy = [rec for rec in records if rec.busy]
     lines = [f'judgements: {len(records)} run(s); fixed bands: {len(states["pass"])} pass, '
-             f'{len(states["fail"])} fail, {len(states["inconclusive"])} inconclusive; '
+             f'{len(states["warn"])} warn, {len(states["fail"])} fail, '
+             f'{len(states["inconclusive"])} inconclusive ({deferred} sample(s) judged with '
+             f'the last sample of their variant); '
              f'{len(busy)} run(s) on a busy machine (kept out of references)']
     for rec in states['inconclusive']:
         lines.append(f'  INCONCLUSIVE {rec.name} @{rec.partition}+{rec.stack}'
                      f'{" [busy]" if rec.busy else ""}: {rec.judgement_detail}')
+    for rec in orphans.values():
+        lines.append(f'  INCONCLUSIVE {rec.name} @{rec.partition}+{rec.stack}: deferred to '
+                     f'the last sample of its variant, which judged nothing (it failed or '
+                     f'did not run)')
+    for rec in states['warn']:
+        lines.append(f'  WARN {rec.name} @{rec.partition}+{rec.stack}: {rec.judgement_detail}')
     for rec in states['fail']:
         lines.append(f'  FAIL {rec.name} @{rec.partition}+{rec.stack}: {rec.judgement_detail}')
     if stats.skipped:
         lines.append(f'  warning: {stats.skipped} perflog line(s) could not be read: '
                      f'{stats.reasons}')
-    status = EXIT_INCONCLUSIVE if states['inconclusive'] and not states['fail'] else 0
+    undecided = len(states['inconclusive']) + len(orphans)
+    status = EXIT_INCONCLUSIVE if undecided and not states['fail'] else 0
     if status:
-        lines.append(f'nightly INCONCLUSIVE: {len(states["inconclusive"])} fixed-band '
+        lines.append(f'nightly INCONCLUSIVE: {undecided} fixed-band '
                      f'assertion(s) could not be decided (noisy or busy machine); rerun them '
                      f'on a quiet machine (exit status {EXIT_INCONCLUSIVE})')
     return lines, status

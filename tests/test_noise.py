@@ -320,7 +320,8 @@ def test_nightly_with_inconclusive_checks_says_so_and_exits_3(tmp_path, capsys):
                               perflog_line('pass', 'false', '', 'B')]) + '\n')
     assert nightly.main(['judgements', '--perflogs', str(tmp_path)]) == nightly.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
-    assert '1 pass, 0 fail, 1 inconclusive; 1 run(s) on a busy machine' in out
+    assert '1 pass, 0 warn, 0 fail, 1 inconclusive (0 sample(s) judged with the last' in out
+    assert '1 run(s) on a busy machine' in out
     assert f'INCONCLUSIVE A @shm+openmpi [busy]: {detail}' in out
     assert 'nightly INCONCLUSIVE' in out
     # a failure keeps ReFrame's status: the summary asks for none of its own

@@ -27,18 +27,27 @@ def test_references_file_refuses_a_system_name_that_is_a_path(tmp_path):
         references_file(str(tmp_path), '../etc')
 
 
-def test_tolerance_is_one_sided_from_the_spread_with_a_floor():
-    # rate: may not fall; spread 10% around 100 -> 1.5 x 10% = 15%
-    ref = baseline.reference_tuple(baseline.Samples('GB/s', [90.0, 100.0, 110.0]), 0.05, 1.5)
-    assert ref == [100.0, -0.15, None, 'GB/s']
+def test_tolerance_is_one_sided_sized_for_the_false_alarm_rate_with_a_floor():
+    # rate: may not fall; 3 sessions of 3 runs, spread ~5% -> a band well above it
+    sessions = [[95.0, 100.0, 105.0], [97.0, 102.0, 99.0], [101.0, 96.0, 104.0]]
+    samples = baseline.Samples('GB/s', [v for s in sessions for v in s],
+                               [i for i, s in enumerate(sessions) for _ in s])
+    ref = baseline.reference_tuple(samples, 0.05, 0.01, 3)
+    assert ref[0] == 100.0 and ref[2] is None and ref[3] == 'GB/s'
+    assert -0.5 < ref[1] < -0.05
+    # a stricter false-alarm rate, or the rate split over more variables, widens it
+    assert baseline.reference_tuple(samples, 0.05, 0.001, 3)[1] < ref[1]
+    assert baseline.reference_tuple(samples, 0.05, 0.01, 3, variables=20)[1] < ref[1]
+    # more runs a night narrow it
+    assert baseline.reference_tuple(samples, 0.05, 0.01, 9)[1] > ref[1]
     # time: may not grow; no spread -> the floor
-    ref = baseline.reference_tuple(baseline.Samples('s', [2.0, 2.0]), 0.1, 1.5)
+    ref = baseline.reference_tuple(baseline.Samples('s', [2.0, 2.0]), 0.1)
     assert ref == [2.0, None, 0.1, 's']
     # a rate cannot fall by more than 100%
-    ref = baseline.reference_tuple(baseline.Samples('x', [1.0]), 3.0, 1.5)
+    ref = baseline.reference_tuple(baseline.Samples('x', [1.0]), 3.0)
     assert ref == [1.0, -1.0, None, 'x']
     # a zero median: absolute band
-    ref = baseline.reference_tuple(baseline.Samples('s', [0.0, 0.0]), 0.1, 1.5)
+    ref = baseline.reference_tuple(baseline.Samples('s', [0.0, 0.0]), 0.1)
     assert ref == [0.0, None, 0.1, 's']
 
 

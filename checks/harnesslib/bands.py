@@ -15,6 +15,21 @@ Every such assertion is decided by ``harnesslib.stats`` (the one rule):
 * PASS when the interval lies inside the band, FAIL when it lies entirely
   outside it, INCONCLUSIVE otherwise (``stats.decide``).
 
+Two states on top, for references (``./harness baseline``) judged night after
+night:
+
+* WARN, the soft zone (a warning before the hard limit, as ReFrame users ask
+  for in reframe-hpc/reframe#3623): a PASS whose interval lies entirely
+  beyond the soft limit, a fraction ``HARNESS_SOFT_ZONE`` (default 0.7) of
+  the band's tolerance from the reference.  A band sized for a false-alarm
+  rate of 1% (``hybridverdict-baseline``) puts 0.7 of its tolerance near the
+  5% line (z 1.64 against 2.33), so a quiet night warns rarely and a drift
+  shows before it fails.  It passes in ReFrame with a warning line.
+* DEFERRED: a sample of a variant (``%sample=N``) that is not the session's
+  last: its values wait for the last sample, which judges the interval of
+  the median of all of them (``harnesslib.noise.BandRule``).  One sample
+  alone is never failed against a reference made from many.
+
 One addition, for the machine rather than the samples: a FAIL on a run that
 ``harnesslib.quiet`` flagged busy is INCONCLUSIVE ("FAIL withheld").  Other
 processes on the run's cores bias a ratio (the two sides do not suffer alike:
@@ -30,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 
 from .stats import (
@@ -43,17 +59,41 @@ from .stats import (
     judge_ratios,
 )
 
+#: A PASS inside the soft zone: a warning before the hard limit.
+WARN = 'WARN'
+#: A sample whose values the session's last sample of its variant judges.
+DEFERRED = 'DEFERRED'
 #: The states of a run, as the perflog field ``judgement`` writes them.
-STATE_FIELD = {PASS: 'pass', FAIL: 'fail', INCONCLUSIVE: 'inconclusive'}
+STATE_FIELD = {PASS: 'pass', FAIL: 'fail', INCONCLUSIVE: 'inconclusive', WARN: 'warn',
+               DEFERRED: 'deferred'}
+#: Where the soft zone starts, as a fraction of a band's tolerance.
+DEFAULT_SOFT_ZONE = 0.7
 
 
-def band_bounds(ref: float, lower: float | None,
-                upper: float | None) -> tuple[float | None, float | None]:
+def soft_zone() -> float:
+    """``HARNESS_SOFT_ZONE``: the fraction of a band's tolerance where its
+    warning zone starts (0 < f <= 1; 1: no soft zone)."""
+    text = os.environ.get('HARNESS_SOFT_ZONE', '').strip()
+    if not text:
+        return DEFAULT_SOFT_ZONE
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise ValueError(f'HARNESS_SOFT_ZONE must be a number in (0, 1], got {text!r}')
+    return value
+
+
+def band_bounds(ref: float, lower: float | None, upper: float | None,
+                zone: float = 1.0) -> tuple[float | None, float | None]:
     """Absolute (low, high) of a ReFrame reference (ReFrame's own arithmetic:
-    thresholds are fractions of |ref|, absolute for ref 0); None where open."""
+    thresholds are fractions of |ref|, absolute for ref 0); None where open.
+    `zone` < 1 gives the soft limits: that fraction of each threshold."""
     def bound(thres: float | None) -> float | None:
         if thres is None:
             return None
+        thres *= zone
         if ref == 0:
             return thres
         return ref * (1 + (-thres if ref < 0 else thres))
@@ -66,8 +106,10 @@ class Judgement:
 
     var: str
     decision: Decision
-    state: str              # the decision's state, or INCONCLUSIVE for a busy FAIL
+    state: str              # the decision's state, INCONCLUSIVE for a busy FAIL, WARN
     busy: bool
+    #: the soft limits (absolute; None where open or without a soft zone)
+    soft: tuple[float | None, float | None] = (None, None)
 
     @property
     def withheld(self) -> bool:
@@ -79,12 +121,17 @@ class Judgement:
         return (low is None or value >= low) and (high is None or value <= high)
 
     def describe(self) -> str:
+        if self.state == DEFERRED:
+            return f'{self.var} {DEFERRED}: judged with the last sample of its variant'
         iv = self.decision.interval
         lo = '-inf' if self.decision.low is None else f'{self.decision.low:.4g}'
         hi = 'inf' if self.decision.high is None else f'{self.decision.high:.4g}'
         text = (f'{self.var} {self.state}: median {iv.median:.4g} interval '
                 f'[{iv.low:.4g}, {iv.high:.4g}] n={iv.n} ({iv.method}) band [{lo}, {hi}] '
                 f'spread +-{100 * self.decision.spread:.1f}%')
+        if self.state == WARN:
+            edge = next(x for x in self.soft if x is not None)
+            text += f' (in the soft zone: beyond {edge:.4g})'
         if self.withheld:
             text += ' (FAIL withheld: the machine was busy)'
         return text.replace('|', '/')
@@ -92,25 +139,40 @@ class Judgement:
 
 def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
                lower: float | None, upper: float | None,
-               busy: bool = False) -> Judgement | None:
+               busy: bool = False, soft: float = 1.0) -> Judgement | None:
     """The rule for one variable against its reference: from its values (their
     median's interval) or from an interval made elsewhere by ``stats`` (e.g.
     ``stats.compare`` of two sample lists); None when the band is open on both
-    sides (nothing to judge)."""
+    sides (nothing to judge).  With `soft` < 1, a PASS whose interval lies
+    entirely beyond the soft limits (`band_bounds` with that zone) is WARN."""
     low, high = band_bounds(ref, lower, upper)
     if low is None and high is None:
         return None
-    decision = (decide(values, low, high) if isinstance(values, Interval)
+    interval = values if isinstance(values, Interval) else None
+    decision = (decide(interval, low, high) if interval is not None
                 else judge_ratios(list(values), low, high))
     state = INCONCLUSIVE if (decision.state == FAIL and busy) else decision.state
-    return Judgement(var, decision, state, busy)
+    limits: tuple[float | None, float | None] = (None, None)
+    if soft < 1:
+        limits = band_bounds(ref, lower, upper, soft)
+        if state == PASS and decide(decision.interval, *limits).state == FAIL:
+            state = WARN
+    return Judgement(var, decision, state, busy, limits)
+
+
+def deferred(var: str, ref: float, lower: float | None, upper: float | None) -> Judgement:
+    """A sample's judgement left to the session's last sample of its variant
+    (the band is kept: ReFrame must not fail this sample's own value)."""
+    iv = Interval(math.nan, math.nan, math.nan, 0, 0.0, 'deferred to the last sample')
+    low, high = band_bounds(ref, lower, upper)
+    return Judgement(var, Decision(INCONCLUSIVE, 'across', iv, low, high), DEFERRED, False)
 
 
 def overall(judgements: Sequence[Judgement]) -> str:
-    """The run's state: fail if any variable fails, else inconclusive if any
-    is, else pass; '' when nothing was judged."""
+    """The run's state: fail if any variable fails, else inconclusive, else
+    warn, else deferred, else pass; '' when nothing was judged."""
     states = {j.state for j in judgements}
-    for state in (FAIL, INCONCLUSIVE, PASS):
+    for state in (FAIL, INCONCLUSIVE, WARN, DEFERRED, PASS):
         if state in states:
             return STATE_FIELD[state]
     return ''
@@ -137,4 +199,5 @@ def more_rounds(samples: dict[str, Sequence[float]],
     return out
 
 
-__all__ = ['STATE_FIELD', 'band_bounds', 'Judgement', 'judge_band', 'overall', 'more_rounds']
+__all__ = ['STATE_FIELD', 'WARN', 'DEFERRED', 'DEFAULT_SOFT_ZONE', 'soft_zone', 'band_bounds',
+           'Judgement', 'judge_band', 'deferred', 'overall', 'more_rounds']

@@ -10,6 +10,14 @@ How the three states map onto ReFrame (see the README, "Noisy machines"):
   meet reference" message (the median lies outside the band whenever the
   interval does), preceded by a warning that gives the rule's interval;
   perflog ``judgement=fail``.
+* WARN (a PASS in the soft zone, see ``harnesslib.bands``): the test passes
+  with a warning line; perflog ``judgement=warn``.
+* DEFERRED: a sample (``%sample=N``) that is not the session's last of its
+  variant: the test passes (its reference is logged without thresholds
+  where its value lies outside the band), perflog ``judgement=deferred``; the
+  variant's last sample judges the median of all the session's samples and
+  fails, passes or is inconclusive for all of them (``-S
+  judge_samples_together=false``: every sample alone, as before).
 * INCONCLUSIVE: the test passes in ReFrame (its run was valid: sanity passed,
   and the data neither pass nor fail the band), with a warning
   ``INCONCLUSIVE ...`` in ReFrame's output and perflog
@@ -26,10 +34,13 @@ import os
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_before, variable
+from reframe.core.builtins import run_after, run_before, variable
+from reframe.core.exceptions import PerformanceError
 
-from .bands import Judgement, judge_band, overall
+from .bands import FAIL, Judgement, deferred, judge_band, overall, soft_zone
+from .placement import first_round, samples_per_run
 from .quiet import QUIET_FILE, enabled, epilogue, prologue, read_quiet, summarise
+from .references import split_name
 from .stats import Interval
 
 
@@ -61,6 +72,13 @@ class QuietMachine(rfm.RegressionTestPlugin):
             setattr(self, name, value)
 
 
+#: This ReFrame session's values of every sampled variant, in the order its
+#: samples ran, each with its run's busy flag: ReFrame runs every test's hooks
+#: in its one Python process, so a variant's last sample finds the earlier ones
+#: here.  Key: (class, partition, environment, variant, variable).
+_SESSION_VALUES: dict[tuple[str, str, str, str, str], list[tuple[float, bool]]] = {}
+
+
 class BandRule(rfm.RegressionTestPlugin):
     """Every performance variable with a bounded reference is judged by the one
     rule (``harnesslib.bands``) before ReFrame checks it (see the module's
@@ -69,6 +87,9 @@ class BandRule(rfm.RegressionTestPlugin):
     #: A FAIL on a busy run is reported INCONCLUSIVE (harnesslib.bands);
     #: ``-S withhold_when_busy=false`` lets the rule fail it all the same.
     withhold_when_busy = variable(typ.Bool, value=True, loggable=False)
+    #: A sampled variant (``%sample=N``) is judged on all its samples of the
+    #: session at once, by its last sample; false: every sample alone.
+    judge_samples_together = variable(typ.Bool, value=True, loggable=False)
 
     def band_samples(self) -> dict[str, list[float] | Interval]:
         """The values behind each judged variable (e.g. per-round ratios), or
@@ -80,6 +101,16 @@ class BandRule(rfm.RegressionTestPlugin):
     def band_busy(self) -> bool:
         return self.withhold_when_busy and getattr(self, 'busy', '') == 'true'
 
+    def sample_pool(self) -> tuple[tuple[str, str, str, str], bool] | None:
+        """(where this variant's session values are kept, whether this is its
+        last sample), or None for a test judged alone (no ``sample``)."""
+        sample = getattr(self, 'sample', None)
+        if sample is None or not self.judge_samples_together:
+            return None
+        cls, variant = split_name(self.display_name)
+        where = (cls, self.current_partition.fullname, self.current_environ.name, variant)
+        return where, int(sample) >= first_round() + samples_per_run() - 1
+
     @run_before('performance', always_last=True)
     def apply_band_rule(self):
         if self.is_dry_run():
@@ -88,6 +119,8 @@ class BandRule(rfm.RegressionTestPlugin):
         resolved = self._resolve_reference()
         samples = self.band_samples()
         busy = self.band_busy()
+        soft = soft_zone()
+        pool = self.sample_pool()
         refs: dict[str, tuple] = {}
         judged: list[tuple[Judgement, float]] = []
         for var, fn in self.perf_variables.items():
@@ -102,19 +135,40 @@ class BandRule(rfm.RegressionTestPlugin):
                 value = float(fn.evaluate())
             except Exception:       # ReFrame reports the variable itself
                 continue
-            j = judge_band(var, samples.get(var) or [value], float(ref[0]), ref[1], ref[2],
-                           busy)
+            own = samples.get(var)
+            if own is None and pool is not None:
+                # A sampled variant: judged once, by its last sample, on all.
+                where, last = pool
+                values = _SESSION_VALUES.setdefault((*where, var), [])
+                values.append((value, busy))
+                j = (judge_band(var, [v for v, _ in values], float(ref[0]), ref[1], ref[2],
+                                any(b for _, b in values), soft)
+                     if last else deferred(var, float(ref[0]), ref[1], ref[2]))
+            else:
+                j = judge_band(var, own or [value], float(ref[0]), ref[1], ref[2], busy, soft)
             if j is not None:
                 judged.append((j, value))
         self.judgement = overall([j for j, _ in judged])
         self.judgement_detail = '; '.join(j.describe() for j, _ in judged)[:1000]
         neutral = False
+        self._pooled_failures = []
         for j, value in judged:
-            if j.state != 'PASS':
+            if j.state not in ('PASS', 'DEFERRED'):
                 self.logger.warning(f'{self.display_name}: {j.describe()}')
-            if j.state != 'FAIL' and not j.inside(value):
+            if j.state != FAIL and not j.inside(value):
                 ref = refs[j.var]
                 refs[j.var] = (ref[0], None, None, *ref[3:])
                 neutral = True
+            elif j.state == FAIL and j.inside(value):
+                # the samples' median fails, this last sample's own value not
+                self._pooled_failures.append(j.describe())
         if neutral:
             self.reference = {'*': refs}
+
+    @run_after('performance')
+    def fail_pooled_judgement(self):
+        # After ReFrame's own check, so the perflog line keeps every value.
+        failures = getattr(self, '_pooled_failures', [])
+        if failures:
+            raise PerformanceError(f'failed to meet reference (the median of the session\'s '
+                                   f'samples): {"; ".join(failures)}')

@@ -288,6 +288,74 @@ def t_quantile(p: float, df: int) -> float:
     return float(student_t.ppf(p, df))
 
 
+#: A reference band's false-alarm rate per check: at most 1 check in 100 fails
+#: on a night where nothing changed (``hybridverdict-baseline --false-alarm``).
+DEFAULT_FALSE_ALARM = 0.01
+#: Variance of a sample median over that of the mean (normal samples): pi / 2.
+MEDIAN_VARIANCE_FACTOR = math.pi / 2
+
+
+@dataclasses.dataclass(frozen=True)
+class BandSize:
+    """How wide a reference band must be for a stated false-alarm rate."""
+
+    log_tolerance: float    # the band's half-width in log units (0: no spread seen)
+    sessions: int           # sessions behind it
+    within: float           # SD of a run's log value within a session
+    between: float          # SD of a session's level (log), beyond the within part
+    quantile: float         # the t quantile used (Welch-Satterthwaite degrees of freedom)
+
+
+def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
+                   false_alarm: float = DEFAULT_FALSE_ALARM, variables: int = 1) -> BandSize:
+    """The half-width (log units) of a one-sided reference band made from the
+    runs of several sessions (one list of values per session), such that the
+    median of `night_samples` runs of a night where nothing changed falls
+    beyond it with probability at most `false_alarm` / `variables` (Bonferroni
+    over the judged variables of one check, so that the check as a whole
+    fails with at most `false_alarm`).
+
+    The log value of a run is modelled as the session's level plus the run's
+    own noise: the within-session SD comes from the runs around their session's
+    mean (pooled), the between-session SD from the spread of the session
+    medians less what the within part explains.  A night's median then varies
+    with ``between^2 + (pi/2) within^2 / n`` and the reference (the median of
+    all runs) with about ``var(session medians) / S``; the band is Student's t
+    quantile (degrees of freedom of that sum by Welch-Satterthwaite: few
+    sessions with a large drift between them give a wide band, as they must)
+    times the root of their sum.  With one session the drift between
+    sessions is not measured (``between`` 0): ``hybridverdict-baseline``
+    says so.  The nightly judges the interval of the median (FAIL only when it
+    lies entirely outside), so the realised rate is below the stated one.
+    """
+    if not 0 < false_alarm < 1:
+        raise StatsError(f'false-alarm rate must be in (0, 1), got {false_alarm!r}')
+    if night_samples < 1 or variables < 1:
+        raise StatsError('night_samples and variables must be at least 1')
+    logs = [[math.log(v) for v in _check(s)] for s in sessions if len(s)]
+    if not logs:
+        raise StatsError('no sessions')
+    dof = sum(len(s) - 1 for s in logs)
+    within2 = (sum((y - statistics.fmean(s)) ** 2 for s in logs for y in s) / dof
+               if dof else 0.0)
+    levels = [statistics.median(s) for s in logs]
+    spread2 = statistics.variance(levels) if len(levels) > 1 else 0.0
+    per_run = MEDIAN_VARIANCE_FACTOR * within2
+    between2 = max(0.0, spread2 - per_run * statistics.fmean(1 / len(s) for s in logs))
+    total = sum(len(s) for s in logs)
+    ref_var = spread2 / len(logs) if len(logs) > 1 else per_run / total
+    night_var = between2 + per_run / night_samples
+    var = night_var + ref_var
+    # Welch-Satterthwaite: the degrees of freedom of that sum, from those of
+    # the between-session spread (S - 1) and of the within part.
+    parts = [(between2 + ref_var, len(logs) - 1), (per_run / night_samples, dof)]
+    denom = sum(v * v / d for v, d in parts if d > 0 and v > 0)
+    df = max(1, int(var * var / denom)) if denom > 0 else 0
+    p = 1 - false_alarm / variables
+    q = t_quantile(p, df) if df else statistics.NormalDist().inv_cdf(p)
+    return BandSize(q * math.sqrt(var), len(logs), math.sqrt(within2), math.sqrt(between2), q)
+
+
 #: How ``paired_interval`` names its method (the report prints it).
 PAIRED_METHOD = 'paired t on log ratios'
 

@@ -2,7 +2,7 @@
 
     hybridverdict-baseline [--perflogs DIR|FILE ...] [--since ISO] [--until ISO]
                            [--system NAME ...] [--prefix DIR] [--floor F]
-                           [--spread-factor K] [--dry-run] [--force]
+                           [--false-alarm A] [--night-samples N] [--dry-run] [--force]
 
 It reads the perflogs of one or several sessions and, per system, builds the
 ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
@@ -10,9 +10,14 @@ ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
 
 * each reference is the median of the runs of one test variant (all its
   samples and sessions) on one partition and stack;
-* each tolerance is ``max(floor, K * largest relative deviation from the
-  median)`` (by default 10% and K = 1.5): every run it was made from passes,
-  and a single sample never gets a band narrower than the floor.  A rate's
+* each tolerance is sized for a false-alarm rate (``--false-alarm``, default
+  1 check in 100 on a night where nothing changed): from the spread of the
+  runs within their sessions and of the sessions' levels between them, for
+  the median of a night's ``--night-samples`` runs, split over the variables
+  of the variant (``harnesslib.stats.reference_band``); never narrower than
+  ``--floor`` (5%).  Sessions are told apart as the verdicts' history does
+  (``stats.session_starts``: a gap of more than an hour).  Fewer than 3
+  sessions measure the drift between sessions poorly: it says so.  A rate's
   band stops at 0 (ReFrame's limit of -100%).  It is
   one-sided: times (s, ms, us, ns) may not grow beyond it, everything else
   (rates, bandwidths, speedups, the verdict code) may not fall below it.  A
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import math
 import os
 import statistics
 import sys
@@ -50,14 +56,21 @@ from harnesslib.references import (
     split_name,
     validate_references,
 )
+from harnesslib.stats import (
+    DEFAULT_FALSE_ALARM,
+    reference_band,
+    session_of,
+    session_starts,
+)
 from tabulate import tabulate
 
 from . import atomic
 from .cli import default_var_dir
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
-DEFAULT_FLOOR = 0.10
-DEFAULT_SPREAD_FACTOR = 1.5
+DEFAULT_FLOOR = 0.05
+#: Sessions below which the drift between sessions is poorly measured.
+FEW_SESSIONS = 3
 
 #: (partition, environ, variant, variable) within one test class
 Key = tuple[str, str, str, str]
@@ -73,6 +86,14 @@ class ReferencesError(Exception):
 class Samples:
     unit: str
     values: list[float] = dataclasses.field(default_factory=list)
+    #: the session (index) of each value
+    sessions: list[int] = dataclasses.field(default_factory=list)
+
+    def by_session(self) -> list[list[float]]:
+        groups: dict[int, list[float]] = defaultdict(list)
+        for value, session in zip(self.values, self.sessions or [0] * len(self.values)):
+            groups[session].append(value)
+        return [groups[k] for k in sorted(groups)]
 
 
 #: What a run was made with, beyond its test variant: runs that differ in it
@@ -92,6 +113,7 @@ def collect(records: Iterable[Record],
     its latest run was (:func:`made_with`) count; `left_out` receives one line
     per variant whose other runs were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
+    starts = session_starts([r.time for r in usable])
     latest: dict[tuple[str, str, str, str, str], tuple[object, Made]] = {}
     for rec in usable:
         cls, variant = split_name(rec.name)
@@ -110,6 +132,7 @@ def collect(records: Iterable[Record],
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
             entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
             entry.values.append(value)
+            entry.sessions.append(session_of(rec.time, starts))
     if left_out is not None:
         for where, made in sorted(others.items()):
             build, lib, nodes = latest[where][1]
@@ -120,15 +143,26 @@ def collect(records: Iterable[Record],
     return out
 
 
-def reference_tuple(samples: Samples, floor: float, factor: float) -> RefTuple:
-    """[median, lower, upper, unit] with a one-sided tolerance from the spread."""
+def reference_tuple(samples: Samples, floor: float,
+                    false_alarm: float = DEFAULT_FALSE_ALARM, night_samples: int = 3,
+                    variables: int = 1) -> RefTuple:
+    """[median, lower, upper, unit] with a one-sided tolerance sized for the
+    false-alarm rate (``stats.reference_band``), at least `floor`."""
     med = statistics.median(samples.values)
+    if med == 0 or min(samples.values) <= 0:
+        # no log scale: an absolute band of the floor around a zero median,
+        # the largest deviation otherwise
+        dev = max(abs(v - med) for v in samples.values)
+        tol = max(floor, dev if med == 0 else dev / abs(med))
+    else:
+        size = reference_band(samples.by_session(), night_samples, false_alarm, variables)
+        grow = math.expm1(size.log_tolerance)
+        fall = -math.expm1(-size.log_tolerance)
+        tol = max(floor, grow if lower_is_better(samples.unit) else fall)
+    tol = round(tol, 4)
     if med == 0:
-        tol = max(floor, factor * max(abs(v) for v in samples.values))
         low, high = -tol, tol
     else:
-        dev = max(abs(v - med) for v in samples.values) / abs(med)
-        tol = round(max(floor, factor * dev), 4)
         # ReFrame's thresholds are fractions of |reference|; a positive
         # reference cannot fall by more than 100%, a negative one rise by it.
         low = -min(tol, 1.0) if med > 0 else -tol
@@ -141,9 +175,28 @@ def reference_tuple(samples: Samples, floor: float, factor: float) -> RefTuple:
 
 
 def build_entries(classes: dict[str, dict[Key, Samples]], floor: float,
-                  factor: float) -> dict[str, dict[Key, RefTuple]]:
-    return {cls: {key: reference_tuple(s, floor, factor) for key, s in keys.items()}
-            for cls, keys in classes.items()}
+                  false_alarm: float = DEFAULT_FALSE_ALARM,
+                  night_samples: int = 3) -> dict[str, dict[Key, RefTuple]]:
+    """The references of every variant; the false-alarm rate of a variant is
+    split over its variables (one check fails when any of them does)."""
+    out: dict[str, dict[Key, RefTuple]] = {}
+    for cls, keys in classes.items():
+        per_variant: dict[tuple[str, str, str], int] = defaultdict(int)
+        for key in keys:
+            per_variant[key[:3]] += 1
+        out[cls] = {key: reference_tuple(s, floor, false_alarm, night_samples,
+                                         per_variant[key[:3]])
+                    for key, s in keys.items()}
+    return out
+
+
+def session_counts(classes: dict[str, dict[Key, Samples]]) -> dict[int, int]:
+    """How many variables (keys) were measured in how many sessions."""
+    counts: dict[int, int] = defaultdict(int)
+    for keys in classes.values():
+        for samples in keys.values():
+            counts[len(set(samples.sessions))] += 1
+    return dict(counts)
 
 
 def flatten(doc: dict, path: str) -> dict[str, dict[Key, RefTuple]]:
@@ -298,6 +351,29 @@ def _positive(text: str) -> float:
     return value
 
 
+def _rate(text: str) -> float:
+    value = _positive(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f'must be below 1: {text!r}')
+    return value
+
+
+def _env_rate() -> float:
+    text = os.environ.get('HARNESS_FALSE_ALARM', '').strip()
+    if not text:
+        return DEFAULT_FALSE_ALARM
+    try:
+        return _rate(text)
+    except argparse.ArgumentTypeError as err:
+        raise SystemExit(f'hybridverdict-baseline: error: HARNESS_FALSE_ALARM {err}') from None
+
+
+def _count(text: str) -> int:
+    if not text.strip().isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f'must be an integer from 1 to 100: {text!r}')
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     var = default_var_dir()
     ap = argparse.ArgumentParser(
@@ -315,9 +391,13 @@ def parser() -> argparse.ArgumentParser:
                          '$RFM_REFERENCE_PREFIX or config/references)')
     ap.add_argument('--floor', type=_positive, default=DEFAULT_FLOOR,
                     help=f'smallest tolerance, a fraction (default {DEFAULT_FLOOR})')
-    ap.add_argument('--spread-factor', type=_positive, default=DEFAULT_SPREAD_FACTOR,
-                    help='tolerance = factor x largest relative deviation from the median '
-                         f'(default {DEFAULT_SPREAD_FACTOR})')
+    ap.add_argument('--false-alarm', type=_rate, default=_env_rate(),
+                    help='the rate at which a check may fail on a night where nothing '
+                         'changed; the bands are sized for it (default $HARNESS_FALSE_ALARM '
+                         f'or {DEFAULT_FALSE_ALARM})')
+    ap.add_argument('--night-samples', type=_count, default=None,
+                    help='runs per variant in a nightly, whose median is judged (default '
+                         '$HARNESS_REPEAT or 3)')
     ap.add_argument('--dry-run', action='store_true', help='show the difference, write nothing')
     ap.add_argument('--force', action='store_true',
                     help='replace an existing file (its previous version is kept)')
@@ -352,16 +432,25 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     now = dt.datetime.now(dt.timezone.utc)
+    night = args.night_samples or _count(os.environ.get('HARNESS_REPEAT', '3') or '3')
     status = 0
     for system in systems:
         try:
             path = references_file(args.prefix, system)
             old = read_references(path)
-            new = build_entries(by_system[system], args.floor, args.spread_factor)
+            new = build_entries(by_system[system], args.floor, args.false_alarm, night)
             merged = merge(old, new)
             n_runs = sum(len(s.values) for keys in by_system[system].values()
                          for s in keys.values())
-            print(f'== {system}: {path} ({n_runs} samples)')
+            counts_s = session_counts(by_system[system])
+            print(f'== {system}: {path} ({n_runs} samples; bands for a false-alarm rate of '
+                  f'{args.false_alarm:g} per check, medians of {night} run(s) a night)')
+            few = sum(n for k, n in counts_s.items() if k < FEW_SESSIONS)
+            if few:
+                print(f'   note: {few} of {sum(counts_s.values())} variable(s) come from fewer '
+                      f'than {FEW_SESSIONS} sessions: the drift between sessions is poorly '
+                      f'measured (bands wide, or without it from one session); run more '
+                      f'sessions on other days before the baseline')
             rows = diff_rows(old, new)
             print(tabulate(rows, headers=DIFF_COLUMNS))
             counts = defaultdict(int)

@@ -376,6 +376,15 @@ class _Header:
 
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
 
+#: What a run was made with, beyond what it measured: the fields a performance
+#: engineer diffs between the runs before and after a regression.
+PROVENANCE_FIELDS = ('mpi_library', 'build_spec', 'mpi_env')
+
+
+def provenance(rec: Record) -> dict[str, str]:
+    """The run's provenance, field -> text ('' where the record has none)."""
+    return {f: str(getattr(rec, f, '') or '') for f in PROVENANCE_FIELDS}
+
 
 def unusable(rec: Record) -> str:
     """Why a record cannot be used ('' if it can): a value that is not a finite
@@ -524,4 +533,6 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
 __all__ = ['Record', 'Group', 'size_key', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs',
            'unusable',
            'perflog_files',
+    'PROVENANCE_FIELDS',
+    'provenance',
            'header_fields', 'parse_time']

@@ -1,0 +1,192 @@
+"""A quiet night passes (issue 26, item 0): a sampled variant is judged on all
+its samples at once against a band sized for a stated false-alarm rate, with
+a soft zone before the hard limit.
+
+* simulation: bands from ``hybridverdict-baseline``'s rule, nights judged by
+  the band rule on the median of their samples: at most 1 check in 100 fails
+  on nights where nothing changed, a 40% drop fails;
+* the nightly's summary: deferred samples, a variant whose last sample never
+  judged, the soft zone;
+* for real (ReFrame, STREAM on this machine): the samples before the last
+  defer, the last judges all of them; a median in the soft zone warns.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, run_reframe
+from harnesslib import bands
+from harnesslib.schema import header_fields
+from hybridverdict import baseline
+from perflog_writer import LIBS, T0, header
+from reframe.utility import import_module_from_file
+
+# ---- simulation -----------------------------------------------------------------------
+
+
+def _night(rng: random.Random, level: float, within: float, n: int) -> list[float]:
+    return [math.exp(level + rng.gauss(0, within)) for _ in range(n)]
+
+
+def _check_fails(rng: random.Random, sessions: int, within: float, between: float,
+                 variables: int, drop: float = 0.0) -> bool:
+    """One check of `variables` rates: a baseline from `sessions` sessions of 3
+    runs, then one night of 3 runs, judged as the nightly does."""
+    failed = False
+    for _ in range(variables):
+        runs = [_night(rng, rng.gauss(0, between), within, 3) for _ in range(sessions)]
+        samples = baseline.Samples('GB/s', [v for s in runs for v in s],
+                                   [i for i, s in enumerate(runs) for _ in s])
+        ref, low, _, _ = baseline.reference_tuple(samples, 0.0, 0.01, 3, variables)
+        night = _night(rng, rng.gauss(0, between) + math.log1p(-drop), within, 3)
+        j = bands.judge_band('fom', night, ref, low, None)
+        failed |= j is not None and j.state == 'FAIL'
+    return failed
+
+
+@pytest.mark.parametrize('within, between', [(0.05, 0.0), (0.05, 0.03), (0.02, 0.05)])
+def test_quiet_nights_fail_at_most_one_check_in_100(within, between):
+    rng = random.Random(26)
+    nights = 300
+    fails = sum(_check_fails(rng, 5, within, between, 10) for _ in range(nights))
+    assert fails / nights <= 0.01, (fails, nights)
+    # and a real regression still fails
+    caught = sum(_check_fails(rng, 5, within, between, 1, drop=0.4) for _ in range(100))
+    assert caught >= 90, caught
+
+
+def test_few_sessions_with_drift_between_them_give_wide_bands():
+    rng = random.Random(3)
+    drifting = [_night(rng, rng.gauss(0, 0.08), 0.01, 3) for _ in range(2)]
+    many = drifting + [_night(rng, rng.gauss(0, 0.08), 0.01, 3) for _ in range(6)]
+
+    def tol(runs):
+        s = baseline.Samples('GB/s', [v for r in runs for v in r],
+                             [i for i, r in enumerate(runs) for _ in r])
+        return -baseline.reference_tuple(s, 0.0, 0.01, 3)[1]
+    assert tol(drifting) > tol(many)
+
+
+def test_soft_zone_warns_inside_the_band(monkeypatch):
+    # band: may fall 20% below 100; soft zone from 0.7 x 20% = 14% below
+    j = bands.judge_band('fom', [83.0, 83.2, 83.4], 100.0, -0.2, None, soft=0.7)
+    assert j.state == bands.WARN and 'soft zone' in j.describe()
+    assert bands.judge_band('fom', [95.0, 96.0, 97.0], 100.0, -0.2, None, soft=0.7).state \
+        == 'PASS'
+    assert bands.judge_band('fom', [70.0, 71.0, 72.0], 100.0, -0.2, None, soft=0.7).state \
+        == 'FAIL'
+    assert bands.overall([j]) == 'warn'
+    monkeypatch.setenv('HARNESS_SOFT_ZONE', '1.5')
+    with pytest.raises(ValueError, match='HARNESS_SOFT_ZONE'):
+        bands.soft_zone()
+    monkeypatch.setenv('HARNESS_SOFT_ZONE', '1')
+    assert bands.soft_zone() == 1.0
+
+
+# ---- the nightly's summary ---------------------------------------------------------------
+
+def _nightly():
+    return import_module_from_file(str(REPO / 'config' / 'nightly.py'))
+
+
+def _line(name: str, judgement: str) -> str:
+    f = dict.fromkeys(header_fields(), '')
+    f.update({'job_completion_time': f'{T0:%Y-%m-%dT%H:%M:%S%z}', 'system': 'local',
+              'partition': 'shm', 'environ': 'mpich', 'name': name, 'kernel': 'stream',
+              'mode': 'mpi', 'ranks': '2', 'threads': '1', 'size': '8', 'cores': '2',
+              'nodes': '1', 'mpi_library': LIBS['mpich'], 'verified': 'true',
+              'oversubscribed': 'false', 'finalize_hung': 'false', 'build_spec': 'cmake',
+              'result': 'pass', 'judgement': judgement, 'judgement_detail': 'fom WARN: x'})
+    return '|'.join(f.values()) + '|10.0|GB/s|12.0|-0.2|None|'
+
+
+def test_summary_counts_deferred_samples_and_orphans(tmp_path):
+    log = tmp_path / 'local' / 'shm' / 'StreamCheck.log'
+    log.parent.mkdir(parents=True)
+    lines = [header(['fom'])]
+    for sample, state in enumerate(['deferred', 'deferred', 'warn']):
+        lines.append(_line(f'StreamCheck %layout=mpi_2x1 %sample={sample}', state))
+    # a variant whose last sample never judged
+    lines.append(_line('StreamCheck %layout=mpi_1x1 %sample=0', 'deferred'))
+    log.write_text('\n'.join(lines) + '\n')
+    out, status = _nightly().judgement_summary(str(tmp_path))
+    text = '\n'.join(out)
+    assert '1 warn' in text and '3 sample(s) judged with the last sample' in text
+    assert re.search(r'WARN StreamCheck %layout=mpi_2x1 %sample=2', text)
+    assert 'INCONCLUSIVE StreamCheck %layout=mpi_1x1' in text and 'judged nothing' in text
+    assert status == 3
+
+
+# ---- for real ----------------------------------------------------------------------------
+
+SELECT = ('-n', 'StreamCheck%layout=mpi_2x1', '--system', 'local:shm')
+
+
+def _explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f'--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-2000:]}'
+
+
+def _judgements(var: Path) -> list[tuple[str, str, str]]:
+    rows = []
+    for path in sorted((var / 'perflogs').rglob('StreamCheck.log*')):
+        text = path.read_text().splitlines()
+        head = text[0].split('|')
+        for line in text[1:]:
+            f = dict(zip(head, line.split('|')))
+            rows.append((f['name'], f['result'], f['judgement']))
+    return rows
+
+
+def _references(refs: Path, stack: str, fom: float, lower: float) -> None:
+    refs.mkdir(parents=True, exist_ok=True)
+    doc = {'StreamCheck': {'$index': ['$partition', '$environ', 'ref_variant'],
+                           'local:shm': {stack: {'layout=mpi_2x1 problem=8000000': {
+                               'fom': [fom, lower, None, 'GB/s']}}}}}
+    (refs / 'local.yaml').write_text(yaml.safe_dump(doc))
+
+
+@pytest.mark.integration
+def test_samples_defer_and_the_last_judges_them_all(tmp_path, stacks):
+    var, refs = tmp_path / 'var', tmp_path / 'refs'
+    env = {'RFM_REFERENCE_PREFIX': str(refs), 'HARNESS_REPEAT': '3', 'HARNESS_SNAPSHOTS': '0'}
+    stack = stacks[0]
+    # A reference 10x the machine's STREAM: every sample is far below its band.
+    _references(refs, stack, 1e6, -0.1)
+    proc = run_reframe(var, *SELECT, '-p', stack, '-r', env=env)
+    assert proc.returncode != 0, _explain(proc)
+    got = _judgements(var)
+    assert [(r, j) for _, r, j in got] == [('pass', 'deferred'), ('pass', 'deferred'),
+                                          ('fail', 'fail')], got
+    assert 'n=3' in proc.stdout, _explain(proc)
+    # Each sample alone, as before: all three fail.
+    proc = run_reframe(tmp_path / 'alone', *SELECT, '-p', stack, '-r',
+                       '-S', 'judge_samples_together=false', env=env)
+    assert [r for _, r, _ in _judgements(tmp_path / 'alone')] == ['fail'] * 3, _explain(proc)
+
+
+@pytest.mark.integration
+def test_a_median_in_the_soft_zone_warns_and_passes(tmp_path, stacks):
+    var, refs = tmp_path / 'var', tmp_path / 'refs'
+    env = {'RFM_REFERENCE_PREFIX': str(refs), 'HARNESS_REPEAT': '3', 'HARNESS_SNAPSHOTS': '0'}
+    stack = stacks[0]
+    proc = run_reframe(tmp_path / 'measure', *SELECT, '-p', stack, '-r', env=env)
+    assert proc.returncode == 0, _explain(proc)
+    foms = [float(m) for m in re.findall(r'P: fom: ([0-9.e+]+)', proc.stdout)]
+    assert foms, _explain(proc)
+    fom = sorted(foms)[len(foms) // 2]
+    # The band may fall 99.9%; its soft zone starts 69.9% below: the machine at
+    # 1/30 of the reference sits deep inside the soft zone, a factor of 9 from
+    # either edge (a busy machine's STREAM varies by less).
+    _references(refs, stack, 30 * fom, -0.999)
+    proc = run_reframe(var, *SELECT, '-p', stack, '-r', env=env)
+    assert proc.returncode == 0, _explain(proc)
+    assert [j for _, _, j in _judgements(var)] == ['deferred', 'deferred', 'warn'], \
+        _explain(proc)
+    assert 'in the soft zone' in proc.stdout, _explain(proc)
