@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
 
-from harnesslib.schema import empty_after_result, header_fields
+from harnesslib.schema import fields_after, header_fields
 
 PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
 LIBS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}
@@ -21,8 +21,16 @@ def header(variables: Sequence[str]) -> str:
 def line(kernel: str, values: dict[str, tuple], *, mode: str = 'mpi', ranks: int = 2,
          threads: int = 1, size: str = '1', stack: str = 'mpich', part: str = 'shm',
          nodes: int = 1, time: dt.datetime = T0, result: str = 'pass', system: str = 'local',
-         cores: int = 2, oversubscribed: bool = False, name: str = '') -> str:
-    """One perflog line; values: variable -> (value, unit[, ref, lower, upper])."""
+         cores: int = 2, oversubscribed: bool = False, name: str = '',
+         after_result: dict[str, str] | None = None) -> str:
+    """One perflog line; values: variable -> (value, unit[, ref, lower, upper]);
+    after_result: the run fields after 'result' by name (judgement, mpi_env, the
+    provenance fields, ...), '' where not given."""
+    tail = dict.fromkeys(fields_after('result'), '')
+    unknown = set(after_result or {}) - set(tail)
+    if unknown:
+        raise ValueError(f'not a run field after result: {sorted(unknown)}')
+    tail.update(after_result or {})
     blocks = ''
     for value, unit, *ref in values.values():
         ref_, lo, hi = (list(ref) + [0, None, None][len(ref):])[:3]
@@ -31,7 +39,8 @@ def line(kernel: str, values: dict[str, tuple], *, mode: str = 'mpi', ranks: int
             f'{kernel}|{mode}|'
             f'{ranks}|{threads}|{size}|{cores}|{nodes}|{LIBS.get(stack, stack)}|true|'
             f'{str(oversubscribed).lower()}|false|'
-            f'cmake Release {stack}|{result}|{empty_after_result()}{blocks}')
+            f'cmake Release {stack}|{result}|' + ''.join(f'{v}|' for v in tail.values())
+            + blocks)
 
 
 def write(path: Path, lines: Sequence[str]) -> Path:

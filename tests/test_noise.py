@@ -304,7 +304,8 @@ def perflog_line(judgement: str, busy: str, detail: str, name: str) -> str:
            f'in.lj|2|1|{LIBS["openmpi"]}|true|false|false|cmake|pass')
     tail = {'judgement': judgement, 'judgement_detail': detail, 'load_before': '0.1',
             'load_after': '2.0', 'steal_pct': '0.00', 'busy_procs': '2' if busy == 'true'
-            else '0', 'busy': busy, 'busy_detail': '', 'mpi_env': ''}
+            else '0', 'busy': busy, 'busy_detail': '', 'mpi_env': '',
+            **dict.fromkeys(fields_after('mpi_env'), '')}
     assert tuple(tail) == fields_after('result')
     return run + '|' + '|'.join(tail.values()) + '|0.73|x|1.0|-0.1|None|'
 

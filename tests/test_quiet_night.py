@@ -25,7 +25,7 @@ from conftest import REPO, run_reframe
 from harnesslib import bands
 from harnesslib.schema import header_fields
 from hybridverdict import baseline
-from perflog_writer import LIBS, T0, header
+from perflog_writer import LIBS, T0, header, line, write
 from reframe.utility import import_module_from_file
 
 # ---- simulation -----------------------------------------------------------------------
@@ -72,6 +72,30 @@ def test_few_sessions_with_drift_between_them_give_wide_bands():
                              [i for i, r in enumerate(runs) for _ in r])
         return -baseline.reference_tuple(s, 0.0, 0.01, 3)[1]
     assert tol(drifting) > tol(many)
+
+
+def test_the_baseline_tells_sessions_apart_by_their_session_field(tmp_path):
+    """Sessions minutes apart (the tests, a centre's back-to-back runs) are
+    told apart by the recorded session, not by a gap in time."""
+    import datetime as dt
+
+    from hybridverdict.perflog import read_perflogs
+    lines = [header(['fom'])]
+    for i, session in enumerate(['s1', 's1', 's2', 's2', 's3', 's3']):
+        lines.append(line('stream', {'fom': (10.0 + i, 'GB/s')}, name='StreamCheck %x=1',
+                          time=T0 + dt.timedelta(minutes=i), after_result={'session': session}))
+    write(tmp_path / 'local' / 'shm' / 'StreamCheck.log', lines)
+    samples = next(iter(baseline.collect(read_perflogs([str(tmp_path)]))['local']
+                        ['StreamCheck'].values()))
+    assert samples.by_session() == [[10.0, 11.0], [12.0, 13.0], [14.0, 15.0]]
+    # older perflogs without the field: one session (no gap of an hour)
+    old = [header(['fom'])] + [line('stream', {'fom': (10.0 + i, 'GB/s')},
+                                    name='StreamCheck %x=1', time=T0 + dt.timedelta(minutes=i))
+                               for i in range(4)]
+    write(tmp_path / 'old' / 'local' / 'shm' / 'StreamCheck.log', old)
+    samples = next(iter(baseline.collect(read_perflogs([str(tmp_path / 'old')]))['local']
+                        ['StreamCheck'].values()))
+    assert len(samples.by_session()) == 1
 
 
 def test_soft_zone_warns_inside_the_band(monkeypatch):
@@ -138,8 +162,8 @@ def _judgements(var: Path) -> list[tuple[str, str, str]]:
     for path in sorted((var / 'perflogs').rglob('StreamCheck.log*')):
         text = path.read_text().splitlines()
         head = text[0].split('|')
-        for line in text[1:]:
-            f = dict(zip(head, line.split('|')))
+        for row in text[1:]:
+            f = dict(zip(head, row.split('|')))
             rows.append((f['name'], f['result'], f['judgement']))
     return rows
 

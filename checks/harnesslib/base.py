@@ -5,6 +5,8 @@ the OSU checks' base in checks/osu.py."""
 
 from __future__ import annotations
 
+import datetime
+import functools
 import json
 import os
 import shlex
@@ -17,7 +19,13 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError
 
-from .build import KernelBuild
+from .build import (
+    COMPILER_FILE,
+    KernelBuild,
+    compiler_from_probe,
+    compiler_probe,
+    source_version,
+)
 from .compat import declare_perf_value
 from .launch import (
     EXIT_STATUS_TAG,
@@ -35,7 +43,7 @@ from .paths import REFERENCES_DIR
 from .placement import cores_per_node
 from .references import references_file, split_name
 from .rounds import ROUNDS_FILE
-from .schema import check_fields
+from .schema import check_fields, field_text
 
 
 class SystemReferences(rfm.RegressionTestPlugin):
@@ -144,18 +152,171 @@ class StageFiles(rfm.RegressionTestPlugin):
                                  f'did not finish') from None
 
 
+# ---- provenance --------------------------------------------------------------------
+
+#: What the job writes about where it ran (``Provenance``), in its stage directory.
+PROVENANCE_FILE = 'provenance.txt'
+#: Program names that launch ranks (how a script's launch lines are found).
+LAUNCHER_WORDS = ('mpirun', 'mpiexec', 'srun', 'aprun', 'ibrun', 'jsrun')
+#: The most characters ``mpi_env`` keeps.
+MPI_ENV_LIMIT = 1000
+
+
+@functools.lru_cache(maxsize=1)
+def session_id() -> str:
+    """The session every run of this ReFrame process belongs to (perflog field
+    ``session``): ``HARNESS_SESSION`` where ``./harness`` set one (per run or
+    nightly, shared by its sequential batches), else the process's start
+    time and pid.  Baselines and change points group runs by it."""
+    given = os.environ.get('HARNESS_SESSION', '').strip()
+    if given:
+        return field_text(given)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return f'{now:%Y%m%dT%H%M%SZ}-{os.getpid()}'
+
+
+def job_probe(path: str) -> str:
+    """The job-script line that writes, into `path`, the job's host, its
+    kernel release, Slurm's node list and the modules loaded (``key=value``
+    lines, read by ``read_job_probe``); it never fails the job."""
+    return ("{ printf 'host=%s\\n' \"$(uname -n)\"; "
+            "printf 'kernel_release=%s\\n' \"$(uname -r)\"; "
+            "printf 'nodelist=%s\\n' \"${SLURM_JOB_NODELIST:-}\"; "
+            "printf 'modules=%s\\n' \"${LOADEDMODULES:-}\"; } "
+            f"> {shlex.quote(path)} 2>/dev/null || true")
+
+
+def read_job_probe(text: str) -> dict[str, str]:
+    """The ``key=value`` lines of a job probe's file (the first of each key)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition('=')
+        if sep:
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def first_launch(script: str) -> str:
+    """The first launch line of a job script a check wrote (a line that runs a
+    launcher, ``LAUNCHER_WORDS``), up to its first pipe, redirection or list
+    operator, quoted; '' if it has none."""
+    for raw in script.splitlines():
+        lex = shlex.shlex(raw, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        try:
+            words = list(lex)
+        except ValueError:
+            continue
+        cut = next((i for i, w in enumerate(words) if w and set(w) <= set('|&;<>()')),
+                   len(words))
+        words = words[:cut]
+        if any(os.path.basename(w).startswith(LAUNCHER_WORDS) for w in words):
+            return ' '.join(shlex.quote(w) for w in words)
+    return ''
+
+
+def mpi_env_text(effective: dict[str, str]) -> str:
+    """The perflog's ``mpi_env``: NAME=VALUE of each MPI variable, sorted."""
+    return field_text(' '.join(f'{k}={v}' for k, v in sorted(effective.items())),
+                      MPI_ENV_LIMIT)
+
+
+class Provenance(rfm.RegressionTestPlugin):
+    """What every run was made with and where it ran, into the perflog's
+    provenance fields (``harnesslib.schema``): src_version, compiler,
+    reframe_version, spack_hash, loaded_modules, node_names, kernel_release,
+    launch_command, and mpi_env (the test must also derive from
+    ``PerflogFields``, which derives from this).
+
+    The kernels' compiler and Spack hash are their build's
+    (``KernelBuild``, the fixture ``build``); a check without one (OSU)
+    records its environment's compiler, probed in the job.  The node names,
+    the kernel release and the modules come from the job itself: a prerun
+    line writes ``PROVENANCE_FILE`` in the stage directory, read before
+    sanity (as ``harnesslib.noise.QuietMachine`` reads its snapshots)."""
+
+    def effective_mpi_vars(self) -> dict[str, str]:
+        """The MPI tuning variables in effect for the run: the session's, the
+        partition's and environment's, the run's own."""
+        return mpi_vars({**os.environ,
+                         **(getattr(self.current_partition, 'env_vars', None) or {}),
+                         **(self.current_environ.env_vars or {}), **self.env_vars})
+
+    def provenance_build(self) -> KernelBuild | None:
+        """The build fixture of the run's kernels, if it has one."""
+        build = getattr(self, 'build', None)
+        return build if isinstance(build, KernelBuild) else None
+
+    def rank_hosts(self) -> list[str]:
+        """The hosts the run's ranks ran on, as the program reports them (none
+        here; ``KernelCheck`` reads its RESULT line)."""
+        return []
+
+    def provenance_text(self, name: str) -> str:
+        try:
+            with open(os.path.join(self.stagedir, name), encoding='utf-8',
+                      errors='replace') as fp:
+                return fp.read()
+        except OSError:
+            return ''
+
+    @run_before('run', always_last=True)
+    def record_provenance(self):
+        self.src_version = field_text(source_version())
+        self.session = session_id()
+        self.reframe_version = field_text(rfm.VERSION)
+        self.mpi_env = mpi_env_text(self.effective_mpi_vars())
+        build = self.provenance_build()
+        probes = [job_probe(os.path.join(self.stagedir, PROVENANCE_FILE))]
+        if build is not None:
+            self.compiler = field_text(build.compiler)
+            self.spack_hash = field_text(build.spack_hash)
+        elif self.current_environ.cc:
+            probes.append(compiler_probe(self.current_environ.cc,
+                                         os.path.join(self.stagedir, COMPILER_FILE)))
+        self.prerun_cmds = [*self.prerun_cmds, *probes]
+
+    def launched(self) -> str:
+        """The launcher line of the job script; where the job runs a script of
+        launches (a launcher that launches nothing), the script and its first
+        launch line."""
+        job = self.job
+        line = ' '.join([job.launcher.run_command(job), str(self.executable),
+                         *map(str, self.executable_opts)]).strip()
+        if job.launcher.command(job) or not self.executable_opts:
+            return line
+        script = self.provenance_text(str(self.executable_opts[0]))
+        first = first_launch(script) if script else ''
+        return f'{line}: {first}' if first else line
+
+    @run_before('sanity')
+    def read_provenance(self):
+        if self.is_dry_run():
+            return
+        self.launch_command = field_text(self.launched())
+        job = read_job_probe(self.provenance_text(PROVENANCE_FILE))
+        self.kernel_release = field_text(job.get('kernel_release', ''))
+        self.loaded_modules = field_text(job.get('modules', ''))
+        hosts = self.rank_hosts()
+        self.node_names = field_text(','.join(hosts) if hosts else
+                                     job.get('nodelist') or job.get('host', ''))
+        if self.provenance_build() is None:
+            self.compiler = field_text(compiler_from_probe(
+                self.provenance_text(COMPILER_FILE)))
+
+
 def _perflog_fields() -> type:
     """``PerflogFields``: a ReFrame plugin with one variable per run field of
     the schema that the checks set (``schema.check_fields``), so the perflog
     format and the checks' variables cannot drift apart."""
     meta = type(rfm.RegressionTestPlugin)
-    bases = (PerfSchema,)
+    bases = (PerfSchema, Provenance)
     namespace = meta.__prepare__('PerflogFields', bases)
     namespace['__module__'] = __name__
     namespace['__qualname__'] = 'PerflogFields'
     namespace['__doc__'] = ('The fields every perflog line of the harness carries '
-                            '(harnesslib.schema): what ran, where, and whether its '
-                            'result counts.')
+                            '(harnesslib.schema): what ran, where, with what '
+                            '(Provenance), and whether its result counts.')
     for field in check_fields():
         namespace[field.name] = variable(field.type, value=field.default)
     return meta('PerflogFields', bases, namespace)
@@ -251,9 +412,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         ``mpi_env``; a transport variable the partition pins for this stack
         (environment extras ``pinned``) that has another value fails the run,
         naming it: its records would claim a transport they did not use."""
-        effective = mpi_vars({**os.environ,
-                              **(getattr(self.current_partition, 'env_vars', None) or {}),
-                              **(self.current_environ.env_vars or {}), **self.env_vars})
+        effective = self.effective_mpi_vars()
         pinned = self.current_environ.extras.get('pinned') or {}
         wrong = [f'{var}={effective.get(var, "(unset)")} (the partition pins {want})'
                  for var, want in sorted(pinned.items()) if effective.get(var) != want]
@@ -262,8 +421,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
             raise sn.SanityError(
                 f'{self.current_partition.fullname} claims {claim} for '
                 f'{self.current_environ.name}, but this run sets {"; ".join(wrong)}')
-        self.mpi_env = ' '.join(f'{k}={v}' for k, v in sorted(effective.items())).replace(
-            '|', '/')
+        self.mpi_env = mpi_env_text(effective)
 
     def launch(self, num_tasks: int, threads: int | None = None) -> str:
         """The partition's launcher as a command line for `num_tasks` ranks,
@@ -351,6 +509,25 @@ class KernelCheck(RunBase):
     def headline(self) -> dict:
         """The RESULT line that gives the figures (the last one)."""
         return self.results()[-1]
+
+    def rank_hosts(self) -> list[str]:
+        """The hosts of the ranks of the last RESULT line that names them, each
+        once, in rank order (read apart from ``results``, whose sanity errors
+        are the sanity stage's)."""
+        try:
+            with open(os.path.join(self.stagedir, str(self.job.stdout)), encoding='utf-8',
+                      errors='replace') as fp:
+                lines = [ln for ln in fp if ln.startswith('RESULT {')]
+        except OSError:
+            return []
+        for line in reversed(lines):
+            try:
+                hosts = json.loads(line[len('RESULT '):]).get('hosts')
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(hosts, list) and hosts:
+                return list(dict.fromkeys(str(h) for h in hosts))
+        return []
 
     def _shared_cores(self, res: dict) -> list[str]:
         """Cores on which two threads of this run ran (empty if none)."""

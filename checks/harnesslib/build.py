@@ -3,10 +3,14 @@ Spack where the environment or the user asks for it."""
 
 from __future__ import annotations
 
+import functools
+import glob
 import hashlib
 import os
+import re
 import shlex
 import shutil
+import subprocess
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -48,6 +52,11 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     #: What was built and how, for the perflog: the concretised Spack spec
     #: where Spack built it, otherwise the CMake build and its wrapper.
     build_spec = variable(str, value='')
+    #: The compiler that built the kernels and its version ('gcc 12.2.0'):
+    #: CMake's record of it, or the concretised Spack spec's ('' if unknown).
+    compiler = variable(str, value='')
+    #: The kernels' Spack hash (7 characters) where Spack built them, else ''.
+    spack_hash = variable(str, value='')
 
     #: Spack path (see ``spack_spec``): the install prefix of the kernels and
     #: the environment directory that installed them.
@@ -117,6 +126,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     def built(self):
         if self.spack_env:
             self.read_spack_result()
+            self.compiler = spack_compiler(self.build_spec)
+            self.spack_hash = spack_hash(self.build_spec)
+        elif self.build_dir:
+            self.compiler = cmake_compiler(self.build_dir)
         return sn.all(sn.path_exists(self.executable_path(k)) for k in KERNELS)
 
     def read_spack_result(self):
@@ -142,6 +155,130 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         if self.spack_env:
             return os.path.join(self.spack_prefix, 'bin', kernel)
         return os.path.join(self.build_dir, kernel)
+
+
+# ---- provenance: the sources and the compiler ------------------------------------
+
+#: CMake's compiler ids -> Spack's names of the compilers.
+COMPILER_NAMES = {'GNU': 'gcc', 'Clang': 'clang', 'AppleClang': 'apple-clang',
+                  'IntelLLVM': 'oneapi', 'Intel': 'intel', 'NVHPC': 'nvhpc', 'PGI': 'pgi',
+                  'Cray': 'cce', 'CrayClang': 'cce', 'Fujitsu': 'fj', 'FujitsuClang': 'fj',
+                  'ARMClang': 'arm', 'XL': 'xl', 'XLClang': 'xl'}
+
+
+@functools.cache
+def source_version(repo: str = REPO_DIR, src: str = SRC_DIR) -> str:
+    """The kernel sources' version: ``git describe --always --dirty`` of `repo`
+    where it is a git checkout, else ``sha256:`` and 12 hex digits of the files
+    under `src` (their paths and contents).  Once per process."""
+    if os.path.exists(os.path.join(repo, '.git')):
+        try:
+            # GIT_OPTIONAL_LOCKS=0: no index refresh written into a checkout
+            # that others may be using
+            out = subprocess.run(['git', '-C', repo, 'describe', '--always', '--dirty'],
+                                 capture_output=True, text=True, timeout=20,
+                                 env={**os.environ, 'GIT_OPTIONAL_LOCKS': '0'})
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return 'sha256:' + tree_digest(src)[:12]
+
+
+def tree_digest(root: str) -> str:
+    """sha256 of the files under `root`: each one's relative path and content,
+    in sorted order (hidden files and folders left out)."""
+    digest = hashlib.sha256()
+    paths = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith('.') and d != '__pycache__']
+        paths += [os.path.join(folder, f) for f in files if not f.startswith('.')]
+    for path in sorted(paths):
+        digest.update(os.path.relpath(path, root).encode() + b'\0')
+        try:
+            with open(path, 'rb') as fh:
+                digest.update(hashlib.sha256(fh.read()).digest())
+        except OSError:
+            digest.update(b'unreadable')
+    return digest.hexdigest()
+
+
+def cmake_compiler(build_dir: str) -> str:
+    """'gcc 12.2.0': the C compiler CMake found for `build_dir` (its
+    ``CMakeFiles/<version>/CMakeCCompiler.cmake``, the newest), '' if none."""
+    found = glob.glob(os.path.join(glob.escape(build_dir), 'CMakeFiles', '*',
+                                   'CMakeCCompiler.cmake'))
+    if not found:
+        return ''
+    try:
+        with open(max(found, key=os.path.getmtime), encoding='utf-8', errors='replace') as fh:
+            text = fh.read()
+    except OSError:
+        return ''
+    ident = re.search(r'^set\(CMAKE_C_COMPILER_ID "([^"]*)"\)', text, re.M)
+    version = re.search(r'^set\(CMAKE_C_COMPILER_VERSION "([^"]*)"\)', text, re.M)
+    name = ident.group(1) if ident else ''
+    return f'{COMPILER_NAMES.get(name, name.lower())} {version.group(1) if version else ""}' \
+        .strip()
+
+
+def spack_compiler(spec: str) -> str:
+    """'gcc 13.3.0' from a concretised spec's ``%gcc@13.3.0`` (Spack's
+    ``%[virtuals=c] gcc@13.3.0`` too), '' if it names none."""
+    m = re.search(r'%\s*(?:\[[^\]]*\]\s*)?([A-Za-z][\w.+-]*?)@=?([0-9][\w.-]*)', spec)
+    return f'{m.group(1)} {m.group(2)}' if m else ''
+
+
+def spack_hash(spec: str) -> str:
+    """The hash of a concretised spec as ``SPACK_FORMAT`` shows it (``/abc1234``),
+    '' if it has none."""
+    found = re.findall(r'(?:^|\s)/([a-z0-9]{7,32})\b', spec)
+    return found[-1] if found else ''
+
+
+#: Where a run without a build of its own (OSU) writes its environment's
+#: compiler: its predefined macros, then its ``--version``.
+COMPILER_FILE = 'compiler.txt'
+PROBE_SEPARATOR = '--harness-version--'
+
+
+def compiler_probe(cc: str, path: str) -> str:
+    """The job-script line that writes what `cc` is to `path` (read by
+    ``compiler_from_probe``); it never fails the job."""
+    q = shlex.quote(cc)
+    return (f'{{ {q} -E -dM -x c /dev/null; echo {PROBE_SEPARATOR}; {q} --version; }} '
+            f'> {shlex.quote(path)} 2>&1 || true')
+
+
+def compiler_from_probe(text: str) -> str:
+    """'gcc 12.2.0' from a compiler's predefined macros (``-E -dM``), else the
+    first line of its ``--version``; '' if neither says."""
+    macros, _, version = text.partition(PROBE_SEPARATOR)
+    defs = dict(re.findall(r'^#define (\w+) (.*)$', macros, re.M))
+
+    def dotted(*names: str) -> str:
+        return '.'.join(defs[n].strip() for n in names if n in defs)
+
+    if '__NVCOMPILER' in defs:
+        found = 'nvhpc ' + dotted('__NVCOMPILER_MAJOR__', '__NVCOMPILER_MINOR__',
+                                  '__NVCOMPILER_PATCHLEVEL__')
+    elif '_CRAYC' in defs:
+        found = 'cce ' + dotted('_RELEASE_MAJOR', '_RELEASE_MINOR')
+    elif '__INTEL_LLVM_COMPILER' in defs:
+        found = 'oneapi ' + defs['__INTEL_LLVM_COMPILER'].strip()
+    elif '__INTEL_COMPILER' in defs:
+        found = 'intel ' + defs['__INTEL_COMPILER'].strip()
+    elif '__clang__' in defs:
+        name = 'apple-clang' if '__apple_build_version__' in defs else 'clang'
+        found = name + ' ' + dotted('__clang_major__', '__clang_minor__',
+                                    '__clang_patchlevel__')
+    elif '__GNUC__' in defs:
+        found = 'gcc ' + dotted('__GNUC__', '__GNUC_MINOR__', '__GNUC_PATCHLEVEL__')
+    else:
+        found = next((ln.strip() for ln in version.splitlines() if ln.strip()), '')
+        if 'not found' in found or 'No such file' in found:
+            found = ''     # no such compiler in the job's environment
+    return found.strip()
 
 
 # ---- Spack ------------------------------------------------------------------------

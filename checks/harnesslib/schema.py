@@ -74,7 +74,30 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField('mpi_env', 'the MPI tuning variables in effect for the run, NAME=VALUE separated '
              'by spaces: the partition\'s transport, the binding, and any kept from the '
              'shell (HARNESS_MPI_ENV=keep)', str),
+    # -- provenance: what a performance engineer diffs after a regression
+    #    (harnesslib.base.Provenance; '' where unknown, and in older perflogs)
+    RunField('src_version', "the kernel sources: `git describe --always --dirty` of the "
+             "checkout, else 'sha256:' and 12 hex digits of the files under src/", str),
+    RunField('compiler', "the compiler and its version, e.g. 'gcc 12.2.0' (the kernels' "
+             "build; checks without one: the environment's compiler)", str),
+    RunField('reframe_version', 'the ReFrame that ran the check (reframe.VERSION)', str),
+    RunField('spack_hash', "the Spack hash (7 characters) of the kernels where Spack built "
+             "them, else ''", str),
+    RunField('loaded_modules', "the modules loaded in the job (LOADEDMODULES), '' where none", str),
+    RunField('node_names', 'the nodes the run ran on: the ranks\' hosts, else Slurm\'s node '
+             'list (SLURM_JOB_NODELIST), else the job\'s host', str),
+    RunField('kernel_release', 'the Linux kernel release of the job\'s node (uname -r)', str),
+    RunField('launch_command', 'the launcher line of the job script (launcher, its options, '
+             'the program); a job that runs a script of launches: the script and its first '
+             'launch', str),
+    # -- which session the run belongs to (harnesslib.base.session_id)
+    RunField('session', "the session: HARNESS_SESSION (./harness sets one per run or nightly, "
+             "shared by its sequential batches), else the ReFrame process's start time and "
+             "pid", str),
 )
+
+#: The most characters a free-text run field keeps (``field_text``).
+FIELD_LIMIT = 300
 
 #: The five fields ReFrame writes per performance variable, in order.
 PERFVAR_PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
@@ -106,6 +129,13 @@ def message_time_size(name: str) -> int | None:
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')
+
+
+def field_text(text: object, limit: int = FIELD_LIMIT) -> str:
+    """`text` as a perflog field: on one line, without the perflog's separator
+    ('|' becomes '/'), at most `limit` characters."""
+    one = ' '.join(str(text).replace('|', '/').splitlines())
+    return one[:limit]
 
 
 def fields_after(name: str) -> tuple[str, ...]:

@@ -15,8 +15,8 @@ ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
   runs within their sessions and of the sessions' levels between them, for
   the median of a night's ``--night-samples`` runs, split over the variables
   of the variant (``harnesslib.stats.reference_band``); never narrower than
-  ``--floor`` (5%).  Sessions are told apart as the verdicts' history does
-  (``stats.session_starts``: a gap of more than an hour).  Fewer than 3
+  ``--floor`` (5%).  Sessions are the runs' ``session`` field (older perflogs:
+  a gap of more than an hour, ``stats.session_starts``).  Fewer than 3
   sessions measure the drift between sessions poorly: it says so.  A rate's
   band stops at 0 (ReFrame's limit of -100%).  It is
   one-sided: times (s, ms, us, ns) may not grow beyond it, everything else
@@ -114,6 +114,12 @@ def collect(records: Iterable[Record],
     per variant whose other runs were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
     starts = session_starts([r.time for r in usable])
+    sessions: dict[tuple[str, object], int] = {}
+
+    def session(rec: Record) -> int:
+        # the recorded session, or (older perflogs) a gap of more than an hour
+        key = ('name', rec.session) if rec.session else ('gap', session_of(rec.time, starts))
+        return sessions.setdefault(key, len(sessions))
     latest: dict[tuple[str, str, str, str, str], tuple[object, Made]] = {}
     for rec in usable:
         cls, variant = split_name(rec.name)
@@ -132,7 +138,7 @@ def collect(records: Iterable[Record],
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
             entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
             entry.values.append(value)
-            entry.sessions.append(session_of(rec.time, starts))
+            entry.sessions.append(session(rec))
     if left_out is not None:
         for where, made in sorted(others.items()):
             build, lib, nodes = latest[where][1]

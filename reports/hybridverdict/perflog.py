@@ -123,6 +123,20 @@ class Record:
     judgement_detail: str = ''
     #: the MPI tuning variables in effect, 'NAME=VALUE ...' ('' in older perflogs)
     mpi_env: str = ''
+    #: provenance (harnesslib.schema; '' where unknown and in older perflogs): the
+    #: kernel sources' version, the compiler, ReFrame, the Spack hash, the modules
+    #: loaded, the nodes, their kernel release and the launcher line
+    src_version: str = ''
+    compiler: str = ''
+    reframe_version: str = ''
+    spack_hash: str = ''
+    loaded_modules: str = ''
+    node_names: str = ''
+    kernel_release: str = ''
+    launch_command: str = ''
+    #: the session the run belongs to (harnesslib.base.session_id; '' in older
+    #: perflogs, where sessions are told apart by time: stats.session_starts)
+    session: str = ''
 
     @property
     def total_cores(self) -> int:
@@ -175,6 +189,8 @@ class Record:
 
 
 _RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+#: The text fields of a record after ``mpi_env``, read as they are (in Record order).
+_TEXT_TAIL = _RECORD_FIELDS[_RECORD_FIELDS.index('mpi_env') + 1:]
 
 
 def _record(*args: object) -> Record:
@@ -310,6 +326,7 @@ class _Header:
         self.get_values = _getter([v[1] for v in self.variables])
         self.get_units = _getter([v[2] for v in self.variables])
         self.get_refs = _getter([v[3] for v in self.variables])
+        self.get_tail = _getter([self.at[name] for name in _TEXT_TAIL])
         #: unit tuples seen -> one dict shared by the records that have them
         self.unit_dicts: dict[tuple[str, ...], dict[str, str]] = {}
         for i, name in enumerate(fields):
@@ -371,14 +388,19 @@ class _Header:
             fields[at['result']], values, units, source, fields[at['name']],
             fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs,
             _parse_bool(fields[at['busy']]), fields[at['judgement']],
-            fields[at['judgement_detail']], fields[at['mpi_env']])
+            fields[at['judgement_detail']], fields[at['mpi_env']], *self.get_tail(fields))
 
 
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
 
 #: What a run was made with, beyond what it measured: the fields a performance
 #: engineer diffs between the runs before and after a regression.
-PROVENANCE_FIELDS = ('mpi_library', 'build_spec', 'mpi_env')
+#: In the order they are built and run: the sources, how they were built and
+#: with what, the MPI and how it was tuned, the job's environment and launcher,
+#: where it ran, and the ReFrame that ran it.
+PROVENANCE_FIELDS = ('src_version', 'build_spec', 'spack_hash', 'compiler', 'mpi_library',
+                     'mpi_env', 'loaded_modules', 'launch_command', 'node_names',
+                     'kernel_release', 'reframe_version')
 
 
 def provenance(rec: Record) -> dict[str, str]:

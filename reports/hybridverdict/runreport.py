@@ -20,7 +20,20 @@ import json
 import os
 from collections.abc import Iterable
 
-from .perflog import ReadStats, Record, Ref, parse_time, printable, unusable
+from .perflog import (
+    PROVENANCE_FIELDS,
+    ReadStats,
+    Record,
+    Ref,
+    parse_time,
+    printable,
+    unusable,
+)
+
+#: The provenance fields read as text from a test case's variables (the others,
+#: ``mpi_library`` and ``build_spec``, are read with the record's own fields).
+_PROVENANCE_TEXT = (*(f for f in PROVENANCE_FIELDS if f not in ('mpi_library', 'build_spec')),
+                    'session')
 
 _PASSED = ('pass', 'success')
 
@@ -111,7 +124,7 @@ def _record(tc: dict, source: str) -> Record | None:
         values=values, units=units, source=source, name=str(var.get('name') or ''),
         build_spec=str(var.get('build_spec') or ''),
         finalize_hung=_bool(var.get('finalize_hung')), refs=refs,
-        mpi_env=str(var.get('mpi_env') or ''))
+        **{f: str(var.get(f) or '') for f in _PROVENANCE_TEXT})
 
 
 def read_run_report(path: str, stats: ReadStats) -> list[Record]:

@@ -40,8 +40,15 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from .atomic import write_new, write_text
-from .perflog import ReadStats, Record, perflog_files, read_file
+from .perflog import PROVENANCE_FIELDS, ReadStats, Record, perflog_files, read_file
 
+#: The provenance fields stored as columns of their own (``mpi_library`` and
+#: ``build_spec`` are the columns ``library`` and ``build_spec``).  Parts written
+#: before a column existed read it as '' (``Store.scan``).
+PROVENANCE_COLUMNS = tuple(f for f in PROVENANCE_FIELDS
+                           if f not in ('mpi_library', 'build_spec'))
+#: Text columns of a record beyond the first ones: provenance and the session.
+TEXT_COLUMNS = (*PROVENANCE_COLUMNS, 'session')
 #: one row per record
 RECORDS: dict[str, pl.DataType] = {
     'rid': pl.Int64(), 'time': pl.Datetime('us', 'UTC'), 'system': pl.String(),
@@ -49,7 +56,8 @@ RECORDS: dict[str, pl.DataType] = {
     'kernel': pl.String(), 'mode': pl.String(), 'ranks': pl.Int64(), 'threads': pl.Int64(),
     'size': pl.String(), 'cores': pl.Int64(), 'nodes': pl.Int64(), 'verified': pl.Boolean(),
     'oversubscribed': pl.Boolean(), 'finalize_hung': pl.Boolean(), 'result': pl.String(),
-    'name': pl.String(), 'build_spec': pl.String(), 'source': pl.String()}
+    'name': pl.String(), 'build_spec': pl.String(), 'source': pl.String(),
+    **{c: pl.String() for c in TEXT_COLUMNS}}
 #: one row per record x performance variable (``vpos``: its position in the record)
 VALUES: dict[str, pl.DataType] = {
     'rid': pl.Int64(), 'vpos': pl.Int32(), 'variable': pl.String(), 'value': pl.Float64(),
@@ -92,6 +100,7 @@ def frames(records: Sequence[Record], first_rid: int = 0) -> Frames:
         'finalize_hung': [r.finalize_hung for r in records],
         'result': [r.result for r in records], 'name': [r.name for r in records],
         'build_spec': [r.build_spec for r in records], 'source': [r.source for r in records],
+        **{c: [getattr(r, c) for r in records] for c in TEXT_COLUMNS},
     }, schema={c: (pl.Int64 if c == 'time' else t) for c, t in RECORDS.items()})
     runs = runs.with_columns(pl.col('time').cast(RECORDS['time']))
     # a record's units have the keys of its values, in the same order (both readers
@@ -136,7 +145,8 @@ def records_from(recs: pl.DataFrame, values: pl.DataFrame) -> list[Record]:
             nodes=row['nodes'], mpi_library=row['library'], verified=row['verified'],
             oversubscribed=row['oversubscribed'], result=row['result'], values=vals,
             units=units, source=row['source'], name=row['name'],
-            build_spec=row['build_spec'], finalize_hung=row['finalize_hung'], refs=refs))
+            build_spec=row['build_spec'], finalize_hung=row['finalize_hung'], refs=refs,
+            **{c: row.get(c) or '' for c in TEXT_COLUMNS}))
     return out
 
 
@@ -209,7 +219,10 @@ class Store:
         parts = self.parts()
         if not parts:
             return pl.DataFrame(schema=RECORDS).lazy(), pl.DataFrame(schema=VALUES).lazy()
-        return (pl.scan_parquet([p + '-records.parquet' for p in parts], schema=RECORDS),
+        # a part written before a provenance column existed lacks it: read as ''
+        records = pl.scan_parquet([p + '-records.parquet' for p in parts], schema=RECORDS,
+                                  missing_columns='insert')
+        return (records.with_columns(pl.col(list(TEXT_COLUMNS)).fill_null('')),
                 pl.scan_parquet([p + '-values.parquet' for p in parts], schema=VALUES))
 
     def records(self, since: dt.datetime | None = None) -> list[Record]:
