@@ -250,6 +250,9 @@ MULTI_NODE = {'scaling', 'network_interface', 'masteronly_across_nodes'}
 #: sections only on request, after the one named: the functional verdicts
 #: (--functional-verdicts) after the pairs without a verdict
 ON_REQUEST = {'functional_verdicts': 'unjudged'}
+#: sections of a report over the history store only: the morning page of a nightly
+#: (tests/test_changes.py)
+STORE_ONLY = {'since_last_night'}
 
 
 def test_every_section_is_in_every_output(tmp_path):
@@ -258,7 +261,7 @@ def test_every_section_is_in_every_output(tmp_path):
     stats = ReadStats()
     rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
     assert [s.key for s in rep.sections] == ALL_SECTIONS
-    assert len(sections.ANALYSES) == len(ALL_SECTIONS) + len(ON_REQUEST)
+    assert len(sections.ANALYSES) == len(ALL_SECTIONS) + len(ON_REQUEST) + len(STORE_ONLY)
     asked = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)],
                   functional=True)
     keys = list(ALL_SECTIONS)

@@ -139,18 +139,30 @@ class Judgement:
 
 def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
                lower: float | None, upper: float | None,
-               busy: bool = False, soft: float = 1.0) -> Judgement | None:
+               busy: bool = False, soft: float = 1.0,
+               predicted: bool = False) -> Judgement | None:
     """The rule for one variable against its reference: from its values (their
     median's interval) or from an interval made elsewhere by ``stats`` (e.g.
     ``stats.compare`` of two sample lists); None when the band is open on both
     sides (nothing to judge).  With `soft` < 1, a PASS whose interval lies
-    entirely beyond the soft limits (`band_bounds` with that zone) is WARN."""
+    entirely beyond the soft limits (`band_bounds` with that zone) is WARN.
+
+    `predicted`: the band is a prediction band for the median of the values
+    (``hybridverdict-baseline`` sizes it so that a night where nothing changed
+    puts its median inside with the stated probability): the median inside it
+    passes; the median outside fails only when the whole interval is outside,
+    and is INCONCLUSIVE otherwise.  A fixed target (ring within 5% of OSU) is a
+    band for the true value: only an interval inside it passes."""
     low, high = band_bounds(ref, lower, upper)
     if low is None and high is None:
         return None
     interval = values if isinstance(values, Interval) else None
     decision = (decide(interval, low, high) if interval is not None
                 else judge_ratios(list(values), low, high))
+    if predicted and decision.state == INCONCLUSIVE:
+        median = decision.interval.median
+        if (low is None or median >= low) and (high is None or median <= high):
+            decision = dataclasses.replace(decision, state=PASS)
     state = INCONCLUSIVE if (decision.state == FAIL and busy) else decision.state
     limits: tuple[float | None, float | None] = (None, None)
     if soft < 1:

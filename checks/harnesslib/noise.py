@@ -17,7 +17,9 @@ How the three states map onto ReFrame (see the README, "Noisy machines"):
   where its value lies outside the band), perflog ``judgement=deferred``; the
   variant's last sample judges the median of all the session's samples and
   fails, passes or is inconclusive for all of them (``-S
-  judge_samples_together=false``: every sample alone, as before).
+  judge_samples_together=false``: every sample alone, as before).  The
+  sequential rounds of the verdicts (``HARNESS_FIRST_ROUND`` > 0) only defer:
+  the planned rounds judged the variant against its reference.
 * INCONCLUSIVE: the test passes in ReFrame (its run was valid: sanity passed,
   and the data neither pass nor fail the band), with a warning
   ``INCONCLUSIVE ...`` in ReFrame's output and perflog
@@ -109,7 +111,10 @@ class BandRule(rfm.RegressionTestPlugin):
             return None
         cls, variant = split_name(self.display_name)
         where = (cls, self.current_partition.fullname, self.current_environ.name, variant)
-        return where, int(sample) >= first_round() + samples_per_run() - 1
+        # Rounds after the planned ones (HARNESS_FIRST_ROUND > 0: the sequential
+        # rounds of the verdicts) only defer: the planned rounds judged the variant.
+        first = first_round()
+        return where, first == 0 and int(sample) >= first + samples_per_run() - 1
 
     @run_before('performance', always_last=True)
     def apply_band_rule(self):
@@ -142,7 +147,7 @@ class BandRule(rfm.RegressionTestPlugin):
                 values = _SESSION_VALUES.setdefault((*where, var), [])
                 values.append((value, busy))
                 j = (judge_band(var, [v for v, _ in values], float(ref[0]), ref[1], ref[2],
-                                any(b for _, b in values), soft)
+                                any(b for _, b in values), soft, predicted=True)
                      if last else deferred(var, float(ref[0]), ref[1], ref[2]))
             else:
                 j = judge_band(var, own or [value], float(ref[0]), ref[1], ref[2], busy, soft)

@@ -320,10 +320,10 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
     mean (pooled), the between-session SD from the spread of the session
     medians less what the within part explains.  A night's median then varies
     with ``between^2 + (pi/2) within^2 / n`` and the reference (the median of
-    all runs) with about ``var(session medians) / S``; the band is Student's t
-    quantile (degrees of freedom of that sum by Welch-Satterthwaite: few
-    sessions with a large drift between them give a wide band, as they must)
-    times the root of their sum.  With one session the drift between
+    all runs) with about ``(pi/2) var(session medians) / S``; the band is
+    Student's t quantile (degrees of freedom of that sum by Welch-Satterthwaite,
+    at most S - 1: few sessions give a wide band, as they must) times the root
+    of their sum.  With one session the drift between
     sessions is not measured (``between`` 0): ``hybridverdict-baseline``
     says so.  The nightly judges the interval of the median (FAIL only when it
     lies entirely outside), so the realised rate is below the stated one.
@@ -343,7 +343,8 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
     per_run = MEDIAN_VARIANCE_FACTOR * within2
     between2 = max(0.0, spread2 - per_run * statistics.fmean(1 / len(s) for s in logs))
     total = sum(len(s) for s in logs)
-    ref_var = spread2 / len(logs) if len(logs) > 1 else per_run / total
+    ref_var = (MEDIAN_VARIANCE_FACTOR * spread2 / len(logs) if len(logs) > 1
+               else per_run / total)
     night_var = between2 + per_run / night_samples
     var = night_var + ref_var
     # Welch-Satterthwaite: the degrees of freedom of that sum, from those of
@@ -351,6 +352,12 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
     parts = [(between2 + ref_var, len(logs) - 1), (per_run / night_samples, dof)]
     denom = sum(v * v / d for v, d in parts if d > 0 and v > 0)
     df = max(1, int(var * var / denom)) if denom > 0 else 0
+    if len(logs) > 1:
+        # The sessions' levels are known from S of them whatever the estimate
+        # of the drift between them says (a small estimate from few sessions is
+        # luck): at most S - 1 degrees of freedom (simulated: Welch-Satterthwaite
+        # alone lets 3 to 8 times the stated rate through at S = 3 to 5).
+        df = min(df, len(logs) - 1)
     p = 1 - false_alarm / variables
     q = t_quantile(p, df) if df else statistics.NormalDist().inv_cdf(p)
     return BandSize(q * math.sqrt(var), len(logs), math.sqrt(within2), math.sqrt(between2), q)

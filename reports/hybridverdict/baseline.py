@@ -16,7 +16,7 @@ ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
   the median of a night's ``--night-samples`` runs, split over the variables
   of the variant (``harnesslib.stats.reference_band``); never narrower than
   ``--floor`` (5%).  Sessions are the runs' ``session`` field (older perflogs:
-  a gap of more than an hour, ``stats.session_starts``).  Fewer than 3
+  a gap of more than an hour, ``stats.session_starts``).  Fewer than 5
   sessions measure the drift between sessions poorly: it says so.  A rate's
   band stops at 0 (ReFrame's limit of -100%).  It is
   one-sided: times (s, ms, us, ns) may not grow beyond it, everything else
@@ -70,7 +70,7 @@ from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
 DEFAULT_FLOOR = 0.05
 #: Sessions below which the drift between sessions is poorly measured.
-FEW_SESSIONS = 3
+FEW_SESSIONS = 5
 
 #: (partition, environ, variant, variable) within one test class
 Key = tuple[str, str, str, str]

@@ -4,22 +4,29 @@
                   [--out DIR] [--noise-floor F] [--history-limit N]
                   [--history-points N] [--tidy FORMAT ...] [--functional-verdicts]
                   [--no-write]
+    hybridverdict changes [--since ISO] [--until ISO] [--store DIR] [--json FILE]
+                  [--min-segment N] [--p-value P] [--min-magnitude F] [--session-gap MIN]
+                  [--last-night] [--fail-on-change]
 
 It prints the terminal summary and writes, as new files in the output
 directory (nothing is ever overwritten, each written atomically):
 ``verdict-<UTC>.md`` (Markdown summary), ``.json`` (verdicts and analyses),
 ``.html`` (self-contained report with figures) and ``-tidy.parquet`` (one row
 per record x performance variable; ``--tidy csv json`` adds ``-tidy.csv`` and
-``-tidy.json``).  Inputs are only read.
+``-tidy.json``).  Inputs are only read.  ``hybridverdict changes`` prints the change
+points of the history store (``hybridverdict.changes``) and writes them as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 
-from . import __version__, history
+from . import __version__, changes, history
+from .atomic import write_replacing
 from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
 from .render import terminal
 from .report import build
@@ -116,7 +123,109 @@ def store_dir(args: argparse.Namespace) -> str | None:
     return None
 
 
+#: ``hybridverdict changes --fail-on-change``: a regression was found
+EXIT_REGRESSION = 4
+
+
+def _last_night(directory: str, knobs: changes.Knobs, args: argparse.Namespace) -> int:
+    """``hybridverdict changes --last-night``: the morning page, its JSON, its status."""
+    try:
+        morning = changes.since_last_night(changes.History.from_store(Store(directory)),
+                                           knobs=knobs)
+    except (StoreError, OSError) as err:
+        print(f'hybridverdict changes: {err}', file=sys.stderr)
+        return 2
+    print('\n'.join(morning.lines()))
+    if args.json:
+        try:
+            write_replacing(args.json, json.dumps(morning.as_dict(), indent=1))
+        except OSError as err:
+            print(f'hybridverdict changes: cannot write {args.json}: {err}', file=sys.stderr)
+            return 2
+    if args.fail_on_change and any(c.direction == 'worse' for c in morning.changes):
+        return EXIT_REGRESSION
+    return 0
+
+
+def changes_main(argv: list[str]) -> int:
+    """``hybridverdict changes``: the change points of the history store."""
+    p = argparse.ArgumentParser(
+        prog='hybridverdict changes',
+        description='Change points of every series (test variant, partition, stack, node '
+                    'count, performance variable) over the history store, one point per '
+                    'session: where its level moved, by how much (95%% interval), worse or '
+                    'better, since when, and what changed in the provenance then.',
+        epilog=f'Exit status: 0, {EXIT_REGRESSION} with --fail-on-change when a confirmed '
+               'regression was found, 2 unreadable store, bad option or knob. Knobs not '
+               'given take HARNESS_CHANGE_MIN_SEGMENT, HARNESS_CHANGE_P_VALUE, '
+               'HARNESS_CHANGE_MAGNITUDE, HARNESS_CHANGE_SESSION_GAP, else the defaults.')
+    p.add_argument('--since', metavar='ISO', help='sessions that start at or after this time')
+    p.add_argument('--until', metavar='ISO', help='sessions that start before this time')
+    p.add_argument('--store', metavar='DIR',
+                   help='the history store (default: $HARNESS_VAR_DIR/history, else '
+                        './var/history)')
+    p.add_argument('--json', metavar='FILE', help='also write the change points as JSON')
+    p.add_argument('--min-segment', type=int, metavar='N',
+                   help='sessions on each side of a change point (default 3)')
+    p.add_argument('--p-value', type=float, metavar='P',
+                   help="largest p-value of the permutation test (default 0.01)")
+    p.add_argument('--min-magnitude', type=float, metavar='F',
+                   help='smallest change, a fraction: 0.05 = 5%% (default 0.05)')
+    p.add_argument('--session-gap', type=float, metavar='MIN',
+                   help='minutes between runs that start a new session (default 60)')
+    p.add_argument('--last-night', action='store_true',
+                   help='print the morning page of the last session instead ("Since the '
+                        'last night": what moved with it, checks newly failing or passing, '
+                        'missing or new)')
+    p.add_argument('--fail-on-change', action='store_true',
+                   help=f'exit {EXIT_REGRESSION} when a confirmed regression was found (with '
+                        '--last-night: any regression on the page, confirmed or not)')
+    args = p.parse_args(argv)
+    bounds = {}
+    for name in ('since', 'until'):
+        text = getattr(args, name)
+        if text is not None:
+            try:
+                bounds[name] = parse_time(text)
+            except ValueError:
+                p.error(f'--{name}: not an ISO time: {text!r}')
+    try:
+        knobs = changes.Knobs.from_env(
+            min_segment=args.min_segment, p_value=args.p_value,
+            magnitude=args.min_magnitude, session_gap=args.session_gap)
+    except changes.KnobError as err:
+        p.error(str(err))
+    directory = args.store or os.path.join(default_var_dir(), 'history')
+    if args.last_night:
+        return _last_night(directory, knobs, args)
+    try:
+        found = changes.find(changes.History.from_store(Store(directory)), knobs, **bounds)
+    except (StoreError, OSError) as err:
+        print(f'hybridverdict changes: {err}', file=sys.stderr)
+        return 2
+    for c in found:
+        print(f'{c.kind}: {c.line()}')
+    confirmed = [c for c in found if c.confirmed]
+    print(f'{len(confirmed)} change point(s), {len(found) - len(confirmed)} unconfirmed, '
+          f'in {directory} ({dataclasses.asdict(knobs)})')
+    if args.json:
+        doc = {'store': directory, 'knobs': dataclasses.asdict(knobs),
+               'since': args.since, 'until': args.until,
+               'changes': [c.as_dict() for c in found]}
+        try:
+            write_replacing(args.json, json.dumps(doc, indent=1))
+        except OSError as err:
+            print(f'hybridverdict changes: cannot write {args.json}: {err}', file=sys.stderr)
+            return 2
+    if args.fail_on_change and any(c.direction == 'worse' for c in confirmed):
+        return EXIT_REGRESSION
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == 'changes':
+        return changes_main(argv[1:])
     args = parse_args(argv)
     perflogs = args.perflogs or ([] if args.run_reports else
                                  [os.path.join(default_var_dir(), 'perflogs')])

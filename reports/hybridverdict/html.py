@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from . import glance, plots, render
 from .report import Report
-from .section import FIG_HEATMAPS, FIG_SPEEDUP
+from .section import FIG_HEATMAPS, FIG_SPEEDUP, LEADING
 from .verdict import size_key
 
 STYLE = '''
@@ -103,8 +103,11 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
         '<h2>Stacks and MPI libraries</h2>',
         table(('stack', 'MPI library'), [[s, '; '.join(libs) or 'unknown']
                                          for s, libs in m.stacks.items()]),
-        '<h2 id="verdicts">Verdicts</h2>',
     ]
+    for sec in render.leading(rep):
+        parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>', f'<p>{_e(sec.note)}</p>',
+                  '<ul>', *(f'<li>{_e(str(row[0]))}</li>' for row in sec.rows), '</ul>']
+    parts.append('<h2 id="verdicts">Verdicts</h2>')
     if rep.verdicts:
         rows = len({(v.kernel, v.size, v.hybrid_mode, v.hybrid_layout, v.mpi_layout)
                     for v in rep.verdicts})
@@ -120,6 +123,8 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
     else:
         parts.append('<p>No pure-MPI/hybrid pair in these runs.</p>')
     for sec in rep.sections:
+        if sec.key in LEADING:
+            continue
         if not sec.rows:
             parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>',
                       f'<p class="none">No data: needs {_e(sec.missing)}.</p>']

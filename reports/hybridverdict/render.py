@@ -53,9 +53,18 @@ def counts(found: list[Verdict]) -> str:
     return text + (f'; {confirmed} confirmed' if confirmed else '')
 
 
+def leading(rep: Report) -> list:
+    """The sections every output opens with (the morning page of a nightly)."""
+    return [sec for sec in rep.sections if sec.key in section.LEADING and sec.rows]
+
+
 def terminal(rep: Report) -> str:
     """The summary printed at the end of a run."""
     out = [*rep.meta.lines(), '']
+    for sec in leading(rep):
+        lines = [str(row[0]) for row in sec.rows]
+        head = [] if lines[0].startswith(sec.title) else [f'{sec.title}:']
+        out += [*head, *(f'  {ln}' if head else ln for ln in lines), '']
     if rep.verdicts:
         out += [f'Hybrid vs pure MPI at equal cores ({counts(rep.verdicts)})',
                 _table(COLUMNS, rows(rep.verdicts), 'simple')]
@@ -63,7 +72,7 @@ def terminal(rep: Report) -> str:
         out.append('No pure-MPI/hybrid pair in these runs.')
     empty = [sec.title for sec in rep.sections if not sec.rows]
     for sec in rep.sections:
-        if not sec.rows:
+        if not sec.rows or sec.key in section.LEADING:
             continue
         if sec.key == section.HISTORY:
             out += ['', f'{sec.title}: {len(rep.history)} of {rep.history_total} series drawn '
@@ -93,6 +102,8 @@ def markdown(rep: Report) -> str:
         VERDICT_NOTE,
         '',
     ]
+    for sec in leading(rep):
+        lines += [f'## {sec.title}', '', sec.note, '', *(f'- {row[0]}' for row in sec.rows), '']
     if rep.verdicts:
         lines += [f'**{counts(rep.verdicts)}**', '', '## Where hybrid wins and loses', '',
                   *[f'- {" ".join(text)}' for _, text in glance.sentences(rep.verdicts)], '',
@@ -100,6 +111,8 @@ def markdown(rep: Report) -> str:
     else:
         lines += ['No pure-MPI/hybrid pair in these runs.', '']
     for sec in rep.sections:
+        if sec.key in section.LEADING:
+            continue
         if not sec.rows:
             lines += [f'## {sec.title}', '', f'No data: needs {sec.missing}.', '']
             continue

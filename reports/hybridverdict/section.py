@@ -34,6 +34,10 @@ NETWORK_INTERFACE = 'network_interface'
 MASTERONLY_ACROSS_NODES = 'masteronly_across_nodes'
 UNJUDGED = 'unjudged'
 FUNCTIONAL = 'functional_verdicts'
+#: The morning page of a nightly (hybridverdict.changes): first in every output,
+#: before the verdicts.
+SINCE_LAST_NIGHT = 'since_last_night'
+LEADING = frozenset({SINCE_LAST_NIGHT})
 
 # ---- figure keys (``plots.DRAWERS``; a section names the one drawn for it) -----------
 FIG_SPEEDUP = 'speedup'

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import comm, history, phases, spmv_model, verdict
+from . import changes, comm, history, phases, spmv_model, verdict
 from . import section as s
 from .section import Analysis, Context, Section
 
@@ -26,6 +26,20 @@ COLLECTIVES = 'collectives'
 HISTORY = 'history'           # (series, total)
 VERDICTS = 'verdicts'         # set by report.build
 RABENSEIFNER = 'rabenseifner'
+
+
+def since_last_night(ctx: Context) -> Section | None:
+    """The morning page (``changes.since_last_night``), when the report covers the last
+    session of its history store (a nightly)."""
+    if ctx.stored is None or not ctx.window:
+        return None
+    hist = changes.History(*ctx.stored, lookup=changes.History.from_store_tables(*ctx.stored))
+    morning = changes.since_last_night(hist, knobs=changes.Knobs.from_env())
+    if morning.last_night is None or min(r.time for r in ctx.window) < morning.last_night:
+        return None
+    return Section(changes.TITLE, changes.NOTE, changes.COLUMNS, changes.section_rows(morning),
+                   [morning.as_dict()], '', s.SINCE_LAST_NIGHT, 'a history store',
+                   standalone=not morning.quiet)
 
 
 def md_phases(ctx: Context) -> Section:
@@ -210,6 +224,7 @@ def history_section(ctx: Context) -> Section:
 
 #: the registry: every analysis section of the report, in report order
 ANALYSES: tuple[Analysis, ...] = (
+    since_last_night,
     scaling,
     unjudged,
     functional_verdicts,

@@ -1,0 +1,706 @@
+"""Change points over the history store, and the morning page "Since the last night".
+
+A **series** is one performance variable of one test variant on one system,
+partition, stack and node count: (system, test class and variant from the record's
+display name by ``harnesslib.references.split_name``, partition, stack, nodes,
+variable).  Only verified records enter it; runs that failed a performance check
+do (a regression is what makes them fail).
+
+**Sessions.**  A record's session is its ``session`` field (``./harness run`` and
+``nightly`` name one per session).  Records without one (older perflogs) are told
+apart by time: a gap longer than ``session_gap`` minutes between completion times
+starts a new session (the rule of ``harnesslib.stats.session_starts``).  A series
+has one point per session:
+the median of that session's samples, so one noisy night is one point, never many.
+
+**Change points.**  On the log of the session medians (a level shift is a ratio),
+ruptures' ``KernelCPD`` (linear kernel: the least-squares mean-shift cost,
+solved exactly by PELT in C) proposes the candidates with a liberal BIC penalty,
+each segment at least ``min_segment`` sessions long.  Each candidate is then
+tested against its two neighbouring segments: the ratio of the segments' medians
+at least ``magnitude`` away from 1, and E-Divisive's permutation test of the pooled
+segments (the strongest mean-shift split of their order against that of random
+orders, seeded; p-value at most ``p_value``); the weakest candidate that fails is dropped, its
+segments merged, and the rest tested again until every one passes.  An outlier
+night cannot make a segment of its own (``min_segment``), and inside a segment it
+barely moves the medians (and shows in the random orders as much as in the given).
+
+Each change point carries its size: ``harnesslib.stats.compare`` of the session
+medians after against before, at most 20 sessions each side nearest it (the ratio
+of medians with its 95% interval, basis 'back-to-back samples', no drift floor: each
+point is a night of its own), its
+direction (worse/better, from the unit: ``harnesslib.references.lower_is_better``),
+the start of its first session, and the provenance that differs between the last
+record before it and the first after it (``perflog.provenance``; ``mpi_env``
+diffed per variable, e.g. ``OMPI_MCA_btl unset -> self,tcp``).  The store keeps the
+records' run fields only where its schema has them; the rest of a record's
+provenance is read back from its perflog line (``Record.source``).
+
+**Unconfirmed changes.**  The last sessions of a series, fewer than
+``min_segment``, cannot be a confirmed segment yet.  When they all
+lie beyond ``magnitude`` from the segment before them and their t prediction p-value
+is at most ``p_value / 100`` (stricter: every series is tested every night; the
+spread of the segment's session medians never taken below the noise of a session's
+median from its own samples: a few sessions that agree by luck prove nothing), they
+are reported as an *unconfirmed* change point
+(``confirmed: false``): a regression seen one night, confirmed (or not) once
+``min_segment`` sessions lie after it.
+
+**The morning page** (``since_last_night``): the unconfirmed changes whose first
+session is the last one, the change points that the last session confirmed (its
+segment after reached ``min_segment`` sessions with it), the checks that newly
+fail or pass (the records' ``judgement`` where they carry it, else ReFrame's
+``result``) and the test variants missing or new, between the session before and
+the last; one line each, or one line saying nothing moved.
+
+Knobs (``Knobs.from_env``, the one place they are read; ``hybridverdict changes``
+takes them as options too, which win over the environment):
+
+========================  =================================  ==========================
+knob                      environment variable               default
+========================  =================================  ==========================
+``--min-segment N``       ``HARNESS_CHANGE_MIN_SEGMENT``     3 sessions
+``--p-value P``           ``HARNESS_CHANGE_P_VALUE``         0.01
+``--min-magnitude F``     ``HARNESS_CHANGE_MAGNITUDE``       0.05 (5%)
+``--session-gap MIN``     ``HARNESS_CHANGE_SESSION_GAP``     60 minutes
+========================  =================================  ==========================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+from harnesslib import stats as stats_rule
+from harnesslib.references import lower_is_better, split_name
+
+from .perflog import Record, provenance
+
+TITLE = 'Since the last night'
+
+
+class KnobError(ValueError):
+    """A change-point knob that is not a valid value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """What makes a change point (see the module's description)."""
+
+    min_segment: int = 3            # sessions on each side of a change point
+    p_value: float = 0.01           # most p-value of the t test across it
+    magnitude: float = 0.05         # least |after / before - 1|
+    session_gap: float = 60.0       # minutes between completions that start a new session
+
+    #: field -> environment variable
+    ENV = {'min_segment': 'HARNESS_CHANGE_MIN_SEGMENT', 'p_value': 'HARNESS_CHANGE_P_VALUE',
+           'magnitude': 'HARNESS_CHANGE_MAGNITUDE',
+           'session_gap': 'HARNESS_CHANGE_SESSION_GAP'}
+
+    def __post_init__(self) -> None:
+        if self.min_segment < 1:
+            raise KnobError(f'min_segment must be at least 1, got {self.min_segment}')
+        if not 0 < self.p_value <= 1:
+            raise KnobError(f'p_value must be in (0, 1], got {self.p_value}')
+        if not 0 <= self.magnitude < 10:
+            raise KnobError(f'magnitude must be in [0, 10), got {self.magnitude}')
+        if not self.session_gap > 0:
+            raise KnobError(f'session_gap must be positive minutes, got {self.session_gap}')
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **given: object) -> Knobs:
+        """The knobs from ``HARNESS_CHANGE_*`` (KnobError on a bad value), with the
+        non-None `given` ones (command-line options) over them."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            text = env.get(cls.ENV[f.name], '').strip()
+            if text:
+                try:
+                    values[f.name] = int(text) if f.name == 'min_segment' else float(text)
+                except ValueError:
+                    raise KnobError(f'{cls.ENV[f.name]}={text!r}: not a number') from None
+            if given.get(f.name) is not None:
+                values[f.name] = given[f.name]
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def gap(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.session_gap)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeriesKey:
+    system: str
+    check: str
+    variant: str
+    partition: str
+    stack: str
+    nodes: int
+    variable: str
+
+    @property
+    def label(self) -> str:
+        variant = '' if self.variant == '-' else f' {self.variant}'
+        nodes = f' {self.nodes} nodes' if self.nodes > 1 else ''
+        return (f'{self.check}{variant} {self.variable}{nodes}, '
+                f'{self.stack}@{self.partition}')
+
+
+KEY_COLUMNS = [f.name for f in dataclasses.fields(SeriesKey)]
+
+
+@dataclasses.dataclass
+class ChangePoint:
+    key: SeriesKey
+    unit: str
+    at: dt.datetime                  # start of the first session after the change
+    before: float                    # median of the session medians before
+    after: float                     # ... and after
+    change: float                    # after / before - 1
+    low: float                       # 95% interval of the change
+    high: float
+    direction: str                   # 'worse' or 'better'
+    p_value: float
+    sessions_before: int
+    sessions_after: int
+    confirmed: bool
+    #: provenance field (or MPI variable) -> (before, after), what differs
+    changed: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    last_before: str = ''            # the records' perflog lines (file:line)
+    first_after: str = ''
+    #: record ids of the last record before and the first after (for provenance)
+    rids: tuple[int, int] = (-1, -1)
+    #: start of the last session of the segment after it
+    ends: dt.datetime | None = None
+    #: sessions after it that confirm a change (``Knobs.min_segment``)
+    needed: int = 0
+
+    @property
+    def kind(self) -> str:
+        return 'regression' if self.direction == 'worse' else 'improvement'
+
+    def changed_text(self) -> str:
+        return '; '.join(f'{k} {_shown(a)} -> {_shown(b)}' for k, (a, b) in self.changed.items())
+
+    def line(self) -> str:
+        """E.g. ``RingCheck bw_1048576, openmpi@shm: -41% from 2026-11-24 02:31 (95%
+        interval -45% to -37%); changed then: OMPI_MCA_btl unset -> self,tcp``."""
+        text = (f'{self.key.label}: {_pct(self.change)} from {self.at:%Y-%m-%d %H:%M} '
+                f'(95% interval {_pct(self.low)} to {_pct(self.high)}; {self.direction}')
+        if not self.confirmed:
+            text += (f', unconfirmed: {self.sessions_after} session(s) after it, '
+                     f'a change needs {self.needed}')
+        text += ')'
+        changed = self.changed_text()
+        return text + (f'; changed then: {changed}' if changed else '; nothing in the '
+                       'provenance changed then')
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for internal in ('rids', 'ends', 'needed'):
+            d.pop(internal)
+        d['key'] = dataclasses.asdict(self.key)
+        d['series'] = self.key.label
+        d['at'] = self.at.isoformat()
+        d['kind'] = self.kind
+        d['changed'] = {k: {'before': a, 'after': b} for k, (a, b) in self.changed.items()}
+        d['line'] = self.line()
+        return d
+
+
+def _pct(x: float) -> str:
+    return f'{100 * x:+.0f}%' if abs(x) >= 0.095 else f'{100 * x:+.1f}%'
+
+
+def _shown(text: str) -> str:
+    return text if text else 'unset'
+
+
+# ---- the history: tables, and the full records behind them ---------------------------
+
+RecordLookup = Callable[[Sequence[int]], dict[int, Record]]
+
+
+@dataclasses.dataclass
+class History:
+    """The history's tables (``store.RECORDS`` and ``store.VALUES``, lazily) and how to
+    get the full records of some record ids (for their provenance)."""
+
+    records: pl.LazyFrame
+    values: pl.LazyFrame
+    lookup: RecordLookup
+
+    @classmethod
+    def from_store(cls, store: object) -> History:
+        """The history of a ``store.Store`` (it holds every provenance field; parts
+        written before the fields existed give '')."""
+        recs, values = store.scan()  # type: ignore[attr-defined]
+        return cls(recs, values, cls.from_store_tables(recs, values))
+
+    @staticmethod
+    def from_store_tables(recs: pl.LazyFrame, values: pl.LazyFrame) -> RecordLookup:
+        """The record lookup of the store's tables (``Store.scan()``)."""
+        from .store import records_from
+
+        def lookup(rids: Sequence[int]) -> dict[int, Record]:
+            wanted = pl.Series('rid', list(rids), dtype=pl.Int64).implode()
+            rows = recs.filter(pl.col('rid').is_in(wanted)).collect().sort('rid')
+            vals = values.filter(pl.col('rid').is_in(wanted)).collect()
+            return dict(zip(rows.get_column('rid').to_list(), records_from(rows, vals)))
+        return lookup
+
+    @classmethod
+    def from_records(cls, records: Sequence[Record]) -> History:
+        """The history of records in memory (record id = position)."""
+        from .store import frames
+        tables = frames(records)
+        return cls(*tables.lazy(), lambda rids: {i: records[i] for i in rids})
+
+
+def provenance_diff(before: Record, after: Record) -> dict[str, tuple[str, str]]:
+    """What differs in the provenance of two records: field -> (before, after), and
+    for ``mpi_env`` ('NAME=VALUE ...') each MPI variable that differs."""
+    a, b = provenance(before), provenance(after)
+    out: dict[str, tuple[str, str]] = {}
+    for field in list(a) + [f for f in b if f not in a]:
+        x, y = a.get(field, ''), b.get(field, '')
+        if x == y:
+            continue
+        if field == 'mpi_env':
+            ea, eb = _env(x), _env(y)
+            for name in sorted(set(ea) | set(eb)):
+                if ea.get(name, '') != eb.get(name, ''):
+                    out[name] = (ea.get(name, ''), eb.get(name, ''))
+        else:
+            out[field] = (x, y)
+    return out
+
+
+def _env(text: str) -> dict[str, str]:
+    out = {}
+    for item in text.split():
+        name, _, value = item.partition('=')
+        out[name] = value
+    return out
+
+
+# ---- sessions and series -------------------------------------------------------------
+
+def sessions(records: pl.LazyFrame, gap: dt.timedelta) -> pl.DataFrame:
+    """(time, session name) -> session number (0, 1, ... in time order) and its
+    start.  A record's session is its ``session`` field (``./harness`` names one per
+    run or nightly); records without one (older perflogs) are told apart by a gap
+    of more than `gap` between completion times."""
+    schema = records.collect_schema()
+    named = pl.col('session') if 'session' in schema else pl.lit('')
+    runs = records.select('time', named.fill_null('').alias('name')).unique().collect()
+    by_gap = (runs.filter(pl.col('name') == '').select('time').unique().sort('time')
+              .with_columns(gap=(pl.col('time').diff() > gap).fill_null(False)
+                            .cast(pl.Int32).cum_sum()))
+    keyed = runs.join(by_gap, on='time', how='left').with_columns(
+        key=pl.when(pl.col('name') != '').then(pl.lit('n:') + pl.col('name'))
+        .otherwise(pl.lit('g:') + pl.col('gap').cast(pl.String)))
+    starts = (keyed.group_by('key').agg(start=pl.col('time').min()).sort('start', 'key')
+              .with_columns(session=pl.int_range(pl.len(), dtype=pl.Int32)))
+    return keyed.join(starts, on='key').select('time', 'name', 'session', 'start')
+
+
+def _checks(names: pl.Series, kernels: pl.Series) -> pl.DataFrame:
+    """name -> (check, variant) by ``split_name`` (a record without a name: its kernel)."""
+    checks, variants = [], []
+    for name, kernel in zip(names.to_list(), kernels.to_list()):
+        try:
+            cls, variant = split_name(name or '')
+        except ValueError:
+            cls, variant = kernel or '?', '-'
+        checks.append(cls)
+        variants.append(variant)
+    return pl.DataFrame({'name': names, 'kernel': kernels, 'check': checks,
+                         'variant': variants})
+
+
+def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The records (rid, time, session, the key's fields, result[, judgement]) and the
+    sessions' starts."""
+    schema = history.records.collect_schema()
+    extra = [c for c in ('judgement',) if c in schema]
+    named = pl.col('session') if 'session' in schema else pl.lit('')
+    recs = history.records.select('rid', 'time', 'system', 'partition', 'stack', 'nodes',
+                                  'name', 'kernel', 'verified', 'result', *extra,
+                                  named.fill_null('').alias('session_name')).collect()
+    sess = sessions(recs.lazy().select('time', pl.col('session_name').alias('session')),
+                    knobs.gap)
+    names = recs.select('name', 'kernel').unique()
+    recs = (recs.join(sess.select('time', pl.col('name').alias('session_name'), 'session'),
+                      on=['time', 'session_name'])
+            .join(_checks(names.get_column('name'), names.get_column('kernel')),
+                  on=['name', 'kernel']))
+    starts = sess.group_by('session').agg(start=pl.col('start').first()).sort('session')
+    return recs, starts
+
+
+@dataclasses.dataclass
+class SeriesPoints:
+    key: SeriesKey
+    unit: str
+    sessions: list[int]
+    medians: list[float]
+    first_rids: list[int]           # the session's first record of the series
+    last_rids: list[int]
+    #: the SD of the log values within each session, over the root of their
+    #: number (0 where one value): how far a session's median moves by noise alone
+    noise: list[float] = dataclasses.field(default_factory=list)
+
+
+def series_points(history: History, knobs: Knobs, runs: pl.DataFrame,
+                  since: dt.datetime | None = None, until: dt.datetime | None = None,
+                  ) -> list[SeriesPoints]:
+    """Every series's session medians (sessions that start in [since, until))."""
+    recs = runs.filter(pl.col('verified'))
+    if since is not None or until is not None:
+        starts = recs.group_by('session').agg(start=pl.col('time').min())
+        if since is not None:
+            starts = starts.filter(pl.col('start') >= since)
+        if until is not None:
+            starts = starts.filter(pl.col('start') < until)
+        keep = starts
+        recs = recs.join(keep.select('session'), on='session', how='semi')
+    keys = KEY_COLUMNS[:-1]
+    per = (history.values.select('rid', 'variable', 'value', 'unit')
+           .join(recs.lazy().select('rid', 'time', 'session', *keys), on='rid')
+           .filter(pl.col('value').is_finite() & (pl.col('value') > 0))
+           .sort('time', 'rid')
+           .group_by([*keys, 'variable', 'session'])
+           .agg(median=pl.col('value').median(), unit=pl.col('unit').last(),
+                first=pl.col('rid').first(), last=pl.col('rid').last(),
+                noise=(pl.col('value').log().std() / pl.len().sqrt()).fill_null(0.0))
+           .sort('session')
+           .group_by([*keys, 'variable'])
+           .agg('session', 'median', 'first', 'last', 'noise', unit=pl.col('unit').last())
+           .sort(KEY_COLUMNS)
+           .collect())
+    return [SeriesPoints(SeriesKey(*(row[k] for k in KEY_COLUMNS)), row['unit'] or '',
+                         row['session'], row['median'], row['first'], row['last'],
+                         row['noise'])
+            for row in per.iter_rows(named=True)]
+
+
+# ---- detection -----------------------------------------------------------------------
+
+def _split_stat(x: np.ndarray, min_segment: int) -> np.ndarray:
+    """The largest mean-shift statistic k (m - k) / m (mean before - mean after)^2 over
+    the splits k of each row of `x` (rows: orderings of one pool of m points) that
+    leave at least `min_segment` points on each side."""
+    m = x.shape[-1]
+    k = np.arange(min_segment, m - min_segment + 1)
+    sums = np.cumsum(x, axis=-1)
+    total = sums[..., -1:]
+    left = sums[..., k - 1]
+    diff = left / k - (total - left) / (m - k)
+    return (k * (m - k) / m * diff ** 2).max(axis=-1)
+
+
+def permutation_p(pool: np.ndarray, knobs: Knobs, seed: int = 0) -> float:
+    """The p-value of a change in `pool` (a segment's log session medians): how often a
+    random order of its points has a split as strong as the strongest split of the given
+    order (E-Divisive's permutation test, with the mean-shift statistic: the choice of
+    the split is part of the test).  Seeded: the same history gives the same answer.
+    The permutations run in batches and stop once the p-value is sure to exceed
+    ``p_value``."""
+    m = len(pool)
+    if m < 2 * knobs.min_segment or np.ptp(pool) == 0:
+        return 1.0
+    observed = float(_split_stat(pool, knobs.min_segment)) * (1 - 1e-9)
+    permutations = max(199, math.ceil(5 / knobs.p_value))
+    enough = knobs.p_value * (permutations + 1)       # more as strong: p > p_value
+    rng = np.random.default_rng(seed)
+    at_least = done = 0
+    while done < permutations:
+        batch = min(40 if not done else 100, permutations - done)
+        shuffled = rng.permuted(np.broadcast_to(pool, (batch, m)), axis=1)
+        at_least += int((_split_stat(shuffled, knobs.min_segment) >= observed).sum())
+        done += batch
+        if at_least + 1 > enough:
+            return min(1.0, (at_least + 1) / (done + 1))
+    return (at_least + 1) / (permutations + 1)
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> float:
+    """median(after) / median(before) from log values."""
+    return math.exp(float(np.median(b)) - float(np.median(a)))
+
+
+def _best_split(x: np.ndarray, min_segment: int) -> int:
+    """Where the one best mean shift of `x` splits it (ruptures' KernelCPD, linear
+    kernel: the exact least-squares split, in C)."""
+    import ruptures
+    algo = ruptures.KernelCPD(kernel='linear', min_size=min_segment, jump=1)
+    return int(algo.fit(x.reshape(-1, 1)).predict(n_bkps=1)[0])
+
+
+def detect(medians: Sequence[float], knobs: Knobs) -> list[tuple[int, float]]:
+    """Change points of one series of session medians: (index of the first session
+    after it, p-value).  E-Divisive's hierarchy: the best split of the whole series is
+    kept where the permutation test finds it significant, then each side is split the
+    same way; then every split is tested again against its neighbouring segments (the
+    ratio of their medians at least ``magnitude`` from 1, the permutation test of the
+    two pooled at most ``p_value``), the weakest failing one dropped and its segments
+    merged, until every one passes."""
+    logs = np.log(np.asarray(medians, dtype=float))
+    ms = knobs.min_segment
+    cuts: list[int] = []
+    todo = [(0, len(logs))]
+    while todo:
+        lo, hi = todo.pop()
+        if hi - lo < 2 * ms or permutation_p(logs[lo:hi], knobs) > knobs.p_value:
+            continue
+        cut = lo + _best_split(logs[lo:hi], ms)
+        cuts.append(cut)
+        todo += [(lo, cut), (cut, hi)]
+    cuts.sort()
+    while cuts:
+        bounds = [0, *cuts, len(logs)]
+        worst, worst_score = -1, 0.0
+        tested = []
+        for i in range(1, len(bounds) - 1):
+            a, b = logs[bounds[i - 1]:bounds[i]], logs[bounds[i]:bounds[i + 1]]
+            size = abs(_ratio(a, b) - 1)
+            p = permutation_p(logs[bounds[i - 1]:bounds[i + 1]], knobs) \
+                if size >= knobs.magnitude else 1.0
+            tested.append(p)
+            if p > knobs.p_value or size < knobs.magnitude:
+                # the weakest: the smallest step, then the largest p-value
+                score = (2 - size) if size < knobs.magnitude else p
+                if worst < 0 or score > worst_score:
+                    worst, worst_score = i - 1, score
+        if worst < 0:
+            return _placed(logs, list(zip(cuts, tested)), ms)
+        del cuts[worst]
+    return []
+
+
+def _placed(logs: np.ndarray, cuts: list[tuple[int, float]], min_segment: int,
+            ) -> list[tuple[int, float]]:
+    """The cuts moved onto the first session at the new level: a segment of at least
+    `min_segment` sessions can put the boundary up to ``min_segment - 1`` sessions off
+    a step near an end.  A cut that then leaves a shorter segment is dropped (at the end
+    of the series, ``_tail`` reports it unconfirmed)."""
+    out: list[tuple[int, float]] = []
+    bounds = [0, *(c for c, _ in cuts), len(logs)]
+    for i, (cut, p) in enumerate(cuts, 1):
+        lo, hi = bounds[i - 1], bounds[i + 1]
+        before, after = float(np.median(logs[lo:cut])), float(np.median(logs[cut:hi]))
+        mid, up = (before + after) / 2, after > before
+        for _ in range(min_segment - 1):
+            if cut + 1 < hi and (logs[cut] > mid) != up:
+                cut += 1
+            elif cut - 1 > lo and (logs[cut - 1] > mid) == up:
+                cut -= 1
+        if cut - lo >= min_segment and hi - cut >= min_segment:
+            out.append((cut, p))
+    return out
+
+
+def _tail(logs: np.ndarray, start: int, knobs: Knobs,
+          noise: Sequence[float] = ()) -> tuple[int, float] | None:
+    """An unconfirmed change in the last k < ``min_segment`` sessions (the largest such
+    k): each of them beyond the magnitude on the same side of the median of the segment
+    [start, n - k), their mean outside its t prediction interval (p-value at most
+    ``p_value / UNCONFIRMED_STRICTER``)."""
+    from scipy.stats import t as student_t
+    n = len(logs)
+    for k in range(knobs.min_segment - 1, 0, -1):
+        ref, tail = logs[start:n - k], logs[n - k:]
+        if len(ref) < max(knobs.min_segment, 2):
+            continue
+        level = float(np.median(ref))
+        sizes = np.exp(tail - level) - 1
+        if not (np.all(sizes >= knobs.magnitude) or np.all(sizes <= -knobs.magnitude)):
+            continue
+        sd = float(np.std(ref, ddof=1))
+        # A few sessions that happen to agree closely are no evidence of a small
+        # spread: never below the spread of a session's median from its own
+        # samples (the noise of the sessions compared).
+        if len(noise) == n:
+            sd = max(sd, float(np.sqrt(np.mean(np.square(noise[start:])))))
+        if sd == 0:
+            return n - k, 0.0
+        z = abs(float(np.mean(tail)) - float(np.mean(ref))) / (
+            sd * math.sqrt(1 / k + 1 / len(ref)))
+        p = float(2 * student_t.sf(z, len(ref) - 1))
+        if p <= knobs.p_value / UNCONFIRMED_STRICTER:
+            return n - k, p
+    return None
+
+
+#: sessions on each side of a change point that its interval is computed from
+NEAREST = 20
+#: an unconfirmed change needs a p-value this many times smaller than ``p_value``: it is
+#: tested in every series every night, and the page should not cry wolf
+UNCONFIRMED_STRICTER = 100
+
+
+def _change_point(pts: SeriesPoints, cut: int, lo: int, hi: int, p: float,
+                  starts: Sequence[dt.datetime], confirmed: bool, knobs: Knobs) -> ChangePoint:
+    before, after = pts.medians[lo:cut], pts.medians[cut:hi]
+    # the interval from the sessions nearest the change (its bootstrap, where a side has
+    # few sessions, resamples every value given)
+    cmp = stats_rule.compare(after[:NEAREST], before[-NEAREST:], floor=0.0,
+                             confidence=stats_rule.CONFIDENCE)
+    iv = cmp.interval
+    worse = (cmp.ratio > 1) == lower_is_better(pts.unit)
+    return ChangePoint(
+        key=pts.key, unit=pts.unit, at=starts[pts.sessions[cut]],
+        before=float(np.median(before)), after=float(np.median(after)),
+        change=cmp.ratio - 1, low=iv.low - 1, high=iv.high - 1,
+        direction='worse' if worse else 'better', p_value=p,
+        sessions_before=len(before), sessions_after=len(after), confirmed=confirmed,
+        rids=(pts.last_rids[cut - 1], pts.first_rids[cut]),
+        ends=starts[pts.sessions[hi - 1]], needed=knobs.min_segment)
+
+
+def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None = None,
+         until: dt.datetime | None = None, provenance: bool = True,
+         runs: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[ChangePoint]:
+    """Every change point of every series over the sessions that start in [since,
+    until), the unconfirmed ones at the end of a series included, in time order."""
+    knobs = knobs or Knobs()
+    recs, starts_frame = runs if runs is not None else _runs(history, knobs)
+    starts = starts_frame.get_column('start').to_list()
+    found: list[ChangePoint] = []
+    for pts in series_points(history, knobs, recs, since, until):
+        logs = np.log(np.asarray(pts.medians, dtype=float))
+        cuts = detect(pts.medians, knobs)
+        bounds = [0, *(c for c, _ in cuts), len(pts.medians)]
+        for i, (cut, p) in enumerate(cuts, 1):
+            found.append(_change_point(pts, cut, bounds[i - 1], bounds[i + 1], p, starts,
+                                       True, knobs))
+        tail = _tail(logs, bounds[-2], knobs, pts.noise)
+        if tail is not None:
+            found.append(_change_point(pts, tail[0], bounds[-2], len(pts.medians), tail[1],
+                                       starts, False, knobs))
+    found.sort(key=lambda c: (c.at, c.key.label))
+    if provenance and found:
+        full = history.lookup(sorted({r for c in found for r in c.rids}))
+        for c in found:
+            a, b = full.get(c.rids[0]), full.get(c.rids[1])
+            if a is not None and b is not None:
+                c.changed = provenance_diff(a, b)
+                c.last_before, c.first_after = a.source, b.source
+    return found
+
+
+# ---- the morning page ----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Morning:
+    """What moved in the last session against the one before."""
+
+    last_night: dt.datetime | None
+    series: int                       # series with a point in the last session
+    checks: int                       # test variants run in the last session
+    changes: list[ChangePoint]
+    failing: list[str]                # test variants that newly fail
+    passing: list[str]                # ... that newly pass
+    missing: list[str]                # run in the session before, not in the last
+    new: list[str]                    # run in the last, not in the one before
+
+    @property
+    def quiet(self) -> bool:
+        return not (self.changes or self.failing or self.passing or self.missing or self.new)
+
+    def lines(self) -> list[str]:
+        if self.last_night is None:
+            return [f'{TITLE}: no session in the history.']
+        if self.quiet:
+            return [f'{TITLE}: nothing moved ({self.series} series, {self.checks} checks)']
+        out = []
+        for kind in ('regression', 'improvement'):
+            out += [f'{kind}: {c.line()}' for c in self.changes if c.kind == kind]
+        out += [f'newly failing: {c}' for c in self.failing]
+        out += [f'newly passing: {c}' for c in self.passing]
+        out += [f'missing: {c} (ran the session before, not the last)' for c in self.missing]
+        out += [f'new: {c} (not run the session before)' for c in self.new]
+        return out
+
+    def as_dict(self) -> dict:
+        return {'last_night': self.last_night.isoformat() if self.last_night else None,
+                'series': self.series, 'checks': self.checks,
+                'changes': [c.as_dict() for c in self.changes], 'newly_failing': self.failing,
+                'newly_passing': self.passing, 'missing': self.missing, 'new': self.new,
+                'lines': self.lines()}
+
+
+def _check_label(row: dict) -> str:
+    variant = '' if row['variant'] == '-' else f' {row["variant"]}'
+    nodes = f' {row["nodes"]} nodes' if row['nodes'] > 1 else ''
+    return f'{row["check"]}{variant}{nodes}, {row["stack"]}@{row["partition"]}'
+
+
+def _states(recs: pl.DataFrame) -> dict[str, str]:
+    """test variant label -> 'fail' where any of its records failed (ReFrame's result,
+    or the band rule's judgement where the records carry it), else 'pass'."""
+    failed = pl.col('result') != 'pass'
+    if 'judgement' in recs.columns:
+        failed = failed | (pl.col('judgement') == 'fail')
+    per = (recs.with_columns(failed=failed)
+           .group_by('system', 'check', 'variant', 'partition', 'stack', 'nodes')
+           .agg(pl.col('failed').any()))
+    return {_check_label(row): 'fail' if row['failed'] else 'pass'
+            for row in per.iter_rows(named=True)}
+
+
+def since_last_night(history: History, last_night: dt.datetime | None = None,
+                     knobs: Knobs | None = None) -> Morning:
+    """The morning page of the session that starts at `last_night` (default: the last
+    session of the history) against the session before it."""
+    knobs = knobs or Knobs()
+    runs = _runs(history, knobs)
+    recs, starts_frame = runs
+    starts = starts_frame.get_column('start').to_list()
+    if not starts:
+        return Morning(None, 0, 0, [], [], [], [], [])
+    if last_night is None:
+        last = len(starts) - 1
+    else:
+        last = max(0, stats_rule.session_of(last_night, starts))
+    night = recs.filter(pl.col('session') == last)
+    before = recs.filter(pl.col('session') == last - 1)
+    now, then = _states(night), (_states(before) if last > 0 else {})
+    found = find(history, knobs, until=(starts[last + 1] if last + 1 < len(starts) else None),
+                 runs=runs)
+    # unconfirmed at the last session, or confirmed by it (its segment after reached
+    # min_segment sessions with the last one)
+    moved = [c for c in found if c.ends == starts[last] and (
+        c.at == starts[last] if not c.confirmed else c.sessions_after == knobs.min_segment)]
+    n_series = 0
+    if night.height:
+        n_series = (history.values.select('rid', 'variable')
+                    .join(night.lazy().filter(pl.col('verified'))
+                          .select('rid', *KEY_COLUMNS[:-1]), on='rid')
+                    .select(*KEY_COLUMNS).unique().select(pl.len()).collect().item())
+    return Morning(
+        last_night=starts[last], series=n_series, checks=len(now), changes=moved,
+        failing=sorted(c for c, s in now.items() if s == 'fail' and then.get(c) == 'pass'),
+        passing=sorted(c for c, s in now.items() if s == 'pass' and then.get(c) == 'fail'),
+        missing=sorted(set(then) - set(now)) if last > 0 else [],
+        new=sorted(set(now) - set(then)) if last > 0 else [])
+
+
+COLUMNS = ('what moved',)
+NOTE = ('The last session against the history (hybridverdict.changes): change points '
+        'whose first session is the last one (unconfirmed until the minimum segment of '
+        'sessions lies after them) or that the last session confirmed, with the size '
+        'after/before and its 95% interval and what differed in the provenance; checks '
+        'that newly fail or pass, and test variants missing or new, against the session '
+        'before.')
+
+
+def section_rows(morning: Morning) -> list[list[object]]:
+    return [[line] for line in morning.lines()]

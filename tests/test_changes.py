@@ -1,0 +1,248 @@
+"""Change points over the history store, and the morning page (hybridverdict.changes)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from pathlib import Path
+
+import perflog_writer as pw
+import pytest
+from hybridverdict import changes, cli, report, sections, store
+from hybridverdict.perflog import ReadStats, Record
+from hybridverdict.section import SINCE_LAST_NIGHT
+
+NIGHT0 = dt.datetime(2026, 10, 1, 2, 30, tzinfo=dt.timezone.utc)
+SAMPLES = 3
+
+
+def night(i: int) -> dt.datetime:
+    return NIGHT0 + dt.timedelta(days=i)
+
+
+def write_check(path: Path, cls: str, variable: str, unit: str, levels: list[float | None],
+                rng: random.Random, noise: float = 0.02, offset: int = 0,
+                env: list[str] | None = None, results: list[str] | None = None) -> Path:
+    """A perflog of one check: SAMPLES runs a night at each level (None: not run that
+    night), log-normal noise, the mpi_env of each night from `env`."""
+    lines = [pw.header([variable])]
+    for i, level in enumerate(levels):
+        if level is None:
+            continue
+        for k in range(SAMPLES):
+            value = level * math.exp(rng.gauss(0, noise))
+            lines.append(pw.line(
+                'ring', {variable: (value, unit)}, stack='openmpi', part='shm',
+                name=f'{cls} %layout=mpi_2x1 %sample={k}',
+                time=night(i) + dt.timedelta(seconds=offset + 20 * k),
+                result=results[i] if results else 'pass',
+                after_result={'mpi_env': env[i] if env else 'OMPI_MCA_pml=ob1'}))
+    return pw.write(path, lines)
+
+
+def stored(tmp_path: Path) -> store.Store:
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(tmp_path / 'perflogs')])
+    return st
+
+
+def step_history(tmp_path: Path, nights: int = 40, at: int = 25) -> store.Store:
+    rng = random.Random(11)
+    env = ['OMPI_MCA_pml=ob1'] * at + ['OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp'] * (
+        nights - at)
+    # the step: t_total 30% longer from night `at` on (seconds: worse)
+    write_check(tmp_path / 'perflogs' / 'StepCheck.log', 'StepCheck', 't_total', 's',
+                [1.0] * at + [1.3] * (nights - at), rng, env=env)
+    for j, cls in enumerate(('NoiseA', 'NoiseB', 'NoiseC')):
+        write_check(tmp_path / 'perflogs' / f'{cls}.log', cls, 'bw_1048576', 'MB/s',
+                    [5000.0 + 100 * j] * nights, rng, noise=0.04, offset=100 + 100 * j,
+                    env=env)
+    return stored(tmp_path)
+
+
+def test_a_step_is_found_with_its_size_direction_time_and_what_changed(tmp_path):
+    st = step_history(tmp_path)
+    found = changes.find(changes.History.from_store(st))
+    assert [c.key.check for c in found] == ['StepCheck']
+    (c,) = found
+    assert c.confirmed and c.key.variable == 't_total' and c.key.variant == 'layout=mpi_2x1'
+    assert c.at == night(25)
+    assert c.direction == 'worse' and c.kind == 'regression'
+    assert c.low <= 0.30 <= c.high and abs(c.change - 0.30) < 0.03
+    assert c.sessions_before == 25 and c.sessions_after == 15
+    # the store has no mpi_env column: the provenance is read back from the perflog lines
+    assert c.changed == {'OMPI_MCA_btl': ('', 'self,tcp')}
+    assert 'OMPI_MCA_btl unset -> self,tcp' in c.line()
+    assert c.line().startswith('StepCheck layout=mpi_2x1 t_total, openmpi@shm: +30% from '
+                               '2026-10-26 02:30 (95% interval +')
+
+
+def records(levels: list[float], rng: random.Random, cls: str, noise: float,
+            unit: str = 's') -> list[Record]:
+    out = []
+    for i, level in enumerate(levels):
+        for k in range(SAMPLES):
+            out.append(Record(
+                time=night(i) + dt.timedelta(seconds=20 * k), system='local',
+                partition='shm', stack='openmpi', kernel='spmv', mode='mpi', ranks=2,
+                threads=1, size='64', cores=2, nodes=1, mpi_library='Open MPI v4.1.4',
+                verified=True, oversubscribed=False, result='pass',
+                values={'t_total': level * math.exp(rng.gauss(0, noise))},
+                units={'t_total': unit}, source='', name=f'{cls} %sample={k}'))
+    return out
+
+
+def test_noise_and_single_outlier_nights_give_no_change_point():
+    rng = random.Random(2026)
+    recs: list[Record] = []
+    for s in range(100):
+        levels = [1.0] * 60
+        if rng.random() < 0.3:     # an occasional single outlier night
+            levels[rng.randrange(60)] = rng.choice([0.6, 1.5])
+        recs += records(levels, rng, f'Noise{s:03d}', 0.05)
+    found = changes.find(changes.History.from_records(recs))
+    with_change = {c.key.check for c in found if c.confirmed}
+    assert len(with_change) <= 5, [c.line() for c in found]
+    assert len({c.key.check for c in found}) <= 5
+
+
+def test_the_knobs_change_the_outcome(monkeypatch):
+    rng = random.Random(5)
+    hist = changes.History.from_records(records([1.0] * 30 + [1.03] * 30, rng, 'Small', 0.01))
+    assert changes.find(hist) == []                      # 3% < the default 5%
+    (c,) = changes.find(hist, changes.Knobs(magnitude=0.02))
+    assert c.at == night(30) and c.low <= 0.03 <= c.high
+    monkeypatch.setenv('HARNESS_CHANGE_MAGNITUDE', '0.02')
+    assert changes.Knobs.from_env().magnitude == 0.02
+    assert len(changes.find(hist, changes.Knobs.from_env())) == 1
+    assert changes.Knobs.from_env(magnitude=0.05).magnitude == 0.05   # an option wins
+    # a longer minimum segment: a step 4 sessions before the end is not one yet
+    late = changes.History.from_records(records([1.0] * 36 + [1.3] * 4, rng, 'Late', 0.01))
+    assert [c.confirmed for c in changes.find(late)] == [True]
+    (c,) = changes.find(late, changes.Knobs(min_segment=5))
+    assert not c.confirmed and c.at == night(36) and c.sessions_after == 4
+    monkeypatch.setenv('HARNESS_CHANGE_P_VALUE', 'abc')
+    with pytest.raises(changes.KnobError, match='HARNESS_CHANGE_P_VALUE'):
+        changes.Knobs.from_env()
+
+
+def test_cli_prints_and_writes_json_and_fails_on_a_regression(tmp_path, capsys):
+    st = step_history(tmp_path)
+    out = tmp_path / 'changes.json'
+    assert cli.main(['changes', '--store', st.directory, '--json', str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert 'regression: StepCheck layout=mpi_2x1 t_total' in printed
+    doc = json.loads(out.read_text())
+    (c,) = doc['changes']
+    assert c['series'] == 'StepCheck layout=mpi_2x1 t_total, openmpi@shm'
+    assert c['kind'] == 'regression' and c['direction'] == 'worse' and c['confirmed']
+    assert c['at'] == night(25).isoformat()
+    assert c['changed'] == {'OMPI_MCA_btl': {'before': '', 'after': 'self,tcp'}}
+    assert c['low'] <= 0.3 <= c['high'] and doc['knobs']['magnitude'] == 0.05
+    assert cli.main(['changes', '--store', st.directory, '--fail-on-change']) == \
+        cli.EXIT_REGRESSION
+    assert cli.main(['changes', '--store', st.directory, '--fail-on-change',
+                     '--min-magnitude', '0.5']) == 0
+    # a time range without the step
+    assert cli.main(['changes', '--store', st.directory, '--until',
+                     night(20).isoformat(), '--fail-on-change']) == 0
+    with pytest.raises(SystemExit):
+        cli.main(['changes', '--store', st.directory, '--since', 'yesterday'])
+
+
+def morning_history(tmp_path: Path, nights: int = 30) -> store.Store:
+    rng = random.Random(3)
+    logs = tmp_path / 'perflogs'
+    last = nights - 1
+    env = ['OMPI_MCA_pml=ob1'] * last + ['OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp']
+    # bandwidth down 41% last night (worse), a time 20% shorter (better)
+    write_check(logs / 'Slower.log', 'Slower', 'bw_1048576', 'MB/s',
+                [5000.0] * last + [2950.0], rng, env=env)
+    write_check(logs / 'Faster.log', 'Faster', 't_total', 's', [2.0] * last + [1.6], rng,
+                offset=100)
+    write_check(logs / 'Failing.log', 'Failing', 't_total', 's', [1.0] * nights, rng,
+                offset=200, results=['pass'] * last + ['fail'])
+    write_check(logs / 'Gone.log', 'Gone', 't_total', 's', [1.0] * last + [None], rng,
+                offset=300)
+    write_check(logs / 'Added.log', 'Added', 't_total', 's', [None] * last + [1.0], rng,
+                offset=400)
+    return stored(tmp_path)
+
+
+def test_the_morning_page_says_what_moved(tmp_path):
+    st = morning_history(tmp_path)
+    page = changes.since_last_night(changes.History.from_store(st))
+    assert page.last_night == night(29)
+    lines = page.lines()
+    assert lines[0].startswith('regression: Slower layout=mpi_2x1 bw_1048576, openmpi@shm: '
+                               '-4')                 # -41% and the night's noise
+    assert ' from 2026-10-30 02:30 (95% interval -4' in lines[0]
+    assert 'worse, unconfirmed: 1 session(s) after it, a change needs 3' in lines[0]
+    assert lines[0].endswith('changed then: OMPI_MCA_btl unset -> self,tcp')
+    assert lines[1].startswith('improvement: Faster layout=mpi_2x1 t_total, openmpi@shm: -2')
+    assert ' from 2026-10-30 02:30 ' in lines[1] and 'better, unconfirmed' in lines[1]
+    assert lines[2:] == [
+        'newly failing: Failing layout=mpi_2x1, openmpi@shm',
+        'missing: Gone layout=mpi_2x1, openmpi@shm (ran the session before, not the last)',
+        'new: Added layout=mpi_2x1, openmpi@shm (not run the session before)']
+    # two nights later the regression is confirmed by the third night after it
+    rng = random.Random(4)
+    logs = tmp_path / 'perflogs'
+    write_check(logs / 'Slower2.log', 'Slower', 'bw_1048576', 'MB/s',
+                [None] * 30 + [2950.0] * 2, rng,
+                env=['OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp'] * 32)
+    st.ingest([str(logs)])
+    page = changes.since_last_night(changes.History.from_store(st))
+    moved = [line for line in page.lines() if line.startswith(('regression', 'improvement'))]
+    (line,) = moved        # Faster did not run again: its change stays unconfirmed
+    assert line.startswith('regression: Slower') and ' from 2026-10-30 02:30 ' in line
+    assert 'unconfirmed' not in line and line.endswith('OMPI_MCA_btl unset -> self,tcp')
+
+
+def test_cli_prints_the_morning_page_and_a_knob_makes_its_regression_fatal(tmp_path, capsys):
+    st = morning_history(tmp_path)
+    out = tmp_path / 'page.json'
+    assert cli.main(['changes', '--store', st.directory, '--last-night', '--json',
+                     str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith('regression: Slower') and 'newly failing: Failing' in printed
+    assert json.loads(out.read_text())['newly_failing'] == ['Failing layout=mpi_2x1, '
+                                                            'openmpi@shm']
+    # the page's regression is unconfirmed (one night): fatal only with the knob
+    assert cli.main(['changes', '--store', st.directory, '--last-night',
+                     '--fail-on-change']) == cli.EXIT_REGRESSION
+    assert cli.main(['changes', '--store', st.directory, '--fail-on-change']) == 0
+
+
+def test_a_quiet_night_is_one_line(tmp_path):
+    rng = random.Random(8)
+    for cls in ('QuietA', 'QuietB'):
+        write_check(tmp_path / 'perflogs' / f'{cls}.log', cls, 't_total', 's', [1.0] * 20,
+                    rng, offset=100 * len(cls))
+    page = changes.since_last_night(changes.History.from_store(stored(tmp_path)))
+    assert page.quiet
+    assert page.lines() == ['Since the last night: nothing moved (2 series, 2 checks)']
+
+
+def test_the_report_of_a_nightly_opens_with_the_morning_page(tmp_path):
+    st = morning_history(tmp_path)
+    window = st.records(night(29))
+    rep = report.build(window, ReadStats(), [str(tmp_path / 'perflogs')], since=night(29),
+                       stored=st.scan(), stored_records=len(st.records()))
+    first = rep.sections[0]
+    assert first.key == SINCE_LAST_NIGHT and first.title == 'Since the last night'
+    assert first.rows[0][0].startswith('regression: Slower')
+    assert sections.ANALYSES[0] is sections.since_last_night
+    # every output opens with it, before the verdicts, and shows it once
+    from hybridverdict import html, render
+    for text, verdicts in ((render.terminal(rep), 'No pure-MPI/hybrid pair'),
+                           (render.markdown(rep), 'No pure-MPI/hybrid pair'),
+                           (html.page(rep, {}), '<h2 id="verdicts">')):
+        assert text.count('regression: Slower') == 1, text
+        assert text.index('regression: Slower') < text.index(verdicts)
+    # a report over more than the last night (or without a store) has no such section
+    rep = report.build(st.records(night(20)), ReadStats(), [], since=night(20),
+                       stored=st.scan())
+    assert rep.section(SINCE_LAST_NIGHT) is None
