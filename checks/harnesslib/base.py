@@ -221,7 +221,7 @@ def mpi_env_text(effective: dict[str, str]) -> str:
                       MPI_ENV_LIMIT)
 
 
-class Provenance(rfm.RegressionTestPlugin):
+class Provenance(StageFiles):
     """What every run was made with and where it ran, into the perflog's
     provenance fields (``harnesslib.schema``): src_version, compiler,
     reframe_version, spack_hash, loaded_modules, node_names, kernel_release,
@@ -252,14 +252,6 @@ class Provenance(rfm.RegressionTestPlugin):
         here; ``KernelCheck`` reads its RESULT line)."""
         return []
 
-    def provenance_text(self, name: str) -> str:
-        try:
-            with open(os.path.join(self.stagedir, name), encoding='utf-8',
-                      errors='replace') as fp:
-                return fp.read()
-        except OSError:
-            return ''
-
     @run_before('run', always_last=True)
     def record_provenance(self):
         self.src_version = field_text(source_version())
@@ -285,7 +277,7 @@ class Provenance(rfm.RegressionTestPlugin):
                          *map(str, self.executable_opts)]).strip()
         if job.launcher.command(job) or not self.executable_opts:
             return line
-        script = self.provenance_text(str(self.executable_opts[0]))
+        script = self.stage_text(str(self.executable_opts[0]))
         first = first_launch(script) if script else ''
         return f'{line}: {first}' if first else line
 
@@ -294,7 +286,7 @@ class Provenance(rfm.RegressionTestPlugin):
         if self.is_dry_run():
             return
         self.launch_command = field_text(self.launched())
-        job = read_job_probe(self.provenance_text(PROVENANCE_FILE))
+        job = read_job_probe(self.stage_text(PROVENANCE_FILE))
         self.kernel_release = field_text(job.get('kernel_release', ''))
         self.loaded_modules = field_text(job.get('modules', ''))
         hosts = self.rank_hosts()
@@ -302,7 +294,7 @@ class Provenance(rfm.RegressionTestPlugin):
                                      job.get('nodelist') or job.get('host', ''))
         if self.provenance_build() is None:
             self.compiler = field_text(compiler_from_probe(
-                self.provenance_text(COMPILER_FILE)))
+                self.stage_text(COMPILER_FILE)))
 
 
 def _perflog_fields() -> type:
