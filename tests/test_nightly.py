@@ -27,6 +27,9 @@ def nightly(var: Path, stack: str, opts: str,
             refs: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = mpi_env(HARNESS_VAR_DIR=str(var), HARNESS_STACKS=stack, HARNESS_NO_APT='1',
                   HARNESS_REPEAT='1', RFM_REFERENCE_PREFIX=str(refs or var / 'references'),
+                  # no sequential rounds: one ReFrame session per nightly (on a
+                  # loaded machine an undecided pair would add sessions)
+                  HARNESS_MAX_ROUNDS='1',
                   HARNESS_VENV=str(Path(sys.executable).parent.parent),
                   HARNESS_REFRAME_OPTS=f'--nocolor --system local:shm {opts}')
     return subprocess.run([str(REPO / 'harness'), 'nightly'], env=env, capture_output=True,

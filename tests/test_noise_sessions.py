@@ -94,7 +94,8 @@ def test_busy_machine_no_fixed_band_check_fails(base, two_busy_processes):
     assert proc.returncode == 0, proc.stdout[-5000:]
     rec = last_record(var)
     assert rec['busy'] == 'true' and int(rec['busy_procs']) >= 2, rec
-    assert rec['judgement'] in ('pass', 'inconclusive'), rec
+    # never a failure: a pass (in the soft zone: warn) or inconclusive
+    assert rec['judgement'] in ('pass', 'warn', 'inconclusive'), rec
     if rec['judgement'] == 'inconclusive':
         # visible in ReFrame's output, with the rule's interval
         assert 'INCONCLUSIVE' in proc.stdout and 'FAIL withheld' in proc.stdout
