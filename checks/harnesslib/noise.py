@@ -39,7 +39,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError
 
-from .bands import FAIL, Judgement, deferred, judge_band, overall, soft_zone
+from .bands import DEFERRED, FAIL, PASS, Judgement, deferred, judge_band, overall, soft_zone
 from .placement import first_round, samples_per_run
 from .quiet import QUIET_FILE, enabled, epilogue, prologue, read_quiet, summarise
 from .references import split_name
@@ -113,8 +113,7 @@ class BandRule(rfm.RegressionTestPlugin):
         where = (cls, self.current_partition.fullname, self.current_environ.name, variant)
         # Rounds after the planned ones (HARNESS_FIRST_ROUND > 0: the sequential
         # rounds of the verdicts) only defer: the planned rounds judged the variant.
-        first = first_round()
-        return where, first == 0 and int(sample) >= first + samples_per_run() - 1
+        return where, first_round() == 0 and int(sample) >= samples_per_run() - 1
 
     @run_before('performance', always_last=True)
     def apply_band_rule(self):
@@ -158,7 +157,7 @@ class BandRule(rfm.RegressionTestPlugin):
         neutral = False
         self._pooled_failures = []
         for j, value in judged:
-            if j.state not in ('PASS', 'DEFERRED'):
+            if j.state not in (PASS, DEFERRED):
                 self.logger.warning(f'{self.display_name}: {j.describe()}')
             if j.state != FAIL and not j.inside(value):
                 ref = refs[j.var]
