@@ -108,6 +108,7 @@ def test_a_third_party_check_runs_on_every_partition_and_stack(tmp_path, stacks)
     for part in ('shm', 'tcp'):
         for stack in stacks:
             out = tmp_path / 'output' / 'local' / part / stack / 'mpi_where_run'
+            assert (out / 'rfm_job.sh').is_file(), f'no {out}/rfm_job.sh\n' + explain(proc)
             script = (out / 'rfm_job.sh').read_text()
             # ReFrame's own launcher, made the stack's by its environment.
             assert '\nmpirun -np 2 ' in script, script
