@@ -1,11 +1,15 @@
 """Template: the harness on a centre's Slurm cluster.
 
-Copy this file to ``config/site_<cluster>.py`` and fill in every ``FILL IN``.
-``config/settings.py`` loads every ``config/site_*.py`` (or the files listed in
-``HARNESS_CLUSTERS=a.py,b.py``); ``config/slurm_systems.py`` turns ``CLUSTER``
-into a ReFrame system with one partition per interconnect and one environment
-per MPI stack and partition.  Unknown or missing keys are errors that name
-the file and the key.
+On the cluster's login node, ``./harness site`` writes ``config/site_<cluster>.py``
+in this form from what it detects (Slurm's partitions and node sizes, NUMA
+domains and links seen on a node through ``srun``, the MPI stacks' modules) and
+marks with ``FILL IN`` what it could not (``./harness site --help``; it never
+replaces an existing file unless told).  Or copy this file there by hand and
+fill in every ``FILL IN``.  ``config/settings.py`` loads every
+``config/site_*.py`` (or the files listed in ``HARNESS_CLUSTERS=a.py,b.py``);
+``config/slurm_systems.py`` turns ``CLUSTER`` into a ReFrame system with one
+partition per interconnect and one environment per MPI stack and partition.
+Unknown or missing keys are errors that name the file and the key.
 
 Check the result, on the cluster's login node (or anywhere with
 ``--system <name>``; ``HARNESS_MODULES_SYSTEM=nomod`` where the modules
@@ -100,20 +104,23 @@ CLUSTER = {
     # One environment per MPI stack (per partition).  For each: the modules
     # that provide it, its compiler wrapper, and how ranks start:
     #   'launch': 'srun'  with 'pmi' = what `srun --mpi=` this stack was built
-    #                     for (`srun --mpi=list` shows what Slurm offers):
-    #                     Open MPI 4/5 'pmix', MPICH and MVAPICH2 'pmi2'; the
-    #                     environment sets it as SLURM_MPI_TYPE, so ReFrame's
-    #                     srun (the partitions' launcher) uses it for any check
+    #                     for (`srun --mpi=list` shows what Slurm offers;
+    #                     left out: the stack's `srun_pmi` in
+    #                     checks/harnesscore/stacks.py, Open MPI 4/5 'pmix',
+    #                     MPICH and MVAPICH2 'pmi2'); the environment sets it
+    #                     as SLURM_MPI_TYPE, so ReFrame's srun (the
+    #                     partitions' launcher) uses it for any check
     #   'launch': 'own'   the stack's own launcher inside the allocation
     #                     ('launcher': 'mpirun' or 'mpiexec'), e.g. an Open MPI
     #                     built without Slurm's PMI; the harness's checks use
     #                     ReFrame's launcher of that name (the module makes it
     #                     the stack's); other checks must set it themselves
-    # 'family' (default: the stack's name: openmpi, mpich, mvapich2) says how
-    # the stack binds ranks and threads and which MPI_Get_library_version it
-    # must report.  'env': variables the stack always needs.  'osu_prefix':
-    # the OSU Micro-Benchmarks built with this stack, as seen from the nodes
-    # (default: HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
+    # 'family' (default: the stack's name) names one of the stacks of
+    # checks/harnesscore/stacks.py (openmpi, mpich, mvapich2): it says how the
+    # stack binds ranks and threads and which MPI_Get_library_version it must
+    # report.  'env': variables the stack always needs.  'osu_prefix': the OSU
+    # Micro-Benchmarks built with this stack, as seen from the nodes (default:
+    # HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
     'stacks': {
         'openmpi': {
             'descr': 'Open MPI 4.1',

@@ -80,7 +80,7 @@ class World:
 
     def reframe(self, *args: str, cwd: Path | None = None, checks: str = 'checks/kernels.py',
                 **env: str) -> subprocess.CompletedProcess[str]:
-        """The README's plain line: reframe -C config/settings.py -c checks ..."""
+        """The documented plain line: reframe -C config/settings.py -c checks ..."""
         return subprocess.run(
             [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG), '-c', str(REPO / checks),
              *args], cwd=cwd or REPO, env={**self.env, **env}, capture_output=True,
@@ -478,8 +478,8 @@ def test_fault(case: Case, world: World):
     assert not strays, strays
 
 
-def test_the_table_is_counted_in_the_readme():
-    text = (REPO / 'README.md').read_text()
+def test_the_table_is_counted_in_the_docs():
+    text = (REPO / 'docs/pages/development.md').read_text()
     assert f'{len(CASES)} cases' in text.split('## Faults and bad input', 1)[1][:2000]
 
 

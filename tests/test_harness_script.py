@@ -20,6 +20,24 @@ def test_help_lists_the_commands():
         assert cmd in proc.stdout
 
 
+def test_help_prints_every_knob_of_the_one_list(tmp_path):
+    from harnesscore.knobs import KNOBS, help_text
+    outputs = {arg: harness(arg).stdout for arg in ('--help', '-h', 'help')}
+    assert len(set(outputs.values())) == 1, 'help, -h and --help differ'
+    text = outputs['--help']
+    missing = [k.name for k in KNOBS if k.name not in text]
+    assert not missing, f'knobs missing from ./harness --help: {missing}'
+    assert help_text() in text
+    assert './harness site' in text
+    # before the virtual environment exists: the system's Python prints the list
+    proc = harness('--help', HARNESS_VENV=str(tmp_path / 'no-venv'))
+    assert proc.returncode == 0 and help_text() in proc.stdout, proc.stderr
+    # without any Python: the commands, and where the knobs are written down
+    proc = harness('--help', HARNESS_VENV=str(tmp_path / 'no-venv'), PYTHON='no-such-python')
+    assert proc.returncode == 0 and './harness run' in proc.stdout
+    assert 'docs/pages/knobs.md' in proc.stdout and 'HARNESS_SOFT_ZONE' not in proc.stdout
+
+
 def test_unknown_command_is_an_error():
     proc = harness('bogus')
     assert proc.returncode != 0

@@ -2,7 +2,7 @@
 
 The generator's tests use Debian's real Open MPI and MPICH and need no Spack.
 The rest needs ``spack`` on PATH (with a Python that imports clingo, see
-README.md "Spack") and skips without it.  Installs go to a persistent install
+docs/pages/spack.md) and skips without it.  Installs go to a persistent install
 tree (``HARNESS_SPACK_INSTALL_TREE``, default ``var/spack/opt``) so a rerun
 rebuilds nothing.
 """
@@ -24,7 +24,7 @@ from conftest import REPO, mpi_env, run_reframe
 SPACK = shutil.which('spack')
 _no_spack = pytest.mark.skipif(
     SPACK is None, reason='spack is not on PATH (Spack cannot be installed here: see '
-                          'README.md "Spack" for running these tests with a Spack checkout)')
+                          'docs/pages/spack.md for running these tests with a Spack checkout)')
 
 
 def needs_spack(test):

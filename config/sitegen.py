@@ -1,0 +1,1651 @@
+"""``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``.
+
+Run on the cluster's login node, it detects what it can and writes a site file
+in the form of ``config/cluster_template.py`` (``config/slurm_systems.py``
+validates it and turns it into a ReFrame system):
+
+* the Slurm partitions (``scontrol show partition``, or ``sinfo``) and the
+  size of their nodes (``scontrol show node``, or ``sinfo``: CPUs, sockets,
+  cores per socket, threads per core, memory); Slurm's ClusterName and
+  whether it keeps an accounting database (``scontrol show config``); the
+  PMI plugins of ``srun --mpi=list``;
+* on one node of each partition, through ``srun`` (``--no-srun``: not at
+  all): its NUMA domains (``lscpu -p``), its network interfaces (``ip -o -4
+  addr``, ``/sys/class/net``) and its interconnect (``ucx_info -d``,
+  ``ibv_devinfo``, ``fi_info``).  Each partition gets the link it is named
+  after (partition ``ib`` and an InfiniBand port, ``fast`` and ``fast0``),
+  or else its high-speed link, or else the interface Slurm reaches its nodes
+  on; every stack is pinned to it (``transport_env``);
+* the MPI stacks the harness knows (``harnesscore.stacks``): modules (Lmod or
+  Environment Modules, ``avail``), Spack (``spack find``), the prefixes the
+  harness's knobs name, Debian's suffixed tools, usual install prefixes and
+  the wrappers on ``PATH``.  A module is loaded (in a child shell) and its
+  launcher must say which stack it is.
+
+What it cannot detect is written with a working default or a placeholder,
+marked ``FILL IN`` with a comment saying what to put there; stdout gets a
+summary of what was detected and what not.  Every command runs as an argument
+list with a timeout.
+
+An existing file is never replaced silently: the command refuses, naming it.
+``--force`` writes the next numbered file beside it (``site_<name>.py.1``,
+``.2``...: not loaded, since settings.py loads only ``site_*.py``; compare
+and move it over the old one), and ``--overwrite`` replaces the file itself.
+``--dry-run`` prints the file on stdout (the summary then goes to stderr).
+
+    "$VENV/bin/python" config/sitegen.py [--name NAME] [--output PATH]
+        [--partitions a,b] [--nodes N] [--access OPT]... [--no-srun]
+        [--dry-run | --force | --overwrite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import datetime
+import glob
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.append(_HERE)
+try:
+    from harnesscore.stacks import STACK, STACKS, Stack
+except ImportError:  # run with a Python outside the harness's venv
+    sys.path.append(os.path.join(os.path.dirname(_HERE), 'checks'))
+    from harnesscore.stacks import STACK, STACKS, Stack
+
+#: Width of the written file (ruff's line length).
+WIDTH = 100
+#: Seconds a command may take (Slurm's clients, module commands, tools).
+TIMEOUT = 30.0
+#: Seconds the probe of one node may take, queueing included.
+SRUN_TIMEOUT = 180.0
+#: What the file says where something must be filled in.
+FILL_IN = 'FILL IN'
+#: Names of ReFrame systems and partitions (its configuration schema).
+NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_-]*$')
+#: The format of ``sinfo -o`` the parser reads (partition, availability,
+#: nodes, CPUs, sockets, cores per socket, threads per core, memory, node list).
+SINFO_FORMAT = '%R|%a|%D|%c|%X|%Y|%Z|%m|%N'
+#: Usual install prefixes of a stack ({stack}: its name), with bin/mpicc:
+#: RHEL's MPI packages, /opt, Mellanox OFED's MPI builds.
+KNOWN_PREFIXES = ('/usr/lib64/{stack}', '/opt/{stack}*', '/usr/mpi/*/{stack}-*')
+#: Where Lmod's back end usually is, when the shell names none (LMOD_CMD).
+LMOD_PATHS = ('/usr/share/lmod/lmod/libexec/lmod', '/opt/lmod/lmod/libexec/lmod')
+#: What the node probe prints in place of a tool it does not find.
+MISSING = '(not found)'
+
+#: The node probe (a fixed script, run by ``srun ... sh -c``): sections
+#: ``@@name`` with each tool's output.
+PROBE_SCRIPT = r'''
+t() { if command -v timeout >/dev/null 2>&1; then timeout 30 "$@"; else "$@"; fi; }
+tool() { name=$1; shift; echo "@@$name"
+         if command -v "$1" >/dev/null 2>&1; then t "$@" 2>&1; else echo '(not found)'; fi; }
+echo '@@host'; hostname
+tool lscpu lscpu -p=CPU,CORE,SOCKET,NODE
+tool ip ip -o -4 addr show
+echo '@@net'
+for d in /sys/class/net/*; do
+    [ -e "$d" ] || continue
+    if [ -e "$d/device" ]; then p=phys; else p=virt; fi
+    printf '%s %s %s %s %s\n' "${d##*/}" "$(cat "$d/type" 2>/dev/null || echo -)" \
+        "$(cat "$d/operstate" 2>/dev/null || echo -)" "$(cat "$d/speed" 2>/dev/null || echo -)" "$p"
+done
+tool ucx_info ucx_info -d
+tool ibv_devinfo ibv_devinfo
+tool fi_info fi_info
+echo '@@end'
+'''
+
+#: Loads one module in a child shell and prints the environment it makes
+#: ($1: the module command's back end, $2: the module).
+LOAD_SCRIPT = 'code=$("$1" bash load "$2") || exit 3; eval "$code" || exit 3; env -0'
+
+
+# ---- running commands ------------------------------------------------------------
+
+@dataclasses.dataclass
+class CmdResult:
+    """What one command did."""
+
+    argv: list[str]
+    rc: int | None = None       # None: not run, or killed at its timeout
+    out: str = ''
+    err: str = ''
+    problem: str = ''           # '' or why it gave nothing: not found, timed out...
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.problem
+
+    def why(self) -> str:
+        """Why it failed, in a few words (its first line of stderr)."""
+        if self.problem:
+            return self.problem
+        first = next((ln.strip() for ln in (self.err + self.out).splitlines() if ln.strip()),
+                     '')
+        return f'exit status {self.rc}' + (f': {first[:160]}' if first else '')
+
+
+Runner = Callable[[Sequence[str], float, Mapping[str, str]], CmdResult]
+
+
+def run(argv: Sequence[str], timeout: float = TIMEOUT,
+        env: Mapping[str, str] | None = None) -> CmdResult:
+    """Run `argv` (never through a shell) with a timeout; never raises."""
+    args = [str(a) for a in argv]
+    try:
+        proc = subprocess.run(args, capture_output=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env=dict(env) if env else None)
+    except FileNotFoundError:
+        return CmdResult(args, problem=f'{args[0]} not found')
+    except PermissionError:
+        return CmdResult(args, problem=f'{args[0]}: permission denied')
+    except subprocess.TimeoutExpired:
+        return CmdResult(args, problem=f'{args[0]} timed out after {timeout:.0f}s')
+    except OSError as err:
+        return CmdResult(args, problem=f'{args[0]}: {err.strerror}')
+    return CmdResult(args, proc.returncode, proc.stdout.decode(errors='replace'),
+                     proc.stderr.decode(errors='replace'))
+
+
+# ---- detectors: text in, facts out (each testable from recorded output) -----------
+
+def _int(text: str | None) -> int | None:
+    m = re.match(r'\s*(\d+)', text or '')
+    return int(m.group(1)) if m else None
+
+
+def parse_scontrol_records(text: str) -> list[dict[str, str]]:
+    """Records of ``scontrol [-o] show partition|node``: one dictionary of
+    ``Key=Value`` each (a value may hold spaces, ``OS=Linux 6.1 #1 SMP``)."""
+    records: list[str] = []
+    for line in text.splitlines():
+        if re.match(r'^[A-Za-z]+Name=\S', line):
+            records.append(line)
+        elif records and line.strip():
+            records[-1] += ' ' + line.strip()
+    out = []
+    for rec in records:
+        keys = list(re.finditer(r'(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=', rec))
+        fields = {}
+        for i, m in enumerate(keys):
+            end = keys[i + 1].start() if i + 1 < len(keys) else len(rec)
+            fields[m.group(1)] = rec[m.end():end].strip()
+        out.append(fields)
+    return out
+
+
+def parse_scontrol_config(text: str) -> dict[str, str]:
+    """``scontrol show config``: ``Key = Value`` lines."""
+    conf = {}
+    for line in text.splitlines():
+        m = re.match(r'^([A-Za-z][\w]*)\s*=\s*(.*?)\s*$', line)
+        if m:
+            conf[m.group(1)] = m.group(2)
+    return conf
+
+
+@dataclasses.dataclass
+class SlurmPartition:
+    name: str
+    nodes: str = ''             # Slurm's node list expression, e.g. node[1-2]
+    total_nodes: int = 0
+    up: bool = True
+    default: bool = False
+    max_time: str = ''
+
+
+def parse_partitions(text: str) -> list[SlurmPartition]:
+    """``scontrol -o show partition``."""
+    parts = []
+    for rec in parse_scontrol_records(text):
+        name = rec.get('PartitionName', '')
+        if not name:
+            continue
+        parts.append(SlurmPartition(
+            name=name, nodes=rec.get('Nodes', ''),
+            total_nodes=_int(rec.get('TotalNodes')) or 0,
+            up=rec.get('State', 'UP').upper() == 'UP',
+            default=rec.get('Default', 'NO').upper() == 'YES',
+            max_time=rec.get('MaxTime', '')))
+    return parts
+
+
+@dataclasses.dataclass
+class NodeSize:
+    """One node's processor and memory as Slurm sees it."""
+
+    cpus: int                   # CPUs jobs may use (CPUEfctv, else CPUTot)
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_mib: int = 0
+    cpus_total: int = 0         # CPUTot (more than cpus: specialised cores)
+
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.cpus, self.sockets, self.cores_per_socket, self.threads_per_core)
+
+    def describe(self) -> str:
+        spec = (f' ({self.cpus_total - self.cpus} of {self.cpus_total} set aside by '
+                f'Slurm)' if self.cpus_total > self.cpus else '')
+        mem = f', {self.memory_mib} MiB' if self.memory_mib else ''
+        return (f'{self.cpus} CPUs{spec}: {self.sockets} socket(s) x '
+                f'{self.cores_per_socket} cores x {self.threads_per_core} thread(s){mem}')
+
+
+@dataclasses.dataclass
+class SlurmNode:
+    name: str
+    hostname: str = ''
+    addr: str = ''
+    size: NodeSize | None = None
+    features: list[str] = dataclasses.field(default_factory=list)
+    partitions: list[str] = dataclasses.field(default_factory=list)
+    state: str = ''
+
+
+def _list_field(text: str | None) -> list[str]:
+    if not text or text in ('(null)', 'N/A'):
+        return []
+    return [x for x in text.split(',') if x]
+
+
+def parse_nodes(text: str) -> list[SlurmNode]:
+    """``scontrol -o show node``: each node's size, features and partitions."""
+    nodes = []
+    for rec in parse_scontrol_records(text):
+        name = rec.get('NodeName', '')
+        if not name:
+            continue
+        total = _int(rec.get('CPUTot'))
+        efctv = _int(rec.get('CPUEfctv')) or total
+        sockets = (_int(rec.get('Sockets')) or 0) * (_int(rec.get('Boards')) or 1)
+        cores = _int(rec.get('CoresPerSocket'))
+        threads = _int(rec.get('ThreadsPerCore'))
+        size = None
+        if efctv and sockets and cores and threads:
+            size = NodeSize(efctv, sockets, cores, threads,
+                            _int(rec.get('RealMemory')) or 0, total or efctv)
+        nodes.append(SlurmNode(
+            name=name, hostname=rec.get('NodeHostName', name), addr=rec.get('NodeAddr', ''),
+            size=size, features=_list_field(rec.get('AvailableFeatures')),
+            partitions=_list_field(rec.get('Partitions')), state=rec.get('State', '')))
+    return nodes
+
+
+@dataclasses.dataclass
+class SinfoRow:
+    partition: str
+    up: bool
+    nodes: int
+    size: NodeSize | None
+    node_list: str
+
+
+def parse_sinfo(text: str) -> list[SinfoRow]:
+    """``sinfo -h -o SINFO_FORMAT``: one row per partition (and node size)."""
+    rows = []
+    for line in text.splitlines():
+        cols = line.strip().split('|')
+        if len(cols) != 9 or not cols[0]:
+            continue
+        name, avail, count, cpus, sockets, cores, threads, mem, node_list = cols
+        ints = [_int(x) for x in (cpus, sockets, cores, threads)]
+        size = None
+        if all(ints):
+            c, s, k, t = (int(x or 0) for x in ints)
+            size = NodeSize(c, s, k, t, _int(mem) or 0, c)
+        rows.append(SinfoRow(name.rstrip('*'), avail.strip().lower() == 'up',
+                             _int(count) or 0, size, node_list))
+    return rows
+
+
+def parse_mpi_plugins(text: str) -> set[str]:
+    """``srun --mpi=list``: the PMI plugins (``pmix_v4`` also counts as ``pmix``)."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        line = re.sub(r'^srun:\s*', '', line.strip())
+        m = re.search(r'versions available:\s*(.*)$', line)
+        words = m.group(1).replace(',', ' ').split() if m else (
+            [line] if re.fullmatch(r'[a-z][a-z0-9_]*', line) else [])
+        for word in words:
+            found.add(word)
+            if word.startswith('pmix_'):
+                found.add('pmix')
+    return found
+
+
+@dataclasses.dataclass
+class CpuTopology:
+    """One node's CPUs from ``lscpu -p=CPU,CORE,SOCKET,NODE``."""
+
+    cpus: int
+    cores: int
+    sockets: int
+    numa_masks: list[str]       # one CPU mask per NUMA domain ([] if lscpu gave none)
+
+
+def parse_lscpu(text: str) -> CpuTopology | None:
+    rows = []
+    for line in text.splitlines():
+        if line.startswith('#') or not line.strip():
+            continue
+        cols = line.strip().split(',')
+        if len(cols) != 4 or not cols[0].isdigit():
+            return None
+        rows.append(cols)
+    if not rows:
+        return None
+    numa: dict[int, int] = {}
+    for cpu, _core, _sock, node in rows:
+        if node.isdigit():
+            numa[int(node)] = numa.get(int(node), 0) | (1 << int(cpu))
+    return CpuTopology(cpus=len(rows), cores=len({(r[2], r[1]) for r in rows}),
+                       sockets=len({r[2] for r in rows}),
+                       numa_masks=[hex(numa[n]) for n in sorted(numa)])
+
+
+def parse_ip_addr(text: str) -> dict[str, list[str]]:
+    """``ip -o -4 addr show``: the IPv4 addresses (CIDR) of each interface."""
+    addrs: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r'^\d+:\s+(\S+)\s+inet\s+(\S+)', line)
+        if m:
+            addrs.setdefault(m.group(1).split('@')[0], []).append(m.group(2))
+    return addrs
+
+
+@dataclasses.dataclass
+class NetIface:
+    name: str
+    arp_type: int               # /sys/class/net/*/type: 1 Ethernet, 32 InfiniBand
+    up: bool
+    speed_mbps: int             # 0: unknown
+    physical: bool
+
+
+def parse_sys_net(text: str) -> dict[str, NetIface]:
+    """The probe's ``@@net`` lines: name, type, operstate, speed, phys|virt."""
+    out = {}
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) != 5 or not cols[1].isdigit():
+            continue
+        speed = int(cols[3]) if cols[3].isdigit() else 0
+        out[cols[0]] = NetIface(cols[0], int(cols[1]), cols[2] in ('up', 'unknown'), speed,
+                                cols[4] == 'phys')
+    return out
+
+
+@dataclasses.dataclass
+class UcxDevice:
+    transport: str
+    device: str
+    kind: str                   # network, intra-node, loopback ('' in old UCX)
+
+
+def parse_ucx_info(text: str) -> list[UcxDevice]:
+    """``ucx_info -d``: every transport and its device."""
+    out: list[UcxDevice] = []
+    transport = ''
+    for line in text.splitlines():
+        m = re.match(r'^#\s+(Transport|Device|Type):\s*(\S+)', line)
+        if not m:
+            continue
+        key, value = m.groups()
+        if key == 'Transport':
+            transport = value
+        elif key == 'Device' and transport:
+            out.append(UcxDevice(transport, value, ''))
+        elif key == 'Type' and out:
+            out[-1].kind = value
+    return out
+
+
+@dataclasses.dataclass
+class IbPort:
+    hca: str
+    port: int
+    active: bool
+    link_layer: str             # InfiniBand or Ethernet (RoCE)
+    rate: str = ''              # e.g. "4X HDR" from active_width and active_speed
+
+    @property
+    def device(self) -> str:
+        return f'{self.hca}:{self.port}'
+
+
+def parse_ibv_devinfo(text: str) -> list[IbPort]:
+    """``ibv_devinfo``: every HCA port, its state and link layer."""
+    ports: list[IbPort] = []
+    hca = ''
+    width = ''
+    for line in text.splitlines():
+        s = line.strip()
+        if m := re.match(r'^hca_id:\s*(\S+)', s):
+            hca = m.group(1)
+        elif (m := re.match(r'^port:\s*(\d+)', s)) and hca:
+            ports.append(IbPort(hca, int(m.group(1)), False, ''))
+            width = ''
+        elif ports and (m := re.match(r'^state:\s*(\S+)', s)):
+            ports[-1].active = m.group(1) == 'PORT_ACTIVE'
+        elif ports and (m := re.match(r'^link_layer:\s*(\S+)', s)):
+            ports[-1].link_layer = m.group(1)
+        elif ports and (m := re.match(r'^active_width:\s*(\S+)', s)):
+            width = m.group(1)
+        elif ports and (m := re.match(r'^active_speed:\s*(.+?)\s*(\(\d+\))?$', s)):
+            ports[-1].rate = f'{width} {m.group(1)}'.strip()
+    return ports
+
+
+#: libfabric providers of HPC fabrics (the others are TCP, shared memory or
+#: utility layers): Slingshot, AWS EFA, Omni-Path.
+OFI_FABRICS = {'cxi': 'HPE Slingshot', 'efa': 'AWS EFA', 'opx': 'Omni-Path',
+               'psm2': 'Omni-Path', 'psm3': 'Intel Ethernet (PSM3)'}
+
+
+def parse_fi_info(text: str) -> list[tuple[str, str]]:
+    """``fi_info``: the (provider, domain) pairs it offers, each once."""
+    pairs: list[tuple[str, str]] = []
+    provider = ''
+    for line in text.splitlines():
+        if m := re.match(r'^provider:\s*(\S+)', line):
+            provider = m.group(1)
+        elif (m := re.match(r'^\s+domain:\s*(\S+)', line)) and provider:
+            pair = (provider, m.group(1))
+            if pair not in pairs:
+                pairs.append(pair)
+    return pairs
+
+
+@dataclasses.dataclass
+class ModuleEntry:
+    name: str                   # e.g. openmpi/4.1.6
+    directory: str = ''         # its MODULEPATH entry
+    default: bool = False
+
+
+def parse_module_avail(text: str) -> list[ModuleEntry]:
+    """Terse ``module avail`` (Lmod ``--terse``, Environment Modules ``-t``):
+    each folder of MODULEPATH (``/path:``), then its modules."""
+    out = []
+    directory = ''
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(('-', 'Use ', 'If ', 'Where', '"')):
+            continue
+        if s.endswith(':') and (s.startswith('/') or '$' in s):
+            directory = s[:-1]
+            continue
+        m = re.fullmatch(r'([A-Za-z0-9_][\w.+/-]*?)/?(?:\s*\(([^)]*)\))?(?:\s*<[^>]*>)?', s)
+        if not m or not directory:      # a module is listed under its folder
+            continue
+        tags = [t.strip() for t in (m.group(2) or '').replace(':', ',').split(',')]
+        out.append(ModuleEntry(m.group(1), directory, 'default' in tags or 'D' in tags))
+    return out
+
+
+@dataclasses.dataclass
+class SpackInstall:
+    name: str
+    version: str
+    prefix: str
+
+
+#: ``spack find --format`` of the parser.
+SPACK_FORMAT = '{name} {version} {prefix}'
+
+
+def parse_spack_find(text: str) -> list[SpackInstall]:
+    out = []
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) == 3 and cols[2].startswith('/') and not line.startswith('=='):
+            out.append(SpackInstall(*cols))
+    return out
+
+
+def module_stack(name: str) -> str | None:
+    """The stack a module provides, from its name (``openmpi/4.1.6``,
+    ``mpi/openmpi-x86_64``, ``mvapich2``), or None."""
+    for part in name.lower().split('/'):
+        for stack in STACKS:
+            for alias in (stack.name, stack.name.replace('mpi', '-mpi')):
+                if part == alias or re.match(rf'{re.escape(alias)}[-_.0-9]', part):
+                    return stack.name
+    return None
+
+
+def _version_key(text: str) -> list[tuple[int, int | str]]:
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r'(\d+)', text) if p]
+
+
+def identify_stack(launcher_says: str, version_texts: Iterable[str] = ()) -> str | None:
+    """Which stack a launcher's ``--version`` (and the stacks' version tools)
+    show, by the registry's words and version patterns; None if none or unsure."""
+    texts = [launcher_says, *version_texts]
+    said = [s for s in STACKS if any(w in launcher_says for w in s.launcher_says)]
+    if len(said) == 1:
+        return said[0].name
+    versioned = [s for s in (said or STACKS) if any(s.version_re.search(t) for t in texts)]
+    return versioned[0].name if len(versioned) == 1 else None
+
+
+def stack_version(stack: Stack, texts: Iterable[str]) -> str:
+    for text in texts:
+        m = stack.version_re.search(text)
+        if m:
+            return next(g for g in m.groups() if g)
+    return ''
+
+
+def hostname_pattern(host: str) -> str:
+    """A regular expression of the login nodes from this one's name: each
+    run of digits stands for any number (``login01`` -> ``login\\d+``)."""
+    short = host.split('.')[0]
+    out = ''
+    for part in re.split(r'(\d+)', short):
+        if part.isdigit():
+            out += r'\d+'
+        else:
+            out += re.sub(r'([.^$*+?{}\[\]\\|()])', r'\\\1', part)
+    return f'^{out}' + r'(\.|$)'
+
+
+def slurm_minutes(text: str) -> int | None:
+    """A Slurm time (``30``, ``1:00:00``, ``2-00:00:00``) in minutes; None
+    for UNLIMITED, INFINITE and what it cannot read."""
+    m = re.fullmatch(r'(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?', text.strip())
+    if not m:
+        return None
+    days, a, b, c = (int(x) if x else None for x in m.groups())
+    if c is not None:
+        minutes = (a or 0) * 60 + (b or 0) + (c or 0) / 60
+    elif b is not None:
+        minutes = (a or 0) * 60 + b if days is not None else (a or 0) + (b or 0) / 60
+    else:
+        minutes = (a or 0) * 60 if days is not None else a or 0
+    return int((days or 0) * 1440 + minutes)
+
+
+def probe_sections(text: str) -> dict[str, str]:
+    """The node probe's output split at its ``@@name`` lines."""
+    sections: dict[str, list[str]] = {}
+    name = ''
+    for line in text.splitlines():
+        if m := re.fullmatch(r'@@([a-z_]+)', line.strip()):
+            name = m.group(1)
+            sections[name] = []
+        elif name:
+            sections[name].append(line)
+    return {k: '\n'.join(v) for k, v in sections.items()}
+
+
+# ---- links -------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Link:
+    """One interconnect of a node, as the stacks are pinned to it."""
+
+    kind: str                   # ib, roce, ofi, tcp
+    device: str                 # mlx5_0:1, cxi, eth0
+    descr: str
+    iface: str = ''             # the network interface (tcp)
+    addrs: list[str] = dataclasses.field(default_factory=list)   # its IPv4 addresses (CIDR)
+
+    @property
+    def high_speed(self) -> bool:
+        return self.kind != 'tcp'
+
+    def env(self, stack: Stack) -> dict[str, str] | None:
+        """The variables that pin `stack` to this link (None: unknown).
+
+        TCP: the registry's ``tcp_nodes_env`` over the interface.  A
+        high-speed link is pinned the way the registry says the stack is
+        pinned between nodes: a stack steered by Open MPI's MCA variables
+        takes its UCX PML on the port (or its cm PML on libfabric's
+        provider), one steered by UCX's variables (MPICH built with
+        ch4:ucx) takes the port from UCX; any other is left to fill in."""
+        if self.kind == 'tcp':
+            return stack.tcp_nodes(self.device)
+        keys = set(stack.tcp_nodes_env)
+        mca = any(k.startswith('OMPI_MCA_') for k in keys)
+        if self.kind in ('ib', 'roce'):
+            if mca:
+                return {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': self.device}
+            if 'UCX_NET_DEVICES' in keys:
+                return {'UCX_NET_DEVICES': self.device}
+        if self.kind == 'ofi' and mca:
+            return {'OMPI_MCA_pml': 'cm', 'OMPI_MCA_mtl': 'ofi', 'FI_PROVIDER': self.device}
+        return None
+
+
+#: Interfaces that are never a node's link to the others.
+_NOT_LINKS = re.compile(r'^(lo|docker\d*|virbr\d*|br-.*|veth.*|cni.*|flannel.*|cali.*|'
+                        r'tun\d*|tap\d*|kube.*|podman\d*)$')
+
+
+def node_links(sections: Mapping[str, str]) -> list[Link]:
+    """The links of a probed node: active InfiniBand/RoCE ports (ibv_devinfo,
+    else ucx_info), libfabric's HPC fabrics (fi_info), then its Ethernet
+    interfaces with an IPv4 address (ip, /sys/class/net)."""
+    links: list[Link] = []
+    ports = [p for p in parse_ibv_devinfo(sections.get('ibv_devinfo', '')) if p.active]
+    if not ports:
+        seen = []
+        for dev in parse_ucx_info(sections.get('ucx_info', '')):
+            if re.match(r'^(rc|dc|ud)', dev.transport) and ':' in dev.device and \
+                    dev.device not in seen:
+                seen.append(dev.device)
+        ports = [IbPort(d.split(':')[0], int(d.split(':')[1]), True, 'InfiniBand')
+                 for d in seen if d.split(':')[1].isdigit()]
+    for p in ports:
+        kind = 'roce' if p.link_layer == 'Ethernet' else 'ib'
+        what = 'RoCE' if kind == 'roce' else 'InfiniBand'
+        links.append(Link(kind, p.device, f'{what} {p.rate}'.strip() + f' port {p.device}'))
+    for provider, domain in parse_fi_info(sections.get('fi_info', '')):
+        base = provider.split(';')[0]
+        if base in OFI_FABRICS and not any(x.device == base for x in links):
+            links.append(Link('ofi', base, f'{OFI_FABRICS[base]} (libfabric {base}, '
+                                           f'domain {domain})'))
+    addrs = parse_ip_addr(sections.get('ip', ''))
+    net = parse_sys_net(sections.get('net', ''))
+    for iface, cidrs in addrs.items():
+        info = net.get(iface)
+        if _NOT_LINKS.match(iface) or (info and (info.arp_type != 1 or not info.up)):
+            continue
+        speed = f', {info.speed_mbps} Mb/s' if info and info.speed_mbps > 0 else ''
+        virt = ' virtual' if info and not info.physical else ''
+        links.append(Link('tcp', iface, f'TCP over{virt} Ethernet {iface} '
+                                        f'({", ".join(cidrs)}{speed})', iface, list(cidrs)))
+    return links
+
+
+def _stem(name: str) -> str:
+    return re.sub(r'[^a-z].*$', '', name.lower())
+
+
+_KIND_WORDS = {'ib': ('ib', 'infiniband', 'hdr', 'edr', 'ndr'), 'roce': ('roce',),
+               'tcp': ('eth', 'ethernet', 'tcp', 'gige'), 'ofi': ('ofi', 'fabric')}
+
+
+def choose_links(partition: str, features: Sequence[str], links: Sequence[Link],
+                 node_addr: str = '') -> tuple[list[Link], str]:
+    """The links a partition measures, and why: the one it (or a feature of
+    its nodes) is named after; else its high-speed links; else the interface
+    Slurm reaches its nodes on (its NodeAddr), or its only interface."""
+    for word in (partition, *features):
+        stem = _stem(word)
+        named = [x for x in links if stem and (
+            _stem(x.device) == stem or _stem(x.iface) == stem or
+            stem in _KIND_WORDS.get(x.kind, ()) or (x.kind == 'ofi' and x.device == stem))]
+        if len(named) > 1 and any(x.kind == 'tcp' for x in named) and node_addr:
+            named = [x for x in named if x.kind != 'tcp' or _has_addr(x, node_addr)] or named
+        if len(named) == 1:
+            what = 'the partition' if word == partition else f'its nodes\' feature {word!r}'
+            return named, f'{what} is named after it'
+    fast = [x for x in links if x.high_speed]
+    if fast:
+        return fast, 'the high-speed link(s) of its nodes'
+    tcp = [x for x in links if x.kind == 'tcp']
+    if len(tcp) == 1:
+        return tcp, 'its nodes\' only network interface'
+    reach = [x for x in tcp if node_addr and _has_addr(x, node_addr)]
+    if reach:
+        return reach[:1], f'Slurm reaches its nodes there (NodeAddr {node_addr})'
+    return [], ''
+
+
+def _has_addr(link: Link, addr: str) -> bool:
+    return any(c.split('/')[0] == addr for c in link.addrs)
+
+
+# ---- the file: a dictionary with comments -----------------------------------------
+
+@dataclasses.dataclass
+class Item:
+    """One key of the written dictionary, with the comment above it."""
+
+    key: str
+    value: Any                  # a plain value or a Block
+    comment: list[str] = dataclasses.field(default_factory=list)
+    commented_out: bool = False
+    blank_before: bool = False
+
+
+@dataclasses.dataclass
+class Block:
+    items: list[Item] = dataclasses.field(default_factory=list)
+
+    def add(self, key: str, value: Any, *comment: str, commented_out: bool = False,
+            blank_before: bool = False) -> Item:
+        item = Item(key, value, [c for c in comment if c], commented_out, blank_before)
+        self.items.append(item)
+        return item
+
+    def plain(self) -> dict[str, Any]:
+        return {i.key: i.value.plain() if isinstance(i.value, Block) else i.value
+                for i in self.items if not i.commented_out}
+
+    def fill_ins(self, path: str = '') -> list[str]:
+        """Every ``FILL IN`` comment, with the key it stands above."""
+        out = []
+        for item in self.items:
+            where = f'{path}.{item.key}' if path else item.key
+            for line in item.comment:
+                if line.startswith(FILL_IN):
+                    out.append(f'{where}: {line[len(FILL_IN):].lstrip(": ")}')
+            if isinstance(item.value, Block):
+                out += item.value.fill_ins(where)
+        return out
+
+
+def py_str(text: str) -> str:
+    """A string literal; raw where that reads better (regular expressions)."""
+    if '\\' in text and "'" not in text and not text.endswith('\\') and '\n' not in text:
+        return f"r'{text}'"
+    return repr(text)
+
+
+def _long_str(text: str, col: int, width: int) -> str:
+    """A string too long for its line: parenthesised pieces, one per line,
+    each starting at `col` + 1 and ending by the margin."""
+    room = max(20, width - col - 4)
+    pieces: list[str] = []
+    for word in re.split(r'(?<=[ /])', text):
+        if pieces and len(repr(pieces[-1] + word)) <= room:
+            pieces[-1] += word
+        else:
+            pieces.append(word)
+    pad = '\n' + ' ' * (col + 1)
+    return '(' + pad.join(py_str(p) for p in pieces) + ')'
+
+
+def py_value(value: Any, indent: int, col: int, width: int = WIDTH) -> str:
+    """`value` as Python source: its first line starts at column `col`, its
+    other lines at `indent` (a container's items at `indent` + 4); one line
+    where it fits the margin (with the comma after it)."""
+    if isinstance(value, str):
+        one = py_str(value)
+        return one if col + len(one) + 1 <= width or not re.search(r'[ /]', value[:-1]) \
+            else _long_str(value, col, width)
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return repr(value)
+    inner = ' ' * (indent + 4)
+    if isinstance(value, dict):
+        keys = [f'{py_str(str(k))}: ' for k in value]
+        parts = [k + py_value(v, indent + 4, indent + 4 + len(k), width)
+                 for k, v in zip(keys, value.values())]
+        open_, close = '{', '}'
+    elif isinstance(value, (list, tuple)):
+        parts = [py_value(v, indent + 4, indent + 4, width) for v in value]
+        open_, close = '[', ']'
+    else:
+        raise TypeError(f'cannot write {type(value).__name__} into a site file')
+    one = open_ + ', '.join(parts) + close
+    if col + len(one) + 1 <= width and '\n' not in one:
+        return one
+    return open_ + '\n' + ''.join(f'{inner}{p},\n' for p in parts) + ' ' * indent + close
+
+
+def render_block(block: Block, indent: int, width: int = WIDTH) -> list[str]:
+    pad = ' ' * indent
+    lines = []
+    for item in block.items:
+        if item.blank_before:
+            lines.append('')
+        for text in item.comment:
+            lines += textwrap.wrap(text, width, initial_indent=f'{pad}# ',
+                                   subsequent_indent=f'{pad}# ', break_on_hyphens=False,
+                                   break_long_words=True) or [f'{pad}#']
+        key = f'{py_str(item.key)}: '
+        # A commented-out line has 2 more columns ('# ').
+        room = width - (2 if item.commented_out else 0)
+        if isinstance(item.value, Block):
+            body = [f'{pad}{key}{{', *render_block(item.value, indent + 4, room), f'{pad}}},']
+        else:
+            value = py_value(item.value, indent, indent + len(key), room)
+            body = f'{pad}{key}{value},'.split('\n')
+        if item.commented_out:
+            body = [f'{pad}# {ln[indent:]}' if ln.strip() else ln for ln in body]
+        # What cannot be split (a path without a slash to break at) stays whole.
+        lines += [f'{ln}  # noqa: E501' if len(ln) > WIDTH else ln for ln in body]
+    return lines
+
+
+def render(block: Block, docstring: str) -> str:
+    return (f'"""{docstring.rstrip()}\n"""\n\nCLUSTER = {{\n'
+            + '\n'.join(render_block(block, 4)) + '\n}\n')
+
+
+# ---- detection ---------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ModuleTool:
+    kind: str                   # lmod, tmod4, tmod
+    cmd: str                    # the back end: lmod, modulecmd.tcl, modulecmd
+    version: str
+    init: str                   # its bash set-up, for the job scripts ('' if unknown)
+
+
+@dataclasses.dataclass
+class FoundStack:
+    """One MPI stack as the environments will have it."""
+
+    name: str
+    how: str                    # module, spack, prefix, debian, path
+    where: str                  # the module's name or the install's prefix/tool
+    version: str = ''
+    cc: str = 'mpicc'
+    modules: list[str] = dataclasses.field(default_factory=list)
+    module_dir: str = ''
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    launcher: str = ''          # its own launcher by name (launch 'own')
+    others: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Detection:
+    """Everything detected (or why not) before the file is made."""
+
+    host: str
+    config: dict[str, str] = dataclasses.field(default_factory=dict)
+    partitions: list[SlurmPartition] = dataclasses.field(default_factory=list)
+    nodes: list[SlurmNode] = dataclasses.field(default_factory=list)
+    sinfo: list[SinfoRow] = dataclasses.field(default_factory=list)
+    mpi_plugins: set[str] = dataclasses.field(default_factory=set)
+    mpi_plugins_why: str = ''
+    probes: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    probe_why: dict[str, str] = dataclasses.field(default_factory=dict)
+    login_links: list[Link] = dataclasses.field(default_factory=list)
+    module_tool: ModuleTool | None = None
+    stacks: dict[str, FoundStack] = dataclasses.field(default_factory=dict)
+    absent: dict[str, str] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+class SiteError(Exception):
+    """Input or a situation the generator cannot work with: one clear line."""
+
+
+def find_module_tool(environ: Mapping[str, str], runner: Runner) -> ModuleTool | None:
+    """Lmod, else Environment Modules, as this shell would use them."""
+    lmod = [environ.get('LMOD_CMD', ''),
+            os.path.join(environ.get('LMOD_DIR', ''), 'lmod') if environ.get('LMOD_DIR')
+            else '', *LMOD_PATHS]
+    for cmd in lmod:
+        if cmd and os.access(cmd, os.X_OK) and os.path.isfile(cmd):
+            res = runner([cmd, '--version'], TIMEOUT, environ)
+            m = re.search(r'Version\s+(\S+)', res.err + res.out)
+            init = os.path.join(os.path.dirname(os.path.dirname(cmd)), 'init', 'bash')
+            return ModuleTool('lmod', cmd, m.group(1) if m else '',
+                              init if os.path.isfile(init) else '')
+    tmod = [environ.get('MODULES_CMD', ''), shutil.which('modulecmd', path=environ.get('PATH'))
+            or '']
+    for cmd in tmod:
+        if cmd and os.access(cmd, os.X_OK):
+            res = runner([cmd, 'bash', '--version'], TIMEOUT, environ)
+            m = re.search(r'(?:Modules Release|VERSION=)\s*(\d[\w.]*)', res.err + res.out)
+            version = m.group(1) if m else ''
+            home = environ.get('MODULESHOME', '/usr/share/modules')
+            init = os.path.join(home, 'init', 'bash')
+            return ModuleTool('tmod4' if version[:1].isdigit() and int(version.split('.')[0])
+                              >= 4 else 'tmod', cmd, version,
+                              init if os.path.isfile(init) else '')
+    return None
+
+
+def _tool_texts(stack: Stack, env: Mapping[str, str], suffix: str,
+                runner: Runner) -> list[str]:
+    texts = []
+    for tool in stack.version_tools:
+        argv = [tool[0].replace('{suffix}', suffix), *tool[1:]]
+        if shutil.which(argv[0], path=env.get('PATH')):
+            res = runner(argv, TIMEOUT, env)
+            texts.append(res.out + res.err)
+    return texts
+
+
+def _check_tools(stack: Stack, env: Mapping[str, str], cc: str, suffix: str,
+                 runner: Runner) -> tuple[str, str]:
+    """(version, '') where `cc` and a launcher of `stack` are on PATH in
+    `env` and the launcher is that stack's; ('', why not) otherwise."""
+    path = env.get('PATH')
+    if not shutil.which(cc, path=path):
+        return '', f'no {cc} on its PATH'
+    launcher = next((f'{n}{suffix}' for n in stack.launchers
+                     if shutil.which(f'{n}{suffix}', path=path)), '')
+    if not launcher:
+        return '', f'no {" or ".join(stack.launchers)} on its PATH'
+    says = runner([launcher, '--version'], TIMEOUT, env)
+    texts = _tool_texts(stack, env, suffix, runner)
+    found = identify_stack(says.out + says.err, texts)
+    if found != stack.name:
+        first = next((ln for ln in (says.out + says.err).splitlines() if ln.strip()), '')
+        return '', (f'its {launcher} is {STACK[found].descr}\'s' if found else
+                    f'its {launcher} --version does not say {stack.descr} ({first[:80]!r})')
+    return stack_version(stack, [says.out + says.err, *texts]) or '?', ''
+
+
+def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: Runner,
+                         det: Detection) -> None:
+    flag = '--terse' if tool.kind == 'lmod' else '-t'
+    res = runner([tool.cmd, 'bash', flag, 'avail'], TIMEOUT, environ)
+    if not res.ok and not res.err.strip():
+        det.notes.append(f'module avail: {res.why()}')
+        return
+    by_stack: dict[str, list[ModuleEntry]] = {}
+    for entry in parse_module_avail(res.err + res.out):
+        stack = module_stack(entry.name)
+        if stack:
+            by_stack.setdefault(stack, []).append(entry)
+    for stack_name, entries in by_stack.items():
+        stack = STACK[stack_name]
+        # The default first, then the newest.
+        ordered = _newest_first(entries)
+        reasons = []
+        for entry in ordered:
+            load = runner(['bash', '-c', LOAD_SCRIPT, 'load', tool.cmd, entry.name],
+                          TIMEOUT, environ)
+            if not load.ok:
+                msg = ' '.join((load.err or load.out).split())
+                msg = re.sub(r'^Lmod has detected the following error:\s*', '', msg)
+                msg = msg.split(' While processing the following module')[0]
+                reasons.append(f'module {entry.name} does not load ({msg[:200] or load.why()})')
+                continue
+            env = dict(x.split('=', 1) for x in load.out.split('\0') if '=' in x)
+            version, why = _check_tools(stack, env, 'mpicc', '', runner)
+            if why:
+                reasons.append(f'module {entry.name}: {why}')
+                continue
+            det.stacks[stack_name] = FoundStack(
+                stack_name, 'module', entry.name, version, 'mpicc', [entry.name],
+                entry.directory,
+                launcher=stack.launchers[0],
+                others=[e.name for e in ordered if e is not entry])
+            break
+        else:
+            det.absent[stack_name] = '; '.join(reasons)
+
+
+def _newest_first(entries: list[ModuleEntry]) -> list[ModuleEntry]:
+    newest = sorted(entries, key=lambda e: _version_key(e.name), reverse=True)
+    return sorted(newest, key=lambda e: not e.default)
+
+
+def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detection) -> None:
+    """Stacks not provided by a module: the prefixes of the harness's knobs,
+    Spack, Debian's suffixed tools, usual prefixes, plain wrappers on PATH."""
+    spack = None
+    for stack in STACKS:
+        if stack.name in det.stacks:
+            continue
+        prefix = environ.get(stack.prefix_var, '').strip()
+        candidates: list[tuple[str, str, str]] = []   # (how, where, bin dir or '')
+        if prefix:
+            candidates.append(('prefix', f'{stack.prefix_var}={prefix}',
+                               os.path.join(prefix, 'bin')))
+        if spack is None:
+            res = runner(['spack', 'find', '--format', SPACK_FORMAT], TIMEOUT * 2, environ)
+            spack = parse_spack_find(res.out) if res.ok else []
+        for inst in sorted((i for i in spack if i.name == stack.name),
+                           key=lambda i: _version_key(i.version), reverse=True):
+            candidates.append(('spack', f'spack {inst.name}@{inst.version} {inst.prefix}',
+                               os.path.join(inst.prefix, 'bin')))
+        if stack.suffixed_tools and all(shutil.which(t, path=environ.get('PATH'))
+                                        for t in stack.suffixed_tools):
+            candidates.append(('debian', ' + '.join(stack.suffixed_tools), ''))
+        for pattern in KNOWN_PREFIXES:
+            for found in sorted(glob.glob(pattern.format(stack=stack.name)), reverse=True):
+                if os.access(os.path.join(found, 'bin', 'mpicc'), os.X_OK):
+                    candidates.append(('prefix', found, os.path.join(found, 'bin')))
+        reasons = []
+        for how, where, bindir in candidates:
+            if how == 'debian':
+                cc_name, _ = stack.suffixed_tools or ('', '')
+                version, why = _check_tools(stack, environ, cc_name, stack.suffix or '', runner)
+                if not why:
+                    det.stacks[stack.name] = FoundStack(
+                        stack.name, how, where, version,
+                        shutil.which(cc_name, path=environ.get('PATH')) or cc_name)
+                    break
+            else:
+                env = {**environ, 'PATH': f'{bindir}:{environ.get("PATH", "")}'}
+                version, why = _check_tools(stack, env, os.path.join(bindir, 'mpicc'), '',
+                                            runner)
+                if not why:
+                    det.stacks[stack.name] = FoundStack(
+                        stack.name, how, where, version, os.path.join(bindir, 'mpicc'),
+                        env={'PATH': f'{bindir}:$PATH'}, launcher=stack.launchers[0])
+                    break
+            reasons.append(f'{where}: {why}')
+        if stack.name not in det.stacks and reasons:
+            det.absent[stack.name] = '; '.join(
+                x for x in (det.absent.get(stack.name, ''), *reasons) if x)
+    # Plain wrappers on PATH: whichever stack they are.
+    path = environ.get('PATH')
+    names = sorted({n for s in STACKS for n in s.launchers})
+    launcher = next((n for n in names if shutil.which(n, path=path)), '')
+    if len(det.stacks) < len(STACKS) and shutil.which('mpicc', path=path) and launcher:
+        says = runner([launcher, '--version'], TIMEOUT, environ)
+        texts = [t for s in STACKS for t in _tool_texts(s, environ, '', runner)]
+        name = identify_stack(says.out + says.err, texts)
+        if name and name not in det.stacks:
+            version = stack_version(STACK[name], [says.out + says.err, *texts])
+            real = os.path.dirname(shutil.which('mpicc', path=path) or '')
+            det.stacks[name] = FoundStack(name, 'path', f'mpicc and {launcher} on PATH ({real})',
+                                          version or '?', os.path.join(real, 'mpicc'),
+                                          env={'PATH': f'{real}:$PATH'},
+                                          launcher=STACK[name].launchers[0])
+            det.absent.pop(name, None)
+
+
+def this_host() -> str:
+    """This host's name, fully qualified where the resolver knows it."""
+    host = socket.gethostname()
+    fqdn = socket.getfqdn()
+    return fqdn if fqdn.startswith(f'{host}.') else host
+
+
+def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner) -> Detection:
+    """Ask Slurm, the nodes and this shell's tools."""
+    det = Detection(host=this_host())
+    conf = runner(['scontrol', 'show', 'config'], TIMEOUT, environ)
+    parts = runner(['scontrol', '-o', 'show', 'partition'], TIMEOUT, environ)
+    sinfo = runner(['sinfo', '-h', '-o', SINFO_FORMAT], TIMEOUT, environ)
+    if not (conf.ok or parts.ok or sinfo.ok):
+        raise SiteError(f'no Slurm here: scontrol: {parts.why()}; sinfo: {sinfo.why()} '
+                        f'(run ./harness site on the cluster\'s login node, with Slurm\'s '
+                        f'clients on PATH)')
+    det.config = parse_scontrol_config(conf.out) if conf.ok else {}
+    det.partitions = parse_partitions(parts.out) if parts.ok else []
+    det.sinfo = parse_sinfo(sinfo.out) if sinfo.ok else []
+    if not det.partitions:
+        det.partitions = [SlurmPartition(r.partition, r.node_list, r.nodes, r.up)
+                          for r in det.sinfo]
+        if det.partitions:
+            det.notes.append(f'partitions from sinfo (scontrol show partition: {parts.why()})')
+    if not det.partitions:
+        raise SiteError('Slurm shows no partition (scontrol show partition: '
+                        f'{parts.why() if not parts.ok else "none"}; sinfo: '
+                        f'{sinfo.why() if not sinfo.ok else "none"})')
+    nodes = runner(['scontrol', '-o', 'show', 'node'], TIMEOUT, environ)
+    det.nodes = parse_nodes(nodes.out) if nodes.ok else []
+    if not nodes.ok:
+        det.notes.append(f'scontrol show node: {nodes.why()}')
+    mpi = runner(['srun', '--mpi=list'], TIMEOUT, environ)
+    det.mpi_plugins = parse_mpi_plugins(mpi.out + mpi.err) if mpi.ok else set()
+    det.mpi_plugins_why = '' if det.mpi_plugins else f'srun --mpi=list: {mpi.why()}'
+
+    names = [p.name for p in det.partitions]
+    if args.partitions:
+        unknown = [p for p in args.partitions if p not in names]
+        if unknown:
+            raise SiteError(f'--partitions: no Slurm partition {", ".join(unknown)} '
+                            f'(Slurm has: {", ".join(names)})')
+        det.partitions = [p for p in det.partitions if p.name in args.partitions]
+    else:
+        down = [p.name for p in det.partitions if not p.up]
+        if down:
+            det.notes.append(f'left out partition(s) not UP: {", ".join(down)} '
+                             f'(--partitions names them all the same)')
+        det.partitions = [p for p in det.partitions if p.up]
+        if not det.partitions:
+            raise SiteError(f'no Slurm partition is UP ({", ".join(names)}); name the ones '
+                            f'to use with --partitions')
+
+    # One probe per set of nodes (partitions over the same nodes share it).
+    for part in det.partitions:
+        if args.no_srun:
+            det.probe_why[part.name] = 'not asked (--no-srun)'
+            continue
+        key = part.nodes or part.name
+        if key in det.probes:
+            continue
+        res = runner(['srun', f'--partition={part.name}', '--nodes=1', '--ntasks=1',
+                      '--immediate=60', '--time=5', '--job-name=harness-site', '--quiet',
+                      *args.access, 'sh', '-c', PROBE_SCRIPT], args.srun_timeout, environ)
+        sections = probe_sections(res.out)
+        if res.ok and 'end' in sections:
+            det.probes[key] = sections
+        else:
+            det.probe_why[part.name] = f'srun on partition {part.name}: {res.why()}'
+    # This host's interconnect (only for the summary: a login node's devices
+    # need not be the compute nodes').
+    local = {'ucx_info': ['ucx_info', '-d'], 'ibv_devinfo': ['ibv_devinfo'],
+             'fi_info': ['fi_info']}
+    texts = {}
+    for name, argv in local.items():
+        res = runner(argv, TIMEOUT, environ)
+        texts[name] = res.out if res.ok else ''
+    det.login_links = [x for x in node_links(texts) if x.high_speed]
+
+    det.module_tool = find_module_tool(environ, runner)
+    if det.module_tool:
+        detect_module_stacks(det.module_tool, environ, runner, det)
+    detect_path_stacks(environ, runner, det)
+    return det
+
+
+# ---- from what was detected to the file --------------------------------------------
+
+_TRANSPORT_NOTES = {
+    'ib': 'Open MPI through UCX, MPICH built with ch4:ucx (Debian\'s)',
+    'roce': 'Open MPI through UCX, MPICH built with ch4:ucx (Debian\'s)',
+    'ofi': 'Open MPI through libfabric (the cm PML)',
+}
+
+
+def _sanitize(name: str) -> str:
+    clean = re.sub(r'[^A-Za-z0-9_-]', '_', name)
+    return clean if re.match(r'[A-Za-z_]', clean) else f'c_{clean}'
+
+
+def _partition_nodes(det: Detection, part: SlurmPartition) -> list[SlurmNode]:
+    return [n for n in det.nodes if part.name in n.partitions]
+
+
+def _node_size(det: Detection, part: SlurmPartition) -> tuple[NodeSize | None, str]:
+    """The most common node size of the partition, and a note if its nodes differ."""
+    sizes = [n.size for n in _partition_nodes(det, part) if n.size]
+    if not sizes:
+        rows = [r for r in det.sinfo if r.partition == part.name and r.size]
+        sizes = [r.size for r in rows if r.size]
+    if not sizes:
+        return None, ''
+    counts = collections.Counter(s.key() for s in sizes)
+    key, _ = counts.most_common(1)[0]
+    same = [s for s in sizes if s.key() == key]
+    size = dataclasses.replace(same[0], memory_mib=min(s.memory_mib for s in same))
+    note = '' if len(counts) == 1 else (
+        f'its nodes differ ({len(counts)} sizes): the most common is written; give the others '
+        f'a partition of their own (--constraint).')
+    return size, note
+
+
+def _processor(size: NodeSize, topo: CpuTopology | None, det: Detection,
+               probed_on: str, no_probe: str) -> tuple[dict[str, Any], list[str]]:
+    sockets = size.sockets if size.cpus % size.sockets == 0 else 1
+    proc: dict[str, Any] = {
+        'num_cpus': size.cpus,
+        'num_cpus_per_core': size.threads_per_core,
+        'num_sockets': sockets,
+        'num_cpus_per_socket': size.cpus // sockets,
+    }
+    notes = [f'One node\'s processor, from scontrol show node: {size.describe()}.']
+    numa_as_socket = 'numa_node_as_socket' in det.config.get('SlurmdParameters', '')
+    if topo and topo.numa_masks and topo.cpus == size.cpus:
+        proc['topology'] = {'numa_nodes': topo.numa_masks}
+        notes.append(f'NUMA domains from lscpu on {probed_on}.')
+    elif numa_as_socket:
+        per = size.cpus // sockets
+        proc['topology'] = {'numa_nodes': [hex(((1 << per) - 1) << (i * per))
+                                           for i in range(sockets)]}
+        notes.append('NUMA domains: Slurm counts them as sockets (SlurmdParameters='
+                     'numa_node_as_socket); their CPUs taken as numbered in blocks.')
+    else:
+        why = (f'lscpu on {probed_on} saw {topo.cpus} CPUs' if topo else
+               f'lscpu on a node: {no_probe}' if no_probe else f'lscpu on {probed_on} said none')
+        notes.append(f'{FILL_IN}: the NUMA domains ({why}): add \'topology\': '
+                     f'{{\'numa_nodes\': [<one CPU mask per domain>]}}, or leave it out '
+                     f'(one domain assumed).')
+    return proc, notes
+
+
+def build(det: Detection, args: argparse.Namespace) -> Block:
+    """The site file's dictionary, with its comments."""
+    cluster = Block()
+    slurm_name = det.config.get('ClusterName', '')
+    name = args.name or (_sanitize(slurm_name) if slurm_name else '')
+    if not name:
+        raise SiteError('Slurm gives no ClusterName: name the system with --name NAME')
+    version = det.config.get('SLURM_VERSION', '')
+    cluster.add('name', name, 'The system\'s name in ReFrame (--system NAME, perflog paths): '
+                + ('given with --name.' if args.name else 'Slurm\'s ClusterName.'))
+    cluster.add('descr', f'{slurm_name or name}: Slurm {version} cluster '
+                f'({", ".join(p.name for p in det.partitions)})'.replace('  ', ' '))
+    short = det.host.split('.')[0]
+    cluster.add('hostnames', [hostname_pattern(det.host)],
+                f'The login nodes\' hostnames, from this one ({det.host}), every number '
+                'standing for any.  ReFrame picks the first system whose pattern matches '
+                '(``local`` matches everything): use --system NAME.',
+                '' if re.search(r'\d', short) else
+                f'{FILL_IN}: the other login nodes\' names, if they are not {short!r}.')
+    tool = det.module_tool
+    if tool:
+        product = 'Lmod' if tool.kind == 'lmod' else 'Environment Modules'
+        cluster.add('modules_system', tool.kind, f'{product} {tool.version} ({tool.cmd}).')
+    else:
+        cluster.add('modules_system', 'nomod', 'No Lmod and no Environment Modules found.')
+    acct = det.config.get('AccountingStorageType', '')
+    if not det.config:
+        cluster.add('scheduler', 'squeue', f'{FILL_IN}: \'slurm\' where Slurm keeps an '
+                    f'accounting database (sacct), else \'squeue\' (scontrol show config '
+                    f'gave nothing).')
+    elif acct and not acct.endswith('/none'):
+        cluster.add('scheduler', 'slurm', f'Slurm keeps accounting ({acct}): jobs are polled '
+                    'with sacct.')
+    else:
+        cluster.add('scheduler', 'squeue', 'No accounting database (AccountingStorageType='
+                    f'{acct or "none"}): jobs are polled with squeue and the job script '
+                    'records its exit status.')
+    enforce = det.config.get('AccountingStorageEnforce', '')
+    if args.access:
+        cluster.add('access', list(args.access), 'sbatch options every job needs (--access).')
+    else:
+        needs = enforce and enforce not in ('none', '0', '(null)')
+        cluster.add('access', [], f'{FILL_IN}: sbatch options every job needs (account, QoS, '
+                    f'...), e.g. \'--account=PROJECT\'' + (
+                        f': Slurm enforces {enforce}, so an account is probably needed.'
+                        if needs else '; none seemed needed.'))
+    cluster.add('max_jobs', 8, 'How many jobs ReFrame keeps submitted at once (per partition).')
+    limits = [m for m in (slurm_minutes(p.max_time) for p in det.partitions) if m]
+    limit = min([30, *limits])
+    cluster.add('time_limit', f'{limit}m', 'Default time limit of a job; every check also sets '
+                'its own' + (' (the partitions\' MaxTime allows no more).' if limit < 30 else '.'))
+    cluster.add('prefix', '/scratch/FILL_IN/harness', 'Where builds, stage, outputs and '
+                'reports go (default $HARNESS_VAR_DIR/<name>); perflogs always go to '
+                '$HARNESS_VAR_DIR/perflogs/<name>/<partition>/.', commented_out=True)
+
+    stacks = _stack_entries(det, tool)
+    names = [i.key for i in stacks.items if not i.commented_out]
+    prepare = _prepare_cmds(det, tool)
+    if prepare:
+        cluster.add('prepare_cmds', prepare, 'Run first in every job script: the job\'s shell '
+                    'gets the module command and the folders of the stacks\' modules (drop '
+                    'them where your batch shells have both).')
+
+    partitions = Block()
+    for part in det.partitions:
+        _add_partitions(partitions, det, part, args, names)
+    cluster.add('partitions', partitions, 'One partition per interconnect: the sbatch options '
+                'that select its nodes, the nodes per run, the node\'s processor and memory, '
+                'and per stack the variables that pin its traffic to the link.',
+                blank_before=True)
+    cluster.add('stacks', stacks, 'One environment per MPI stack (per partition): the modules '
+                'that provide it, its compiler wrapper, and how ranks start (srun with the '
+                'PMI Slurm offers, or the stack\'s own launcher inside the allocation).  See '
+                'config/cluster_template.py for every key.', blank_before=True)
+    return cluster
+
+
+def _prepare_cmds(det: Detection, tool: ModuleTool | None) -> list[str]:
+    modular = [s for s in det.stacks.values() if s.how == 'module']
+    if not tool or not modular:
+        return []
+    cmds = [f'. {tool.init}'] if tool.init else []
+    for folder in dict.fromkeys(s.module_dir for s in modular if s.module_dir):
+        cmds.append(f'module use {folder}')
+    return cmds
+
+
+def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
+                    args: argparse.Namespace, stacks: list[str]) -> None:
+    nodes = _partition_nodes(det, part)
+    count = part.total_nodes or len(nodes)
+    per_run = max(1, min(args.nodes, count or args.nodes))
+    size, size_note = _node_size(det, part)
+    sections = det.probes.get(part.nodes or part.name)
+    probed_on = ''
+    links: list[Link] = []
+    link_why = ''
+    node_addr = ''
+    if sections:
+        probed_on = sections.get('host', '').strip() or 'a node'
+        host = next((n for n in nodes if probed_on in (n.hostname, n.name)), None)
+        node_addr = host.addr if host else ''
+        all_links = node_links(sections)
+        features = sorted({f for n in nodes for f in n.features})
+        links, link_why = choose_links(part.name, features, all_links, node_addr)
+    topo = parse_lscpu(sections.get('lscpu', '')) if sections else None
+    targets = [(part.name if len(links) <= 1 else f'{part.name}_{_sanitize(x.device)}', x)
+               for x in links] or [(part.name, None)]
+    for key, link in targets:
+        entry = Block()
+        entry.add('descr', link.descr if link else f'Slurm partition {part.name} (link not '
+                  f'detected)')
+        entry.add('access', [f'--partition={part.name}'],
+                  f'Slurm partition {part.name} ({count} node(s): {part.nodes or "?"}).')
+        entry.add('nodes', per_run, 'Nodes per run: the layouts are R ranks per node x T '
+                  'threads on every node.' + ('' if per_run == args.nodes else
+                                              f' The partition has only {count}.'))
+        if size:
+            proc, notes = _processor(size, topo, det, probed_on,
+                                     det.probe_why.get(part.name, ''))
+            if size_note:
+                notes.insert(0, f'{FILL_IN}: {size_note}')
+            entry.add('processor', proc, *notes)
+            if size.memory_mib:
+                entry.add('extras', {'mem_per_node': f'{size.memory_mib}MiB'},
+                          'The node\'s memory (Slurm\'s RealMemory): the plan sizes the runs '
+                          'for it.')
+        else:
+            entry.add('processor', {}, f'{FILL_IN}: one node\'s processor (Slurm gave no node '
+                      'size), or leave it out and let ReFrame detect it on a compute node: '
+                      'RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list.',
+                      commented_out=True)
+        _add_transport(entry, det, part, link, link_why, links, sections, stacks)
+        out.add(_sanitize(key), entry)
+
+
+def _add_transport(entry: Block, det: Detection, part: SlurmPartition, link: Link | None,
+                   link_why: str, links: list[Link], sections: dict[str, str] | None,
+                   stacks: list[str]) -> None:
+    if link is None:
+        if sections:
+            found = ', '.join(x.descr for x in node_links(sections)) or 'none'
+            why = f'none of its links could be told apart (found: {found})'
+        else:
+            why = det.probe_why.get(part.name, 'no node was probed')
+        login = (f' This login node has {", ".join(x.descr for x in det.login_links)}.'
+                 if det.login_links else '')
+        entry.add('transport_env', {}, f'{FILL_IN}: the variables that pin each stack to this '
+                  f'partition\'s link ({why}), e.g. InfiniBand: \'openmpi\': '
+                  '{\'OMPI_MCA_pml\': \'ucx\', \'UCX_NET_DEVICES\': \'mlx5_0:1\'}; Ethernet: '
+                  '\'openmpi\': {\'OMPI_MCA_pml\': \'ob1\', \'OMPI_MCA_btl\': '
+                  '\'self,vader,tcp\', \'OMPI_MCA_btl_tcp_if_include\': \'eth0\'} (see '
+                  f'config/cluster_template.py).{login}', commented_out=True)
+        return
+    env = {}
+    unknown = []
+    for name in stacks:
+        pinned = link.env(STACK[name])
+        if pinned is None:
+            unknown.append(name)
+        elif pinned:
+            env[name] = pinned
+    others = [x.descr for x in node_links(sections or {}) if x is not link
+              and x.device != link.device]
+    notes = [f'The link: {link.descr}, on {sections.get("host", "").strip() if sections else "?"}'
+             f' ({link_why}).']
+    if link.kind in _TRANSPORT_NOTES:
+        notes.append(f'{FILL_IN}: check these suit your builds: they assume '
+                     f'{_TRANSPORT_NOTES[link.kind]}.')
+    if unknown:
+        notes.append(f'{FILL_IN}: how to pin {", ".join(unknown)} to it (not known here).')
+    if others:
+        notes.append(f'Its nodes also have: {"; ".join(others)} (a partition per link: copy '
+                     'this one under another name, with that link\'s variables).')
+    entry.add('transport_env', env, *notes)
+
+
+def _stack_entries(det: Detection, tool: ModuleTool | None) -> Block:
+    block = Block()
+    plugins = det.mpi_plugins
+    for stack in STACKS:
+        found = det.stacks.get(stack.name)
+        if found is None:
+            continue
+        entry = Block()
+        version = f' {found.version}' if found.version and found.version != '?' else ''
+        how = {'module': f'module {found.where}', 'spack': found.where,
+               'prefix': found.where, 'debian': f'Debian\'s {found.where}',
+               'path': found.where}[found.how]
+        entry.add('descr', f'{stack.descr}{version} ({how})')
+        if found.modules:
+            others = (f' Also there: {", ".join(found.others)}.' if found.others else '')
+            entry.add('modules', found.modules, f'Loaded, and its launcher checked.{others}')
+        entry.add('cc', found.cc)
+        launch, pmi_note = _launch(stack, found, plugins, det.mpi_plugins_why)
+        for key, value in launch.items():
+            entry.add(key, value, *([pmi_note] if key == 'launch' and pmi_note else []))
+        env = {**found.env, **stack.root_env_here()}
+        if env:
+            entry.add('env', env, 'Variables the stack always needs' + (
+                ' (the generator ran as root: Open MPI needs these to run as root).'
+                if stack.root_env_here() else '.'))
+        block.add(stack.name, entry)
+    if not [i for i in block.items]:
+        for stack in STACKS:
+            entry = Block()
+            entry.add('descr', stack.descr)
+            entry.add('modules', [f'FILL_IN/{stack.name}'])
+            entry.add('cc', 'mpicc')
+            _add_placeholder_launch(entry, stack)
+            why = det.absent.get(stack.name, 'not found')
+            block.add(stack.name, entry, f'{FILL_IN}: no MPI stack was found ({stack.name}: '
+                      f'{why}): the modules that provide {stack.descr}, or leave it out.')
+        return block
+    for stack in STACKS:
+        if stack.name in det.stacks:
+            continue
+        entry = Block()
+        entry.add('descr', stack.descr)
+        entry.add('modules', [f'FILL_IN/{stack.name}'])
+        entry.add('cc', 'mpicc')
+        _add_placeholder_launch(entry, stack)
+        block.add(stack.name, entry, f'{FILL_IN}: {stack.name} not found ('
+                  f'{det.absent.get(stack.name) or "no module, install or wrapper of it"}); '
+                  'uncomment and fill in to use it.', commented_out=True)
+    return block
+
+
+def _add_placeholder_launch(entry: Block, stack: Stack) -> None:
+    entry.add('launch', stack.slurm_launch)
+    if stack.slurm_launch == 'srun':
+        entry.add('pmi', stack.srun_pmi)
+    else:
+        entry.add('launcher', stack.launchers[0])
+
+
+def _launch(stack: Stack, found: FoundStack, plugins: set[str],
+            plugins_why: str) -> tuple[dict[str, str], str]:
+    own = {'launch': 'own', 'launcher': found.launcher or stack.launchers[0]}
+    if stack.slurm_launch == 'own':
+        return own, f'{stack.descr} starts its ranks with its own launcher here.'
+    if stack.srun_pmi in plugins:
+        return ({'launch': 'srun', 'pmi': stack.srun_pmi},
+                f'srun --mpi={stack.srun_pmi}: Slurm offers it (srun --mpi=list).')
+    if found.launcher and found.how != 'debian':
+        why = (f'Slurm does not offer --mpi={stack.srun_pmi}' if plugins else plugins_why)
+        return own, f'{FILL_IN}: its own launcher inside the allocation ({why}); launch ' \
+                    f'\'srun\' with \'pmi\' where srun can start it.'
+    return ({'launch': 'srun', 'pmi': stack.srun_pmi},
+            f'{FILL_IN}: srun --mpi={stack.srun_pmi} assumed ('
+            f'{plugins_why or "Slurm does not list it"}).')
+
+
+# ---- the summary and the file ------------------------------------------------------
+
+def summary(det: Detection, cluster: Block, target: str) -> str:
+    plain = cluster.plain()
+    lines = [f'./harness site: Slurm cluster {det.config.get("ClusterName", "?")} '
+             f'(Slurm {det.config.get("SLURM_VERSION", "?")}), seen from {det.host}',
+             'detected:']
+    for key, part in plain['partitions'].items():
+        proc = part.get('processor') or {}
+        numa = len((proc.get('topology') or {}).get('numa_nodes', [])) or '?'
+        mem = (part.get('extras') or {}).get('mem_per_node', '?')
+        lines.append(f'  partition {key}: {" ".join(part["access"])}, {part["nodes"]} node(s) '
+                     f'per run, {proc.get("num_cpus", "?")} CPUs, {proc.get("num_sockets", "?")}'
+                     f' socket(s), {numa} NUMA domain(s), {mem}; link: {part["descr"]}')
+    for key, stack in plain['stacks'].items():
+        if any(str(m).startswith('FILL_IN') for m in stack.get('modules', [])):
+            continue
+        how = f'srun --mpi={stack["pmi"]}' if stack['launch'] == 'srun' else \
+            f'its own {stack["launcher"]}'
+        lines.append(f'  stack {key}: {stack["descr"]}, cc {stack["cc"]}, {how}')
+    lines.append(f'  modules system: {plain["modules_system"]}; scheduler: {plain["scheduler"]}')
+    if det.mpi_plugins:
+        lines.append(f'  srun --mpi: {", ".join(sorted(det.mpi_plugins))}')
+    if det.login_links:
+        lines.append(f'  on this login node: {"; ".join(x.descr for x in det.login_links)}')
+    fill = cluster.fill_ins()
+    lines.append(f'not detected ({FILL_IN} in the file): {len(fill)}' if fill else
+                 f'not detected: nothing (no {FILL_IN} in the file)')
+    lines += [f'  {x}' for x in fill]
+    lines += [f'  note: {n}' for n in det.notes]
+    lines.append(target)
+    return '\n'.join(lines) + '\n'
+
+
+def docstring(det: Detection, name: str) -> str:
+    when = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    return f'''The harness on Slurm cluster {name}: written by ``./harness site``.
+
+Detected on {det.host} at {when} (config/sitegen.py; the form is
+config/cluster_template.py's, which says what every key means).  Each ``{FILL_IN}``
+comment marks what could not be detected: check it, put the right value, and
+delete the mark.  ``./harness site`` never replaces this file unless told.
+
+Check the result, on the cluster's login node::
+
+    reframe -C config/settings.py --system {name} --show-config systems
+    reframe -C config/settings.py -c checks --system {name} --list
+    reframe -C config/settings.py -c checks --system {name} -n StreamCheck --dry-run
+
+then a real run of one check: ``reframe ... --system {name} -n StreamCheck -r``.
+'''
+
+
+def validate(text: str, var_dir: str) -> dict[str, Any]:
+    """The file's CLUSTER, checked by config/slurm_systems.py as settings.py loads it."""
+    namespace: dict[str, Any] = {}
+    exec(compile(text, '<site file>', 'exec'), namespace)  # the text made just above
+    import slurm_systems
+    slurm_systems.cluster_config(namespace['CLUSTER'], var_dir, origin='the generated file')
+    return namespace['CLUSTER']
+
+
+def write_new(path: str, text: str, overwrite: bool) -> None:
+    """Write `path` in one piece: never over an existing file unless `overwrite`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix='.site-', suffix='.tmp', dir=folder)
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)      # fails where the file exists, even in a race
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def numbered(path: str) -> str:
+    """The first free ``PATH.N`` (N = 1, 2, ...)."""
+    n = 1
+    while os.path.lexists(f'{path}.{n}'):
+        n += 1
+    return f'{path}.{n}'
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog='./harness site',
+        description='Detect this Slurm cluster (run it on a login node) and write '
+                    'config/site_<name>.py for the harness, in the form of '
+                    'config/cluster_template.py: FILL IN marks what it could not detect.',
+        epilog='An existing file is never replaced: it refuses, naming it.  --force writes '
+               'the next numbered file beside it (PATH.1, PATH.2, ...: settings.py does not '
+               'load it until you move it over the old one); --overwrite replaces the file.')
+    ap.add_argument('--name', help='the system\'s name (default: Slurm\'s ClusterName)')
+    ap.add_argument('--output', metavar='PATH',
+                    help='the file to write (default: config/site_<name>.py of this checkout)')
+    ap.add_argument('--partitions', type=lambda s: [x for x in re.split(r'[,\s]+', s) if x],
+                    default=[], metavar='A,B', help='Slurm partitions to use (default: every '
+                    'partition that is UP)')
+    ap.add_argument('--nodes', type=int, default=2, help='nodes per run (default 2, at most '
+                    'the partition\'s)')
+    ap.add_argument('--access', action='append', default=[], metavar='OPT',
+                    help='an sbatch option every job needs, e.g. --access=--account=proj '
+                         '(repeat it; also given to the srun probes)')
+    ap.add_argument('--no-srun', action='store_true',
+                    help='do not probe a node of each partition with srun (NUMA domains and '
+                         'links are then left to fill in)')
+    ap.add_argument('--srun-timeout', type=float, default=SRUN_TIMEOUT, metavar='S',
+                    help=f'seconds a node probe may take, queueing included (default '
+                         f'{SRUN_TIMEOUT:.0f})')
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument('--dry-run', action='store_true',
+                      help='print the file on stdout (the summary on stderr); write nothing')
+    mode.add_argument('--force', action='store_true',
+                      help='where the file exists, write the next numbered file beside it')
+    mode.add_argument('--overwrite', action='store_true',
+                      help='where the file exists, replace it')
+    args = ap.parse_args(argv)
+    if args.name is not None and not NAME_RE.match(args.name):
+        ap.error(f'--name {args.name!r}: a ReFrame system name is letters, digits, _ and -, '
+                 f'starting with a letter or _')
+    if args.nodes < 1:
+        ap.error(f'--nodes must be at least 1, got {args.nodes}')
+    if args.srun_timeout <= 0:
+        ap.error(f'--srun-timeout must be positive, got {args.srun_timeout}')
+    for opt in args.access:
+        if not opt.startswith('-') or '\n' in opt:
+            ap.error(f'--access {opt!r}: an sbatch option, e.g. --access=--account=PROJECT')
+    if args.output is not None:
+        if not args.output.strip() or args.output.endswith(os.sep):
+            ap.error(f'--output {args.output!r}: a file path')
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(folder):
+            ap.error(f'--output {args.output}: no folder {folder}')
+    return args
+
+
+def main(argv: Sequence[str] | None = None, runner: Runner = run,
+         environ: Mapping[str, str] | None = None) -> int:
+    args = parse_args(argv)
+    environ = dict(os.environ if environ is None else environ)
+    try:
+        det = detect(args, environ, runner)
+        cluster = build(det, args)
+    except SiteError as err:
+        print(f'harness site: error: {err}', file=sys.stderr)
+        return 2
+    name = cluster.plain()['name']
+    text = render(cluster, docstring(det, name))
+    var_dir = os.environ.get('HARNESS_VAR_DIR') or os.path.join(os.path.dirname(_HERE), 'var')
+    try:
+        loaded = validate(text, var_dir)
+    except (ValueError, SyntaxError, KeyError, TypeError) as err:
+        print(f'harness site: error: the file made does not pass config/slurm_systems.py '
+              f'({err}); this is a bug of the generator: please report it', file=sys.stderr)
+        return 3
+    if loaded != cluster.plain():
+        print('harness site: error: the file made does not read back as what was detected '
+              '(a bug of the generator)', file=sys.stderr)
+        return 3
+    path = args.output or os.path.join(_HERE, f'site_{name}.py')
+    if args.dry_run:
+        sys.stdout.write(text)
+        sys.stderr.write(summary(det, cluster, f'dry run: {path} not written'))
+        return 0
+    target = path
+    exists = os.path.lexists(path)
+    if exists and not (args.force or args.overwrite):
+        print(f'harness site: error: {path} exists: not replaced (--force writes the next '
+              f'numbered file beside it, --overwrite replaces it, --dry-run prints it)',
+              file=sys.stderr)
+        return 1
+    if exists and args.force:
+        target = numbered(path)
+    try:
+        write_new(target, text, overwrite=exists and args.overwrite)
+    except OSError as err:
+        print(f'harness site: error: cannot write {target}: {err.strerror}', file=sys.stderr)
+        return 1
+    note = (f'wrote {target} (beside the existing {os.path.basename(path)}: compare them, '
+            f'then move it over to use it)' if target != path else f'wrote {target}')
+    sys.stdout.write(summary(det, cluster, note))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,711 @@
+"""``./harness site`` (config/sitegen.py): a Slurm cluster detected and
+written as ``config/site_<name>.py``.
+
+* every detector, from recorded outputs (tests/data/site/, README.md there says
+  which are recorded and which written in the tools' formats), from a missing
+  tool and from garbage;
+* the whole generation from recorded outputs through a fake command runner:
+  the test cluster (its links and stacks as ``slurm_systems.test_cluster_spec``
+  has them) and an InfiniBand cluster (links, NUMA, modules, Spack, placeholders),
+  the file readable, ruff clean and valid for config/slurm_systems.py;
+* the rules of writing: an existing file is refused, ``--force`` writes a
+  numbered file beside it, ``--overwrite`` replaces it, ``--dry-run`` writes none;
+* for real (``integration``): ``./harness site`` on the 2-node test cluster of
+  tests/slurm/cluster.sh, then its file as it is (``HARNESS_CLUSTERS``) running
+  the stream and ring kernels on 2 nodes for every stack and link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from conftest import BIN, REPO, run_reframe
+
+sys.path.insert(0, str(REPO / 'config'))
+import sitegen as sg  # noqa: E402
+import slurm_systems  # noqa: E402
+from harnesscore.stacks import STACK  # noqa: E402
+
+DATA = REPO / 'tests' / 'data' / 'site'
+LMOD_ERROR = ('Lmod has detected the following error: mvapich2: set HARNESS_MVAPICH2_PREFIX\n'
+              'to the install prefix of MVAPICH2 \nWhile processing the following module(s):\n')
+
+
+def data(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def garbage() -> str:
+    return data('garbage.txt')
+
+
+# ---- detectors -----------------------------------------------------------------------
+
+def test_partitions_from_scontrol_and_sinfo():
+    parts = sg.parse_partitions(data('testcluster_scontrol_partition.txt'))
+    assert [(p.name, p.nodes, p.total_nodes, p.up, p.default) for p in parts] == [
+        ('fast', 'node[1-2]', 2, True, True), ('slow', 'node[1-2]', 2, True, False)]
+    hpc = sg.parse_partitions(data('hpc_scontrol_partition.txt'))
+    assert [(p.name, p.up, p.max_time) for p in hpc] == [
+        ('compute', True, '2-00:00:00'), ('debug', True, '00:20:00'), ('old', False, 'UNLIMITED')]
+    rows = sg.parse_sinfo(data('testcluster_sinfo.txt'))
+    assert [(r.partition, r.up, r.nodes, r.size and r.size.key(), r.size and r.size.memory_mib)
+            for r in rows] == [('fast', True, 2, (2, 1, 2, 1), 24105),
+                               ('slow', True, 2, (2, 1, 2, 1), 24105)]
+
+
+def test_nodes_from_scontrol_one_line_and_multiline_agree():
+    one = sg.parse_nodes(data('testcluster_scontrol_node.txt'))
+    multi = sg.parse_nodes(data('testcluster_scontrol_node_multiline.txt'))
+    assert one == multi
+    assert [(n.name, n.addr, n.partitions, n.size and n.size.key()) for n in one] == [
+        ('node1', '10.250.1.1', ['fast', 'slow'], (2, 1, 2, 1)),
+        ('node2', '10.250.1.2', ['fast', 'slow'], (2, 1, 2, 1))]
+
+
+def test_nodes_with_specialised_cores_features_and_a_down_node():
+    nodes = {n.name: n for n in sg.parse_nodes(data('hpc_scontrol_node.txt'))}
+    assert nodes['cn001'].size == sg.NodeSize(128, 2, 64, 1, 250000, 128)
+    assert nodes['cn001'].features == ['rome', 'ib']
+    # CPUEfctv: 2 cores set aside for the system
+    assert nodes['cn003'].size == sg.NodeSize(126, 2, 64, 1, 250000, 128)
+    assert 'set aside' in nodes['cn003'].size.describe()
+    assert nodes['old01'].size == sg.NodeSize(16, 2, 8, 1, 64000, 16)
+    assert nodes['old01'].partitions == ['old'] and nodes['old01'].features == []
+
+
+def test_slurm_config_and_mpi_plugins():
+    conf = sg.parse_scontrol_config(data('testcluster_scontrol_config.txt'))
+    assert conf['AccountingStorageType'] == 'accounting_storage/none'
+    assert conf['SLURM_VERSION'] == '22.05.8' and re.fullmatch(r'hc[0-9a-f]{6}',
+                                                              conf['ClusterName'])
+    assert sg.parse_mpi_plugins(data('testcluster_srun_mpi_list.txt')) == {
+        'pmix', 'none', 'cray_shasta', 'pmi2', 'pmix_v4'}
+    assert sg.parse_mpi_plugins(data('hpc_srun_mpi_list_slurm20.txt')) == {
+        'cray_shasta', 'none', 'pmi2', 'pmix', 'pmix_v3'}
+
+
+def test_node_probe_sections_cpus_and_interfaces():
+    sections = sg.probe_sections(data('testcluster_probe.txt'))
+    assert {'host', 'lscpu', 'ip', 'net', 'ucx_info', 'ibv_devinfo', 'fi_info', 'end'} <= set(
+        sections)
+    assert sections['host'].strip() == 'node1'
+    topo = sg.parse_lscpu(sections['lscpu'])
+    assert topo == sg.CpuTopology(cpus=2, cores=2, sockets=1, numa_masks=['0x3'])
+    assert sg.parse_ip_addr(sections['ip']) == {'lo': ['127.0.0.1/8'], 'fast0': ['10.250.1.1/24'],
+                                                'slow0': ['10.250.2.1/24']}
+    net = sg.parse_sys_net(sections['net'])
+    assert net['fast0'] == sg.NetIface('fast0', 1, True, 10000, False)
+    assert net['lo'].arp_type == 772
+    hpc = sg.parse_lscpu(data('hpc_lscpu_8numa.txt'))
+    assert hpc is not None and (hpc.cpus, hpc.cores, hpc.sockets) == (128, 128, 2)
+    assert hpc.numa_masks == [hex(0xffff << (16 * i)) for i in range(8)]
+
+
+def test_interconnect_tools():
+    ucx = sg.parse_ucx_info(sg.probe_sections(data('testcluster_probe.txt'))['ucx_info'])
+    assert {(d.transport, d.device) for d in ucx if d.kind == 'network'} == {
+        ('tcp', 'fast0'), ('tcp', 'slow0'), ('tcp', 'lo')}
+    ib = sg.parse_ucx_info(data('hpc_ucx_info_ib.txt'))
+    assert {d.device for d in ib if d.transport.startswith(('rc', 'dc', 'ud'))} == {'mlx5_0:1'}
+    ports = sg.parse_ibv_devinfo(data('hpc_ibv_devinfo_ib.txt'))
+    assert [(p.device, p.active, p.link_layer, p.rate) for p in ports] == [
+        ('mlx5_0:1', True, 'InfiniBand', '4X 50.0 Gbps'), ('mlx5_1:1', False, 'Ethernet', '')]
+    # no HCA (recorded): nothing
+    assert sg.parse_ibv_devinfo(sg.probe_sections(data('testcluster_probe.txt'))['ibv_devinfo']) \
+        == []
+    fi = sg.parse_fi_info(sg.probe_sections(data('testcluster_probe.txt'))['fi_info'])
+    assert ('tcp;ofi_rxm', 'fast0') in fi and not [p for p, _ in fi if p in sg.OFI_FABRICS]
+    assert sg.parse_fi_info(data('hpc_fi_info_cxi.txt'))[:2] == [('cxi', 'cxi0'), ('cxi', 'cxi1')]
+
+
+def test_modules_and_spack():
+    lmod = sg.parse_module_avail(data('testcluster_module_avail_lmod.txt'))
+    assert [(m.name, m.directory) for m in lmod] == [
+        (n, str(REPO / 'config' / 'modules' / 'files')) for n in ('mpich', 'mvapich2', 'openmpi')]
+    tmod = sg.parse_module_avail(data('hpc_module_avail_tmod5.txt'))
+    assert [(m.name, m.default) for m in tmod if sg.module_stack(m.name)] == [
+        ('mpich/4.1.2', False), ('openmpi/4.1.5', False), ('openmpi/5.0.3', True),
+        ('mpi/openmpi-x86_64', False)]
+    assert sg.module_stack('gcc/12.2.0') is None and sg.module_stack('hpcx/2.17.1') is None
+    assert sg.module_stack('mvapich2/2.3.7-gcc') == 'mvapich2'
+    assert sg.module_stack('open-mpi/5.0') == 'openmpi'
+    spack = sg.parse_spack_find(data('hpc_spack_find.txt'))
+    assert [(s.name, s.version) for s in spack] == [('openmpi', '4.1.6'), ('mvapich2', '2.3.7'),
+                                                    ('zlib', '1.3')]
+
+
+def test_a_launcher_says_which_stack_it_is():
+    ompi = data('openmpi_mpirun_version.txt')
+    hydra = data('mpich_mpiexec_version.txt')
+    assert sg.identify_stack(ompi, [data('openmpi_ompi_info_version.txt')]) == 'openmpi'
+    assert sg.stack_version(STACK['openmpi'], [ompi, data('openmpi_ompi_info_version.txt')]) \
+        == '4.1.4'
+    # hydra is MPICH's and MVAPICH2's: mpichversion tells them apart
+    assert sg.identify_stack(hydra) is None
+    assert sg.identify_stack(hydra, [data('mpich_mpichversion.txt')]) == 'mpich'
+    assert sg.identify_stack(hydra, ['MVAPICH2 Version:     \t2.3.7\n']) == 'mvapich2'
+    assert sg.identify_stack(garbage(), [garbage()]) is None
+
+
+def test_links_of_a_node_and_the_one_each_partition_takes():
+    links = sg.node_links(sg.probe_sections(data('testcluster_probe.txt')))
+    assert [(x.kind, x.device) for x in links] == [('tcp', 'fast0'), ('tcp', 'slow0')]
+    for part in ('fast', 'slow'):
+        chosen, why = sg.choose_links(part, [], links, '10.250.1.1')
+        assert [x.device for x in chosen] == [f'{part}0'] and 'named after' in why
+    # neither name nor feature: the interface Slurm reaches the nodes on
+    chosen, why = sg.choose_links('batch', [], links, '10.250.1.1')
+    assert [x.device for x in chosen] == ['fast0'] and 'NodeAddr' in why
+    assert sg.choose_links('batch', [], links, '') == ([], '')
+    ib = sg.node_links(sg.probe_sections(data('hpc_probe_ib.txt')))
+    # the active HDR port, and the up Ethernet with an address (not ib0, docker0)
+    assert [(x.kind, x.device) for x in ib] == [('ib', 'mlx5_0:1'), ('tcp', 'eno1')]
+    chosen, why = sg.choose_links('compute', ['rome', 'ib'], ib)
+    assert [x.device for x in chosen] == ['mlx5_0:1'] and "feature 'ib'" in why
+    chosen, why = sg.choose_links('compute', [], ib)
+    assert [x.device for x in chosen] == ['mlx5_0:1'] and 'high-speed' in why
+    chosen, _ = sg.choose_links('eth', [], ib)
+    assert [x.device for x in chosen] == ['eno1']
+    # UCX alone (no ibv_devinfo) finds the port as well
+    only_ucx = {'ucx_info': data('hpc_ucx_info_ib.txt')}
+    assert [(x.kind, x.device) for x in sg.node_links(only_ucx)] == [('ib', 'mlx5_0:1')]
+    cxi = sg.node_links({'fi_info': data('hpc_fi_info_cxi.txt')})
+    assert [(x.kind, x.device) for x in cxi] == [('ofi', 'cxi')]
+    assert cxi[0].env(STACK['openmpi']) == {'OMPI_MCA_pml': 'cm', 'OMPI_MCA_mtl': 'ofi',
+                                            'FI_PROVIDER': 'cxi'}
+    # MPICH as the registry has it is built with UCX: libfabric's provider says nothing to it
+    assert cxi[0].env(STACK['mpich']) is None and ib[0].env(STACK['mvapich2']) is None
+    assert ib[0].env(STACK['mpich']) == {'UCX_NET_DEVICES': 'mlx5_0:1'}
+    assert ib[0].env(STACK['openmpi']) == {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': 'mlx5_0:1'}
+    assert links[0].env(STACK['mpich']) == STACK['mpich'].tcp_nodes('fast0')
+
+
+def test_a_node_without_the_interconnect_tools_still_shows_its_links():
+    # recorded with ucx_info, ibv_devinfo and fi_info absent from the nodes
+    sections = sg.probe_sections(data('testcluster_probe_notools.txt'))
+    assert sections['ucx_info'] == sections['fi_info'] == sg.MISSING
+    links = sg.node_links(sections)
+    assert [(x.kind, x.device, x.addrs) for x in links] == [
+        ('tcp', 'fast0', ['10.250.1.1/24']), ('tcp', 'slow0', ['10.250.2.1/24'])]
+    assert [x.device for x in sg.choose_links('slow', [], links)[0]] == ['slow0']
+
+
+def test_missing_tools_and_garbage_give_nothing():
+    missing = {k: sg.MISSING for k in ('lscpu', 'ip', 'ucx_info', 'ibv_devinfo', 'fi_info')}
+    assert sg.node_links(missing) == []
+    assert sg.parse_lscpu(sg.MISSING) is None
+    text = garbage()
+    for parse in (sg.parse_partitions, sg.parse_nodes, sg.parse_sinfo, sg.parse_ip_addr,
+                  sg.parse_sys_net, sg.parse_ucx_info, sg.parse_ibv_devinfo, sg.parse_fi_info,
+                  sg.parse_spack_find, sg.parse_mpi_plugins):
+        assert not parse(text), parse.__name__
+    assert sg.parse_lscpu(text) is None
+    assert sg.node_links(sg.probe_sections(text)) == []
+    assert sg.probe_sections(text) == {}
+    assert [m.name for m in sg.parse_module_avail(text)] == []
+    assert sg.parse_scontrol_config(text) == {}
+
+
+def test_small_helpers():
+    pattern = sg.hostname_pattern('login03.hpc.example.org')
+    assert pattern == r'^login\d+(\.|$)'
+    for host, match in (('login03.hpc.example.org', True), ('login1', True),
+                        ('loginx', False), ('mylogin1', False)):
+        assert bool(re.match(pattern, host)) is match, host
+    assert sg.hostname_pattern('a.b+c') == r'^a(\.|$)'
+    assert sg.hostname_pattern('x+y1') == r'^x\+y\d+(\.|$)'
+    assert [sg.slurm_minutes(t) for t in ('30', '1:00:00', '00:20:00', '2-00:00:00', '1-12',
+                                          'UNLIMITED', 'INFINITE', '')] == [
+        30, 60, 20, 2880, 2160, None, None, None]
+
+
+def test_a_command_is_an_argument_list_with_a_timeout(tmp_path):
+    res = sg.run(['sh', '-c', 'echo "$1"; exit 3', 'sh', 'a b; rm -rf /'], 10)
+    assert (res.rc, res.out) == (3, 'a b; rm -rf /\n') and not res.ok
+    assert sg.run(['/nonexistent/sinfo'], 10).why() == '/nonexistent/sinfo not found'
+    slow = sg.run(['sleep', '5'], 0.2)
+    assert slow.rc is None and 'timed out' in slow.why()
+
+
+# ---- the whole generation from recorded outputs ------------------------------------
+
+def ok(text: str = '', err: str = '') -> sg.CmdResult:
+    return sg.CmdResult([], 0, text, err)
+
+
+class FakeCluster:
+    """A command runner answering from recorded outputs: `answers` maps an
+    argv prefix to a result; module loads put a stub folder per stack first
+    on PATH, whose tools answer with the stack's recorded texts."""
+
+    def __init__(self, answers: dict[tuple[str, ...], sg.CmdResult],
+                 modules: dict[str, Path], tool_texts: dict[Path, dict[str, str]]):
+        self.answers = answers
+        self.modules = modules
+        self.tool_texts = tool_texts
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], timeout: float,
+                 env: Mapping[str, str]) -> sg.CmdResult:
+        argv = list(argv)
+        self.calls.append(argv)
+        assert timeout > 0
+        if argv[:3] == ['bash', '-c', sg.LOAD_SCRIPT]:
+            module = argv[5]
+            if module not in self.modules:
+                return sg.CmdResult(argv, 1, 'false\n', LMOD_ERROR)
+            env0 = {**env, 'PATH': f'{self.modules[module]}:{env.get("PATH", "")}'}
+            return ok('\0'.join(f'{k}={v}' for k, v in env0.items()) + '\0')
+        # A stub tool answers with its stack's text (found as the shell would).
+        found = shutil.which(argv[0], path=env.get('PATH', ''))
+        texts = self.tool_texts.get(Path(found).parent) if found else None
+        if texts is not None and os.path.basename(argv[0]) in texts:
+            return ok(texts[os.path.basename(argv[0])])
+        best = max((k for k in self.answers if tuple(argv[:len(k)]) == k), key=len,
+                   default=None)
+        if best is None:
+            return sg.CmdResult(argv, problem=f'{argv[0]} not found')
+        return self.answers[best]
+
+
+def stub_stack(folder: Path, tools: Sequence[str]) -> Path:
+    folder.mkdir(parents=True)
+    for tool in tools:
+        (folder / tool).write_text('#!/bin/sh\nexit 1\n')
+        (folder / tool).chmod(0o755)
+    return folder
+
+
+def lmod_stub(tmp_path: Path) -> Path:
+    cmd = stub_stack(tmp_path / 'lmod' / 'libexec', ['lmod']) / 'lmod'
+    (tmp_path / 'lmod' / 'init').mkdir()
+    (tmp_path / 'lmod' / 'init' / 'bash').write_text('# lmod init\n')
+    return cmd
+
+
+def generate(tmp_path: Path, runner: FakeCluster, environ: dict[str, str], *argv: str,
+             ) -> tuple[int, str, str, dict]:
+    out = tmp_path / 'site_out.py'
+    code = sg.main(['--output', str(out), *argv], runner=runner, environ=environ)
+    text = out.read_text() if out.exists() else ''
+    namespace: dict = {}
+    if text:
+        exec(compile(text, str(out), 'exec'), namespace)
+    return code, text, str(out), namespace.get('CLUSTER', {})
+
+
+def comments(text: str) -> str:
+    """The file's comments as one line (wrapped lines joined)."""
+    return ' '.join(ln.strip()[1:].strip() for ln in text.splitlines()
+                    if ln.strip().startswith('#'))
+
+
+def fill_ins(summary: str) -> list[str]:
+    """The keys the summary says were not detected."""
+    return re.findall(r'^  (?!note:)(\S+): ', summary.split('\nnot detected')[1], re.M)
+
+
+def assert_ruff_clean(path: str) -> None:
+    ruff = BIN / 'ruff'
+    if not ruff.exists():
+        pytest.skip('ruff not installed in the venv')
+    proc = subprocess.run([str(ruff), 'check', '--no-cache', '--isolated', '--line-length',
+                           '100', '--select', 'E,F,W,I,UP,B', path], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(autouse=True)
+def nothing_of_this_machine(monkeypatch):
+    """The fake clusters see nothing of this machine: no Lmod or install
+    prefix found by path (a test names its own)."""
+    monkeypatch.setattr(sg, 'KNOWN_PREFIXES', ())
+    monkeypatch.setattr(sg, 'LMOD_PATHS', ())
+
+
+@pytest.fixture
+def test_cluster_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, str]]:
+    monkeypatch.setattr(sg, 'this_host', lambda: 'vm')
+    monkeypatch.delenv('HARNESS_STACKS', raising=False)
+    monkeypatch.delenv('HARNESS_MVAPICH2_PREFIX', raising=False)
+    lmod = lmod_stub(tmp_path)
+    ompi = stub_stack(tmp_path / 'bin' / 'openmpi', ['mpicc', 'mpirun', 'mpiexec', 'ompi_info'])
+    mpich = stub_stack(tmp_path / 'bin' / 'mpich', ['mpicc', 'mpiexec', 'mpirun', 'mpichversion'])
+    answers = {
+        ('scontrol', 'show', 'config'): ok(data('testcluster_scontrol_config.txt')),
+        ('scontrol', '-o', 'show', 'partition'): ok(data('testcluster_scontrol_partition.txt')),
+        ('scontrol', '-o', 'show', 'node'): ok(data('testcluster_scontrol_node.txt')),
+        ('sinfo',): ok(data('testcluster_sinfo.txt')),
+        ('srun', '--mpi=list'): ok(data('testcluster_srun_mpi_list.txt')),
+        ('srun', '--partition=fast'): ok(data('testcluster_probe.txt')),
+        ('srun', '--partition=slow'): ok(data('testcluster_probe.txt')),
+        (str(lmod), '--version'): ok(err='Modules based on Lua: Version 8.6.19  2022-04-16\n'),
+        (str(lmod), 'bash', '--terse', 'avail'): ok(err=data('testcluster_module_avail_lmod.txt')),
+    }
+    texts = {ompi: {'mpirun': data('openmpi_mpirun_version.txt'),
+                    'ompi_info': data('openmpi_ompi_info_version.txt')},
+             mpich: {'mpiexec': data('mpich_mpiexec_version.txt'),
+                     'mpichversion': data('mpich_mpichversion.txt')}}
+    runner = FakeCluster(answers, {'openmpi': ompi, 'mpich': mpich}, texts)
+    return runner, {'PATH': str(tmp_path / 'nothing'), 'LMOD_CMD': str(lmod)}
+
+
+def test_the_test_cluster_from_its_recorded_outputs(tmp_path, test_cluster_runner, capsys):
+    runner, environ = test_cluster_runner
+    code, text, path, cluster = generate(tmp_path, runner, environ)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    conf = sg.parse_scontrol_config(data('testcluster_scontrol_config.txt'))
+    assert cluster['name'] == conf['ClusterName']
+    assert cluster['modules_system'] == 'lmod' and cluster['scheduler'] == 'squeue'
+    assert re.match(cluster['hostnames'][0], 'vm')
+    assert cluster['prepare_cmds'] == [f'. {tmp_path}/lmod/init/bash',
+                                       f'module use {REPO}/config/modules/files']
+    # The links and stacks as the harness's own description of this cluster
+    # has them (slurm_systems.test_cluster_spec, 2 CPUs per node).
+    spec = slurm_systems.test_cluster_spec({'NODES': '2', 'SHARED_CORES': '0',
+                                            'CPUS_PER_NODE': '2'})
+    assert set(cluster['partitions']) == set(spec['partitions']) == {'fast', 'slow'}
+    for name, part in cluster['partitions'].items():
+        want = spec['partitions'][name]
+        assert part['access'] == want['access'] and part['nodes'] == want['nodes'] == 2
+        assert part['transport_env'] == want['transport_env'], name
+        assert {k: v for k, v in part['processor'].items() if k != 'topology'} == \
+            want['processor']
+        assert part['processor']['topology'] == {'numa_nodes': ['0x3']}
+        assert part['extras'] == {'mem_per_node': '24105MiB'}
+    assert set(cluster['stacks']) == set(spec['stacks']) == {'openmpi', 'mpich'}
+    for name, stack in cluster['stacks'].items():
+        want = spec['stacks'][name]
+        assert {k: stack.get(k) for k in ('modules', 'cc', 'launch', 'pmi')} == \
+            {k: want.get(k) for k in ('modules', 'cc', 'launch', 'pmi')}
+        assert stack.get('env', {}) == STACK[name].root_env_here()
+    assert cluster['stacks']['openmpi']['descr'] == 'Open MPI 4.1.4 (module openmpi)'
+    assert cluster['stacks']['mpich']['descr'] == 'MPICH 4.0.2 (module mpich)'
+    # One probe for both partitions (the same nodes).
+    assert len([c for c in runner.calls if c[0] == 'srun' and c[1] != '--mpi=list']) == 1
+    # mvapich2's module does not load: left out, commented, its reason in the file.
+    assert 'FILL IN: mvapich2 not found (module mvapich2 does not load (mvapich2: set ' \
+        'HARNESS_MVAPICH2_PREFIX to the install prefix of MVAPICH2))' in comments(text), text
+    assert "#     'launcher': 'mpiexec'," in text
+    # valid, as settings.py would load it, and ruff clean
+    slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+    assert_ruff_clean(path)
+    # the summary: what was detected, and every FILL IN
+    assert re.search(r'partition fast: --partition=fast, 2 node\(s\) per run, 2 CPUs, '
+                     r'1 socket\(s\), 1 NUMA domain\(s\), 24105MiB; link: TCP over virtual '
+                     r'Ethernet fast0', out), out
+    assert 'stack openmpi: Open MPI 4.1.4 (module openmpi), cc mpicc, srun --mpi=pmix' in out
+    fill = fill_ins(out)
+    assert fill == ['hostnames', 'access', 'stacks.mvapich2'], out
+    assert text.count('# FILL IN') == len(fill)
+    assert out.rstrip().endswith(f'wrote {path}')
+
+
+def test_stacks_without_modules_debians_tools_and_plain_wrappers(tmp_path, test_cluster_runner,
+                                                                 capsys):
+    runner, _ = test_cluster_runner
+    debian = stub_stack(tmp_path / 'usr-bin', ['mpicc.mpich', 'mpiexec.mpich',
+                                               'mpichversion.mpich'])
+    plain = stub_stack(tmp_path / 'opt-bin', ['mpicc', 'mpirun', 'ompi_info'])
+    runner.tool_texts = {
+        debian: {'mpiexec.mpich': data('mpich_mpiexec_version.txt'),
+                 'mpichversion.mpich': data('mpich_mpichversion.txt')},
+        plain: {'mpirun': data('openmpi_mpirun_version.txt'),
+                'ompi_info': data('openmpi_ompi_info_version.txt')}}
+    # Debian's suffixed tools are looked for on PATH as it is; the plain
+    # wrappers first on it are asked which stack they are.
+    for first, rest in ((debian, plain), (plain, debian)):
+        code, text, path, cluster = generate(tmp_path, runner, {'PATH': f'{first}:{rest}'},
+                                             '--overwrite', '--no-srun')
+        assert code == 0, capsys.readouterr()
+        assert cluster['modules_system'] == 'nomod' and 'prepare_cmds' not in cluster
+        stacks = cluster['stacks']
+        assert stacks['mpich'] == {'descr': "MPICH 4.0.2 (Debian's mpicc.mpich + mpiexec.mpich)",
+                                   'cc': f'{debian}/mpicc.mpich', 'launch': 'srun',
+                                   'pmi': 'pmi2', **({'env': STACK['mpich'].root_env_here()}
+                                                     if STACK['mpich'].root_env_here() else {})}
+        assert stacks['openmpi']['cc'] == f'{plain}/mpicc'
+        assert stacks['openmpi']['descr'] == f'Open MPI 4.1.4 (mpicc and mpirun on PATH ({plain}))'
+        assert stacks['openmpi']['env']['PATH'] == f'{plain}:$PATH'
+        slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+
+
+@pytest.fixture
+def hpc_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, str]]:
+    monkeypatch.setattr(sg, 'this_host', lambda: 'login02.hpc.example.org')
+    monkeypatch.setattr(sg, 'KNOWN_PREFIXES', ())
+    tmod = stub_stack(tmp_path / 'modules' / 'libexec', ['modulecmd.tcl']) / 'modulecmd.tcl'
+    ompi = stub_stack(tmp_path / 'bin' / 'openmpi', ['mpicc', 'mpirun', 'ompi_info'])
+    mpich = stub_stack(tmp_path / 'bin' / 'mpich', ['mpicc', 'mpiexec', 'mpichversion'])
+    mv2 = tmp_path / 'spack' / 'mvapich2-2.3.7-k2bdfux'
+    mv2_bin = stub_stack(mv2 / 'bin', ['mpicc', 'mpiexec', 'mpichversion'])
+    ompi_5 = ('mpirun (Open MPI) 5.0.3\n\nReport bugs to https://www.open-mpi.org/community/'
+              'help/\n')
+    answers = {
+        ('scontrol', 'show', 'config'): ok(data('hpc_scontrol_config_excerpt.txt')),
+        ('scontrol', '-o', 'show', 'partition'): ok(data('hpc_scontrol_partition.txt')),
+        ('scontrol', '-o', 'show', 'node'): ok(data('hpc_scontrol_node.txt')),
+        ('sinfo',): ok(''),
+        ('srun', '--mpi=list'): ok(data('hpc_srun_mpi_list_slurm20.txt')),
+        ('srun', '--partition=compute'): ok(data('hpc_probe_ib.txt')),
+        ('srun', '--partition=debug'): sg.CmdResult(
+            [], 1, '', 'srun: error: Unable to allocate resources: Requested node '
+            'configuration is not available\n'),
+        ('ucx_info', '-d'): ok(data('hpc_ucx_info_ib.txt')),
+        (str(tmod), 'bash', '--version'): ok(err='Modules Release 5.3.1 (2023-06-27)\n'),
+        (str(tmod), 'bash', '-t', 'avail'): ok(err=data('hpc_module_avail_tmod5.txt')),
+        ('spack', 'find'): ok(f'==> In environment site\nmvapich2 2.3.7 {mv2}\n'),
+    }
+    texts = {ompi: {'mpirun': ompi_5},
+             mpich: {'mpiexec': data('mpich_mpiexec_version.txt'),
+                     'mpichversion': data('mpich_mpichversion.txt')},
+             mv2_bin: {'mpiexec': data('mpich_mpiexec_version.txt'),
+                       'mpichversion': 'MVAPICH2 Version:     \t2.3.7\nMVAPICH2 Device:'
+                                       '      \tch3:mrail\n'}}
+    runner = FakeCluster(answers, {'openmpi/5.0.3': ompi, 'mpich/4.1.2': mpich}, texts)
+    return runner, {'PATH': str(tmp_path / 'nothing'), 'MODULES_CMD': str(tmod),
+                    'MODULESHOME': str(tmp_path / 'nothing')}
+
+
+def test_an_infiniband_cluster_from_written_outputs(tmp_path, hpc_runner, capsys):
+    runner, environ = hpc_runner
+    code, text, path, cluster = generate(tmp_path, runner, environ, '--access=--account=proj1')
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert cluster['name'] == 'hpc1' and cluster['scheduler'] == 'slurm'
+    assert cluster['modules_system'] == 'tmod4' and cluster['access'] == ['--account=proj1']
+    assert cluster['hostnames'] == [r'^login\d+(\.|$)']
+    # the debug partition's MaxTime is 20 minutes; the DOWN one is left out
+    assert cluster['time_limit'] == '20m'
+    assert set(cluster['partitions']) == {'compute', 'debug'}
+    compute = cluster['partitions']['compute']
+    assert compute['processor'] == {'num_cpus': 128, 'num_cpus_per_core': 1, 'num_sockets': 2,
+                                    'num_cpus_per_socket': 64, 'topology': {
+                                        'numa_nodes': [hex(0xffff << (16 * i))
+                                                       for i in range(8)]}}
+    # MVAPICH2's way onto a port is not in the registry: left to fill in
+    assert compute['transport_env'] == {
+        'openmpi': {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': 'mlx5_0:1'},
+        'mpich': {'UCX_NET_DEVICES': 'mlx5_0:1'}}
+    assert 'FILL IN: how to pin mvapich2 to it (not known here).' in comments(text)
+    assert "InfiniBand 4X 50.0 Gbps port mlx5_0:1, on cn001 (its nodes' feature 'ib' is " \
+        "named after it)" in comments(text)
+    # its probe failed: no link pinned, the reason in the file
+    debug = cluster['partitions']['debug']
+    assert 'transport_env' not in debug and debug['nodes'] == 2
+    assert 'Unable to allocate resources' in text
+    stacks = cluster['stacks']
+    assert stacks['openmpi']['modules'] == ['openmpi/5.0.3']        # the default
+    assert stacks['openmpi']['descr'] == 'Open MPI 5.0.3 (module openmpi/5.0.3)'
+    assert 'Also there: openmpi/4.1.5, mpi/openmpi-x86_64.' in comments(text)
+    assert stacks['mpich']['modules'] == ['mpich/4.1.2'] and stacks['mpich']['pmi'] == 'pmi2'
+    mv2 = f'{tmp_path}/spack/mvapich2-2.3.7-k2bdfux'
+    assert stacks['mvapich2'] == {
+        'descr': f'MVAPICH2 2.3.7 (spack mvapich2@2.3.7 {mv2})', 'cc': f'{mv2}/bin/mpicc',
+        'launch': 'own', 'launcher': 'mpiexec', 'env': {'PATH': f'{mv2}/bin:$PATH'}}
+    fill = fill_ins(out)
+    assert fill == ['partitions.compute.processor', 'partitions.compute.transport_env',
+                    'partitions.compute.transport_env', 'partitions.debug.processor',
+                    'partitions.debug.transport_env'], out
+    assert 'their nodes differ' in text or 'its nodes differ' in text
+    assert 'note: left out partition(s) not UP: old' in out
+    slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+    assert_ruff_clean(path)
+
+
+def test_nothing_found_but_slurm_gives_placeholders_that_still_load(tmp_path, monkeypatch,
+                                                                    capsys):
+    monkeypatch.setattr(sg, 'this_host', lambda: 'login1')
+    monkeypatch.setattr(sg, 'KNOWN_PREFIXES', ())
+    runner = FakeCluster({('sinfo',): ok(data('testcluster_sinfo.txt'))}, {}, {})
+    code, text, path, cluster = generate(tmp_path, runner, {'PATH': str(tmp_path)},
+                                         '--name', 'mini', '--no-srun')
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert cluster['name'] == 'mini' and cluster['modules_system'] == 'nomod'
+    assert set(cluster['partitions']) == {'fast', 'slow'}
+    # node sizes from sinfo; no probe: NUMA and link to fill in
+    assert cluster['partitions']['fast']['processor']['num_cpus'] == 2
+    assert 'not asked (--no-srun)' in text
+    assert {s['modules'][0] for s in cluster['stacks'].values()} == {
+        'FILL_IN/openmpi', 'FILL_IN/mpich', 'FILL_IN/mvapich2'}
+    assert 'partitions from sinfo' in out and 'stacks.openmpi: no MPI stack was found' in out
+    assert not [c for c in runner.calls if c[0] == 'srun' and c[1] != '--mpi=list']
+    slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+
+
+@pytest.mark.parametrize('answers, message', [
+    ({}, 'no Slurm here: scontrol: scontrol not found; sinfo: sinfo not found'),
+    ({('scontrol',): ok(garbage()), ('sinfo',): ok(garbage())}, 'Slurm shows no partition'),
+    ({('scontrol', '-o', 'show', 'partition'): ok(data('hpc_scontrol_partition.txt'))},
+     'Slurm gives no ClusterName: name the system with --name NAME'),
+])
+def test_what_it_cannot_work_with_is_one_clear_error(answers, message, tmp_path, capsys,
+                                                     monkeypatch):
+    monkeypatch.setattr(sg, 'KNOWN_PREFIXES', ())
+    code = sg.main(['--output', str(tmp_path / 's.py'), '--no-srun'],
+                   runner=FakeCluster(answers, {}, {}), environ={'PATH': str(tmp_path)})
+    err = capsys.readouterr().err
+    assert code == 2 and f'harness site: error: {message}' in err, err
+    assert not (tmp_path / 's.py').exists()
+
+
+def test_unknown_partitions_and_bad_options_are_refused(tmp_path, capsys, test_cluster_runner):
+    runner, environ = test_cluster_runner
+    code = sg.main(['--output', str(tmp_path / 's.py'), '--partitions', 'fast,gpu'],
+                   runner=runner, environ=environ)
+    assert code == 2
+    assert "--partitions: no Slurm partition gpu (Slurm has: fast, slow)" in \
+        capsys.readouterr().err
+    for argv, message in ((['--name', 'bad name'], 'a ReFrame system name'),
+                          (['--output', str(tmp_path / 'no' / 'x.py')], 'no folder'),
+                          (['--nodes', '0'], '--nodes must be at least 1'),
+                          (['--access', 'account=x'], 'an sbatch option'),
+                          (['--dry-run', '--force'], 'not allowed with')):
+        with pytest.raises(SystemExit) as exc:
+            sg.main(argv, runner=runner, environ=environ)
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err, argv
+
+
+def test_an_existing_file_is_never_replaced_unless_told(tmp_path, test_cluster_runner, capsys):
+    runner, environ = test_cluster_runner
+    path = tmp_path / 'site_x.py'
+    path.write_text('CLUSTER = {}  # the centre\'s own\n')
+    args = ['--output', str(path)]
+    assert sg.main(args, runner=runner, environ=environ) == 1
+    err = capsys.readouterr().err
+    assert f'{path} exists: not replaced' in err and '--force' in err
+    assert path.read_text() == 'CLUSTER = {}  # the centre\'s own\n'
+    # --force: the next numbered file beside it, never the file itself
+    for n in (1, 2):
+        assert sg.main([*args, '--force'], runner=runner, environ=environ) == 0
+        assert f'wrote {path}.{n} (beside the existing site_x.py' in capsys.readouterr().out
+        assert 'CLUSTER = {' in (tmp_path / f'site_x.py.{n}').read_text()
+    assert path.read_text() == 'CLUSTER = {}  # the centre\'s own\n'
+    # --dry-run: the file on stdout, nothing written
+    assert sg.main([*args, '--dry-run'], runner=runner, environ=environ) == 0
+    cap = capsys.readouterr()
+    assert cap.out.startswith('"""The harness on Slurm cluster') and 'dry run' in cap.err
+    compile(cap.out, 'dry-run', 'exec')
+    assert sorted(p.name for p in tmp_path.glob('site_x*')) == [
+        'site_x.py', 'site_x.py.1', 'site_x.py.2']
+    # --overwrite: replaced
+    assert sg.main([*args, '--overwrite'], runner=runner, environ=environ) == 0
+    assert path.read_text().startswith('"""The harness on Slurm cluster')
+    assert not list(tmp_path.glob('.site-*'))
+
+
+def test_the_generator_is_not_loaded_as_a_site_file(monkeypatch):
+    # settings.py loads every config/site_*.py as a cluster
+    monkeypatch.delenv('HARNESS_CLUSTERS', raising=False)
+    assert os.path.abspath(sg.__file__) not in map(os.path.abspath, slurm_systems._site_files())
+
+
+def test_the_default_file_is_config_site_name(tmp_path, test_cluster_runner, monkeypatch, capsys):
+    runner, environ = test_cluster_runner
+    monkeypatch.setattr(sg, '_HERE', str(tmp_path))
+    assert sg.main(['--name', 'my-hpc'], runner=runner, environ=environ) == 0
+    assert (tmp_path / 'site_my-hpc.py').exists()
+    assert capsys.readouterr().out.rstrip().endswith(f'wrote {tmp_path}/site_my-hpc.py')
+
+
+# ---- for real: the test cluster --------------------------------------------------------
+
+def cluster_helpers():
+    """The multi-node test cluster's helpers (tests/test_multinode.py)."""
+    import test_multinode
+    return test_multinode
+
+
+@pytest.fixture(scope='module')
+def site_cluster(tmp_path_factory) -> Iterator[Path]:
+    mn = cluster_helpers()
+    reason = mn.cluster_missing()
+    if reason:
+        pytest.skip(reason)
+    directory = tmp_path_factory.mktemp('site-cluster')
+    own = ['--cpus-per-node', '2'] if len(os.sched_getaffinity(0)) >= 4 else []
+    start = mn.cluster_cmd('start', str(directory), '--nodes', '2', '--rate', mn.RATE, *own)
+    try:
+        assert start.returncode == 0, mn.explain(start)
+        yield directory
+    finally:
+        rec = mn.record(directory) if (directory / 'cluster.env').exists() else None
+        stop = mn.cluster_cmd('stop', str(directory))
+        assert stop.returncode == 0, mn.explain(stop)
+        if rec:
+            mn.assert_gone(directory, rec)
+
+
+@pytest.mark.integration
+def test_harness_site_on_the_test_cluster_runs_the_kernels_as_written(site_cluster, stacks,
+                                                                     tmp_path):
+    mn = cluster_helpers()
+    env = mn.client_env(site_cluster)
+    env.pop('HARNESS_STACKS', None)
+    site = tmp_path / 'site_test.py'
+    proc = subprocess.run([str(REPO / 'harness'), 'site', '--output', str(site)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, mn.explain(proc)
+    assert f'wrote {site}' in proc.stdout
+    # The file as it is: what the harness itself says of this cluster.
+    namespace: dict = {}
+    exec(compile(site.read_text(), str(site), 'exec'), namespace)
+    cluster = namespace['CLUSTER']
+    rec = mn.record(site_cluster)
+    spec = slurm_systems.test_cluster_spec(rec)
+    name = rec['HUB_NAMESPACE'].rsplit('-', 1)[0]       # ClusterName hc<id>
+    assert cluster['name'] == name
+    assert set(cluster['partitions']) == {'fast', 'slow'}
+    ours = [s for s in stacks if s in mn.PMI]
+    assert set(cluster['stacks']) == set(ours) | (
+        {'mvapich2'} if os.environ.get('HARNESS_MVAPICH2_PREFIX') else set())
+    for part, pspec in cluster['partitions'].items():
+        assert pspec['transport_env'] == {k: v for k, v in spec['partitions'][part][
+            'transport_env'].items() if k in cluster['stacks']}, part
+        assert pspec['processor']['num_cpus'] == int(rec['CPUS_PER_NODE'])
+    for stack in ours:
+        assert cluster['stacks'][stack]['modules'] == [stack]
+        assert cluster['stacks'][stack]['pmi'] == mn.PMI[stack]
+    slurm_systems.cluster_config(cluster, str(tmp_path / 'v'), origin=str(site))
+
+    # The kernels on 2 nodes, every stack on every link, with the file as written.
+    var = tmp_path / 'var'
+    run = run_reframe(var, '--system', name, '-n', 'StreamCheck%layout=mpi_2x1',
+                      '-n', 'RingCheck%layout=mpi_2x1', '-S', 'RingCheck.iters_scale=0.05',
+                      '--max-retries', '1', '-r',
+                      env={**env, 'HARNESS_CLUSTERS': str(site)}, timeout=900)
+    assert run.returncode == 0, mn.explain(run)
+    for stack in ours:
+        for part in ('fast', 'slow'):
+            iface = rec['SLOW_IFACE'] if part == 'slow' else rec['FAST_IFACE']
+            for check in ('StreamCheck', 'RingCheck'):
+                assert re.search(rf'OK \].*{check} %layout=mpi_2x1 .*@{name}:{part}\+{stack}\b',
+                                 run.stdout), (check, part, stack)
+                jobs = list((var / name / 'output' / name / part / stack).glob(f'{check}_*'))
+                assert jobs, (check, part, stack)
+                for job in jobs:
+                    script = (job / 'rfm_job.sh').read_text()
+                    assert f'#SBATCH --partition={part}' in script
+                    assert f'module load {stack}' in script
+                    pin = 'OMPI_MCA_btl_tcp_if_include' if stack == 'openmpi' else \
+                        'UCX_NET_DEVICES'
+                    assert f'export {pin}={iface}' in script, script
+                    results = [json.loads(ln[len('RESULT '):]) for ln in
+                               (job / 'rfm_job.out').read_text().splitlines()
+                               if ln.startswith('RESULT ')]
+                    assert results, job
+                    for res in results:
+                        assert sorted(set(res['hosts'])) == ['node1', 'node2'], res
+                        assert res['mpi_library'].startswith(mn.LIBRARY[stack]), res
