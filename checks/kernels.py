@@ -9,7 +9,7 @@ pure MPI (``HybridVerdict``).
   partition's cores per node).  T = 1 is ``mpi``; T > 1 runs the hybrid modes.
   The layouts come from the detected processor topology of every partition of
   the system, so the same checks run unchanged on a 2-core laptop and on a
-  128-core node; the session's plan (``harnesslib.plan``, printed when the
+  128-core node; the session's plan (``harnesscore.plan``, printed when the
   checks load) skips, before it starts, every run that cannot run on its
   layout or does not fit ``HARNESS_BUDGET``, saying why.
 
@@ -37,7 +37,7 @@ stack.  It reports
   per-round ratios where the two sides ran side by side in rounds, else the
   ratio of the medians): above 1 the hybrid run is faster;
 * ``verdict``: 1 (WIN), 0 (TIE or INCONCLUSIVE) or -1 (LOSS), by the one rule
-  of ``harnesslib.stats``, as the report judges: TIE when the speedup's
+  of ``harnesscore.stats``, as the report judges: TIE when the speedup's
   interval (97.5% paired t on the log ratios) lies inside 1 +- 5%
   (``noise_floor``), WIN or LOSS when it lies
   outside, INCONCLUSIVE when it straddles an edge; the interval, its basis and
@@ -70,7 +70,10 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 import reframe.utility.udeps as udeps
-from harnesslib import plan as planning
+from harnesscore import plan as planning
+from harnesscore.schema import TIME_VARIABLE, message_time_variable
+from harnesscore.stats import DEFAULT_FLOOR, compare, speedup_call
+from harnesscore.units import bytes_label, parse_bytes
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
@@ -85,9 +88,6 @@ from harnesslib.placement import (
     sample_parameter,
     system_sizes,
 )
-from harnesslib.schema import TIME_VARIABLE, message_time_variable
-from harnesslib.stats import DEFAULT_FLOOR, band, call, compare, decide
-from harnesslib.units import bytes_label, parse_bytes
 from reframe.core.builtins import (
     parameter,
     performance_function,
@@ -110,7 +110,7 @@ def supports_option(executable: str, option: str) -> bool:
 
 
 class PlannedRun(rfm.RegressionTestPlugin):
-    """A kernel check that follows the session's plan (``harnesslib.plan``):
+    """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
     layout, or that does not fit ``HARNESS_BUDGET``) is skipped before it
     starts, with the plan's reason; and its timed loop lasts at least
@@ -538,7 +538,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             self.descr += f', {self.size} messages ({self.time_variable})'
 
     def _note_quietness(self, dep) -> None:
-        """The verdict's quietness: busy if any of its runs was (harnesslib.quiet)."""
+        """The verdict's quietness: busy if any of its runs was (harnesscore.quiet)."""
         if self.busy != 'true' and dep.busy in ('true', 'unknown'):
             self.busy = dep.busy
         self.busy_procs = max(self.busy_procs, dep.busy_procs)
@@ -557,7 +557,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
-        # T_mpi / T_hybrid with its interval (harnesslib.stats): the paired
+        # T_mpi / T_hybrid with its interval (harnesscore.stats): the paired
         # interval of the per-round ratios where the rounds ran side by side,
         # else the ratio of the medians;
         # a speedup reference (e.g. "within 10% of MPI") is decided from it.
@@ -567,9 +567,9 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
                             floor=self.noise_floor)
         self._speedup = self._cmp.ratio
         self._noise = self._cmp.noise
-        # The one rule (harnesslib.stats), as the report judges: TIE when the
+        # The one rule (harnesscore.stats), as the report judges: TIE when the
         # interval lies inside 1 +- floor, WIN/LOSS outside, else INCONCLUSIVE.
-        self._verdict = call(decide(self._cmp.interval, *band(self.noise_floor)))
+        self._verdict = speedup_call(self._cmp.interval, self.noise_floor)
         self.verified = 'true'
         self.executable_opts = [shlex.quote(
             f'VERDICT {_pair_name(self.pair)}: {self._verdict} speedup={self._speedup:.4f} '

@@ -3,7 +3,7 @@
 ``MdLammpsBenchmark`` runs Debian's ``lmp`` (LAMMPS, the MD kernel's yardstick)
 and ``md --preset lammps-in.lj`` on the same stack, alternating rounds, and
 reports the medians of the per-round ratios of their rates, each decided by
-the one rule (harnesslib.bands; see its docstring).
+the one rule (harnesscore.bands; see its docstring).
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ import os
 import shlex
 import shutil
 import statistics
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesslib.base import PerflogFields, StageFiles
+from harnesscore.rounds import LMP_TAGS, MD_BANDS, MD_RATIOS, MD_TAGS, RoundsError, md_rates
+from harnesslib.base import AlternatingRounds, PerflogFields
 from harnesslib.build import KernelBuild
 from harnesslib.launch import binding_env, hold_node_lock, launch_line, launcher_family
 from harnesslib.noise import BandRule, QuietMachine
 from harnesslib.placement import cores_per_node
-from harnesslib.rounds import LMP_TAGS, MD_BANDS, MD_TAGS, ROUNDS_FILE, RoundsError, md_rates
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import (
     fixture,
@@ -29,7 +28,6 @@ from reframe.core.builtins import (
     run_after,
     run_before,
     sanity_function,
-    variable,
 )
 
 # ---- benchmark: md against LAMMPS ----------------------------------------------
@@ -61,7 +59,7 @@ run             100
 
 @rfm.simple_test
 class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, BandRule,
-                        StageFiles):
+                        AlternatingRounds):
     """md against Debian's LAMMPS (`lmp`) on in.lj, alternating in one job.
 
     Each round runs md on 1 rank, lmp on 1 rank, md on 2 ranks, lmp on 2
@@ -69,10 +67,10 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
     side by side.  The figures are medians over rounds of the per-round
     ratios of atom-steps per second (LAMMPS: atoms x steps / "Loop time").
     Targets (the references, decided by the one rule from the per-round
-    ratios, harnesslib.bands): md >= 1.0x LAMMPS on 1 and on 2 ranks, and the
+    ratios, harnesscore.bands): md >= 1.0x LAMMPS on 1 and on 2 ranks, and the
     hybrid 1x2 within 10% of pure MPI 2x1.  At least `rounds` rounds, then
     more while a target is undecided, up to `max_rounds` and within
-    `round_budget_s` (harnesslib.rounds).
+    `round_budget_s` (harnesscore.rounds).
 
     Rerun it alone with
       reframe -C config/settings.py -c checks -n MdLammpsBenchmark -r
@@ -85,9 +83,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
     tags = {'benchmark'}
     time_limit = '10m'
     build = fixture(KernelBuild, scope='environment')
-    rounds = variable(int, value=3)
-    max_rounds = variable(int, value=9)
-    round_budget_s = variable(int, value=240)
+    rounds, max_rounds, round_budget_s = 3, 9, 240
     kernel = 'md-vs-lammps'
     mode = 'benchmark'
     size = 'in.lj'
@@ -129,37 +125,21 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
 
         md = f'{shlex.quote(self.build.executable_path("md"))} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'
-        more = ' '.join(shlex.quote(a) for a in (
-            sys.executable, '-m', 'harnesslib.rounds', 'md', 'bench.out'))
-        lines = [
-            'set -o pipefail',
-            ': > bench.out',
-            'round=0',
-            'start=$SECONDS',
-            'while :; do',
-            '  round=$((round + 1))',
-            f'  OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"'
+        body = [
+            f'OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"'
             ' | tee -a bench.out',
-            f'  {launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p"'
+            f'{launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p" | tee -a bench.out',
+            f'OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"'
             ' | tee -a bench.out',
-            f'  OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"'
-            ' | tee -a bench.out',
-            f'  {launch(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p"'
-            ' | tee -a bench.out',
-            f'  OMP_NUM_THREADS=2 {launch(1, 2)} {md} --mode masteronly'
+            f'{launch(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p" | tee -a bench.out',
+            f'OMP_NUM_THREADS=2 {launch(1, 2)} {md} --mode masteronly'
             ' | sed -n "s/^RESULT /MD_1x2 /p" | tee -a bench.out',
-            f'  [ "$round" -ge {self.max_rounds} ] && break',
-            f'  [ "$round" -lt {self.rounds} ] && continue',
-            # the next round must end within the budget, at the mean pace so far
-            f'  [ $(( (SECONDS - start) * (round + 1) / round )) -gt {self.round_budget_s} ]'
-            ' && break',
-            f'  {more} || break',
-            'done',
-            f'echo "$round" > {ROUNDS_FILE}',
         ]
         with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
             fp.write(LAMMPS_IN_LJ)
-        self.write_stage_script('bench.sh', lines)
+        self.write_stage_script('bench.sh', [
+            'set -o pipefail', ': > bench.out',
+            *self.round_loop('round', body, ['md', 'bench.out'])])
 
     def _rates(self, tag: str) -> list[float]:
         try:
@@ -182,21 +162,20 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         return [a / b for a, b in zip(self._rates(num), self._rates(den))]
 
     def band_samples(self) -> dict[str, list[float]]:
-        return {'md_over_lammps_1rank': self.ratios('MD_1x1', 'LMP_1'),
-                'md_over_lammps_2ranks': self.ratios('MD_2x1', 'LMP_2'),
-                'hybrid_over_mpi': self.ratios('MD_1x2', 'MD_2x1')}
+        return {name: self.ratios(*tags) for name, tags in MD_RATIOS.items()}
 
+    # The judged figures: medians of the per-round ratios (harnesscore.rounds.MD_RATIOS).
     @performance_function('x')
     def md_over_lammps_1rank(self):
-        return statistics.median(self.ratios('MD_1x1', 'LMP_1'))
+        return statistics.median(self.ratios(*MD_RATIOS['md_over_lammps_1rank']))
 
     @performance_function('x')
     def md_over_lammps_2ranks(self):
-        return statistics.median(self.ratios('MD_2x1', 'LMP_2'))
+        return statistics.median(self.ratios(*MD_RATIOS['md_over_lammps_2ranks']))
 
     @performance_function('x')
     def hybrid_over_mpi(self):
-        return statistics.median(self.ratios('MD_1x2', 'MD_2x1'))
+        return statistics.median(self.ratios(*MD_RATIOS['hybrid_over_mpi']))
 
     @performance_function('atom-steps/s')
     def md_1rank(self):

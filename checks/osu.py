@@ -25,7 +25,7 @@ OSU's full table (every size of the sweep), no error message, and the
 benchmark links the environment's own MPI library: the library its compiler
 wrapper links (``-l``), found by ldd in a folder the wrapper names (``-L``).
 
-Performance variables (the perflog convention of the README): ``lat_<bytes>``
+Performance variables (the perflog convention of docs/pages/checks.md): ``lat_<bytes>``
 (us) or ``bw_<bytes>`` (MB/s, 1e6 B) per size, headlines ``latency_8B`` and
 ``bandwidth_1MiB``; osu_mbw_mr ``bw_k<k>_<bytes>``; collectives ``lat_<bytes>``
 (OSU's average latency).
@@ -38,9 +38,7 @@ import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesslib.base import RunBase
-from harnesslib.launch import LIBRARY_PREFIX, shell_words
-from harnesslib.osu_output import (
+from harnesscore.osu_output import (
     OsuParseError,
     OsuTable,
     expected_sizes,
@@ -53,8 +51,10 @@ from harnesslib.osu_output import (
     stack_libraries,
     wrapper_link_check,
 )
+from harnesscore.units import MIB
+from harnesslib.base import TIMED_OUT, RunBase, sweep_variables
+from harnesslib.launch import LIBRARY_PREFIX, shell_words
 from harnesslib.placement import cores_per_node, divisors, pt2pt_placement, system_layouts
-from harnesslib.units import MIB
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
@@ -88,7 +88,7 @@ class OsuBase(RunBase):
     warmup = variable(int, value=0)
     #: A run still going after this many seconds is ended (``timeout``).  If
     #: OSU had printed its whole table by then, only MPI_Finalize hung (MPICH
-    #: 4.0.x ch4:ucx over TCP, see the README): the run passes with
+    #: 4.0.x ch4:ucx over TCP, see docs/pages/checks.md): the run passes with
     #: finalize_hung=true, as the kernels do.
     run_timeout = variable(int, value=90)
 
@@ -192,9 +192,9 @@ class OsuBase(RunBase):
             errors, msg=f'{self.benchmark_name} printed an error: {errors[:3]}'))
         code = self.exit_status()
         # Whole table printed, then ended by `timeout`: MPI_Finalize hung.
-        self.finalize_hung = str(code in (124, 137)).lower()
+        self.finalize_hung = str(code in TIMED_OUT).lower()
         sn.evaluate(sn.assert_true(
-            code == 0 or code in (124, 137),
+            code == 0 or code in TIMED_OUT,
             msg=f'{self.benchmark_name} exited with status {code}'))
         self.flag_oversubscription()
         return True
@@ -219,17 +219,9 @@ class OsuPt2ptBase(OsuBase):
 
     @run_after('setup')
     def set_perf_variables(self):
-        lat = self.benchmark_name == 'osu_latency'
-        prefix, unit = ('lat', 'us') if lat else ('bw', 'MB/s')
-        self.perf_variables = {
-            f'{prefix}_{s}': sn.make_performance_function(
-                lambda s=s: self.value(s), unit) for s in self.sweep()}
-        if lat and 8 in self.sweep():
-            self.perf_variables['latency_8B'] = sn.make_performance_function(
-                lambda: self.value(8), 'us')
-        if not lat and MIB in self.sweep():
-            self.perf_variables['bandwidth_1MiB'] = sn.make_performance_function(
-                lambda: self.value(MIB), 'MB/s')
+        kind = 'lat' if self.benchmark_name == 'osu_latency' else 'bw'
+        self.perf_variables = sweep_variables(self.sweep(), lambda _kind, s: self.value(s),
+                                              (kind,), kind)
 
 
 @rfm.simple_test
@@ -319,7 +311,7 @@ class OsuMbwMrCheck(OsuBase):
             cmd = self.launch(per_node * self.nodes)
             lines.append(f'timeout -k 10 {int(self.run_timeout)} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
-                         f' || echo "k={k} status $?" >> osu_status.txt')
+                         + self.note_status(f'k={k}'))
         self.write_stage_script('mbw_mr.sh', lines)
         self.executable = 'bash'
         self.executable_opts = ['mbw_mr.sh']
@@ -336,9 +328,7 @@ class OsuMbwMrCheck(OsuBase):
 
     @sanity_function
     def validate(self):
-        status = [ln.strip() for ln in self.stage_text('osu_status.txt').splitlines() if ln.strip()]
-        bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]
-        sn.evaluate(sn.assert_false(bad, msg=f'osu_mbw_mr failed: {bad}'))
+        noted = self.noted_runs('osu_mbw_mr')
         for k in self.ks:
             pairs = [o for o in self.table_of(k).options if 'pairs:' in o]
             sn.evaluate(sn.assert_true(
@@ -349,7 +339,7 @@ class OsuMbwMrCheck(OsuBase):
                 missing, msg=f'osu_mbw_mr with {k} pair(s) printed no row for '
                              f'size(s) {missing}'))
         OsuBase.validate(self)
-        self.finalize_hung = str(bool(status)).lower()
+        self.finalize_hung = str(bool(noted)).lower()
         return True
 
     @run_after('setup')

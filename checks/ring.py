@@ -11,7 +11,7 @@ against the OSU Micro-Benchmarks.
   transport; the medians of the per-round ratios ring/OSU are performance
   variables whose references are the accuracy targets: latency at 8 B within
   10% (or 0.05 us, whichever is larger), bandwidth at 1 MiB and above within
-  5%, each decided by the one rule (harnesslib.bands: PASS, FAIL or
+  5%, each decided by the one rule (harnesscore.bands: PASS, FAIL or
   INCONCLUSIVE from the median's interval).  It skips where OSU is not
   provided (see checks/osu.py).
 
@@ -21,26 +21,24 @@ check needs OSU.  All log the perflog fields of the kernel checks.
 
 from __future__ import annotations
 
-import os
 import shlex
 import statistics
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesslib.base import KernelCheck
-from harnesslib.launch import shell_words
-from harnesslib.osu_output import expected_sizes, osu_binary, osu_spec
-from harnesslib.placement import cores_per_node, pt2pt_placement
-from harnesslib.rounds import (
-    ROUNDS_FILE,
+from harnesscore.osu_output import expected_sizes, osu_binary, osu_spec
+from harnesscore.rounds import (
+    ROUND,
     RoundsError,
     bw_sizes,
     ring_osu_bands,
     ring_osu_ratios,
     ring_osu_rounds,
 )
-from harnesslib.units import MIB, parse_bytes
+from harnesscore.units import MIB, parse_bytes
+from harnesslib.base import AlternatingRounds, KernelCheck, sweep_variables
+from harnesslib.launch import shell_words
+from harnesslib.placement import cores_per_node, pt2pt_placement
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
@@ -62,6 +60,9 @@ class RingSweep(KernelCheck):
     """One point-to-point sweep of the ring kernel on 2 ranks."""
 
     pattern = ''
+    #: the variables per size (``sweep_variables``) and the headline's kind
+    kinds: tuple[str, ...] = ()
+    headline = ''
     #: Message sizes (the kernel's --sizes; MIN:MAX doubles from MIN).
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
@@ -87,6 +88,13 @@ class RingSweep(KernelCheck):
     def by_size(self, key: str) -> dict[int, float]:
         return {int(r['size']): float(r[key]) for r in self.results()}
 
+    @run_after('setup')
+    def add_sweep_variables(self):
+        keys = {'lat': 'latency_us', 'bw': 'bandwidth_MBps'}
+        self.perf_variables.update(sweep_variables(
+            self.sweep(), lambda kind, s: self.by_size(keys[kind])[s], self.kinds,
+            self.headline))
+
     def sweep(self) -> list[int]:
         lo, sep, hi = self.sizes.partition(':')
         if sep:
@@ -99,20 +107,10 @@ class RingPingpongCheck(RingSweep):
     """Half round trip of blocking ping-pongs per size (Xu & Hwang)."""
 
     pattern = 'pingpong'
+    kinds, headline = ('lat', 'bw'), 'lat'
     #: OSU's counts (10000 round trips up to 8 KiB, 1000 above) scaled down:
     #: the sweep reports every size, the accuracy check times OSU's full counts.
     iters_scale = 0.05
-
-    @run_after('setup')
-    def add_sweep_variables(self):
-        for s in self.sweep():
-            self.perf_variables[f'lat_{s}'] = sn.make_performance_function(
-                lambda s=s: self.by_size('latency_us')[s], 'us')
-            self.perf_variables[f'bw_{s}'] = sn.make_performance_function(
-                lambda s=s: self.by_size('bandwidth_MBps')[s], 'MB/s')
-        if 8 in self.sweep():
-            self.perf_variables['latency_8B'] = sn.make_performance_function(
-                lambda: self.by_size('latency_us')[8], 'us')
 
 
 @rfm.simple_test
@@ -120,31 +118,23 @@ class RingBwCheck(RingSweep):
     """Streaming bandwidth with osu_bw's method (windows of 64 Isend + ack)."""
 
     pattern = 'bw'
+    kinds, headline = ('bw',), 'bw'
     iters_scale = 0.25
-
-    @run_after('setup')
-    def add_sweep_variables(self):
-        for s in self.sweep():
-            self.perf_variables[f'bw_{s}'] = sn.make_performance_function(
-                lambda s=s: self.by_size('bandwidth_MBps')[s], 'MB/s')
-        if MIB in self.sweep():
-            self.perf_variables['bandwidth_1MiB'] = sn.make_performance_function(
-                lambda: self.by_size('bandwidth_MBps')[MIB], 'MB/s')
 
 
 # ---- accuracy against OSU -------------------------------------------------------
 
 @rfm.simple_test
-class RingOsuAccuracy(KernelCheck):
+class RingOsuAccuracy(KernelCheck, AlternatingRounds):
     """ring against osu_latency / osu_bw, alternating in one job.
 
     Each round runs ring pingpong at 8 B, osu_latency at 8 B, ring bw and
     osu_bw at 1 MiB .. `bw_max`, on the same 2 ranks, launcher, stack and
     transport.  Each round gives one ratio ring/OSU per variable; the figure
-    is their median and the decision the one rule's (harnesslib.bands):
+    is their median and the decision the one rule's (harnesscore.bands):
     latency within 10% (or 0.05 us, whichever is larger), bandwidth within 5%.
     At least `rounds` rounds, then more while a band is undecided, up to
-    `max_rounds` and within `round_budget_s` (harnesslib.rounds).
+    `max_rounds` and within `round_budget_s` (harnesscore.rounds).
     """
 
     #: The accuracy targets are the references, on every system.
@@ -153,10 +143,7 @@ class RingOsuAccuracy(KernelCheck):
     kernel = 'ring-vs-osu'
     tags = {'osu', 'accuracy', 'benchmark'}
     time_limit = '10m'
-    #: Rounds at least, at most, and the seconds the rounds may take in all.
-    rounds = variable(int, value=8)
-    max_rounds = variable(int, value=16)
-    round_budget_s = variable(int, value=300)
+    rounds, max_rounds, round_budget_s = 8, 16, 300
     #: Largest bandwidth size compared (bytes; from 1 MiB, doubling).
     bw_max = variable(int, value=4 * MIB)
     #: Relative tolerances of the targets, and the latency floor (us).
@@ -198,35 +185,21 @@ class RingOsuAccuracy(KernelCheck):
         # OSU has no watchdog for a hung MPI_Finalize (MPICH over TCP): a run
         # that `timeout` ends is noted; its table decides whether it counts.
         osu = f'timeout -k 10 {int(self.run_timeout)} {launch}'
-        more = ' '.join(shlex.quote(a) for a in (
-            sys.executable, '-m', 'harnesslib.rounds', 'ring', '.')) + (
-            f' "$r" {int(hi)} {float(self.lat_tol)} {float(self.lat_floor_us)} '
-            f'{float(self.bw_tol)}')
-        lines = [
-            'set -e',
-            'r=0',
-            'start=$SECONDS',
-            'while :; do',
-            '  r=$((r + 1))',
+        body = [
             # One timed loop per run (--reps 1), as OSU: the same estimator.
-            f'  {launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters 10000 --skip 1000'
+            f'{launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters 10000 --skip 1000'
             ' > ring_lat_$r.out',
-            f'  {osu} {osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
-            ' || echo "osu_latency round $r status $?" >> osu_status.txt',
-            f'  {launch} {ring} --pattern bw --sizes {lo}:{hi} --reps 1 --iters 20 --skip 2'
+            f'{osu} {osu_lat} -m 8:8 -i 10000 -x 1000 > osu_lat_$r.out'
+            + self.note_status('osu_latency round $r'),
+            f'{launch} {ring} --pattern bw --sizes {lo}:{hi} --reps 1 --iters 20 --skip 2'
             ' > ring_bw_$r.out',
-            f'  {osu} {osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
-            ' || echo "osu_bw round $r status $?" >> osu_status.txt',
-            f'  [ "$r" -ge {self.max_rounds} ] && break',
-            f'  [ "$r" -lt {self.rounds} ] && continue',
-            # the next round must end within the budget, at the mean pace so far
-            f'  [ $(( (SECONDS - start) * (r + 1) / r )) -gt {self.round_budget_s} ] && break',
-            f'  {more} || break',
-            'done',
-            f'echo "$r" > {ROUNDS_FILE}',
-            'echo "accuracy: $r rounds done"',
+            f'{osu} {osu_bw} -m {lo}:{hi} -i 20 -x 2 > osu_bw_$r.out'
+            + self.note_status('osu_bw round $r'),
         ]
-        self.write_stage_script('accuracy.sh', lines)
+        question = ['ring', '.', ROUND, str(int(hi)), str(float(self.lat_tol)),
+                    str(float(self.lat_floor_us)), str(float(self.bw_tol))]
+        self.write_stage_script('accuracy.sh', [
+            'set -e', *self.round_loop('r', body, question), 'echo "accuracy: $r rounds done"'])
 
     # -- results -------------------------------------------------------------------
 
@@ -259,19 +232,10 @@ class RingOsuAccuracy(KernelCheck):
         self.verified = 'true'
         self.flag_oversubscription()
         # OSU runs that did not exit 0: only `timeout` after a full table.
-        status = self._status()
-        bad = [ln for ln in status if not ln.endswith(('status 124', 'status 137'))]
-        sn.evaluate(sn.assert_false(bad, msg=f'OSU failed: {bad}'))
-        self.finalize_hung = str(bool(status) or bool(sn.evaluate(sn.findall(
+        noted = self.noted_runs('OSU')
+        self.finalize_hung = str(bool(noted) or bool(sn.evaluate(sn.findall(
             r'MPI_Finalize did not return', self.stderr)))).lower()
         return True
-
-    def _status(self) -> list[str]:
-        path = os.path.join(self.stagedir, 'osu_status.txt')
-        if not os.path.exists(path):
-            return []
-        with open(path) as fp:
-            return [ln.strip() for ln in fp if ln.strip()]
 
     # The figures are medians over rounds (each round ran both tools side by
     # side); the ratios are medians of the per-round ratios, judged by the rule.

@@ -17,7 +17,7 @@
   ``--performance-compare`` see every night.
 
 ReFrame exits non-zero when any check fails, performance failures included.
-A fixed-band assertion that the rule finds INCONCLUSIVE (harnesslib.bands)
+A fixed-band assertion that the rule finds INCONCLUSIVE (harnesscore.bands)
 passes in ReFrame; ``./harness nightly`` then prints the judgements
 (:func:`judgement_summary`) and exits with ``EXIT_INCONCLUSIVE`` (3) when
 some were inconclusive and nothing failed.
@@ -73,7 +73,7 @@ def storage(var_dir: str) -> list[dict]:
 # ---- fixed-band judgements: inconclusive is not a pass --------------------------
 
 #: exit status of a nightly whose checks all passed in ReFrame but some of whose
-#: fixed-band assertions were inconclusive (harnesslib.bands): not a pass, not a
+#: fixed-band assertions were inconclusive (harnesscore.bands): not a pass, not a
 #: failure; ReFrame's own failures keep their status (1)
 EXIT_INCONCLUSIVE = 3
 
@@ -88,7 +88,7 @@ def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str
     deferred (its last sample failed or was not run) counts as inconclusive;
     a judgement in the soft zone ('warn') is listed and does not change the
     status."""
-    from harnesslib.references import split_name
+    from harnesscore.references import split_name
     from hybridverdict.perflog import ReadStats, parse_time, read_perflogs
 
     stats = ReadStats()

@@ -5,15 +5,10 @@ The ``local`` system (this machine) is worked out when the file loads:
 * one programming environment per MPI stack that is really present.  A stack is
   found through its *own* compiler wrapper and launcher, never through the
   unsuffixed ``mpicc``/``mpirun`` that Debian's ``update-alternatives`` points
-  at whichever stack won:
-
-  ========  ==========================================  =====================
-  stack     found at                                     override
-  ========  ==========================================  =====================
-  openmpi   ``mpicc.openmpi`` + ``mpirun.openmpi``       ``HARNESS_OPENMPI_PREFIX``
-  mpich     ``mpicc.mpich`` + ``mpiexec.mpich``          ``HARNESS_MPICH_PREFIX``
-  mvapich2  only where its prefix is given               ``HARNESS_MVAPICH2_PREFIX``
-  ========  ==========================================  =====================
+  at whichever stack won.  The stacks, their tools and their knobs are the
+  table of ``harnesscore.stacks`` (the one place a stack's facts live):
+  Debian's suffixed tools (``mpicc.mpich`` + ``mpiexec.mpich``), or the
+  prefix a ``HARNESS_<STACK>_PREFIX`` gives.
 
   A prefix means ``<prefix>/bin/mpicc`` and ``<prefix>/bin/mpiexec`` (or
   ``mpirun``).  A stack that is absent is left out with one line saying so;
@@ -50,12 +45,13 @@ import subprocess
 import sys
 from typing import NoReturn
 
-from harnesslib.knobs import env_list
+from harnesscore.knobs import env_list
+from harnesscore.paths import REFERENCES_DIR
+from harnesscore.plan import samples_per_run
+from harnesscore.references import ReferencesError, references_file, validate_references_file
+from harnesscore.schema import perflog_format, perfvar_format
+from harnesscore.stacks import STACK, Stack, install_hint
 from harnesslib.launch import clean_mpi_env, mpi_env_mode, rank_binding_env, stack_bindir
-from harnesslib.paths import REFERENCES_DIR
-from harnesslib.placement import samples_per_run
-from harnesslib.references import ReferencesError, references_file, validate_references_file
-from harnesslib.schema import perflog_format, perfvar_format
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -159,56 +155,6 @@ if MPI_ENV_MODE == 'clean':
               f'{", ".join(_removed)} from this shell (HARNESS_MPI_ENV=keep passes them on; '
               f'each partition sets its own transport)', file=sys.stderr)
 
-# Per stack: how to find it, its launcher, and what forces loopback TCP.
-# `family` tells the checks how to bind ranks and threads with that launcher.
-_STACKS = {
-    'openmpi': {
-        'descr': 'Open MPI',
-        'family': 'openmpi',
-        'prefix_var': 'HARNESS_OPENMPI_PREFIX',
-        'suffixed': ('mpicc.openmpi', 'mpirun.openmpi'),
-        'launchers': ('mpirun', 'mpiexec'),
-        'env': {
-            # Open MPI refuses to run as root unless told (CI machines are root).
-            **({'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
-               if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}),
-        },
-        # The transport each partition claims, pinned (the ob1 PML: the BTLs
-        # below are the only transports; a UCX PML would ignore them).
-        'shm_env': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader'},
-        'tcp_env': {
-            'OMPI_MCA_pml': 'ob1',
-            'OMPI_MCA_btl': 'self,tcp',
-            # Open MPI excludes the loopback interface by default.
-            'OMPI_MCA_btl_tcp_if_include': 'lo',
-        },
-    },
-    'mpich': {
-        'descr': 'MPICH',
-        'family': 'mpich',
-        'prefix_var': 'HARNESS_MPICH_PREFIX',
-        'suffixed': ('mpicc.mpich', 'mpiexec.mpich'),
-        'launchers': ('mpiexec', 'mpirun'),
-        'env': {},
-        # Debian's MPICH is ch4:ucx: UCX's transports are its transports.
-        'shm_env': {'UCX_TLS': 'sm,self'},
-        'tcp_env': {'UCX_TLS': 'tcp,self', 'UCX_NET_DEVICES': 'lo'},
-    },
-    'mvapich2': {
-        'descr': 'MVAPICH2',
-        'family': 'mvapich2',
-        'prefix_var': 'HARNESS_MVAPICH2_PREFIX',
-        'suffixed': None,
-        'launchers': ('mpiexec', 'mpirun'),
-        'env': {},
-        # Built with the TCP-only ch3:sock device here; on a cluster the site
-        # configuration picks the device.  Nothing to force (its shm partition
-        # is TCP as well: ch3:sock has no shared memory).
-        'shm_env': {},
-        'tcp_env': {},
-    },
-}
-
 _PARTITIONS = {
     'shm': 'shared memory between the ranks of one node (each stack\'s default)',
     'tcp': 'TCP over the loopback interface, forced for every stack',
@@ -223,12 +169,7 @@ def _note(msg: str) -> None:
 
 _ABSENT: dict[str, str] = {}
 
-#: What the launcher of each family says about itself (``--version``).
-_LAUNCHER_SAYS = {'openmpi': ('Open MPI', 'OpenRTE', 'PRRTE'), 'mpich': ('HYDRA',),
-                  'mvapich2': ('HYDRA',)}
-
-
-def _check_launcher_family(name: str, spec: dict, prefix: str, launcher: str) -> None:
+def _check_launcher_family(name: str, spec: Stack, prefix: str, launcher: str) -> None:
     """A prefix given for one stack must hold that stack's launcher: another
     stack's would fail every run with its own errors (hydra refusing Open MPI's
     options), not with the harness's stack-mismatch message."""
@@ -237,12 +178,12 @@ def _check_launcher_family(name: str, spec: dict, prefix: str, launcher: str) ->
                               timeout=30, stdin=subprocess.DEVNULL)
         text = proc.stdout + proc.stderr
     except (OSError, subprocess.SubprocessError) as err:
-        _config_error(f'{spec["prefix_var"]}={prefix!r}: cannot run {launcher} --version: '
+        _config_error(f'{spec.prefix_var}={prefix!r}: cannot run {launcher} --version: '
                       f'{err}')
-    if not any(word in text for word in _LAUNCHER_SAYS[spec['family']]):
+    if not any(word in text for word in spec.launcher_says):
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
         _config_error(
-            f'{spec["prefix_var"]}={prefix!r}: {launcher} is not {spec["descr"]}\'s launcher '
+            f'{spec.prefix_var}={prefix!r}: {launcher} is not {spec.descr}\'s launcher '
             f'(its --version says {first[:120]!r}): the prefix holds another MPI stack; '
             f'stack {name} needs its own')
 
@@ -256,31 +197,31 @@ def _left_out(name: str, why: str) -> None:
     _note(f'{name}: left out: {why}')
 
 
-def _find_stack(name: str, spec: dict) -> dict | None:
+def _find_stack(name: str, spec: Stack) -> dict | None:
     """The wrapper and launcher of one stack, or None if it is absent."""
-    prefix = os.environ.get(spec['prefix_var'], '').strip()
+    prefix = os.environ.get(spec.prefix_var, '').strip()
     if prefix:
         # Resolved once; a prefix with characters a shell or CMake would read
         # (spaces, $, quotes) is given to them through a link (reframe_path).
         given, prefix = prefix, reframe_path(os.path.join(_caller_cwd(), prefix))
         cc = os.path.join(prefix, 'bin', 'mpicc')
         launcher = next(
-            (os.path.join(prefix, 'bin', exe) for exe in spec['launchers']
+            (os.path.join(prefix, 'bin', exe) for exe in spec.launchers
              if os.access(os.path.join(prefix, 'bin', exe), os.X_OK)),
             None,
         )
         if not os.access(cc, os.X_OK) or launcher is None:
-            _left_out(name, f'{spec["prefix_var"]}={given} has no '
-                            f'bin/mpicc and bin/{"|".join(spec["launchers"])}')
+            _left_out(name, f'{spec.prefix_var}={given} has no '
+                            f'bin/mpicc and bin/{"|".join(spec.launchers)}')
             return None
         _check_launcher_family(name, spec, given, launcher)
         return {'cc': cc, 'launcher': launcher, 'prefix': prefix}
 
-    if spec['suffixed'] is None:
-        _left_out(name, f'set {spec["prefix_var"]} to its install prefix')
+    if spec.suffixed_tools is None:
+        _left_out(name, f'set {spec.prefix_var} to its install prefix')
         return None
 
-    cc_name, launcher_name = spec['suffixed']
+    cc_name, launcher_name = spec.suffixed_tools
     cc, launcher = shutil.which(cc_name), shutil.which(launcher_name)
     if not cc or not launcher:
         _left_out(name, f'{cc_name} / {launcher_name} not found on PATH')
@@ -300,18 +241,21 @@ def _osu_prefix(stack: str) -> str:
 def _selected_stacks() -> list[str]:
     names = env_list('HARNESS_STACKS')
     if not names:
-        return list(_STACKS)
-    unknown = [s for s in names if s not in _STACKS]
+        return list(STACK)
+    unknown = [s for s in names if s not in STACK]
     if unknown:
         _config_error(f'HARNESS_STACKS names unknown stack(s) '
-                      f'{", ".join(unknown)}; known: {", ".join(_STACKS)}')
+                      f'{", ".join(unknown)}; known: {", ".join(STACK)}')
     return names
 
 
 def _environments() -> tuple[list[dict], list[str]]:
     envs, names = [], []
     for name in _selected_stacks():
-        spec = _STACKS[name]
+        # The stack's entry (harnesscore.stacks): how to find it, its launcher,
+        # the transport variables each partition pins; its name is its
+        # `family`, which tells the checks how to bind ranks and threads.
+        spec = STACK[name]
         found = _find_stack(name, spec)
         if found is None:
             continue
@@ -321,14 +265,16 @@ def _environments() -> tuple[list[dict], list[str]]:
         # makes the name this stack's; its launcher binds every rank to a
         # core of its own (a hybrid check widens it to its threads).
         bindir = stack_bindir(os.path.join(VAR_DIR, 'stacks'), name, found['cc'],
-                              found['launcher'], spec['family'])
-        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec['family'])}
+                              found['launcher'], spec.name)
+        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec.name)}
+        # What the stack needs to run as root (CI machines are root).
+        stack_env = spec.root_env_here()
         # The stack's defaults for the whole system (shm uses them), and a
         # more specific definition for the tcp partition, which ReFrame picks
         # there.
-        for target, transport in (('local', 'shm'), ('local:tcp', 'tcp')):
-            pinned = spec[f'{transport}_env']
-            env_vars = {**launch_env, **spec['env'], **pinned}
+        for target, transport, pinned in (('local', 'shm', spec.shm_env),
+                                          ('local:tcp', 'tcp', spec.tcp_env)):
+            env_vars = {**launch_env, **stack_env, **pinned}
             envs.append({
                 'name': name,
                 'target_systems': [target],
@@ -337,8 +283,8 @@ def _environments() -> tuple[list[dict], list[str]]:
                 'features': ['mpi', 'openmp', f'stack-{name}'],
                 'extras': {
                     'stack': name,
-                    'family': spec['family'],
-                    'descr': spec['descr'],
+                    'family': spec.name,
+                    'descr': spec.descr,
                     'launcher': found['launcher'],
                     'bindir': bindir,
                     'prefix': found['prefix'],
@@ -346,8 +292,8 @@ def _environments() -> tuple[list[dict], list[str]]:
                     # The transport variables this partition pins for the
                     # stack: a run with other values fails (RunBase).
                     'pinned': dict(pinned),
-                    # The Spack spec of the kernels for this stack (README: Spack).
-                    'spack_spec': os.environ.get(f'HARNESS_{name.upper()}_SPACK_SPEC', ''),
+                    # The Spack spec of the kernels for this stack (docs/pages/spack.md).
+                    'spack_spec': os.environ.get(spec.spack_spec_var, ''),
                     # checks/osu.py: where this stack's OSU benchmarks are
                     'osu_prefix': _osu_prefix(name),
                 },
@@ -359,8 +305,7 @@ def _environments() -> tuple[list[dict], list[str]]:
                       f'these stacks is present (' + '; '.join(
                           _absent_reason(n) for n in _selected_stacks()) + ')')
     if not names:
-        _note('no MPI stack found: install Debian\'s openmpi-bin/libopenmpi-dev or '
-              'mpich/libmpich-dev, or set HARNESS_MVAPICH2_PREFIX')
+        _note(f'no MPI stack found: {install_hint()}')
     return envs, names
 
 
@@ -381,7 +326,7 @@ _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_p
 # System `declared` (only with --system declared; its hostnames match nothing):
 # partitions that DECLARE a node of 16 and of 32 cores (2 sockets, 4 NUMA
 # domains) and run on this machine's cores, oversubscribed on purpose.  The
-# checks run them at tiny sizes (harnesslib.plan.TINY_SIZES) without binding;
+# checks run them at tiny sizes (harnesscore.plan.TINY_SIZES) without binding;
 # every run is flagged oversubscribed and kept out of the verdicts, and none
 # fails for it.  A test of the whole pipeline for big nodes, never of speed.
 
@@ -507,7 +452,7 @@ site_configuration = {
                     'basedir': os.path.join(VAR_DIR, 'perflogs'),
                     'level': 'info',
                     # Every field needed to pair runs, then the variables
-                    # (harnesslib.schema: the one declaration of the schema).
+                    # (harnesscore.schema: the one declaration of the schema).
                     'format': perflog_format(),
                     'format_perfvars': perfvar_format(),
                     'datefmt': '%Y-%m-%dT%H:%M:%S%z',

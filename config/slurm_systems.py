@@ -39,10 +39,11 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from harnesslib.knobs import env_list
+from harnesscore.knobs import env_list
+from harnesscore.stacks import STACKS, default_stacks
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
-SRUN_PMI = {'openmpi': 'pmix', 'mpich': 'pmi2', 'mvapich2': 'pmi2'}
+SRUN_PMI = {s.name: s.srun_pmi for s in STACKS}
 
 #: The Slurm partition of the local test cluster (tests/slurm/testbed.sh).
 TESTBED_PARTITION = 'harness'
@@ -137,11 +138,11 @@ def local_slurm(var_dir: str, local_envs: list[dict],
             )
         ],
     }
-    # Open MPI and MPICH through srun with their PMI; an MVAPICH2 built here
-    # (hydra, ch3:sock) keeps its own mpiexec, which starts its ranks inside
-    # the allocation.
-    launch = {stack: {'launch': 'srun', 'launcher': srun, 'pmi': SRUN_PMI[stack]}
-              for stack in ('openmpi', 'mpich')}
+    # The stacks through srun with their PMI; the others (an MVAPICH2 built
+    # here: hydra, ch3:sock) keep their own launcher, which starts their
+    # ranks inside the allocation (harnesscore.stacks: slurm_launch).
+    launch = {s.name: {'launch': 'srun', 'launcher': srun, 'pmi': s.srun_pmi}
+              for s in STACKS if s.slurm_launch == 'srun'}
     envs = _retarget(local_envs, {'local': 'local-slurm', 'local:tcp': 'local-slurm:tcp'},
                      launch)
     return system, envs
@@ -346,8 +347,6 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
         cpus = int(record['CPUS_PER_NODE'])
         processor = {'num_cpus': cpus, 'num_cpus_per_core': 1, 'num_sockets': 1,
                      'num_cpus_per_socket': cpus}
-    root = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'} \
-        if os.geteuid() == 0 else {}
     links = {'fast': (record.get('FAST_IFACE', 'fast0'), 'unshaped veth'),
              'slow': (record.get('SLOW_IFACE', 'slow0'),
                       f'veth shaped to {record.get("SLOW_RATE", "1gbit")} by tc tbf')}
@@ -364,28 +363,25 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
                        'rate_bits': int(record.get('SLOW_RATE_BITS', '1000000000'))
                        if part == 'slow' else 0},
             # Each stack pinned to this partition's link.
-            'transport_env': {
-                'openmpi': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader,tcp',
-                            'OMPI_MCA_btl_tcp_if_include': iface,
-                            'OMPI_MCA_oob_tcp_if_include': iface},
-                'mpich': {'UCX_TLS': 'tcp,self', 'UCX_NET_DEVICES': iface},
-                # MVAPICH2 (ch3:sock, hydra): the interface of every rank.
-                'mvapich2': {'HYDRA_IFACE': iface},
-            },
+            'transport_env': {s.name: s.tcp_nodes(iface) for s in STACKS},
         }
-    stacks: dict[str, dict] = {
-        'openmpi': {'descr': 'Open MPI (module openmpi)', 'modules': ['openmpi'],
-                    'cc': 'mpicc', 'launch': 'srun', 'pmi': 'pmix', 'env': root},
-        'mpich': {'descr': 'MPICH (module mpich)', 'modules': ['mpich'],
-                  'cc': 'mpicc', 'launch': 'srun', 'pmi': 'pmi2'},
-        'mvapich2': {'descr': 'MVAPICH2 (module mvapich2)', 'modules': ['mvapich2'],
-                     'cc': 'mpicc', 'launch': 'own', 'launcher': 'mpiexec'},
-    }
+    # Each stack is the module of its name (config/modules/), started the way
+    # the harness's Slurm systems start it (harnesscore.stacks).
+    stacks: dict[str, dict] = {}
+    for s in STACKS:
+        spec: dict[str, Any] = {'descr': f'{s.descr} (module {s.name})', 'modules': [s.name],
+                                'cc': 'mpicc', 'launch': s.slurm_launch}
+        if s.slurm_launch == 'srun':
+            spec['pmi'] = s.srun_pmi
+        else:
+            spec['launcher'] = s.launchers[0]
+        if s.root_env:
+            spec['env'] = s.root_env_here()
+        stacks[s.name] = spec
     wanted = env_list('HARNESS_STACKS')
     if not wanted:
-        # MVAPICH2 only where its prefix is given (no registry has it).
-        wanted = ['openmpi', 'mpich'] + (['mvapich2'] if os.environ.get(
-            'HARNESS_MVAPICH2_PREFIX', '').strip() else [])
+        # A stack without Debian's packages only where its prefix is given.
+        wanted = default_stacks(os.environ)
     stacks = {k: v for k, v in stacks.items() if k in wanted}
     for part in partitions.values():
         part['transport_env'] = {k: v for k, v in part['transport_env'].items()

@@ -180,90 +180,67 @@ static int parse_sizes(const char *arg, options *o, char *err, size_t cap) {
     return 0;
 }
 
-static const char *parse(int argc, char **argv, options *o, int *help, char *err, size_t cap) {
-    static const struct option longopts[] = {
-        {"pattern", required_argument, NULL, 'p'}, {"mode", required_argument, NULL, 'm'},
-        {"sizes", required_argument, NULL, 's'},   {"reps", required_argument, NULL, 'r'},
-        {"iters-scale", required_argument, NULL, 'f'}, {"window", required_argument, NULL, 'w'},
-        {"k", required_argument, NULL, 'k'},       {"rank-as-node", no_argument, NULL, 'n'},
-        {"iters", required_argument, NULL, 'i'},   {"skip", required_argument, NULL, 'x'},
-        {"min-time", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    memset(o, 0, sizeof *o);
-    o->mode = KC_MODE_MPI;
-    o->pattern = PAT_RING;
-    o->iters_scale = 1.0;
-    o->reps = 3;
-    o->window = 64;
-    o->k = 0;
-    parse_sizes("1:16M", o, err, cap);
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'p': {
-            int found = 0;
-            for (int i = 0; i < PAT_COUNT; ++i)
-                if (strcmp(optarg, pattern_names[i]) == 0) {
-                    o->pattern = (pattern_t)i;
-                    found = 1;
-                }
-            if (!found) {
-                snprintf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", optarg);
-                return err;
+/* One option with its value; NULL or the message written into err. */
+static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
+    options *o = opts;
+    switch (c) {
+    case 'p':
+        for (int i = 0; i < PAT_COUNT; ++i)
+            if (strcmp(arg, pattern_names[i]) == 0) {
+                o->pattern = (pattern_t)i;
+                return NULL;
             }
-            break;
+        snprintf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", arg);
+        return err;
+    case 'm':
+        if (kc_parse_mode(arg, &o->mode) != 0) {
+            snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, multiple)", arg);
+            return err;
         }
-        case 'm':
-            if (kc_parse_mode(optarg, &o->mode) != 0) {
-                snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, multiple)", optarg);
-                return err;
-            }
-            if (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY &&
-                o->mode != KC_MODE_MULTIPLE) {
-                snprintf(err, cap,
-                         "mode %s is not supported by the communication kernel "
-                         "(mpi, masteronly, multiple)", optarg);
-                return err;
-            }
-            break;
-        case 's':
-            if (parse_sizes(optarg, o, err, cap) != 0) return err;
-            break;
-        case 'r':
-            if (kc_opt_long("reps", optarg, 1, 1000, &o->reps, err, cap)) return err;
-            break;
-        case 'f':
-            if (kc_opt_double("iters-scale", optarg, 0.0, 1, 1000.0, NULL, &o->iters_scale, err, cap))
-                return err;
-            o->scale_given = 1;
-            break;
-        case 'i':
-            if (kc_opt_long("iters", optarg, 1, 100000000, &o->iters, err, cap)) return err;
-            o->iters_given = 1;
-            break;
-        case 'x':
-            if (kc_opt_long("skip", optarg, 0, 100000000, &o->skip, err, cap)) return err;
-            o->skip_given = 1;
-            break;
-        case 't':
-            if (kc_opt_min_time(optarg, &o->min_time, err, cap)) return err;
-            break;
-        case 'w':
-            if (kc_opt_long("window", optarg, 1, 1024, &o->window, err, cap)) return err;
-            o->window_given = 1;
-            break;
-        case 'k':
-            if (kc_opt_long("k", optarg, 1, RING_MAX_K, &o->k, err, cap)) return err;
-            o->k_given = 1;
-            break;
-        case 'n': o->rank_as_node = 1; break;
-        case 'h': *help = 1; break;
-        default: return kc_opt_unknown(argv, err, cap);
+        if (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY &&
+            o->mode != KC_MODE_MULTIPLE) {
+            snprintf(err, cap,
+                     "mode %s is not supported by the communication kernel "
+                     "(mpi, masteronly, multiple)", arg);
+            return err;
         }
+        return NULL;
+    case 's': return parse_sizes(arg, o, err, cap) != 0 ? err : NULL;
+    case 'r': return kc_opt_long("reps", arg, 1, 1000, &o->reps, err, cap);
+    case 'f':
+        o->scale_given = 1;
+        return kc_opt_double("iters-scale", arg, 0.0, 1, 1000.0, NULL, &o->iters_scale, err, cap);
+    case 'i':
+        o->iters_given = 1;
+        return kc_opt_long("iters", arg, 1, 100000000, &o->iters, err, cap);
+    case 'x':
+        o->skip_given = 1;
+        return kc_opt_long("skip", arg, 0, 100000000, &o->skip, err, cap);
+    case 't': return kc_opt_min_time(arg, &o->min_time, err, cap);
+    case 'w':
+        o->window_given = 1;
+        return kc_opt_long("window", arg, 1, 1024, &o->window, err, cap);
+    case 'k':
+        o->k_given = 1;
+        return kc_opt_long("k", arg, 1, RING_MAX_K, &o->k, err, cap);
+    case 'n': o->rank_as_node = 1; return NULL;
+    default: return NULL;
     }
-    if (kc_opt_leftover(argc, argv, err, cap)) return err;
+}
+
+static const struct option longopts[] = {
+    {"pattern", required_argument, NULL, 'p'}, {"mode", required_argument, NULL, 'm'},
+    {"sizes", required_argument, NULL, 's'},   {"reps", required_argument, NULL, 'r'},
+    {"iters-scale", required_argument, NULL, 'f'}, {"window", required_argument, NULL, 'w'},
+    {"k", required_argument, NULL, 'k'},       {"rank-as-node", no_argument, NULL, 'n'},
+    {"iters", required_argument, NULL, 'i'},   {"skip", required_argument, NULL, 'x'},
+    {"min-time", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* After the options: the default --sizes, and the checks across options. */
+static const char *options_done(void *opts, char *err, size_t cap) {
+    options *o = opts;
+    if (o->nsizes == 0) parse_sizes("1:16M", o, err, cap);
     if (o->mode == KC_MODE_MULTIPLE && o->pattern != PAT_RING) {
         snprintf(err, cap, "mode multiple is only available with --pattern ring");
         return err;
@@ -630,10 +607,7 @@ static unsigned char *page_alloc(const kc_ctx *ctx, size_t bytes) {
 
 /* Free the buffers (and the communicator if it is the exchange's own). */
 static void release(exch *e, int own_comm) {
-    free(e->reqs);
-    free(e->stats);
-    free(e->sbuf);
-    free(e->rbuf);
+    KC_FREE_ALL(e->reqs, e->stats, e->sbuf, e->rbuf);
     if (e->tsbuf) {
         for (int t = 0; t < e->kthreads; ++t) {
             free(e->tsbuf[t]);
@@ -760,12 +734,9 @@ static double osu_loop(kc_ctx *ctx, exch *e, counts c) {
 /* ring: one repetition of `iters` exchanges fenced by a barrier; the time of
  * the slowest rank (the same on every rank). */
 static double ring_rep(kc_ctx *ctx, exch *e, long iters) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = kc_now();
+    const double t0 = kc_fenced_now();
     run_iters(ctx, e, iters);
-    double dt = kc_now() - t0, slowest = 0.0;
-    MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return slowest;
+    return kc_max_over_ranks(ctx, kc_now() - t0);
 }
 
 #define RING_MAX_ITERS 100000000L /* --min-time's cap on the ring's count */
@@ -834,7 +805,7 @@ static void measure_size(kc_ctx *ctx, const options *o, exch *e, long size, long
     run_iters(ctx, e, 1);
     bad += check(ctx, e, it_last, 0);
 
-    MPI_Allreduce(&bad, &r->bad_total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    r->bad_total = kc_sum_over_ranks(ctx, bad);
     r->first = first_wrong_rank(bad, ctx->rank, e->src_world);
 }
 
@@ -875,8 +846,7 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
     }
 
     kc_json j;
-    kc_json_begin(&j);
-    kc_json_common(&j, ctx);
+    kc_json_open(&j, ctx);
     kc_json_str(&j, "pattern", pattern_names[o->pattern]);
     kc_json_int(&j, "size", size);
     kc_json_int(&j, "msg_bytes", (long long)e->msg);
@@ -898,8 +868,7 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
     kc_json_num(&j, "t_total_s", r->total);
     kc_json_num(&j, "t_comm_s", r->total);
     kc_json_num(&j, "t_comp_s", 0.0);
-    kc_json_num(&j, "fom", fom);
-    kc_json_str(&j, "fom_unit", o->pattern == PAT_PINGPONG ? "us" : "MB/s");
+    kc_json_fom(&j, fom, o->pattern == PAT_PINGPONG ? "us" : "MB/s");
     kc_json_int(&j, "wrong_bytes", r->bad_total);
     /* added: how the figures were taken */
     kc_json_int(&j, "skip", r->c.skip);
@@ -913,12 +882,11 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
 }
 
 int main(int argc, char **argv) {
-    options o;
-    int help = 0;
-    char errbuf[256];
-    const char *err = parse(argc, argv, &o, &help, errbuf, sizeof errbuf);
+    const kc_cli cli = {"ring", HELP, longopts, parse_one, options_done};
+    options o = {.mode = KC_MODE_MPI, .pattern = PAT_RING, .iters_scale = 1.0, .reps = 3,
+                 .window = 64};
     kc_ctx ctx;
-    kc_init(&ctx, &argc, &argv, "ring", o.mode, err, help ? HELP : NULL);
+    kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
     if (o.pattern != PAT_RING && ctx.nranks < 2)
         kc_fail(&ctx, 2, "pattern %s needs at least 2 ranks (got %d)", pattern_names[o.pattern],
                 ctx.nranks);

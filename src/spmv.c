@@ -121,64 +121,48 @@ static const char *HELP =
     "  y must match a stencil recomputation to max|y-yref|/max|yref| <= 1e-12.\n"
     "  RESULT fom: GFLOP/s (2 flops per nonzero, wall time of the timed loop).\n";
 
-/* Parse the options into `o`; returns NULL or a message written into err. */
-static const char *parse(int argc, char **argv, options *o, int *help, char *err, size_t cap) {
-    static const struct option longopts[] = {
-        {"mode", required_argument, NULL, 'm'},  {"n", required_argument, NULL, 'n'},
-        {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
-        {"decomp-threads", required_argument, NULL, 'd'},
-        {"times-file", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {"min-time", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0}};
-    o->mode = KC_MODE_MPI;
-    o->n = 16;
-    o->iters = 100;
-    o->warmup = 3;
-    o->decomp = 0;
-    o->times_file = NULL;
-    o->min_time = 0.0;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (kc_parse_mode(optarg, &o->mode) != 0) {
-                snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, funneled, serial)", optarg);
-                return err;
-            }
-            if (o->mode == KC_MODE_MULTIPLE) {
-                snprintf(err, cap,
-                         "mode multiple is not supported: Chow & Hysom's SpMV has one "
-                         "communicating thread (use mpi, masteronly, funneled or serial)");
-                return err;
-            }
-            break;
-        case 'n':
-            if (kc_opt_long("n", optarg, 1, 100000, &o->n, err, cap)) return err;
-            break;
-        case 'i':
-            if (kc_opt_long("iters", optarg, 1, SPMV_MAX_ITERS, &o->iters, err, cap)) return err;
-            break;
-        case 'w':
-            if (kc_opt_long("warmup", optarg, 0, 1000, &o->warmup, err, cap)) return err;
-            break;
-        case 'T':
-            if (kc_opt_min_time(optarg, &o->min_time, err, cap)) return err;
-            break;
-        case 'd':
-            if (kc_opt_long("decomp-threads", optarg, 1, 4096, &o->decomp, err, cap)) return err;
-            break;
-        case 't':
-            if (!*optarg) {
-                snprintf(err, cap, "--times-file needs a path");
-                return err;
-            }
-            o->times_file = optarg;
-            break;
-        case 'h': *help = 1; break;
-        default: return kc_opt_unknown(argv, err, cap);
+/* One option with its value; NULL or the message written into err. */
+static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
+    options *o = opts;
+    switch (c) {
+    case 'm':
+        if (kc_parse_mode(arg, &o->mode) != 0) {
+            snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, funneled, serial)", arg);
+            return err;
         }
+        if (o->mode == KC_MODE_MULTIPLE) {
+            snprintf(err, cap,
+                     "mode multiple is not supported: Chow & Hysom's SpMV has one "
+                     "communicating thread (use mpi, masteronly, funneled or serial)");
+            return err;
+        }
+        return NULL;
+    case 'n': return kc_opt_long("n", arg, 1, 100000, &o->n, err, cap);
+    case 'i': return kc_opt_long("iters", arg, 1, SPMV_MAX_ITERS, &o->iters, err, cap);
+    case 'w': return kc_opt_long("warmup", arg, 0, 1000, &o->warmup, err, cap);
+    case 'T': return kc_opt_min_time(arg, &o->min_time, err, cap);
+    case 'd': return kc_opt_long("decomp-threads", arg, 1, 4096, &o->decomp, err, cap);
+    case 't':
+        if (!*arg) {
+            snprintf(err, cap, "--times-file needs a path");
+            return err;
+        }
+        o->times_file = arg;
+        return NULL;
+    default: return NULL;
     }
-    if (kc_opt_leftover(argc, argv, err, cap)) return err;
+}
+
+static const struct option longopts[] = {
+    {"mode", required_argument, NULL, 'm'},  {"n", required_argument, NULL, 'n'},
+    {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
+    {"decomp-threads", required_argument, NULL, 'd'},
+    {"times-file", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+    {"min-time", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0}};
+
+/* After the options: the checks across them. */
+static const char *options_done(void *opts, char *err, size_t cap) {
+    const options *o = opts;
     if (o->decomp && o->mode != KC_MODE_SERIAL) {
         snprintf(err, cap, "--decomp-threads applies to --mode serial only");
         return err;
@@ -199,13 +183,11 @@ static long env_threads(void) {
 }
 
 int main(int argc, char **argv) {
-    options o;
-    int help = 0;
-    char errbuf[320];
-    const char *err = parse(argc, argv, &o, &help, errbuf, sizeof errbuf);
+    const kc_cli cli = {"spmv", HELP, longopts, parse_one, options_done};
+    options o = {.mode = KC_MODE_MPI, .n = 16, .iters = 100, .warmup = 3};
     const long env_t = env_threads(); /* before kc_init forces 1 thread in serial */
     kc_ctx ctx;
-    kc_init(&ctx, &argc, &argv, "spmv", o.mode, err, help ? HELP : NULL);
+    kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
 
     const int decomp = spmv_decomp_threads(&ctx, &o, env_t);
     problem P;

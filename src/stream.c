@@ -11,7 +11,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static const char *HELP =
     "usage: stream [--mode mpi|masteronly] [--n ELEMENTS] [--iters K]\n"
@@ -28,46 +27,29 @@ typedef struct {
     long iters;
 } options;
 
-static const char *parse(int argc, char **argv, options *o, int *help) {
-    static char err[256];
-    static const struct option longopts[] = {
-        {"mode", required_argument, NULL, 'm'}, {"n", required_argument, NULL, 'n'},
-        {"iters", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    o->mode = KC_MODE_MPI;
-    o->n = 16777216L;
-    o->iters = 10;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (kc_parse_mode(optarg, &o->mode) != 0 ||
-                (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY)) {
-                snprintf(err, sizeof err, "unknown or unsupported mode '%s' (mpi, masteronly)", optarg);
-                return err;
-            }
-            break;
-        case 'n':
-            if (kc_opt_long("n", optarg, 1, 1L << 34, &o->n, err, sizeof err)) return err;
-            break;
-        case 'i':
-            if (kc_opt_long("iters", optarg, 1, 1000000, &o->iters, err, sizeof err)) return err;
-            break;
-        case 'h': *help = 1; break;
-        default: return kc_opt_unknown(argv, err, sizeof err);
-        }
+/* One option with its value; NULL or the message written into err. */
+static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
+    options *o = opts;
+    switch (c) {
+    case 'm':
+        return kc_opt_mode(arg, KC_MODE_BIT(KC_MODE_MPI) | KC_MODE_BIT(KC_MODE_MASTERONLY),
+                           &o->mode, err, cap);
+    case 'n': return kc_opt_long("n", arg, 1, 1L << 34, &o->n, err, cap);
+    case 'i': return kc_opt_long("iters", arg, 1, 1000000, &o->iters, err, cap);
+    default: return NULL;
     }
-    if (kc_opt_leftover(argc, argv, err, sizeof err)) return err;
-    return NULL;
 }
 
+static const struct option longopts[] = {
+    {"mode", required_argument, NULL, 'm'}, {"n", required_argument, NULL, 'n'},
+    {"iters", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
 int main(int argc, char **argv) {
-    options o;
-    int help = 0;
-    const char *err = parse(argc, argv, &o, &help);
+    const kc_cli cli = {"stream", HELP, longopts, parse_one, NULL};
+    options o = {.mode = KC_MODE_MPI, .n = 16777216L, .iters = 10};
     kc_ctx ctx;
-    kc_init(&ctx, &argc, &argv, "stream", o.mode, err, help ? HELP : NULL);
+    kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
 
     const long n = o.n * ctx.threads;
     const double scalar = 3.0;
@@ -85,16 +67,14 @@ int main(int argc, char **argv) {
 
     double best = 1e300, total = 0.0;
     for (long it = 0; it <= o.iters; ++it) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = kc_now();
+        const double t0 = kc_fenced_now();
 #pragma omp parallel
         {
 #pragma omp for schedule(static)
             for (long i = 0; i < n; ++i) a[i] = b[i] + scalar * c[i];
             kc_record_cpu(&ctx);
         }
-        double dt = kc_now() - t0, slowest = 0.0;
-        MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        const double slowest = kc_max_over_ranks(&ctx, kc_now() - t0);
         if (it == 0) continue; /* warm-up */
         total += slowest;
         if (slowest < best) best = slowest;
@@ -105,8 +85,7 @@ int main(int argc, char **argv) {
 #pragma omp parallel for reduction(+ : bad) schedule(static)
     for (long i = 0; i < n; ++i)
         if (a[i] != (double)(1 + i % 7) + scalar * (double)(2 + i % 5)) ++bad;
-    long bad_total = 0;
-    MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    const long bad_total = kc_sum_over_ranks(&ctx, bad);
     const int verified = bad_total == 0;
 
     const double bytes = 24.0 * (double)n * ctx.nranks;
@@ -118,23 +97,19 @@ int main(int argc, char **argv) {
                best, gbs, verified ? "PASSED" : "FAILED", bad_total);
     }
     kc_json j;
-    kc_json_begin(&j);
-    kc_json_common(&j, &ctx);
+    kc_json_open(&j, &ctx);
     kc_json_int(&j, "size", o.n);
     kc_json_int(&j, "iters", o.iters);
     kc_json_num(&j, "t_total_s", total);
     kc_json_num(&j, "t_comp_s", total);
     kc_json_num(&j, "t_comm_s", 0.0);
     kc_json_num(&j, "t_best_s", best);
-    kc_json_num(&j, "fom", gbs);
-    kc_json_str(&j, "fom_unit", "GB/s");
+    kc_json_fom(&j, gbs, "GB/s");
     kc_json_int(&j, "wrong_values", bad_total);
     kc_json_bool(&j, "verified", verified);
     kc_json_emit(&j, &ctx);
 
-    free(a);
-    free(b);
-    free(c);
+    KC_FREE_ALL(a, b, c);
     if (!verified) kc_fail(&ctx, 3, "verification FAILED: %ld wrong values in a = b + s*c", bad_total);
     return kc_finalize(&ctx);
 }

@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harnesscore.stacks import STACKS as REGISTRY
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / 'config' / 'settings.py'
 BIN = Path(sys.executable).parent
 
 # stack -> (compiler wrapper, launcher), as config/settings.py finds them
-STACKS = {
-    'openmpi': ('mpicc.openmpi', 'mpirun.openmpi'),
-    'mpich': ('mpicc.mpich', 'mpiexec.mpich'),
-}
+# without a prefix (harnesscore.stacks: Debian's suffixed tools)
+STACKS = {s.name: s.suffixed_tools for s in REGISTRY if s.suffixed_tools is not None}
 
 
 def present_stacks() -> list[str]:
@@ -50,8 +49,9 @@ OSU_MISSING = ('OSU Micro-Benchmarks not provided: set HARNESS_OSU_PREFIX to an 
 
 def mpi_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1',
-                'HARNESS_QUIET': '1'})
+    # Whatever a stack needs to run as root (the tests may run as root).
+    env.update({k: v for s in REGISTRY for k, v in s.root_env.items()})
+    env.update({'HARNESS_QUIET': '1'})
     env.update(extra)
     return env
 

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
 
-from harnesslib.schema import fields_after, header_fields
+from harnesscore.schema import fields_after, header_fields
 
 PARTS = ('value', 'unit', 'ref', 'lower_thres', 'upper_thres')
 LIBS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}

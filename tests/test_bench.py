@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from hybridverdict import bench
+import subprocess
+import sys
+
 from hybridverdict.perflog import ReadStats, read_perflogs
+from report_tools import TOOLS, tool
+
+bench = tool('bench')
+
+
+def test_the_benchmark_runs_as_a_script_beside_the_package():
+    proc = subprocess.run([sys.executable, str(TOOLS / 'bench.py'), '--help'],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith('usage: python reports/tools/bench.py')
 
 
 def test_synthetic_perflog_is_read_back_with_its_truncated_lines(tmp_path):

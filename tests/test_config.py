@@ -94,7 +94,7 @@ def test_stack_lists_take_commas_and_spaces(tmp_path, stacks):
     for sep in (' ', ', ', ',', '  '):
         conf, err = load(tmp_path, HARNESS_STACKS=sep.join(stacks))
         assert set(envs_of(conf, 'shm')) == set(stacks), err
-    from harnesslib.knobs import split_list
+    from harnesscore.knobs import split_list
     assert split_list(' a,b  c,, d ') == ['a', 'b', 'c', 'd'] and split_list('') == []
 
 

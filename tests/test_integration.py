@@ -237,7 +237,7 @@ def test_md_lammps_benchmark_runs_side_by_side(tmp_path, stacks):
     for var in ('md_over_lammps_1rank', 'md_over_lammps_2ranks', 'hybrid_over_mpi'):
         assert f'{var}_value' in header
         assert float(row[f'{var}_value']) > 0
-    # decided by the one rule (harnesslib.bands); a busy run never fails
+    # decided by the one rule (harnesscore.bands); a busy run never fails
     assert row['kernel'] == 'md-vs-lammps' and row['verified'] == 'true', row
     assert row['judgement'] in ('pass', 'fail', 'inconclusive'), row
     assert row['busy'] in ('true', 'false') and float(row['rounds_value']) == 2, row

@@ -1,6 +1,6 @@
-"""Noisy machines: quietness snapshots (harnesslib.quiet), the one rule on
-fixed bands (harnesslib.bands), the rounds of RingOsuAccuracy and
-MdLammpsBenchmark (harnesslib.rounds) and the nightly's judgements
+"""Noisy machines: quietness snapshots (harnesscore.quiet), the one rule on
+fixed bands (harnesscore.bands), the rounds of RingOsuAccuracy and
+MdLammpsBenchmark (harnesscore.rounds) and the nightly's judgements
 (config/nightly.py).  No ReFrame session here (see test_noise_sessions.py).
 
 OSU is not installed on the machine these tests were written on: the ring
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import reframe.utility.sanity as sn
-from harnesslib import bands, quiet, rounds, stats
-from harnesslib.schema import fields_after, header_fields
+from harnesscore import bands, quiet, rounds, stats
+from harnesscore.schema import fields_after, header_fields
 from perflog_writer import LIBS, T0
 
 DATA = Path(__file__).parent / 'data'
@@ -194,6 +194,31 @@ def ring_states(dirpath: Path, n: int) -> dict[str, str]:
         assert j is not None
         out[var] = j.state
     return out
+
+
+def _run_loop(tmp_path: Path, question: list[str], **counts: int) -> tuple[int, list[str]]:
+    """Runs round_loop's script with a body that notes each round: (rounds done, rounds)."""
+    lines = rounds.round_loop('n', ['echo "$n" >> ran.txt'], question=question, **counts)
+    (tmp_path / 'loop.sh').write_text('\n'.join(lines) + '\n')
+    proc = subprocess.run(['bash', 'loop.sh'], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return (int((tmp_path / rounds.ROUNDS_FILE).read_text()),
+            (tmp_path / 'ran.txt').read_text().split())
+
+
+def test_the_loop_of_rounds_runs_its_least_and_stops_when_the_question_says_so(tmp_path):
+    # the question fails (no such output): no more rounds after the least
+    done, ran = _run_loop(tmp_path, ['md', 'missing.out'], rounds=2, max_rounds=5,
+                          budget_s=600)
+    assert (done, ran) == (2, ['1', '2'])
+
+
+def test_the_loop_of_rounds_stops_at_its_most_and_names_the_round(tmp_path):
+    done, ran = _run_loop(tmp_path, ['md', 'missing.out'], rounds=5, max_rounds=3,
+                          budget_s=600)
+    assert (done, ran) == (3, ['1', '2', '3'])
+    text = '\n'.join(rounds.round_loop('r', [], 1, 2, 3, ['ring', '.', rounds.ROUND, "a b"]))
+    assert ' -m harnesscore.rounds ring . "$r" \'a b\' || break' in text
 
 
 def test_ring_rounds_quiet_pass(tmp_path):

@@ -93,7 +93,7 @@ def test_osu_perflogs_follow_the_convention(osu_session):
 
 def test_accuracy_check_logs_ratios_with_their_targets(osu_session):
     """Sanity must pass; the ratio targets are performance references decided
-    by the one rule (harnesslib.bands): pass, fail or inconclusive, never a
+    by the one rule (harnesscore.bands): pass, fail or inconclusive, never a
     failure on a run flagged busy."""
     var, with_osu, proc = osu_session
     for stack in with_osu:

@@ -2,7 +2,7 @@
 on a 2-core machine with Open MPI 4.1.4, MPICH 4.0.2 and MVAPICH2 2.3.7), 6.2
 (tests/data/osu/v6.2/, Open MPI 4.1.6) and 7.4 (tests/data/osu/v7.4/, Open MPI
 4.1.6 and MPICH 4.0.2; v7.4-options/: with -f and -c), each run with the
-options the checks give, and the pieces of harnesslib.osu_output that find OSU
+options the checks give, and the pieces of harnesscore.osu_output that find OSU
 and its MPI library."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from harnesslib.osu_output import (
+from harnesscore.osu_output import (
     OsuParseError,
     expected_sizes,
     missing_sizes,
@@ -177,7 +177,7 @@ def test_expected_sizes_follow_osu():
 # ---- harnesslib: where OSU is, and which MPI library it links ---------------------
 
 def harnesslib():
-    from harnesslib import osu_output
+    from harnesscore import osu_output
     return osu_output
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from harnesslib.schema import empty_after_result
+from harnesscore.schema import empty_after_result
 from hybridverdict.perflog import PerflogError, ReadStats, header_fields, read_perflogs
 
 PERF = ('fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres|'

@@ -1,11 +1,12 @@
-"""The plan of a session on big nodes (harnesslib.plan), without a big node:
+"""The plan of a session on big nodes (harnesscore.plan), without a big node:
 declared 16-, 64- and 128-core topologies, checked for feasibility, memory
 per process and the estimated time against the default budget."""
 
 from __future__ import annotations
 
 import pytest
-from harnesslib import plan as P
+from harnesscore import plan as P
+from harnesslib import plan as plan_cli
 
 NODES = {
     16: P.Topology(cores=16, sockets=2, numa=2, mem_bytes=64 * 2**30, name='n16'),
@@ -171,12 +172,12 @@ def test_layout_names_round_trip():
 
 
 def test_command_line_prints_the_plan(capsys):
-    rc = P.main(['--cores', '128', '--sockets', '2', '--numa', '4', '--mem', '512GiB',
+    rc = plan_cli.main(['--cores', '128', '--sockets', '2', '--numa', '4', '--mem', '512GiB',
                  '--samples', '3', '--budget', '15m'])
     out = capsys.readouterr().out
     assert rc == 0
     assert 'per-socket' in out and 'left out:' in out and 'within the budget' in out
-    assert P.main(['--cores', '16', '--budget', 'soon']) == 2
+    assert plan_cli.main(['--cores', '16', '--budget', 'soon']) == 2
 
 
 def test_declared_node_bigger_than_the_machine():
@@ -227,7 +228,7 @@ def test_the_ring_across_nodes_measures_every_k_and_the_plan_counts_them():
                                     ['--samples', '101'], ['--stacks', '0']])
 def test_command_line_refuses_out_of_range_numbers(option, capsys):
     # --cores 0 used to plan this host and exit 0
-    assert P.main(option) == 2
+    assert plan_cli.main(option) == 2
     assert f'plan: error: {option[0]} must be an integer from 1' in capsys.readouterr().err
 
 
@@ -240,8 +241,9 @@ def test_the_session_budget_is_split_across_partitions_and_stacks():
 
 
 def test_part_budget_line(capsys):
-    assert P.main(['--cores', '16', '--stacks', '3', '--budget', '30m', '--part-budget']) == 0
+    assert plan_cli.main(['--cores', '16', '--stacks', '3', '--budget', '30m',
+                          '--part-budget']) == 0
     assert capsys.readouterr().out.split() == ['600', '1800', '3']
-    assert P.main(['--cores', '16', '--stacks', '3', '--budget', '30m', '-q']) == 0
+    assert plan_cli.main(['--cores', '16', '--stacks', '3', '--budget', '30m', '-q']) == 0
     out = capsys.readouterr().out
     assert 'session: 3 part(s) (partition x stack)' in out and 'budget 30.0 min' in out

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 import reframe
 from conftest import run_reframe
+from harnesscore.schema import KNOWN, REQUIRED, RUN_FIELDS, field_text
 from harnesslib import base, build
-from harnesslib.schema import KNOWN, REQUIRED, RUN_FIELDS, field_text
 from hybridverdict import store
 from hybridverdict.perflog import (
     PROVENANCE_FIELDS,

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, run_reframe
-from harnesslib import bands
-from harnesslib.schema import header_fields
+from harnesscore import bands
+from harnesscore.schema import header_fields
 from hybridverdict import baseline
 from perflog_writer import LIBS, T0, header, line, write
 from reframe.utility import import_module_from_file

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 import yaml
-from harnesslib.references import references_file, split_name
+from harnesscore.references import references_file, split_name
 from hybridverdict import baseline
 
 

@@ -82,6 +82,35 @@ def test_broken_report_and_test_case_are_skipped_and_counted(tmp_path):
     assert len(recs) == 1 and stats.skipped == 2
     assert any('run report unreadable' in w for w in stats.warnings())
     assert any('missing mode' in why for why in stats.reasons)
+    # the warning names the test case, as a perflog's names its file and line
+    assert stats.first_at['unparsable (missing mode)'] == (
+        f'{tmp_path / "run-report-2.json"}:runs[0].testcases[0]')
+
+
+def test_a_count_that_is_not_one_skips_the_test_case_as_in_a_perflog(tmp_path):
+    report(tmp_path / 'r.json', [case(ranks='two'), case(t=0.0), case()])
+    stats = ReadStats()
+    recs = read_run_reports([str(tmp_path / 'r.json')], stats)
+    assert len(recs) == 1 and stats.reasons == {
+        'unparsable value': 1, 'unusable record (t_total is not positive)': 1}
+
+
+def test_a_test_case_gives_the_record_its_perflog_line_gives(tmp_path):
+    """One record builder for both sources: every field of the record, the
+    machine's quietness, the band rule's judgement and the provenance included."""
+    run = {'busy': 'true', 'judgement': 'fail', 'judgement_detail': 't_total: fail',
+           'mpi_env': 'OMPI_MCA_btl=self,vader', 'src_version': 'abc123',
+           'compiler': 'gcc 12.2.0', 'node_names': 'n1,n2', 'session': 's-1'}
+    write(tmp_path / 'Spmv.log', [header(['fom', 't_total']), line(
+        'spmv', {'fom': (2.5, 'GFLOP/s', 2.0, -0.1, None), 't_total': (2.0, 's')},
+        size='16', name='SpmvCheck %layout=mpi', after_result=run)])
+    report(tmp_path / 'run-report-0.json', [case(t=2.0, build_spec='cmake Release mpich', **run)])
+    (from_log,) = read_perflogs([str(tmp_path / 'Spmv.log')])
+    (from_report,) = read_run_reports([str(tmp_path)], ReadStats())
+    assert from_report.busy and from_report.judgement == 'fail'
+    fields = [f for f in vars(from_log) if f != 'source']
+    assert {f: getattr(from_report, f) for f in fields} == {
+        f: getattr(from_log, f) for f in fields}
 
 
 def test_missing_path_is_a_clear_error(tmp_path):

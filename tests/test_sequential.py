@@ -7,7 +7,7 @@ import datetime as dt
 import re
 
 import perflog_writer as pw
-from harnesslib import stats
+from harnesscore import stats
 from hybridverdict import sequential
 from hybridverdict.perflog import read_perflogs
 
@@ -80,7 +80,7 @@ def test_bad_arguments_are_refused(monkeypatch, capsys):
 
 
 def test_measured_costs_feed_the_next_plan(tmp_path, monkeypatch):
-    from harnesslib import plan as P
+    from harnesscore import plan as P
     recs = _session(tmp_path, [1.0, 0.7, 1.3])    # runs 2 s apart
     costs = tmp_path / 'plan-costs.json'
     assert sequential.update_costs(recs, str(costs)) == 2

@@ -7,8 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hybridverdict.stability import CHANGED, NOT_CONFIRMED, SAME, compare_calls, main
 from perflog_writer import T0, header, line, write
+from report_tools import tool
+
+stability = tool('stability')
+CHANGED, NOT_CONFIRMED, SAME = stability.CHANGED, stability.NOT_CONFIRMED, stability.SAME
+compare_calls, main = stability.compare_calls, stability.main
 
 MPI = ('mpi', 2, 1)
 MASTERONLY = ('masteronly', 1, 2)

@@ -1,4 +1,4 @@
-"""The one decision rule (harnesslib.stats): exact known cases."""
+"""The one decision rule (harnesscore.stats): exact known cases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import statistics
 
 import pytest
-from harnesslib import stats
+from harnesscore import stats
 
 #: 95% distribution-free confidence interval for the median: ranks (k, n+1-k) of the
 #: order statistics, as tabulated (e.g. Conover, Practical Nonparametric Statistics,
@@ -78,6 +78,19 @@ def test_decision_against_a_band():
     assert stats.decide(inside, 0.9, None).state == stats.PASS
     with pytest.raises(stats.StatsError):
         stats.decide(inside, 1.1, 1.0)
+
+
+def test_a_speedup_is_called_against_the_band_of_a_tie():
+    """The verdict of a speedup's interval (the check and the report both use it):
+    TIE inside [1 / (1 + floor), 1 + floor], WIN above, LOSS below, else INCONCLUSIVE."""
+    def call(low: float, high: float, floor: float = 0.05) -> str:
+        return stats.speedup_call(stats.Interval((low + high) / 2, low, high, 8, 0.99, 'x'),
+                                  floor)
+    assert call(0.97, 1.03) == stats.TIE
+    assert call(1.06, 1.2) == stats.WIN
+    assert call(0.8, 0.94) == stats.LOSS
+    assert call(0.8, 0.96) == stats.INCONCLUSIVE     # 1 / 1.05 = 0.952 lies inside
+    assert call(1.06, 1.2, floor=0.1) == stats.INCONCLUSIVE
 
 
 def test_judge_ratios_for_a_fixed_band_assertion():

@@ -1,5 +1,5 @@
 """The verdict rule's interval and its sequential rounds, checked by simulation
-(``hybridverdict.calibrate``'s model: side-by-side rounds, a drifting machine,
+(``reports/tools/calibrate.py``'s model: side-by-side rounds, a drifting machine,
 heavy-tailed run noise).  Seeded: the same draws every run."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import math
 import random
 
 import pytest
-from harnesslib import stats
-from hybridverdict import calibrate
+from harnesscore import stats
+from report_tools import tool
+
+calibrate = tool('calibrate')
 
 
 @pytest.mark.parametrize('rounds', [3, 5, 9, 15])

@@ -3,7 +3,7 @@
 A fixed band is a ReFrame reference ``(ref, lower, upper, unit)``: the
 bandwidth of the ring within 5% of osu_bw's, md at least LAMMPS's speed,
 hybrid within 10% of pure MPI, or a reference ``./harness baseline`` wrote.
-Every such assertion is decided by ``harnesslib.stats`` (the one rule):
+Every such assertion is decided by ``harnesscore.stats`` (the one rule):
 
 * the values behind the variable: the per-round ratios of a check that runs
   its two sides in alternating rounds (``RingOsuAccuracy``,
@@ -31,14 +31,14 @@ night:
   alone is never failed against a reference made from many.
 
 One addition, for the machine rather than the samples: a FAIL on a run that
-``harnesslib.quiet`` flagged busy is INCONCLUSIVE ("FAIL withheld").  Other
+``harnesscore.quiet`` flagged busy is INCONCLUSIVE ("FAIL withheld").  Other
 processes on the run's cores bias a ratio (the two sides do not suffer alike:
 threads that synchronise lose more to preemption than independent ranks), and
 no interval of its samples covers a bias, so such a run cannot show a
 regression.  It does not pass either: it is reported as inconclusive.
 
 This module is pure Python (the job scripts call ``more_rounds`` through
-``python -m harnesslib.rounds``); ``harnesslib.noise`` is the ReFrame side.
+``python -m harnesscore.rounds``); ``harnesslib.noise`` is the ReFrame side.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ import os
 import re
 import shlex
 
+from .stacks import STACK
+
 _TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
 _SIZE_ROW = re.compile(r'^\d+\s')
 _NUMBER = r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?'
@@ -204,7 +206,8 @@ def wrapper_link_check(environ) -> str:
     """The shell command that prints what the environment's compiler wrapper
     links (``-L`` folders and ``-l`` libraries): Open MPI's ``-showme:link``,
     MPICH's and MVAPICH2's ``-show``."""
-    flag = '-showme:link' if environ.extras.get('family') == 'openmpi' else '-show'
+    stack = STACK.get(str(environ.extras.get('family') or ''))
+    flag = stack.wrapper_link_flag if stack is not None else '-show'
     return f'{shlex.quote(environ.cc)} {flag}'
 
 

@@ -11,12 +11,12 @@ estimates the time of each run and of the session with a simple cost model
 or ``--dry-run``), and the checks follow it: a run the plan leaves out is
 skipped before it starts, with the plan's reason.
 
-Nothing here imports ReFrame except ``Topology.from_partition`` (which reads a
-ReFrame partition) and the command line (which loads the configuration); the
-plan itself is a pure function of its inputs, so unit tests can plan declared
-16-, 64- and 128-core nodes.  md's sizes follow the node (``node_sizes``):
-where the smallest size cannot run on the node's ranks, the smallest box that
-can joins the sizes.
+Nothing here imports ReFrame (``Topology.from_partition`` reads a ReFrame
+partition object it is given; the command line, which loads the configuration,
+is ``harnesslib.plan``); the plan itself is a pure function of its inputs, so
+unit tests can plan declared 16-, 64- and 128-core nodes.  md's sizes follow
+the node (``node_sizes``): where the smallest size cannot run on the node's
+ranks, the smallest box that can joins the sizes.
 
 Feasibility (each rule is the kernel's own check, or the node's memory):
 
@@ -35,7 +35,7 @@ Feasibility (each rule is the kernel's own check, or the node's memory):
 * stream: 3 arrays of 8-byte elements per core must fit the node's memory.
 
 Cost model (seconds; conservative constants for a current CPU node, see the
-README section "Big nodes: the plan and the budget"):
+docs/pages/plan.md, "Big nodes: the plan and the budget"):
 
 * every run: ``T_RUN`` (ReFrame's stage and job, the launcher's start) +
   ``T_PER_RANK`` per rank launched;
@@ -65,7 +65,6 @@ estimate that did not fit.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -203,7 +202,6 @@ class Topology:
         or declared in the configuration), ``extras['mem_per_node']`` or, on a
         local partition, this machine's memory (a remote partition that
         declares none: ``ASSUMED_MEM_PER_CORE`` per core); ``extras['nodes']``."""
-        from .placement import cores_per_node
         proc = partition.processor
         cores = cores_per_node(partition)
         sockets = int(proc.num_sockets or 1)
@@ -775,100 +773,48 @@ def session_plan(topo: Topology, samples: int, budget_s: float) -> Plan:
     return make_plan(topo, samples=samples, budget_s=budget_s, measured=measured)
 
 
-# ---- command line ----------------------------------------------------------------
+# ---- the node and the samples ---------------------------------------------------
 
-def _partition_topologies(config: str, system: str | None) -> list[Topology]:
-    """The topology of every partition of the ReFrame configuration's system
-    (detected as ReFrame does, or declared), each with its stacks
-    (``Topology.stacks``)."""
-    import reframe.core.config as config_mod
-    import reframe.core.runtime as runtime
-    from reframe.frontend import autodetect
-    site = config_mod.load_config(config)
-    site.select_subconfig(system)
-    runtime.init_runtime(site)
-    autodetect.detect_topology()
-    out = []
-    for part in runtime.runtime().system.partitions:
-        try:
-            out.append(dataclasses.replace(Topology.from_partition(part),
-                                           stacks=max(1, len(part.environs))))
-        except ValueError as err:
-            print(f'plan: {part.fullname}: {err}', file=sys.stderr)
-    return out
+def cores_per_node(partition) -> int:
+    """Physical cores of one node of `partition` (detected or configured)."""
+    proc = partition.processor
+    if proc.num_cores:
+        return int(proc.num_cores)
+    if proc.num_cpus:
+        return int(proc.num_cpus) // int(proc.num_cpus_per_core or 1)
+    if partition.scheduler.registered_name == 'local':
+        return len(os.sched_getaffinity(0))
+    raise ValueError(f'partition {partition.fullname}: processor topology unknown; '
+                     f'run reframe --detect-host-topology or set "processor"')
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog='python -m harnesslib.plan',
-        description='The plan of a session: runs per partition, the runs left out and '
-                    'why, estimated time against HARNESS_BUDGET (per stack and partition). '
-                    'Exit status 1 where a plan is over its budget or runs nothing, 2 on '
-                    'bad input.')
-    ap.add_argument('-C', '--config', default=None,
-                    help='ReFrame configuration (default: config/settings.py of the checkout)')
-    ap.add_argument('--system', default=None, help='system[:partition] (default: this host)')
-    ap.add_argument('--cores', type=int, help='plan a declared node instead: cores per node')
-    ap.add_argument('--sockets', type=int, default=1)
-    ap.add_argument('--numa', type=int, default=1)
-    ap.add_argument('--mem', default='', help='memory per node, e.g. 512GiB')
-    ap.add_argument('--nodes', type=int, default=1)
-    ap.add_argument('--samples', type=int, default=None, help='default: HARNESS_REPEAT or 3')
-    ap.add_argument('--budget', default=None, help='default: HARNESS_BUDGET or 15m')
-    ap.add_argument('--stacks', type=int, default=1,
-                    help='stacks a declared node runs (a configured partition: its own)')
-    ap.add_argument('-q', '--quiet', action='store_true', help='one summary line each')
-    ap.add_argument('--part-budget', action='store_true',
-                    help='print only "SECONDS_PER_PART SESSION_SECONDS PARTS" (the split of '
-                         'HARNESS_BUDGET across the partitions and stacks; ./harness exports '
-                         'the first as HARNESS_BUDGET=<s>s/part for the checks)')
-    args = ap.parse_args(argv)
-    for name, top in (('cores', None), ('sockets', None), ('numa', None), ('nodes', None),
-                      ('samples', 100), ('stacks', None)):
-        value = getattr(args, name)
-        if value is not None and (value < 1 or (top and value > top)):
-            print(f'plan: error: --{name} must be an integer from 1'
-                  + (f' to {top}' if top else ' up') + f', got {value}', file=sys.stderr)
-            return 2
-    try:
-        from .placement import samples_per_run
-        samples = args.samples or samples_per_run()
-        if args.cores:
-            topos = [Topology(cores=args.cores, sockets=args.sockets, numa=args.numa,
-                              mem_bytes=parse_memory(args.mem) if args.mem else 0,
-                              nodes=args.nodes, name=f'declared {args.cores}-core node',
-                              stacks=args.stacks)]
-        else:
-            from .paths import REPO_DIR
-            config = args.config or os.path.join(REPO_DIR, 'config', 'settings.py')
-            topos = _partition_topologies(config, args.system)
-        parts = sum(t.stacks for t in topos)
-        text = args.budget or os.environ.get('HARNESS_BUDGET', '').strip() or \
-            DEFAULT_SESSION_BUDGET
-        budget = part_budget(text, parts)
-    except ValueError as err:
-        print(f'plan: error: {err}', file=sys.stderr)
-        return 2
-    if args.part_budget:
-        print(f'{budget:.0f} {budget * parts:.0f} {parts}')
-        return 0
-    over, total = False, 0.0
-    for topo in topos:
-        plan = session_plan(topo, samples, budget)
-        print(plan.format(verbose=not args.quiet))
-        if topo.stacks > 1:
-            print(f'  {topo.stacks} stacks: estimated {plan.seconds * topo.stacks / 60:.1f} '
-                  f'min on this partition')
-        if not plan.runs:
-            print(f'  plan {topo.name}: NOTHING runs within the budget', file=sys.stderr)
-        over = over or plan.seconds > budget or not plan.runs
-        total += plan.seconds * topo.stacks
-    print(f'session: {parts} part(s) (partition x stack), estimated {total / 60:.1f} min '
-          f'for the planned rounds, budget {budget * parts / 60:.1f} min '
-          f'({budget / 60:.1f} min each; HARNESS_BUDGET={text}); the rest goes to more '
-          f'rounds of the undecided pairs')
-    return 1 if over else 0
+def first_round() -> int:
+    """The number of a session's first round (``HARNESS_FIRST_ROUND``, default 0)."""
+    text = os.environ.get('HARNESS_FIRST_ROUND', '0').strip()
+    if not text.isdigit() or int(text) > MAX_FIRST_ROUND:
+        raise ValueError(f'HARNESS_FIRST_ROUND must be an integer from 0 to {MAX_FIRST_ROUND}, '
+                         f'got {text!r}')
+    return int(text)
 
 
-if __name__ == '__main__':
-    sys.exit(main())
+#: Round numbers stay below this (the sequential rounds' cap is far lower).
+MAX_FIRST_ROUND = 1000
+
+
+def samples_per_run() -> int:
+    """Samples of every kernel run (``HARNESS_REPEAT``, default 3).
+
+    The samples are a parameter of the checks rather than ReFrame's
+    ``--repeat``: the verdict checks depend on every sample of the runs they
+    judge, and ``--repeat`` renumbers the variants those dependencies name.
+    """
+    text = os.environ.get('HARNESS_REPEAT', '3').strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_SAMPLES:
+        raise ValueError(f'HARNESS_REPEAT must be an integer from 1 to {MAX_SAMPLES}, '
+                         f'got {text!r}')
+    return int(text)
+
+
+#: Most samples per run: each is a test case of every layout and size (a
+#: larger count only makes ReFrame build an unusable test graph for minutes).
+MAX_SAMPLES = 100

@@ -3,9 +3,9 @@
 Every performance run (``KernelCheck``, ``RingOsuAccuracy``,
 ``MdLammpsBenchmark``) wraps its job in a prologue and an epilogue::
 
-    python -m harnesslib.quiet before quiet.json   # after the node lock is held
+    python -m harnesscore.quiet before quiet.json   # after the node lock is held
     ... the run ...
-    python -m harnesslib.quiet after quiet.json
+    python -m harnesscore.quiet after quiet.json
 
 Each writes a snapshot (JSON, ``quiet.json`` in the stage directory) of
 
@@ -26,7 +26,7 @@ Each writes a snapshot (JSON, ``quiet.json`` in the stage directory) of
 
 The check then reads the file (``read_quiet``) into its perflog fields
 ``load_before``, ``load_after``, ``steal_pct``, ``busy_procs``, ``busy`` and
-``busy_detail`` (``harnesslib.schema``).
+``busy_detail`` (``harnesscore.schema``).
 
 The rule for ``busy``: ``'true'`` when at least one other process counted
 (as above) on the job's cores in either snapshot, or the steal time between
@@ -37,7 +37,7 @@ recorded but not part of the rule: its 1-minute mean lags and still counts
 the ranks of the run before this one.
 
 A busy run is kept out of references (``hybridverdict-baseline``) and cannot
-fail a fixed-band assertion (``harnesslib.bands``): on a busy machine a ratio
+fail a fixed-band assertion (``harnesscore.bands``): on a busy machine a ratio
 is biased, not only noisy, and its interval cannot show a regression.
 
 Nothing here imports ReFrame except ``QuietMachine``, the check side.
@@ -186,9 +186,6 @@ def record(stage: str, path: str) -> None:
     os.replace(tmp, path)
 
 
-QUIET_FIELDS = ('load_before', 'load_after', 'steal_pct', 'busy_procs', 'busy', 'busy_detail')
-
-
 def summarise(data: dict | None) -> dict[str, object]:
     """The perflog fields of a quiet file's content (None: no file)."""
     if not data or 'before' not in data or 'after' not in data:
@@ -236,14 +233,14 @@ def read_quiet(path: str) -> dict[str, object]:
 def prologue(path: str, python: str | None = None) -> str:
     """The job-script line that records the 'before' snapshot."""
     py = python or sys.executable
-    return f'{shlex.quote(py)} -m harnesslib.quiet before {shlex.quote(path)} || true'
+    return f'{shlex.quote(py)} -m harnesscore.quiet before {shlex.quote(path)} || true'
 
 
 def epilogue(path: str, python: str | None = None) -> str:
     """The job-script line that records the 'after' snapshot; it keeps the
     exit status of the command before it."""
     py = python or sys.executable
-    return (f'_harness_rc=$?; {shlex.quote(py)} -m harnesslib.quiet after '
+    return (f'_harness_rc=$?; {shlex.quote(py)} -m harnesscore.quiet after '
             f'{shlex.quote(path)} || true; (exit $_harness_rc)')
 
 
@@ -255,7 +252,7 @@ def enabled() -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in ('before', 'after', 'show'):
-        print('usage: python -m harnesslib.quiet before|after|show FILE', file=sys.stderr)
+        print('usage: python -m harnesscore.quiet before|after|show FILE', file=sys.stderr)
         return 2
     if args[0] == 'show':
         print(json.dumps(read_quiet(args[1]), indent=1))

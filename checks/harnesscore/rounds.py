@@ -3,14 +3,15 @@
 ``RingOsuAccuracy`` (ring against osu_latency/osu_bw) and
 ``MdLammpsBenchmark`` (md against LAMMPS, hybrid against MPI) run both sides
 of every comparison in each round, so each round gives one ratio per compared
-variable, and the one rule (``harnesslib.bands``) decides from the median of
+variable, and the one rule (``harnesscore.bands``) decides from the median of
 those ratios and its interval.
 
 More rounds where the spread is wide: the job script runs at least ``rounds``
-rounds, then after each one asks ``python -m harnesslib.rounds`` whether some
+rounds, then after each one asks ``python -m harnesscore.rounds`` whether some
 band is still undecided (its interval crosses an edge) and goes on while one
 is, up to ``max_rounds`` and while the projected end of the next round stays
-within ``round_budget_s`` seconds (both check variables).
+within ``round_budget_s`` seconds (both check variables): ``round_loop``
+writes that loop for both checks.
 
 Pure Python: no ReFrame import (the job script imports it).
 """
@@ -20,14 +21,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import statistics
 import sys
+from collections.abc import Sequence
 
 from .bands import band_bounds, more_rounds
 from .osu_output import OsuParseError, OsuTable, parse_osu
 
 #: the file in which the job script notes how many rounds it ran
 ROUNDS_FILE = 'rounds_done.txt'
+#: in the words of ``round_loop``'s question: the number of the round just run
+ROUND = '{round}'
 
 
 class RoundsError(ValueError):
@@ -155,6 +160,33 @@ def md_ratios(text: str) -> dict[str, list[float]]:
 
 # -- the job script's question: more rounds? ----------------------------------------
 
+def round_loop(counter: str, body: Sequence[str], rounds: int, max_rounds: int,
+               budget_s: int, question: Sequence[str]) -> list[str]:
+    """The job script's loop of rounds: `body` (lines, every word in them
+    already quoted) once per round, its number in the shell variable
+    `counter`; at least `rounds` rounds, then more while ``python -m
+    harnesscore.rounds`` asked `question` (its words; ``ROUND`` stands for the
+    round's number) finds a band undecided, up to `max_rounds` and while the
+    next round, at the mean pace so far, ends within `budget_s` seconds; at
+    the end the rounds run, into ``ROUNDS_FILE``."""
+    ask = ' '.join(f'"${counter}"' if word == ROUND else shlex.quote(word)
+                   for word in (sys.executable, '-m', 'harnesscore.rounds', *question))
+    return [
+        f'{counter}=0',
+        'start=$SECONDS',
+        'while :; do',
+        f'  {counter}=$(({counter} + 1))',
+        *(f'  {line}' for line in body),
+        f'  [ "${counter}" -ge {int(max_rounds)} ] && break',
+        f'  [ "${counter}" -lt {int(rounds)} ] && continue',
+        f'  [ $(( (SECONDS - start) * ({counter} + 1) / {counter} )) -gt {int(budget_s)} ]'
+        ' && break',
+        f'  {ask} || break',
+        'done',
+        f'echo "${counter}" > {ROUNDS_FILE}',
+    ]
+
+
 def _bounds(bands: dict[str, tuple]) -> dict[str, tuple[float | None, float | None]]:
     return {var: band_bounds(*b[:3]) for var, b in bands.items()}
 
@@ -189,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     band is decided, 2 on an error (the script then stops adding rounds)."""
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print('usage: python -m harnesslib.rounds ring DIR ROUNDS BW_MAX LAT_TOL '
+        print('usage: python -m harnesscore.rounds ring DIR ROUNDS BW_MAX LAT_TOL '
               'LAT_FLOOR_US BW_TOL | md STDOUT', file=sys.stderr)
         return 2
     try:

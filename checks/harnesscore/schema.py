@@ -56,7 +56,7 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField('finalize_hung', "'true' when MPI_Finalize hung after verified results", str),
     RunField('build_spec', 'the build this run used (KernelBuild.build_spec)', str),
     RunField('result', 'pass or fail (ReFrame)'),
-    # -- fixed-band assertions (harnesslib.bands) and machine quietness (harnesslib.quiet)
+    # -- fixed-band assertions (harnesscore.bands) and machine quietness (harnesscore.quiet)
     RunField('judgement', "the band rule's state of the run: 'pass', 'fail', 'inconclusive' "
              "or '' (no band judged)", str),
     RunField('judgement_detail', 'per judged variable: state, median, interval, band, spread',
@@ -67,7 +67,7 @@ RUN_FIELDS: tuple[RunField, ...] = (
              str),
     RunField('busy_procs', 'other processes busy on the cores the run used (-1: not recorded)',
              int),
-    RunField('busy', "'true', 'false' or 'unknown': the machine was busy (harnesslib.quiet)",
+    RunField('busy', "'true', 'false' or 'unknown': the machine was busy (harnesscore.quiet)",
              str),
     RunField('busy_detail', 'what made it busy: processes (pid, name, cpu, share), steal', str),
     # -- what the run's MPI was told (harnesslib.launch.mpi_vars)

@@ -43,7 +43,7 @@ The rule
    then after every ``SEQUENTIAL_STEP`` more rounds of the pairs still
    INCONCLUSIVE, up to a cap) look at a pair several times, and each look is a
    chance of a wrong call.  At 97.5% per look the simulation of
-   ``hybridverdict.calibrate`` keeps the wrong calls (a WIN, LOSS or TIE the
+   ``reports/tools/calibrate.py`` keeps the wrong calls (a WIN, LOSS or TIE the
    true speedup contradicts) at or below 5% over all looks up to 15 rounds,
    for every noise level and true speedup it tries; at 95% per look they
    reach 7-8% at the band's edges.  A wrong call needs the interval to miss
@@ -587,6 +587,12 @@ def call(decision: Decision) -> str:
 def band(floor: float = DEFAULT_FLOOR) -> tuple[float, float]:
     """The band of a TIE around a speedup of 1: [1 / (1 + floor), 1 + floor]."""
     return 1.0 / (1.0 + floor), 1.0 + floor
+
+
+def speedup_call(interval: Interval, floor: float = DEFAULT_FLOOR) -> str:
+    """The verdict of a speedup's interval: the one rule (``decide``) against the
+    band of a TIE around 1 (``band``), as a call (``call``)."""
+    return call(decide(interval, *band(floor)))
 
 
 # ---- sequential rounds --------------------------------------------------------------

@@ -15,6 +15,11 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from harnesscore.paths import REFERENCES_DIR
+from harnesscore.references import references_file, split_name
+from harnesscore.rounds import ROUNDS_FILE, round_loop
+from harnesscore.schema import check_fields, field_text
+from harnesscore.units import MIB
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError
@@ -39,18 +44,14 @@ from .launch import (
     shell_words,
 )
 from .noise import BandRule, QuietMachine
-from .paths import REFERENCES_DIR
 from .placement import cores_per_node
-from .references import references_file, split_name
-from .rounds import ROUNDS_FILE
-from .schema import check_fields, field_text
 
 
 class SystemReferences(rfm.RegressionTestPlugin):
     """Performance references from the system's ``$ref`` file.
 
     The file is ``<reference prefix>/<system>.yaml`` (see
-    ``harnesslib.references``), indexed by partition, environment and the
+    ``harnesscore.references``), indexed by partition, environment and the
     test's variant (its parameters without the sample number).  Without the
     file a test has no references; with ``-S require_reference=true`` (the
     nightly mode) a test without one fails, naming the file and the key.
@@ -124,9 +125,30 @@ class PerfSchema(rfm.RegressionTestPlugin):
                 f'passed one (declare them by the setup stage)')
 
 
+#: Where a script of several OSU runs notes each run that did not exit 0.
+STATUS_FILE = 'osu_status.txt'
+#: The exit statuses of a run that ``timeout`` ended (TERM, then KILL).
+TIMED_OUT = (124, 137)
+
+
 class StageFiles(rfm.RegressionTestPlugin):
     """The files a check writes into its stage directory for its job (a
     script of several launches) and reads back from it after the run."""
+
+    @staticmethod
+    def note_status(run: str) -> str:
+        """The end of a script line that notes `run` in ``STATUS_FILE`` if it
+        did not exit 0 (`run` is quoted by its writer)."""
+        return f' || echo "{run} status $?" >> {STATUS_FILE}'
+
+    def noted_runs(self, what: str) -> list[str]:
+        """The runs the script noted (``note_status``); a sanity error naming
+        `what` where one of them failed, not only ended by ``timeout`` (OSU
+        has no watchdog for a hung MPI_Finalize: its table decides)."""
+        noted = [ln.strip() for ln in self.stage_text(STATUS_FILE).splitlines() if ln.strip()]
+        bad = [ln for ln in noted if not ln.endswith(tuple(f'status {c}' for c in TIMED_OUT))]
+        sn.evaluate(sn.assert_false(bad, msg=f'{what} failed: {bad}'))
+        return noted
 
     def write_stage_script(self, name: str, lines: list[str]) -> None:
         """A bash script `name` of `lines` in the stage directory (every word
@@ -143,13 +165,49 @@ class StageFiles(rfm.RegressionTestPlugin):
         except FileNotFoundError:
             return ''
 
+
+class AlternatingRounds(StageFiles):
+    """A job script of rounds that run both sides of every comparison side by
+    side (``harnesscore.rounds``): at least `rounds` rounds, then more while a
+    band is undecided, up to `max_rounds` and within `round_budget_s`."""
+
+    #: Rounds at least, at most, and the seconds the rounds may take in all
+    #: (each check sets its own).
+    rounds = variable(int)
+    max_rounds = variable(int)
+    round_budget_s = variable(int)
+
+    def round_loop(self, counter: str, body: list[str], question: list[str]) -> list[str]:
+        """The script's loop of rounds (``harnesscore.rounds.round_loop``)."""
+        return round_loop(counter, body, self.rounds, self.max_rounds, self.round_budget_s,
+                          question)
+
     def rounds_done(self) -> int:
-        """The rounds a script of alternating rounds finished (harnesslib.rounds)."""
+        """The rounds the script finished."""
         try:
             return int(self.stage_text(ROUNDS_FILE).strip())
         except ValueError:
             raise sn.SanityError(f'{ROUNDS_FILE} is missing or unreadable: the rounds '
                                  f'did not finish') from None
+
+
+#: The per-size variables of a point-to-point sweep (``hybridverdict.comm``'s
+#: convention): kind -> unit, and the headline of each kind: (name, size).
+SWEEP_UNITS = {'lat': 'us', 'bw': 'MB/s'}
+SWEEP_HEADLINES = {'lat': ('latency_8B', 8), 'bw': ('bandwidth_1MiB', MIB)}
+
+
+def sweep_variables(sizes: list[int], value, kinds: tuple[str, ...], headline: str) -> dict:
+    """The performance variables of a sweep: ``<kind>_<bytes>`` per size and
+    kind ('lat': us, 'bw': MB/s), then the `headline` kind's headline where
+    the sweep has its size; value(kind, size) reads a figure."""
+    out = {f'{kind}_{s}': sn.make_performance_function(
+        lambda kind=kind, s=s: value(kind, s), SWEEP_UNITS[kind]) for s in sizes for kind in kinds}
+    name, size = SWEEP_HEADLINES[headline]
+    if size in sizes:
+        out[name] = sn.make_performance_function(lambda: value(headline, size),
+                                                 SWEEP_UNITS[headline])
+    return out
 
 
 # ---- provenance --------------------------------------------------------------------
@@ -223,7 +281,7 @@ def mpi_env_text(effective: dict[str, str]) -> str:
 
 class Provenance(StageFiles):
     """What every run was made with and where it ran, into the perflog's
-    provenance fields (``harnesslib.schema``): src_version, compiler,
+    provenance fields (``harnesscore.schema``): src_version, compiler,
     reframe_version, spack_hash, loaded_modules, node_names, kernel_release,
     launch_command, and mpi_env (the test must also derive from
     ``PerflogFields``, which derives from this).
@@ -307,7 +365,7 @@ def _perflog_fields() -> type:
     namespace['__module__'] = __name__
     namespace['__qualname__'] = 'PerflogFields'
     namespace['__doc__'] = ('The fields every perflog line of the harness carries '
-                            '(harnesslib.schema): what ran, where, with what '
+                            '(harnesscore.schema): what ran, where, with what '
                             '(Provenance), and whether its result counts.')
     for field in check_fields():
         namespace[field.name] = variable(field.type, value=field.default)

@@ -16,10 +16,10 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 import yaml  # ReFrame brings PyYAML
+from harnesscore.paths import REPO_DIR, SRC_DIR
 from reframe.core.builtins import run_before, sanity_function, variable
 
 from .launch import hold_node_lock
-from .paths import REPO_DIR, SRC_DIR
 
 KERNELS = ('spmv', 'md', 'ring', 'stream')
 

@@ -31,6 +31,7 @@ import types
 from collections.abc import Mapping, MutableMapping
 
 import reframe.core.runtime as rt
+from harnesscore.stacks import STACK, STACKS
 from reframe.core.launchers import JobLauncher
 
 #: Prefixes of the MPI tuning variables: what a shell's rc file or a module
@@ -68,7 +69,7 @@ def clean_mpi_env(environ: MutableMapping[str, str]) -> list[str]:
 
 
 # What `mpi_library` (MPI_Get_library_version, first line) starts with, per stack.
-LIBRARY_PREFIX = {'openmpi': 'Open MPI', 'mpich': 'MPICH', 'mvapich2': 'MVAPICH2'}
+LIBRARY_PREFIX = {s.name: s.library_prefix for s in STACKS}
 
 #: The line a job script writes with its launcher's exit status where the
 #: scheduler reports none (ReFrame's squeue backend).
@@ -79,7 +80,7 @@ LAUNCHER_NAMES = ('mpirun', 'mpiexec')
 WRAPPER_NAMES = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
 #: Helpers a family's launcher starts by name (from PATH where they are not
 #: in its own folder: a link named mpirun is not in the stack's folder).
-HELPER_NAMES = {'mpich': ('hydra_pmi_proxy',), 'mvapich2': ('hydra_pmi_proxy',)}
+HELPER_NAMES = {s.name: s.launcher_helpers for s in STACKS if s.launcher_helpers}
 
 
 # ---- the stack's tools under their generic names ---------------------------------
@@ -169,27 +170,19 @@ def rank_binding_env(family: str, cores_per_rank: int = 1,
     them as Slurm sees fit.
     """
     t = max(1, int(cores_per_rank))
-    if oversubscribe and family == 'openmpi':
-        return {'OMPI_MCA_rmaps_base_oversubscribe': '1',
-                'OMPI_MCA_rmaps_base_mapping_policy': 'slot',
-                'OMPI_MCA_hwloc_base_binding_policy': 'none'}
-    if oversubscribe and family in ('mpich', 'mvapich2'):
-        env = {'HYDRA_BINDING': 'none'}
-        if family == 'mvapich2':
-            env['MV2_ENABLE_AFFINITY'] = '0'
-        return env
-    if family == 'openmpi':
+    stack = STACK.get(family)
+    if stack is not None and stack.launcher_kind == 'orte':
+        if oversubscribe:
+            return {'OMPI_MCA_rmaps_base_oversubscribe': '1',
+                    'OMPI_MCA_rmaps_base_mapping_policy': 'slot',
+                    'OMPI_MCA_hwloc_base_binding_policy': 'none', **stack.binding_env}
         return {'OMPI_MCA_rmaps_base_mapping_policy': 'core' if t == 1 else f'slot:PE={t}',
-                'OMPI_MCA_hwloc_base_binding_policy': 'core'}
-    if family in ('mpich', 'mvapich2'):
-        # MVAPICH2's launcher is MPICH's hydra.  Its own library binding is
-        # off: built with ch3:sock (TCP only) it cannot see which ranks share
-        # a node and binds them all to the same core, and it would put a
-        # hybrid rank's threads on one core.
-        env = {'HYDRA_BINDING': 'core' if t == 1 else f'core:{t}'}
-        if family == 'mvapich2':
-            env['MV2_ENABLE_AFFINITY'] = '0'
-        return env
+                'OMPI_MCA_hwloc_base_binding_policy': 'core', **stack.binding_env}
+    if stack is not None and stack.launcher_kind == 'hydra':
+        # The stack's own variables go with the launcher's (MVAPICH2's
+        # library binding off: harnesscore.stacks says why).
+        binding = 'none' if oversubscribe else 'core' if t == 1 else f'core:{t}'
+        return {'HYDRA_BINDING': binding, **stack.binding_env}
     if family == 'srun':
         # srun's --cpus-per-task comes from the job (ReFrame's srun launcher).
         return {'SLURM_CPU_BIND': 'cores'}

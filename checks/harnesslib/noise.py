@@ -1,16 +1,16 @@
 """The ReFrame side of noisy machines: ``QuietMachine`` (every performance run
-records how quiet the machine was, see ``harnesslib.quiet``) and ``BandRule``
+records how quiet the machine was, see ``harnesscore.quiet``) and ``BandRule``
 (every fixed-band reference is decided by the one rule, see
-``harnesslib.bands``).
+``harnesscore.bands``).
 
-How the three states map onto ReFrame (see the README, "Noisy machines"):
+How the three states map onto ReFrame (docs/pages/statistics.md, "Noisy machines"):
 
 * PASS: the test passes; perflog ``judgement=pass``.
 * FAIL: the test fails in its performance stage with ReFrame's own "failed to
   meet reference" message (the median lies outside the band whenever the
   interval does), preceded by a warning that gives the rule's interval;
   perflog ``judgement=fail``.
-* WARN (a PASS in the soft zone, see ``harnesslib.bands``): the test passes
+* WARN (a PASS in the soft zone, see ``harnesscore.bands``): the test passes
   with a warning line; perflog ``judgement=warn``.
 * DEFERRED: a sample (``%sample=N``) that is not the session's last of its
   variant: the test passes (its reference is logged without thresholds
@@ -36,14 +36,23 @@ import os
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
+from harnesscore.bands import (
+    DEFERRED,
+    FAIL,
+    PASS,
+    Judgement,
+    deferred,
+    judge_band,
+    overall,
+    soft_zone,
+)
+from harnesscore.quiet import QUIET_FILE, enabled, epilogue, prologue, read_quiet, summarise
+from harnesscore.references import split_name
+from harnesscore.stats import Interval
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError
 
-from .bands import DEFERRED, FAIL, PASS, Judgement, deferred, judge_band, overall, soft_zone
 from .placement import first_round, samples_per_run
-from .quiet import QUIET_FILE, enabled, epilogue, prologue, read_quiet, summarise
-from .references import split_name
-from .stats import Interval
 
 
 class QuietMachine(rfm.RegressionTestPlugin):
@@ -83,10 +92,10 @@ _SESSION_VALUES: dict[tuple[str, str, str, str, str], list[tuple[float, bool]]] 
 
 class BandRule(rfm.RegressionTestPlugin):
     """Every performance variable with a bounded reference is judged by the one
-    rule (``harnesslib.bands``) before ReFrame checks it (see the module's
+    rule (``harnesscore.bands``) before ReFrame checks it (see the module's
     docstring for the mapping onto ReFrame's pass and fail)."""
 
-    #: A FAIL on a busy run is reported INCONCLUSIVE (harnesslib.bands);
+    #: A FAIL on a busy run is reported INCONCLUSIVE (harnesscore.bands);
     #: ``-S withhold_when_busy=false`` lets the rule fail it all the same.
     withhold_when_busy = variable(typ.Bool, value=True, loggable=False)
     #: A sampled variant (``%sample=N``) is judged on all its samples of the
@@ -95,7 +104,7 @@ class BandRule(rfm.RegressionTestPlugin):
 
     def band_samples(self) -> dict[str, list[float] | Interval]:
         """The values behind each judged variable (e.g. per-round ratios), or
-        its interval from ``harnesslib.stats``; a variable not listed is
+        its interval from ``harnesscore.stats``; a variable not listed is
         judged from its single value.  The variable's own value must be the
         median of its samples (the interval's median)."""
         return {}

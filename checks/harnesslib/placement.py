@@ -1,7 +1,7 @@
 """Topology and layouts: cores per node, the R x T layouts that fill a node,
 the sizes of the kernel checks, point-to-point placement, the rounds of
 every run (each pair's two runs side by side), and the session's plan
-(``harnesslib.plan``) as the checks see it."""
+(``harnesscore.plan``) as the checks see it."""
 
 from __future__ import annotations
 
@@ -9,25 +9,21 @@ import functools
 import os
 
 import reframe.core.runtime as rt
+from harnesscore import plan as _plan
+from harnesscore.plan import (  # noqa: F401  (the checks' API)
+    MAX_FIRST_ROUND,
+    MAX_SAMPLES,
+    cores_per_node,
+    divisors,
+    first_round,
+    layout_name,
+    parse_layout,
+    samples_per_run,
+)
 from reframe.core.builtins import parameter
 from reframe.core.exceptions import ReframeFatalError
 
-from . import plan as _plan
 from .compat import registered_variants
-from .plan import divisors, layout_name, parse_layout  # noqa: F401  (the checks' API)
-
-
-def cores_per_node(partition) -> int:
-    """Physical cores of one node of `partition` (detected or configured)."""
-    proc = partition.processor
-    if proc.num_cores:
-        return int(proc.num_cores)
-    if proc.num_cpus:
-        return int(proc.num_cpus) // int(proc.num_cpus_per_core or 1)
-    if partition.scheduler.registered_name == 'local':
-        return len(os.sched_getaffinity(0))
-    raise ValueError(f'partition {partition.fullname}: processor topology unknown; '
-                     f'run reframe --detect-host-topology or set "processor"')
 
 
 def _divisor_layouts(cores: int) -> list[tuple[int, int]]:
@@ -236,33 +232,3 @@ def print_plans() -> None:
             getlogger().warning(f'plan {part.fullname}: {err}')
 
 
-def first_round() -> int:
-    """The number of a session's first round (``HARNESS_FIRST_ROUND``, default 0)."""
-    text = os.environ.get('HARNESS_FIRST_ROUND', '0').strip()
-    if not text.isdigit() or int(text) > MAX_FIRST_ROUND:
-        raise ValueError(f'HARNESS_FIRST_ROUND must be an integer from 0 to {MAX_FIRST_ROUND}, '
-                         f'got {text!r}')
-    return int(text)
-
-
-#: Round numbers stay below this (the sequential rounds' cap is far lower).
-MAX_FIRST_ROUND = 1000
-
-
-def samples_per_run() -> int:
-    """Samples of every kernel run (``HARNESS_REPEAT``, default 3).
-
-    The samples are a parameter of the checks rather than ReFrame's
-    ``--repeat``: the verdict checks depend on every sample of the runs they
-    judge, and ``--repeat`` renumbers the variants those dependencies name.
-    """
-    text = os.environ.get('HARNESS_REPEAT', '3').strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_SAMPLES:
-        raise ValueError(f'HARNESS_REPEAT must be an integer from 1 to {MAX_SAMPLES}, '
-                         f'got {text!r}')
-    return int(text)
-
-
-#: Most samples per run: each is a test case of every layout and size (a
-#: larger count only makes ReFrame build an unusable test graph for minutes).
-MAX_SAMPLES = 100

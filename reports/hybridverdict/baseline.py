@@ -6,7 +6,7 @@
 
 It reads the perflogs of one or several sessions and, per system, builds the
 ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
-(see :mod:`harnesslib.references`):
+(see :mod:`harnesscore.references`):
 
 * each reference is the median of the runs of one test variant (all its
   samples and sessions) on one partition and stack;
@@ -14,7 +14,7 @@ ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
   1 check in 100 on a night where nothing changed): from the spread of the
   runs within their sessions and of the sessions' levels between them, for
   the median of a night's ``--night-samples`` runs, split over the variables
-  of the variant (``harnesslib.stats.reference_band``); never narrower than
+  of the variant (``harnesscore.stats.reference_band``); never narrower than
   ``--floor`` (5%).  Sessions are the runs' ``session`` field (older perflogs:
   a gap of more than an hour, ``stats.session_starts``).  Fewer than 5
   sessions measure the drift between sessions poorly: it says so.  A rate's
@@ -30,7 +30,7 @@ never replaces an existing file without ``--force``, and then keeps the
 previous version as ``<prefix>/previous/<system>-<UTC time>.yaml``; both are
 written whole or not at all (``hybridverdict.atomic``).  Only runs that passed
 are used (not failed, unverified or oversubscribed ones, nor runs made on a busy
-machine: perflog field ``busy``, see ``harnesslib.quiet``), and runs that must
+machine: perflog field ``busy``, see ``harnesscore.quiet``), and runs that must
 not be compared are never pooled: where one test variant ran with several
 builds (build type, Spack spec, wrapper), MPI libraries or node counts, its
 reference comes from the one its latest run used, and the others are named.
@@ -49,14 +49,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 import yaml
-from harnesslib.references import (
+from harnesscore.references import (
     INDEX,
     lower_is_better,
     references_file,
     split_name,
     validate_references,
 )
-from harnesslib.stats import (
+from harnesscore.stats import (
     DEFAULT_FALSE_ALARM,
     reference_band,
     session_of,
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     busy = sum(1 for r in records if r.busy)
     if busy:
         print(f'hybridverdict-baseline: left out {busy} run(s) made on a busy machine '
-              f'(perflog field busy, see harnesslib.quiet)', file=sys.stderr)
+              f'(perflog field busy, see harnesscore.quiet)', file=sys.stderr)
     left_out: list[str] = []
     by_system = collect(records, left_out)
     for line in left_out:

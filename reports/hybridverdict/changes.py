@@ -2,14 +2,14 @@
 
 A **series** is one performance variable of one test variant on one system,
 partition, stack and node count: (system, test class and variant from the record's
-display name by ``harnesslib.references.split_name``, partition, stack, nodes,
+display name by ``harnesscore.references.split_name``, partition, stack, nodes,
 variable).  Only verified records enter it; runs that failed a performance check
 do (a regression is what makes them fail).
 
 **Sessions.**  A record's session is its ``session`` field (``./harness run`` and
 ``nightly`` name one per session).  Records without one (older perflogs) are told
 apart by time: a gap longer than ``session_gap`` minutes between completion times
-starts a new session (the rule of ``harnesslib.stats.session_starts``).  A series
+starts a new session (the rule of ``harnesscore.stats.session_starts``).  A series
 has one point per session:
 the median of that session's samples, so one noisy night is one point, never many.
 
@@ -25,11 +25,11 @@ segments merged, and the rest tested again until every one passes.  An outlier
 night cannot make a segment of its own (``min_segment``), and inside a segment it
 barely moves the medians (and shows in the random orders as much as in the given).
 
-Each change point carries its size: ``harnesslib.stats.compare`` of the session
+Each change point carries its size: ``harnesscore.stats.compare`` of the session
 medians after against before, at most 20 sessions each side nearest it (the ratio
 of medians with its 95% interval, basis 'back-to-back samples', no drift floor: each
 point is a night of its own), its
-direction (worse/better, from the unit: ``harnesslib.references.lower_is_better``),
+direction (worse/better, from the unit: ``harnesscore.references.lower_is_better``),
 the start of its first session, and the provenance that differs between the last
 record before it and the first after it (``perflog.provenance``; ``mpi_env``
 diffed per variable, e.g. ``OMPI_MCA_btl unset -> self,tcp``).  The store keeps the
@@ -76,10 +76,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
-from harnesslib import stats as stats_rule
-from harnesslib.references import lower_is_better, split_name
+from harnesscore import stats as stats_rule
+from harnesscore.references import lower_is_better, split_name
 
-from .perflog import Record, provenance
+from .records import Record, provenance
 
 TITLE = 'Since the last night'
 

@@ -30,12 +30,12 @@ import functools
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from harnesslib import stats
+from harnesscore import stats
 
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
-from .perflog import Group, Record
+from .records import Group, Record
 
 LAT_KERNELS = ('ring-pingpong', 'osu_latency')
 BW_KERNELS = ('ring-bw', 'osu_bw')
@@ -106,8 +106,39 @@ def _where(group: Group) -> dict:
             'library': group.library}
 
 
+class _Fitted:
+    """A series of samples per abscissa (``times``), a model fitted to their
+    medians (``fit``), or why it could not be (``error``)."""
+
+    times: dict[int, list[float]]
+    fit: HockneyFit | LogFit | None
+    error: str
+
+    def medians(self) -> tuple[list[int], list[float]]:
+        xs = sorted(self.times)
+        return xs, [median(self.times[x]) for x in xs]
+
+    def fit_data(self) -> dict:
+        """The fit, or its error, for the JSON."""
+        return {'fit': dataclasses.asdict(self.fit) if self.fit else None, 'error': self.error}
+
+
+def _fit_each(found: dict, fit: Callable) -> list:
+    """The series of `found` (group -> series) in group order, each fitted:
+    fit(x, medians), or the fit's error."""
+    out = []
+    for key in sorted(found, key=Group.sort_key):
+        series = found[key]
+        try:
+            series.fit = fit(*series.medians())
+        except FitError as err:
+            series.error = str(err)
+        out.append(series)
+    return out
+
+
 @dataclasses.dataclass
-class Curve:
+class Curve(_Fitted):
     """Point-to-point times of one kernel on one stack, partition and node count."""
 
     system: str
@@ -121,10 +152,6 @@ class Curve:
     nodes: int = 1
     build: str = ''
     library: str = ''
-
-    def medians(self) -> tuple[list[int], list[float]]:
-        sizes = sorted(self.times)
-        return sizes, [median(self.times[m]) for m in sizes]
 
 
 def _usable(records: Iterable[Record], kernels: tuple[str, ...]) -> Iterable[Record]:
@@ -154,16 +181,7 @@ def p2p_curves(records: Iterable[Record]) -> list[Curve]:
         curve.span.add(rec)
         for size, t in points.items():
             curve.times[size].append(t)
-    out = []
-    for key in sorted(curves, key=Group.sort_key):
-        curve = curves[key]
-        sizes, times = curve.medians()
-        try:
-            curve.fit = fit_hockney(sizes, times)
-        except FitError as err:
-            curve.error = str(err)
-        out.append(curve)
-    return out
+    return _fit_each(curves, fit_hockney)
 
 
 def _fmt(x: float | None, spec: str = '.3g') -> str:
@@ -203,8 +221,7 @@ def hockney_data(curves: list[Curve]) -> list[dict]:
         out.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
                     'kernel': c.kernel, 'nodes': c.nodes, 'build': c.build,
                     'library': c.span.library, 'samples': c.span.records,
-                    'sizes': sizes, 'times_us': times,
-                    'fit': dataclasses.asdict(c.fit) if c.fit else None, 'error': c.error})
+                    'sizes': sizes, 'times_us': times, **c.fit_data()})
     return out
 
 
@@ -522,7 +539,7 @@ RABENSEIFNER_NOTE = ('Inter-node bandwidth per node of the ring across nodes (ea
 # ---- collectives ----------------------------------------------------------------
 
 @dataclasses.dataclass
-class Collective:
+class Collective(_Fitted):
     system: str
     partition: str
     stack: str
@@ -537,10 +554,6 @@ class Collective:
     @property
     def samples(self) -> int:
         return sum(len(v) for v in self.times.values())
-
-    def medians(self) -> tuple[list[int], list[float]]:
-        ns = sorted(self.times)
-        return ns, [median(self.times[n]) for n in ns]
 
 
 #: message sizes shown in the collectives table (those present; all go to the JSON)
@@ -563,19 +576,13 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
                                             m[1], times=defaultdict(list), build=key.build,
                                             library=key.library)
             c.times[n].append(value)
-    out = []
-    for key in sorted(found, key=Group.sort_key):
-        c = found[key]
-        ns, ts = c.medians()
-        if len(ns) < 2:
-            c.error = f'needs >= 2 rank counts (only n = {ns[0]})'
-        else:
-            try:
-                c.fit = fit_log2(ns, ts)
-            except FitError as err:
-                c.error = str(err)
-        out.append(c)
-    return out
+    return _fit_each(found, _fit_ranks)
+
+
+def _fit_ranks(ns: list[int], ts: list[float]) -> LogFit:
+    if len(ns) < 2:
+        raise FitError(f'needs >= 2 rank counts (only n = {ns[0]})')
+    return fit_log2(ns, ts)
 
 
 COLLECTIVE_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'rank counts', 'a [us]',
@@ -594,8 +601,7 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
         ns, ts = c.medians()
         data.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
                      'kernel': c.kernel, 'bytes': c.size, 'ranks': ns, 'times_us': ts,
-                     'fit': dataclasses.asdict(c.fit) if c.fit else None, 'error': c.error,
-                     'samples': c.samples})
+                     **c.fit_data(), 'samples': c.samples})
         if c.size not in shown:
             continue
         counts = ','.join(str(n) for n in ns)

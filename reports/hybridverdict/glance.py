@@ -15,7 +15,8 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .verdict import Verdict, size_key
+from .records import size_key
+from .verdict import Verdict
 
 #: layouts named per kernel in a sentence before "and N more"
 MAX_NAMED = 3

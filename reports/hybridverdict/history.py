@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .perflog import Record
+from .records import Record
 
 DEFAULT_LIMIT = 16
 DEFAULT_MAX_POINTS = 200

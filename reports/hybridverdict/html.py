@@ -9,9 +9,9 @@ import html
 from collections import defaultdict
 
 from . import glance, plots, render
+from .records import size_key
 from .report import Report
 from .section import FIG_HEATMAPS, FIG_SPEEDUP, LEADING
-from .verdict import size_key
 
 STYLE = '''
 body { font-family: sans-serif; margin: 1.5em; color: #222; }

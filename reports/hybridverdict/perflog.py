@@ -18,220 +18,38 @@ never modified.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import math
 import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple, Optional
 
-from harnesslib.schema import KNOWN, PERFVAR_PARTS, REQUIRED, TIME_VARIABLE, header_fields
-from harnesslib.units import label_bytes
+from harnesscore.schema import KNOWN, PERFVAR_PARTS, header_fields
+
+from .records import (
+    FIELDS,
+    NO_KERNEL,
+    PROVENANCE_FIELDS,
+    UNPARSABLE,
+    Group,
+    ReadStats,
+    Record,
+    Ref,
+    from_fields,
+    input_files,
+    number,
+    parse_time,
+    printable,
+    provenance,
+    reference,
+    size_key,
+    unusable,
+)
 
 #: fields per performance variable
 PARTS = len(PERFVAR_PARTS)
-
-#: Control characters (terminal escapes among them): never passed on from a
-#: perflog to a terminal or a report, but shown as ``\x1b``-style escapes.
-_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
-
-
-def printable(text: str) -> str:
-    """`text` with every control character written as a visible escape."""
-    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}', text)
-
-#: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
-#: the thresholds are fractions of the reference, None when unbounded.
-Ref = tuple[Optional[float], Optional[float], Optional[float]]
-
-
-def size_key(size: str) -> tuple:
-    """Numeric sizes sort as numbers ("6" before "12"), message sizes by their
-    bytes ("8B" before "64KiB" before "1MiB"), others as text."""
-    try:
-        return (0, float(size), size)
-    except ValueError:
-        n = label_bytes(size)
-        return (1, 0.0, size) if n is None else (0, float(n), size)
-
-
-class Group(NamedTuple):
-    """The runs that may be compared with each other: one kernel at one size, on one
-    system, partition, stack and node count, from one build of one MPI library.
-
-    Every analysis groups records by it (``Record.group``) and compares layouts
-    and modes only inside a group, so runs on different node counts, Debug
-    against Release builds, or two installs of a stack are never pooled.
-    """
-
-    system: str
-    partition: str
-    stack: str
-    kernel: str
-    size: str
-    nodes: int
-    build: str          # build_spec: build system, type, stack, compiler (or OSU prefix)
-    library: str        # the MPI library's version string
-
-    def sort_key(self) -> tuple:
-        return (self.system, self.partition, self.stack, self.kernel, size_key(self.size),
-                self.nodes, self.build, self.library)
-
-    def across_nodes(self) -> tuple:
-        """The group's fields but the node count: one scaling series per value."""
-        return (self.system, self.partition, self.stack, self.kernel, self.size,
-                self.build, self.library)
-
-    def with_size(self, size: object) -> Group:
-        """The same group for another size (e.g. a message size, or '' for a sweep)."""
-        return self._replace(size=str(size))
-
-
-@dataclasses.dataclass(frozen=True)
-class Record:
-    """One performance record: one run of one kernel at one layout."""
-
-    time: dt.datetime
-    system: str
-    partition: str
-    stack: str
-    kernel: str
-    mode: str
-    ranks: int
-    threads: int
-    size: str
-    cores: int
-    nodes: int
-    mpi_library: str
-    verified: bool
-    oversubscribed: bool
-    result: str
-    values: dict[str, float]
-    units: dict[str, str]
-    source: str
-    name: str = ''
-    build_spec: str = ''
-    finalize_hung: bool = False
-    #: variable -> (ref, lower, upper); only variables that have a reference logged
-    refs: dict[str, Ref] = dataclasses.field(default_factory=dict)
-    #: the machine was busy during the run (harnesslib.quiet); kept out of references
-    busy: bool = False
-    #: the band rule's state: 'pass', 'fail', 'inconclusive' or '' (harnesslib.bands)
-    judgement: str = ''
-    judgement_detail: str = ''
-    #: the MPI tuning variables in effect, 'NAME=VALUE ...' ('' in older perflogs)
-    mpi_env: str = ''
-    #: provenance (harnesslib.schema; '' where unknown and in older perflogs): the
-    #: kernel sources' version, the compiler, ReFrame, the Spack hash, the modules
-    #: loaded, the nodes, their kernel release and the launcher line
-    src_version: str = ''
-    compiler: str = ''
-    reframe_version: str = ''
-    spack_hash: str = ''
-    loaded_modules: str = ''
-    node_names: str = ''
-    kernel_release: str = ''
-    launch_command: str = ''
-    #: the session the run belongs to (harnesslib.base.session_id; '' in older
-    #: perflogs, where sessions are told apart by time: stats.session_starts)
-    session: str = ''
-
-    @property
-    def total_cores(self) -> int:
-        return self.ranks * self.threads
-
-    @property
-    def group(self) -> Group:
-        """What a run is compared within (see ``Group``)."""
-        return Group(self.system, self.partition, self.stack, self.kernel, self.size,
-                     self.nodes, self.build_spec, self.mpi_library)
-
-    @property
-    def logged(self) -> tuple[dt.datetime, str, int]:
-        """When the run was logged, finer than its time: the perflog's times
-        have whole seconds, and runs of a second or less end within one; the
-        file and line order them (ReFrame logs a test when it completes)."""
-        path, _, line = self.source.rpartition(':')
-        return (self.time, path, int(line) if line.isdigit() else 0)
-
-    @property
-    def layout(self) -> str:
-        """"R x T" per node: ranks per node x threads per rank."""
-        return f'{self.ranks}x{self.threads}'
-
-    @property
-    def faults(self) -> tuple[str, ...]:
-        """Every reason the run's figures may not enter a verdict, the first the
-        one named: oversubscribed, failed, unverified (none if they may)."""
-        return tuple(why for why, bad in (('oversubscribed', self.oversubscribed),
-                                          ('failed', self.result != 'pass'),
-                                          ('unverified', not self.verified)) if bad)
-
-    @property
-    def left_out(self) -> str:
-        """Why the run's figures may not enter a verdict ('' if they may)."""
-        return next(iter(self.faults), '')
-
-    @property
-    def usable(self) -> bool:
-        """A run whose figures may enter a verdict."""
-        return not self.left_out
-
-    def band(self, var: str) -> tuple[float | None, float | None]:
-        """The absolute (low, high) bounds of `var` from its reference, None where open."""
-        ref, lower, upper = self.refs.get(var, (None, None, None))
-        if not ref:
-            return None, None
-        return (None if lower is None else ref * (1 + lower),
-                None if upper is None else ref * (1 + upper))
-
-
-_RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(Record))
-#: The text fields of a record after ``mpi_env``, read as they are (in Record order).
-_TEXT_TAIL = _RECORD_FIELDS[_RECORD_FIELDS.index('mpi_env') + 1:]
-
-
-def _record(*args: object) -> Record:
-    """Record(*args) for every field, without the frozen dataclass's per-field
-    ``object.__setattr__`` (a fifth of the reading time of a large perflog)."""
-    rec = object.__new__(Record)
-    rec.__dict__.update(zip(_RECORD_FIELDS, args))
-    return rec
-
-
-@dataclasses.dataclass
-class ReadStats:
-    files: int = 0
-    records: int = 0
-    skipped: int = 0
-    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: header fields the reader does not know -> number of files that had them
-    unknown_fields: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    #: where the first skipped line was, per reason ('file:line')
-    first_at: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def skip(self, reason: str, count: int = 1, where: str = '') -> None:
-        self.skipped += count
-        self.reasons[reason] = self.reasons.get(reason, 0) + count
-        if where:
-            self.first_at.setdefault(reason, where)
-
-    def warnings(self) -> list[str]:
-        """One line per kind of problem met while reading, for the user."""
-        out = []
-        if self.skipped:
-            reasons = ', '.join(
-                f'{n} {why}' + (f' (first at {self.first_at[why]})' if why in self.first_at
-                                else '')
-                for why, n in sorted(self.reasons.items()))
-            out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
-        if self.unknown_fields:
-            names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
-            out.append(f'ignored unknown perflog field(s): {names}')
-        return out
+#: the names of perflog files (a header changed: ``<name>.log.h<N>``)
+_LOG = re.compile(r'\.log(\.h\d+)?$')
 
 
 class PerflogError(Exception):
@@ -241,46 +59,8 @@ class PerflogError(Exception):
 
 def perflog_files(paths: Iterable[str]) -> list[str]:
     """The perflog files under the given files or directories, sorted."""
-    found: list[str] = []
-    for path in paths:
-        if os.path.isfile(path):
-            found.append(path)
-        elif os.path.isdir(path):
-            for root, _dirs, files in os.walk(path):
-                found += [os.path.join(root, f) for f in files
-                          if re.search(r'\.log(\.h\d+)?$', f)]
-        else:
-            raise PerflogError(f'no such perflog file or directory: {path}')
-    return sorted(found)
-
-
-def parse_time(text: str) -> dt.datetime:
-    """An ISO time; one without a zone is UTC (ValueError if it is none)."""
-    t = dt.datetime.fromisoformat(text)
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
-
-
-def _int_or_zero(text: str | None) -> int:
-    return int(text) if text and text.isdigit() else 0
-
-
-def _float_or_none(text: str) -> float | None:
-    if text in ('None', 'null', '', 'nan'):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-_TRUE = frozenset(('true', '1', 'yes', 'True'))
-
-
-def _parse_bool(text: str) -> bool:
-    return text in _TRUE or (text not in _FALSE and text.strip().lower() in _TRUE)
-
-
-_FALSE = frozenset(('false', 'False', '0', 'no', ''))
+    return input_files(paths, lambda name: bool(_LOG.search(name)), True, 'perflog',
+                       PerflogError)
 
 
 def _getter(indices: list[int]):
@@ -305,10 +85,9 @@ class _Header:
         self.fields = list(fields[:-1] if fields and fields[-1] == '' else fields)
         self.width = len(fields)
         index = {name: i for i, name in enumerate(fields)}
-        self.required = [(k, index.get(k, -1)) for k in REQUIRED]
         self.kernel = index.get('kernel')
-        # run fields in Record order; -1 = absent (reads the appended '')
-        self.at = {name: index.get(name, -1) for name in KNOWN}
+        # the run fields' texts in records.FIELDS order; -1 = absent (reads the appended '')
+        self.get_run = _getter([index.get(name, -1) for name in FIELDS])
         # variables: name -> indices of value, unit, ref, lower, upper (-1 if absent)
         self.variables: list[tuple[str, int, int, int, int, int]] = []
         claimed: set[int] = set()
@@ -326,7 +105,6 @@ class _Header:
         self.get_values = _getter([v[1] for v in self.variables])
         self.get_units = _getter([v[2] for v in self.variables])
         self.get_refs = _getter([v[3] for v in self.variables])
-        self.get_tail = _getter([self.at[name] for name in _TEXT_TAIL])
         #: unit tuples seen -> one dict shared by the records that have them
         self.unit_dicts: dict[tuple[str, ...], dict[str, str]] = {}
         for i, name in enumerate(fields):
@@ -336,31 +114,24 @@ class _Header:
     def _refs(self, fields: list[str]) -> dict[str, Ref]:
         refs: dict[str, Ref] = {}
         for var, _iv, _iu, ir, il, ih in self.variables:
-            ref = _float_or_none(fields[ir]) if fields[ir] not in _NO_REF else None
+            ref = None if fields[ir] in _NO_REF else reference(fields[ir], fields[il], fields[ih])
             if ref:
-                refs[var] = (ref, _float_or_none(fields[il]), _float_or_none(fields[ih]))
+                refs[var] = ref
         return refs
 
     def _slow_variables(self, fields: list[str]) -> tuple[dict, dict, dict]:
         values: dict[str, float] = {}
         units: dict[str, str] = {}
         for var, iv, iu, _ir, _il, _ih in self.variables:
-            try:
-                values[var] = float(fields[iv])
-            except ValueError:
-                continue
-            units[var] = fields[iu]
+            value = number(fields[iv])
+            if value is not None:
+                values[var] = value
+                units[var] = fields[iu]
         refs = {k: v for k, v in self._refs(fields).items() if k in values}
         return values, units, refs
 
     def parse(self, fields: list[str], source: str) -> Record:
         fields.append('')
-        for k, i in self.required:
-            text = fields[i]
-            if not text or text == 'None' or text == 'null':
-                missing = [k for k, i in self.required
-                           if fields[i] in ('', 'None', 'null')]
-                raise ValueError(f'missing {",".join(missing)}')
         # fast path: every value a number, the units as in an earlier line (one shared
         # dict), no reference; otherwise variable by variable
         try:
@@ -377,49 +148,11 @@ class _Header:
                 refs = self._refs(fields)
         else:
             values, units, refs = self._slow_variables(fields)
-        at = self.at
-        return _record(
-            parse_time(fields[at['job_completion_time']]), fields[at['system']],
-            fields[at['partition']], fields[at['environ']], fields[at['kernel']],
-            fields[at['mode']], int(fields[at['ranks']]), int(fields[at['threads']]),
-            fields[at['size']], _int_or_zero(fields[at['cores']]),
-            _int_or_zero(fields[at['nodes']]) or 1, fields[at['mpi_library']],
-            _parse_bool(fields[at['verified']]), _parse_bool(fields[at['oversubscribed']]),
-            fields[at['result']], values, units, source, fields[at['name']],
-            fields[at['build_spec']], _parse_bool(fields[at['finalize_hung']]), refs,
-            _parse_bool(fields[at['busy']]), fields[at['judgement']],
-            fields[at['judgement_detail']], fields[at['mpi_env']], *self.get_tail(fields))
+        return from_fields(self.get_run(fields), values, units, refs, source)
 
 
+#: The texts of a reference that is none (the fast path's test).
 _NO_REF = frozenset(('0', 'None', 'null', '', '0.0'))
-
-#: What a run was made with, beyond what it measured: the fields a performance
-#: engineer diffs between the runs before and after a regression.
-#: In the order they are built and run: the sources, how they were built and
-#: with what, the MPI and how it was tuned, the job's environment and launcher,
-#: where it ran, and the ReFrame that ran it.
-PROVENANCE_FIELDS = ('src_version', 'build_spec', 'spack_hash', 'compiler', 'mpi_library',
-                     'mpi_env', 'loaded_modules', 'launch_command', 'node_names',
-                     'kernel_release', 'reframe_version')
-
-
-def provenance(rec: Record) -> dict[str, str]:
-    """The run's provenance, field -> text ('' where the record has none)."""
-    return {f: str(getattr(rec, f, '') or '') for f in PROVENANCE_FIELDS}
-
-
-def unusable(rec: Record) -> str:
-    """Why a record cannot be used ('' if it can): a value that is not a finite
-    number, or a run time (``t_total``) that is zero or negative.  Every reader
-    skips such a record with a warning naming where it was, and goes on."""
-    values = rec.values
-    if not all(map(math.isfinite, values.values())):
-        bad = next(k for k, v in values.items() if not math.isfinite(v))
-        return f'{bad} is not a finite number'
-    t = values.get(TIME_VARIABLE)
-    if t is not None and t <= 0:
-        return f'{TIME_VARIABLE} is not positive'
-    return ''
 
 
 #: check (file name without .log/.h<N>) -> number of variables -> variable
@@ -428,7 +161,7 @@ Shapes = dict[str, dict[int, set[tuple[str, ...]]]]
 
 
 def _check_of(path: str) -> str:
-    return re.sub(r'\.log(\.h\d+)?$', '', os.path.basename(path))
+    return _LOG.sub('', os.path.basename(path))
 
 
 def _add_shape(shapes: Shapes, path: str, header: _Header) -> None:
@@ -522,20 +255,16 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iter
                     continue
                 line_header = found
             if (line_header.kernel is not None
-                    and fields[line_header.kernel] in ('null', 'None')):
+                    and fields[line_header.kernel] in NO_KERNEL):
                 continue  # a build or other non-kernel test: nothing to pair
+            where = f'{path}:{lineno}'
             try:
-                rec = line_header.parse(fields, f'{path}:{lineno}')
-            except (ValueError, KeyError) as err:
-                stats.skip(f'unparsable ({err})' if 'missing' in str(err)
-                           else 'unparsable value', where=f'{path}:{lineno}')
+                rec = line_header.parse(fields, where)
+            except UNPARSABLE as err:
+                stats.unparsable(err, where)
                 continue
-            why = unusable(rec)
-            if why:
-                stats.skip(f'unusable record ({why})', where=f'{path}:{lineno}')
-                continue
-            stats.records += 1
-            yield rec
+            if stats.keep(rec):
+                yield rec
 
 
 def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
@@ -552,9 +281,7 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
     return out
 
 
-__all__ = ['Record', 'Group', 'size_key', 'Ref', 'ReadStats', 'PerflogError', 'read_perflogs',
-           'unusable',
-           'perflog_files',
-    'PROVENANCE_FIELDS',
-    'provenance',
-           'header_fields', 'parse_time']
+# The records' names, read from here by the report and the tests (``records``).
+__all__ = ['PROVENANCE_FIELDS', 'Group', 'PerflogError', 'ReadStats', 'Record', 'Ref',
+           'header_fields', 'parse_time', 'perflog_files', 'printable', 'provenance',
+           'read_file', 'read_perflogs', 'size_key', 'unusable']

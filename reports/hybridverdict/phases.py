@@ -16,7 +16,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .perflog import Record
+from .records import Record
 
 #: the md check's phases, then Chorley's two others (hloop, startup), shown where logged
 PHASES = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh', 'hloop', 'startup')

@@ -30,8 +30,8 @@ from matplotlib.ticker import (  # noqa: E402
 
 from . import comm, glance, history, verdict  # noqa: E402
 from . import section as sec  # noqa: E402
+from .records import size_key  # noqa: E402
 from .report import Report  # noqa: E402
-from .verdict import size_key  # noqa: E402
 
 DPI = 80
 PHASE_ORDER = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh')
@@ -81,6 +81,42 @@ def _grid(n: int, cols: int, w: float = 4.2, h: float = 3.0):
     return fig, flat[:n]
 
 
+def _panels(items: Iterable, key: Callable, cols: int, w: float = 4.2, h: float = 3.0,
+            order: Callable = lambda k: k) -> tuple:
+    """A figure of one panel per value of key(item), in `order` of the values:
+    the figure and its (axes, (value, items)) pairs; (None, []) without items."""
+    groups: dict = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    if not groups:
+        return None, []
+    fig, axes = _grid(len(groups), cols, w, h)
+    return fig, list(zip(axes, sorted(groups.items(), key=lambda kv: order(kv[0]))))
+
+
+def _finish(ax, title: str, xlabel: str, ylabel: str, loc: str = 'upper left',
+            one: bool = False) -> None:
+    """A panel's title, axis labels and legend; `one`: the dashed line at 1."""
+    if one:
+        _one(ax)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=6, loc=loc)
+
+
+def _one(ax) -> None:
+    """The dashed line at 1 (a ratio's break-even)."""
+    ax.axhline(1.0, color='k', lw=0.8, ls='--')
+
+
+def _fitted(ax, xs: list, ys: list, fitted: list | None, label: str, **style) -> None:
+    """Measured points, and the fit through them in the same colour (if any)."""
+    pts = ax.plot(xs, ys, 'o', label=label, **style)
+    if fitted is not None:
+        ax.plot(xs, fitted, '-', color=pts[0].get_color())
+
+
 def _num(size: str) -> float | None:
     try:
         return float(size)
@@ -89,14 +125,11 @@ def _num(size: str) -> float | None:
 
 
 def speedup(rep: Report) -> Figure | None:
-    by_kernel: dict[str, list] = defaultdict(list)
-    for v in rep.verdicts:
-        by_kernel[v.kernel].append(v)
-    if not by_kernel:
+    fig, panels = _panels(rep.verdicts, lambda v: v.kernel, 2, 6.0, 4.2)
+    if fig is None:
         return None
-    fig, axes = _grid(len(by_kernel), 2, 6.0, 4.2)
     samples = 0
-    for ax, (kernel, vs) in zip(axes, sorted(by_kernel.items())):
+    for ax, (kernel, vs) in panels:
         lines: dict[str, list] = defaultdict(list)
         for v in vs:
             nodes = f' {v.nodes} nodes' if v.nodes > 1 else ''
@@ -112,15 +145,11 @@ def speedup(rep: Report) -> Figure | None:
             err = [v.speedup * v.noise for v in pts]
             n = sum(v.n_mpi + v.n_hybrid for v in pts)
             ax.errorbar(xs, ys, yerr=err, marker='o', capsize=3, label=f'{label} (n={n})')
-        ax.axhline(1.0, color='k', lw=0.8, ls='--')
         if numeric and len(sizes) > 1 and max(map(float, sizes)) / min(map(float, sizes)) > 8:
             _log(ax, 'x', 2)
         if not numeric:
             ax.set_xticks(range(len(sizes)), sizes)
-        ax.set_title(kernel)
-        ax.set_xlabel('problem size')
-        ax.set_ylabel('speedup T_mpi / T_hybrid')
-        ax.legend(fontsize=6, loc='upper left')
+        _finish(ax, kernel, 'problem size', 'speedup T_mpi / T_hybrid', one=True)
     return _png(fig, f'Speedup of hybrid over pure MPI against problem size; error bars: the '
                      f'noise band; above 1 hybrid wins. {samples} runs.')
 
@@ -128,24 +157,16 @@ def speedup(rep: Report) -> Figure | None:
 def scaling(rep: Report) -> Figure | None:
     """Speedup against node count per size (the papers' figures), one panel per kernel;
     only pairs measured on two or more node counts."""
-    cross = verdict.across_nodes(rep.verdicts)
-    if not cross:
+    fig, panels = _panels(verdict.across_nodes(rep.verdicts), lambda c: c.kernel, 2, 6.0, 4.2)
+    if fig is None:
         return None
-    by_kernel: dict[str, list[verdict.Crossover]] = defaultdict(list)
-    for c in cross:
-        by_kernel[c.kernel].append(c)
-    fig, axes = _grid(len(by_kernel), 2, 6.0, 4.2)
-    for ax, (kernel, cs) in zip(axes, sorted(by_kernel.items())):
+    for ax, (kernel, cs) in panels:
         for c in cs:
             ax.plot(c.nodes, c.speedups, marker='o',
                     label=f'size {c.size} {c.hybrid} vs {c.mpi_layout} {c.stack}@{c.partition}')
-        ax.axhline(1.0, color='k', lw=0.8, ls='--')
         if max(n for c in cs for n in c.nodes) / min(n for c in cs for n in c.nodes) > 8:
             _log(ax, 'x', 2)
-        ax.set_title(kernel)
-        ax.set_xlabel('nodes')
-        ax.set_ylabel('speedup T_mpi / T_hybrid')
-        ax.legend(fontsize=6, loc='best')
+        _finish(ax, kernel, 'nodes', 'speedup T_mpi / T_hybrid', 'best', one=True)
     return _png(fig, 'Speedup of hybrid over pure MPI against node count, one line per size '
                      'and pair of layouts per node; above 1 hybrid wins. The crossover table '
                      'names the node count from which it wins or loses.')
@@ -222,7 +243,7 @@ def efficiencies(rep: Report) -> Figure | None:
         ys = [getattr(e, name) for e in effs]
         ax.bar([i + (j - 1.5) * width for i in range(len(effs))],
                [math.nan if y is None else y for y in ys], width, label=name)
-    ax.axhline(1.0, color='k', lw=0.8, ls='--')
+    _one(ax)
     ax.set_xticks(range(len(effs)),
                   [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}'
                    + (f' {e.nodes} nodes' if e.nodes > 1 else '') + f'\nruns {e.samples}'
@@ -235,19 +256,15 @@ def efficiencies(rep: Report) -> Figure | None:
 
 
 def phases(rep: Report) -> Figure | None:
-    rows = rep.phases
-    if not rows:
+    fig, panels = _panels(rep.phases, lambda r: r.size, 3, order=size_key)
+    if fig is None:
         return None
-    by_size: dict[str, list] = defaultdict(list)
-    for r in rows:
-        by_size[r.size].append(r)
 
     def bar(r) -> str:           # one bar group per hybrid run, node count and reference
         nodes = f' {r.nodes} nodes' if r.nodes > 1 else ''
         return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack}@{r.partition}'
 
-    fig, axes = _grid(len(by_size), 3)
-    for ax, (size, rs) in zip(axes, sorted(by_size.items(), key=lambda kv: size_key(kv[0]))):
+    for ax, (size, rs) in panels:
         groups = sorted({bar(r) for r in rs})
         width = 0.8 / max(1, len(groups))
         for j, g in enumerate(groups):
@@ -255,7 +272,7 @@ def phases(rep: Report) -> Figure | None:
             n = next(r.samples for r in rs if bar(r) == g)
             ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
                    [ratio.get(p, math.nan) for p in PHASE_ORDER], width, label=f'{g} (n={n})')
-        ax.axhline(1.0, color='k', lw=0.8, ls='--')
+        _one(ax)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)
         ax.set_title(f'md, cells per side {size}')
@@ -271,31 +288,24 @@ def phases(rep: Report) -> Figure | None:
 
 
 def hockney(rep: Report) -> Figure | None:
-    curves = [c for c in rep.curves if c.times]
-    if not curves:
+    fig, panels = _panels([c for c in rep.curves if c.times],
+                          lambda c: (c.system, c.partition, c.nodes), 2, 5.5, 4.0)
+    if fig is None:
         return None
-    by_part: dict[tuple, list] = defaultdict(list)
-    for c in curves:
-        by_part[(c.system, c.partition, c.nodes)].append(c)
-    fig, axes = _grid(len(by_part), 2, 5.5, 4.0)
-    for ax, ((system, part, nodes), cs) in zip(axes, sorted(by_part.items())):
+    for ax, ((system, part, nodes), cs) in panels:
         for c in cs:
             sizes, times = c.medians()
             fit = (f': t0={c.fit.t0:.3g} us, r_inf={c.fit.r_inf:.4g} MB/s' if c.fit else
                    ': no fit')
-            xs = [max(m, 1) for m in sizes]
-            pts = ax.plot(xs, times, 'o', ms=4,
-                          label=f'{c.kernel} {c.stack} (n={c.span.records}){fit}')
-            if c.fit is not None:
-                ax.plot(xs, [c.fit.time(m) for m in sizes], '-', color=pts[0].get_color())
+            _fitted(ax, [max(m, 1) for m in sizes], times,
+                    None if c.fit is None else [c.fit.time(m) for m in sizes],
+                    f'{c.kernel} {c.stack} (n={c.span.records}){fit}', ms=4)
         _log(ax, 'x', 2)
         ax.xaxis.set_major_locator(LogLocator(base=4, numticks=8))
         ax.xaxis.set_major_formatter(_BYTES)
         _log(ax)
-        ax.set_title(f'{system}:{part}' + (f', {nodes} nodes' if nodes > 1 else ''))
-        ax.set_xlabel('message size [B]')
-        ax.set_ylabel('one-way time [us]')
-        ax.legend(fontsize=6, loc='upper left')
+        _finish(ax, f'{system}:{part}' + (f', {nodes} nodes' if nodes > 1 else ''),
+                'message size [B]', 'one-way time [us]')
     return _png(fig, 'Hockney fits: measured median one-way times (points) against the fitted '
                      't0 + m / r_inf (lines), per stack, source and partition.')
 
@@ -351,30 +361,22 @@ def stacks(rep: Report) -> Figure | None:
 
 
 def collectives(rep: Report) -> Figure | None:
-    fitted = [c for c in rep.collectives if len(c.times) >= 1]
-    if not fitted:
+    fig, panels = _panels([c for c in rep.collectives if len(c.times) >= 1],
+                          lambda c: c.kernel, 2, 5.5, 4.0)
+    if fig is None:
         return None
-    by_kernel: dict[str, list] = defaultdict(list)
-    for c in fitted:
-        by_kernel[c.kernel].append(c)
-    fig, axes = _grid(len(by_kernel), 2, 5.5, 4.0)
-    for ax, (kernel, cs) in zip(axes, sorted(by_kernel.items())):
+    for ax, (kernel, cs) in panels:
         sizes = sorted({c.size for c in cs})
         shown = {sizes[0], sizes[-1]}          # the table has more sizes
         for c in cs:
             if c.size not in shown:
                 continue
             ns, ts = c.medians()
-            pts = ax.plot(ns, ts, 'o', label=f'{c.stack}@{c.partition} '
-                                              f'{comm.human_bytes(c.size)} (n={c.samples})')
-            if c.fit is not None:
-                ax.plot(ns, [c.fit.time(n) for n in ns], '-', color=pts[0].get_color())
+            _fitted(ax, ns, ts, None if c.fit is None else [c.fit.time(n) for n in ns],
+                    f'{c.stack}@{c.partition} {comm.human_bytes(c.size)} (n={c.samples})')
         _log(ax, 'x', 2)
         _log(ax)
-        ax.set_title(kernel)
-        ax.set_xlabel('ranks n')
-        ax.set_ylabel('latency [us]')
-        ax.legend(fontsize=6, loc='upper left')
+        _finish(ax, kernel, 'ranks n', 'latency [us]')
     return _png(fig, 'Collectives: median latency against the rank count (points) and the fit '
                      'a log2 n + b (lines, where >= 2 rank counts exist), for the smallest '
                      'and the largest message.')

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from harnesslib import stats
+from harnesscore import stats
 from tabulate import tabulate
 
 from . import glance, section

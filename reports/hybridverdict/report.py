@@ -18,10 +18,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import polars as pl
-from harnesslib import stats as stats_rule
+from harnesscore import stats as stats_rule
 
 from . import __version__, comm, history, phases, sections, spmv_model
-from .perflog import ReadStats, Record
+from .records import ReadStats, Record
 from .section import Context, Section
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 

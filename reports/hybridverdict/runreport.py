@@ -20,22 +20,22 @@ import json
 import os
 from collections.abc import Iterable
 
-from .perflog import (
-    PROVENANCE_FIELDS,
+from .records import (
+    FIELDS,
+    NO_KERNEL,
+    UNPARSABLE,
     ReadStats,
     Record,
     Ref,
-    parse_time,
+    from_fields,
+    input_files,
+    number,
     printable,
-    unusable,
+    reference,
 )
 
-#: The provenance fields read as text from a test case's variables (the others,
-#: ``mpi_library`` and ``build_spec``, are read with the record's own fields).
-_PROVENANCE_TEXT = (*(f for f in PROVENANCE_FIELDS if f not in ('mpi_library', 'build_spec')),
-                    'session')
-
-_PASSED = ('pass', 'success')
+#: ReFrame's results (older names: ``success``, ``failure``) as the perflog's.
+_RESULT = {'success': 'pass', 'failure': 'fail'}
 
 
 class RunReportError(Exception):
@@ -43,56 +43,20 @@ class RunReportError(Exception):
 
 
 def report_files(paths: Iterable[str]) -> list[str]:
-    found: list[str] = []
-    for path in paths:
-        if os.path.isfile(path):
-            found.append(path)
-        elif os.path.isdir(path):
-            found += [os.path.join(path, f) for f in os.listdir(path)
-                      if f.startswith('run-report') and f.endswith('.json')]
-        else:
-            raise RunReportError(f'no such run report file or directory: {path}')
-    return sorted(found)
+    return input_files(paths, lambda f: f.startswith('run-report') and f.endswith('.json'),
+                       False, 'run report', RunReportError)
 
 
-def _bool(x: object) -> bool:
-    return str(x).strip().lower() in ('true', '1', 'yes')
-
-
-def _int(x: object) -> int:
-    try:
-        return int(x)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return 0
-
-
-def _float(x: object) -> float | None:
-    if x is None or isinstance(x, bool):
-        return None
-    try:
-        return float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
-def _time(tc: dict) -> dt.datetime:
+def _time(tc: dict) -> str:
+    """The job's completion time, as a perflog writes it ('' if none)."""
     unix = tc.get('job_completion_time_unix')
     if isinstance(unix, (int, float)):
-        return dt.datetime.fromtimestamp(int(unix), dt.timezone.utc)
-    text = tc.get('job_completion_time')
-    if not text:
-        raise ValueError('no job completion time')
-    return parse_time(str(text))
+        return dt.datetime.fromtimestamp(int(unix), dt.timezone.utc).isoformat()
+    return str(tc.get('job_completion_time') or '')
 
 
-def _record(tc: dict, source: str) -> Record | None:
-    """The record of one test case; None for builds and fixtures; ValueError if broken."""
-    if tc.get('fixture'):
-        return None
-    var = {**tc, **(tc.get('check_vars') or {})}
-    kernel = var.get('kernel')
-    if kernel in (None, '', 'null', 'None', '<undefined>'):
-        return None
+def _variables(tc: dict) -> tuple[dict[str, float], dict[str, str], dict[str, Ref]]:
+    """The test case's performance variables: values, units, references."""
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     refs: dict[str, Ref] = {}
@@ -100,31 +64,26 @@ def _record(tc: dict, source: str) -> Record | None:
         name = key.rsplit(':', 1)[-1]
         if not isinstance(entry, (list, tuple)) or len(entry) < 5:
             continue
-        value = _float(entry[0])
+        value = number(entry[0])
         if value is None:
             continue      # a test that failed before its performance stage
         values[name] = value
         units[name] = str(entry[4] or '')
-        ref = _float(entry[1])
+        ref = reference(*entry[1:4])
         if ref:
-            refs[name] = (ref, _float(entry[2]), _float(entry[3]))
-    missing = [k for k in ('system', 'partition', 'environ', 'mode', 'ranks', 'threads', 'size')
-               if var.get(k) in (None, '', '<undefined>')]
-    if missing:
-        raise ValueError(f'missing {",".join(missing)}')
+            refs[name] = ref
+    return values, units, refs
+
+
+def _record(tc: dict, source: str) -> Record | None:
+    """The record of one test case; None for builds and fixtures; ValueError if broken."""
+    var = {**tc, **(tc.get('check_vars') or {})}
+    if tc.get('fixture') or var.get('kernel') is None or var['kernel'] in NO_KERNEL:
+        return None
     result = str(tc.get('result', ''))
-    return Record(
-        time=_time(tc), system=str(var['system']), partition=str(var['partition']),
-        stack=str(var['environ']), kernel=str(kernel), mode=str(var['mode']),
-        ranks=_int(var['ranks']), threads=_int(var['threads']), size=str(var['size']),
-        cores=_int(var.get('cores')), nodes=_int(var.get('nodes')) or 1,
-        mpi_library=str(var.get('mpi_library') or ''), verified=_bool(var.get('verified')),
-        oversubscribed=_bool(var.get('oversubscribed')),
-        result={'success': 'pass', 'failure': 'fail'}.get(result, result),
-        values=values, units=units, source=source, name=str(var.get('name') or ''),
-        build_spec=str(var.get('build_spec') or ''),
-        finalize_hung=_bool(var.get('finalize_hung')), refs=refs,
-        **{f: str(var.get(f) or '') for f in _PROVENANCE_TEXT})
+    var.update(job_completion_time=_time(tc), result=_RESULT.get(result, result))
+    return from_fields(['' if var.get(f) is None else str(var[f]) for f in FIELDS],
+                       *_variables(tc), source)
 
 
 def read_run_report(path: str, stats: ReadStats) -> list[Record]:
@@ -145,22 +104,18 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
     for runidx, run in enumerate(runs):
         last = runidx == len(runs) - 1
         for i, tc in enumerate(run.get('testcases', []) if isinstance(run, dict) else []):
+            where = f'{path}:runs[{runidx}].testcases[{i}]'
             if not isinstance(tc, dict):
-                stats.skip('run report test case is not an object')
+                stats.skip('run report test case is not an object', where=where)
                 continue
-            if tc.get('result') not in _PASSED and not last:
+            if tc.get('result') not in ('pass', 'success') and not last:
                 continue      # retried: only its last attempt counts
             try:
-                rec = _record(tc, f'{path}:runs[{runidx}].testcases[{i}]')
-            except (ValueError, TypeError, OverflowError) as err:
-                stats.skip(f'run report test case unparsable ({err})')
+                rec = _record(tc, where)
+            except UNPARSABLE as err:
+                stats.unparsable(err, where)
                 continue
-            if rec is not None and rec.values:
-                why = unusable(rec)
-                if why:
-                    stats.skip(f'unusable record ({why})', where=rec.source)
-                    continue
-                stats.records += 1
+            if rec is not None and rec.values and stats.keep(rec):
                 out.append(rec)
     return out
 

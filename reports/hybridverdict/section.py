@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from .perflog import Record
+from .records import Record
 
 # ---- section keys (JSON ids, HTML anchors) -------------------------------------------
 MD_PHASES = 'md_phases'

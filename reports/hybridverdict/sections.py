@@ -28,6 +28,11 @@ VERDICTS = 'verdicts'         # set by report.build
 RABENSEIFNER = 'rabenseifner'
 
 
+def _data(items: list, *properties: str) -> list[dict]:
+    """A section's JSON data: each item's fields, and the `properties` named."""
+    return [dataclasses.asdict(x) | {p: getattr(x, p) for p in properties} for x in items]
+
+
 def since_last_night(ctx: Context) -> Section | None:
     """The morning page (``changes.since_last_night``), when the report covers the last
     session of its history store (a nightly)."""
@@ -47,16 +52,16 @@ def md_phases(ctx: Context) -> Section:
     return Section('MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
                    'Median time of each phase on the slowest rank; hybrid/mpi above 1: '
                    'slower in hybrid.', phases.COLUMNS, phases.table_rows(md),
-                   [dataclasses.asdict(r) | {'ratio': r.ratio} for r in md], s.FIG_PHASES,
-                   s.MD_PHASES, 'md runs in mpi and a hybrid mode with phase_* variables')
+                   _data(md, 'ratio'), s.FIG_PHASES, s.MD_PHASES,
+                   'md runs in mpi and a hybrid mode with phase_* variables')
 
 
 def spmv_efficiencies(ctx: Context) -> Section:
     eff = ctx.get(EFFICIENCIES, lambda: spmv_model.efficiencies(ctx.window))
     return Section('SpMV efficiencies (Chow & Hysom)', spmv_model.DIRECTIONS,
-                   spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff),
-                   [dataclasses.asdict(e) for e in eff], s.FIG_EFFICIENCIES,
-                   s.SPMV_EFFICIENCIES, 'spmv runs in mpi and masteronly (and serial for e_mt)')
+                   spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff), _data(eff),
+                   s.FIG_EFFICIENCIES, s.SPMV_EFFICIENCIES,
+                   'spmv runs in mpi and masteronly (and serial for e_mt)')
 
 
 def _verdicts(ctx: Context) -> list[verdict.Verdict]:
@@ -74,7 +79,7 @@ def scaling(ctx: Context) -> Section:
     return Section('Scaling: hybrid against pure MPI by node count, and the crossover',
                    ' '.join([note, *(c.sentence for c in cross)]),
                    verdict.CROSSOVER_COLUMNS, verdict.crossover_rows(cross),
-                   [dataclasses.asdict(c) | {'sentence': c.sentence} for c in cross],
+                   _data(cross, 'sentence'),
                    s.FIG_SCALING, s.SCALING, 'verdicts of one pair on 2 or more node counts')
 
 
@@ -86,7 +91,7 @@ def unjudged(ctx: Context) -> Section:
                    'unverified) gives no verdict. Oversubscribed: two threads shared a core, '
                    'e.g. on test nodes that share one machine\'s cores.',
                    verdict.UNJUDGED_COLUMNS, verdict.unjudged_rows(rows),
-                   [dataclasses.asdict(u) | {'sentence': u.sentence} for u in rows], '',
+                   _data(rows, 'sentence'), '',
                    s.UNJUDGED, 'a pure-MPI/hybrid pair measured but not judged (every pair '
                    'measured here was judged)')
 
@@ -105,7 +110,7 @@ def functional_verdicts(ctx: Context) -> Section | None:
     return Section('Functional verdicts of oversubscribed runs (not findings)',
                    ' '.join([note, *(f'Functional: {c.sentence}' for c in cross)]),
                    verdict.FUNCTIONAL_COLUMNS, verdict.functional_rows(found),
-                   [dataclasses.asdict(v) for v in found], '', s.FUNCTIONAL,
+                   _data(found), '', s.FUNCTIONAL,
                    'a pair without a verdict only because its runs were oversubscribed',
                    standalone=True)
 
@@ -118,7 +123,7 @@ def network_interface(ctx: Context) -> Section:
                    'above 1 favours hybrid (fewer processes share the network interface). The '
                    'efficiency table shows it on every node count of the same size.',
                    spmv_model.NI_COLUMNS, spmv_model.ni_rows(ni),
-                   [dataclasses.asdict(n) | {'e_ni': n.e_ni} for n in ni], '',
+                   _data(ni, 'e_ni'), '',
                    s.NETWORK_INTERFACE, 'spmv runs in mpi and masteronly on 2 nodes')
 
 
@@ -127,8 +132,7 @@ def spmv_overlap(ctx: Context) -> Section:
     return Section('SpMV overlap model (Rabenseifner): masteronly against funneled',
                    'Fractions of a masteronly call; eps = T_masteronly / T_funneled, one '
                    'communicating thread.', spmv_model.OVL_COLUMNS,
-                   spmv_model.overlap_rows(ovl), [dataclasses.asdict(o) for o in ovl], '',
-                   s.SPMV_OVERLAP,
+                   spmv_model.overlap_rows(ovl), _data(ovl), '', s.SPMV_OVERLAP,
                    'spmv masteronly runs with t_pack, t_comp_interior, t_comp_boundary')
 
 

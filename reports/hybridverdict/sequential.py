@@ -19,7 +19,7 @@ progress line with the time left.
 
 The rule's confidence per look (``stats.DECISION_CONFIDENCE``) is calibrated
 for looks every ``stats.SEQUENTIAL_STEP`` rounds up to the cap
-(``python -m hybridverdict.calibrate``).  Exit status: 0, or the first
+(``python reports/tools/calibrate.py``).  Exit status: 0, or the first
 non-zero status of a ReFrame batch; 2 on bad arguments or unreadable records.
 """
 
@@ -37,8 +37,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from harnesslib import plan, stats
-from harnesslib.schema import TIME_VARIABLE
+from harnesscore import plan, stats
+from harnesscore.schema import TIME_VARIABLE
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs

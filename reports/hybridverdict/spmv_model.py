@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from . import overlap
-from .perflog import Group, Record
+from .records import Group, Record
 
 #: the node count e_ni is measured on (Chow & Hysom, Table 8)
 E_NI_NODES = 2

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
+from . import tidy
 from .atomic import write_new, write_text
 from .perflog import PROVENANCE_FIELDS, ReadStats, Record, perflog_files, read_file
 
@@ -83,45 +84,13 @@ class Frames:
 
 def frames(records: Sequence[Record], first_rid: int = 0) -> Frames:
     """The store tables of `records`, record ids from `first_rid` in their order."""
-    times: dict[dt.datetime, int] = {}
-    for r in records:
-        if r.time not in times:
-            times[r.time] = _micros(r.time)
     runs = pl.DataFrame({
         'rid': range(first_rid, first_rid + len(records)),
-        'time': [times[r.time] for r in records],
-        'system': [r.system for r in records], 'partition': [r.partition for r in records],
-        'stack': [r.stack for r in records], 'library': [r.mpi_library for r in records],
-        'kernel': [r.kernel for r in records], 'mode': [r.mode for r in records],
-        'ranks': [r.ranks for r in records], 'threads': [r.threads for r in records],
-        'size': [r.size for r in records], 'cores': [r.cores for r in records],
-        'nodes': [r.nodes for r in records], 'verified': [r.verified for r in records],
-        'oversubscribed': [r.oversubscribed for r in records],
-        'finalize_hung': [r.finalize_hung for r in records],
-        'result': [r.result for r in records], 'name': [r.name for r in records],
-        'build_spec': [r.build_spec for r in records], 'source': [r.source for r in records],
-        **{c: [getattr(r, c) for r in records] for c in TEXT_COLUMNS},
+        'time': tidy.times(records, _micros),
+        **tidy.record_columns(records, list(RECORDS)[2:]),
     }, schema={c: (pl.Int64 if c == 'time' else t) for c, t in RECORDS.items()})
     runs = runs.with_columns(pl.col('time').cast(RECORDS['time']))
-    # a record's units have the keys of its values, in the same order (both readers
-    # build them so); if not, look each unit up
-    if all(r.units.keys() == r.values.keys() for r in records):
-        units = [u for r in records for u in r.units.values()]
-    else:
-        units = [r.units.get(v, '') for r in records for v in r.values]
-    values = pl.DataFrame({
-        'rid': [first_rid + i for i, r in enumerate(records) for _ in r.values],
-        'vpos': [j for r in records for j in range(len(r.values))],
-        'variable': [v for r in records for v in r.values],
-        'value': [x for r in records for x in r.values.values()],
-        'unit': units,
-    }, schema={c: VALUES[c] for c in ('rid', 'vpos', 'variable', 'value', 'unit')})
-    refs = [(first_rid + i, v, *t) for i, r in enumerate(records) if r.refs
-            for v, t in r.refs.items()]
-    ref_frame = pl.DataFrame(refs, schema={c: VALUES[c] for c in
-                                           ('rid', 'variable', 'ref', 'lower', 'upper')},
-                             orient='row')
-    values = values.join(ref_frame, on=['rid', 'variable'], how='left', maintain_order='left')
+    values = tidy.variables(records, first_rid, 'rid', VALUES['rid'])
     return Frames(runs, values.select(list(VALUES)))
 
 

@@ -13,14 +13,15 @@ written atomically (``atomic.write_new``).
 from __future__ import annotations
 
 import json
+import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO
 
 import polars as pl
 
 from .atomic import write_new
-from .perflog import Record
+from .records import Record
 
 COLUMNS = ('system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
            'size', 'nodes', 'time', 'variable', 'value', 'unit', 'ref', 'lower', 'upper',
@@ -35,42 +36,63 @@ _SCHEMA = {'system': pl.String, 'partition': pl.String, 'stack': pl.String,
 _RECORD_COLUMNS = COLUMNS[:11] + ('result',)
 
 
-def table(records: Sequence[Record]) -> pl.DataFrame:
-    """The tidy table of `records` (run order, then variable order)."""
-    times: dict[object, str] = {}
+#: the record attribute of a column named otherwise
+_ATTRIBUTE = {'library': 'mpi_library'}
+
+
+def record_columns(records: Sequence[Record], columns: Iterable[str]) -> dict[str, list]:
+    """Column -> its value in each record, for a data frame (``library``: the
+    MPI library; every other column a record attribute of its name)."""
+    return {c: list(map(operator.attrgetter(_ATTRIBUTE.get(c, c)), records)) for c in columns}
+
+
+def times(records: Sequence[Record], form: Callable) -> list:
+    """form(time) of each record (each time formed once)."""
+    formed: dict[object, object] = {}
     for r in records:
-        if r.time not in times:
-            times[r.time] = r.time.isoformat()
-    runs = pl.DataFrame({
-        'system': [r.system for r in records], 'partition': [r.partition for r in records],
-        'stack': [r.stack for r in records], 'library': [r.mpi_library for r in records],
-        'kernel': [r.kernel for r in records], 'mode': [r.mode for r in records],
-        'ranks': [r.ranks for r in records], 'threads': [r.threads for r in records],
-        'size': [r.size for r in records], 'nodes': [r.nodes for r in records],
-        'time': [times[r.time] for r in records], 'result': [r.result for r in records],
-    }, schema={c: _SCHEMA[c] for c in _RECORD_COLUMNS})
-    idx = [i for i, r in enumerate(records) for _ in r.values]
+        if r.time not in formed:
+            formed[r.time] = form(r.time)
+    return [formed[r.time] for r in records]
+
+
+def variables(records: Sequence[Record], first: int = 0, key: str = 'i',
+              key_type: pl.DataType | type[pl.DataType] = pl.UInt32) -> pl.DataFrame:
+    """One row per record x performance variable, in record then variable
+    order: the record (`key`: its position, from `first`), the variable's
+    position in it (``vpos``), the variable, value, unit and reference
+    (``ref``, ``lower``, ``upper``; null where it has none)."""
     # a record's units have the keys of its values, in the same order (both readers
     # build them so); if not, look each unit up
     if all(r.units.keys() == r.values.keys() for r in records):
         units = [u for r in records for u in r.units.values()]
     else:
         units = [r.units.get(v, '') for r in records for v in r.values]
-    variables = pl.DataFrame({
-        'i': idx,
+    frame = pl.DataFrame({
+        key: [first + i for i, r in enumerate(records) for _ in r.values],
+        'vpos': [j for r in records for j in range(len(r.values))],
         'variable': [v for r in records for v in r.values],
         'value': [x for r in records for x in r.values.values()],
         'unit': units,
-    }, schema={'i': pl.UInt32} | {c: _SCHEMA[c] for c in ('variable', 'value', 'unit')})
+    }, schema={key: key_type, 'vpos': pl.Int32} | {
+        c: _SCHEMA[c] for c in ('variable', 'value', 'unit')})
     # references: few per record, joined onto their rows
-    refs = [(i, v, *t) for i, r in enumerate(records) if r.refs for v, t in r.refs.items()]
-    ref_frame = pl.DataFrame(refs, schema={'i': pl.UInt32, 'variable': pl.String,
-                                           'ref': pl.Float64, 'lower': pl.Float64,
-                                           'upper': pl.Float64}, orient='row')
-    variables = variables.join(ref_frame, on=['i', 'variable'], how='left',
-                               maintain_order='left')
-    runs = runs[variables.get_column('i')] if idx else runs.clear()
-    return runs.hstack(variables.drop('i')).select(COLUMNS)
+    refs = [(first + i, v, *t) for i, r in enumerate(records) if r.refs
+            for v, t in r.refs.items()]
+    ref_frame = pl.DataFrame(refs, schema={key: key_type} | {
+        c: _SCHEMA[c] for c in ('variable', 'ref', 'lower', 'upper')}, orient='row')
+    return frame.join(ref_frame, on=[key, 'variable'], how='left', maintain_order='left')
+
+
+def table(records: Sequence[Record]) -> pl.DataFrame:
+    """The tidy table of `records` (run order, then variable order)."""
+    runs = pl.DataFrame({
+        **record_columns(records, _RECORD_COLUMNS[:-2]),
+        'time': times(records, lambda t: t.isoformat()),
+        'result': [r.result for r in records],
+    }, schema={c: _SCHEMA[c] for c in _RECORD_COLUMNS})
+    values = variables(records)
+    runs = runs[values.get_column('i')] if values.height else runs.clear()
+    return runs.hstack(values.drop('i', 'vpos')).select(COLUMNS)
 
 
 #: the Parquet metadata key holding the report's description (JSON)

@@ -46,15 +46,14 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-from harnesslib import stats
-from harnesslib.schema import TIME_VARIABLE, message_time_size
-from harnesslib.stats import INCONCLUSIVE, LOSS, TIE, WIN, call
-from harnesslib.units import bytes_label
+from harnesscore import stats
+from harnesscore.schema import TIME_VARIABLE, message_time_size
+from harnesscore.stats import INCONCLUSIVE, LOSS, WIN
+from harnesscore.units import bytes_label
 
-from .perflog import Record, size_key  # noqa: F401  (size_key re-exported: html, plots)
+from .records import Record, size_key
 
 DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
-CALLS = (WIN, LOSS, TIE, INCONCLUSIVE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +163,7 @@ def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
     mpi, hybrid = same_rounds(mpi, hybrid)
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
                         [r.logged for r in mpi], [r.logged for r in hybrid], floor=floor)
-    return cmp, call(stats.decide(cmp.interval, *stats.band(floor)))
+    return cmp, stats.speedup_call(cmp.interval, floor)
 
 
 def _usable(rec: Record) -> bool:

@@ -42,11 +42,6 @@ def unique_stem(directory: str, stem: str, suffixes: tuple[str, ...] | None = No
         n += 1
 
 
-def unique_path(directory: str, stem: str, suffix: str) -> str:
-    """A path `directory`/`stem`[-n]`suffix` that does not exist yet."""
-    return unique_stem(directory, stem, (suffix,)) + suffix
-
-
 def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
               timings: dict[str, float] | None = None,
               tidy_formats: Sequence[str] = DEFAULT_TIDY) -> dict[str, str]:

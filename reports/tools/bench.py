@@ -1,6 +1,6 @@
 """Benchmark: tonight's full report over a long history, against the time budget.
 
-    python -m hybridverdict.bench [--records 100000] [--budget 10] [--window-sessions 4]
+    python reports/tools/bench.py [--records 100000] [--budget 10] [--window-sessions 4]
                                   [--in-memory] [--keep DIR]
 
 Writes perflogs of ``--records`` kernel records in the harness's format into a
@@ -34,11 +34,12 @@ import sys
 import tempfile
 import time
 
-from harnesslib.schema import PERFVAR_PARTS, empty_after_result
+from harnesscore.schema import PERFVAR_PARTS, empty_after_result
+from harnesscore.stacks import STACKS as REGISTRY
+from hybridverdict.perflog import ReadStats, header_fields, read_perflogs
 
-from .perflog import ReadStats, header_fields, read_perflogs
-
-STACKS = {'openmpi': 'Open MPI v4.1.4', 'mpich': 'MPICH Version: 4.0.2'}
+#: stack -> its MPI library's first line, for the stacks seen on this machine
+STACKS = {s.name: s.library_example for s in REGISTRY if s.library_example}
 PARTITIONS = {'shm': (0.4, 9000.0), 'tcp': (12.0, 2500.0)}   # t0 [us], r_inf [MB/s]
 SWEEP = [2 ** i for i in range(0, 23)]                         # 1 B .. 4 MiB
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -141,7 +142,7 @@ def synthesise(directory: str, records: int, seed: int = 1, first_session: int =
 
 
 def _ingest(hist: str, logs: str) -> tuple[int, int, int]:
-    from .store import Store
+    from hybridverdict.store import Store
     done = Store(hist).ingest([logs])
     return done.records, done.rows, done.bytes_written
 
@@ -163,10 +164,10 @@ def _mb(n: float) -> str:
 
 def run(records: int, budget: float, keep: str | None, window_sessions: int,
         in_memory: bool) -> int:
-    from . import render
-    from .report import build
-    from .store import Store
-    from .write import write_all
+    from hybridverdict import render
+    from hybridverdict.report import build
+    from hybridverdict.store import Store
+    from hybridverdict.write import write_all
 
     tmp = keep or tempfile.mkdtemp(prefix='hybridverdict-bench-')
     logs, out = os.path.join(tmp, 'perflogs'), os.path.join(tmp, 'reports')
@@ -248,7 +249,7 @@ def run(records: int, budget: float, keep: str | None, window_sessions: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog='python -m hybridverdict.bench', description=__doc__,
+    p = argparse.ArgumentParser(prog='python reports/tools/bench.py', description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--records', type=int, default=100_000,
                    help='perflog records of the history to synthesise (default 100000)')

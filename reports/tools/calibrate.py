@@ -1,6 +1,6 @@
 """How often the verdict rule decides, and how often it is wrong: a simulation.
 
-``python -m hybridverdict.calibrate`` runs the rule of ``harnesslib.stats``
+``python reports/tools/calibrate.py`` runs the rule of ``harnesscore.stats``
 (the paired t interval on log ratios at ``DECISION_CONFIDENCE``, the band of a
 TIE, the sequential looks up to the cap of rounds) on simulated pairs whose
 true speedup is known, and prints per noise level and true speedup the share
@@ -37,7 +37,7 @@ import random
 import sys
 from collections.abc import Sequence
 
-from harnesslib import stats
+from harnesscore import stats
 
 #: True speedups T_mpi / T_hybrid simulated by default (0.70 to 1.50).
 SPEEDUPS = (0.70, 0.80, 0.85, 0.90, 0.95, 1.00, 1.04, 1.06, 1.10, 1.15, 1.25, 1.50)
@@ -89,11 +89,10 @@ def sequential(log_ratios: Sequence[float], planned: int, cap: int,
                floor: float = stats.DEFAULT_FLOOR,
                confidence: float = stats.DECISION_CONFIDENCE) -> Outcome:
     """The sequential rule on one pair's rounds (as many as the cap)."""
-    low, high = stats.band(floor)
     verdict, n = stats.INCONCLUSIVE, planned
     for n in stats.looks(planned, cap):
         iv = stats.paired_interval([math.exp(x) for x in log_ratios[:n]], confidence)
-        verdict = stats.call(stats.decide(iv, low, high))
+        verdict = stats.speedup_call(iv, floor)
         if verdict != stats.INCONCLUSIVE:
             break
     return Outcome(verdict, n, stats.stop_reason(verdict, n, cap))
@@ -160,7 +159,7 @@ def targets(rows: Sequence[Row]) -> list[Target]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog='python -m hybridverdict.calibrate',
+        prog='python reports/tools/calibrate.py',
         description='Simulate the verdict rule (paired t on log ratios, sequential rounds) '
                     'on pairs of known speedup: decided and wrong-call rates per noise '
                     'level. Exit status 1 when a target of issue 25 is missed.')

@@ -1,14 +1,14 @@
 """Benchmark: do the verdicts hold from one session to the next?
 
-    python -m hybridverdict.stability --out DIR [--reframe PATH] -- SELECTION...
-    python -m hybridverdict.stability --perflogs A B
+    python reports/tools/stability.py --out DIR [--reframe PATH] -- SELECTION...
+    python reports/tools/stability.py --perflogs A B
 
 The first form runs ``reframe -C config/settings.py -c checks -r SELECTION``
 twice, one session after the other, each into its own ``HARNESS_VAR_DIR``
 (``DIR/session-1``, ``DIR/session-2``) so their perflogs stay apart; the second
 compares two sessions already run (their perflog folders) without running
 anything.  Each session's records are judged on their own (``verdicts``: the
-one decision rule of ``harnesslib.stats``), the verdicts are paired by their key
+one decision rule of ``harnesscore.stats``), the verdicts are paired by their key
 (system, partition, stack, kernel, size, nodes, build, library, cores, hybrid
 mode and layout, pure-MPI layout) and printed side by side.
 
@@ -36,10 +36,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hybridverdict.perflog import PerflogError, ReadStats, read_perflogs
+from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 from tabulate import tabulate
-
-from .perflog import PerflogError, ReadStats, read_perflogs
-from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 
 INCONCLUSIVE = 'INCONCLUSIVE'
 SAME, NOT_CONFIRMED, CHANGED = 'same', 'not confirmed', 'changed'
@@ -214,7 +213,7 @@ def run_session(reframe: str, root: Path, var: Path, selection: Sequence[str],
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog='python -m hybridverdict.stability', description=__doc__,
+    p = argparse.ArgumentParser(prog='python reports/tools/stability.py', description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--perflogs', nargs=2, metavar=('A', 'B'),
                    help='compare two sessions already run (their perflog folders)')

@@ -112,6 +112,35 @@ const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap)
     return err;
 }
 
+const char *kc_opt_mode(const char *text, unsigned allowed, kc_mode *out, char *err, size_t cap) {
+    kc_mode m;
+    if (kc_parse_mode(text, &m) == 0 && (allowed & KC_MODE_BIT(m))) {
+        *out = m;
+        return NULL;
+    }
+    char names[96] = "";
+    for (int k = 0; k < KC_MODE_COUNT; ++k)
+        if (allowed & KC_MODE_BIT(k))
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     names[0] ? ", " : "", mode_names[k]);
+    snprintf(err, cap, "unknown or unsupported mode '%s' (%s)", text, names);
+    return err;
+}
+
+/* The option loop of kc_start: NULL or err. */
+static const char *parse_args(int argc, char **argv, const struct option *longopts, kc_opt_fn one,
+                              void *opts, int *help, char *err, size_t cap) {
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == 'h') *help = 1;
+        else if (c == '?' || c == ':') return kc_opt_unknown(argv, err, cap);
+        else if (one(c, optarg, opts, err, cap)) return err;
+    }
+    return kc_opt_leftover(argc, argv, err, cap);
+}
+
 static void arm_finalize_watchdog(const char *kernel, int status);
 
 static void finish(const char *kernel, int status) __attribute__((noreturn));
@@ -192,6 +221,16 @@ void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
     kc_record_cpu(ctx);
 }
 
+void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
+              const kc_mode *mode) {
+    char errbuf[KC_ERR_CAP];
+    int help = 0;
+    const char *err = parse_args(*argc, *argv, cli->longopts, cli->one, opts, &help, errbuf,
+                                 sizeof errbuf);
+    if (!err && cli->done) err = cli->done(opts, errbuf, sizeof errbuf);
+    kc_init(ctx, argc, argv, cli->kernel, *mode, err, help ? cli->help : NULL);
+}
+
 void kc_fail(const kc_ctx *ctx, int status, const char *fmt, ...) {
     if (ctx->rank == 0) {
         va_list ap;
@@ -233,21 +272,57 @@ void kc_record_cpu(kc_ctx *ctx) {
     if (ctx->thread_cpu && t < ctx->threads) ctx->thread_cpu[t] = sched_getcpu();
 }
 
+/* `value` (one of `type`) becomes its reduction with `op` over all ranks. */
+static void over_ranks(void *value, MPI_Datatype type, MPI_Op op) {
+    MPI_Allreduce(MPI_IN_PLACE, value, 1, type, op, MPI_COMM_WORLD);
+}
+
 int kc_all_true(const kc_ctx *ctx, int ok) {
-    int in = ok ? 1 : 0, out = 0;
+    int all = ok ? 1 : 0;
     (void)ctx;
-    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return out;
+    over_ranks(&all, MPI_INT, MPI_MIN);
+    return all;
 }
 
 kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value) {
-    kc_stat s;
-    double sum = 0.0;
-    MPI_Allreduce(&value, &s.min, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&value, &s.max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    s.mean = sum / ctx->nranks;
+    kc_stat s = {value, value, value};
+    over_ranks(&s.min, MPI_DOUBLE, MPI_MIN);
+    over_ranks(&s.max, MPI_DOUBLE, MPI_MAX);
+    over_ranks(&s.mean, MPI_DOUBLE, MPI_SUM);
+    s.mean /= ctx->nranks;
     return s;
+}
+
+double kc_max_over_ranks(const kc_ctx *ctx, double value) {
+    (void)ctx;
+    over_ranks(&value, MPI_DOUBLE, MPI_MAX);
+    return value;
+}
+
+long kc_sum_over_ranks(const kc_ctx *ctx, long value) {
+    (void)ctx;
+    over_ranks(&value, MPI_LONG, MPI_SUM);
+    return value;
+}
+
+long kc_gather_counts(const kc_ctx *ctx, MPI_Comm comm, int count, int **counts, int **displs) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    *counts = *displs = NULL;
+    if (rank == 0) {
+        *counts = malloc((size_t)size * sizeof **counts);
+        *displs = malloc((size_t)size * sizeof **displs);
+        if (!*counts || !*displs) kc_abort(ctx, "out of memory");
+    }
+    MPI_Gather(&count, 1, MPI_INT, *counts, 1, MPI_INT, 0, comm);
+    long total = 0;
+    if (rank == 0)
+        for (int r = 0; r < size; ++r) {
+            (*displs)[r] = (int)total;
+            total += (*counts)[r];
+        }
+    return total;
 }
 
 /* ---- JSON --------------------------------------------------------------- */
@@ -353,6 +428,18 @@ void kc_json_num_array(kc_json *j, const char *key, const double *v, size_t n) {
     jappend(j, "]");
 }
 
+void kc_json_int_array(kc_json *j, const char *key, const long long *v, size_t n) {
+    jkey(j, key);
+    jappend(j, "[");
+    for (size_t i = 0; i < n; ++i) jappend(j, i ? ",%lld" : "%lld", v[i]);
+    jappend(j, "]");
+}
+
+void kc_json_fom(kc_json *j, double fom, const char *unit) {
+    kc_json_num(j, "fom", fom);
+    kc_json_str(j, "fom_unit", unit);
+}
+
 /* The first line of the library version string ("Open MPI v4.1.4, ...",
  * "MPICH Version: 4.0.2", "MVAPICH2 Version : 2.3.7"), white space folded. */
 static void library_version(char *out, size_t cap) {
@@ -391,22 +478,15 @@ void kc_json_common(kc_json *j, const kc_ctx *ctx) {
     MPI_Get_processor_name(host, &hlen);
     char *hosts = NULL;
     int *cpus = NULL;
-    int *counts = NULL, *displs = NULL;
     if (ctx->rank == 0) {
         hosts = malloc((size_t)ctx->nranks * MPI_MAX_PROCESSOR_NAME);
-        counts = malloc((size_t)ctx->nranks * sizeof *counts);
-        displs = malloc((size_t)ctx->nranks * sizeof *displs);
-        if (!hosts || !counts || !displs) kc_abort(ctx, "out of memory");
+        if (!hosts) kc_abort(ctx, "out of memory");
     }
     MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME,
                MPI_CHAR, 0, MPI_COMM_WORLD);
-    MPI_Gather(&ctx->threads, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    int total = 0;
+    int *counts = NULL, *displs = NULL;
+    const long total = kc_gather_counts(ctx, MPI_COMM_WORLD, ctx->threads, &counts, &displs);
     if (ctx->rank == 0) {
-        for (int r = 0; r < ctx->nranks; ++r) {
-            displs[r] = total;
-            total += counts[r];
-        }
         cpus = malloc((size_t)(total ? total : 1) * sizeof *cpus);
         if (!cpus) kc_abort(ctx, "out of memory");
     }
@@ -436,6 +516,11 @@ void kc_json_common(kc_json *j, const kc_ctx *ctx) {
     free(displs);
 }
 
+void kc_json_open(kc_json *j, const kc_ctx *ctx) {
+    kc_json_begin(j);
+    kc_json_common(j, ctx);
+}
+
 void kc_json_emit(kc_json *j, const kc_ctx *ctx) {
     jappend(j, "}");
     if (ctx->rank == 0) {
@@ -447,6 +532,11 @@ void kc_json_emit(kc_json *j, const kc_ctx *ctx) {
 }
 
 double kc_now(void) { return MPI_Wtime(); }
+
+double kc_fenced_now(void) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return kc_now();
+}
 
 int kc_thread_num(void) {
 #ifdef _OPENMP
@@ -517,6 +607,41 @@ kc_call_stat kc_call_stats(const kc_ctx *ctx, double *t, long n) {
 void kc_json_call_stat(kc_json *j, kc_call_stat s) {
     kc_json_num(j, "t_call_median_s", s.median);
     kc_json_num(j, "t_call_trimmed_s", s.trimmed);
+}
+
+void kc_calls_init(const kc_ctx *ctx, kc_calls *c, long cap) {
+    memset(c, 0, sizeof *c);
+    c->t = kc_malloc(ctx, (size_t)cap * sizeof *c->t);
+    c->cap = cap;
+}
+
+void kc_calls_reserve(const kc_ctx *ctx, kc_calls *c, long cap) {
+    if (cap <= c->cap) return;
+    double *more = kc_malloc(ctx, (size_t)cap * sizeof *more);
+    memcpy(more, c->t, (size_t)c->n * sizeof *more);
+    free(c->t);
+    c->t = more;
+    c->cap = cap;
+}
+
+void kc_calls_start(kc_calls *c) { c->stamp = kc_now(); }
+
+void kc_calls_mark(kc_calls *c) {
+    const double now = kc_now();
+    if (c->n < c->cap) c->t[c->n++] = now - c->stamp;
+    c->stamp = now;
+}
+
+kc_call_stat kc_calls_end(const kc_ctx *ctx, kc_calls *c) {
+    const kc_call_stat s = kc_call_stats(ctx, c->t, c->n);
+    free(c->t);
+    memset(c, 0, sizeof *c);
+    return s;
+}
+
+void kc_block(long n, int part, int parts, int *lo, int *hi) {
+    *lo = (int)((long long)n * part / parts);
+    *hi = (int)((long long)n * (part + 1) / parts);
 }
 
 /* MPI_Finalize watchdog.  MPICH 4.0.x ch4:ucx over TCP (Debian 12's MPICH

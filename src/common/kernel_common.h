@@ -15,6 +15,7 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h> /* free() of KC_FREE_ALL */
 
 typedef enum {
     KC_MODE_MPI = 0,    /* one single-threaded rank per core */
@@ -65,6 +66,37 @@ const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, 
 /*   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600] */
 const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap);
 const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap);
+/*   kc_opt_mode:     --mode limited to the modes of the bit mask `allowed`
+ *                    (KC_MODE_BIT): "unknown or unsupported mode '<text>' (<the
+ *                    allowed names, comma separated>)" */
+#define KC_MODE_BIT(m) (1u << (m))
+const char *kc_opt_mode(const char *text, unsigned allowed, kc_mode *out, char *err, size_t cap);
+
+/* A kernel's command line, for kc_start.  `one` stores one option and its
+ * value (NULL for a flag) in `opts`; `done` runs after the last option (derived
+ * values, checks across options).  Both return NULL or the message they wrote
+ * into err. */
+struct option;
+typedef const char *(*kc_opt_fn)(int c, const char *arg, void *opts, char *err, size_t cap);
+typedef const char *(*kc_done_fn)(void *opts, char *err, size_t cap);
+typedef struct {
+    const char *kernel;            /* its name: the prefix of every message */
+    const char *help;              /* the --help text */
+    const struct option *longopts; /* its options; the one whose val is 'h' is --help */
+    kc_opt_fn one;                 /* every other option */
+    kc_done_fn done;               /* NULL if there is nothing to do after the options */
+} kc_cli;
+
+/* How every kernel starts.  getopt_long over argv (long options only, getopt's
+ * own messages off) hands each option to cli->one, into `opts` (whose defaults
+ * the caller has set); the first message stops the parsing, and an unknown
+ * option or a missing value (kc_opt_unknown) and an operand after the options
+ * (kc_opt_leftover) are messages too.  Then cli->done, then kc_init with the
+ * mode the options chose (`mode` points into opts), the message (at most
+ * KC_ERR_CAP - 1 characters) and the help text if --help was given. */
+#define KC_ERR_CAP 320
+void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
+              const kc_mode *mode);
 
 /* Start MPI at the level `mode` needs and fill `ctx`.  `arg_error` is a message
  * collected while parsing options (NULL if none): it is printed by rank 0 and
@@ -101,6 +133,17 @@ int kc_all_true(const kc_ctx *ctx, int ok);
 typedef struct { double min, mean, max; } kc_stat;
 kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value);
 
+/* The largest value over all ranks, the sum of a count over all ranks
+ * (MPI_Allreduce over MPI_COMM_WORLD; collective). */
+double kc_max_over_ranks(const kc_ctx *ctx, double value);
+long kc_sum_over_ranks(const kc_ctx *ctx, long value);
+
+/* Rank 0 gathers every rank's `count` (over `comm`, collective): it gets
+ * (*counts)[r] and the prefix sums (*displs)[r] for an MPI_Gatherv and the
+ * total is returned; elsewhere *counts = *displs = NULL and 0 is returned.
+ * The caller frees both arrays. */
+long kc_gather_counts(const kc_ctx *ctx, MPI_Comm comm, int count, int **counts, int **displs);
+
 /* ----- RESULT line --------------------------------------------------------
  * A small JSON object builder.  Keys are emitted in call order.  The builder
  * lives on rank 0 only in practice, but all calls are safe on every rank. */
@@ -119,16 +162,29 @@ void kc_json_raw(kc_json *j, const char *key, const char *json); /* value is JSO
 void kc_json_stat(kc_json *j, const char *key, kc_stat s);        /* {"min":..,"mean":..,"max":..} */
 void kc_json_num_array(kc_json *j, const char *key, const double *v, size_t n);
 
+/* "key":[v0,v1,...] of integers. */
+void kc_json_int_array(kc_json *j, const char *key, const long long *v, size_t n);
+/* "fom":value,"fom_unit":unit: the figure of merit of every RESULT line. */
+void kc_json_fom(kc_json *j, double fom, const char *unit);
+
 /* Adds the keys every RESULT line must carry and that the context knows:
  * kernel, mode, ranks, threads, thread_level, mpi_library, hosts, cpus.
  * Collective: every rank must call it (it gathers the cores and hosts). */
 void kc_json_common(kc_json *j, const kc_ctx *ctx);
+
+/* kc_json_begin then kc_json_common: how every RESULT line starts (collective). */
+void kc_json_open(kc_json *j, const kc_ctx *ctx);
 
 /* Prints "RESULT {...}" on stdout (rank 0 only) and frees the builder. */
 void kc_json_emit(kc_json *j, const kc_ctx *ctx);
 
 /* Wall clock in seconds. */
 double kc_now(void);
+
+/* The start of a repetition that every rank runs together: MPI_Barrier over
+ * MPI_COMM_WORLD, then kc_now().  With kc_max_over_ranks(ctx, kc_now() - t0)
+ * at its end it gives the repetition's time on the slowest rank. */
+double kc_fenced_now(void);
 
 /* The calling thread's OpenMP number and the team size (0 and 1 without OpenMP). */
 int kc_thread_num(void);
@@ -171,6 +227,35 @@ kc_call_stat kc_call_stats(const kc_ctx *ctx, double *t, long n);
 
 /* RESULT keys "t_call_median_s" and "t_call_trimmed_s". */
 void kc_json_call_stat(kc_json *j, kc_call_stat s);
+
+/* The per-call wall times of a timed loop, for kc_call_stats: kc_calls_init
+ * makes room for `cap` calls, kc_calls_start starts the clock (just before the
+ * loop), kc_calls_mark records the time since the previous mark (or the start)
+ * after each call, kc_calls_reserve makes room for more calls (a count that
+ * --min-time raised) and kc_calls_end returns kc_call_stats of the recorded
+ * calls (collective: the same number of calls on every rank) and frees them. */
+typedef struct {
+    double *t;
+    long n, cap;
+    double stamp;
+} kc_calls;
+void kc_calls_init(const kc_ctx *ctx, kc_calls *c, long cap);
+void kc_calls_reserve(const kc_ctx *ctx, kc_calls *c, long cap);
+void kc_calls_start(kc_calls *c);
+void kc_calls_mark(kc_calls *c);
+kc_call_stat kc_calls_end(const kc_ctx *ctx, kc_calls *c);
+
+/* The block [lo, hi) of n items that part `part` of `parts` owns: parts
+ * contiguous blocks in order, sizes differing by one at most. */
+void kc_block(long n, int part, int parts, int *lo, int *hi);
+
+/* free() every pointer of the list. */
+#define KC_FREE_ALL(...)                                                     \
+    do {                                                                     \
+        void *kc_free_list_[] = {__VA_ARGS__};                               \
+        for (size_t kc_i_ = 0; kc_i_ < sizeof kc_free_list_ / sizeof kc_free_list_[0]; ++kc_i_) \
+            free(kc_free_list_[kc_i_]);                                      \
+    } while (0)
 
 /* Finalise MPI and release the context. */
 int kc_finalize(kc_ctx *ctx);

@@ -23,19 +23,9 @@ double spmv_now(void) {
  * threads 1..T-1 (the master communicates); with one thread the master does
  * them after communicating. */
 void interior_chunk(int nint, int tid, int nth, int *lo, int *hi) {
-    int w, nw;
-    if (nth == 1) {
-        w = 0;
-        nw = 1;
-    } else if (tid == 0) {
-        *lo = *hi = 0;
-        return;
-    } else {
-        w = tid - 1;
-        nw = nth - 1;
-    }
-    *lo = (int)((long long)nint * w / nw);
-    *hi = (int)((long long)nint * (w + 1) / nw);
+    if (nth == 1) kc_block(nint, 0, 1, lo, hi);
+    else if (tid == 0) *lo = *hi = 0;
+    else kc_block(nint, tid - 1, nth - 1, lo, hi);
 }
 
 static inline void spmv_row(const int *restrict rp, const int *restrict col,
@@ -193,8 +183,7 @@ static long calibrate(kc_ctx *ctx, const options *o, problem *P, double *thr_t, 
     for (long n = 1;; n *= 2) {
         const double t0 = spmv_now();
         for (long c = 0; c < n; ++c) one_call(ctx, P, thr_t, &ct);
-        double dt = spmv_now() - t0, slowest = 0.0;
-        MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        const double slowest = kc_max_over_ranks(ctx, spmv_now() - t0);
         tm->calib_calls += n;
         tm->calib_pace = slowest / (double)n;
         if (slowest >= o->min_time / 10.0 || 2 * n > SPMV_MAX_ITERS)
@@ -210,19 +199,17 @@ void spmv_run(kc_ctx *ctx, const options *o, problem *P, timing *tm) {
     for (long it = 0; it < o->warmup; ++it) one_call(ctx, P, thr_t, &ct);
     tm->calls = o->min_time > 0.0 ? calibrate(ctx, o, P, thr_t, tm) : o->iters;
     tm->per_call = kc_malloc(ctx, (size_t)tm->calls * sizeof *tm->per_call);
-    double *call_wall = kc_malloc(ctx, (size_t)tm->calls * sizeof *call_wall);
+    kc_calls calls;
+    kc_calls_init(ctx, &calls, tm->calls);
     MPI_Barrier(MPI_COMM_WORLD);
     const double t_loop = spmv_now();
-    double stamp = kc_now();
+    kc_calls_start(&calls);
     for (long it = 0; it < tm->calls; ++it) {
         one_call(ctx, P, thr_t, &tm->per_call[it]);
-        const double now = kc_now();
-        call_wall[it] = now - stamp;
-        stamp = now;
+        kc_calls_mark(&calls);
     }
     tm->wall = spmv_now() - t_loop;
-    tm->call = kc_call_stats(ctx, call_wall, tm->calls);
-    free(call_wall);
+    tm->call = kc_calls_end(ctx, &calls);
     for (long it = 0; it < tm->calls; ++it)
         for (int k = 0; k < PH_COUNT; ++k) tm->sum[k] += tm->per_call[it].t[k];
     free(thr_t);

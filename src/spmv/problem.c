@@ -303,8 +303,7 @@ void spmv_setup(kc_ctx *ctx, const options *o, int decomp, problem *P) {
 }
 
 void spmv_free(problem *P) {
-    void *arrays[] = {P->order, P->rp, P->col, P->val, P->x, P->y,
-                      P->send_idx, P->recv_idx, P->sendbuf, P->recvbuf};
-    for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; ++k) free(arrays[k]);
+    KC_FREE_ALL(P->order, P->rp, P->col, P->val, P->x, P->y, P->send_idx, P->recv_idx,
+                P->sendbuf, P->recvbuf);
     memset(P, 0, sizeof *P);
 }

@@ -81,19 +81,16 @@ void spmv_report(const kc_ctx *ctx, const options *o, const problem *P, const ti
     if (ctx->rank == 0) print_lines(ctx, o, P, tm, r);
     const kc_stat *st = r->st;
     kc_json j;
-    kc_json_begin(&j);
-    kc_json_common(&j, ctx);
-    char buf[160];
+    kc_json_open(&j, ctx);
     kc_json_int(&j, "size", o->n);
     kc_json_int(&j, "iters", tm->calls);
     kc_json_int(&j, "warmup", o->warmup);
     kc_json_int(&j, "decomp_threads", P->decomp);
-    snprintf(buf, sizeof buf, "[%d,%d,%d]", P->nx, P->ny, P->nz);
-    kc_json_raw(&j, "box", buf);
-    snprintf(buf, sizeof buf, "[%d,%d,%d]", P->px, P->py, P->pz);
-    kc_json_raw(&j, "dims", buf);
-    snprintf(buf, sizeof buf, "[%lld,%lld,%lld]", P->Gx, P->Gy, P->Gz);
-    kc_json_raw(&j, "global_grid", buf);
+    const long long box[3] = {P->nx, P->ny, P->nz}, dims[3] = {P->px, P->py, P->pz},
+                    grid[3] = {P->Gx, P->Gy, P->Gz};
+    kc_json_int_array(&j, "box", box, 3);
+    kc_json_int_array(&j, "dims", dims, 3);
+    kc_json_int_array(&j, "global_grid", grid, 3);
     kc_json_int(&j, "rows", r->rows);
     kc_json_int(&j, "nnz", r->nnz);
     kc_json_num(&j, "t_total_s", r->wall.max);
@@ -114,8 +111,7 @@ void spmv_report(const kc_ctx *ctx, const options *o, const problem *P, const ti
     }
     kc_json_int(&j, "interior_rows", P->nint); /* rank 0's */
     kc_json_int(&j, "boundary_rows", P->rows - P->nint);
-    kc_json_num(&j, "fom", r->gflops);
-    kc_json_str(&j, "fom_unit", "GFLOP/s");
+    kc_json_fom(&j, r->gflops, "GFLOP/s");
     kc_json_num(&j, "bytes_per_iter_model", r->bytes_model);
     kc_json_num(&j, "traffic_gbs", r->traffic_gbs);
     kc_json_int(&j, "halo_bytes", (long long)P->nsend * 8);

@@ -1,0 +1,281 @@
+"""The MPI stacks the harness knows: one entry each, the only place their facts live.
+
+=========  ==========================================  ============================
+stack      found at (Debian's suffixed tools)           or at the prefix named by
+=========  ==========================================  ============================
+openmpi    ``mpicc.openmpi`` + ``mpirun.openmpi``       ``HARNESS_OPENMPI_PREFIX``
+mpich      ``mpicc.mpich`` + ``mpiexec.mpich``          ``HARNESS_MPICH_PREFIX``
+mvapich2   only where its prefix is given               ``HARNESS_MVAPICH2_PREFIX``
+=========  ==========================================  ============================
+
+A prefix means ``<prefix>/bin/mpicc`` and the first of the stack's
+``launchers`` there.  A stack's name is also its environment's name, its
+*family* (how its launcher binds ranks: ``family`` in a cluster's stack
+defaults to the name) and its Spack package.
+
+Who reads the table: ``config/settings.py`` (the ``local`` system: how each
+stack is found, what its launcher's ``--version`` must say, the transport
+variables of each partition), ``config/slurm_systems.py`` (srun's PMI, the
+test cluster's stacks and link variables), ``config/cluster_template.py``,
+``config/spack/spack_site`` (Spack's externals: prefixes and versions),
+``harnesslib.launch`` (binding variables, the library a run must report),
+``harnesscore.osu_output`` (the wrapper's link line), ``reports/tools/bench.py``
+and ``tests/conftest.py``.  Adding a stack is one ``Stack`` in ``STACKS``
+(and its module file, ``config/modules/files/<name>.lua``, for the test
+cluster); ``tests/test_stacks.py`` checks the entry, that no other source
+names a stack, and that every reader makes one environment per entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+from collections.abc import Mapping
+from typing import Literal
+
+#: How a stack's own launcher is told to bind ranks: ``orte`` is Open MPI's
+#: ``mpirun`` (ORTE, PRRTE from 5.0: MCA variables), ``hydra`` MPICH's
+#: process manager (``HYDRA_*`` variables).
+LauncherKind = Literal['orte', 'hydra']
+#: How the harness's own Slurm systems start a stack's ranks inside the
+#: allocation: ``srun --mpi=<srun_pmi>``, or the stack's ``own`` launcher.
+SlurmLaunch = Literal['srun', 'own']
+
+#: Placeholders of the link variables: the network interface
+#: (``tcp_nodes_env``), the InfiniBand/RoCE port and its HCA (``ib_env``:
+#: ``mlx5_0:1``, ``mlx5_0``), the libfabric provider (``ofi_env``: ``cxi``).
+IFACE = '{iface}'
+DEVICE = '{device}'
+HCA = '{hca}'
+
+
+def _env(**variables: str) -> Mapping[str, str]:
+    """A read-only mapping of environment variables (the entries are shared)."""
+    return types.MappingProxyType(dict(variables))
+
+
+def _fill(env: Mapping[str, str], **values: str) -> dict[str, str]:
+    """`env` with its ``{placeholder}`` words replaced by `values`."""
+    out = {}
+    for key, value in env.items():
+        for name, text in values.items():
+            value = value.replace(f'{{{name}}}', text)
+        out[key] = value
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Stack:
+    """One MPI stack."""
+
+    #: Environment name, family, Spack package; ``HARNESS_<NAME>_PREFIX``.
+    name: str
+    #: Its name in prose (``extras.descr``, messages).
+    descr: str
+    #: Debian's suffix of its tools (``mpicc.openmpi``), or None where it is
+    #: found only at the prefix ``prefix_var`` names.
+    suffix: str | None
+    #: Debian's packages of the stack (empty where Debian has none).
+    debian_packages: tuple[str, ...]
+    #: Names of its launcher in ``<prefix>/bin``, the preferred first (with
+    #: ``suffix``: the suffixed launcher is the first of them).
+    launchers: tuple[str, ...]
+    #: How its launcher binds ranks (``harnesslib.launch.rank_binding_env``).
+    launcher_kind: LauncherKind
+    #: Words one of which its launcher's ``--version`` prints (a prefix given
+    #: for this stack must hold this stack's launcher).
+    launcher_says: tuple[str, ...]
+    #: Programs its launcher starts by name from its own folder (linked into
+    #: the stack's folder of generic names).
+    launcher_helpers: tuple[str, ...]
+    #: Variables that go with the launcher's rank binding, always.
+    binding_env: Mapping[str, str]
+    #: Variables it needs to run as root (CI machines are root).
+    root_env: Mapping[str, str]
+    #: What MPI_Get_library_version's first line starts with: how a run proves
+    #: which library it linked.
+    library_prefix: str
+    #: What that line says for a version of it seen here (synthetic records,
+    #: tests), or None.
+    library_example: str | None
+    #: The compiler wrapper's option that prints its link line.
+    wrapper_link_flag: str
+    #: Its version in its tools' output (group: the version).
+    version_re: re.Pattern[str]
+    #: Tools that print it, tried in turn (``{suffix}``: the stack's suffix
+    #: where it is found by its suffixed tools, else '').
+    version_tools: tuple[tuple[str, ...], ...]
+    #: Transport variables per link: ``shm``, one node's default;
+    #: ``tcp``, TCP over the loopback interface (``local``, ``local-slurm``);
+    #: ``tcp_nodes``, TCP between nodes over ``{iface}`` (the test cluster);
+    #: ``ib``, InfiniBand or RoCE port ``{device}`` of HCA ``{hca}``;
+    #: ``ofi``, libfabric provider ``{device}`` (None: not known for it).
+    shm_env: Mapping[str, str]
+    tcp_env: Mapping[str, str]
+    tcp_nodes_env: Mapping[str, str]
+    ib_env: Mapping[str, str] | None
+    ofi_env: Mapping[str, str] | None
+    #: What ``srun --mpi=`` it needs where a cluster says nothing.
+    srun_pmi: str
+    #: How the harness's own Slurm systems start its ranks.
+    slurm_launch: SlurmLaunch
+
+    @property
+    def prefix_var(self) -> str:
+        """The knob naming its install prefix."""
+        return f'HARNESS_{self.name.upper()}_PREFIX'
+
+    @property
+    def spack_spec_var(self) -> str:
+        """The knob giving the Spack spec of its kernel builds."""
+        return f'HARNESS_{self.name.upper()}_SPACK_SPEC'
+
+    @property
+    def spack_package(self) -> str:
+        return self.name
+
+    @property
+    def suffixed_tools(self) -> tuple[str, str] | None:
+        """Its compiler wrapper and launcher under Debian's suffixed names."""
+        if self.suffix is None:
+            return None
+        return f'mpicc{self.suffix}', f'{self.launchers[0]}{self.suffix}'
+
+    def tcp_nodes(self, iface: str) -> dict[str, str]:
+        """``tcp_nodes_env`` over the network interface `iface`."""
+        return _fill(self.tcp_nodes_env, iface=iface)
+
+    def ib(self, device: str) -> dict[str, str] | None:
+        """``ib_env`` over the port `device` (``mlx5_0:1``), or None."""
+        if self.ib_env is None:
+            return None
+        return _fill(self.ib_env, device=device, hca=device.split(':')[0])
+
+    def ofi(self, provider: str) -> dict[str, str] | None:
+        """``ofi_env`` with the libfabric `provider`, or None."""
+        return None if self.ofi_env is None else _fill(self.ofi_env, device=provider)
+
+    def root_env_here(self) -> dict[str, str]:
+        """``root_env`` where this process runs as root, else nothing."""
+        return dict(self.root_env) if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}
+
+
+STACKS: tuple[Stack, ...] = (
+    Stack(
+        name='openmpi',
+        descr='Open MPI',
+        suffix='.openmpi',
+        debian_packages=('openmpi-bin', 'libopenmpi-dev'),
+        launchers=('mpirun', 'mpiexec'),
+        launcher_kind='orte',
+        launcher_says=('Open MPI', 'OpenRTE', 'PRRTE'),
+        launcher_helpers=(),
+        binding_env=_env(),
+        # Open MPI refuses to run as root unless told.
+        root_env=_env(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1'),
+        library_prefix='Open MPI',
+        library_example='Open MPI v4.1.4',
+        wrapper_link_flag='-showme:link',
+        version_re=re.compile(r'\(Open MPI\)\s+(\d[\w.]*)|Open MPI v(\d[\w.]*)'),
+        version_tools=(('mpirun{suffix}', '--version'), ('ompi_info', '--version')),
+        # The transport each partition claims, pinned (the ob1 PML: the BTLs
+        # are the only transports; a UCX PML would ignore them).
+        shm_env=_env(OMPI_MCA_pml='ob1', OMPI_MCA_btl='self,vader'),
+        # Open MPI excludes the loopback interface by default.
+        tcp_env=_env(OMPI_MCA_pml='ob1', OMPI_MCA_btl='self,tcp',
+                     OMPI_MCA_btl_tcp_if_include='lo'),
+        # Between nodes vader stays for the ranks of one node; the runtime's
+        # own traffic (oob) takes the link as well.
+        tcp_nodes_env=_env(OMPI_MCA_pml='ob1', OMPI_MCA_btl='self,vader,tcp',
+                           OMPI_MCA_btl_tcp_if_include=IFACE,
+                           OMPI_MCA_oob_tcp_if_include=IFACE),
+        # Through UCX, or libfabric's MTL.
+        ib_env=_env(OMPI_MCA_pml='ucx', UCX_NET_DEVICES=DEVICE),
+        ofi_env=_env(OMPI_MCA_pml='cm', OMPI_MCA_mtl='ofi', FI_PROVIDER=DEVICE),
+        srun_pmi='pmix',
+        slurm_launch='srun',
+    ),
+    Stack(
+        name='mpich',
+        descr='MPICH',
+        suffix='.mpich',
+        debian_packages=('mpich', 'libmpich-dev'),
+        launchers=('mpiexec', 'mpirun'),
+        launcher_kind='hydra',
+        launcher_says=('HYDRA',),
+        launcher_helpers=('hydra_pmi_proxy',),
+        binding_env=_env(),
+        root_env=_env(),
+        library_prefix='MPICH',
+        library_example='MPICH Version: 4.0.2',
+        wrapper_link_flag='-show',
+        version_re=re.compile(r'^MPICH Version:\s+(\d[\w.]*)', re.M),
+        version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
+        # Debian's MPICH is ch4:ucx: UCX's transports are its transports.
+        shm_env=_env(UCX_TLS='sm,self'),
+        tcp_env=_env(UCX_TLS='tcp,self', UCX_NET_DEVICES='lo'),
+        tcp_nodes_env=_env(UCX_TLS='tcp,self', UCX_NET_DEVICES=IFACE),
+        # Debian's ch4:ucx (or an OFI build): told the device.
+        ib_env=_env(UCX_NET_DEVICES=DEVICE),
+        ofi_env=_env(FI_PROVIDER=DEVICE),
+        srun_pmi='pmi2',
+        slurm_launch='srun',
+    ),
+    Stack(
+        name='mvapich2',
+        descr='MVAPICH2',
+        suffix=None,
+        debian_packages=(),
+        launchers=('mpiexec', 'mpirun'),
+        # MVAPICH2's launcher is MPICH's hydra.
+        launcher_kind='hydra',
+        launcher_says=('HYDRA',),
+        launcher_helpers=('hydra_pmi_proxy',),
+        # Its own library binding is off: built with ch3:sock (TCP only) it
+        # cannot see which ranks share a node and binds them all to the same
+        # core, and it would put a hybrid rank's threads on one core.
+        binding_env=_env(MV2_ENABLE_AFFINITY='0'),
+        root_env=_env(),
+        library_prefix='MVAPICH2',
+        library_example=None,
+        wrapper_link_flag='-show',
+        version_re=re.compile(r'^MVAPICH2 Version:\s+(\d[\w.]*)', re.M),
+        version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
+        # Built with the TCP-only ch3:sock device here; on a cluster the site
+        # configuration picks the device.  Nothing to force on one node (its
+        # shm partition is TCP as well: ch3:sock has no shared memory);
+        # between nodes hydra is told the interface of every rank.
+        shm_env=_env(),
+        tcp_env=_env(),
+        tcp_nodes_env=_env(HYDRA_IFACE=IFACE),
+        # Told its HCA.
+        ib_env=_env(MV2_IBA_HCA=HCA),
+        ofi_env=None,
+        srun_pmi='pmi2',
+        # An MVAPICH2 built here (hydra, ch3:sock) keeps its own mpiexec,
+        # which starts its ranks inside the allocation.
+        slurm_launch='own',
+    ),
+)
+
+#: The stacks by name (a family is a stack's name).
+STACK: Mapping[str, Stack] = types.MappingProxyType({s.name: s for s in STACKS})
+#: Their names, in the registry's order.
+NAMES: tuple[str, ...] = tuple(STACK)
+
+
+def default_stacks(environ: Mapping[str, str]) -> list[str]:
+    """The stacks a system takes where ``HARNESS_STACKS`` names none: Debian's
+    (found by their suffixed tools), the others only where their prefix is
+    given in `environ`."""
+    return [s.name for s in STACKS
+            if s.suffix is not None or environ.get(s.prefix_var, '').strip()]
+
+
+def install_hint() -> str:
+    """How to get a stack (a message's end): Debian's packages or a prefix."""
+    packaged = ' or '.join('/'.join(s.debian_packages) for s in STACKS if s.debian_packages)
+    prefixed = ' or '.join(s.prefix_var for s in STACKS if not s.debian_packages)
+    return f"install Debian's {packaged}" + (f', or set {prefixed}' if prefixed else '')

@@ -1,0 +1,119 @@
+"""``python -m harnesslib.plan``: the plan of every partition of a ReFrame
+configuration (detected as ReFrame does, or declared), or of a declared node.
+
+The plan itself is ReFrame-free (``harnesscore.plan``); this command line
+loads the configuration and reads the partitions' topology with ReFrame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+from harnesscore.paths import REPO_DIR
+from harnesscore.plan import (
+    DEFAULT_SESSION_BUDGET,
+    Topology,
+    parse_memory,
+    part_budget,
+    samples_per_run,
+    session_plan,
+)
+
+# ---- command line ----------------------------------------------------------------
+
+def _partition_topologies(config: str, system: str | None) -> list[Topology]:
+    """The topology of every partition of the ReFrame configuration's system
+    (detected as ReFrame does, or declared), each with its stacks
+    (``Topology.stacks``)."""
+    import reframe.core.config as config_mod
+    import reframe.core.runtime as runtime
+    from reframe.frontend import autodetect
+    site = config_mod.load_config(config)
+    site.select_subconfig(system)
+    runtime.init_runtime(site)
+    autodetect.detect_topology()
+    out = []
+    for part in runtime.runtime().system.partitions:
+        try:
+            out.append(dataclasses.replace(Topology.from_partition(part),
+                                           stacks=max(1, len(part.environs))))
+        except ValueError as err:
+            print(f'plan: {part.fullname}: {err}', file=sys.stderr)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog='python -m harnesslib.plan',
+        description='The plan of a session: runs per partition, the runs left out and '
+                    'why, estimated time against HARNESS_BUDGET (per stack and partition). '
+                    'Exit status 1 where a plan is over its budget or runs nothing, 2 on '
+                    'bad input.')
+    ap.add_argument('-C', '--config', default=None,
+                    help='ReFrame configuration (default: config/settings.py of the checkout)')
+    ap.add_argument('--system', default=None, help='system[:partition] (default: this host)')
+    ap.add_argument('--cores', type=int, help='plan a declared node instead: cores per node')
+    ap.add_argument('--sockets', type=int, default=1)
+    ap.add_argument('--numa', type=int, default=1)
+    ap.add_argument('--mem', default='', help='memory per node, e.g. 512GiB')
+    ap.add_argument('--nodes', type=int, default=1)
+    ap.add_argument('--samples', type=int, default=None, help='default: HARNESS_REPEAT or 3')
+    ap.add_argument('--budget', default=None, help='default: HARNESS_BUDGET or 15m')
+    ap.add_argument('--stacks', type=int, default=1,
+                    help='stacks a declared node runs (a configured partition: its own)')
+    ap.add_argument('-q', '--quiet', action='store_true', help='one summary line each')
+    ap.add_argument('--part-budget', action='store_true',
+                    help='print only "SECONDS_PER_PART SESSION_SECONDS PARTS" (the split of '
+                         'HARNESS_BUDGET across the partitions and stacks; ./harness exports '
+                         'the first as HARNESS_BUDGET=<s>s/part for the checks)')
+    args = ap.parse_args(argv)
+    for name, top in (('cores', None), ('sockets', None), ('numa', None), ('nodes', None),
+                      ('samples', 100), ('stacks', None)):
+        value = getattr(args, name)
+        if value is not None and (value < 1 or (top and value > top)):
+            print(f'plan: error: --{name} must be an integer from 1'
+                  + (f' to {top}' if top else ' up') + f', got {value}', file=sys.stderr)
+            return 2
+    try:
+        samples = args.samples or samples_per_run()
+        if args.cores:
+            topos = [Topology(cores=args.cores, sockets=args.sockets, numa=args.numa,
+                              mem_bytes=parse_memory(args.mem) if args.mem else 0,
+                              nodes=args.nodes, name=f'declared {args.cores}-core node',
+                              stacks=args.stacks)]
+        else:
+            config = args.config or os.path.join(REPO_DIR, 'config', 'settings.py')
+            topos = _partition_topologies(config, args.system)
+        parts = sum(t.stacks for t in topos)
+        text = args.budget or os.environ.get('HARNESS_BUDGET', '').strip() or \
+            DEFAULT_SESSION_BUDGET
+        budget = part_budget(text, parts)
+    except ValueError as err:
+        print(f'plan: error: {err}', file=sys.stderr)
+        return 2
+    if args.part_budget:
+        print(f'{budget:.0f} {budget * parts:.0f} {parts}')
+        return 0
+    over, total = False, 0.0
+    for topo in topos:
+        plan = session_plan(topo, samples, budget)
+        print(plan.format(verbose=not args.quiet))
+        if topo.stacks > 1:
+            print(f'  {topo.stacks} stacks: estimated {plan.seconds * topo.stacks / 60:.1f} '
+                  f'min on this partition')
+        if not plan.runs:
+            print(f'  plan {topo.name}: NOTHING runs within the budget', file=sys.stderr)
+        over = over or plan.seconds > budget or not plan.runs
+        total += plan.seconds * topo.stacks
+    print(f'session: {parts} part(s) (partition x stack), estimated {total / 60:.1f} min '
+          f'for the planned rounds, budget {budget * parts / 60:.1f} min '
+          f'({budget / 60:.1f} min each; HARNESS_BUDGET={text}); the rest goes to more '
+          f'rounds of the undecided pairs')
+    return 1 if over else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,366 @@
+"""The records both readers make, one per run of a kernel: from the
+perflogs (``perflog``) and from ReFrame's JSON run reports (``runreport``).
+
+Each reader finds the texts of a run's fields (the perflog schema's run
+fields, ``harnesscore.schema``) and its performance variables in its own
+format; what is common is here, written once: the record and what it is
+compared within (``Record``, ``Group``), the fields' coercion and the record
+built from them (``from_fields``), the run's provenance, the records that
+cannot be used (``unusable``), and the counting of what was read and skipped,
+each skip with the file and line of its first (``ReadStats``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, Optional
+
+from harnesscore.schema import REQUIRED, TIME_VARIABLE
+from harnesscore.units import label_bytes
+
+#: Control characters (terminal escapes among them): never passed on from a
+#: perflog to a terminal or a report, but shown as ``\x1b``-style escapes.
+_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as a visible escape."""
+    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}', text)
+
+
+#: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
+#: the thresholds are fractions of the reference, None when unbounded.
+Ref = tuple[Optional[float], Optional[float], Optional[float]]
+
+
+def size_key(size: str) -> tuple:
+    """Numeric sizes sort as numbers ("6" before "12"), message sizes by their
+    bytes ("8B" before "64KiB" before "1MiB"), others as text."""
+    try:
+        return (0, float(size), size)
+    except ValueError:
+        n = label_bytes(size)
+        return (1, 0.0, size) if n is None else (0, float(n), size)
+
+
+class Group(NamedTuple):
+    """The runs that may be compared with each other: one kernel at one size, on one
+    system, partition, stack and node count, from one build of one MPI library.
+
+    Every analysis groups records by it (``Record.group``) and compares layouts
+    and modes only inside a group, so runs on different node counts, Debug
+    against Release builds, or two installs of a stack are never pooled.
+    """
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    size: str
+    nodes: int
+    build: str          # build_spec: build system, type, stack, compiler (or OSU prefix)
+    library: str        # the MPI library's version string
+
+    def sort_key(self) -> tuple:
+        return (self.system, self.partition, self.stack, self.kernel, size_key(self.size),
+                self.nodes, self.build, self.library)
+
+    def across_nodes(self) -> tuple:
+        """The group's fields but the node count: one scaling series per value."""
+        return (self.system, self.partition, self.stack, self.kernel, self.size,
+                self.build, self.library)
+
+    def with_size(self, size: object) -> Group:
+        """The same group for another size (e.g. a message size, or '' for a sweep)."""
+        return self._replace(size=str(size))
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One performance record: one run of one kernel at one layout."""
+
+    time: dt.datetime
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+    mode: str
+    ranks: int
+    threads: int
+    size: str
+    cores: int
+    nodes: int
+    mpi_library: str
+    verified: bool
+    oversubscribed: bool
+    result: str
+    values: dict[str, float]
+    units: dict[str, str]
+    source: str
+    name: str = ''
+    build_spec: str = ''
+    finalize_hung: bool = False
+    #: variable -> (ref, lower, upper); only variables that have a reference logged
+    refs: dict[str, Ref] = dataclasses.field(default_factory=dict)
+    #: the machine was busy during the run (harnesscore.quiet); kept out of references
+    busy: bool = False
+    #: the band rule's state: 'pass', 'fail', 'inconclusive' or '' (harnesscore.bands)
+    judgement: str = ''
+    judgement_detail: str = ''
+    #: the MPI tuning variables in effect, 'NAME=VALUE ...' ('' in older perflogs)
+    mpi_env: str = ''
+    #: provenance (harnesscore.schema; '' where unknown and in older perflogs): the
+    #: kernel sources' version, the compiler, ReFrame, the Spack hash, the modules
+    #: loaded, the nodes, their kernel release and the launcher line
+    src_version: str = ''
+    compiler: str = ''
+    reframe_version: str = ''
+    spack_hash: str = ''
+    loaded_modules: str = ''
+    node_names: str = ''
+    kernel_release: str = ''
+    launch_command: str = ''
+    #: the session the run belongs to (harnesslib.base.session_id; '' in older
+    #: perflogs, where sessions are told apart by time: stats.session_starts)
+    session: str = ''
+
+    @property
+    def total_cores(self) -> int:
+        return self.ranks * self.threads
+
+    @property
+    def group(self) -> Group:
+        """What a run is compared within (see ``Group``)."""
+        return Group(self.system, self.partition, self.stack, self.kernel, self.size,
+                     self.nodes, self.build_spec, self.mpi_library)
+
+    @property
+    def logged(self) -> tuple[dt.datetime, str, int]:
+        """When the run was logged, finer than its time: the perflog's times
+        have whole seconds, and runs of a second or less end within one; the
+        file and line order them (ReFrame logs a test when it completes)."""
+        path, _, line = self.source.rpartition(':')
+        return (self.time, path, int(line) if line.isdigit() else 0)
+
+    @property
+    def layout(self) -> str:
+        """"R x T" per node: ranks per node x threads per rank."""
+        return f'{self.ranks}x{self.threads}'
+
+    @property
+    def faults(self) -> tuple[str, ...]:
+        """Every reason the run's figures may not enter a verdict, the first the
+        one named: oversubscribed, failed, unverified (none if they may)."""
+        return tuple(why for why, bad in (('oversubscribed', self.oversubscribed),
+                                          ('failed', self.result != 'pass'),
+                                          ('unverified', not self.verified)) if bad)
+
+    @property
+    def left_out(self) -> str:
+        """Why the run's figures may not enter a verdict ('' if they may)."""
+        return next(iter(self.faults), '')
+
+    @property
+    def usable(self) -> bool:
+        """A run whose figures may enter a verdict."""
+        return not self.left_out
+
+    def band(self, var: str) -> tuple[float | None, float | None]:
+        """The absolute (low, high) bounds of `var` from its reference, None where open."""
+        ref, lower, upper = self.refs.get(var, (None, None, None))
+        if not ref:
+            return None, None
+        return (None if lower is None else ref * (1 + lower),
+                None if upper is None else ref * (1 + upper))
+
+
+_RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+
+
+def _record(*args: object) -> Record:
+    """Record(*args) for every field, without the frozen dataclass's per-field
+    ``object.__setattr__`` (a fifth of the reading time of a large perflog)."""
+    rec = object.__new__(Record)
+    rec.__dict__.update(zip(_RECORD_FIELDS, args))
+    return rec
+
+
+#: The run fields of a record, as the schema names them, in the order
+#: ``from_fields`` takes their texts (``environ`` is the record's ``stack``,
+#: ``job_completion_time`` its ``time``).
+FIELDS = ('job_completion_time', 'system', 'partition', 'environ', 'kernel', 'mode', 'ranks',
+          'threads', 'size', 'cores', 'nodes', 'mpi_library', 'verified', 'oversubscribed',
+          'result', 'name', 'build_spec', 'finalize_hung', 'busy', 'judgement',
+          'judgement_detail', *_RECORD_FIELDS[_RECORD_FIELDS.index('mpi_env'):])
+_REQUIRED_AT = tuple(FIELDS.index(k) for k in REQUIRED)
+#: The texts of a field without a value.
+MISSING = frozenset(('', 'None', 'null', '<undefined>'))
+#: The kernels of runs that are not a kernel's (builds, other tests): no record.
+NO_KERNEL = frozenset(('null', 'None', '<undefined>'))
+
+_TRUE = frozenset(('true', '1', 'yes', 'True'))
+_FALSE = frozenset(('false', 'False', '0', 'no', ''))
+_NO_NUMBER = frozenset(('None', 'null', '', 'nan'))
+
+
+def as_bool(text: str) -> bool:
+    """'true', '1', 'yes' in any case and spacing (the common ones first)."""
+    return text in _TRUE or (text not in _FALSE and text.strip().lower() in _TRUE)
+
+
+def as_count(text: str) -> int:
+    """A count (cores, nodes); 0 where it is none."""
+    return int(text) if text.isdigit() else 0
+
+
+def number(x: object) -> float | None:
+    """A performance variable's value; None where it has none (a run that
+    failed before measuring it).  NaN and infinities are kept: ``unusable``
+    names them."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _bound(x: object) -> float | None:
+    return None if isinstance(x, str) and x in _NO_NUMBER else number(x)
+
+
+def reference(ref: object, lower: object, upper: object) -> Ref | None:
+    """(ref, lower, upper) of a variable; None where it has no reference (none or 0)."""
+    value = _bound(ref)
+    return (value, _bound(lower), _bound(upper)) if value else None
+
+
+def parse_time(text: str) -> dt.datetime:
+    """An ISO time; one without a zone is UTC (ValueError if it is none)."""
+    t = dt.datetime.fromisoformat(text)
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def from_fields(texts: Sequence[str], values: dict[str, float], units: dict[str, str],
+                refs: dict[str, Ref], source: str) -> Record:
+    """The record of a run from the texts of its run fields (``FIELDS`` order)
+    and its variables.  ValueError naming the required fields (the schema's
+    ``REQUIRED``) that are missing, or on a count or time that is not one."""
+    for i in _REQUIRED_AT:
+        if texts[i] in MISSING:
+            raise ValueError('missing ' + ','.join(
+                name for name, at in zip(REQUIRED, _REQUIRED_AT) if texts[at] in MISSING))
+    (when, system, partition, stack, kernel, mode, ranks, threads, size, cores, nodes, library,
+     verified, oversubscribed, result, name, build_spec, hung, busy, judgement, detail,
+     *tail) = texts
+    return _record(parse_time(when), system, partition, stack, kernel, mode, int(ranks),
+                   int(threads), size, as_count(cores), as_count(nodes) or 1, library,
+                   as_bool(verified), as_bool(oversubscribed), result, values, units, source,
+                   name, build_spec, as_bool(hung), refs, as_bool(busy), judgement, detail,
+                   *tail)
+
+
+#: What breaks the building of a record (``ReadStats.unparsable``).
+UNPARSABLE = (ValueError, KeyError, TypeError, OverflowError)
+
+
+@dataclasses.dataclass
+class ReadStats:
+    files: int = 0
+    records: int = 0
+    skipped: int = 0
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: header fields the reader does not know -> number of files that had them
+    unknown_fields: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    #: where the first skipped line was, per reason ('file:line')
+    first_at: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def skip(self, reason: str, count: int = 1, where: str = '') -> None:
+        self.skipped += count
+        self.reasons[reason] = self.reasons.get(reason, 0) + count
+        if where:
+            self.first_at.setdefault(reason, where)
+
+    def unparsable(self, err: Exception, where: str) -> None:
+        """Skips the line or test case at `where` (file:line) whose record
+        could not be built (``from_fields``'s error `err`)."""
+        self.skip(f'unparsable ({err})' if 'missing' in str(err) else 'unparsable value',
+                  where=where)
+
+    def keep(self, rec: Record) -> bool:
+        """Counts `rec` read if it can be used (True); else skips it, with why
+        (``unusable``) and where (its ``source``)."""
+        why = unusable(rec)
+        if why:
+            self.skip(f'unusable record ({why})', where=rec.source)
+            return False
+        self.records += 1
+        return True
+
+    def warnings(self) -> list[str]:
+        """One line per kind of problem met while reading, for the user."""
+        out = []
+        if self.skipped:
+            reasons = ', '.join(
+                f'{n} {why}' + (f' (first at {self.first_at[why]})' if why in self.first_at
+                                else '')
+                for why, n in sorted(self.reasons.items()))
+            out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
+        if self.unknown_fields:
+            names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
+            out.append(f'ignored unknown perflog field(s): {names}')
+        return out
+
+
+#: What a run was made with, beyond what it measured: the fields a performance
+#: engineer diffs between the runs before and after a regression.
+#: In the order they are built and run: the sources, how they were built and
+#: with what, the MPI and how it was tuned, the job's environment and launcher,
+#: where it ran, and the ReFrame that ran it.
+PROVENANCE_FIELDS = ('src_version', 'build_spec', 'spack_hash', 'compiler', 'mpi_library',
+                     'mpi_env', 'loaded_modules', 'launch_command', 'node_names',
+                     'kernel_release', 'reframe_version')
+
+
+def provenance(rec: Record) -> dict[str, str]:
+    """The run's provenance, field -> text ('' where the record has none)."""
+    return {f: str(getattr(rec, f, '') or '') for f in PROVENANCE_FIELDS}
+
+
+def unusable(rec: Record) -> str:
+    """Why a record cannot be used ('' if it can): a value that is not a finite
+    number, or a run time (``t_total``) that is zero or negative.  Every reader
+    skips such a record with a warning naming where it was, and goes on."""
+    values = rec.values
+    if not all(map(math.isfinite, values.values())):
+        bad = next(k for k, v in values.items() if not math.isfinite(v))
+        return f'{bad} is not a finite number'
+    t = values.get(TIME_VARIABLE)
+    if t is not None and t <= 0:
+        return f'{TIME_VARIABLE} is not positive'
+    return ''
+
+
+def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: bool,
+                what: str, error: type[Exception]) -> list[str]:
+    """The files given, and those under the directories given whose names
+    `wanted` takes (in subdirectories too where `recursive`), sorted; `error`
+    for a path that is neither, naming it a `what`."""
+    found: list[str] = []
+    for path in paths:
+        if os.path.isfile(path):
+            found.append(path)
+        elif os.path.isdir(path):
+            for root, _dirs, files in os.walk(path):
+                found += [os.path.join(root, f) for f in files if wanted(f)]
+                if not recursive:
+                    break
+        else:
+            raise error(f'no such {what} file or directory: {path}')
+    return sorted(found)
