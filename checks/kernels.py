@@ -1,58 +1,20 @@
 """ReFrame checks: build the kernels once per MPI stack, run each of them as
 pure MPI and as hybrid MPI+OpenMP at equal cores, and judge hybrid against
-pure MPI (``HybridVerdict``).
+pure MPI.  docs/pages/checks.md describes them, docs/pages/nightly.md
+("Verdict checks") the verdicts and their references.
 
-* ``KernelBuild`` is an environment-scoped fixture: the CMake build of ``src/``
-  with the stack's own wrapper, once per (partition, stack) in a session.
 * ``SpmvCheck``, ``MdCheck``, ``RingCheck`` and ``StreamCheck`` run one kernel
   per layout ``R x T`` (R ranks per node times T threads per rank, R*T = the
-  partition's cores per node).  T = 1 is ``mpi``; T > 1 runs the hybrid modes.
-  The layouts come from the detected processor topology of every partition of
-  the system, so the same checks run unchanged on a 2-core laptop and on a
-  128-core node; the session's plan (``harnesscore.plan``, printed when the
+  partition's cores per node; T = 1 is ``mpi``), from the processor topology
+  of every partition, so the same checks run on a 2-core laptop and on a
+  128-core node.  The session's plan (``harnesscore.plan``, printed when the
   checks load) skips, before it starts, every run that cannot run on its
   layout or does not fit ``HARNESS_BUDGET``, saying why.
-
-Sanity is the kernel's own verification, plus proof that the MPI library the
-kernel reports is the stack its environment claims, plus a check that no two
-threads shared a core (oversubscription).  Every perflog line carries kernel,
-mode, ranks, threads, size, stack (environ) and partition so runs can be paired.
-
-Variables worth setting with ``-S``:
-  ``KernelBuild.fault_inject=1``   build kernels that corrupt one value
-                                    (every check must then fail)
-  ``KernelBuild.build_type=Debug``  CMake build type
-  ``nodes=N``                       nodes per run (default: partition extras)
-
-Verdict checks (``HybridVerdict``): hybrid MPI+OpenMP against pure MPI at
-equal cores, in ReFrame.
-
-For each kernel, size and hybrid layout (the ring: each message size of its
-sweep, compared by ``t_msg_<bytes>``: ``pair=ring/8,65536,1048576/masteronly_1x2/8B``),
-``HybridVerdict`` depends on every sample of the pure-MPI run (R*T ranks x 1
-thread) and of the hybrid run (R ranks x T threads) on the same partition and
-stack.  It reports
-
-* ``speedup`` = T_mpi / T_hybrid (``t_total``; the geometric mean of the
-  per-round ratios where the two sides ran side by side in rounds, else the
-  ratio of the medians): above 1 the hybrid run is faster;
-* ``verdict``: 1 (WIN), 0 (TIE or INCONCLUSIVE) or -1 (LOSS), by the one rule
-  of ``harnesscore.stats``, as the report judges: TIE when the speedup's
-  interval (97.5% paired t on the log ratios) lies inside 1 +- 5%
-  (``noise_floor``), WIN or LOSS when it lies
-  outside, INCONCLUSIVE when it straddles an edge; the interval, its basis and
-  the samples of each side are printed beside it.
-
-A system's references then assert what must hold there, e.g. in
-``config/references/<system>.yaml``::
-
-    HybridVerdict:
-      $index: [$partition, $environ, ref_variant]
-      local:shm:
-        openmpi:
-          pair=spmv/64/masteronly_1x2:
-            speedup: [1.0, -0.10, null, x]   # must not lose by more than 10%
-            verdict: [1, 0, null, win=1]     # hybrid must win here
+* ``HybridVerdict``, per kernel, size and hybrid layout (the ring: per message
+  size of its sweep), depends on every sample of the pure-MPI run and of the
+  hybrid run on the same partition and stack, and reports ``speedup`` =
+  T_mpi / T_hybrid and ``verdict`` (1 WIN, 0 TIE or INCONCLUSIVE, -1 LOSS) by
+  the one rule of ``harnesscore.stats``, as the report judges.
 
 The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 ``--repeat``, which renumbers the variants these dependencies name.
@@ -213,9 +175,7 @@ class SpmvCheck(KernelCheck, PlannedRun):
     @run_after('setup')
     def add_spmv_variables(self):
         # The parts of a call, for the efficiency and overlap models.
-        for var in ('t_pack', 't_comp_interior', 't_comp_boundary'):
-            self.perf_variables[var] = sn.make_performance_function(
-                lambda key=f'{var}_s': self.per_call(key), 's')
+        self.add_per_call_variables('t_pack', 't_comp_interior', 't_comp_boundary')
         self.perf_variables['stream_bw'] = sn.make_performance_function(
             lambda: float(self.stream_result()['fom']), 'GB/s')
         self.perf_variables['roofline_fraction'] = sn.make_performance_function(

@@ -1,34 +1,14 @@
 """ReFrame checks: the OSU Micro-Benchmarks (5.x, 6.x, 7.x) for every MPI stack and
-interconnect, the yardstick the stacks are held to.
+interconnect, the yardstick the stacks are held to (docs/pages/checks.md, "OSU
+Micro-Benchmarks": the checks, their variables and their sanity).
 
-* ``OsuLatencyCheck``, ``OsuBwCheck``, ``OsuBibwCheck``: osu_latency, osu_bw
-  and osu_bibw on 2 ranks, one per node where the partition has several
-  nodes, else both on one node.
-* ``OsuMbwMrCheck``: osu_mbw_mr with k = 1, 2, ... pairs per node in one job
-  (2k ranks on one node, or k per node on two nodes; never more ranks than
-  cores).
-* ``OsuAllreduceCheck``, ``OsuBcastCheck``: at every rank count that fits
-  (ranks per node from the divisors of the core count, times nodes).
-
-One class per benchmark, so that every line of a perflog file carries the
-same variables (ReFrame checks a file's header only when it opens it).
-
-OSU comes from the environment's extra ``osu_prefix``: config/settings.py
-fills it from ``HARNESS_OSU_PREFIX`` (``{stack}`` is replaced by the stack's
-name), a site configuration or the Spack setup sets it.  Without it every
-check skips with one line saying how to provide OSU; nothing is downloaded.
-
-``OsuBase`` is a sibling of the kernels' ``KernelCheck`` on the harness's
-``RunBase``: the partition's launcher with the run's binding, the node lock,
-references and perflog fields; it builds nothing.  Sanity: exit status 0,
-OSU's full table (every size of the sweep), no error message, and the
-benchmark links the environment's own MPI library: the library its compiler
-wrapper links (``-l``), found by ldd in a folder the wrapper names (``-L``).
-
-Performance variables (the perflog convention of docs/pages/checks.md): ``lat_<bytes>``
-(us) or ``bw_<bytes>`` (MB/s, 1e6 B) per size, headlines ``latency_8B`` and
-``bandwidth_1MiB``; osu_mbw_mr ``bw_k<k>_<bytes>``; collectives ``lat_<bytes>``
-(OSU's average latency).
+OSU comes from the environment's extra ``osu_prefix`` (config/settings.py
+fills it from ``HARNESS_OSU_PREFIX``; a site configuration or the Spack setup
+sets it); without it every check skips saying how to provide OSU, and nothing
+is downloaded.  One class per benchmark, so that every line of a perflog file
+carries the same variables (ReFrame checks a file's header only when it
+opens it).  ``OsuBase`` is a sibling of the kernels' ``KernelCheck`` on
+``RunBase``; it builds nothing.
 """
 
 from __future__ import annotations
@@ -54,7 +34,7 @@ from harnesscore.osu_output import (
 from harnesscore.units import MIB
 from harnesslib.base import TIMED_OUT, RunBase, sweep_variables
 from harnesslib.launch import LIBRARY_PREFIX, shell_words
-from harnesslib.placement import cores_per_node, divisors, pt2pt_placement, system_layouts
+from harnesslib.placement import divisors, system_layouts
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
@@ -78,7 +58,6 @@ def _ranks_per_node() -> list[int]:
 class OsuBase(RunBase):
     """One OSU benchmark run; subclasses place the ranks and name the variables."""
 
-    time_limit = '5m'
     tags = {'osu'}
     #: Largest message size of the sweep (bytes); OSU's -m MIN:MAX.
     max_size = variable(int, value=4 * MIB)
@@ -105,10 +84,6 @@ class OsuBase(RunBase):
         self.size = str(self.max_size)
         self.descr = f'{self.benchmark_name} (OSU Micro-Benchmarks)'
 
-    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
-        """(ranks per node, nodes used, reason to skip or '')."""
-        raise NotImplementedError
-
     def osu_options(self) -> list[str]:
         lo = MIN_SIZE[self.benchmark_name]
         iters, warmup = DEFAULT_ITERS[self.benchmark_name]
@@ -120,16 +95,10 @@ class OsuBase(RunBase):
 
     @run_after('setup')
     def place(self):
-        part, env = self.current_partition, self.current_environ
+        env = self.current_environ
         path, why = osu_binary(env, self.benchmark_name)
         self.skip_if(path is None, why)
-        self.cores = cores_per_node(part)
-        ranks, nodes, why = self.placement(self.cores, int(part.extras.get('nodes', 1)))
-        self.skip_if(bool(why), why)
-        self.ranks, self.nodes = ranks, nodes
-        self.num_tasks_per_node = ranks
-        self.num_tasks = ranks * nodes
-        self.num_cpus_per_task = 1
+        self.place_ranks()
         self.executable = shlex.quote(path)
         self.executable_opts = shell_words(self.osu_options())
         self.build_spec = osu_spec(str(env.extras.get('osu_prefix', '')))
@@ -199,8 +168,8 @@ class OsuBase(RunBase):
         self.flag_oversubscription()
         return True
 
-    def value(self, size: int, column: int = 0) -> float:
-        return self.table().rows[size][column]
+    def value(self, size: int) -> float:
+        return self.table().rows[size][0]
 
     @run_after('setup')
     def set_perf_variables(self):
@@ -212,10 +181,8 @@ class OsuBase(RunBase):
 # carry the same performance variables.
 
 class OsuPt2ptBase(OsuBase):
-    """2 ranks; lat_<bytes> (us) for latency, bw_<bytes> (MB/s) for bandwidth."""
-
-    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
-        return pt2pt_placement(self.current_partition, cores, nodes)
+    """2 ranks (``RunBase.placement``); lat_<bytes> (us) for latency, bw_<bytes>
+    (MB/s) for bandwidth."""
 
     @run_after('setup')
     def set_perf_variables(self):

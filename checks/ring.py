@@ -1,22 +1,9 @@
-"""ReFrame checks: the ring kernel's point-to-point sweeps, and its accuracy
-against the OSU Micro-Benchmarks.
-
-* ``RingPingpongCheck``: ``ring --pattern pingpong --sizes 1:4M`` on 2 ranks
-  (one per node where the partition has several): ``lat_<bytes>`` (us, half
-  the round trip) and ``bw_<bytes>`` (MB/s) per size, ``latency_8B``.
-* ``RingBwCheck``: ``ring --pattern bw --sizes 1:4M`` (osu_bw's method):
-  ``bw_<bytes>`` (MB/s) per size, ``bandwidth_1MiB``.
-* ``RingOsuAccuracy``: in one job, rounds of ring pingpong against
-  osu_latency and ring bw against osu_bw, alternating, on the same stack and
-  transport; the medians of the per-round ratios ring/OSU are performance
-  variables whose references are the accuracy targets: latency at 8 B within
-  10% (or 0.05 us, whichever is larger), bandwidth at 1 MiB and above within
-  5%, each decided by the one rule (harnesscore.bands: PASS, FAIL or
-  INCONCLUSIVE from the median's interval).  It skips where OSU is not
-  provided (see checks/osu.py).
-
-The sweeps run in every session (they need only the kernels); the accuracy
-check needs OSU.  All log the perflog fields of the kernel checks.
+"""ReFrame checks: the ring kernel's point-to-point sweeps (``RingPingpongCheck``,
+``RingBwCheck``: latency and bandwidth per size on 2 ranks, in every session)
+and its accuracy against the OSU Micro-Benchmarks (``RingOsuAccuracy``: ring
+and OSU alternating in rounds in one job, the medians of the per-round ratios
+decided by the one rule, harnesscore.bands; it needs OSU, see checks/osu.py).
+docs/pages/checks.md gives their variables and targets.
 """
 
 from __future__ import annotations
@@ -38,22 +25,8 @@ from harnesscore.rounds import (
 from harnesscore.units import MIB, parse_bytes
 from harnesslib.base import AlternatingRounds, KernelCheck, sweep_variables
 from harnesslib.launch import shell_words
-from harnesslib.placement import cores_per_node, pt2pt_placement
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
-
-
-def _pt2pt_place(check: KernelCheck) -> None:
-    """2 ranks: one per node on a partition of several nodes, else one node
-    (needs 2 cores).  Sets cores, ranks (per node), nodes and the task counts."""
-    part = check.current_partition
-    check.cores = cores_per_node(part)
-    ranks, nodes, why = pt2pt_placement(part, check.cores, int(part.extras.get('nodes', 1)))
-    check.skip_if(bool(why), why)
-    check.ranks, check.nodes = ranks, nodes
-    check.num_tasks_per_node = check.ranks
-    check.num_tasks = 2
-    check.num_cpus_per_task = 1
 
 
 class RingSweep(KernelCheck):
@@ -62,7 +35,7 @@ class RingSweep(KernelCheck):
     pattern = ''
     #: the variables per size (``sweep_variables``) and the headline's kind
     kinds: tuple[str, ...] = ()
-    headline = ''
+    headline_kind = ''
     #: Message sizes (the kernel's --sizes; MIN:MAX doubles from MIN).
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
@@ -78,7 +51,7 @@ class RingSweep(KernelCheck):
 
     @run_after('setup')
     def place(self):
-        _pt2pt_place(self)
+        self.place_ranks()
         self.executable = shlex.quote(self.build.executable_path('ring'))
         self.build_spec = self.build.build_spec
         self.executable_opts = shell_words(['--pattern', self.pattern, '--mode', 'mpi',
@@ -93,7 +66,7 @@ class RingSweep(KernelCheck):
         keys = {'lat': 'latency_us', 'bw': 'bandwidth_MBps'}
         self.perf_variables.update(sweep_variables(
             self.sweep(), lambda kind, s: self.by_size(keys[kind])[s], self.kinds,
-            self.headline))
+            self.headline_kind))
 
     def sweep(self) -> list[int]:
         lo, sep, hi = self.sizes.partition(':')
@@ -107,7 +80,7 @@ class RingPingpongCheck(RingSweep):
     """Half round trip of blocking ping-pongs per size (Xu & Hwang)."""
 
     pattern = 'pingpong'
-    kinds, headline = ('lat', 'bw'), 'lat'
+    kinds, headline_kind = ('lat', 'bw'), 'lat'
     #: OSU's counts (10000 round trips up to 8 KiB, 1000 above) scaled down:
     #: the sweep reports every size, the accuracy check times OSU's full counts.
     iters_scale = 0.05
@@ -118,7 +91,7 @@ class RingBwCheck(RingSweep):
     """Streaming bandwidth with osu_bw's method (windows of 64 Isend + ack)."""
 
     pattern = 'bw'
-    kinds, headline = ('bw',), 'bw'
+    kinds, headline_kind = ('bw',), 'bw'
     iters_scale = 0.25
 
 
@@ -133,8 +106,6 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds):
     transport.  Each round gives one ratio ring/OSU per variable; the figure
     is their median and the decision the one rule's (harnesscore.bands):
     latency within 10% (or 0.05 us, whichever is larger), bandwidth within 5%.
-    At least `rounds` rounds, then more while a band is undecided, up to
-    `max_rounds` and within `round_budget_s` (harnesscore.rounds).
     """
 
     #: The accuracy targets are the references, on every system.
@@ -169,7 +140,7 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds):
         self.skip_if(self.osu_lat is None, why)
         self.osu_bw, why = osu_binary(env, 'osu_bw')
         self.skip_if(self.osu_bw is None, why)
-        _pt2pt_place(self)
+        self.place_ranks()
         self.build_spec = f'{self.build.build_spec}; {osu_spec(self.osu_prefix())}'
         self.executable = 'bash'
         self.executable_opts = ['accuracy.sh']

@@ -1,26 +1,14 @@
-"""The nightly acceptance mode of the harness (``reframe --mode nightly``).
+"""The nightly acceptance mode of the harness (``reframe --mode nightly``;
+docs/pages/nightly.md).
 
-``config/settings.py`` adds :func:`modes` to its ``modes`` and
-:func:`storage` to its ``storage`` section.  ``reframe -C config/settings.py
---mode nightly -r`` (or ``./harness nightly``) runs every check with:
-
-* ``-S require_reference=true``: a performance variable without a reference
-  for the current system, partition and environment fails its check;
-* a JUnit report, ``$HARNESS_VAR_DIR/reports/junit-<UTC time>.xml`` (a new
-  file per session, never over an old one);
-* the perflogs in ``$HARNESS_VAR_DIR/perflogs`` (persistent, appended to,
-  as in every session);
-* ``--warn-as-error``: a check file that fails to load (which ReFrame only
-  warns about, then runs what is left, possibly nothing) fails the night;
-* ReFrame's results storage (``$HARNESS_VAR_DIR/results.db``; on for every
-  session, see :func:`storage`), so ``reframe --list-stored-sessions`` and
-  ``--performance-compare`` see every night.
-
-ReFrame exits non-zero when any check fails, performance failures included.
-A fixed-band assertion that the rule finds INCONCLUSIVE (harnesscore.bands)
-passes in ReFrame; ``./harness nightly`` then prints the judgements
-(:func:`judgement_summary`) and exits with ``EXIT_INCONCLUSIVE`` (3) when
-some were inconclusive and nothing failed.
+``config/settings.py`` adds :func:`modes` to its ``modes`` and :func:`storage`
+to its ``storage`` section.  The nightly runs every check with references
+required, a JUnit report per session, ``--warn-as-error`` (a check file that
+fails to load fails the night) and ReFrame's results storage (:func:`options`).
+ReFrame exits non-zero when any check fails; a fixed-band assertion that the
+rule finds INCONCLUSIVE passes in ReFrame, so ``./harness nightly`` then
+prints the judgements (:func:`judgement_summary`) and exits with
+``EXIT_INCONCLUSIVE`` (3) when some were inconclusive and nothing failed.
 """
 
 from __future__ import annotations
@@ -62,12 +50,7 @@ def modes(var_dir: str) -> list[dict]:
 def storage(var_dir: str) -> list[dict]:
     """ReFrame's results database, on for every session (a mode can only set
     command-line options, and results storage has none)."""
-    return [
-        {
-            'enable': True,
-            'sqlite_db_file': os.path.join(var_dir, 'results.db'),
-        },
-    ]
+    return [{'enable': True, 'sqlite_db_file': os.path.join(var_dir, 'results.db')}]
 
 
 # ---- fixed-band judgements: inconclusive is not a pass --------------------------
@@ -120,10 +103,8 @@ def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str
         lines.append(f'  INCONCLUSIVE {rec.name} @{rec.partition}+{rec.stack}: deferred to '
                      f'the last sample of its variant, which judged nothing (it failed or '
                      f'did not run)')
-    for rec in states['warn']:
-        lines.append(f'  WARN {rec.name} @{rec.partition}+{rec.stack}: {rec.judgement_detail}')
-    for rec in states['fail']:
-        lines.append(f'  FAIL {rec.name} @{rec.partition}+{rec.stack}: {rec.judgement_detail}')
+    lines += [f'  {state.upper()} {rec.name} @{rec.partition}+{rec.stack}: '
+              f'{rec.judgement_detail}' for state in ('warn', 'fail') for rec in states[state]]
     if stats.skipped:
         lines.append(f'  warning: {stats.skipped} perflog line(s) could not be read: '
                      f'{stats.reasons}')

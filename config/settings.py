@@ -1,36 +1,17 @@
-"""ReFrame configuration of the hybrid MPI+OpenMP harness.
+"""ReFrame configuration of the hybrid MPI+OpenMP harness (docs/pages/configuration.md).
 
-The ``local`` system (this machine) is worked out when the file loads:
-
-* one programming environment per MPI stack that is really present.  A stack is
-  found through its *own* compiler wrapper and launcher, never through the
-  unsuffixed ``mpicc``/``mpirun`` that Debian's ``update-alternatives`` points
-  at whichever stack won.  The stacks, their tools and their knobs are the
-  table of ``harnesscore.stacks`` (the one place a stack's facts live):
-  Debian's suffixed tools (``mpicc.mpich`` + ``mpiexec.mpich``), or the
-  prefix a ``HARNESS_<STACK>_PREFIX`` gives.
-
-  A prefix means ``<prefix>/bin/mpicc`` and ``<prefix>/bin/mpiexec`` (or
-  ``mpirun``).  A stack that is absent is left out with one line saying so;
-  ``HARNESS_STACKS=openmpi,mpich`` (or ``"openmpi mpich"``) restricts the set.
-
-* one partition per interconnect: ``shm`` (each stack's default between ranks
-  on one node) and ``tcp`` (loopback TCP forced for each stack).  The
-  transport settings belong to the stack, so each environment is defined for
-  the system (its defaults, used by shm) and again for ``local:tcp``.
-
-* launching, the ReFrame way: every partition names ReFrame's ``mpirun``
-  launcher and every environment makes it its stack's: a folder of links
-  (``mpirun``, ``mpiexec``, ``mpicc``... to the stack's own tools) first on
-  ``PATH``, and each rank bound to a core of its own in the variables the
-  stack's launcher reads (``harnesslib.launch``).  Any ReFrame check, not only
-  the harness's, launches its stack this way.
-
-* the processor topology is detected by ReFrame (``processor`` is left out).
-
-* perflogs go to a persistent directory, ``$HARNESS_VAR_DIR/perflogs``
-  (default ``<checkout>/var``), together with ReFrame's stage, output and JSON
-  run reports.
+The ``local`` system (this machine) is worked out when the file loads: one
+programming environment per MPI stack really present, found through its *own*
+compiler wrapper and launcher (the table of ``harnesscore.stacks``), never
+through the unsuffixed ``mpicc``/``mpirun`` that Debian's
+``update-alternatives`` points at whichever stack won; one partition per
+interconnect, ``shm`` and ``tcp``, each pinning its transport per stack.
+Every partition names ReFrame's ``mpirun`` launcher and every environment
+makes it its stack's: a folder of links to the stack's own tools first on
+``PATH``, and the binding in the variables its launcher reads
+(``harnesslib.launch``), so any ReFrame check launches its stack this way.
+The processor topology is detected by ReFrame.  Everything goes under
+``$HARNESS_VAR_DIR`` (default ``<checkout>/var``).
 
 Run it as ``reframe -C config/settings.py -c checks -r``.
 """
@@ -136,15 +117,10 @@ try:
     #: Samples of every kernel run, checked here: an error in a check file
     #: would only be a warning and an empty session with exit status 0.
     SAMPLES = samples_per_run()
-except ValueError as _err:
-    _config_error(str(_err))
-
-try:
     #: What becomes of the MPI tuning variables this session inherits from the
-    #: shell (OMPI_MCA_*, UCX_*, MPIR_CVAR_*, MV2_*, FI_*, I_MPI_*): ``clean``
-    #: (default) takes them out of the session, so no run inherits them and
-    #: each partition measures what it claims; ``keep`` passes them on.  Every
-    #: run records the ones in effect (the perflog's ``mpi_env``).
+    #: shell (OMPI_MCA_*, UCX_*, ...): ``clean`` (default) takes them out of the
+    #: session, so each partition measures what it claims; ``keep`` passes them
+    #: on.  Every run records the ones in effect (the perflog's ``mpi_env``).
     MPI_ENV_MODE = mpi_env_mode()
 except ValueError as _err:
     _config_error(str(_err))
@@ -169,6 +145,17 @@ def _note(msg: str) -> None:
 
 _ABSENT: dict[str, str] = {}
 
+
+def _local_partition(name: str, descr: str, features: list[str], extras: dict,
+                     **processor: dict) -> dict:
+    """A partition of this machine.  ReFrame's own mpirun launcher: each
+    environment makes `mpirun` its stack's (PATH) and sets its binding; never
+    two runs side by side (no oversubscription)."""
+    return {'name': name, 'descr': descr, 'scheduler': 'local', 'launcher': 'mpirun',
+            'environs': _STACK_NAMES or ['builtin'], 'max_jobs': 1, 'time_limit': '10m',
+            **processor, 'features': features, 'extras': extras}
+
+
 def _check_launcher_family(name: str, spec: Stack, prefix: str, launcher: str) -> None:
     """A prefix given for one stack must hold that stack's launcher: another
     stack's would fail every run with its own errors (hydra refusing Open MPI's
@@ -188,10 +175,6 @@ def _check_launcher_family(name: str, spec: Stack, prefix: str, launcher: str) -
             f'stack {name} needs its own')
 
 
-def _absent_reason(name: str) -> str:
-    return f'{name}: {_ABSENT.get(name, "not found")}'
-
-
 def _left_out(name: str, why: str) -> None:
     _ABSENT[name] = why
     _note(f'{name}: left out: {why}')
@@ -205,11 +188,8 @@ def _find_stack(name: str, spec: Stack) -> dict | None:
         # (spaces, $, quotes) is given to them through a link (reframe_path).
         given, prefix = prefix, reframe_path(os.path.join(_caller_cwd(), prefix))
         cc = os.path.join(prefix, 'bin', 'mpicc')
-        launcher = next(
-            (os.path.join(prefix, 'bin', exe) for exe in spec.launchers
-             if os.access(os.path.join(prefix, 'bin', exe), os.X_OK)),
-            None,
-        )
+        launchers = [os.path.join(prefix, 'bin', exe) for exe in spec.launchers]
+        launcher = next((exe for exe in launchers if os.access(exe, os.X_OK)), None)
         if not os.access(cc, os.X_OK) or launcher is None:
             _left_out(name, f'{spec.prefix_var}={given} has no '
                             f'bin/mpicc and bin/{"|".join(spec.launchers)}')
@@ -303,7 +283,7 @@ def _environments() -> tuple[list[dict], list[str]]:
         # nothing and pass.
         _config_error(f'HARNESS_STACKS={os.environ["HARNESS_STACKS"].strip()!r}: none of '
                       f'these stacks is present (' + '; '.join(
-                          _absent_reason(n) for n in _selected_stacks()) + ')')
+                          f'{n}: {_ABSENT.get(n, "not found")}' for n in _selected_stacks()) + ')')
     if not names:
         _note(f'no MPI stack found: {install_hint()}')
     return envs, names
@@ -352,18 +332,10 @@ _DECLARED_SYSTEM = {
     'stagedir': os.path.join(VAR_DIR, 'declared', 'stage'),
     'outputdir': os.path.join(VAR_DIR, 'declared', 'output'),
     'partitions': [
-        {
-            'name': f'cores{cores}',
-            'descr': f'a declared {cores}-core node, 2 sockets, 4 NUMA domains',
-            'scheduler': 'local',
-            'launcher': 'mpirun',
-            'environs': _STACK_NAMES or ['builtin'],
-            'max_jobs': 1,
-            'time_limit': '10m',
-            'processor': _declared_processor(cores),
-            'features': ['local', 'transport-shm', 'declared'],
-            'extras': {'transport': 'shm', 'nodes': 1, 'declared_topology': True},
-        }
+        _local_partition(f'cores{cores}', f'a declared {cores}-core node, 2 sockets, 4 NUMA '
+                         f'domains', ['local', 'transport-shm', 'declared'],
+                         {'transport': 'shm', 'nodes': 1, 'declared_topology': True},
+                         processor=_declared_processor(cores))
         for cores in (16, 32)
     ],
 }
@@ -399,19 +371,8 @@ site_configuration = {
             'stagedir': STAGE_DIR,
             'outputdir': os.path.join(VAR_DIR, 'output'),
             'partitions': [
-                {
-                    'name': part,
-                    'descr': descr,
-                    'scheduler': 'local',
-                    # ReFrame's own mpirun launcher: each environment makes
-                    # `mpirun` its stack's (PATH) and sets its binding.
-                    'launcher': 'mpirun',
-                    'environs': _STACK_NAMES or ['builtin'],
-                    'max_jobs': 1,  # never two runs side by side: no oversubscription
-                    'time_limit': '10m',
-                    'features': ['local', f'transport-{part}'],
-                    'extras': {'transport': part, 'nodes': 1},
-                }
+                _local_partition(part, descr, ['local', f'transport-{part}'],
+                                 {'transport': part, 'nodes': 1})
                 for part, descr in _PARTITIONS.items()
             ],
         },

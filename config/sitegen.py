@@ -1,41 +1,19 @@
 """``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``.
 
-Run on the cluster's login node, it detects what it can and writes a site file
-in the form of ``config/cluster_template.py`` (``config/slurm_systems.py``
-validates it and turns it into a ReFrame system):
-
-* the Slurm partitions (``scontrol show partition``, or ``sinfo``) and the
-  size of their nodes (``scontrol show node``, or ``sinfo``: CPUs, sockets,
-  cores per socket, threads per core, memory); Slurm's ClusterName and
-  whether it keeps an accounting database (``scontrol show config``); the
-  PMI plugins of ``srun --mpi=list``;
-* on one node of each partition, through ``srun`` (``--no-srun``: not at
-  all): its NUMA domains (``lscpu -p``), its network interfaces (``ip -o -4
-  addr``, ``/sys/class/net``) and its interconnect (``ucx_info -d``,
-  ``ibv_devinfo``, ``fi_info``).  Each partition gets the link it is named
-  after (partition ``ib`` and an InfiniBand port, ``fast`` and ``fast0``),
-  or else its high-speed link, or else the interface Slurm reaches its nodes
-  on; every stack is pinned to it (``transport_env``);
-* the MPI stacks the harness knows (``harnesscore.stacks``): modules (Lmod or
-  Environment Modules, ``avail``), Spack (``spack find``), the prefixes the
-  harness's knobs name, Debian's suffixed tools, usual install prefixes and
-  the wrappers on ``PATH``.  A module is loaded (in a child shell) and its
-  launcher must say which stack it is.
-
-What it cannot detect is written with a working default or a placeholder,
+Run on the cluster's login node, it detects what docs/pages/cluster.md
+(``./harness site``) lists: Slurm's partitions and node sizes, on one node of
+each partition (through ``srun``) its NUMA domains and links, and the MPI
+stacks of ``harnesscore.stacks``; it writes a site file in the form of
+``config/cluster_template.py``, which ``config/slurm_systems.py`` validates.
+What it cannot detect is written with a working default or a placeholder
 marked ``FILL IN`` with a comment saying what to put there; stdout gets a
-summary of what was detected and what not.  Every command runs as an argument
-list with a timeout.
+summary of what was detected and what not (stderr with ``--dry-run``, which
+prints the file).  Every command runs as an argument list with a timeout.
 
 An existing file is never replaced silently: the command refuses, naming it.
 ``--force`` writes the next numbered file beside it (``site_<name>.py.1``,
-``.2``...: not loaded, since settings.py loads only ``site_*.py``; compare
-and move it over the old one), and ``--overwrite`` replaces the file itself.
-``--dry-run`` prints the file on stdout (the summary then goes to stderr).
-
-    "$VENV/bin/python" config/sitegen.py [--name NAME] [--output PATH]
-        [--partitions a,b] [--nodes N] [--access OPT]... [--no-srun]
-        [--dry-run | --force | --overwrite]
+``.2``...: not loaded, since settings.py loads only ``site_*.py``), and
+``--overwrite`` replaces the file itself.
 """
 
 from __future__ import annotations
@@ -45,25 +23,26 @@ import collections
 import dataclasses
 import datetime
 import glob
+import itertools
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.append(_HERE)
-try:
-    from harnesscore.stacks import STACK, STACKS, Stack
-except ImportError:  # run with a Python outside the harness's venv
-    sys.path.append(os.path.join(os.path.dirname(_HERE), 'checks'))
-    from harnesscore.stacks import STACK, STACKS, Stack
+# config/ (slurm_systems, cluster_template); checks/ and reports/ for a Python outside the venv.
+for _folder in (_HERE, *(os.path.join(os.path.dirname(_HERE), d) for d in ('checks', 'reports'))):
+    if _folder not in sys.path:
+        sys.path.append(_folder)
+import cluster_template  # noqa: E402
+from harnesscore.knobs import split_list  # noqa: E402
+from harnesscore.stacks import STACK, STACKS, Stack  # noqa: E402
+from hybridverdict import atomic  # noqa: E402
 
 #: Width of the written file (ruff's line length).
 WIDTH = 100
@@ -133,8 +112,7 @@ class CmdResult:
         """Why it failed, in a few words (its first line of stderr)."""
         if self.problem:
             return self.problem
-        first = next((ln.strip() for ln in (self.err + self.out).splitlines() if ln.strip()),
-                     '')
+        first = next((ln.strip() for ln in (self.err + self.out).splitlines() if ln.strip()), '')
         return f'exit status {self.rc}' + (f': {first[:160]}' if first else '')
 
 
@@ -148,14 +126,12 @@ def run(argv: Sequence[str], timeout: float = TIMEOUT,
     try:
         proc = subprocess.run(args, capture_output=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, env=dict(env) if env else None)
-    except FileNotFoundError:
-        return CmdResult(args, problem=f'{args[0]} not found')
-    except PermissionError:
-        return CmdResult(args, problem=f'{args[0]}: permission denied')
     except subprocess.TimeoutExpired:
         return CmdResult(args, problem=f'{args[0]} timed out after {timeout:.0f}s')
     except OSError as err:
-        return CmdResult(args, problem=f'{args[0]}: {err.strerror}')
+        why = (' not found' if isinstance(err, FileNotFoundError) else ': permission denied'
+               if isinstance(err, PermissionError) else f': {err.strerror}')
+        return CmdResult(args, problem=args[0] + why)
     return CmdResult(args, proc.returncode, proc.stdout.decode(errors='replace'),
                      proc.stderr.decode(errors='replace'))
 
@@ -167,9 +143,10 @@ def _int(text: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def parse_scontrol_records(text: str) -> list[dict[str, str]]:
-    """Records of ``scontrol [-o] show partition|node``: one dictionary of
-    ``Key=Value`` each (a value may hold spaces, ``OS=Linux 6.1 #1 SMP``)."""
+def parse_scontrol_records(text: str, name_key: str) -> list[dict[str, str]]:
+    """Records of ``scontrol [-o] show partition|node`` that have `name_key`:
+    one dictionary of ``Key=Value`` each (a value may hold spaces, ``OS=Linux
+    6.1 #1 SMP``)."""
     records: list[str] = []
     for line in text.splitlines():
         if re.match(r'^[A-Za-z]+Name=\S', line):
@@ -179,26 +156,20 @@ def parse_scontrol_records(text: str) -> list[dict[str, str]]:
     out = []
     for rec in records:
         keys = list(re.finditer(r'(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=', rec))
-        fields = {}
-        for i, m in enumerate(keys):
-            end = keys[i + 1].start() if i + 1 < len(keys) else len(rec)
-            fields[m.group(1)] = rec[m.end():end].strip()
-        out.append(fields)
+        ends = [k.start() for k in keys[1:]] + [len(rec)]
+        fields = {k.group(1): rec[k.end():end].strip() for k, end in zip(keys, ends)}
+        if fields.get(name_key):
+            out.append(fields)
     return out
 
 
 def parse_scontrol_config(text: str) -> dict[str, str]:
     """``scontrol show config``: ``Key = Value`` lines."""
-    conf = {}
-    for line in text.splitlines():
-        m = re.match(r'^([A-Za-z][\w]*)\s*=\s*(.*?)\s*$', line)
-        if m:
-            conf[m.group(1)] = m.group(2)
-    return conf
+    lines = (re.match(r'^([A-Za-z][\w]*)\s*=\s*(.*?)\s*$', ln) for ln in text.splitlines())
+    return {m.group(1): m.group(2) for m in lines if m}
 
 
-@dataclasses.dataclass
-class SlurmPartition:
+class SlurmPartition(NamedTuple):
     name: str
     nodes: str = ''             # Slurm's node list expression, e.g. node[1-2]
     total_nodes: int = 0
@@ -209,22 +180,14 @@ class SlurmPartition:
 
 def parse_partitions(text: str) -> list[SlurmPartition]:
     """``scontrol -o show partition``."""
-    parts = []
-    for rec in parse_scontrol_records(text):
-        name = rec.get('PartitionName', '')
-        if not name:
-            continue
-        parts.append(SlurmPartition(
-            name=name, nodes=rec.get('Nodes', ''),
-            total_nodes=_int(rec.get('TotalNodes')) or 0,
-            up=rec.get('State', 'UP').upper() == 'UP',
-            default=rec.get('Default', 'NO').upper() == 'YES',
-            max_time=rec.get('MaxTime', '')))
-    return parts
+    return [SlurmPartition(rec['PartitionName'], rec.get('Nodes', ''),
+                           _int(rec.get('TotalNodes')) or 0,
+                           rec.get('State', 'UP').upper() == 'UP',
+                           rec.get('Default', 'NO').upper() == 'YES', rec.get('MaxTime', ''))
+            for rec in parse_scontrol_records(text, 'PartitionName')]
 
 
-@dataclasses.dataclass
-class NodeSize:
+class NodeSize(NamedTuple):
     """One node's processor and memory as Slurm sees it."""
 
     cpus: int                   # CPUs jobs may use (CPUEfctv, else CPUTot)
@@ -233,6 +196,14 @@ class NodeSize:
     threads_per_core: int
     memory_mib: int = 0
     cpus_total: int = 0         # CPUTot (more than cpus: specialised cores)
+
+    @classmethod
+    def of(cls, cpus: int | None, sockets: int | None, cores: int | None,
+           threads: int | None, memory: int | None, total: int | None) -> NodeSize | None:
+        """The size where Slurm gives every count, else None."""
+        if not (cpus and sockets and cores and threads):
+            return None
+        return cls(cpus, sockets, cores, threads, memory or 0, total or cpus)
 
     def key(self) -> tuple[int, int, int, int]:
         return (self.cpus, self.sockets, self.cores_per_socket, self.threads_per_core)
@@ -245,48 +216,35 @@ class NodeSize:
                 f'{self.cores_per_socket} cores x {self.threads_per_core} thread(s){mem}')
 
 
-@dataclasses.dataclass
-class SlurmNode:
+class SlurmNode(NamedTuple):
     name: str
-    hostname: str = ''
-    addr: str = ''
-    size: NodeSize | None = None
-    features: list[str] = dataclasses.field(default_factory=list)
-    partitions: list[str] = dataclasses.field(default_factory=list)
-    state: str = ''
+    hostname: str
+    addr: str
+    size: NodeSize | None
+    features: list[str]
+    partitions: list[str]
 
 
 def _list_field(text: str | None) -> list[str]:
-    if not text or text in ('(null)', 'N/A'):
-        return []
-    return [x for x in text.split(',') if x]
+    return [] if not text or text in ('(null)', 'N/A') else [x for x in text.split(',') if x]
 
 
 def parse_nodes(text: str) -> list[SlurmNode]:
     """``scontrol -o show node``: each node's size, features and partitions."""
     nodes = []
-    for rec in parse_scontrol_records(text):
-        name = rec.get('NodeName', '')
-        if not name:
-            continue
-        total = _int(rec.get('CPUTot'))
-        efctv = _int(rec.get('CPUEfctv')) or total
+    for rec in parse_scontrol_records(text, 'NodeName'):
+        name, total = rec['NodeName'], _int(rec.get('CPUTot'))
         sockets = (_int(rec.get('Sockets')) or 0) * (_int(rec.get('Boards')) or 1)
-        cores = _int(rec.get('CoresPerSocket'))
-        threads = _int(rec.get('ThreadsPerCore'))
-        size = None
-        if efctv and sockets and cores and threads:
-            size = NodeSize(efctv, sockets, cores, threads,
-                            _int(rec.get('RealMemory')) or 0, total or efctv)
-        nodes.append(SlurmNode(
-            name=name, hostname=rec.get('NodeHostName', name), addr=rec.get('NodeAddr', ''),
-            size=size, features=_list_field(rec.get('AvailableFeatures')),
-            partitions=_list_field(rec.get('Partitions')), state=rec.get('State', '')))
+        size = NodeSize.of(_int(rec.get('CPUEfctv')) or total, sockets,
+                           _int(rec.get('CoresPerSocket')), _int(rec.get('ThreadsPerCore')),
+                           _int(rec.get('RealMemory')), total)
+        nodes.append(SlurmNode(name, rec.get('NodeHostName', name), rec.get('NodeAddr', ''),
+                               size, _list_field(rec.get('AvailableFeatures')),
+                               _list_field(rec.get('Partitions'))))
     return nodes
 
 
-@dataclasses.dataclass
-class SinfoRow:
+class SinfoRow(NamedTuple):
     partition: str
     up: bool
     nodes: int
@@ -299,16 +257,11 @@ def parse_sinfo(text: str) -> list[SinfoRow]:
     rows = []
     for line in text.splitlines():
         cols = line.strip().split('|')
-        if len(cols) != 9 or not cols[0]:
-            continue
-        name, avail, count, cpus, sockets, cores, threads, mem, node_list = cols
-        ints = [_int(x) for x in (cpus, sockets, cores, threads)]
-        size = None
-        if all(ints):
-            c, s, k, t = (int(x or 0) for x in ints)
-            size = NodeSize(c, s, k, t, _int(mem) or 0, c)
-        rows.append(SinfoRow(name.rstrip('*'), avail.strip().lower() == 'up',
-                             _int(count) or 0, size, node_list))
+        if len(cols) == 9 and cols[0]:
+            name, avail, count, *counts, mem, node_list = cols
+            size = NodeSize.of(*(_int(x) for x in counts), _int(mem), None)
+            rows.append(SinfoRow(name.rstrip('*'), avail.strip().lower() == 'up',
+                                 _int(count) or 0, size, node_list))
     return rows
 
 
@@ -318,17 +271,12 @@ def parse_mpi_plugins(text: str) -> set[str]:
     for line in text.splitlines():
         line = re.sub(r'^srun:\s*', '', line.strip())
         m = re.search(r'versions available:\s*(.*)$', line)
-        words = m.group(1).replace(',', ' ').split() if m else (
-            [line] if re.fullmatch(r'[a-z][a-z0-9_]*', line) else [])
-        for word in words:
-            found.add(word)
-            if word.startswith('pmix_'):
-                found.add('pmix')
-    return found
+        found.update(m.group(1).replace(',', ' ').split() if m else (
+            [line] if re.fullmatch(r'[a-z][a-z0-9_]*', line) else []))
+    return found | ({'pmix'} if any(w.startswith('pmix_') for w in found) else set())
 
 
-@dataclasses.dataclass
-class CpuTopology:
+class CpuTopology(NamedTuple):
     """One node's CPUs from ``lscpu -p=CPU,CORE,SOCKET,NODE``."""
 
     cpus: int
@@ -338,15 +286,9 @@ class CpuTopology:
 
 
 def parse_lscpu(text: str) -> CpuTopology | None:
-    rows = []
-    for line in text.splitlines():
-        if line.startswith('#') or not line.strip():
-            continue
-        cols = line.strip().split(',')
-        if len(cols) != 4 or not cols[0].isdigit():
-            return None
-        rows.append(cols)
-    if not rows:
+    rows = [ln.strip().split(',') for ln in text.splitlines()
+            if ln.strip() and not ln.startswith('#')]
+    if not rows or any(len(cols) != 4 or not cols[0].isdigit() for cols in rows):
         return None
     numa: dict[int, int] = {}
     for cpu, _core, _sock, node in rows:
@@ -367,8 +309,7 @@ def parse_ip_addr(text: str) -> dict[str, list[str]]:
     return addrs
 
 
-@dataclasses.dataclass
-class NetIface:
+class NetIface(NamedTuple):
     name: str
     arp_type: int               # /sys/class/net/*/type: 1 Ethernet, 32 InfiniBand
     up: bool
@@ -379,13 +320,10 @@ class NetIface:
 def parse_sys_net(text: str) -> dict[str, NetIface]:
     """The probe's ``@@net`` lines: name, type, operstate, speed, phys|virt."""
     out = {}
-    for line in text.splitlines():
-        cols = line.split()
-        if len(cols) != 5 or not cols[1].isdigit():
-            continue
-        speed = int(cols[3]) if cols[3].isdigit() else 0
-        out[cols[0]] = NetIface(cols[0], int(cols[1]), cols[2] in ('up', 'unknown'), speed,
-                                cols[4] == 'phys')
+    for cols in (line.split() for line in text.splitlines()):
+        if len(cols) == 5 and cols[1].isdigit():
+            out[cols[0]] = NetIface(cols[0], int(cols[1]), cols[2] in ('up', 'unknown'),
+                                    int(cols[3]) if cols[3].isdigit() else 0, cols[4] == 'phys')
     return out
 
 
@@ -458,20 +396,17 @@ OFI_FABRICS = {'cxi': 'HPE Slingshot', 'efa': 'AWS EFA', 'opx': 'Omni-Path',
 
 def parse_fi_info(text: str) -> list[tuple[str, str]]:
     """``fi_info``: the (provider, domain) pairs it offers, each once."""
-    pairs: list[tuple[str, str]] = []
+    pairs: dict[tuple[str, str], None] = {}
     provider = ''
     for line in text.splitlines():
         if m := re.match(r'^provider:\s*(\S+)', line):
             provider = m.group(1)
         elif (m := re.match(r'^\s+domain:\s*(\S+)', line)) and provider:
-            pair = (provider, m.group(1))
-            if pair not in pairs:
-                pairs.append(pair)
-    return pairs
+            pairs[provider, m.group(1)] = None
+    return list(pairs)
 
 
-@dataclasses.dataclass
-class ModuleEntry:
+class ModuleEntry(NamedTuple):
     name: str                   # e.g. openmpi/4.1.6
     directory: str = ''         # its MODULEPATH entry
     default: bool = False
@@ -497,8 +432,7 @@ def parse_module_avail(text: str) -> list[ModuleEntry]:
     return out
 
 
-@dataclasses.dataclass
-class SpackInstall:
+class SpackInstall(NamedTuple):
     name: str
     version: str
     prefix: str
@@ -509,12 +443,9 @@ SPACK_FORMAT = '{name} {version} {prefix}'
 
 
 def parse_spack_find(text: str) -> list[SpackInstall]:
-    out = []
-    for line in text.splitlines():
-        cols = line.split()
-        if len(cols) == 3 and cols[2].startswith('/') and not line.startswith('=='):
-            out.append(SpackInstall(*cols))
-    return out
+    return [SpackInstall(*cols) for line in text.splitlines()
+            if len(cols := line.split()) == 3 and cols[2].startswith('/')
+            and not line.startswith('==')]
 
 
 def module_stack(name: str) -> str | None:
@@ -544,23 +475,15 @@ def identify_stack(launcher_says: str, version_texts: Iterable[str] = ()) -> str
 
 
 def stack_version(stack: Stack, texts: Iterable[str]) -> str:
-    for text in texts:
-        m = stack.version_re.search(text)
-        if m:
-            return next(g for g in m.groups() if g)
-    return ''
+    m = next(filter(None, map(stack.version_re.search, texts)), None)
+    return next(g for g in m.groups() if g) if m else ''
 
 
 def hostname_pattern(host: str) -> str:
     """A regular expression of the login nodes from this one's name: each
     run of digits stands for any number (``login01`` -> ``login\\d+``)."""
-    short = host.split('.')[0]
-    out = ''
-    for part in re.split(r'(\d+)', short):
-        if part.isdigit():
-            out += r'\d+'
-        else:
-            out += re.sub(r'([.^$*+?{}\[\]\\|()])', r'\\\1', part)
+    out = ''.join(r'\d+' if part.isdigit() else re.sub(r'([.^$*+?{}\[\]\\|()])', r'\\\1', part)
+                  for part in re.split(r'(\d+)', host.split('.')[0]))
     return f'^{out}' + r'(\.|$)'
 
 
@@ -570,14 +493,10 @@ def slurm_minutes(text: str) -> int | None:
     m = re.fullmatch(r'(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?', text.strip())
     if not m:
         return None
-    days, a, b, c = (int(x) if x else None for x in m.groups())
-    if c is not None:
-        minutes = (a or 0) * 60 + (b or 0) + (c or 0) / 60
-    elif b is not None:
-        minutes = (a or 0) * 60 + b if days is not None else (a or 0) + (b or 0) / 60
-    else:
-        minutes = (a or 0) * 60 if days is not None else a or 0
-    return int((days or 0) * 1440 + minutes)
+    days, hms = m.group(1), [int(x) for x in m.group(2, 3, 4) if x]
+    # minutes[:seconds], hours:minutes:seconds; after days: hours[:minutes[:seconds]]
+    units = (3600, 60, 1) if days or len(hms) == 3 else (60, 1)
+    return (int(days or 0) * 86400 + sum(u * x for u, x in zip(units, hms))) // 60
 
 
 def probe_sections(text: str) -> dict[str, str]:
@@ -609,27 +528,23 @@ class Link:
     def high_speed(self) -> bool:
         return self.kind != 'tcp'
 
-    def env(self, stack: Stack) -> dict[str, str] | None:
-        """The variables that pin `stack` to this link (None: unknown).
+    def has_addr(self, addr: str) -> bool:
+        return any(c.split('/')[0] == addr for c in self.addrs)
 
-        TCP: the registry's ``tcp_nodes_env`` over the interface.  A
-        high-speed link is pinned the way the registry says the stack is
-        pinned between nodes: a stack steered by Open MPI's MCA variables
-        takes its UCX PML on the port (or its cm PML on libfabric's
-        provider), one steered by UCX's variables (MPICH built with
-        ch4:ucx) takes the port from UCX; any other is left to fill in."""
+    def env(self, stack: Stack) -> dict[str, str] | None:
+        """The registry's variables that pin `stack` to this link (None: unknown).
+
+        A high-speed link takes them only for a stack steered the way the
+        registry pins it between nodes: by Open MPI's MCA variables (its UCX
+        PML on the port, or its cm PML on libfabric's provider) or by UCX's
+        (MPICH built with ch4:ucx: the port); any other is left to fill in."""
         if self.kind == 'tcp':
             return stack.tcp_nodes(self.device)
         keys = set(stack.tcp_nodes_env)
         mca = any(k.startswith('OMPI_MCA_') for k in keys)
-        if self.kind in ('ib', 'roce'):
-            if mca:
-                return {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': self.device}
-            if 'UCX_NET_DEVICES' in keys:
-                return {'UCX_NET_DEVICES': self.device}
-        if self.kind == 'ofi' and mca:
-            return {'OMPI_MCA_pml': 'cm', 'OMPI_MCA_mtl': 'ofi', 'FI_PROVIDER': self.device}
-        return None
+        if self.kind in ('ib', 'roce') and (mca or 'UCX_NET_DEVICES' in keys):
+            return stack.ib(self.device)
+        return stack.ofi(self.device) if self.kind == 'ofi' and mca else None
 
 
 #: Interfaces that are never a node's link to the others.
@@ -644,25 +559,20 @@ def node_links(sections: Mapping[str, str]) -> list[Link]:
     links: list[Link] = []
     ports = [p for p in parse_ibv_devinfo(sections.get('ibv_devinfo', '')) if p.active]
     if not ports:
-        seen = []
-        for dev in parse_ucx_info(sections.get('ucx_info', '')):
-            if re.match(r'^(rc|dc|ud)', dev.transport) and ':' in dev.device and \
-                    dev.device not in seen:
-                seen.append(dev.device)
+        seen = dict.fromkeys(d.device for d in parse_ucx_info(sections.get('ucx_info', ''))
+                             if re.match(r'^(rc|dc|ud)', d.transport) and ':' in d.device)
         ports = [IbPort(d.split(':')[0], int(d.split(':')[1]), True, 'InfiniBand')
                  for d in seen if d.split(':')[1].isdigit()]
     for p in ports:
-        kind = 'roce' if p.link_layer == 'Ethernet' else 'ib'
-        what = 'RoCE' if kind == 'roce' else 'InfiniBand'
+        kind, what = ('roce', 'RoCE') if p.link_layer == 'Ethernet' else ('ib', 'InfiniBand')
         links.append(Link(kind, p.device, f'{what} {p.rate}'.strip() + f' port {p.device}'))
     for provider, domain in parse_fi_info(sections.get('fi_info', '')):
         base = provider.split(';')[0]
         if base in OFI_FABRICS and not any(x.device == base for x in links):
             links.append(Link('ofi', base, f'{OFI_FABRICS[base]} (libfabric {base}, '
                                            f'domain {domain})'))
-    addrs = parse_ip_addr(sections.get('ip', ''))
     net = parse_sys_net(sections.get('net', ''))
-    for iface, cidrs in addrs.items():
+    for iface, cidrs in parse_ip_addr(sections.get('ip', '')).items():
         info = net.get(iface)
         if _NOT_LINKS.match(iface) or (info and (info.arp_type != 1 or not info.up)):
             continue
@@ -692,7 +602,7 @@ def choose_links(partition: str, features: Sequence[str], links: Sequence[Link],
             _stem(x.device) == stem or _stem(x.iface) == stem or
             stem in _KIND_WORDS.get(x.kind, ()) or (x.kind == 'ofi' and x.device == stem))]
         if len(named) > 1 and any(x.kind == 'tcp' for x in named) and node_addr:
-            named = [x for x in named if x.kind != 'tcp' or _has_addr(x, node_addr)] or named
+            named = [x for x in named if x.kind != 'tcp' or x.has_addr(node_addr)] or named
         if len(named) == 1:
             what = 'the partition' if word == partition else f'its nodes\' feature {word!r}'
             return named, f'{what} is named after it'
@@ -702,14 +612,10 @@ def choose_links(partition: str, features: Sequence[str], links: Sequence[Link],
     tcp = [x for x in links if x.kind == 'tcp']
     if len(tcp) == 1:
         return tcp, 'its nodes\' only network interface'
-    reach = [x for x in tcp if node_addr and _has_addr(x, node_addr)]
+    reach = [x for x in tcp if node_addr and x.has_addr(node_addr)]
     if reach:
         return reach[:1], f'Slurm reaches its nodes there (NodeAddr {node_addr})'
     return [], ''
-
-
-def _has_addr(link: Link, addr: str) -> bool:
-    return any(c.split('/')[0] == addr for c in link.addrs)
 
 
 # ---- the file: a dictionary with comments -----------------------------------------
@@ -720,20 +626,16 @@ class Item:
 
     key: str
     value: Any                  # a plain value or a Block
-    comment: list[str] = dataclasses.field(default_factory=list)
+    comment: list[str]
     commented_out: bool = False
-    blank_before: bool = False
 
 
 @dataclasses.dataclass
 class Block:
     items: list[Item] = dataclasses.field(default_factory=list)
 
-    def add(self, key: str, value: Any, *comment: str, commented_out: bool = False,
-            blank_before: bool = False) -> Item:
-        item = Item(key, value, [c for c in comment if c], commented_out, blank_before)
-        self.items.append(item)
-        return item
+    def add(self, key: str, value: Any, *comment: str, commented_out: bool = False) -> None:
+        self.items.append(Item(key, value, [c for c in comment if c], commented_out))
 
     def plain(self) -> dict[str, Any]:
         return {i.key: i.value.plain() if isinstance(i.value, Block) else i.value
@@ -744,9 +646,8 @@ class Block:
         out = []
         for item in self.items:
             where = f'{path}.{item.key}' if path else item.key
-            for line in item.comment:
-                if line.startswith(FILL_IN):
-                    out.append(f'{where}: {line[len(FILL_IN):].lstrip(": ")}')
+            out += [f'{where}: {line[len(FILL_IN):].lstrip(": ")}' for line in item.comment
+                    if line.startswith(FILL_IN)]
             if isinstance(item.value, Block):
                 out += item.value.fill_ins(where)
         return out
@@ -804,12 +705,11 @@ def render_block(block: Block, indent: int, width: int = WIDTH) -> list[str]:
     pad = ' ' * indent
     lines = []
     for item in block.items:
-        if item.blank_before:
-            lines.append('')
+        if indent == 4 and isinstance(item.value, Block):
+            lines.append('')        # the file's sections: partitions, stacks
         for text in item.comment:
             lines += textwrap.wrap(text, width, initial_indent=f'{pad}# ',
-                                   subsequent_indent=f'{pad}# ', break_on_hyphens=False,
-                                   break_long_words=True) or [f'{pad}#']
+                                   subsequent_indent=f'{pad}# ', break_on_hyphens=False)
         key = f'{py_str(item.key)}: '
         # A commented-out line has 2 more columns ('# ').
         room = width - (2 if item.commented_out else 0)
@@ -832,8 +732,7 @@ def render(block: Block, docstring: str) -> str:
 
 # ---- detection ---------------------------------------------------------------------
 
-@dataclasses.dataclass
-class ModuleTool:
+class ModuleTool(NamedTuple):
     kind: str                   # lmod, tmod4, tmod
     cmd: str                    # the back end: lmod, modulecmd.tcl, modulecmd
     version: str
@@ -852,7 +751,6 @@ class FoundStack:
     modules: list[str] = dataclasses.field(default_factory=list)
     module_dir: str = ''
     env: dict[str, str] = dataclasses.field(default_factory=dict)
-    launcher: str = ''          # its own launcher by name (launch 'own')
     others: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -882,28 +780,24 @@ class SiteError(Exception):
 
 def find_module_tool(environ: Mapping[str, str], runner: Runner) -> ModuleTool | None:
     """Lmod, else Environment Modules, as this shell would use them."""
-    lmod = [environ.get('LMOD_CMD', ''),
-            os.path.join(environ.get('LMOD_DIR', ''), 'lmod') if environ.get('LMOD_DIR')
-            else '', *LMOD_PATHS]
-    for cmd in lmod:
+    lmod_dir = environ.get('LMOD_DIR')
+    for cmd in (environ.get('LMOD_CMD', ''), os.path.join(lmod_dir, 'lmod') if lmod_dir else '',
+                *LMOD_PATHS):
         if cmd and os.access(cmd, os.X_OK) and os.path.isfile(cmd):
             res = runner([cmd, '--version'], TIMEOUT, environ)
             m = re.search(r'Version\s+(\S+)', res.err + res.out)
             init = os.path.join(os.path.dirname(os.path.dirname(cmd)), 'init', 'bash')
             return ModuleTool('lmod', cmd, m.group(1) if m else '',
                               init if os.path.isfile(init) else '')
-    tmod = [environ.get('MODULES_CMD', ''), shutil.which('modulecmd', path=environ.get('PATH'))
-            or '']
-    for cmd in tmod:
+    for cmd in (environ.get('MODULES_CMD', ''),
+                shutil.which('modulecmd', path=environ.get('PATH')) or ''):
         if cmd and os.access(cmd, os.X_OK):
             res = runner([cmd, 'bash', '--version'], TIMEOUT, environ)
             m = re.search(r'(?:Modules Release|VERSION=)\s*(\d[\w.]*)', res.err + res.out)
             version = m.group(1) if m else ''
-            home = environ.get('MODULESHOME', '/usr/share/modules')
-            init = os.path.join(home, 'init', 'bash')
-            return ModuleTool('tmod4' if version[:1].isdigit() and int(version.split('.')[0])
-                              >= 4 else 'tmod', cmd, version,
-                              init if os.path.isfile(init) else '')
+            init = os.path.join(environ.get('MODULESHOME', '/usr/share/modules'), 'init', 'bash')
+            kind = 'tmod4' if version[:1].isdigit() and int(version.split('.')[0]) >= 4 else 'tmod'
+            return ModuleTool(kind, cmd, version, init if os.path.isfile(init) else '')
     return None
 
 
@@ -930,13 +824,13 @@ def _check_tools(stack: Stack, env: Mapping[str, str], cc: str, suffix: str,
     if not launcher:
         return '', f'no {" or ".join(stack.launchers)} on its PATH'
     says = runner([launcher, '--version'], TIMEOUT, env)
-    texts = _tool_texts(stack, env, suffix, runner)
-    found = identify_stack(says.out + says.err, texts)
+    said, texts = says.out + says.err, _tool_texts(stack, env, suffix, runner)
+    found = identify_stack(said, texts)
     if found != stack.name:
-        first = next((ln for ln in (says.out + says.err).splitlines() if ln.strip()), '')
+        first = next((ln for ln in said.splitlines() if ln.strip()), '')
         return '', (f'its {launcher} is {STACK[found].descr}\'s' if found else
                     f'its {launcher} --version does not say {stack.descr} ({first[:80]!r})')
-    return stack_version(stack, [says.out + says.err, *texts]) or '?', ''
+    return stack_version(stack, [said, *texts]) or '?', ''
 
 
 def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: Runner,
@@ -952,9 +846,9 @@ def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: R
         if stack:
             by_stack.setdefault(stack, []).append(entry)
     for stack_name, entries in by_stack.items():
-        stack = STACK[stack_name]
         # The default first, then the newest.
-        ordered = _newest_first(entries)
+        ordered = sorted(sorted(entries, key=lambda e: _version_key(e.name), reverse=True),
+                         key=lambda e: not e.default)
         reasons = []
         for entry in ordered:
             load = runner(['bash', '-c', LOAD_SCRIPT, 'load', tool.cmd, entry.name],
@@ -966,76 +860,58 @@ def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: R
                 reasons.append(f'module {entry.name} does not load ({msg[:200] or load.why()})')
                 continue
             env = dict(x.split('=', 1) for x in load.out.split('\0') if '=' in x)
-            version, why = _check_tools(stack, env, 'mpicc', '', runner)
+            version, why = _check_tools(STACK[stack_name], env, 'mpicc', '', runner)
             if why:
                 reasons.append(f'module {entry.name}: {why}')
                 continue
             det.stacks[stack_name] = FoundStack(
                 stack_name, 'module', entry.name, version, 'mpicc', [entry.name],
-                entry.directory,
-                launcher=stack.launchers[0],
-                others=[e.name for e in ordered if e is not entry])
+                entry.directory, others=[e.name for e in ordered if e is not entry])
             break
         else:
             det.absent[stack_name] = '; '.join(reasons)
 
 
-def _newest_first(entries: list[ModuleEntry]) -> list[ModuleEntry]:
-    newest = sorted(entries, key=lambda e: _version_key(e.name), reverse=True)
-    return sorted(newest, key=lambda e: not e.default)
-
-
 def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detection) -> None:
     """Stacks not provided by a module: the prefixes of the harness's knobs,
     Spack, Debian's suffixed tools, usual prefixes, plain wrappers on PATH."""
+    path = environ.get('PATH')
     spack = None
     for stack in STACKS:
         if stack.name in det.stacks:
             continue
         prefix = environ.get(stack.prefix_var, '').strip()
-        candidates: list[tuple[str, str, str]] = []   # (how, where, bin dir or '')
-        if prefix:
-            candidates.append(('prefix', f'{stack.prefix_var}={prefix}',
-                               os.path.join(prefix, 'bin')))
+        # (how, where, install prefix; '' for Debian's suffixed tools on PATH)
+        candidates = [('prefix', f'{stack.prefix_var}={prefix}', prefix)] if prefix else []
         if spack is None:
             res = runner(['spack', 'find', '--format', SPACK_FORMAT], TIMEOUT * 2, environ)
             spack = parse_spack_find(res.out) if res.ok else []
-        for inst in sorted((i for i in spack if i.name == stack.name),
-                           key=lambda i: _version_key(i.version), reverse=True):
-            candidates.append(('spack', f'spack {inst.name}@{inst.version} {inst.prefix}',
-                               os.path.join(inst.prefix, 'bin')))
-        if stack.suffixed_tools and all(shutil.which(t, path=environ.get('PATH'))
-                                        for t in stack.suffixed_tools):
+        candidates += [('spack', f'spack {i.name}@{i.version} {i.prefix}', i.prefix) for i in
+                       sorted((i for i in spack if i.name == stack.name),
+                              key=lambda i: _version_key(i.version), reverse=True)]
+        if stack.suffixed_tools and all(shutil.which(t, path=path) for t in stack.suffixed_tools):
             candidates.append(('debian', ' + '.join(stack.suffixed_tools), ''))
-        for pattern in KNOWN_PREFIXES:
-            for found in sorted(glob.glob(pattern.format(stack=stack.name)), reverse=True):
-                if os.access(os.path.join(found, 'bin', 'mpicc'), os.X_OK):
-                    candidates.append(('prefix', found, os.path.join(found, 'bin')))
+        candidates += [('prefix', found, found) for pattern in KNOWN_PREFIXES for found in
+                       sorted(glob.glob(pattern.format(stack=stack.name)), reverse=True)
+                       if os.access(os.path.join(found, 'bin', 'mpicc'), os.X_OK)]
         reasons = []
-        for how, where, bindir in candidates:
-            if how == 'debian':
-                cc_name, _ = stack.suffixed_tools or ('', '')
-                version, why = _check_tools(stack, environ, cc_name, stack.suffix or '', runner)
-                if not why:
-                    det.stacks[stack.name] = FoundStack(
-                        stack.name, how, where, version,
-                        shutil.which(cc_name, path=environ.get('PATH')) or cc_name)
-                    break
-            else:
-                env = {**environ, 'PATH': f'{bindir}:{environ.get("PATH", "")}'}
-                version, why = _check_tools(stack, env, os.path.join(bindir, 'mpicc'), '',
-                                            runner)
-                if not why:
-                    det.stacks[stack.name] = FoundStack(
-                        stack.name, how, where, version, os.path.join(bindir, 'mpicc'),
-                        env={'PATH': f'{bindir}:$PATH'}, launcher=stack.launchers[0])
-                    break
+        for how, where, install in candidates:
+            # A prefix: its bin first on PATH; Debian's suffixed tools: PATH as it is.
+            bindir = os.path.join(install, 'bin') if install else ''
+            env = {**environ, 'PATH': f'{bindir}:{path or ""}'} if install else environ
+            cc = os.path.join(bindir, 'mpicc') if install else (stack.suffixed_tools or ('',))[0]
+            suffix = '' if install else stack.suffix or ''
+            version, why = _check_tools(stack, env, cc, suffix, runner)
+            if not why:
+                det.stacks[stack.name] = FoundStack(
+                    stack.name, how, where, version, shutil.which(cc, path=env.get('PATH')) or cc,
+                    env={'PATH': f'{bindir}:$PATH'} if install else {})
+                break
             reasons.append(f'{where}: {why}')
         if stack.name not in det.stacks and reasons:
             det.absent[stack.name] = '; '.join(
                 x for x in (det.absent.get(stack.name, ''), *reasons) if x)
     # Plain wrappers on PATH: whichever stack they are.
-    path = environ.get('PATH')
     names = sorted({n for s in STACKS for n in s.launchers})
     launcher = next((n for n in names if shutil.which(n, path=path)), '')
     if len(det.stacks) < len(STACKS) and shutil.which('mpicc', path=path) and launcher:
@@ -1047,15 +923,13 @@ def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detectio
             real = os.path.dirname(shutil.which('mpicc', path=path) or '')
             det.stacks[name] = FoundStack(name, 'path', f'mpicc and {launcher} on PATH ({real})',
                                           version or '?', os.path.join(real, 'mpicc'),
-                                          env={'PATH': f'{real}:$PATH'},
-                                          launcher=STACK[name].launchers[0])
+                                          env={'PATH': f'{real}:$PATH'})
             det.absent.pop(name, None)
 
 
 def this_host() -> str:
     """This host's name, fully qualified where the resolver knows it."""
-    host = socket.gethostname()
-    fqdn = socket.getfqdn()
+    host, fqdn = socket.gethostname(), socket.getfqdn()
     return fqdn if fqdn.startswith(f'{host}.') else host
 
 
@@ -1072,11 +946,10 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
     det.config = parse_scontrol_config(conf.out) if conf.ok else {}
     det.partitions = parse_partitions(parts.out) if parts.ok else []
     det.sinfo = parse_sinfo(sinfo.out) if sinfo.ok else []
-    if not det.partitions:
+    if not det.partitions and det.sinfo:
         det.partitions = [SlurmPartition(r.partition, r.node_list, r.nodes, r.up)
                           for r in det.sinfo]
-        if det.partitions:
-            det.notes.append(f'partitions from sinfo (scontrol show partition: {parts.why()})')
+        det.notes.append(f'partitions from sinfo (scontrol show partition: {parts.why()})')
     if not det.partitions:
         raise SiteError('Slurm shows no partition (scontrol show partition: '
                         f'{parts.why() if not parts.ok else "none"}; sinfo: '
@@ -1090,46 +963,40 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
     det.mpi_plugins_why = '' if det.mpi_plugins else f'srun --mpi=list: {mpi.why()}'
 
     names = [p.name for p in det.partitions]
-    if args.partitions:
-        unknown = [p for p in args.partitions if p not in names]
-        if unknown:
-            raise SiteError(f'--partitions: no Slurm partition {", ".join(unknown)} '
-                            f'(Slurm has: {", ".join(names)})')
-        det.partitions = [p for p in det.partitions if p.name in args.partitions]
-    else:
-        down = [p.name for p in det.partitions if not p.up]
-        if down:
-            det.notes.append(f'left out partition(s) not UP: {", ".join(down)} '
-                             f'(--partitions names them all the same)')
-        det.partitions = [p for p in det.partitions if p.up]
-        if not det.partitions:
-            raise SiteError(f'no Slurm partition is UP ({", ".join(names)}); name the ones '
-                            f'to use with --partitions')
+    unknown = [p for p in args.partitions if p not in names]
+    if unknown:
+        raise SiteError(f'--partitions: no Slurm partition {", ".join(unknown)} '
+                        f'(Slurm has: {", ".join(names)})')
+    down = [p.name for p in det.partitions if not p.up]
+    if down and not args.partitions:
+        det.notes.append(f'left out partition(s) not UP: {", ".join(down)} '
+                         f'(--partitions names them all the same)')
+    det.partitions = [p for p in det.partitions
+                      if p.name in args.partitions or (p.up and not args.partitions)]
+    if not det.partitions:
+        raise SiteError(f'no Slurm partition is UP ({", ".join(names)}); name the ones '
+                        f'to use with --partitions')
 
     # One probe per set of nodes (partitions over the same nodes share it).
     for part in det.partitions:
+        key = part.nodes or part.name
         if args.no_srun:
             det.probe_why[part.name] = 'not asked (--no-srun)'
-            continue
-        key = part.nodes or part.name
-        if key in det.probes:
-            continue
-        res = runner(['srun', f'--partition={part.name}', '--nodes=1', '--ntasks=1',
-                      '--immediate=60', '--time=5', '--job-name=harness-site', '--quiet',
-                      *args.access, 'sh', '-c', PROBE_SCRIPT], args.srun_timeout, environ)
-        sections = probe_sections(res.out)
-        if res.ok and 'end' in sections:
-            det.probes[key] = sections
-        else:
-            det.probe_why[part.name] = f'srun on partition {part.name}: {res.why()}'
+        elif key not in det.probes:
+            res = runner(['srun', f'--partition={part.name}', '--nodes=1', '--ntasks=1',
+                          '--immediate=60', '--time=5', '--job-name=harness-site', '--quiet',
+                          *args.access, 'sh', '-c', PROBE_SCRIPT], args.srun_timeout, environ)
+            sections = probe_sections(res.out)
+            if res.ok and 'end' in sections:
+                det.probes[key] = sections
+            else:
+                det.probe_why[part.name] = f'srun on partition {part.name}: {res.why()}'
     # This host's interconnect (only for the summary: a login node's devices
     # need not be the compute nodes').
-    local = {'ucx_info': ['ucx_info', '-d'], 'ibv_devinfo': ['ibv_devinfo'],
-             'fi_info': ['fi_info']}
     texts = {}
-    for name, argv in local.items():
+    for argv in (['ucx_info', '-d'], ['ibv_devinfo'], ['fi_info']):
         res = runner(argv, TIMEOUT, environ)
-        texts[name] = res.out if res.ok else ''
+        texts[argv[0]] = res.out if res.ok else ''
     det.login_links = [x for x in node_links(texts) if x.high_speed]
 
     det.module_tool = find_module_tool(environ, runner)
@@ -1141,11 +1008,11 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
 
 # ---- from what was detected to the file --------------------------------------------
 
-_TRANSPORT_NOTES = {
-    'ib': 'Open MPI through UCX, MPICH built with ch4:ucx (Debian\'s)',
-    'roce': 'Open MPI through UCX, MPICH built with ch4:ucx (Debian\'s)',
-    'ofi': 'Open MPI through libfabric (the cm PML)',
-}
+_UCX_NOTE = 'Open MPI through UCX, MPICH built with ch4:ucx (Debian\'s)'
+_TRANSPORT_NOTES = {'ib': _UCX_NOTE, 'roce': _UCX_NOTE,
+                    'ofi': 'Open MPI through libfabric (the cm PML)'}
+#: The template's partitions: their links' variables are the placeholder's examples.
+_TEMPLATE = cluster_template.CLUSTER['partitions']
 
 
 def _sanitize(name: str) -> str:
@@ -1153,26 +1020,19 @@ def _sanitize(name: str) -> str:
     return clean if re.match(r'[A-Za-z_]', clean) else f'c_{clean}'
 
 
-def _partition_nodes(det: Detection, part: SlurmPartition) -> list[SlurmNode]:
-    return [n for n in det.nodes if part.name in n.partitions]
-
-
-def _node_size(det: Detection, part: SlurmPartition) -> tuple[NodeSize | None, str]:
-    """The most common node size of the partition, and a note if its nodes differ."""
-    sizes = [n.size for n in _partition_nodes(det, part) if n.size]
-    if not sizes:
-        rows = [r for r in det.sinfo if r.partition == part.name and r.size]
-        sizes = [r.size for r in rows if r.size]
+def _node_size(det: Detection, part: SlurmPartition,
+               nodes: list[SlurmNode]) -> tuple[NodeSize | None, str]:
+    """The most common size of the partition's `nodes`, and a note if they differ."""
+    sizes = [n.size for n in nodes if n.size] or [
+        r.size for r in det.sinfo if r.partition == part.name and r.size]
     if not sizes:
         return None, ''
     counts = collections.Counter(s.key() for s in sizes)
-    key, _ = counts.most_common(1)[0]
-    same = [s for s in sizes if s.key() == key]
-    size = dataclasses.replace(same[0], memory_mib=min(s.memory_mib for s in same))
-    note = '' if len(counts) == 1 else (
+    same = [s for s in sizes if s.key() == counts.most_common(1)[0][0]]
+    size = same[0]._replace(memory_mib=min(s.memory_mib for s in same))
+    return size, '' if len(counts) == 1 else (
         f'its nodes differ ({len(counts)} sizes): the most common is written; give the others '
         f'a partition of their own (--constraint).')
-    return size, note
 
 
 def _processor(size: NodeSize, topo: CpuTopology | None, det: Detection,
@@ -1185,11 +1045,10 @@ def _processor(size: NodeSize, topo: CpuTopology | None, det: Detection,
         'num_cpus_per_socket': size.cpus // sockets,
     }
     notes = [f'One node\'s processor, from scontrol show node: {size.describe()}.']
-    numa_as_socket = 'numa_node_as_socket' in det.config.get('SlurmdParameters', '')
     if topo and topo.numa_masks and topo.cpus == size.cpus:
         proc['topology'] = {'numa_nodes': topo.numa_masks}
         notes.append(f'NUMA domains from lscpu on {probed_on}.')
-    elif numa_as_socket:
+    elif 'numa_node_as_socket' in det.config.get('SlurmdParameters', ''):
         per = size.cpus // sockets
         proc['topology'] = {'numa_nodes': [hex(((1 << per) - 1) << (i * per))
                                            for i in range(sockets)]}
@@ -1211,11 +1070,10 @@ def build(det: Detection, args: argparse.Namespace) -> Block:
     name = args.name or (_sanitize(slurm_name) if slurm_name else '')
     if not name:
         raise SiteError('Slurm gives no ClusterName: name the system with --name NAME')
-    version = det.config.get('SLURM_VERSION', '')
     cluster.add('name', name, 'The system\'s name in ReFrame (--system NAME, perflog paths): '
                 + ('given with --name.' if args.name else 'Slurm\'s ClusterName.'))
-    cluster.add('descr', f'{slurm_name or name}: Slurm {version} cluster '
-                f'({", ".join(p.name for p in det.partitions)})'.replace('  ', ' '))
+    cluster.add('descr', f'{slurm_name or name}: Slurm {det.config.get("SLURM_VERSION", "")} '
+                f'cluster ({", ".join(p.name for p in det.partitions)})'.replace('  ', ' '))
     short = det.host.split('.')[0]
     cluster.add('hostnames', [hostname_pattern(det.host)],
                 f'The login nodes\' hostnames, from this one ({det.host}), every number '
@@ -1245,23 +1103,22 @@ def build(det: Detection, args: argparse.Namespace) -> Block:
     if args.access:
         cluster.add('access', list(args.access), 'sbatch options every job needs (--access).')
     else:
-        needs = enforce and enforce not in ('none', '0', '(null)')
         cluster.add('access', [], f'{FILL_IN}: sbatch options every job needs (account, QoS, '
                     f'...), e.g. \'--account=PROJECT\'' + (
                         f': Slurm enforces {enforce}, so an account is probably needed.'
-                        if needs else '; none seemed needed.'))
+                        if enforce not in ('', 'none', '0', '(null)') else '; none seemed needed.'))
     cluster.add('max_jobs', 8, 'How many jobs ReFrame keeps submitted at once (per partition).')
-    limits = [m for m in (slurm_minutes(p.max_time) for p in det.partitions) if m]
-    limit = min([30, *limits])
+    limit = min([30, *filter(None, (slurm_minutes(p.max_time) for p in det.partitions))])
     cluster.add('time_limit', f'{limit}m', 'Default time limit of a job; every check also sets '
                 'its own' + (' (the partitions\' MaxTime allows no more).' if limit < 30 else '.'))
     cluster.add('prefix', '/scratch/FILL_IN/harness', 'Where builds, stage, outputs and '
                 'reports go (default $HARNESS_VAR_DIR/<name>); perflogs always go to '
                 '$HARNESS_VAR_DIR/perflogs/<name>/<partition>/.', commented_out=True)
 
-    stacks = _stack_entries(det, tool)
-    names = [i.key for i in stacks.items if not i.commented_out]
-    prepare = _prepare_cmds(det, tool)
+    stacks = _stack_entries(det)
+    modular = [s for s in det.stacks.values() if s.how == 'module']
+    prepare = [f'. {tool.init}'] if tool and tool.init and modular else []
+    prepare += [f'module use {d}' for d in dict.fromkeys(s.module_dir for s in modular) if d]
     if prepare:
         cluster.add('prepare_cmds', prepare, 'Run first in every job script: the job\'s shell '
                     'gets the module command and the folders of the stacks\' modules (drop '
@@ -1269,47 +1126,33 @@ def build(det: Detection, args: argparse.Namespace) -> Block:
 
     partitions = Block()
     for part in det.partitions:
-        _add_partitions(partitions, det, part, args, names)
+        _add_partitions(partitions, det, part, args,
+                        [i.key for i in stacks.items if not i.commented_out])
     cluster.add('partitions', partitions, 'One partition per interconnect: the sbatch options '
                 'that select its nodes, the nodes per run, the node\'s processor and memory, '
-                'and per stack the variables that pin its traffic to the link.',
-                blank_before=True)
+                'and per stack the variables that pin its traffic to the link.')
     cluster.add('stacks', stacks, 'One environment per MPI stack (per partition): the modules '
                 'that provide it, its compiler wrapper, and how ranks start (srun with the '
                 'PMI Slurm offers, or the stack\'s own launcher inside the allocation).  See '
-                'config/cluster_template.py for every key.', blank_before=True)
+                'config/cluster_template.py for every key.')
     return cluster
-
-
-def _prepare_cmds(det: Detection, tool: ModuleTool | None) -> list[str]:
-    modular = [s for s in det.stacks.values() if s.how == 'module']
-    if not tool or not modular:
-        return []
-    cmds = [f'. {tool.init}'] if tool.init else []
-    for folder in dict.fromkeys(s.module_dir for s in modular if s.module_dir):
-        cmds.append(f'module use {folder}')
-    return cmds
 
 
 def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                     args: argparse.Namespace, stacks: list[str]) -> None:
-    nodes = _partition_nodes(det, part)
+    nodes = [n for n in det.nodes if part.name in n.partitions]
     count = part.total_nodes or len(nodes)
     per_run = max(1, min(args.nodes, count or args.nodes))
-    size, size_note = _node_size(det, part)
-    sections = det.probes.get(part.nodes or part.name)
-    probed_on = ''
+    size, size_note = _node_size(det, part, nodes)
+    sections = det.probes.get(part.nodes or part.name, {})
+    probed_on = (sections.get('host', '').strip() or 'a node') if sections else ''
     links: list[Link] = []
     link_why = ''
-    node_addr = ''
     if sections:
-        probed_on = sections.get('host', '').strip() or 'a node'
         host = next((n for n in nodes if probed_on in (n.hostname, n.name)), None)
-        node_addr = host.addr if host else ''
-        all_links = node_links(sections)
         features = sorted({f for n in nodes for f in n.features})
-        links, link_why = choose_links(part.name, features, all_links, node_addr)
-    topo = parse_lscpu(sections.get('lscpu', '')) if sections else None
+        links, link_why = choose_links(part.name, features, node_links(sections),
+                                       host.addr if host else '')
     targets = [(part.name if len(links) <= 1 else f'{part.name}_{_sanitize(x.device)}', x)
                for x in links] or [(part.name, None)]
     for key, link in targets:
@@ -1322,11 +1165,10 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                   'threads on every node.' + ('' if per_run == args.nodes else
                                               f' The partition has only {count}.'))
         if size:
-            proc, notes = _processor(size, topo, det, probed_on,
-                                     det.probe_why.get(part.name, ''))
-            if size_note:
-                notes.insert(0, f'{FILL_IN}: {size_note}')
-            entry.add('processor', proc, *notes)
+            proc, notes = _processor(size, parse_lscpu(sections.get('lscpu', '')), det,
+                                     probed_on, det.probe_why.get(part.name, ''))
+            entry.add('processor', proc, *([f'{FILL_IN}: {size_note}'] if size_note else []),
+                      *notes)
             if size.memory_mib:
                 entry.add('extras', {'mem_per_node': f'{size.memory_mib}MiB'},
                           'The node\'s memory (Slurm\'s RealMemory): the plan sizes the runs '
@@ -1336,13 +1178,12 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                       'size), or leave it out and let ReFrame detect it on a compute node: '
                       'RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list.',
                       commented_out=True)
-        _add_transport(entry, det, part, link, link_why, links, sections, stacks)
+        _add_transport(entry, det, part, link, link_why, sections, stacks)
         out.add(_sanitize(key), entry)
 
 
 def _add_transport(entry: Block, det: Detection, part: SlurmPartition, link: Link | None,
-                   link_why: str, links: list[Link], sections: dict[str, str] | None,
-                   stacks: list[str]) -> None:
+                   link_why: str, sections: dict[str, str], stacks: list[str]) -> None:
     if link is None:
         if sections:
             found = ', '.join(x.descr for x in node_links(sections)) or 'none'
@@ -1351,25 +1192,18 @@ def _add_transport(entry: Block, det: Detection, part: SlurmPartition, link: Lin
             why = det.probe_why.get(part.name, 'no node was probed')
         login = (f' This login node has {", ".join(x.descr for x in det.login_links)}.'
                  if det.login_links else '')
+        # The template's example of its first stack (the registry's first).
+        ex = STACKS[0].name
         entry.add('transport_env', {}, f'{FILL_IN}: the variables that pin each stack to this '
-                  f'partition\'s link ({why}), e.g. InfiniBand: \'openmpi\': '
-                  '{\'OMPI_MCA_pml\': \'ucx\', \'UCX_NET_DEVICES\': \'mlx5_0:1\'}; Ethernet: '
-                  '\'openmpi\': {\'OMPI_MCA_pml\': \'ob1\', \'OMPI_MCA_btl\': '
-                  '\'self,vader,tcp\', \'OMPI_MCA_btl_tcp_if_include\': \'eth0\'} (see '
+                  f'partition\'s link ({why}), e.g. InfiniBand: {ex!r}: '
+                  f'{_TEMPLATE["ib"]["transport_env"][ex]}; Ethernet: {ex!r}: '
+                  f'{_TEMPLATE["eth"]["transport_env"][ex]} (see '
                   f'config/cluster_template.py).{login}', commented_out=True)
         return
-    env = {}
-    unknown = []
-    for name in stacks:
-        pinned = link.env(STACK[name])
-        if pinned is None:
-            unknown.append(name)
-        elif pinned:
-            env[name] = pinned
-    others = [x.descr for x in node_links(sections or {}) if x is not link
-              and x.device != link.device]
-    notes = [f'The link: {link.descr}, on {sections.get("host", "").strip() if sections else "?"}'
-             f' ({link_why}).']
+    pins = {name: link.env(STACK[name]) for name in stacks}
+    unknown = [name for name, env in pins.items() if env is None]
+    others = [x.descr for x in node_links(sections) if x.device != link.device]
+    notes = [f'The link: {link.descr}, on {sections.get("host", "").strip()} ({link_why}).']
     if link.kind in _TRANSPORT_NOTES:
         notes.append(f'{FILL_IN}: check these suit your builds: they assume '
                      f'{_TRANSPORT_NOTES[link.kind]}.')
@@ -1378,82 +1212,74 @@ def _add_transport(entry: Block, det: Detection, part: SlurmPartition, link: Lin
     if others:
         notes.append(f'Its nodes also have: {"; ".join(others)} (a partition per link: copy '
                      'this one under another name, with that link\'s variables).')
-    entry.add('transport_env', env, *notes)
+    entry.add('transport_env', {name: env for name, env in pins.items() if env}, *notes)
 
 
-def _stack_entries(det: Detection, tool: ModuleTool | None) -> Block:
+def _stack_entries(det: Detection) -> Block:
+    """The stacks found, then the others as placeholders (commented out
+    unless none was found: the file needs one)."""
     block = Block()
-    plugins = det.mpi_plugins
     for stack in STACKS:
         found = det.stacks.get(stack.name)
         if found is None:
             continue
         entry = Block()
         version = f' {found.version}' if found.version and found.version != '?' else ''
-        how = {'module': f'module {found.where}', 'spack': found.where,
-               'prefix': found.where, 'debian': f'Debian\'s {found.where}',
-               'path': found.where}[found.how]
+        how = {'module': 'module ', 'debian': 'Debian\'s '}.get(found.how, '') + found.where
         entry.add('descr', f'{stack.descr}{version} ({how})')
         if found.modules:
             others = (f' Also there: {", ".join(found.others)}.' if found.others else '')
             entry.add('modules', found.modules, f'Loaded, and its launcher checked.{others}')
         entry.add('cc', found.cc)
-        launch, pmi_note = _launch(stack, found, plugins, det.mpi_plugins_why)
+        launch, note = _launch(stack, found, det.mpi_plugins, det.mpi_plugins_why)
         for key, value in launch.items():
-            entry.add(key, value, *([pmi_note] if key == 'launch' and pmi_note else []))
+            entry.add(key, value, note if key == 'launch' else '')
         env = {**found.env, **stack.root_env_here()}
         if env:
             entry.add('env', env, 'Variables the stack always needs' + (
                 ' (the generator ran as root: Open MPI needs these to run as root).'
                 if stack.root_env_here() else '.'))
         block.add(stack.name, entry)
-    if not [i for i in block.items]:
-        for stack in STACKS:
-            entry = Block()
-            entry.add('descr', stack.descr)
-            entry.add('modules', [f'FILL_IN/{stack.name}'])
-            entry.add('cc', 'mpicc')
-            _add_placeholder_launch(entry, stack)
-            why = det.absent.get(stack.name, 'not found')
-            block.add(stack.name, entry, f'{FILL_IN}: no MPI stack was found ({stack.name}: '
-                      f'{why}): the modules that provide {stack.descr}, or leave it out.')
-        return block
+    none_found = not block.items
     for stack in STACKS:
         if stack.name in det.stacks:
             continue
         entry = Block()
-        entry.add('descr', stack.descr)
-        entry.add('modules', [f'FILL_IN/{stack.name}'])
-        entry.add('cc', 'mpicc')
-        _add_placeholder_launch(entry, stack)
-        block.add(stack.name, entry, f'{FILL_IN}: {stack.name} not found ('
-                  f'{det.absent.get(stack.name) or "no module, install or wrapper of it"}); '
-                  'uncomment and fill in to use it.', commented_out=True)
+        for key, value in {'descr': stack.descr, 'modules': [f'FILL_IN/{stack.name}'],
+                           'cc': 'mpicc', **_launch_keys(stack, stack.slurm_launch)}.items():
+            entry.add(key, value)
+        why = det.absent.get(stack.name)
+        if none_found:
+            block.add(stack.name, entry, f'{FILL_IN}: no MPI stack was found ({stack.name}: '
+                      f'{why or "not found"}): the modules that provide {stack.descr}, or leave '
+                      'it out.')
+        else:
+            block.add(stack.name, entry, f'{FILL_IN}: {stack.name} not found ('
+                      f'{why or "no module, install or wrapper of it"}); uncomment and fill in '
+                      'to use it.', commented_out=True)
     return block
 
 
-def _add_placeholder_launch(entry: Block, stack: Stack) -> None:
-    entry.add('launch', stack.slurm_launch)
-    if stack.slurm_launch == 'srun':
-        entry.add('pmi', stack.srun_pmi)
-    else:
-        entry.add('launcher', stack.launchers[0])
+def _launch_keys(stack: Stack, launch: str) -> dict[str, str]:
+    """A stack's keys that say how its ranks start (`launch`: 'srun' or 'own')."""
+    if launch == 'srun':
+        return {'launch': 'srun', 'pmi': stack.srun_pmi}
+    return {'launch': 'own', 'launcher': stack.launchers[0]}
 
 
 def _launch(stack: Stack, found: FoundStack, plugins: set[str],
             plugins_why: str) -> tuple[dict[str, str], str]:
-    own = {'launch': 'own', 'launcher': found.launcher or stack.launchers[0]}
     if stack.slurm_launch == 'own':
-        return own, f'{stack.descr} starts its ranks with its own launcher here.'
+        return (_launch_keys(stack, 'own'),
+                f'{stack.descr} starts its ranks with its own launcher here.')
     if stack.srun_pmi in plugins:
-        return ({'launch': 'srun', 'pmi': stack.srun_pmi},
+        return (_launch_keys(stack, 'srun'),
                 f'srun --mpi={stack.srun_pmi}: Slurm offers it (srun --mpi=list).')
-    if found.launcher and found.how != 'debian':
+    if found.how != 'debian':
         why = (f'Slurm does not offer --mpi={stack.srun_pmi}' if plugins else plugins_why)
-        return own, f'{FILL_IN}: its own launcher inside the allocation ({why}); launch ' \
-                    f'\'srun\' with \'pmi\' where srun can start it.'
-    return ({'launch': 'srun', 'pmi': stack.srun_pmi},
-            f'{FILL_IN}: srun --mpi={stack.srun_pmi} assumed ('
+        return (_launch_keys(stack, 'own'), f'{FILL_IN}: its own launcher inside the allocation '
+                f'({why}); launch \'srun\' with \'pmi\' where srun can start it.')
+    return (_launch_keys(stack, 'srun'), f'{FILL_IN}: srun --mpi={stack.srun_pmi} assumed ('
             f'{plugins_why or "Slurm does not list it"}).')
 
 
@@ -1519,66 +1345,49 @@ def validate(text: str, var_dir: str) -> dict[str, Any]:
     return namespace['CLUSTER']
 
 
-def write_new(path: str, text: str, overwrite: bool) -> None:
-    """Write `path` in one piece: never over an existing file unless `overwrite`."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix='.site-', suffix='.tmp', dir=folder)
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)      # fails where the file exists, even in a race
-            os.unlink(tmp)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def numbered(path: str) -> str:
     """The first free ``PATH.N`` (N = 1, 2, ...)."""
-    n = 1
-    while os.path.lexists(f'{path}.{n}'):
-        n += 1
-    return f'{path}.{n}'
+    return next(f'{path}.{n}' for n in itertools.count(1) if not os.path.lexists(f'{path}.{n}'))
+
+
+#: The options of ``./harness site``: argparse's keywords.
+_OPTIONS: dict[str, dict[str, Any]] = {
+    '--name': {'help': 'the system\'s name (default: Slurm\'s ClusterName)'},
+    '--output': {'metavar': 'PATH',
+                 'help': 'the file to write (default: config/site_<name>.py of this checkout)'},
+    '--partitions': {'type': split_list, 'default': [], 'metavar': 'A,B',
+                     'help': 'Slurm partitions to use (default: every partition that is UP)'},
+    '--nodes': {'type': int, 'default': 2,
+                'help': 'nodes per run (default 2, at most the partition\'s)'},
+    '--access': {'action': 'append', 'default': [], 'metavar': 'OPT',
+                 'help': 'an sbatch option every job needs, e.g. --access=--account=proj '
+                         '(repeat it; also given to the srun probes)'},
+    '--no-srun': {'action': 'store_true',
+                  'help': 'do not probe a node of each partition with srun (NUMA domains and '
+                          'links are then left to fill in)'},
+    '--srun-timeout': {'type': float, 'default': SRUN_TIMEOUT, 'metavar': 'S',
+                       'help': 'seconds a node probe may take, queueing included (default '
+                               f'{SRUN_TIMEOUT:.0f})'},
+}
+#: What to do where the file exists (one at most).
+_MODES = {'--dry-run': 'print the file on stdout (the summary on stderr); write nothing',
+          '--force': 'where the file exists, write the next numbered file beside it',
+          '--overwrite': 'where the file exists, replace it'}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog='./harness site',
-        description='Detect this Slurm cluster (run it on a login node) and write '
-                    'config/site_<name>.py for the harness, in the form of '
-                    'config/cluster_template.py: FILL IN marks what it could not detect.',
+        prog='./harness site', description='Detect this Slurm cluster (run it on a login node) '
+        'and write config/site_<name>.py for the harness, in the form of '
+        'config/cluster_template.py: FILL IN marks what it could not detect.',
         epilog='An existing file is never replaced: it refuses, naming it.  --force writes '
                'the next numbered file beside it (PATH.1, PATH.2, ...: settings.py does not '
                'load it until you move it over the old one); --overwrite replaces the file.')
-    ap.add_argument('--name', help='the system\'s name (default: Slurm\'s ClusterName)')
-    ap.add_argument('--output', metavar='PATH',
-                    help='the file to write (default: config/site_<name>.py of this checkout)')
-    ap.add_argument('--partitions', type=lambda s: [x for x in re.split(r'[,\s]+', s) if x],
-                    default=[], metavar='A,B', help='Slurm partitions to use (default: every '
-                    'partition that is UP)')
-    ap.add_argument('--nodes', type=int, default=2, help='nodes per run (default 2, at most '
-                    'the partition\'s)')
-    ap.add_argument('--access', action='append', default=[], metavar='OPT',
-                    help='an sbatch option every job needs, e.g. --access=--account=proj '
-                         '(repeat it; also given to the srun probes)')
-    ap.add_argument('--no-srun', action='store_true',
-                    help='do not probe a node of each partition with srun (NUMA domains and '
-                         'links are then left to fill in)')
-    ap.add_argument('--srun-timeout', type=float, default=SRUN_TIMEOUT, metavar='S',
-                    help=f'seconds a node probe may take, queueing included (default '
-                         f'{SRUN_TIMEOUT:.0f})')
+    for flag, options in _OPTIONS.items():
+        ap.add_argument(flag, **options)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument('--dry-run', action='store_true',
-                      help='print the file on stdout (the summary on stderr); write nothing')
-    mode.add_argument('--force', action='store_true',
-                      help='where the file exists, write the next numbered file beside it')
-    mode.add_argument('--overwrite', action='store_true',
-                      help='where the file exists, replace it')
+    for flag, text in _MODES.items():
+        mode.add_argument(flag, action='store_true', help=text)
     args = ap.parse_args(argv)
     if args.name is not None and not NAME_RE.match(args.name):
         ap.error(f'--name {args.name!r}: a ReFrame system name is letters, digits, _ and -, '
@@ -1599,48 +1408,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _fail(message: str, code: int) -> int:
+    print(f'harness site: error: {message}', file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None, runner: Runner = run,
          environ: Mapping[str, str] | None = None) -> int:
     args = parse_args(argv)
-    environ = dict(os.environ if environ is None else environ)
     try:
-        det = detect(args, environ, runner)
+        det = detect(args, dict(os.environ if environ is None else environ), runner)
         cluster = build(det, args)
     except SiteError as err:
-        print(f'harness site: error: {err}', file=sys.stderr)
-        return 2
+        return _fail(str(err), 2)
     name = cluster.plain()['name']
     text = render(cluster, docstring(det, name))
     var_dir = os.environ.get('HARNESS_VAR_DIR') or os.path.join(os.path.dirname(_HERE), 'var')
     try:
         loaded = validate(text, var_dir)
     except (ValueError, SyntaxError, KeyError, TypeError) as err:
-        print(f'harness site: error: the file made does not pass config/slurm_systems.py '
-              f'({err}); this is a bug of the generator: please report it', file=sys.stderr)
-        return 3
+        return _fail(f'the file made does not pass config/slurm_systems.py ({err}); this is a '
+                     'bug of the generator: please report it', 3)
     if loaded != cluster.plain():
-        print('harness site: error: the file made does not read back as what was detected '
-              '(a bug of the generator)', file=sys.stderr)
-        return 3
+        return _fail('the file made does not read back as what was detected (a bug of the '
+                     'generator)', 3)
     path = args.output or os.path.join(_HERE, f'site_{name}.py')
     if args.dry_run:
         sys.stdout.write(text)
         sys.stderr.write(summary(det, cluster, f'dry run: {path} not written'))
         return 0
-    target = path
     exists = os.path.lexists(path)
     if exists and not (args.force or args.overwrite):
-        print(f'harness site: error: {path} exists: not replaced (--force writes the next '
-              f'numbered file beside it, --overwrite replaces it, --dry-run prints it)',
-              file=sys.stderr)
-        return 1
-    if exists and args.force:
-        target = numbered(path)
+        return _fail(f'{path} exists: not replaced (--force writes the next numbered file '
+                     'beside it, --overwrite replaces it, --dry-run prints it)', 1)
+    target = numbered(path) if exists and args.force else path
     try:
-        write_new(target, text, overwrite=exists and args.overwrite)
+        (atomic.write_replacing if exists and args.overwrite else atomic.write_new)(target, text)
     except OSError as err:
-        print(f'harness site: error: cannot write {target}: {err.strerror}', file=sys.stderr)
-        return 1
+        return _fail(f'cannot write {target}: {err.strerror}', 1)
     note = (f'wrote {target} (beside the existing {os.path.basename(path)}: compare them, '
             f'then move it over to use it)' if target != path else f'wrote {target}')
     sys.stdout.write(summary(det, cluster, note))

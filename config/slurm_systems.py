@@ -1,32 +1,24 @@
-"""Slurm systems of the harness: the local test cluster and the centres' clusters.
+"""Slurm systems of the harness: the local test cluster and the centres' clusters
+(docs/pages/cluster.md).
 
 ``config/settings.py`` imports this module (ReFrame loads configuration files
 under mangled names, so the directory is put on ``sys.path`` first) and adds
 what it returns to its ``systems`` and ``environments``:
 
 * ``local-slurm``: this machine as a one-node Slurm cluster (the test bed of
-  ``tests/slurm/testbed.sh``, partition ``harness``).  It is never chosen by
-  hostname; ask for it with ``--system local-slurm`` and point the Slurm
-  clients at the cluster (``SLURM_CONF``).  Its environments are the ``local``
-  system's stacks, launched with ``srun`` and the PMI each stack needs.
-* ``test-cluster``: the multi-node test cluster of ``tests/slurm/cluster.sh``
-  (every node a slurmd in its own network namespace), written as a centre
-  would write its cluster (``cluster_config``): partitions ``fast`` and
-  ``slow`` (one per link), ``modules_system: lmod`` and the stacks loaded as
-  the modules of ``config/modules/``.  Ask for it with ``--system
-  test-cluster`` after ``eval "$(tests/slurm/cluster.sh env DIR)"``, which
-  also sets ``HARNESS_TEST_CLUSTER=DIR``: nodes, cores and links are read
-  from ``DIR/cluster.env``.
+  ``tests/slurm/testbed.sh``), only by ``--system local-slurm``; its
+  environments are the ``local`` system's, launched with ``srun``.
+* ``test-cluster``: the multi-node test cluster of ``tests/slurm/cluster.sh``,
+  written as a centre would write its cluster (``cluster_config``); nodes,
+  cores and links are read from ``$HARNESS_TEST_CLUSTER/cluster.env``.
 * the clusters of a centre: every ``config/site_*.py`` (or the files listed in
-  ``HARNESS_CLUSTERS``), each defining ``CLUSTER``, a dictionary in the form of
-  ``config/cluster_template.py``, which says what to fill in.
+  ``HARNESS_CLUSTERS``), each defining ``CLUSTER`` in the form of
+  ``config/cluster_template.py``.
 
 A cluster has one partition per interconnect, one environment per MPI stack
-and partition, and each stack says how its ranks are started inside the
-allocation: ``srun --mpi=<pmi>`` (``launch: 'srun'``) or the stack's own
-launcher (``launch: 'own'``, e.g. ``mpirun``).  The checks read this from the
-environment's ``extras`` and bind ranks and threads through Slurm's options
-(``srun -n N --ntasks-per-node R -c T --cpu-bind=cores``).
+and partition, and each stack says how its ranks start inside the allocation:
+``srun --mpi=<pmi>`` (``launch: 'srun'``) or its own launcher (``launch:
+'own'``).
 """
 
 from __future__ import annotations
@@ -184,8 +176,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     name = cluster['name']
     prefix = cluster.get('prefix') or os.path.join(var_dir, name)
     stacks: dict[str, dict] = cluster['stacks']
-    partitions = []
-    envs = []
+    partitions, envs = [], []
+    system_envs: dict[str, dict] = {}
     for part, pspec in cluster['partitions'].items():
         where = f'{origin}: partition {part}'
         _require(where, pspec, _PARTITION_KEYS, ('access',))
@@ -222,9 +214,10 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                 raise ValueError(f"{swhere}: launch must be 'srun' or 'own', got {launch!r}")
             if launch == 'own' and not sspec.get('launcher'):
                 raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
-            env_vars = {**srun_env(launch, sspec.get('pmi', SRUN_PMI.get(stack, ''))),
-                        **sspec.get('env', {}), **transport_env.get(stack, {})}
-            envs.append({
+            pmi = sspec.get('pmi', SRUN_PMI.get(stack, ''))
+            base_env = {**srun_env(launch, pmi), **sspec.get('env', {})}
+            env_vars = {**base_env, **transport_env.get(stack, {})}
+            env = {
                 'name': stack,
                 'target_systems': [f'{name}:{part}'],
                 'modules': list(sspec.get('modules', [])),
@@ -237,7 +230,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     'descr': sspec.get('descr', stack),
                     'launch': launch,
                     'launcher': sspec.get('launcher', 'srun'),
-                    'pmi': sspec.get('pmi', SRUN_PMI.get(stack, '')),
+                    'pmi': pmi,
                     'prefix': '',
                     'transport': part,
                     # What this partition pins for the stack (RunBase checks it).
@@ -245,21 +238,16 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     # OSU built for this stack on the cluster (checks/osu.py).
                     'osu_prefix': sspec.get('osu_prefix') or osu_prefix(stack),
                 },
-            })
-    # Each stack once for the whole system as well (ReFrame wants every
-    # environment defined at system level); the partitions' more specific
-    # definitions above add their interconnect's variables.
-    system_envs = []
-    for env in envs:
-        if env['name'] in {e['name'] for e in system_envs}:
-            continue
-        sspec = stacks[env['name']]
-        base_env = {**srun_env(env['extras']['launch'], env['extras']['pmi']),
-                    **sspec.get('env', {})}
-        system_envs.append({**env, 'target_systems': [name],
-                            'env_vars': [[k, str(v)] for k, v in base_env.items()],
-                            'extras': {**env['extras'], 'transport': '', 'pinned': {}}})
-    envs = system_envs + envs
+            }
+            envs.append(env)
+            # Each stack once for the whole system as well (ReFrame wants every
+            # environment defined at system level); the partitions' more
+            # specific definitions add their interconnect's variables.
+            system_envs.setdefault(stack, {
+                **env, 'target_systems': [name],
+                'env_vars': [[k, str(v)] for k, v in base_env.items()],
+                'extras': {**env['extras'], 'transport': '', 'pinned': {}}})
+    envs = [*system_envs.values(), *envs]
     system = {
         'name': name,
         'descr': cluster.get('descr', name),
@@ -327,12 +315,8 @@ def test_cluster_record(directory: str) -> dict[str, str]:
     except OSError as err:
         raise ValueError(f'HARNESS_TEST_CLUSTER={directory}: cannot read {path} ({err}); '
                          f'start the cluster with tests/slurm/cluster.sh start') from None
-    record = {}
-    for line in lines:
-        if line and not line.startswith('#') and '=' in line:
-            key, value = line.split('=', 1)
-            record[key] = value
-    return record
+    return dict(line.split('=', 1) for line in lines
+                if line and not line.startswith('#') and '=' in line)
 
 
 def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
@@ -347,6 +331,9 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
         cpus = int(record['CPUS_PER_NODE'])
         processor = {'num_cpus': cpus, 'num_cpus_per_core': 1, 'num_sockets': 1,
                      'num_cpus_per_socket': cpus}
+    # A stack without Debian's packages only where its prefix is given.
+    wanted = env_list('HARNESS_STACKS') or default_stacks(os.environ)
+    chosen = [s for s in STACKS if s.name in wanted]
     links = {'fast': (record.get('FAST_IFACE', 'fast0'), 'unshaped veth'),
              'slow': (record.get('SLOW_IFACE', 'slow0'),
                       f'veth shaped to {record.get("SLOW_RATE", "1gbit")} by tc tbf')}
@@ -363,12 +350,12 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
                        'rate_bits': int(record.get('SLOW_RATE_BITS', '1000000000'))
                        if part == 'slow' else 0},
             # Each stack pinned to this partition's link.
-            'transport_env': {s.name: s.tcp_nodes(iface) for s in STACKS},
+            'transport_env': {s.name: s.tcp_nodes(iface) for s in chosen},
         }
     # Each stack is the module of its name (config/modules/), started the way
     # the harness's Slurm systems start it (harnesscore.stacks).
     stacks: dict[str, dict] = {}
-    for s in STACKS:
+    for s in chosen:
         spec: dict[str, Any] = {'descr': f'{s.descr} (module {s.name})', 'modules': [s.name],
                                 'cc': 'mpicc', 'launch': s.slurm_launch}
         if s.slurm_launch == 'srun':
@@ -378,14 +365,6 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
         if s.root_env:
             spec['env'] = s.root_env_here()
         stacks[s.name] = spec
-    wanted = env_list('HARNESS_STACKS')
-    if not wanted:
-        # A stack without Debian's packages only where its prefix is given.
-        wanted = default_stacks(os.environ)
-    stacks = {k: v for k, v in stacks.items() if k in wanted}
-    for part in partitions.values():
-        part['transport_env'] = {k: v for k, v in part['transport_env'].items()
-                                 if k in stacks}
     return {
         'name': 'test-cluster',
         'descr': f'{nodes}-node test cluster on this machine (tests/slurm/cluster.sh)',

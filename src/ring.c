@@ -180,6 +180,13 @@ static int parse_sizes(const char *arg, options *o, char *err, size_t cap) {
     return 0;
 }
 
+/* kc_opt_long for an option whose presence the checks across options need. */
+static const char *given_long(int *given, const char *opt, const char *arg, long lo, long hi,
+                              long *out, char *err, size_t cap) {
+    *given = 1;
+    return kc_opt_long(opt, arg, lo, hi, out, err, cap);
+}
+
 /* One option with its value; NULL or the message written into err. */
 static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
     options *o = opts;
@@ -210,19 +217,11 @@ static const char *parse_one(int c, const char *arg, void *opts, char *err, size
     case 'f':
         o->scale_given = 1;
         return kc_opt_double("iters-scale", arg, 0.0, 1, 1000.0, NULL, &o->iters_scale, err, cap);
-    case 'i':
-        o->iters_given = 1;
-        return kc_opt_long("iters", arg, 1, 100000000, &o->iters, err, cap);
-    case 'x':
-        o->skip_given = 1;
-        return kc_opt_long("skip", arg, 0, 100000000, &o->skip, err, cap);
+    case 'i': return given_long(&o->iters_given, "iters", arg, 1, 100000000, &o->iters, err, cap);
+    case 'x': return given_long(&o->skip_given, "skip", arg, 0, 100000000, &o->skip, err, cap);
     case 't': return kc_opt_min_time(arg, &o->min_time, err, cap);
-    case 'w':
-        o->window_given = 1;
-        return kc_opt_long("window", arg, 1, 1024, &o->window, err, cap);
-    case 'k':
-        o->k_given = 1;
-        return kc_opt_long("k", arg, 1, RING_MAX_K, &o->k, err, cap);
+    case 'w': return given_long(&o->window_given, "window", arg, 1, 1024, &o->window, err, cap);
+    case 'k': return given_long(&o->k_given, "k", arg, 1, RING_MAX_K, &o->k, err, cap);
     case 'n': o->rank_as_node = 1; return NULL;
     default: return NULL;
     }

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harnesscore.stacks import STACKS as REGISTRY
@@ -32,6 +36,30 @@ def stacks() -> list[str]:
     if not found:
         pytest.skip('no MPI stack installed (./harness setup installs Open MPI and MPICH)')
     return found
+
+
+def skip_if(reason: str) -> None:
+    """Skip the test where `reason` says why it cannot run here ('' where it can)."""
+    if reason:
+        pytest.skip(reason)
+
+
+def needs(*names: str) -> None:
+    """Skip the test unless every stack named is present."""
+    missing = [s for s in names if s not in present_stacks()]
+    if missing:
+        pytest.skip(f'needs the stack(s) {", ".join(missing)}')
+
+
+def fake_prefix(root: Path, name: str, cc: str, launcher: str, exe: str) -> Path:
+    """A prefix whose bin/ holds the given wrapper and launcher."""
+    prefix = root / name
+    (prefix / 'bin').mkdir(parents=True)
+    (prefix / 'bin' / 'mpicc').symlink_to(f'/usr/bin/{cc}')
+    (prefix / 'bin' / exe).symlink_to(f'/usr/bin/{launcher}')
+    if 'mpich' in launcher:
+        (prefix / 'bin' / 'hydra_pmi_proxy').symlink_to('/usr/bin/hydra_pmi_proxy')
+    return prefix
 
 
 def osu_stacks(stacks: list[str]) -> list[str]:
@@ -67,6 +95,49 @@ def run_reframe(var_dir: Path, *args: str, env: dict[str, str] | None = None,
            *args]
     return subprocess.run(cmd, cwd=REPO, env=environ, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def not_passed(stdout: str, system: str, checks: Iterable[str], stacks: Iterable[str],
+               parts: Iterable[str], layouts: Iterable[str]) -> list[str]:
+    """The cases '<check> %layout=<layout> @<system>:<part>+<stack>' that no OK
+    line of a session's output names (empty: every one passed)."""
+    return [f'{c} %layout={lay} @{system}:{p}+{s}'
+            for c, s, p, lay in itertools.product(checks, stacks, parts, layouts)
+            if not re.search(rf'OK \].* {c} %layout={lay} .*@{re.escape(system)}:{p}\+{s}\b',
+                             stdout)]
+
+
+def last_attempts(folder: Path, pattern: str = '*') -> list[Path]:
+    """The output folders of the test cases in `folder` matching `pattern`, each
+    its last attempt: with ``--max-retries`` ReFrame runs a retry in
+    ``<case>_retry<N>`` and leaves the failed attempt's folder (made at setup,
+    empty) beside it."""
+    last: dict[str, tuple[int, Path]] = {}
+    for path in folder.glob(pattern):
+        found = re.fullmatch(r'(.*)_retry(\d+)', path.name)
+        case, attempt = (found.group(1), int(found.group(2))) if found else (path.name, 0)
+        if attempt >= last.get(case, (-1, path))[0]:
+            last[case] = (attempt, path)
+    return sorted(path for _, path in last.values())
+
+
+def kernel_results(output: str) -> list[dict[str, Any]]:
+    """The RESULT lines of a kernel's output, as JSON objects."""
+    return [json.loads(ln[len('RESULT '):]) for ln in output.splitlines()
+            if ln.startswith('RESULT ')]
+
+
+def perflog(path: Path) -> list[dict[str, str]]:
+    """The records of a perflog, by the names of its header line."""
+    header, *rows = path.read_text().splitlines()
+    return [dict(zip(header.split('|'), row.split('|'))) for row in rows]
+
+
+def baseline(var: Path, refs: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """hybridverdict-baseline over the perflogs of `var`, into the prefix `refs`."""
+    return subprocess.run(
+        [str(BIN / 'hybridverdict-baseline'), '--perflogs', str(var / 'perflogs'),
+         '--prefix', str(refs), *args], capture_output=True, text=True)
 
 
 # ---- the local Slurm test cluster (tests/slurm/testbed.sh) ----------------------
@@ -107,9 +178,7 @@ def slurm_missing() -> str:
 def slurm_cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     """A one-node Slurm cluster for the session; always stopped at the end,
     whatever the tests did.  Yields the environment its clients need."""
-    reason = slurm_missing()
-    if reason:
-        pytest.skip(reason)
+    skip_if(slurm_missing())
     directory = tmp_path_factory.mktemp('slurm')
     port = str(_free_port_pair())
     env = dict(os.environ, SLURM_TESTBED_PORT=port)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CONFIG, mpi_env
+from conftest import CONFIG, last_attempts, mpi_env
 
 LOAD = ('import json, runpy, sys; c = runpy.run_path(sys.argv[1])["site_configuration"]; '
         'print(json.dumps(c))')
@@ -123,3 +123,13 @@ def test_a_prefix_gives_a_stack_its_wrappers(tmp_path, stacks):
     assert env['cc'] == str(prefix / 'bin' / 'mpicc')
     assert env['extras']['launcher'] == str(prefix / 'bin' / 'mpiexec')
     assert env['extras']['family'] == 'mvapich2'
+
+
+def test_the_last_attempt_of_each_case_is_read_after_a_retry(tmp_path):
+    """With --max-retries a failed case leaves its empty folder and reruns in
+    <case>_retry<N>: the tests read each case's last attempt only."""
+    for name in ('Spmv_a', 'Spmv_a_retry1', 'Spmv_a_retry2', 'Spmv_b', 'Md_c_retry1', 'Md_c'):
+        (tmp_path / name).mkdir()
+    assert [p.name for p in last_attempts(tmp_path, 'Spmv_*')] == ['Spmv_a_retry2', 'Spmv_b']
+    assert [p.name for p in last_attempts(tmp_path)] == ['Md_c_retry1', 'Spmv_a_retry2',
+                                                         'Spmv_b']

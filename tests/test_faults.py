@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import BIN, CONFIG, REPO, mpi_env, present_stacks
+from conftest import BIN, CONFIG, REPO, fake_prefix, mpi_env, needs
 
 HEADER_RUN = ('job_completion_time|system|partition|environ|name|kernel|mode|ranks|threads|'
               'size|cores|nodes|mpi_library|verified|oversubscribed|finalize_hung|'
@@ -125,23 +125,6 @@ def world(tmp_path: Path) -> World:
 
 def out(proc: subprocess.CompletedProcess[str]) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
-
-
-def needs(*stacks: str) -> None:
-    missing = [s for s in stacks if s not in present_stacks()]
-    if missing:
-        pytest.skip(f'needs the stack(s) {", ".join(missing)}')
-
-
-def fake_prefix(root: Path, name: str, cc: str, launcher: str, exe: str) -> Path:
-    """A prefix whose bin/ holds the given wrapper and launcher."""
-    prefix = root / name
-    (prefix / 'bin').mkdir(parents=True)
-    (prefix / 'bin' / 'mpicc').symlink_to(f'/usr/bin/{cc}')
-    (prefix / 'bin' / exe).symlink_to(f'/usr/bin/{launcher}')
-    if 'mpich' in launcher:
-        (prefix / 'bin' / 'hydra_pmi_proxy').symlink_to('/usr/bin/hydra_pmi_proxy')
-    return prefix
 
 
 # ---- the cases ---------------------------------------------------------------------
@@ -284,46 +267,51 @@ def osu_injection(w: World) -> tuple[int, str]:
     return out(proc)
 
 
-def report_write_fails(w: World) -> tuple[int, str]:
-    """The disk fills while the report is written: no file of it is left."""
+def disk_full(w: World, call: str, when: str, main: str) -> tuple[int, str]:
+    """hybridverdict's `main` where atomic's os.`call` fails on a full disk
+    when `when` (over its src and dst) holds."""
+    module = main.split('.')[0]
     code = ('import errno, os, sys\n'
-            'from hybridverdict import atomic, cli\n'
-            'real = os.link\n'
+            f'from hybridverdict import atomic, {module}\n'
+            f'real = os.{call}\n'
             'def full(src, dst, *a, **k):\n'
-            '    if dst.endswith(".html"):\n'
+            f'    if {when}:\n'
             '        raise OSError(errno.ENOSPC, "No space left on device")\n'
             '    return real(src, dst, *a, **k)\n'
-            'atomic.os.link = full\n'
-            'sys.exit(cli.main([]))\n')
-    proc = w.python(code)
+            f'atomic.os.{call} = full\n'
+            f'sys.exit({main})\n')
+    return out(w.python(code))
+
+
+def report_write_fails(w: World) -> tuple[int, str]:
+    """The disk fills while the report is written: no file of it is left."""
+    seen = disk_full(w, 'link', 'dst.endswith(".html")', 'cli.main([])')
     new = [p for p in (w.var / 'reports').iterdir() if p.name != 'verdict-20261122T100000Z.md']
     assert all(p.stat().st_size for p in new) and not any(p.suffix == '.html' for p in new)
     assert not [p for p in new if p.name.startswith('.')], new
-    return out(proc)
+    return seen
 
 
 def baseline_write_fails(w: World) -> tuple[int, str]:
     """The disk fills while --force replaces the references: the old file stays."""
-    code = ('import errno, os, sys\n'
-            'from hybridverdict import atomic, baseline\n'
-            'def full(src, dst):\n'
-            '    raise OSError(errno.ENOSPC, "No space left on device")\n'
-            'atomic.os.replace = full\n'
-            f'sys.exit(baseline.main(["--prefix", {str(w.refs)!r}, "--force"]))\n')
-    return out(w.python(code))
+    return disk_full(w, 'replace', 'True',
+                     f'baseline.main(["--prefix", {str(w.refs)!r}, "--force"])')
+
+
+def append_records(w: World, *lines: str) -> None:
+    """`lines` added to the StreamCheck perflog, whose new content must then stay."""
+    with (w.var / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log').open('a') as fh:
+        fh.write(''.join(f'{line}\n' for line in lines))
+    w.snapshot()
 
 
 def baseline_pools_nothing(w: World) -> tuple[int, str]:
     """A Debug build, another MPI library and a failed run beside the Release
     runs: the reference is made from the Release runs alone."""
-    log = w.var / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log'
-    extra = [run_line(t=9.0, build='cmake Debug mpich cc=/usr/bin/mpicc.mpich',
-                      time='2026-11-21T10:00:00+0000'),
-             run_line(t=7.0, lib='MPICH Version: 3.4', time='2026-11-21T11:00:00+0000'),
-             run_line(t=5.0, result='fail', time='2026-11-22T11:00:00+0000')]
-    with log.open('a') as fh:
-        fh.write('\n'.join(extra) + '\n')
-    w.snapshot()
+    append_records(w, run_line(t=9.0, build='cmake Debug mpich cc=/usr/bin/mpicc.mpich',
+                               time='2026-11-21T10:00:00+0000'),
+                   run_line(t=7.0, lib='MPICH Version: 3.4', time='2026-11-21T11:00:00+0000'),
+                   run_line(t=5.0, result='fail', time='2026-11-22T11:00:00+0000'))
     proc = w.tool('hybridverdict-baseline', '--prefix', str(w.root / 'new'))
     written = (w.root / 'new' / 'local.yaml').read_text()
     assert 't_total: [1.0,' in written, written
@@ -331,21 +319,15 @@ def baseline_pools_nothing(w: World) -> tuple[int, str]:
 
 
 def truncated_line(w: World) -> tuple[int, str]:
-    log = w.var / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log'
-    with log.open('a') as fh:
-        fh.write(run_line(time='2026-11-22T12:00:00+0000')[:150] + '\n')
-    w.snapshot()
+    append_records(w, run_line(time='2026-11-22T12:00:00+0000')[:150])
     proc = w.tool('hybridverdict', '--no-write')
     assert '2 records' in proc.stdout, proc.stdout
     return out(proc)
 
 
 def escapes_in_perflog(w: World) -> tuple[int, str]:
-    log = w.var / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log'
-    with log.open('a') as fh:
-        fh.write(run_line(lib='MPICH \x1b]0;pwned\x07\x1b[2J', time='2026-11-22T12:00:00+0000')
-                 + '\n')
-    w.snapshot()
+    append_records(w, run_line(lib='MPICH \x1b]0;pwned\x07\x1b[2J',
+                               time='2026-11-22T12:00:00+0000'))
     proc = w.tool('hybridverdict', '--no-write')
     assert '\x1b' not in proc.stdout + proc.stderr
     return out(proc)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO, mpi_env, run_reframe
+from conftest import BIN, REPO, fake_prefix, mpi_env, needs, not_passed, perflog, run_reframe
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +36,10 @@ def session(tmp_path_factory, stacks) -> tuple[Path, subprocess.CompletedProcess
 
 
 def test_every_check_passes_for_every_stack_and_partition(session, stacks):
-    var, proc = session
+    _, proc = session
     assert proc.returncode == 0, explain(proc)
-    for check in KERNEL_CHECKS:
-        for stack in stacks:
-            for part in ('shm', 'tcp'):
-                for layout in ('mpi_2x1', 'masteronly_1x2'):
-                    want = f'{check} %layout={layout}'
-                    assert any(want in ln and f'@local:{part}+{stack}' in ln and '  OK ' in ln
-                               for ln in proc.stdout.splitlines()), (want, part, stack)
+    assert not not_passed(proc.stdout, 'local', KERNEL_CHECKS, stacks, ('shm', 'tcp'),
+                          ('mpi_2x1', 'masteronly_1x2'))
 
 
 def test_verdict_checks_judge_every_kernel_on_every_stack_and_partition(session, stacks):
@@ -56,10 +51,7 @@ def test_verdict_checks_judge_every_kernel_on_every_stack_and_partition(session,
                       if f'HybridVerdict %pair={kernel}/' in ln and '  OK ' in ln
                       and f'@local:{part}+{stack}' in ln]
                 assert ok, (kernel, part, stack)
-    rows = (var / 'perflogs' / 'local' / 'shm' / 'HybridVerdict.log').read_text().splitlines()
-    header = rows[0].split('|')
-    for row in rows[1:]:
-        rec = dict(zip(header, row.split('|')))
+    for rec in perflog(var / 'perflogs' / 'local' / 'shm' / 'HybridVerdict.log'):
         assert rec['mode'].startswith('verdict-') and float(rec['speedup_value']) > 0
         assert rec['verdict_value'] in ('-1', '0', '1')
 
@@ -137,15 +129,10 @@ def test_the_ring_is_judged_per_message_size_in_reframe_and_the_report(tmp_path,
         assert any(f'HybridVerdict %pair=ring/8,65536,1048576/masteronly_1x2/{size} ' in ln
                    and '  OK ' in ln for ln in proc.stdout.splitlines()), (size, explain(proc))
     logs = var / 'perflogs' / 'local' / 'shm'
-    lines = (logs / 'RingCheck.log').read_text().splitlines()
-    header = lines[0].split('|')
-    for row in lines[1:]:
-        rec = dict(zip(header, row.split('|')))
+    for rec in perflog(logs / 'RingCheck.log'):
         for n in (8, 65536, 1048576):
             assert float(rec[f't_msg_{n}_value']) > 0 and rec[f't_msg_{n}_unit'] == 's'
-    lines = (logs / 'HybridVerdict.log').read_text().splitlines()
-    header = lines[0].split('|')
-    assert sorted(dict(zip(header, row.split('|')))['size'] for row in lines[1:]) == sorted(sizes)
+    assert sorted(r['size'] for r in perflog(logs / 'HybridVerdict.log')) == sorted(sizes)
     report = subprocess.run([str(BIN / 'hybridverdict'), '--perflogs', str(var / 'perflogs'),
                              '--out', str(tmp_path / 'out')], capture_output=True, text=True)
     assert report.returncode == 0, explain(report)
@@ -166,15 +153,10 @@ def test_a_wrong_result_fails_every_check_whatever_its_speed(tmp_path, stacks):
     assert proc.stdout.count('did not verify its result') >= 8, explain(proc)
 
 
-def test_a_kernel_linked_to_another_stack_fails(tmp_path, stacks):
+def test_a_kernel_linked_to_another_stack_fails(tmp_path):
     """Debian's trap: an MPICH prefix whose mpicc is Open MPI's wrapper."""
-    if set(stacks) != {'openmpi', 'mpich'}:
-        pytest.skip('needs both Open MPI and MPICH')
-    prefix = tmp_path / 'fake-mpich'
-    (prefix / 'bin').mkdir(parents=True)
-    (prefix / 'bin' / 'mpicc').symlink_to('/usr/bin/mpicc.openmpi')
-    (prefix / 'bin' / 'mpiexec').symlink_to('/usr/bin/mpiexec.mpich')
-    (prefix / 'bin' / 'hydra_pmi_proxy').symlink_to('/usr/bin/hydra_pmi_proxy')
+    needs('openmpi', 'mpich')
+    prefix = fake_prefix(tmp_path, 'fake-mpich', 'mpicc.openmpi', 'mpiexec.mpich', 'mpiexec')
     proc = run_reframe(tmp_path / 'var', '-r', '--system', 'local:shm', '-p', 'mpich',
                        '-n', 'StreamCheck%layout=masteronly_1x2',
                        env={'HARNESS_MPICH_PREFIX': str(prefix)})

@@ -12,22 +12,18 @@ on the serial run behind e_mt.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import STACKS, mpi_env, present_stacks
+from conftest import STACKS, kernel_results, mpi_env
 from test_kernels import cmake_build
 
 
 @pytest.fixture(scope='module')
-def build(tmp_path_factory) -> tuple[str, Path]:
-    stacks = present_stacks()
-    if not stacks:
-        pytest.skip('no MPI stack installed')
+def build(stacks, tmp_path_factory) -> tuple[str, Path]:
     return stacks[0], cmake_build(stacks[0], tmp_path_factory.mktemp('min_time') / 'b')
 
 
@@ -37,8 +33,7 @@ def result(build: tuple[str, Path], ranks: int, threads: int, kernel: str, *args
                            *args], env=mpi_env(OMP_NUM_THREADS=str(threads)),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('RESULT ')]
-    return json.loads(lines[-1][len('RESULT '):])
+    return kernel_results(proc.stdout)[-1]
 
 
 def wanted(requested: int, min_time: float, pace: float) -> int:

@@ -12,14 +12,13 @@ slowed-down ring (fault injection) reports less bandwidth than a normal one.
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import STACKS, mpi_env, present_stacks
+from conftest import STACKS, kernel_results, mpi_env, perflog
 from test_kernels import cmake_build
 
 SLOW_PCT = 50
@@ -31,15 +30,11 @@ def bw_results(stack: str, ring: Path, *args: str) -> list[dict]:
                           env=mpi_env(OMP_NUM_THREADS='1'), capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [json.loads(line[len('RESULT '):]) for line in proc.stdout.splitlines()
-            if line.startswith('RESULT ')]
+    return kernel_results(proc.stdout)
 
 
 @pytest.fixture(scope='module')
-def builds(tmp_path_factory) -> tuple[str, Path, Path]:
-    stacks = present_stacks()
-    if not stacks:
-        pytest.skip('no MPI stack installed')
+def builds(stacks, tmp_path_factory) -> tuple[str, Path, Path]:
     stack = stacks[0]
     root = tmp_path_factory.mktemp('ring_osu')
     normal = cmake_build(stack, root / 'normal')
@@ -87,12 +82,10 @@ def test_a_session_builds_the_slowed_ring_on_request(tmp_path, stacks):
     assert proc.returncode == 0, proc.stdout[-5000:]
     assert list((tmp_path / 'build').glob(f'{stack}-release-*-fault-slow{SLOW_PCT}')), \
         sorted(p.name for p in (tmp_path / 'build').iterdir())
-    lines = (tmp_path / 'perflogs' / 'local' / 'shm' / 'RingBwCheck.log').read_text().splitlines()
-    row = dict(zip(lines[0].split('|'), lines[-1].split('|')))
+    row = perflog(tmp_path / 'perflogs' / 'local' / 'shm' / 'RingBwCheck.log')[-1]
     assert row['build_spec'].endswith(f'fault_slow={SLOW_PCT}'), row['build_spec']
     outs = list((tmp_path / 'output').rglob('rfm_job.out'))
-    results = [json.loads(ln[len('RESULT '):]) for out in outs
-               for ln in out.read_text().splitlines() if ln.startswith('RESULT ')]
+    results = [r for out in outs for r in kernel_results(out.read_text())]
     assert results and all(r['fault_slow_pct'] == SLOW_PCT and r['verified'] for r in results)
     bad = run_reframe(tmp_path / 'bad', *opts, '-S', 'KernelBuild.fault_slow=-5', '-r',
                       env={'HARNESS_STACKS': stack})

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -20,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, STACKS, mpi_env, present_stacks
+from conftest import REPO, STACKS, kernel_results, mpi_env, present_stacks
 
 KERNEL_RUNS = {
     'spmv': ['--n', '8', '--iters', '3'],
@@ -49,18 +48,20 @@ def ctest(build_dir: Path, **env: str) -> None:
     assert '100% tests passed' in proc.stdout
 
 
-@pytest.mark.parametrize('stack', present_stacks() or ['none'])
-def test_ctest_warnings_as_errors(stack, tmp_path):
-    if stack == 'none':
+@pytest.fixture(params=present_stacks() or ['none'])
+def stack(request: pytest.FixtureRequest) -> str:
+    """Every MPI stack present, one test each."""
+    if request.param == 'none':
         pytest.skip('no MPI stack installed')
+    return request.param
+
+
+def test_ctest_warnings_as_errors(stack, tmp_path):
     build = cmake_build(stack, tmp_path / 'build', '-DCMAKE_C_FLAGS=-Werror')
     ctest(build)
 
 
-@pytest.mark.parametrize('stack', present_stacks() or ['none'])
 def test_ctest_under_sanitizers(stack, tmp_path):
-    if stack == 'none':
-        pytest.skip('no MPI stack installed')
     build = cmake_build(stack, tmp_path / 'asan', '-DCMAKE_BUILD_TYPE=Debug',
                         '-DKERNEL_SANITIZE=address,undefined')
     # MPI libraries keep allocations alive at exit: leaks are theirs, not ours.
@@ -69,12 +70,9 @@ def test_ctest_under_sanitizers(stack, tmp_path):
 
 
 @pytest.fixture(scope='module')
-def fault_build(tmp_path_factory) -> tuple[str, Path]:
-    stacks = present_stacks()
-    if not stacks:
-        pytest.skip('no MPI stack installed')
-    stack = stacks[-1]
-    return stack, cmake_build(stack, tmp_path_factory.mktemp('fault'), '-DKERNEL_FAULT_INJECT=ON')
+def fault_build(stacks, tmp_path_factory) -> tuple[str, Path]:
+    return stacks[-1], cmake_build(stacks[-1], tmp_path_factory.mktemp('fault'),
+                                   '-DKERNEL_FAULT_INJECT=ON')
 
 
 @pytest.mark.parametrize('kernel', sorted(KERNEL_RUNS))
@@ -113,11 +111,8 @@ def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
     assert '"verified":true' in ring.stdout and '"verified":false' not in ring.stdout
 
 
-@pytest.mark.parametrize('stack', present_stacks() or ['none'])
 def test_ring_verification_failure_on_every_stack(stack, tmp_path):
     """ctest's ring_fault_* cases: pingpong, bw (3 ranks), ring mpi and multiple."""
-    if stack == 'none':
-        pytest.skip('no MPI stack installed')
     build = cmake_build(stack, tmp_path / 'fault', '-DKERNEL_FAULT_INJECT=ON')
     proc = subprocess.run(['ctest', '-V', '-R', '^ring_fault_', '--timeout', '120'], cwd=build,
                           env=mpi_env(), capture_output=True, text=True, timeout=600)
@@ -129,13 +124,10 @@ def test_ring_verification_failure_on_every_stack(stack, tmp_path):
 
 
 @pytest.mark.parametrize('layout', ['mpi 2 1', 'masteronly 1 2'])
-def test_ring_results_give_a_time_per_exchange_for_every_message_size(layout, tmp_path):
+def test_ring_results_give_a_time_per_exchange_for_every_message_size(layout, stacks, tmp_path):
     """What RingCheck.message_time reads for its t_msg_<bytes> (the ring judged per
     message size, issue 25): one RESULT line per size, each with its size, k and a
     time per exchange t_call_s = t_total_s / (reps x iters)."""
-    stacks = present_stacks()
-    if not stacks:
-        pytest.skip('no MPI stack installed')
     stack = stacks[0]
     build = cmake_build(stack, tmp_path / 'build')
     mode, ranks, threads = layout.split()
@@ -144,8 +136,7 @@ def test_ring_results_give_a_time_per_exchange_for_every_message_size(layout, tm
                           env=mpi_env(OMP_NUM_THREADS=threads), capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    results = [json.loads(ln[len('RESULT '):]) for ln in proc.stdout.splitlines()
-               if ln.startswith('RESULT ')]
+    results = kernel_results(proc.stdout)
     assert [r['size'] for r in results] == [8, 4096]
     for r in results:
         assert r['k'] == (int(threads) if mode == 'masteronly' else 1)   # rank-as-node

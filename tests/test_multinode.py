@@ -48,7 +48,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import OSU_MISSING, REPO, mpi_env, osu_stacks, run_reframe
+from conftest import (
+    OSU_MISSING,
+    REPO,
+    kernel_results,
+    last_attempts,
+    mpi_env,
+    osu_stacks,
+    run_reframe,
+    skip_if,
+)
 
 sys.path.insert(0, str(REPO / 'config'))
 import slurm_systems  # noqa: E402
@@ -125,9 +134,7 @@ def assert_gone(directory: Path, rec: dict[str, str]) -> None:
 def cluster(tmp_path_factory) -> Iterator[Path]:
     """A 2-node cluster for this module; stopped at the end whatever the
     tests did, and checked to have left nothing behind."""
-    reason = cluster_missing()
-    if reason:
-        pytest.skip(reason)
+    skip_if(cluster_missing())
     directory = tmp_path_factory.mktemp('cluster')
     # 2 CPUs per node (the layouts the tests name): of their own where the
     # machine has 4, shared on a 2-core machine.
@@ -182,9 +189,7 @@ def lmod(stack: str) -> str:
 
 
 def test_the_cluster_starts_and_stops_with_nothing_left_behind(tmp_path):
-    reason = cluster_missing()
-    if reason:
-        pytest.skip(reason)
+    skip_if(cluster_missing())
     directory = tmp_path / 'c'
     start = cluster_cmd('start', str(directory), '--nodes', '2')
     rec = record(directory) if (directory / 'cluster.env').exists() else {}
@@ -313,8 +318,7 @@ def test_each_stacks_traffic_takes_its_partitions_link(cluster, ring_builds, par
                      '--pattern bw --sizes 1M --window 8 --reps 2 --iters-scale 0.1\n', tmp_path,
                      '--nodes=2', '--ntasks-per-node=1', f'--partition={part}')
         after = tx_bytes(cluster)
-        result = json.loads(next(ln for ln in out.splitlines()
-                                 if ln.startswith('RESULT '))[len('RESULT '):])
+        result = kernel_results(out)[0]
         assert result['verified'] and result['hosts'] == ['node1', 'node2'], result
         assert result['mpi_library'].startswith(LIBRARY[stack]), result['mpi_library']
         sent = {k: after[k] - before[k] for k in after}
@@ -372,16 +376,15 @@ def test_reframe_runs_checks_on_two_nodes_for_each_stack_and_partition(
         for part in ('fast', 'slow'):
             assert re.search(rf'OK \].*StreamCheck %layout=mpi_2x1 .*@test-cluster:{part}\+'
                              rf'{stack}\b', proc.stdout), (stack, part)
-            job = next((var / 'test-cluster' / 'output' / 'test-cluster' / part / stack)
-                       .glob('StreamCheck_*'))
+            job = last_attempts(var / 'test-cluster' / 'output' / 'test-cluster' / part / stack,
+                                'StreamCheck_*')[0]
             script = (job / 'rfm_job.sh').read_text()
             assert f'#SBATCH --partition={part}' in script
             assert f'module load {stack}' in script
             iface = 'slow0' if part == 'slow' else 'fast0'
             pin = 'OMPI_MCA_btl_tcp_if_include' if stack == 'openmpi' else 'UCX_NET_DEVICES'
             assert f'export {pin}={iface}' in script, script
-            result = json.loads(next(ln for ln in (job / 'rfm_job.out').read_text().splitlines()
-                                     if ln.startswith('RESULT '))[len('RESULT '):])
+            result = kernel_results((job / 'rfm_job.out').read_text())[0]
             assert sorted(set(result['hosts'])) == ['node1', 'node2'], result
             assert result['mpi_library'].startswith(LIBRARY[stack]), result
     comp = (cluster / 'jobcomp.txt').read_text().splitlines()
@@ -505,15 +508,14 @@ def test_kernels_run_on_the_nodes_they_were_meant_for(cluster, node_session):
                                          rf'.*@test-cluster:{part}\+{stack}\b', proc.stdout), \
                             (kernel, layout, nodes, part, stack)
                 seen = set()
-                for job in (var / 'test-cluster' / 'output' / 'test-cluster' / part / stack) \
-                        .glob(f'{check}_*'):
+                for job in last_attempts(
+                        var / 'test-cluster' / 'output' / 'test-cluster' / part / stack,
+                        f'{check}_*'):
                     script = (job / 'rfm_job.sh').read_text()
                     assert f'module load {stack}' in script, script
                     nodes = sbatch_option(script, 'ntasks') // sbatch_option(
                         script, 'ntasks-per-node')
-                    results = [json.loads(ln[len('RESULT '):]) for ln in
-                               (job / 'rfm_job.out').read_text().splitlines()
-                               if ln.startswith('RESULT ')]
+                    results = kernel_results((job / 'rfm_job.out').read_text())
                     assert results, job
                     for res in results:
                         # Where every rank ran: as many hosts as nodes asked for.

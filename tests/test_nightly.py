@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BIN, CONFIG, REPO, mpi_env, run_reframe
+from conftest import BIN, CONFIG, REPO, baseline, mpi_env, perflog, run_reframe
 
 pytestmark = pytest.mark.integration
 
@@ -60,9 +60,7 @@ def sessions(tmp_path_factory, stacks):
     first = run_reframe(var, '-n', 'StreamCheck', '--system', 'local:shm', '-p', stacks[0],
                         '-r', env={'HARNESS_SNAPSHOTS': '0'})
     assert first.returncode == 0, first.stdout[-5000:]
-    base = subprocess.run([str(BIN / 'hybridverdict-baseline'), '--perflogs',
-                           str(var / 'perflogs'), '--prefix', str(var / 'references'),
-                           '--floor', '3'], capture_output=True, text=True)
+    base = baseline(var, var / 'references', '--floor', '3')
     assert base.returncode == 0, base.stdout + base.stderr
     good = nightly(var, stacks[0], '-n StreamCheck')
     good_junit = sorted((var / 'reports').glob('junit-*.xml'))
@@ -144,10 +142,8 @@ def test_nightly_with_inconclusive_checks_says_so_and_exits_3(sessions, stacks):
     and the nightly does not: it prints the judgement and exits 3."""
     var, good, _, _ = sessions
     # a failed run logs its variables as ReFrame's empty placeholder, 'None'
-    rates = [float(value) for path in (var / 'perflogs').rglob('StreamCheck.log*')
-             for lines in [path.read_text().splitlines()] for ln in lines[1:]
-             for value in [dict(zip(lines[0].split('|'), ln.split('|'))).get('fom_value')]
-             if value not in (None, '', 'None')]
+    rates = [float(r['fom_value']) for path in (var / 'perflogs').rglob('StreamCheck.log*')
+             for r in perflog(path) if r.get('fom_value') not in (None, '', 'None')]
     doc = yaml.safe_load((var / 'references' / 'local.yaml').read_text())
     for variants in doc['StreamCheck']['local:shm'].values():
         for refs in variants.values():

@@ -19,12 +19,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_noise
 import yaml
 from conftest import BIN, run_reframe
 
@@ -56,18 +54,8 @@ def base(tmp_path_factory, stacks) -> tuple[Path, str, float]:
     return var, stacks[0], float(rec['fom_value'])
 
 
-@pytest.fixture
-def two_busy_processes() -> Iterator[None]:
-    procs = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
-             for _ in range(2)]
-    try:
-        time.sleep(0.3)
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait(timeout=10)
+#: two `python -c 'while True: pass'`, killed after the test (test_noise.py's fixture)
+two_busy_processes = test_noise.two_busy_processes
 
 
 def regressed(var: Path, fom: float) -> Path:

@@ -272,3 +272,15 @@ def test_a_real_run_records_its_provenance(tmp_path, stacks):
         lines = path.read_text().splitlines()
         assert {len(ln.rstrip('|').split('|')) for ln in lines[1:]} <= {
             len(lines[0].rstrip('|').split('|'))}
+
+
+@pytest.mark.parametrize('status, hung, verified, passes', [
+    (0, False, True, False),      # a clean run: the status is checked (and is 0)
+    (255, True, True, True),      # MPICH's finalize hang after verified results
+    (255, False, True, False),    # a launcher failure without the watchdog's warning
+    (255, True, False, False),    # the watchdog fired, but a result is unverified
+    (1, True, True, True),
+])
+def test_only_a_finalize_hang_after_verified_results_excuses_the_exit_status(
+        status, hung, verified, passes):
+    assert base.finalize_hang_only(status, hung, verified) is passes

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run_reframe
+from conftest import REPO, perflog, run_reframe
 from harnesscore import bands
 from harnesscore.schema import header_fields
 from hybridverdict import baseline
@@ -165,14 +165,16 @@ def _explain(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def _judgements(var: Path) -> list[tuple[str, str, str]]:
-    rows = []
-    for path in sorted((var / 'perflogs').rglob('StreamCheck.log*')):
-        text = path.read_text().splitlines()
-        head = text[0].split('|')
-        for row in text[1:]:
-            f = dict(zip(head, row.split('|')))
-            rows.append((f['name'], f['result'], f['judgement']))
-    return rows
+    return [(f['name'], f['result'], f['judgement'])
+            for path in sorted((var / 'perflogs').rglob('StreamCheck.log*')) for f in perflog(path)]
+
+
+def _stream(var: Path, refs: Path, stack: str, *args: str,
+            **env: str) -> subprocess.CompletedProcess[str]:
+    """A session of SELECT, 3 samples, against the references under `refs`."""
+    return run_reframe(var, *SELECT, '-p', stack, '-r', *args,
+                       env={'RFM_REFERENCE_PREFIX': str(refs), 'HARNESS_REPEAT': '3',
+                            'HARNESS_SNAPSHOTS': '0', **env})
 
 
 def _references(refs: Path, stack: str, fom: float, lower: float) -> None:
@@ -185,12 +187,10 @@ def _references(refs: Path, stack: str, fom: float, lower: float) -> None:
 
 @pytest.mark.integration
 def test_samples_defer_and_the_last_judges_them_all(tmp_path, stacks):
-    var, refs = tmp_path / 'var', tmp_path / 'refs'
-    env = {'RFM_REFERENCE_PREFIX': str(refs), 'HARNESS_REPEAT': '3', 'HARNESS_SNAPSHOTS': '0'}
-    stack = stacks[0]
+    var, refs, stack = tmp_path / 'var', tmp_path / 'refs', stacks[0]
     # A reference 10x the machine's STREAM: every sample is far below its band.
     _references(refs, stack, 1e6, -0.1)
-    proc = run_reframe(var, *SELECT, '-p', stack, '-r', env=env)
+    proc = _stream(var, refs, stack)
     assert proc.returncode != 0, _explain(proc)
     got = _judgements(var)
     assert [(r, j) for _, r, j in got] == [('pass', 'deferred'), ('pass', 'deferred'),
@@ -198,22 +198,18 @@ def test_samples_defer_and_the_last_judges_them_all(tmp_path, stacks):
     assert 'n=3' in proc.stdout, _explain(proc)
     # The sequential rounds of the verdicts (HARNESS_FIRST_ROUND > 0) only
     # defer: the planned rounds judged the variant.
-    more = run_reframe(tmp_path / 'more', *SELECT, '-p', stack, '-r',
-                       env={**env, 'HARNESS_FIRST_ROUND': '3', 'HARNESS_REPEAT': '2'})
+    more = _stream(tmp_path / 'more', refs, stack, HARNESS_FIRST_ROUND='3', HARNESS_REPEAT='2')
     assert more.returncode == 0, _explain(more)
     assert [j for _, _, j in _judgements(tmp_path / 'more')] == ['deferred'] * 2
     # Each sample alone, as before: all three fail.
-    proc = run_reframe(tmp_path / 'alone', *SELECT, '-p', stack, '-r',
-                       '-S', 'judge_samples_together=false', env=env)
+    proc = _stream(tmp_path / 'alone', refs, stack, '-S', 'judge_samples_together=false')
     assert [r for _, r, _ in _judgements(tmp_path / 'alone')] == ['fail'] * 3, _explain(proc)
 
 
 @pytest.mark.integration
 def test_a_median_in_the_soft_zone_warns_and_passes(tmp_path, stacks):
-    var, refs = tmp_path / 'var', tmp_path / 'refs'
-    env = {'RFM_REFERENCE_PREFIX': str(refs), 'HARNESS_REPEAT': '3', 'HARNESS_SNAPSHOTS': '0'}
-    stack = stacks[0]
-    proc = run_reframe(tmp_path / 'measure', *SELECT, '-p', stack, '-r', env=env)
+    var, refs, stack = tmp_path / 'var', tmp_path / 'refs', stacks[0]
+    proc = _stream(tmp_path / 'measure', refs, stack)
     assert proc.returncode == 0, _explain(proc)
     foms = [float(m) for m in re.findall(r'P: fom: ([0-9.e+]+)', proc.stdout)]
     assert foms, _explain(proc)
@@ -222,7 +218,7 @@ def test_a_median_in_the_soft_zone_warns_and_passes(tmp_path, stacks):
     # 1/30 of the reference sits deep inside the soft zone, a factor of 9 from
     # either edge (a busy machine's STREAM varies by less).
     _references(refs, stack, 30 * fom, -0.999)
-    proc = run_reframe(var, *SELECT, '-p', stack, '-r', env=env)
+    proc = _stream(var, refs, stack)
     assert proc.returncode == 0, _explain(proc)
     assert [j for _, _, j in _judgements(var)] == ['deferred', 'deferred', 'warn'], \
         _explain(proc)

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import BIN, run_reframe
+from conftest import baseline, run_reframe
 
 pytestmark = pytest.mark.integration
 
@@ -20,12 +20,6 @@ SELECT = ('-n', 'StreamCheck|HybridVerdict%pair=stream', '--system', 'local:shm'
 
 def _explain(proc: subprocess.CompletedProcess[str]) -> str:
     return f'--- stdout ---\n{proc.stdout[-8000:]}\n--- stderr ---\n{proc.stderr[-3000:]}'
-
-
-def _baseline(var, refs, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / 'hybridverdict-baseline'), '--perflogs', str(var / 'perflogs'),
-         '--prefix', str(refs), *args], capture_output=True, text=True)
 
 
 def test_baseline_then_pass_then_a_slower_kernel_fails(tmp_path, stacks):
@@ -44,7 +38,7 @@ def test_baseline_then_pass_then_a_slower_kernel_fails(tmp_path, stacks):
     assert proc.returncode == 0, _explain(proc)
 
     # The band is wide on purpose: this tests the cycle, not the machine's noise.
-    base = _baseline(var, refs, '--floor', '3')
+    base = baseline(var, refs, '--floor', '3')
     assert base.returncode == 0, base.stdout + base.stderr
     assert 'new' in base.stdout and f'written: {refs}/local.yaml' in base.stdout
     doc = yaml.safe_load((refs / 'local.yaml').read_text())
@@ -54,7 +48,7 @@ def test_baseline_then_pass_then_a_slower_kernel_fails(tmp_path, stacks):
 
     # Without --force the file stays as it is.
     before = (refs / 'local.yaml').read_text()
-    again = _baseline(var, refs, '--floor', '3')
+    again = baseline(var, refs, '--floor', '3')
     assert again.returncode == 2 and '--force' in again.stderr
     assert (refs / 'local.yaml').read_text() == before
 

@@ -56,6 +56,19 @@ def dataset(root):
     return root / 'perflogs'
 
 
+def read_dataset(root):
+    """The perflogs of ``dataset`` under `root`, their records and the read's counts."""
+    logs = dataset(root)
+    stats = ReadStats()
+    return logs, read_perflogs([str(logs)], stats=stats), stats
+
+
+def dataset_report(root, **kw):
+    """The report of ``dataset`` under `root` (``build``'s other arguments: `kw`)."""
+    logs, recs, stats = read_dataset(root)
+    return build(recs, stats, [str(logs)], **kw)
+
+
 def digest(root) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob('*')) if p.is_file()}
@@ -120,9 +133,7 @@ def test_one_command_writes_every_output(tmp_path, capsys):
 
 
 def test_outputs_never_overwrite_existing_files(tmp_path):
-    logs = dataset(tmp_path)
-    stats = ReadStats()
-    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    rep = dataset_report(tmp_path)
     out = tmp_path / 'out'
     out.mkdir()
     now = dt.datetime(2026, 11, 22, 12, tzinfo=dt.timezone.utc)
@@ -152,9 +163,7 @@ def test_unknown_fields_and_truncated_lines_are_counted_and_warned(tmp_path, cap
 
 
 def test_since_limits_the_report_but_not_the_history(tmp_path):
-    logs = dataset(tmp_path)
-    stats = ReadStats()
-    recs = read_perflogs([str(logs)], stats=stats)
+    logs, recs, stats = read_dataset(tmp_path)
     since = T0 + dt.timedelta(days=2)
     rep = build(recs, stats, [str(logs)], since=since)
     assert rep.meta.first >= since and rep.meta.records < len(recs)
@@ -219,9 +228,7 @@ def test_sections_without_data_say_what_they_need(tmp_path, capsys):
 
 def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
     from hybridverdict import plots
-    logs = dataset(tmp_path)
-    stats = ReadStats()
-    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    rep = dataset_report(tmp_path)
     two = plots.Drawing(rep).result()
     one = plots.Drawing(rep, parallel=False).result()
     assert set(one) == set(two) == {'speedup', 'heatmaps', 'efficiencies', 'phases', 'hockney',
@@ -257,13 +264,10 @@ STORE_ONLY = {'since_last_night'}
 
 def test_every_section_is_in_every_output(tmp_path):
     from hybridverdict import html, render, sections
-    logs = dataset(tmp_path)
-    stats = ReadStats()
-    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    rep = dataset_report(tmp_path)
     assert [s.key for s in rep.sections] == ALL_SECTIONS
     assert len(sections.ANALYSES) == len(ALL_SECTIONS) + len(ON_REQUEST) + len(STORE_ONLY)
-    asked = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)],
-                  functional=True)
+    asked = dataset_report(tmp_path / 'again', functional=True)
     keys = list(ALL_SECTIONS)
     for key, after in ON_REQUEST.items():
         keys.insert(keys.index(after) + 1, key)
@@ -278,7 +282,7 @@ def test_every_section_is_in_every_output(tmp_path):
     data = json.loads(render.verdict_json(rep))['sections']
     for s in rep.sections:
         assert f'## {s.title}' in md and f'<h2 id="{s.key}">' in page, s.key
-        assert s.missing and (s.title in data) == bool(s.data), s.key
+        assert s.needs and (s.title in data) == bool(s.data), s.key
     # the objects the figures are drawn from are handed to the report
     assert rep.curves and rep.headlines and rep.saturation and rep.collectives
     assert rep.efficiencies and rep.phases and rep.history and rep.history_total

@@ -267,13 +267,19 @@ def write_ring(path: Path, rows: list[tuple[str, str, int, int, float, float, in
         write(path / f'{slug(part)}/RingCheck.log', [header(names), text])
 
 
+def write_table1(path: Path) -> list[dict[str, str]]:
+    """Seed 002's Table 1 (GB/s per node) as ring perflogs under `path`; its rows."""
+    rows = table('rabenseifner_seed002_table1.csv')
+    write_ring(path, [('seed002', slug(r['platform']), int(r['nodes']),
+                       int(r['cpus_per_node']), 1000 * float(r['masteronly_GBps']),
+                       1000 * float(r['pure_mpi_GBps']), MIB16) for r in rows])
+    return rows
+
+
 def test_rabenseifner_table1_masteronly_share_of_the_inter_node_bandwidth(tmp_path):
     # seed 002, Table 1: columns 1 and 2 (GB/s per node) give column 3, "masteronly
     # bw / max. inter-node bw", as printed (whole percent)
-    rows = table('rabenseifner_seed002_table1.csv')
-    write_ring(tmp_path, [('seed002', slug(r['platform']), int(r['nodes']),
-                           int(r['cpus_per_node']), 1000 * float(r['masteronly_GBps']),
-                           1000 * float(r['pure_mpi_GBps']), MIB16) for r in rows])
+    rows = write_table1(tmp_path)
     found = {r.partition: r for r in
              comm.rabenseifner(comm.saturation(read_perflogs([str(tmp_path)])))}
     assert len(found) == len(rows)
@@ -316,10 +322,7 @@ def test_seeds_through_the_report(table9, chorley, tmp_path):
     from hybridverdict import render
     from hybridverdict.perflog import ReadStats
     from hybridverdict.report import build
-    rows = table('rabenseifner_seed002_table1.csv')
-    write_ring(tmp_path, [('seed002', slug(r['platform']), int(r['nodes']),
-                           int(r['cpus_per_node']), 1000 * float(r['masteronly_GBps']),
-                           1000 * float(r['pure_mpi_GBps']), MIB16) for r in rows])
+    write_table1(tmp_path)
     records = list(table9) + list(chorley) + read_perflogs([str(tmp_path)])
     rep = build(records, ReadStats(), ['seeds'])
     assert len(rep.verdicts) == 48 + 5

@@ -23,7 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -32,15 +32,20 @@ from conftest import BIN, REPO, run_reframe
 sys.path.insert(0, str(REPO / 'config'))
 import sitegen as sg  # noqa: E402
 import slurm_systems  # noqa: E402
+import test_multinode as mn  # noqa: E402  (the multi-node test cluster's helpers)
 from harnesscore.stacks import STACK  # noqa: E402
 
 DATA = REPO / 'tests' / 'data' / 'site'
+#: The multi-node test cluster of tests/test_multinode.py, 2 nodes started for
+#: this module (pytest names a fixture after the attribute that holds it).
+site_cluster = mn.cluster
 LMOD_ERROR = ('Lmod has detected the following error: mvapich2: set HARNESS_MVAPICH2_PREFIX\n'
               'to the install prefix of MVAPICH2 \nWhile processing the following module(s):\n')
 
 
 def data(name: str) -> str:
-    return (DATA / name).read_text()
+    """A recorded output; ``{repo}`` stands for the checkout it was recorded in."""
+    return (DATA / name).read_text().replace('{repo}', str(REPO))
 
 
 def garbage() -> str:
@@ -324,6 +329,16 @@ def assert_ruff_clean(path: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def slurm_answers(prefix: str, config: str, sinfo: str,
+                  mpi_list: str) -> dict[tuple[str, ...], sg.CmdResult]:
+    """The fake runner's answers of Slurm's clients: `prefix`_scontrol_partition.txt
+    and _node.txt, the files `config` and `mpi_list`, and `sinfo` as it is."""
+    return {('scontrol', 'show', 'config'): ok(data(config)),
+            ('scontrol', '-o', 'show', 'partition'): ok(data(f'{prefix}_scontrol_partition.txt')),
+            ('scontrol', '-o', 'show', 'node'): ok(data(f'{prefix}_scontrol_node.txt')),
+            ('sinfo',): ok(sinfo), ('srun', '--mpi=list'): ok(data(mpi_list))}
+
+
 @pytest.fixture(autouse=True)
 def nothing_of_this_machine(monkeypatch):
     """The fake clusters see nothing of this machine: no Lmod or install
@@ -341,11 +356,8 @@ def test_cluster_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, s
     ompi = stub_stack(tmp_path / 'bin' / 'openmpi', ['mpicc', 'mpirun', 'mpiexec', 'ompi_info'])
     mpich = stub_stack(tmp_path / 'bin' / 'mpich', ['mpicc', 'mpiexec', 'mpirun', 'mpichversion'])
     answers = {
-        ('scontrol', 'show', 'config'): ok(data('testcluster_scontrol_config.txt')),
-        ('scontrol', '-o', 'show', 'partition'): ok(data('testcluster_scontrol_partition.txt')),
-        ('scontrol', '-o', 'show', 'node'): ok(data('testcluster_scontrol_node.txt')),
-        ('sinfo',): ok(data('testcluster_sinfo.txt')),
-        ('srun', '--mpi=list'): ok(data('testcluster_srun_mpi_list.txt')),
+        **slurm_answers('testcluster', 'testcluster_scontrol_config.txt',
+                        data('testcluster_sinfo.txt'), 'testcluster_srun_mpi_list.txt'),
         ('srun', '--partition=fast'): ok(data('testcluster_probe.txt')),
         ('srun', '--partition=slow'): ok(data('testcluster_probe.txt')),
         (str(lmod), '--version'): ok(err='Modules based on Lua: Version 8.6.19  2022-04-16\n'),
@@ -452,11 +464,8 @@ def hpc_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, str]]:
     ompi_5 = ('mpirun (Open MPI) 5.0.3\n\nReport bugs to https://www.open-mpi.org/community/'
               'help/\n')
     answers = {
-        ('scontrol', 'show', 'config'): ok(data('hpc_scontrol_config_excerpt.txt')),
-        ('scontrol', '-o', 'show', 'partition'): ok(data('hpc_scontrol_partition.txt')),
-        ('scontrol', '-o', 'show', 'node'): ok(data('hpc_scontrol_node.txt')),
-        ('sinfo',): ok(''),
-        ('srun', '--mpi=list'): ok(data('hpc_srun_mpi_list_slurm20.txt')),
+        **slurm_answers('hpc', 'hpc_scontrol_config_excerpt.txt', '',
+                        'hpc_srun_mpi_list_slurm20.txt'),
         ('srun', '--partition=compute'): ok(data('hpc_probe_ib.txt')),
         ('srun', '--partition=debug'): sg.CmdResult(
             [], 1, '', 'srun: error: Unable to allocate resources: Requested node '
@@ -603,7 +612,7 @@ def test_an_existing_file_is_never_replaced_unless_told(tmp_path, test_cluster_r
     # --overwrite: replaced
     assert sg.main([*args, '--overwrite'], runner=runner, environ=environ) == 0
     assert path.read_text().startswith('"""The harness on Slurm cluster')
-    assert not list(tmp_path.glob('.site-*'))
+    assert not list(tmp_path.glob('.*'))        # no temporary file left
 
 
 def test_the_generator_is_not_loaded_as_a_site_file(monkeypatch):
@@ -622,36 +631,9 @@ def test_the_default_file_is_config_site_name(tmp_path, test_cluster_runner, mon
 
 # ---- for real: the test cluster --------------------------------------------------------
 
-def cluster_helpers():
-    """The multi-node test cluster's helpers (tests/test_multinode.py)."""
-    import test_multinode
-    return test_multinode
-
-
-@pytest.fixture(scope='module')
-def site_cluster(tmp_path_factory) -> Iterator[Path]:
-    mn = cluster_helpers()
-    reason = mn.cluster_missing()
-    if reason:
-        pytest.skip(reason)
-    directory = tmp_path_factory.mktemp('site-cluster')
-    own = ['--cpus-per-node', '2'] if len(os.sched_getaffinity(0)) >= 4 else []
-    start = mn.cluster_cmd('start', str(directory), '--nodes', '2', '--rate', mn.RATE, *own)
-    try:
-        assert start.returncode == 0, mn.explain(start)
-        yield directory
-    finally:
-        rec = mn.record(directory) if (directory / 'cluster.env').exists() else None
-        stop = mn.cluster_cmd('stop', str(directory))
-        assert stop.returncode == 0, mn.explain(stop)
-        if rec:
-            mn.assert_gone(directory, rec)
-
-
 @pytest.mark.integration
 def test_harness_site_on_the_test_cluster_runs_the_kernels_as_written(site_cluster, stacks,
                                                                      tmp_path):
-    mn = cluster_helpers()
     env = mn.client_env(site_cluster)
     env.pop('HARNESS_STACKS', None)
     site = tmp_path / 'site_test.py'

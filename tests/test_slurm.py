@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TESTBED, run_reframe
+from conftest import TESTBED, not_passed, perflog, run_reframe
 
 pytestmark = pytest.mark.integration
 
@@ -36,12 +36,8 @@ def stream_session(slurm_cluster, stacks, tmp_path_factory):
 def test_a_kernel_check_per_stack_passes_through_sbatch(stream_session, stacks):
     _, proc = stream_session
     assert proc.returncode == 0, explain(proc)
-    for stack in stacks:
-        for part in ('shm', 'tcp'):
-            for layout in ('mpi_2x1', 'masteronly_1x2'):
-                assert any(f'StreamCheck %layout={layout}' in ln and '  OK ' in ln
-                           and f'@local-slurm:{part}+{stack}' in ln
-                           for ln in proc.stdout.splitlines()), (stack, part, layout)
+    assert not not_passed(proc.stdout, 'local-slurm', ['StreamCheck'], stacks, ('shm', 'tcp'),
+                          ('mpi_2x1', 'masteronly_1x2'))
 
 
 def test_the_jobs_really_went_through_slurm(stream_session, slurm_cluster, stacks):
@@ -71,11 +67,8 @@ def test_the_jobs_really_went_through_slurm(stream_session, slurm_cluster, stack
 def test_perflogs_of_the_slurm_system_carry_the_layout(stream_session, stacks):
     var, _ = stream_session
     for part in ('shm', 'tcp'):
-        lines = (var / 'perflogs' / 'local-slurm' / part / 'StreamCheck.log').read_text()
-        rows = lines.splitlines()
-        header = rows[0].split('|')
         got = {(r['environ'], r['ranks'], r['threads'], r['oversubscribed'])
-               for r in (dict(zip(header, ln.split('|'))) for ln in rows[1:])}
+               for r in perflog(var / 'perflogs' / 'local-slurm' / part / 'StreamCheck.log')}
         assert got == {(s, rk, th, 'false') for s in stacks
                        for rk, th in (('2', '1'), ('1', '2'))}
 

@@ -13,77 +13,65 @@ from conftest import REPO
 SCRIPTS = [REPO / 'tests' / 'slurm' / 'testbed.sh', REPO / 'tests' / 'slurm' / 'cluster.sh']
 
 
-def start(script: Path, folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(script), 'start', str(folder)], capture_output=True, text=True,
+def refused(script: Path, folder: Path, action: str = 'start') -> str:
+    """What `script action folder` said on stderr, having failed."""
+    proc = subprocess.run([str(script), action, str(folder)], capture_output=True, text=True,
                           timeout=60, env=dict(os.environ, SLURM_TESTBED_PORT='16817'))
+    assert proc.returncode != 0
+    return proc.stderr
 
 
-def stop(script: Path, folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(script), 'stop', str(folder)], capture_output=True, text=True,
-                          timeout=60)
+@pytest.fixture(params=[s for s in SCRIPTS if s.exists()], ids=lambda s: s.name)
+def script(request: pytest.FixtureRequest) -> Path:
+    """Each test bed, one test each."""
+    return request.param
 
 
-def existing_scripts() -> list[Path]:
-    return [s for s in SCRIPTS if s.exists()]
-
-
-@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
-def test_a_folder_writable_by_others_is_refused(script, tmp_path):
+def state_folder(tmp_path: Path, mode: int) -> Path:
     folder = tmp_path / 'state'
     folder.mkdir()
-    folder.chmod(0o777)
+    folder.chmod(mode)
+    return folder
+
+
+def test_a_folder_writable_by_others_is_refused(script, tmp_path):
+    folder = state_folder(tmp_path, 0o777)
     # A planted pid file must never be acted upon.
     (folder / 'slurmctld.pid').write_text(f'{os.getpid()}\n')
-    for run in (start, stop):
-        proc = run(script, folder)
-        assert proc.returncode != 0
-        assert f'{folder}: the state folder is writable by others (mode 777)' in proc.stderr
+    for action in ('start', 'stop'):
+        said = refused(script, folder, action)
+        assert f'{folder}: the state folder is writable by others (mode 777)' in said
     assert not (folder / 'slurm.conf').exists()
     assert (folder / 'slurmctld.pid').exists()
 
 
-@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
 def test_a_group_writable_folder_is_refused(script, tmp_path):
-    folder = tmp_path / 'state'
-    folder.mkdir()
-    folder.chmod(0o770)
-    proc = start(script, folder)
-    assert proc.returncode != 0
-    assert 'the state folder is writable by others (mode 770)' in proc.stderr
+    folder = state_folder(tmp_path, 0o770)
+    assert 'the state folder is writable by others (mode 770)' in refused(script, folder)
 
 
-@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
 def test_a_symbolic_link_is_refused(script, tmp_path):
     real = tmp_path / 'real'
     real.mkdir(mode=0o700)
     link = tmp_path / 'link'
     link.symlink_to(real)
-    proc = start(script, link)
-    assert proc.returncode != 0
-    assert f'{link}: the state folder is a symbolic link' in proc.stderr
+    assert f'{link}: the state folder is a symbolic link' in refused(script, link)
     assert list(real.iterdir()) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason='only root can give a folder to another user')
-@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
 def test_a_folder_of_another_user_is_refused(script, tmp_path):
-    folder = tmp_path / 'state'
-    folder.mkdir(mode=0o700)
+    folder = state_folder(tmp_path, 0o700)
     os.chown(folder, 65534, 65534)      # nobody
-    proc = start(script, folder)
-    assert proc.returncode != 0
-    assert f'{folder}: the state folder belongs to uid 65534, not to you' in proc.stderr
+    assert f'{folder}: the state folder belongs to uid 65534, not to you' in refused(script, folder)
     assert not (folder / 'slurm.conf').exists()
 
 
-@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
 def test_a_missing_folder_is_created_private(script, tmp_path):
     # The start goes on (and may fail later where Slurm or root is missing);
     # the folder it made is the user's alone.
     folder = tmp_path / 'new'
-    proc = subprocess.run([str(script), 'stop', str(folder)], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode != 0 and 'no such state folder' in proc.stderr
+    assert 'no such state folder' in refused(script, folder, 'stop')
     assert not folder.exists()
     lib = REPO / 'tests' / 'slurm' / 'lib.sh'
     out = subprocess.run(['bash', '-c', '. "$1"; umask 000; state_dir "$2"', 'x', str(lib),
@@ -93,10 +81,7 @@ def test_a_missing_folder_is_created_private(script, tmp_path):
     assert (folder.stat().st_mode & 0o777) == 0o700
 
 
-@pytest.mark.parametrize('script', existing_scripts(), ids=lambda s: s.name)
 def test_a_folder_whose_path_slurm_conf_cannot_hold_is_refused(script, tmp_path):
     folder = tmp_path / 'my state'
-    proc = start(script, folder)
-    assert proc.returncode != 0
-    assert "the state folder's path may hold only letters" in proc.stderr
+    assert "the state folder's path may hold only letters" in refused(script, folder)
     assert not (folder / 'slurm.conf').exists()

@@ -43,6 +43,16 @@ def run(capsys: pytest.CaptureFixture[str], a: str, b: str) -> tuple[int, str, s
     return rc, out.out, out.err
 
 
+def masteronly_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                     speedups: tuple[float, float]) -> tuple[int, str]:
+    """Two sessions whose masteronly 1x2 has these speedups (funneled ties in both):
+    the comparison's exit status and output."""
+    a, b = (session(tmp_path / name, [(MASTERONLY, s), (FUNNELED, 1.0)])
+            for name, s in zip('ab', speedups))
+    rc, out, _ = run(capsys, a, b)
+    return rc, out
+
+
 def test_calls_between_sessions():
     assert compare_calls('WIN', 'WIN') == SAME
     assert compare_calls('WIN', 'LOSS') == CHANGED
@@ -52,9 +62,7 @@ def test_calls_between_sessions():
 
 
 def test_agreement_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    a = session(tmp_path / 'a', [(MASTERONLY, 1.5), (FUNNELED, 1.0)])
-    b = session(tmp_path / 'b', [(MASTERONLY, 1.4), (FUNNELED, 1.0)])
-    rc, out, _ = run(capsys, a, b)
+    rc, out = masteronly_twice(tmp_path, capsys, (1.5, 1.4))
     assert rc == 0
     assert 'spmv 64 shm/mpich masteronly 1x2 vs mpi 2x1' in out
     assert out.count(' WIN ') == 2 and out.count(' TIE ') == 2
@@ -63,9 +71,7 @@ def test_agreement_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
 
 
 def test_a_flip_is_reported_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    a = session(tmp_path / 'a', [(MASTERONLY, 1.5), (FUNNELED, 1.0)])
-    b = session(tmp_path / 'b', [(MASTERONLY, 0.6), (FUNNELED, 1.0)])
-    rc, out, _ = run(capsys, a, b)
+    rc, out = masteronly_twice(tmp_path, capsys, (1.5, 0.6))
     assert rc == 1
     row = next(r for r in out.splitlines() if 'masteronly' in r)
     assert 'WIN' in row and 'LOSS' in row and row.rstrip().endswith(CHANGED)

@@ -13,7 +13,7 @@ from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
 from hybridverdict.report import build
 from perflog_writer import T0, header, line, write
-from test_report_outputs import dataset
+from test_report_outputs import dataset, read_dataset
 
 FIXED = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -43,9 +43,7 @@ def test_records_round_trip_through_the_store(tmp_path):
 
 
 def test_report_from_the_store_is_the_report_from_the_perflogs(tmp_path):
-    logs = dataset(tmp_path)
-    stats = ReadStats()
-    recs = read_perflogs([str(logs)], stats=stats)
+    logs, recs, stats = read_dataset(tmp_path)
     since = T0 + dt.timedelta(days=1)
     plain = build(recs, stats, ['x'], since=since)
     st = store.Store(str(tmp_path / 'history'))

@@ -100,7 +100,7 @@ def test_parquet_round_trip_with_meta(records, tmp_path):
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path):
-    from hybridverdict.atomic import write_new, write_text
+    from hybridverdict.atomic import write_new
 
     def half(fp):
         fp.write(b'half a file')
@@ -108,9 +108,9 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
     with pytest.raises(OSError, match='disk full'):
         write_new(str(tmp_path / 'r.md'), half)
     assert list(tmp_path.iterdir()) == []                  # no partial file, no temp file
-    write_text(str(tmp_path / 'r.md'), 'whole')
+    write_new(str(tmp_path / 'r.md'), 'whole')
     with pytest.raises(FileExistsError):
-        write_text(str(tmp_path / 'r.md'), 'other')
+        write_new(str(tmp_path / 'r.md'), 'other')
     assert [p.name for p in tmp_path.iterdir()] == ['r.md']
     assert (tmp_path / 'r.md').read_text() == 'whole'
 

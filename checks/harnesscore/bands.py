@@ -1,44 +1,18 @@
 """Fixed-band performance assertions, decided by the one rule.
 
-A fixed band is a ReFrame reference ``(ref, lower, upper, unit)``: the
-bandwidth of the ring within 5% of osu_bw's, md at least LAMMPS's speed,
-hybrid within 10% of pure MPI, or a reference ``./harness baseline`` wrote.
-Every such assertion is decided by ``harnesscore.stats`` (the one rule):
+A fixed band is a ReFrame reference ``(ref, lower, upper, unit)``: the ring
+within 5% of osu_bw, md at least LAMMPS's speed, hybrid within 10% of pure
+MPI, or a reference ``./harness baseline`` wrote.  ``judge_band`` decides it
+by ``harnesscore.stats`` (PASS, FAIL or INCONCLUSIVE from the interval of the
+values' median) and adds WARN (a PASS in the soft zone, ``HARNESS_SOFT_ZONE``),
+DEFERRED (a sample that its variant's last sample judges) and the busy rule: a
+FAIL on a run ``harnesscore.quiet`` flagged busy is INCONCLUSIVE, since other
+processes bias a ratio (threads that synchronise lose more to preemption than
+independent ranks) and no interval of its samples covers a bias.
+docs/pages/statistics.md, "Noisy machines", gives the rules in full.
 
-* the values behind the variable: the per-round ratios of a check that runs
-  its two sides in alternating rounds (``RingOsuAccuracy``,
-  ``MdLammpsBenchmark``), the interval of a ratio of two sample lists
-  (``HybridVerdict``), or the single value of a run (a kernel run against its
-  baseline reference, where the interval is the value itself);
-* the median of those values with its distribution-free (order-statistic)
-  interval, or a seeded bootstrap below 6 values (``stats.median_interval``);
-* PASS when the interval lies inside the band, FAIL when it lies entirely
-  outside it, INCONCLUSIVE otherwise (``stats.decide``).
-
-Two states on top, for references (``./harness baseline``) judged night after
-night:
-
-* WARN, the soft zone (a warning before the hard limit, as ReFrame users ask
-  for in reframe-hpc/reframe#3623): a PASS whose interval lies entirely
-  beyond the soft limit, a fraction ``HARNESS_SOFT_ZONE`` (default 0.7) of
-  the band's tolerance from the reference.  A band sized for a false-alarm
-  rate of 1% (``hybridverdict-baseline``) puts 0.7 of its tolerance near the
-  5% line (z 1.64 against 2.33), so a quiet night warns rarely and a drift
-  shows before it fails.  It passes in ReFrame with a warning line.
-* DEFERRED: a sample of a variant (``%sample=N``) that is not the session's
-  last: its values wait for the last sample, which judges the interval of
-  the median of all of them (``harnesslib.noise.BandRule``).  One sample
-  alone is never failed against a reference made from many.
-
-One addition, for the machine rather than the samples: a FAIL on a run that
-``harnesscore.quiet`` flagged busy is INCONCLUSIVE ("FAIL withheld").  Other
-processes on the run's cores bias a ratio (the two sides do not suffer alike:
-threads that synchronise lose more to preemption than independent ranks), and
-no interval of its samples covers a bias, so such a run cannot show a
-regression.  It does not pass either: it is reported as inconclusive.
-
-This module is pure Python (the job scripts call ``more_rounds`` through
-``python -m harnesscore.rounds``); ``harnesslib.noise`` is the ReFrame side.
+Pure Python (the job scripts call ``more_rounds`` through ``python -m
+harnesscore.rounds``); ``harnesslib.noise`` is the ReFrame side.
 """
 
 from __future__ import annotations
@@ -209,7 +183,3 @@ def more_rounds(samples: dict[str, Sequence[float]],
                 decision.state == FAIL and decision.interval.confidence < CONFIDENCE - 1e-9):
             out.append(var)
     return out
-
-
-__all__ = ['STATE_FIELD', 'WARN', 'DEFERRED', 'DEFAULT_SOFT_ZONE', 'soft_zone', 'band_bounds',
-           'Judgement', 'judge_band', 'deferred', 'overall', 'more_rounds']

@@ -1,26 +1,16 @@
-"""Read the tables that the OSU Micro-Benchmarks (5.x, 6.x, 7.x) print.
+"""Read the tables that the OSU Micro-Benchmarks (5.x, 6.x, 7.x) print, and find
+OSU and the MPI library it links.
 
 Every OSU MPI benchmark prints a title line (``# OSU MPI Latency Test v5.9``),
 optional option lines (``# [ pairs: 1 ] [ window size: 64 ]``, 7.x's
 ``# Datatype: MPI_CHAR.``), one column header line (``# Size  Latency (us)``)
-and then one row per message size: the size in bytes followed by one or more
-numbers.  `parse_osu` turns such an output into an `OsuTable`; the harness's
-checks (checks/osu.py, checks/ring.py) use it.  Anything that is not a table
-line (launcher warnings, a second benchmark's output) is ignored, but a row
-that starts like a table row and does not parse is an error naming the line.
-
-What changed between the versions the harness reads (recorded outputs of
-5.9, 6.2 and 7.4 are in tests/data/osu/):
-
-* 7.x starts osu_latency's sweep at 1 byte even when asked for ``-m 0:...``
-  (5.x and 6.x print a 0-byte row): the checks start it at 1 byte for every
-  version, so a site's series go on unchanged across an OSU upgrade.
-* 7.x names osu_latency's column ``Avg Latency(us)`` (before: ``Latency (us)``)
-  and prints a ``# Datatype:`` line; 6.x prints osu_mbw_mr's title twice.
-* 7.x's ``-f`` adds Min/Max latency and Iterations columns to the
-  collectives (numbers, read like any column), and its ``-c`` a Validation
-  column of ``Pass``/``Fail`` words: read into `OsuTable.failed`, never into
-  the numbers.
+and one row per message size.  `parse_osu` turns it into an `OsuTable`;
+anything that is not a table line is ignored, but a row that starts like one
+and does not parse is an error naming the line.  What differs between the
+versions (recorded outputs of 5.9, 6.2 and 7.4 are in tests/data/osu/) is on
+docs/pages/checks.md, "OSU versions": 7.x's osu_latency starts at 1 byte, so
+every version's sweep does; its ``-c`` adds a ``Validation`` column of
+``Pass``/``Fail`` words, read into `OsuTable.failed`, never into the numbers.
 """
 
 from __future__ import annotations

@@ -1,66 +1,24 @@
 """The plan of a session: which layouts, sizes and samples run on a node, why
-the others do not, and how long it should take.
+the others do not, and how long it should take (docs/pages/plan.md says how
+to read it, with the rules and the cost model in full).
 
-From a node's topology (cores, sockets, NUMA domains, memory, nodes per run)
-the plan lists every kernel run the checks can generate (layout x size x
-sample), leaves out what cannot run there (``feasibility``) and then what
-does not fit the budget (``HARNESS_BUDGET``, per stack and partition), and
-estimates the time of each run and of the session with a simple cost model
-(``estimate``).  It is printed before anything runs (``./harness run``,
-``python -m harnesslib.plan``, and a summary at the top of ``reframe --list``
-or ``--dry-run``), and the checks follow it: a run the plan leaves out is
-skipped before it starts, with the plan's reason.
+From a node's topology the plan lists every kernel run the checks can
+generate (layout x size x sample), leaves out what cannot run there
+(``infeasible``: each rule is the kernel's own check, or the node's memory)
+and then what does not fit the budget (``HARNESS_BUDGET``, per stack and
+partition), and estimates each run with a simple cost model (``estimate``,
+constants below).  It is printed before anything runs, and the checks follow
+it: a run the plan leaves out is skipped before it starts, with its reason.
 
-Nothing here imports ReFrame (``Topology.from_partition`` reads a ReFrame
-partition object it is given; the command line, which loads the configuration,
-is ``harnesslib.plan``); the plan itself is a pure function of its inputs, so
-unit tests can plan declared 16-, 64- and 128-core nodes.  md's sizes follow
-the node (``node_sizes``): where the smallest size cannot run on the node's
-ranks, the smallest box that can joins the sizes.
-
-Feasibility (each rule is the kernel's own check, or the node's memory):
-
-* md: the box side is ``L (4/rho)^(1/3)`` (rho = 0.8442); the kernel exits 2
-  when the cutoff (2.5) exceeds half the box, or when a sub-box of the
-  ``MPI_Dims_create(ranks, 3)`` grid is narrower than cutoff + skin (2.8) in
-  some dimension (``src/md.c``).  L = 3 runs as 1x2 (1 rank) but not as 2x1
-  (2 ranks: sub-boxes 2.52 wide); L = 6 does not run on 16 ranks (4x2x2).
-* spmv: 27 nonzeros per row must fit a 32-bit index (the kernel's check), and
-  the run's memory (``SPMV_BYTES_PER_ROW`` per row, measured with
-  ``/usr/bin/time`` on the kernel) must fit ``MEM_FRACTION`` of the node.
-  A serial run (the hybrid decomposition on one thread, for e_mt) holds a
-  T-thread box in one process and computes it on one core: it runs only
-  where that process needs at most ``SERIAL_MEM_CAP`` (which also bounds its
-  time), so e_mt is measured at the sizes up to that cap for every layout.
-* stream: 3 arrays of 8-byte elements per core must fit the node's memory.
-
-Cost model (seconds; conservative constants for a current CPU node, see the
-docs/pages/plan.md, "Big nodes: the plan and the budget"):
-
-* every run: ``T_RUN`` (ReFrame's stage and job, the launcher's start) +
-  ``T_PER_RANK`` per rank launched;
-* spmv: one call moves ``SPMV_BYTES_PER_CALL`` bytes per row at the bandwidth
-  each active core gets (``BW_NODE_PER_CORE`` when the whole node streams, at
-  most ``BW_CORE_MAX``); the timed loop lasts max(min_time, floor calls);
-  warm-up and verification add ``SPMV_OVERHEAD_CALLS`` calls, the assembly
-  ``SPMV_SETUP_ROW`` per row on each thread; the
-  STREAM run before it (the roofline) is a second launch;
-* md: ``MD_ATOM_STEP`` seconds per atom and step on one core, plus
-  ``MD_STEP_COMM`` per step when several ranks exchange; max(min_time, 100
-  steps) and ``MD_OVERHEAD_STEPS`` steps of set-up;
-* ring: ``RING_RUN`` per launch, one launch per k across nodes
-  (``ring_ks``); stream: 12 passes of 24 bytes per element and
-  the first touch of its arrays (``FIRST_TOUCH``);
-* every verdict ``T_VERDICT``; every stack and partition one build,
-  ``T_BUILD``.
+Nothing here imports ReFrame (``Topology.from_partition`` reads a partition
+object it is given; the command line is ``harnesslib.plan``): the plan is a
+pure function of its inputs, so unit tests can plan declared 16-, 64- and
+128-core nodes.
 
 Selection, within the budget: first every kernel's pure-MPI layout at every
-feasible size (every verdict needs it), then the hybrid layouts by rank:
-one rank per socket (Chorley's Hybrid 2), one per NUMA domain, one per node
-(Hybrid 1), then the other divisors of the core count from the middle out.
-A hybrid layout at a size goes in with all its samples, its verdict and (spmv)
-its serial run, or not at all; what does not fit is left out, with the
-estimate that did not fit.
+feasible size (every verdict needs it), then the hybrid layouts by rank
+(``hybrid_layouts``).  A hybrid layout at a size goes in with all its samples,
+its verdict and (spmv) its serial run, or not at all.
 """
 
 from __future__ import annotations
@@ -319,11 +277,7 @@ def hybrid_layouts(topo: Topology) -> list[tuple[int, int]]:
                              (topo.numa, c // topo.numa), (1, c)) if lay[1] > 1]
     rest = [(c // t, t) for t in divisors(c) if t > 1]
     rest.sort(key=lambda lay: (abs(math.log(lay[1]) - 0.5 * math.log(c)), -lay[1]))
-    out: list[tuple[int, int]] = []
-    for lay in named + rest:
-        if lay not in out:
-            out.append(lay)
-    return out
+    return list(dict.fromkeys(named + rest))
 
 
 def layout_name(layout: Layout) -> str:
@@ -589,12 +543,9 @@ class Plan:
             return (f'left out by the plan: {kernel} size {size} is another node\'s '
                     f'(sizes of {self.topo.name}: '
                     f'{", ".join(map(str, self.sizes[kernel]))})')
-        for run in self.runs:
+        for run in (*self.runs, *self.left_out):
             if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
-                return ''
-        for run in self.left_out:
-            if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
-                return f'left out by the plan: {run.reason}'
+                return run.reason and f'left out by the plan: {run.reason}'
         why = infeasible(kernel, layout, size, self.topo)
         return f'infeasible: {why}' if why else ''
 
@@ -663,11 +614,11 @@ def cost_key(kernel: str, layout: Layout, size) -> str:
     return f'{kernel} {layout_name(layout)} {size}'
 
 
-def measured_costs(partition: str, path: str | None = None) -> dict[str, float]:
+def measured_costs(partition: str) -> dict[str, float]:
     """This partition's measured seconds per run by ``cost_key`` (none where the
     file is missing; an unreadable file is said on stderr and ignored)."""
     import json
-    path = path or costs_path()
+    path = costs_path()
     try:
         with open(path, encoding='utf-8') as fh:
             table = json.load(fh).get(partition, {})
@@ -788,17 +739,23 @@ def cores_per_node(partition) -> int:
                      f'run reframe --detect-host-topology or set "processor"')
 
 
-def first_round() -> int:
-    """The number of a session's first round (``HARNESS_FIRST_ROUND``, default 0)."""
-    text = os.environ.get('HARNESS_FIRST_ROUND', '0').strip()
-    if not text.isdigit() or int(text) > MAX_FIRST_ROUND:
-        raise ValueError(f'HARNESS_FIRST_ROUND must be an integer from 0 to {MAX_FIRST_ROUND}, '
-                         f'got {text!r}')
+#: Round numbers stay below this (the sequential rounds' cap is far lower).
+MAX_FIRST_ROUND = 1000
+#: Most samples per run: each is a test case of every layout and size (a
+#: larger count only makes ReFrame build an unusable test graph for minutes).
+MAX_SAMPLES = 100
+
+
+def _int_knob(name: str, default: str, low: int, high: int) -> int:
+    text = os.environ.get(name, default).strip()
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ValueError(f'{name} must be an integer from {low} to {high}, got {text!r}')
     return int(text)
 
 
-#: Round numbers stay below this (the sequential rounds' cap is far lower).
-MAX_FIRST_ROUND = 1000
+def first_round() -> int:
+    """The number of a session's first round (``HARNESS_FIRST_ROUND``, default 0)."""
+    return _int_knob('HARNESS_FIRST_ROUND', '0', 0, MAX_FIRST_ROUND)
 
 
 def samples_per_run() -> int:
@@ -808,13 +765,4 @@ def samples_per_run() -> int:
     ``--repeat``: the verdict checks depend on every sample of the runs they
     judge, and ``--repeat`` renumbers the variants those dependencies name.
     """
-    text = os.environ.get('HARNESS_REPEAT', '3').strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_SAMPLES:
-        raise ValueError(f'HARNESS_REPEAT must be an integer from 1 to {MAX_SAMPLES}, '
-                         f'got {text!r}')
-    return int(text)
-
-
-#: Most samples per run: each is a test case of every layout and size (a
-#: larger count only makes ReFrame build an unusable test graph for minutes).
-MAX_SAMPLES = 100
+    return _int_knob('HARNESS_REPEAT', '3', 1, MAX_SAMPLES)

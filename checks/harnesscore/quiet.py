@@ -1,46 +1,20 @@
 """How quiet the machine was during a performance run.
 
-Every performance run (``KernelCheck``, ``RingOsuAccuracy``,
-``MdLammpsBenchmark``) wraps its job in a prologue and an epilogue::
-
-    python -m harnesscore.quiet before quiet.json   # after the node lock is held
-    ... the run ...
-    python -m harnesscore.quiet after quiet.json
-
-Each writes a snapshot (JSON, ``quiet.json`` in the stage directory) of
-
-* the load average (``/proc/loadavg``, 1 minute);
-* the CPU time counters of ``/proc/stat`` (for the steal time between the two
-  snapshots, where the kernel reports it: the 8th value of the ``cpu`` line,
-  Linux >= 2.6.11; absent on some hypervisors and containers);
-* the other processes that ran on the job's cores: over a short interval
-  (``HARNESS_SNAPSHOT_S``, default 0.2 s) every process that is neither
-  the snapshot itself nor one of its ancestors (the job script, its
-  launcher, the ReFrame that runs it), whose last CPU (``/proc/<pid>/stat``
-  field 39) is one of the cores the job may use (its affinity), and which
-  either used ``BUSY_SHARE`` (50%) of a core over the interval, or was
-  runnable (state R) at both its start and its end, or at one of them and
-  used CPU time in between (on an oversubscribed machine a busy loop gets
-  only a few percent of a core).  Processes waiting on the node lock sleep and are
-  not counted.
-
-The check then reads the file (``read_quiet``) into its perflog fields
+Every performance run wraps its job in ``python -m harnesscore.quiet before
+quiet.json`` (after the node lock) and ``... after quiet.json``.  Each writes
+a snapshot (``snapshot``: the load average, ``/proc/stat``'s CPU times for
+the steal, the other processes busy on the job's cores, ``busy_processes``),
+and the check reads the file (``read_quiet``) into its perflog fields
 ``load_before``, ``load_after``, ``steal_pct``, ``busy_procs``, ``busy`` and
 ``busy_detail`` (``harnesscore.schema``).
 
-The rule for ``busy``: ``'true'`` when at least one other process counted
-(as above) on the job's cores in either snapshot, or the steal time between
-the snapshots was ``STEAL_BUSY_PCT`` (5%) or more of the CPU time;
-``'unknown'`` when the snapshots are missing (the job died before its
-epilogue, or ``HARNESS_SNAPSHOTS=0``); ``'false'`` otherwise.  The load average is
-recorded but not part of the rule: its 1-minute mean lags and still counts
-the ranks of the run before this one.
-
-A busy run is kept out of references (``hybridverdict-baseline``) and cannot
-fail a fixed-band assertion (``harnesscore.bands``): on a busy machine a ratio
-is biased, not only noisy, and its interval cannot show a regression.
-
-Nothing here imports ReFrame except ``QuietMachine``, the check side.
+``busy`` is ``'true'`` when another process counted on the job's cores in
+either snapshot or the steal time reached ``STEAL_BUSY_PCT``, ``'unknown'``
+without both snapshots (the job died, or ``HARNESS_SNAPSHOTS=0``), else
+``'false'``.  The load average is recorded but not judged: its 1-minute mean
+lags and still counts the ranks of the run before.  A busy run is kept out of
+references and cannot fail a fixed band (``harnesscore.bands``).
+docs/pages/statistics.md, "How quiet was the machine", says more.
 """
 
 from __future__ import annotations
@@ -63,19 +37,19 @@ QUIET_FILE = 'quiet.json'
 _CLK_TCK = os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100
 
 
-def read_loadavg(path: str = '/proc/loadavg') -> float | None:
+def read_loadavg() -> float | None:
     try:
-        with open(path) as fp:
+        with open('/proc/loadavg') as fp:
             return float(fp.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
 
-def read_cpu_times(path: str = '/proc/stat') -> list[int] | None:
+def read_cpu_times() -> list[int] | None:
     """The aggregate ``cpu`` line of /proc/stat (user nice system idle iowait
     irq softirq steal ...), in clock ticks; None where unreadable."""
     try:
-        with open(path) as fp:
+        with open('/proc/stat') as fp:
             for line in fp:
                 if line.startswith('cpu '):
                     return [int(x) for x in line.split()[1:]]
@@ -116,10 +90,6 @@ def _proc_stat(pid: int) -> tuple[str, str, int, int, int] | None:
         return None
 
 
-def _pids() -> list[int]:
-    return [int(d) for d in os.listdir('/proc') if d.isdigit()]
-
-
 def ancestors(pid: int) -> set[int]:
     """pid and every ancestor of it."""
     out = set()
@@ -135,7 +105,8 @@ def ancestors(pid: int) -> set[int]:
 def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[dict]:
     """Other processes that used at least BUSY_SHARE of a core on `cores` over
     `interval` seconds (state R at the start or the end, or CPU time grown)."""
-    first = {pid: st for pid in _pids() if pid not in exclude
+    pids = [int(d) for d in os.listdir('/proc') if d.isdigit()]
+    first = {pid: st for pid in pids if pid not in exclude
              and (st := _proc_stat(pid)) is not None}
     start = time.monotonic()
     time.sleep(interval)
@@ -230,17 +201,15 @@ def read_quiet(path: str) -> dict[str, object]:
     return summarise(data)
 
 
-def prologue(path: str, python: str | None = None) -> str:
+def prologue(path: str) -> str:
     """The job-script line that records the 'before' snapshot."""
-    py = python or sys.executable
-    return f'{shlex.quote(py)} -m harnesscore.quiet before {shlex.quote(path)} || true'
+    return f'{shlex.quote(sys.executable)} -m harnesscore.quiet before {shlex.quote(path)} || true'
 
 
-def epilogue(path: str, python: str | None = None) -> str:
+def epilogue(path: str) -> str:
     """The job-script line that records the 'after' snapshot; it keeps the
     exit status of the command before it."""
-    py = python or sys.executable
-    return (f'_harness_rc=$?; {shlex.quote(py)} -m harnesscore.quiet after '
+    return (f'_harness_rc=$?; {shlex.quote(sys.executable)} -m harnesscore.quiet after '
             f'{shlex.quote(path)} || true; (exit $_harness_rc)')
 
 

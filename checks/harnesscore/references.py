@@ -1,22 +1,13 @@
 """Per-system performance references: where they live and how runs are keyed.
 
 The references of a system are one ReFrame ``$ref`` YAML file,
-``<reference prefix>/<system>.yaml`` (the prefix is ReFrame's
-``general/reference_prefix``, ``config/references`` in the harness's
-configuration, overridable with ``RFM_REFERENCE_PREFIX``).  Each test class
-has an entry indexed by partition, environment (MPI stack) and *variant*::
-
-    SpmvCheck:
-      $index: [$partition, $environ, ref_variant]
-      local:shm:
-        openmpi:
-          layout=masteronly_1x2 problem=64:
-            fom: [8123.4, -0.12, null, Mflop/s]
-
-The variant is the test's parameters as ReFrame names them, without the
-sample number (the repeated samples of one run share one reference).  The
-checks and the baseline command both key runs with :func:`split_name`, so a
-reference written from a perflog line is found again by the same test.
+``<reference prefix>/<system>.yaml`` (``config/references`` unless
+``RFM_REFERENCE_PREFIX`` says otherwise), each test class's entry indexed by
+partition, environment (MPI stack) and *variant* (``INDEX``): the test's
+parameters without the sample number, so the samples of one run share one
+reference.  The checks and the baseline command both key runs with
+:func:`split_name`, so a reference written from a perflog line is found again
+by the same test (docs/pages/nightly.md, "References", shows a file).
 """
 
 from __future__ import annotations
@@ -150,8 +141,3 @@ def validate_references_file(path: str) -> None:
     except (OSError, UnicodeDecodeError) as err:
         raise ReferencesError(f'{path}: cannot be read: {err}') from None
     validate_references(data, path)
-
-
-__all__ = ['INDEX', 'LOWER_IS_BETTER_UNITS', 'ReferencesError', 'SAMPLE_PARAMETERS',
-           'lower_is_better', 'references_file', 'split_name', 'validate_references',
-           'validate_references_file']

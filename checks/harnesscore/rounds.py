@@ -3,17 +3,9 @@
 ``RingOsuAccuracy`` (ring against osu_latency/osu_bw) and
 ``MdLammpsBenchmark`` (md against LAMMPS, hybrid against MPI) run both sides
 of every comparison in each round, so each round gives one ratio per compared
-variable, and the one rule (``harnesscore.bands``) decides from the median of
-those ratios and its interval.
-
-More rounds where the spread is wide: the job script runs at least ``rounds``
-rounds, then after each one asks ``python -m harnesscore.rounds`` whether some
-band is still undecided (its interval crosses an edge) and goes on while one
-is, up to ``max_rounds`` and while the projected end of the next round stays
-within ``round_budget_s`` seconds (both check variables): ``round_loop``
-writes that loop for both checks.
-
-Pure Python: no ReFrame import (the job script imports it).
+variable, and the one rule (``harnesscore.bands``) decides from them.  Their
+job scripts' loop (``round_loop``) asks ``python -m harnesscore.rounds``
+after each round whether a band is still undecided.  No ReFrame import.
 """
 
 from __future__ import annotations

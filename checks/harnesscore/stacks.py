@@ -13,14 +13,8 @@ A prefix means ``<prefix>/bin/mpicc`` and the first of the stack's
 *family* (how its launcher binds ranks: ``family`` in a cluster's stack
 defaults to the name) and its Spack package.
 
-Who reads the table: ``config/settings.py`` (the ``local`` system: how each
-stack is found, what its launcher's ``--version`` must say, the transport
-variables of each partition), ``config/slurm_systems.py`` (srun's PMI, the
-test cluster's stacks and link variables), ``config/cluster_template.py``,
-``config/spack/spack_site`` (Spack's externals: prefixes and versions),
-``harnesslib.launch`` (binding variables, the library a run must report),
-``harnesscore.osu_output`` (the wrapper's link line), ``reports/tools/bench.py``
-and ``tests/conftest.py``.  Adding a stack is one ``Stack`` in ``STACKS``
+The configuration, the Slurm systems, the Spack site, the launch and the
+OSU checks read the table.  Adding a stack is one ``Stack`` in ``STACKS``
 (and its module file, ``config/modules/files/<name>.lua``, for the test
 cluster); ``tests/test_stacks.py`` checks the entry, that no other source
 names a stack, and that every reader makes one environment per entry.
@@ -262,8 +256,6 @@ STACKS: tuple[Stack, ...] = (
 
 #: The stacks by name (a family is a stack's name).
 STACK: Mapping[str, Stack] = types.MappingProxyType({s.name: s for s in STACKS})
-#: Their names, in the registry's order.
-NAMES: tuple[str, ...] = tuple(STACK)
 
 
 def default_stacks(environ: Mapping[str, str]) -> list[str]:

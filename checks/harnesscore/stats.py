@@ -33,37 +33,28 @@ The rule
    * **Two unpaired lists** (``ratio_interval``): the ratio of the medians,
      from each side's order statistics or a seeded bootstrap.
 
-2. A decision against a band [low, high] (either end may be open):
-   ``PASS`` when the interval lies inside the band, ``FAIL`` when it lies
-   entirely outside it (above or below), ``INCONCLUSIVE`` otherwise; the spread
-   (the interval's relative half-width) is reported with it.
+2. A decision against a band [low, high] (either end may be open): ``PASS``
+   inside, ``FAIL`` entirely outside (above or below), ``INCONCLUSIVE``
+   across an edge; the spread (the interval's relative half-width) with it.
 
 3. Confidence.  Decisions use ``DECISION_CONFIDENCE`` (97.5%), not 95%: the
-   sequential rounds (``SEQUENTIAL_LOOKS``: judge after the planned rounds,
-   then after every ``SEQUENTIAL_STEP`` more rounds of the pairs still
-   INCONCLUSIVE, up to a cap) look at a pair several times, and each look is a
-   chance of a wrong call.  At 97.5% per look the simulation of
-   ``reports/tools/calibrate.py`` keeps the wrong calls (a WIN, LOSS or TIE the
-   true speedup contradicts) at or below 5% over all looks up to 15 rounds,
-   for every noise level and true speedup it tries; at 95% per look they
-   reach 7-8% at the band's edges.  A wrong call needs the interval to miss
-   the truth on one side, so one look errs with at most 1.25%.
+   sequential rounds (``looks``) judge a pair several times, and each look is
+   a chance of a wrong call (one look errs with at most 1.25%: the interval
+   must miss the truth on one side).  The simulation of
+   ``reports/tools/calibrate.py`` keeps the wrong calls at or below 5% over
+   all looks up to 15 rounds; at 95% per look they reach 7-8% at the band's
+   edges.
 
 4. Drift.  Samples of the two sides taken back to back cannot see the drift
    of the machine between them (issue 15: verdicts flipped between identical
    sessions).  ``compare`` pairs the rounds when the completion times show
-   them (``interleaved``: each round's two runs over before the next round
-   begins) and otherwise takes the two lists unpaired, widened by the floor
-   (``DEFAULT_FLOOR``, 5%: the drift a shared machine shows between
-   sessions) on each side; ``Comparison.noise`` is the resulting relative
-   half-width and ``Comparison.basis`` says which case it is.
+   them (``interleaved``), else takes the two lists unpaired, widened on each
+   side by the floor (``DEFAULT_FLOOR``, 5%: the drift a shared machine shows
+   between sessions); ``Comparison.basis`` says which.
 
-5. History.  A call (e.g. WIN, LOSS, TIE) is ``confirmed`` when the last
-   ``CONFIRM_SESSIONS`` (3) sessions all made it; an INCONCLUSIVE session
-   confirms nothing.  Sessions are told apart by a gap of more than
-   ``SESSION_GAP`` (1 hour) between consecutive completion times
-   (``session_starts``): a nightly's records come minutes apart, nights apart
-   from the next.
+5. History.  A call is ``confirmed`` when the last ``CONFIRM_SESSIONS`` (3)
+   sessions all made it (an INCONCLUSIVE one confirms nothing); sessions are
+   told apart by a gap of more than ``SESSION_GAP`` (1 hour, ``session_starts``).
 
 For a hybrid-against-MPI verdict the band is [1 / (1 + floor), 1 + floor]
 around a speedup of 1: inside it the two are equal (TIE), above it hybrid wins,
@@ -172,23 +163,13 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] |
     at least `confidence`, k as large as possible; None when even (1, n) falls short
     (at 95%: n < 6, since (1, 5) covers 1 - 2/32 = 93.75%)."""
     _check_confidence(confidence)
-    if n < 1:
-        return None
-    best = None
-    if n <= EXACT_BINOMIAL_N:
-        for k in range(1, (n + 1) // 2 + 1):
-            if coverage(n, k) >= confidence - 1e-12:
-                best = k
-            else:
-                break
-    else:
-        cdf = 0.0                       # P(B <= k - 1), grown term by term
-        for k, pmf in enumerate(_binomial_pmfs(n)[:(n + 1) // 2], start=1):
-            cdf += pmf
-            if 1.0 - 2.0 * cdf >= confidence - 1e-12:
-                best = k
-            else:
-                break
+    best, cdf = None, 0.0               # cdf: P(B <= k - 1), grown term by term
+    for k, pmf in enumerate(_binomial_pmfs(max(n, 0))[:(n + 1) // 2], start=1):
+        cdf += pmf
+        if 1.0 - 2.0 * cdf >= confidence - 1e-12:
+            best = k
+        else:
+            break
     return None if best is None else (best, n + 1 - best)
 
 
@@ -556,17 +537,6 @@ def confirmed(calls: Sequence[str], sessions: int = CONFIRM_SESSIONS) -> bool:
     last = list(calls)[-sessions:]
     return (len(last) == sessions and last[0] != INCONCLUSIVE
             and all(c == last[0] for c in last))
-
-
-__all__ = ['CONFIDENCE', 'DEFAULT_FLOOR', 'BOOTSTRAP_RESAMPLES', 'BOOTSTRAP_SEED',
-           'CONFIRM_SESSIONS', 'SESSION_GAP', 'PASS', 'FAIL', 'INCONCLUSIVE', 'StatsError',
-           'Interval', 'Decision', 'Comparison', 'median', 'binomial_cdf', 'coverage',
-           'median_ci_ranks', 'bootstrap_interval', 'median_interval', 'paired_ratios',
-           'ratio_interval', 'decide', 'judge_ratios', 'interleaved', 'compare',
-           'DECISION_CONFIDENCE', 'DEFAULT_MAX_ROUNDS', 'SEQUENTIAL_STEP', 't_quantile',
-           'paired_interval', 'PAIRED_METHOD', 'PAIRED', 'BACK_TO_BACK', 'band', 'looks',
-           'stop_reason', 'DECIDED', 'CAP', 'BUDGET',
-           'session_starts', 'session_of', 'confirmed']
 
 
 # ---- the verdict of hybrid against pure MPI -----------------------------------------

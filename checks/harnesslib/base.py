@@ -44,7 +44,7 @@ from .launch import (
     shell_words,
 )
 from .noise import BandRule, QuietMachine
-from .placement import cores_per_node
+from .placement import cores_per_node, pt2pt_placement
 
 
 class SystemReferences(rfm.RegressionTestPlugin):
@@ -218,6 +218,17 @@ PROVENANCE_FILE = 'provenance.txt'
 LAUNCHER_WORDS = ('mpirun', 'mpiexec', 'srun', 'aprun', 'ibrun', 'jsrun')
 #: The most characters ``mpi_env`` keeps.
 MPI_ENV_LIMIT = 1000
+
+
+def finalize_hang_only(status: int, finalize_hung: bool, verified: bool) -> bool:
+    """Whether a kernel run's non-zero exit status comes only from the MPI stack's
+    teardown: every RESULT printed and verified, then a rank's MPI_Finalize hung
+    and its watchdog ended it (``src/common``: MPICH 4.0's ch4:ucx disconnect
+    over TCP), after which the process manager failed the barrier its peer
+    waited in (Hydra exits 255).  The run passes, recorded as
+    ``finalize_hung=true`` (docs/pages/checks.md); without the watchdog's
+    warning, or with a result unverified, the status fails it."""
+    return status != 0 and finalize_hung and verified
 
 
 @functools.lru_cache(maxsize=1)
@@ -406,6 +417,25 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
     def cores_per_rank(self, threads: int) -> int:
         return 1 if self.binding == 'one-core' else threads
 
+    def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
+        """(ranks per node, nodes used, reason to skip or '') of a run of
+        one-thread ranks (``place_ranks``): 2 ranks, one per node on a
+        partition of several nodes, else both on one node."""
+        return pt2pt_placement(self.current_partition, cores, nodes)
+
+    def place_ranks(self) -> None:
+        """Cores, ranks (per node), nodes and the task counts of a run of
+        one-thread ranks as ``placement`` gives them, or the run skipped,
+        saying why."""
+        part = self.current_partition
+        self.cores = cores_per_node(part)
+        ranks, nodes, why = self.placement(self.cores, int(part.extras.get('nodes', 1)))
+        self.skip_if(bool(why), why)
+        self.ranks, self.nodes = ranks, nodes
+        self.num_tasks_per_node = ranks
+        self.num_tasks = ranks * nodes
+        self.num_cpus_per_task = 1
+
     def declared_oversubscription(self) -> bool:
         """True where the configuration says the runs share cores on purpose:
         a local partition that declares more cores than this machine has
@@ -473,15 +503,10 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
                 f'{self.current_environ.name}, but this run sets {"; ".join(wrong)}')
         self.mpi_env = mpi_env_text(effective)
 
-    def launch(self, num_tasks: int, threads: int | None = None) -> str:
+    def launch(self, num_tasks: int) -> str:
         """The partition's launcher as a command line for `num_tasks` ranks,
-        for the scripts a check writes itself; `threads` per rank where it is
-        not the job's own (bound by variables for that line only)."""
-        if threads is None or threads == self.threads:
-            return launch_line(self.job.launcher, num_tasks, self.cores_per_rank(self.threads))
-        cores = self.cores_per_rank(threads)
-        return launch_line(self.job.launcher, num_tasks, cores,
-                           binding_env(self.family(), threads, self.binding))
+        for the scripts a check writes itself."""
+        return launch_line(self.job.launcher, num_tasks, self.cores_per_rank(self.threads))
 
     def exit_status(self):
         """The run's exit status: the scheduler's, or the job script's record
@@ -619,12 +644,14 @@ class KernelCheck(RunBase):
                 f'{self.kernel}: the job ended before its launcher returned (scheduler '
                 f'state {self.job.state}): killed at its time limit of {self.time_limit} s '
                 f'or cancelled')
-        sn.evaluate(sn.assert_eq(status, 0,
-                                 msg=f'{self.kernel} exited with status {{0}}'))
-        sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
-        res = self.headline()
         self.finalize_hung = str(bool(sn.evaluate(sn.findall(
             r'MPI_Finalize did not return', self.stderr)))).lower()
+        if not finalize_hang_only(status, self.finalize_hung == 'true',
+                                  bool(results) and self.verified == 'true'):
+            sn.evaluate(sn.assert_eq(status, 0,
+                                     msg=f'{self.kernel} exited with status {{0}}'))
+        sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
+        res = self.headline()
         clashes = self._shared_cores(res)
         declared = self.declared_oversubscription()
         over = self.flag_oversubscription(clashes)
@@ -643,12 +670,14 @@ class KernelCheck(RunBase):
     @run_after('setup')
     def set_perf_variables(self):
         # Declared before the run (PerfSchema), read from its output lazily.
-        self.perf_variables = {
-            'fom': sn.make_performance_function(lambda: float(self.headline()['fom']), ''),
-        }
-        # Per call (``calls``): the counts differ between runs where the
-        # kernel's --min-time sets them.
-        for var in ('t_total', 't_comp', 't_comm'):
+        self.perf_variables = {'fom': sn.make_performance_function(
+            lambda: float(self.headline()['fom']), '')}
+        self.add_per_call_variables('t_total', 't_comp', 't_comm')
+
+    def add_per_call_variables(self, *names: str) -> None:
+        """The RESULT line's ``<name>_s`` per call (``calls``): the counts
+        differ between runs where the kernel's --min-time sets them."""
+        for var in names:
             self.perf_variables[var] = sn.make_performance_function(
                 lambda key=f'{var}_s': self.per_call(key), 's')
 
@@ -669,6 +698,3 @@ class KernelCheck(RunBase):
             return   # --dry-run: job scripts only, no output to read
         self.perf_variables['fom'] = sn.make_performance_function(
             lambda: float(self.headline()['fom']), str(self.headline().get('fom_unit', '')))
-
-
-# ---- OSU Micro-Benchmarks -------------------------------------------------------

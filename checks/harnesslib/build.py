@@ -250,35 +250,33 @@ def compiler_probe(cc: str, path: str) -> str:
             f'> {shlex.quote(path)} 2>&1 || true')
 
 
+_CLANG_VERSION = ('__clang_major__', '__clang_minor__', '__clang_patchlevel__')
+#: The macros that name a compiler (all of them defined), its Spack name and
+#: the macros of its version, the most specific first (clang and most others
+#: define __GNUC__ as well).
+COMPILER_MACROS = (
+    (('__NVCOMPILER',), 'nvhpc',
+     ('__NVCOMPILER_MAJOR__', '__NVCOMPILER_MINOR__', '__NVCOMPILER_PATCHLEVEL__')),
+    (('_CRAYC',), 'cce', ('_RELEASE_MAJOR', '_RELEASE_MINOR')),
+    (('__INTEL_LLVM_COMPILER',), 'oneapi', ('__INTEL_LLVM_COMPILER',)),
+    (('__INTEL_COMPILER',), 'intel', ('__INTEL_COMPILER',)),
+    (('__clang__', '__apple_build_version__'), 'apple-clang', _CLANG_VERSION),
+    (('__clang__',), 'clang', _CLANG_VERSION),
+    (('__GNUC__',), 'gcc', ('__GNUC__', '__GNUC_MINOR__', '__GNUC_PATCHLEVEL__')),
+)
+
+
 def compiler_from_probe(text: str) -> str:
     """'gcc 12.2.0' from a compiler's predefined macros (``-E -dM``), else the
     first line of its ``--version``; '' if neither says."""
     macros, _, version = text.partition(PROBE_SEPARATOR)
     defs = dict(re.findall(r'^#define (\w+) (.*)$', macros, re.M))
-
-    def dotted(*names: str) -> str:
-        return '.'.join(defs[n].strip() for n in names if n in defs)
-
-    if '__NVCOMPILER' in defs:
-        found = 'nvhpc ' + dotted('__NVCOMPILER_MAJOR__', '__NVCOMPILER_MINOR__',
-                                  '__NVCOMPILER_PATCHLEVEL__')
-    elif '_CRAYC' in defs:
-        found = 'cce ' + dotted('_RELEASE_MAJOR', '_RELEASE_MINOR')
-    elif '__INTEL_LLVM_COMPILER' in defs:
-        found = 'oneapi ' + defs['__INTEL_LLVM_COMPILER'].strip()
-    elif '__INTEL_COMPILER' in defs:
-        found = 'intel ' + defs['__INTEL_COMPILER'].strip()
-    elif '__clang__' in defs:
-        name = 'apple-clang' if '__apple_build_version__' in defs else 'clang'
-        found = name + ' ' + dotted('__clang_major__', '__clang_minor__',
-                                    '__clang_patchlevel__')
-    elif '__GNUC__' in defs:
-        found = 'gcc ' + dotted('__GNUC__', '__GNUC_MINOR__', '__GNUC_PATCHLEVEL__')
-    else:
-        found = next((ln.strip() for ln in version.splitlines() if ln.strip()), '')
-        if 'not found' in found or 'No such file' in found:
-            found = ''     # no such compiler in the job's environment
-    return found.strip()
+    for names, compiler, parts in COMPILER_MACROS:
+        if all(n in defs for n in names):
+            return f'{compiler} {".".join(defs[n].strip() for n in parts if n in defs)}'.strip()
+    found = next((ln.strip() for ln in version.splitlines() if ln.strip()), '')
+    # Nothing where the job's environment has no such compiler.
+    return '' if 'not found' in found or 'No such file' in found else found
 
 
 # ---- Spack ------------------------------------------------------------------------

@@ -1,25 +1,12 @@
 """Launching, the ReFrame way: the partition names ReFrame's own launcher
 (``mpirun`` here, ``srun`` on a Slurm system) and each environment makes that
-name resolve to its own stack, so that every check, the harness's own and a
-centre's, launches the same way.
-
-* ``stack_bindir``: a folder of links named ``mpirun``, ``mpiexec``,
-  ``mpicc``... to one stack's own (suffixed) tools; the environment puts it
-  first on ``PATH`` (Debian's plain ``mpirun`` is whichever stack
-  ``update-alternatives`` chose, never to be relied on).  Where stacks are
-  modules (a cluster's Lmod), the module does the same.
-* ``binding_env``: the binding as the stack's launcher reads it from the
-  environment (Open MPI's MCA variables, hydra's ``HYDRA_*``, Slurm's
-  ``SLURM_CPU_BIND``): every rank on cores of its own.  The environment sets
-  one core per rank; a hybrid run widens it to its threads.
-* ``launch_line``: the partition's launcher as a command line, for the job
-  scripts that a check writes itself.
-* ``hold_node_lock``: one build or run at a time on a local machine.
-* ``mpi_vars``, ``clean_mpi_env``: the MPI tuning variables of an environment
-  (``MPI_VAR_PREFIXES``), and the rule for those a user's shell exports
-  (``HARNESS_MPI_ENV``: ``clean``, the default, takes them out of the
-  session; ``keep`` passes them on); either way every run records the ones in
-  effect (``RunBase.check_mpi_env``: the perflog's ``mpi_env``).
+name resolve to its own stack (``stack_bindir``: links to the stack's own
+tools, first on ``PATH``; Debian's plain ``mpirun`` is whichever stack
+``update-alternatives`` chose), so that every check, the harness's own and a
+centre's, launches the same way.  The binding is set in the variables the
+stack's launcher reads (``binding_env``); ``hold_node_lock`` runs one build or
+run at a time on a local machine; ``HARNESS_MPI_ENV`` says what becomes of the
+MPI tuning variables a user's shell exports (``clean_mpi_env``).
 """
 
 from __future__ import annotations
@@ -246,6 +233,3 @@ def hold_node_lock(partition) -> list[str]:
         return []
     lock = os.path.join(rt.runtime().system.prefix, 'node.lock')
     return [f'exec 9>>{shlex.quote(lock)}', 'flock 9']
-
-
-# ---- samples and references ------------------------------------------------------

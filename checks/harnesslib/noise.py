@@ -3,31 +3,16 @@ records how quiet the machine was, see ``harnesscore.quiet``) and ``BandRule``
 (every fixed-band reference is decided by the one rule, see
 ``harnesscore.bands``).
 
-How the three states map onto ReFrame (docs/pages/statistics.md, "Noisy machines"):
-
-* PASS: the test passes; perflog ``judgement=pass``.
-* FAIL: the test fails in its performance stage with ReFrame's own "failed to
-  meet reference" message (the median lies outside the band whenever the
-  interval does), preceded by a warning that gives the rule's interval;
-  perflog ``judgement=fail``.
-* WARN (a PASS in the soft zone, see ``harnesscore.bands``): the test passes
-  with a warning line; perflog ``judgement=warn``.
-* DEFERRED: a sample (``%sample=N``) that is not the session's last of its
-  variant: the test passes (its reference is logged without thresholds
-  where its value lies outside the band), perflog ``judgement=deferred``; the
-  variant's last sample judges the median of all the session's samples and
-  fails, passes or is inconclusive for all of them (``-S
-  judge_samples_together=false``: every sample alone, as before).  The
-  sequential rounds of the verdicts (``HARNESS_FIRST_ROUND`` > 0) only defer:
-  the planned rounds judged the variant against its reference.
-* INCONCLUSIVE: the test passes in ReFrame (its run was valid: sanity passed,
-  and the data neither pass nor fail the band), with a warning
-  ``INCONCLUSIVE ...`` in ReFrame's output and perflog
-  ``judgement=inconclusive``; where the median lies outside the band, this
-  run's reference for that variable is logged without thresholds (the band is
-  in ``judgement_detail``).  ``./harness nightly`` then exits with status 3
-  (config/nightly.py), so a nightly with inconclusive checks never passes
-  silently, and a retry (``--max-retries``) never turns noise into a pass.
+How the states map onto ReFrame (docs/pages/statistics.md, "Noisy machines",
+says why): PASS passes, WARN passes with a warning line; FAIL fails the
+performance stage with ReFrame's own "failed to meet reference" message,
+after a warning that gives the rule's interval; INCONCLUSIVE passes with a
+warning, its reference logged without thresholds where the median lies
+outside the band (``./harness nightly`` then exits 3); DEFERRED, a sample
+(``%sample=N``) that is not the session's last of its variant, passes, and
+the last sample judges the median of all of them (``-S
+judge_samples_together=false``: every sample alone).  The perflog field
+``judgement`` says which.
 """
 
 from __future__ import annotations

@@ -176,10 +176,7 @@ def interleave_samples(cls):
     The sample parameter stays last in the display name
     (``-n 'SpmvCheck%layout=mpi_2x1'`` still selects), and this reorders the
     registration (``compat.registered_variants``).  ``--exec-order``
-    overrides it.  ReFrame keeps the cases of one variant (its partitions and
-    environments) together: with several stacks or partitions in one
-    session a pair's runs are one case of each apart; the sequential rounds
-    run one partition and stack at a time.
+    overrides it (docs/pages/plan.md, "Pairs side by side").
     """
     entries = registered_variants(cls)
     if not entries:

@@ -2,10 +2,10 @@
 
 Every file is written to a hidden temporary file in the same folder, flushed
 and ``fsync``'d, then put in place in one step: a hard link where it must be
-new (:func:`new_file`, :func:`write_new`: ``FileExistsError`` if the name
-exists, even if it appeared meanwhile; on a file system without hard links a
-rename after checking the name is free), ``os.replace`` where a file is
-replaced on purpose (:func:`replaced_file`, :func:`write_replacing`).  The
+new (:func:`write_new`: ``FileExistsError`` if the name exists, even if it
+appeared meanwhile; on a file system without hard links a rename after
+checking the name is free), ``os.replace`` where a file is replaced on
+purpose (:func:`write_replacing`).  The
 folder is fsync'd after.  On any error (a full disk, an interrupt) the
 temporary file is removed and the destination is as it was: absent, or its
 previous content.
@@ -17,7 +17,7 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, Union
 
 #: The prefix of temporary files (hidden, so no reader takes them for outputs).
@@ -32,7 +32,9 @@ _NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENO
 
 
 @contextlib.contextmanager
-def _staged(path: str) -> Iterator[tuple[BinaryIO, str]]:
+def _staged(path: str, data: Content) -> Iterator[str]:
+    """A temporary file beside `path` that holds `data`, flushed and fsync'd, to be
+    put in place; removed on any error."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f'{TMP_PREFIX}{os.path.basename(path)}.',
                                suffix='.tmp')
@@ -43,16 +45,17 @@ def _staged(path: str) -> Iterator[tuple[BinaryIO, str]]:
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, 'w+b') as fp:
-            yield fp, tmp
+            if callable(data):
+                data(fp)
+            else:
+                fp.write(data.encode('utf-8') if isinstance(data, str) else data)
+            fp.flush()
+            os.fsync(fp.fileno())
+            yield tmp
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _sync(fp: BinaryIO) -> None:
-    fp.flush()
-    os.fsync(fp.fileno())
 
 
 def _sync_dir(path: str) -> None:
@@ -78,58 +81,37 @@ def _link_new(tmp: str, path: str) -> None:
         os.replace(tmp, path)
 
 
-@contextlib.contextmanager
-def new_file(path: str) -> Iterator[BinaryIO]:
-    """A binary file to write `path` through; it appears, whole, when the
-    block ends without error.  FileExistsError if `path` exists."""
+def write_new(path: str, data: Content) -> str:
+    """`data` (text is written as UTF-8) as the new file `path`, which appears whole
+    (FileExistsError if it exists); `path`."""
     if os.path.lexists(path):
         raise FileExistsError(errno.EEXIST, 'will not overwrite', path)
-    with _staged(path) as (fp, tmp):
-        yield fp
-        _sync(fp)
+    with _staged(path, data) as tmp:
         try:
             _link_new(tmp, path)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
     _sync_dir(path)
+    return path
 
 
-@contextlib.contextmanager
-def replaced_file(path: str) -> Iterator[BinaryIO]:
-    """A binary file to write `path` through; it replaces `path`, whole, when
-    the block ends without error (the old content stays otherwise)."""
-    with _staged(path) as (fp, tmp):
-        yield fp
-        _sync(fp)
+def write_replacing(path: str, data: Content) -> None:
+    """`data` as `path`, replacing it whole or not at all (the old content stays)."""
+    with _staged(path, data) as tmp:
         os.replace(tmp, path)
     _sync_dir(path)
 
 
-def _fill(fp: BinaryIO, data: Content) -> None:
-    if callable(data):
-        data(fp)
-    else:
-        fp.write(data.encode('utf-8') if isinstance(data, str) else data)
+def unique_stem(directory: str, stem: str, suffixes: Iterable[str]) -> str:
+    """`directory`/`stem`[-n], the first such that no file stem + suffix exists yet."""
+    suffixes = tuple(suffixes)
+    n = 0
+    while True:
+        base = os.path.join(directory, stem if n == 0 else f'{stem}-{n}')
+        if not any(os.path.exists(base + s) for s in suffixes):
+            return base
+        n += 1
 
 
-def write_new(path: str, data: Content) -> str:
-    """`data` as the new file `path` (FileExistsError if it exists); `path`."""
-    with new_file(path) as fp:
-        _fill(fp, data)
-    return path
-
-
-def write_text(path: str, text: str) -> str:
-    """A new UTF-8 text file (see ``write_new``)."""
-    return write_new(path, text)
-
-
-def write_replacing(path: str, data: Content) -> None:
-    """`data` as `path`, replacing it whole or not at all."""
-    with replaced_file(path) as fp:
-        _fill(fp, data)
-
-
-__all__ = ['Content', 'new_file', 'replaced_file', 'write_new', 'write_replacing',
-           'write_text']
+__all__ = ['Content', 'unique_stem', 'write_new', 'write_replacing']

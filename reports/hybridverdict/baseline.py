@@ -4,36 +4,19 @@
                            [--system NAME ...] [--prefix DIR] [--floor F]
                            [--false-alarm A] [--night-samples N] [--dry-run] [--force]
 
-It reads the perflogs of one or several sessions and, per system, builds the
-ReFrame ``$ref`` references file ``<prefix>/<system>.yaml``
-(see :mod:`harnesscore.references`):
-
-* each reference is the median of the runs of one test variant (all its
-  samples and sessions) on one partition and stack;
-* each tolerance is sized for a false-alarm rate (``--false-alarm``, default
-  1 check in 100 on a night where nothing changed): from the spread of the
-  runs within their sessions and of the sessions' levels between them, for
-  the median of a night's ``--night-samples`` runs, split over the variables
-  of the variant (``harnesscore.stats.reference_band``); never narrower than
-  ``--floor`` (5%).  Sessions are the runs' ``session`` field (older perflogs:
-  a gap of more than an hour, ``stats.session_starts``).  Fewer than 5
-  sessions measure the drift between sessions poorly: it says so.  A rate's
-  band stops at 0 (ReFrame's limit of -100%).  It is
-  one-sided: times (s, ms, us, ns) may not grow beyond it, everything else
-  (rates, bandwidths, speedups, the verdict code) may not fall below it.  A
-  median of 0 gets an absolute band of ``floor`` (ReFrame reads the thresholds
-  of a zero reference as absolute);
-* entries of the existing file that the runs do not cover are kept.
-
-Before writing it prints the difference from the existing references.  It
-never replaces an existing file without ``--force``, and then keeps the
-previous version as ``<prefix>/previous/<system>-<UTC time>.yaml``; both are
-written whole or not at all (``hybridverdict.atomic``).  Only runs that passed
-are used (not failed, unverified or oversubscribed ones, nor runs made on a busy
-machine: perflog field ``busy``, see ``harnesscore.quiet``), and runs that must
-not be compared are never pooled: where one test variant ran with several
-builds (build type, Spack spec, wrapper), MPI libraries or node counts, its
-reference comes from the one its latest run used, and the others are named.
+It writes, per system, the ReFrame ``$ref`` file ``<prefix>/<system>.yaml``
+(``harnesscore.references``; docs/pages/nightly.md#references tells its readers
+how): each reference the median of the runs of one test variant on one partition
+and stack, each tolerance one-sided and sized for a false-alarm rate
+(``harnesscore.stats.reference_band``: the spread within and between sessions, for
+the median of a night's runs, the rate split over the variables of the variant),
+never narrower than ``--floor``.  Only runs that passed, and not on a busy machine
+(``harnesscore.quiet``), count; runs that must not be compared are never pooled:
+where a variant ran with several builds, MPI libraries or node counts, its
+reference comes from those of its latest run, and the others are named.  It prints
+the difference from the existing file and replaces it only with ``--force``,
+keeping the previous version under ``<prefix>/previous/``; both are written whole
+or not at all (``hybridverdict.atomic``).
 """
 
 from __future__ import annotations
@@ -45,23 +28,12 @@ import math
 import os
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 import yaml
-from harnesscore.references import (
-    INDEX,
-    lower_is_better,
-    references_file,
-    split_name,
-    validate_references,
-)
-from harnesscore.stats import (
-    DEFAULT_FALSE_ALARM,
-    reference_band,
-    session_of,
-    session_starts,
-)
+from harnesscore import references
+from harnesscore import stats as stats_rule
 from tabulate import tabulate
 
 from . import atomic
@@ -113,23 +85,24 @@ def collect(records: Iterable[Record],
     its latest run was (:func:`made_with`) count; `left_out` receives one line
     per variant whose other runs were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
-    starts = session_starts([r.time for r in usable])
+    starts = stats_rule.session_starts([r.time for r in usable])
     sessions: dict[tuple[str, object], int] = {}
 
     def session(rec: Record) -> int:
         # the recorded session, or (older perflogs) a gap of more than an hour
-        key = ('name', rec.session) if rec.session else ('gap', session_of(rec.time, starts))
+        key = (('name', rec.session) if rec.session
+               else ('gap', stats_rule.session_of(rec.time, starts)))
         return sessions.setdefault(key, len(sessions))
     latest: dict[tuple[str, str, str, str, str], tuple[object, Made]] = {}
     for rec in usable:
-        cls, variant = split_name(rec.name)
+        cls, variant = references.split_name(rec.name)
         where = (rec.system, cls, rec.partition, rec.stack, variant)
         if where not in latest or rec.time >= latest[where][0]:  # type: ignore[operator]
             latest[where] = (rec.time, made_with(rec))
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
     others: dict[tuple[str, str, str, str, str], set[Made]] = defaultdict(set)
     for rec in usable:
-        cls, variant = split_name(rec.name)
+        cls, variant = references.split_name(rec.name)
         where = (rec.system, cls, rec.partition, rec.stack, variant)
         if made_with(rec) != latest[where][1]:
             others[where].add(made_with(rec))
@@ -150,21 +123,23 @@ def collect(records: Iterable[Record],
 
 
 def reference_tuple(samples: Samples, floor: float,
-                    false_alarm: float = DEFAULT_FALSE_ALARM, night_samples: int = 3,
+                    false_alarm: float = stats_rule.DEFAULT_FALSE_ALARM, night_samples: int = 3,
                     variables: int = 1) -> RefTuple:
     """[median, lower, upper, unit] with a one-sided tolerance sized for the
     false-alarm rate (``stats.reference_band``), at least `floor`."""
     med = statistics.median(samples.values)
     if med == 0 or min(samples.values) <= 0:
-        # no log scale: an absolute band of the floor around a zero median,
-        # the largest deviation otherwise
+        # no log scale: an absolute band of the floor around a zero median (ReFrame
+        # reads the thresholds of a zero reference as absolute), else the largest
+        # deviation
         dev = max(abs(v - med) for v in samples.values)
         tol = max(floor, dev if med == 0 else dev / abs(med))
     else:
-        size = reference_band(samples.by_session(), night_samples, false_alarm, variables)
+        size = stats_rule.reference_band(samples.by_session(), night_samples, false_alarm,
+                                         variables)
         grow = math.expm1(size.log_tolerance)
         fall = -math.expm1(-size.log_tolerance)
-        tol = max(floor, grow if lower_is_better(samples.unit) else fall)
+        tol = max(floor, grow if references.lower_is_better(samples.unit) else fall)
     tol = round(tol, 4)
     if med == 0:
         low, high = -tol, tol
@@ -173,23 +148,18 @@ def reference_tuple(samples: Samples, floor: float,
         # reference cannot fall by more than 100%, a negative one rise by it.
         low = -min(tol, 1.0) if med > 0 else -tol
         high = min(tol, 1.0) if med < 0 else tol
-    if lower_is_better(samples.unit):
-        low = None
-    else:
-        high = None
+    low, high = (None, high) if references.lower_is_better(samples.unit) else (low, None)
     return [float(f'{med:.6g}'), low, high, samples.unit]
 
 
 def build_entries(classes: dict[str, dict[Key, Samples]], floor: float,
-                  false_alarm: float = DEFAULT_FALSE_ALARM,
+                  false_alarm: float = stats_rule.DEFAULT_FALSE_ALARM,
                   night_samples: int = 3) -> dict[str, dict[Key, RefTuple]]:
     """The references of every variant; the false-alarm rate of a variant is
     split over its variables (one check fails when any of them does)."""
     out: dict[str, dict[Key, RefTuple]] = {}
     for cls, keys in classes.items():
-        per_variant: dict[tuple[str, str, str], int] = defaultdict(int)
-        for key in keys:
-            per_variant[key[:3]] += 1
+        per_variant = Counter(key[:3] for key in keys)
         out[cls] = {key: reference_tuple(s, floor, false_alarm, night_samples,
                                          per_variant[key[:3]])
                     for key, s in keys.items()}
@@ -198,11 +168,8 @@ def build_entries(classes: dict[str, dict[Key, Samples]], floor: float,
 
 def session_counts(classes: dict[str, dict[Key, Samples]]) -> dict[int, int]:
     """How many variables (keys) were measured in how many sessions."""
-    counts: dict[int, int] = defaultdict(int)
-    for keys in classes.values():
-        for samples in keys.values():
-            counts[len(set(samples.sessions))] += 1
-    return dict(counts)
+    return dict(Counter(len(set(samples.sessions)) for keys in classes.values()
+                        for samples in keys.values()))
 
 
 def flatten(doc: dict, path: str) -> dict[str, dict[Key, RefTuple]]:
@@ -214,10 +181,10 @@ def flatten(doc: dict, path: str) -> dict[str, dict[Key, RefTuple]]:
         if not isinstance(body, dict):
             raise ReferencesError(f'{path}: entry {cls!r} is not a mapping')
         index = tuple(body.get('$index', ()))
-        if index != INDEX:
+        if index != references.INDEX:
             raise ReferencesError(
-                f'{path}: entry {cls!r} has $index {list(index)}, expected {list(INDEX)} '
-                f'(edit it by hand or move the file away)')
+                f'{path}: entry {cls!r} has $index {list(index)}, expected '
+                f'{list(references.INDEX)} (edit it by hand or move the file away)')
         entries: dict[Key, RefTuple] = {}
         for part, envs in body.items():
             if part == '$index':
@@ -241,7 +208,7 @@ def read_references(path: str) -> dict[str, dict[Key, RefTuple]]:
         with open(path, encoding='utf-8') as fp:
             doc = yaml.safe_load(fp)
         # Every entry of the right type (ReFrame's $ref reader would skip every test).
-        validate_references(doc, path)
+        references.validate_references(doc, path)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as err:
         raise ReferencesError(f'cannot read references: {" ".join(str(err).split())}') \
             from None
@@ -259,7 +226,7 @@ def merge(old: dict[str, dict[Key, RefTuple]],
 def to_document(entries: dict[str, dict[Key, RefTuple]]) -> dict:
     doc: dict = {}
     for cls in sorted(entries):
-        body: dict = {'$index': list(INDEX)}
+        body: dict = {'$index': list(references.INDEX)}
         for (part, env, variant, var), ref in sorted(entries[cls].items()):
             body.setdefault(part, {}).setdefault(env, {}).setdefault(variant, {})[var] = ref
         doc[cls] = body
@@ -269,13 +236,7 @@ def to_document(entries: dict[str, dict[Key, RefTuple]]) -> dict:
 def _fmt_tol(ref: RefTuple | None) -> str:
     if ref is None:
         return ''
-    low, high = ref[1], ref[2]
-    parts = []
-    if low is not None:
-        parts.append(f'{100 * low:+.0f}%')
-    if high is not None:
-        parts.append(f'{100 * high:+.0f}%')
-    return '/'.join(parts) or 'any'
+    return '/'.join(f'{100 * x:+.0f}%' for x in ref[1:3] if x is not None) or 'any'
 
 
 def diff_rows(old: dict[str, dict[Key, RefTuple]],
@@ -311,18 +272,13 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
     """Write the file; return where the previous version was kept (if any)."""
     kept = None
     if os.path.exists(path):
+        previous = os.path.join(os.path.dirname(path), 'previous')
         if not force:
-            raise ReferencesError(
-                f'{path} exists: rerun with --force to replace it (the previous '
-                f'version is then kept under {os.path.join(os.path.dirname(path), "previous")})')
-        prev_dir = os.path.join(os.path.dirname(path), 'previous')
-        os.makedirs(prev_dir, exist_ok=True)
-        stem = os.path.splitext(os.path.basename(path))[0]
-        kept = os.path.join(prev_dir, f'{stem}-{now:%Y%m%dT%H%M%S}Z.yaml')
-        n = 1
-        while os.path.exists(kept):
-            kept = os.path.join(prev_dir, f'{stem}-{now:%Y%m%dT%H%M%S}Z-{n}.yaml')
-            n += 1
+            raise ReferencesError(f'{path} exists: rerun with --force to replace it (the '
+                                  f'previous version is then kept under {previous})')
+        os.makedirs(previous, exist_ok=True)
+        stem = f'{os.path.splitext(os.path.basename(path))[0]}-{now:%Y%m%dT%H%M%S}Z'
+        kept = atomic.unique_stem(previous, stem, ('.yaml',)) + '.yaml'
         with open(path, 'rb') as old:
             atomic.write_new(kept, old.read())
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
@@ -367,7 +323,7 @@ def _rate(text: str) -> float:
 def _env_rate() -> float:
     text = os.environ.get('HARNESS_FALSE_ALARM', '').strip()
     if not text:
-        return DEFAULT_FALSE_ALARM
+        return stats_rule.DEFAULT_FALSE_ALARM
     try:
         return _rate(text)
     except argparse.ArgumentTypeError as err:
@@ -400,7 +356,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument('--false-alarm', type=_rate, default=_env_rate(),
                     help='the rate at which a check may fail on a night where nothing '
                          'changed; the bands are sized for it (default $HARNESS_FALSE_ALARM '
-                         f'or {DEFAULT_FALSE_ALARM})')
+                         f'or {stats_rule.DEFAULT_FALSE_ALARM})')
     ap.add_argument('--night-samples', type=_count, default=None,
                     help='runs per variant in a nightly, whose median is judged (default '
                          '$HARNESS_REPEAT or 3)')
@@ -422,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         records = [r for r in records if r.time < args.until]
     for warning in stats.warnings():
         print(f'hybridverdict-baseline: warning: {warning}', file=sys.stderr)
-    busy = sum(1 for r in records if r.busy)
+    busy = sum(r.busy for r in records)
     if busy:
         print(f'hybridverdict-baseline: left out {busy} run(s) made on a busy machine '
               f'(perflog field busy, see harnesscore.quiet)', file=sys.stderr)
@@ -442,10 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for system in systems:
         try:
-            path = references_file(args.prefix, system)
+            path = references.references_file(args.prefix, system)
             old = read_references(path)
             new = build_entries(by_system[system], args.floor, args.false_alarm, night)
-            merged = merge(old, new)
             n_runs = sum(len(s.values) for keys in by_system[system].values()
                          for s in keys.values())
             counts_s = session_counts(by_system[system])
@@ -459,14 +414,12 @@ def main(argv: list[str] | None = None) -> int:
                       f'sessions on other days before the baseline')
             rows = diff_rows(old, new)
             print(tabulate(rows, headers=DIFF_COLUMNS))
-            counts = defaultdict(int)
-            for row in rows:
-                counts[row[-1]] += 1
-            print('   ' + ', '.join(f'{n} {what}' for what, n in sorted(counts.items())))
+            print('   ' + ', '.join(f'{n} {what}' for what, n
+                                    in sorted(Counter(row[-1] for row in rows).items())))
             if args.dry_run:
                 print('   dry run: nothing written')
                 continue
-            kept = write_references(path, merged, args.force, now)
+            kept = write_references(path, merge(old, new), args.force, now)
             print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
         except (ReferencesError, ValueError) as err:
             print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)

@@ -1,69 +1,19 @@
 """Change points over the history store, and the morning page "Since the last night".
 
-A **series** is one performance variable of one test variant on one system,
-partition, stack and node count: (system, test class and variant from the record's
-display name by ``harnesscore.references.split_name``, partition, stack, nodes,
-variable).  Only verified records enter it; runs that failed a performance check
-do (a regression is what makes them fail).
-
-**Sessions.**  A record's session is its ``session`` field (``./harness run`` and
-``nightly`` name one per session).  Records without one (older perflogs) are told
-apart by time: a gap longer than ``session_gap`` minutes between completion times
-starts a new session (the rule of ``harnesscore.stats.session_starts``).  A series
-has one point per session:
-the median of that session's samples, so one noisy night is one point, never many.
-
-**Change points.**  On the log of the session medians (a level shift is a ratio),
-ruptures' ``KernelCPD`` (linear kernel: the least-squares mean-shift cost,
-solved exactly by PELT in C) proposes the candidates with a liberal BIC penalty,
-each segment at least ``min_segment`` sessions long.  Each candidate is then
-tested against its two neighbouring segments: the ratio of the segments' medians
-at least ``magnitude`` away from 1, and E-Divisive's permutation test of the pooled
-segments (the strongest mean-shift split of their order against that of random
-orders, seeded; p-value at most ``p_value``); the weakest candidate that fails is dropped, its
-segments merged, and the rest tested again until every one passes.  An outlier
-night cannot make a segment of its own (``min_segment``), and inside a segment it
-barely moves the medians (and shows in the random orders as much as in the given).
-
-Each change point carries its size: ``harnesscore.stats.compare`` of the session
-medians after against before, at most 20 sessions each side nearest it (the ratio
-of medians with its 95% interval, basis 'back-to-back samples', no drift floor: each
-point is a night of its own), its
-direction (worse/better, from the unit: ``harnesscore.references.lower_is_better``),
-the start of its first session, and the provenance that differs between the last
-record before it and the first after it (``perflog.provenance``; ``mpi_env``
-diffed per variable, e.g. ``OMPI_MCA_btl unset -> self,tcp``).  The store keeps the
-records' run fields only where its schema has them; the rest of a record's
-provenance is read back from its perflog line (``Record.source``).
-
-**Unconfirmed changes.**  The last sessions of a series, fewer than
-``min_segment``, cannot be a confirmed segment yet.  When they all
-lie beyond ``magnitude`` from the segment before them and their t prediction p-value
-is at most ``p_value / 100`` (stricter: every series is tested every night; the
-spread of the segment's session medians never taken below the noise of a session's
-median from its own samples: a few sessions that agree by luck prove nothing), they
-are reported as an *unconfirmed* change point
-(``confirmed: false``): a regression seen one night, confirmed (or not) once
-``min_segment`` sessions lie after it.
-
-**The morning page** (``since_last_night``): the unconfirmed changes whose first
-session is the last one, the change points that the last session confirmed (its
-segment after reached ``min_segment`` sessions with it), the checks that newly
-fail or pass (the records' ``judgement`` where they carry it, else ReFrame's
-``result``) and the test variants missing or new, between the session before and
-the last; one line each, or one line saying nothing moved.
-
-Knobs (``Knobs.from_env``, the one place they are read; ``hybridverdict changes``
-takes them as options too, which win over the environment):
-
-========================  =================================  ==========================
-knob                      environment variable               default
-========================  =================================  ==========================
-``--min-segment N``       ``HARNESS_CHANGE_MIN_SEGMENT``     3 sessions
-``--p-value P``           ``HARNESS_CHANGE_P_VALUE``         0.01
-``--min-magnitude F``     ``HARNESS_CHANGE_MAGNITUDE``       0.05 (5%)
-``--session-gap MIN``     ``HARNESS_CHANGE_SESSION_GAP``     60 minutes
-========================  =================================  ==========================
+docs/pages/nightly.md (#changes) describes both for their readers.  In short: a
+**series** is one performance variable of one test variant on one system, partition,
+stack and node count, with one point per session (the median of its samples there:
+one noisy night is one point, never many).  On the log of the session medians (a
+level shift is a ratio) E-Divisive's hierarchy proposes change points (``detect``:
+ruptures' exact least-squares split, a seeded permutation test), each kept only where
+both neighbouring segments have ``min_segment`` sessions, their medians differ by
+``magnitude`` and the test's p-value is at most ``p_value``: an outlier night cannot
+make a segment of its own, and inside one it barely moves the medians.  The last
+sessions of a series, fewer than ``min_segment``, may be an *unconfirmed* change
+(``_tail``: a stricter test, as every series is tested every night).  Each change
+carries its size with a 95% interval, its direction from the unit and what differs
+in the provenance across it.  The knobs are read in one place, ``Knobs.from_env``
+(``HARNESS_CHANGE_*``; the options of ``hybridverdict changes`` win over them).
 """
 
 from __future__ import annotations
@@ -146,10 +96,16 @@ class SeriesKey:
 
     @property
     def label(self) -> str:
-        variant = '' if self.variant == '-' else f' {self.variant}'
-        nodes = f' {self.nodes} nodes' if self.nodes > 1 else ''
-        return (f'{self.check}{variant} {self.variable}{nodes}, '
-                f'{self.stack}@{self.partition}')
+        return _label(vars(self), self.variable)
+
+
+def _label(key: Mapping, variable: str = '') -> str:
+    """'<check>[ <variant>][ <variable>][ <n> nodes], <stack>@<partition>' of a series
+    (or, without the variable, of a test variant)."""
+    variant = '' if key['variant'] == '-' else f' {key["variant"]}'
+    nodes = f' {key["nodes"]} nodes' if key['nodes'] > 1 else ''
+    what = f' {variable}' if variable else ''
+    return f'{key["check"]}{variant}{what}{nodes}, {key["stack"]}@{key["partition"]}'
 
 
 KEY_COLUMNS = [f.name for f in dataclasses.fields(SeriesKey)]
@@ -185,9 +141,6 @@ class ChangePoint:
     def kind(self) -> str:
         return 'regression' if self.direction == 'worse' else 'improvement'
 
-    def changed_text(self) -> str:
-        return '; '.join(f'{k} {_shown(a)} -> {_shown(b)}' for k, (a, b) in self.changed.items())
-
     def line(self) -> str:
         """E.g. ``RingCheck bw_1048576, openmpi@shm: -41% from 2026-11-24 02:31 (95%
         interval -45% to -37%); changed then: OMPI_MCA_btl unset -> self,tcp``."""
@@ -197,7 +150,8 @@ class ChangePoint:
             text += (f', unconfirmed: {self.sessions_after} session(s) after it, '
                      f'a change needs {self.needed}')
         text += ')'
-        changed = self.changed_text()
+        changed = '; '.join(f'{k} {a or "unset"} -> {b or "unset"}'
+                            for k, (a, b) in self.changed.items())
         return text + (f'; changed then: {changed}' if changed else '; nothing in the '
                        'provenance changed then')
 
@@ -205,21 +159,14 @@ class ChangePoint:
         d = dataclasses.asdict(self)
         for internal in ('rids', 'ends', 'needed'):
             d.pop(internal)
-        d['key'] = dataclasses.asdict(self.key)
-        d['series'] = self.key.label
-        d['at'] = self.at.isoformat()
-        d['kind'] = self.kind
-        d['changed'] = {k: {'before': a, 'after': b} for k, (a, b) in self.changed.items()}
-        d['line'] = self.line()
-        return d
+        return d | {'key': dataclasses.asdict(self.key), 'series': self.key.label,
+                    'at': self.at.isoformat(), 'kind': self.kind,
+                    'changed': {k: {'before': a, 'after': b} for k, (a, b) in self.changed.items()},
+                    'line': self.line()}
 
 
 def _pct(x: float) -> str:
     return f'{100 * x:+.0f}%' if abs(x) >= 0.095 else f'{100 * x:+.1f}%'
-
-
-def _shown(text: str) -> str:
-    return text if text else 'unset'
 
 
 # ---- the history: tables, and the full records behind them ---------------------------
@@ -266,28 +213,19 @@ class History:
 def provenance_diff(before: Record, after: Record) -> dict[str, tuple[str, str]]:
     """What differs in the provenance of two records: field -> (before, after), and
     for ``mpi_env`` ('NAME=VALUE ...') each MPI variable that differs."""
-    a, b = provenance(before), provenance(after)
     out: dict[str, tuple[str, str]] = {}
-    for field in list(a) + [f for f in b if f not in a]:
-        x, y = a.get(field, ''), b.get(field, '')
-        if x == y:
-            continue
-        if field == 'mpi_env':
+    for (field, x), y in zip(provenance(before).items(), provenance(after).values()):
+        if x != y and field == 'mpi_env':
             ea, eb = _env(x), _env(y)
-            for name in sorted(set(ea) | set(eb)):
-                if ea.get(name, '') != eb.get(name, ''):
-                    out[name] = (ea.get(name, ''), eb.get(name, ''))
-        else:
+            out |= {name: (ea.get(name, ''), eb.get(name, ''))
+                    for name in sorted(set(ea) | set(eb)) if ea.get(name, '') != eb.get(name, '')}
+        elif x != y:
             out[field] = (x, y)
     return out
 
 
 def _env(text: str) -> dict[str, str]:
-    out = {}
-    for item in text.split():
-        name, _, value = item.partition('=')
-        out[name] = value
-    return out
+    return {name: value for name, _, value in (item.partition('=') for item in text.split())}
 
 
 # ---- sessions and series -------------------------------------------------------------
@@ -313,16 +251,14 @@ def sessions(records: pl.LazyFrame, gap: dt.timedelta) -> pl.DataFrame:
 
 def _checks(names: pl.Series, kernels: pl.Series) -> pl.DataFrame:
     """name -> (check, variant) by ``split_name`` (a record without a name: its kernel)."""
-    checks, variants = [], []
+    split = []
     for name, kernel in zip(names.to_list(), kernels.to_list()):
         try:
-            cls, variant = split_name(name or '')
+            split.append(split_name(name or ''))
         except ValueError:
-            cls, variant = kernel or '?', '-'
-        checks.append(cls)
-        variants.append(variant)
-    return pl.DataFrame({'name': names, 'kernel': kernels, 'check': checks,
-                         'variant': variants})
+            split.append((kernel or '?', '-'))
+    return pl.DataFrame({'name': names, 'kernel': kernels, 'check': [c for c, _ in split],
+                         'variant': [v for _, v in split]})
 
 
 def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -358,7 +294,7 @@ class SeriesPoints:
     noise: list[float] = dataclasses.field(default_factory=list)
 
 
-def series_points(history: History, knobs: Knobs, runs: pl.DataFrame,
+def series_points(history: History, runs: pl.DataFrame,
                   since: dt.datetime | None = None, until: dt.datetime | None = None,
                   ) -> list[SeriesPoints]:
     """Every series's session medians (sessions that start in [since, until))."""
@@ -369,8 +305,7 @@ def series_points(history: History, knobs: Knobs, runs: pl.DataFrame,
             starts = starts.filter(pl.col('start') >= since)
         if until is not None:
             starts = starts.filter(pl.col('start') < until)
-        keep = starts
-        recs = recs.join(keep.select('session'), on='session', how='semi')
+        recs = recs.join(starts.select('session'), on='session', how='semi')
     keys = KEY_COLUMNS[:-1]
     per = (history.values.select('rid', 'variable', 'value', 'unit')
            .join(recs.lazy().select('rid', 'time', 'session', *keys), on='rid')
@@ -566,7 +501,7 @@ def _change_point(pts: SeriesPoints, cut: int, lo: int, hi: int, p: float,
 
 
 def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None = None,
-         until: dt.datetime | None = None, provenance: bool = True,
+         until: dt.datetime | None = None,
          runs: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[ChangePoint]:
     """Every change point of every series over the sessions that start in [since,
     until), the unconfirmed ones at the end of a series included, in time order."""
@@ -574,7 +509,7 @@ def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None
     recs, starts_frame = runs if runs is not None else _runs(history, knobs)
     starts = starts_frame.get_column('start').to_list()
     found: list[ChangePoint] = []
-    for pts in series_points(history, knobs, recs, since, until):
+    for pts in series_points(history, recs, since, until):
         logs = np.log(np.asarray(pts.medians, dtype=float))
         cuts = detect(pts.medians, knobs)
         bounds = [0, *(c for c, _ in cuts), len(pts.medians)]
@@ -586,7 +521,7 @@ def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None
             found.append(_change_point(pts, tail[0], bounds[-2], len(pts.medians), tail[1],
                                        starts, False, knobs))
     found.sort(key=lambda c: (c.at, c.key.label))
-    if provenance and found:
+    if found:
         full = history.lookup(sorted({r for c in found for r in c.rids}))
         for c in found:
             a, b = full.get(c.rids[0]), full.get(c.rids[1])
@@ -637,12 +572,6 @@ class Morning:
                 'lines': self.lines()}
 
 
-def _check_label(row: dict) -> str:
-    variant = '' if row['variant'] == '-' else f' {row["variant"]}'
-    nodes = f' {row["nodes"]} nodes' if row['nodes'] > 1 else ''
-    return f'{row["check"]}{variant}{nodes}, {row["stack"]}@{row["partition"]}'
-
-
 def _states(recs: pl.DataFrame) -> dict[str, str]:
     """test variant label -> 'fail' where any of its records failed (ReFrame's result,
     or the band rule's judgement where the records carry it), else 'pass'."""
@@ -652,7 +581,7 @@ def _states(recs: pl.DataFrame) -> dict[str, str]:
     per = (recs.with_columns(failed=failed)
            .group_by('system', 'check', 'variant', 'partition', 'stack', 'nodes')
            .agg(pl.col('failed').any()))
-    return {_check_label(row): 'fail' if row['failed'] else 'pass'
+    return {_label(row): 'fail' if row['failed'] else 'pass'
             for row in per.iter_rows(named=True)}
 
 
@@ -666,10 +595,8 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
     starts = starts_frame.get_column('start').to_list()
     if not starts:
         return Morning(None, 0, 0, [], [], [], [], [])
-    if last_night is None:
-        last = len(starts) - 1
-    else:
-        last = max(0, stats_rule.session_of(last_night, starts))
+    last = (len(starts) - 1 if last_night is None
+            else max(0, stats_rule.session_of(last_night, starts)))
     night = recs.filter(pl.col('session') == last)
     before = recs.filter(pl.col('session') == last - 1)
     now, then = _states(night), (_states(before) if last > 0 else {})

@@ -1,26 +1,14 @@
-"""The ``hybridverdict`` command: perflogs and run reports in, the report out.
-
-    hybridverdict [--perflogs PATH ...] [--run-reports PATH ...] [--since ISO-TIME]
-                  [--out DIR] [--noise-floor F] [--history-limit N]
-                  [--history-points N] [--tidy FORMAT ...] [--functional-verdicts]
-                  [--no-write]
-    hybridverdict changes [--since ISO] [--until ISO] [--store DIR] [--json FILE]
-                  [--min-segment N] [--p-value P] [--min-magnitude F] [--session-gap MIN]
-                  [--last-night] [--fail-on-change]
-
-It prints the terminal summary and writes, as new files in the output
-directory (nothing is ever overwritten, each written atomically):
-``verdict-<UTC>.md`` (Markdown summary), ``.json`` (verdicts and analyses),
-``.html`` (self-contained report with figures) and ``-tidy.parquet`` (one row
-per record x performance variable; ``--tidy csv json`` adds ``-tidy.csv`` and
-``-tidy.json``).  Inputs are only read.  ``hybridverdict changes`` prints the change
-points of the history store (``hybridverdict.changes``) and writes them as JSON.
+"""The ``hybridverdict`` command: perflogs and run reports in, the report out (its
+outputs: ``hybridverdict --help``, docs/pages/report.md), each a new file written
+atomically; inputs are only read.  ``hybridverdict changes`` prints the change points
+of the history store (``hybridverdict.changes``) and writes them as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import json
 import os
 import sys
@@ -104,12 +92,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f'--history-limit must be >= 0, got {args.history_limit}')
     if args.history_points < 2:
         p.error(f'--history-points must be >= 2, got {args.history_points}')
-    if args.since is not None:   # an empty --since is an error too, not 'all'
-        try:
-            args.since = parse_time(args.since)
-        except ValueError:
-            p.error(f'--since: not an ISO time: {args.since!r}')
+    args.since = _times(p, args, 'since').get('since')
     return args
+
+
+def _times(p: argparse.ArgumentParser, args: argparse.Namespace,
+           *names: str) -> dict[str, dt.datetime]:
+    """The times of the options `names` that were given (an empty one is an error
+    too, not 'all')."""
+    out = {}
+    for name in names:
+        text = getattr(args, name)
+        if text is not None:
+            try:
+                out[name] = parse_time(text)
+            except ValueError:
+                p.error(f'--{name}: not an ISO time: {text!r}')
+    return out
 
 
 def store_dir(args: argparse.Namespace) -> str | None:
@@ -127,22 +126,17 @@ def store_dir(args: argparse.Namespace) -> str | None:
 EXIT_REGRESSION = 4
 
 
-def _last_night(directory: str, knobs: changes.Knobs, args: argparse.Namespace) -> int:
-    """``hybridverdict changes --last-night``: the morning page, its JSON, its status."""
-    try:
-        morning = changes.since_last_night(changes.History.from_store(Store(directory)),
-                                           knobs=knobs)
-    except (StoreError, OSError) as err:
-        print(f'hybridverdict changes: {err}', file=sys.stderr)
-        return 2
-    print('\n'.join(morning.lines()))
+def _written(args: argparse.Namespace, doc: dict,
+             regressions: list[changes.ChangePoint]) -> int:
+    """``hybridverdict changes``: `doc` written to --json, and the exit status
+    (EXIT_REGRESSION with --fail-on-change where one of `regressions` is worse)."""
     if args.json:
         try:
-            write_replacing(args.json, json.dumps(morning.as_dict(), indent=1))
+            write_replacing(args.json, json.dumps(doc, indent=1))
         except OSError as err:
             print(f'hybridverdict changes: cannot write {args.json}: {err}', file=sys.stderr)
             return 2
-    if args.fail_on_change and any(c.direction == 'worse' for c in morning.changes):
+    if args.fail_on_change and any(c.direction == 'worse' for c in regressions):
         return EXIT_REGRESSION
     return 0
 
@@ -181,14 +175,7 @@ def changes_main(argv: list[str]) -> int:
                    help=f'exit {EXIT_REGRESSION} when a confirmed regression was found (with '
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
-    bounds = {}
-    for name in ('since', 'until'):
-        text = getattr(args, name)
-        if text is not None:
-            try:
-                bounds[name] = parse_time(text)
-            except ValueError:
-                p.error(f'--{name}: not an ISO time: {text!r}')
+    bounds = _times(p, args, 'since', 'until')
     try:
         knobs = changes.Knobs.from_env(
             min_segment=args.min_segment, p_value=args.p_value,
@@ -196,30 +183,26 @@ def changes_main(argv: list[str]) -> int:
     except changes.KnobError as err:
         p.error(str(err))
     directory = args.store or os.path.join(default_var_dir(), 'history')
-    if args.last_night:
-        return _last_night(directory, knobs, args)
     try:
-        found = changes.find(changes.History.from_store(Store(directory)), knobs, **bounds)
+        hist = changes.History.from_store(Store(directory))
+        if args.last_night:
+            morning = changes.since_last_night(hist, knobs=knobs)
+        else:
+            found = changes.find(hist, knobs, **bounds)
     except (StoreError, OSError) as err:
         print(f'hybridverdict changes: {err}', file=sys.stderr)
         return 2
+    if args.last_night:
+        print('\n'.join(morning.lines()))
+        return _written(args, morning.as_dict(), morning.changes)
     for c in found:
         print(f'{c.kind}: {c.line()}')
     confirmed = [c for c in found if c.confirmed]
     print(f'{len(confirmed)} change point(s), {len(found) - len(confirmed)} unconfirmed, '
           f'in {directory} ({dataclasses.asdict(knobs)})')
-    if args.json:
-        doc = {'store': directory, 'knobs': dataclasses.asdict(knobs),
-               'since': args.since, 'until': args.until,
-               'changes': [c.as_dict() for c in found]}
-        try:
-            write_replacing(args.json, json.dumps(doc, indent=1))
-        except OSError as err:
-            print(f'hybridverdict changes: cannot write {args.json}: {err}', file=sys.stderr)
-            return 2
-    if args.fail_on_change and any(c.direction == 'worse' for c in confirmed):
-        return EXIT_REGRESSION
-    return 0
+    return _written(args, {'store': directory, 'knobs': dataclasses.asdict(knobs),
+                           'since': args.since, 'until': args.until,
+                           'changes': [c.as_dict() for c in found]}, confirmed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,25 +1,16 @@
 """The communication analysis: Hockney fits, the ring's saturation curve, the
 MPI-stack comparison, ring against OSU, and collectives against the rank count.
 
-Data convention of the communication checks (one perflog line per run):
-
-* point-to-point kernels (``ring-pingpong``, ``ring-bw``, ``osu_latency``,
-  ``osu_bw``, ``osu_bibw``): ``lat_<bytes>`` (us, one-way) and/or ``bw_<bytes>``
-  (MB/s, 1 MB = 1e6 B) per message size, plus the headlines ``latency_8B`` (us)
-  and ``bandwidth_1MiB`` (MB/s).  Hockney's t(m) is lat_<m>, or m / bw_<m>.
-* saturation (``ring``, ``osu_mbw_mr``): ``bw_k<k>_<bytes>``, MB/s per node with
-  k communicating ranks (or pairs) per node.
-* collectives (``osu_allreduce``, ``osu_bcast``, ...): ``lat_<bytes>`` (us) with
-  ranks (per node) x nodes = the rank count n.
-* accuracy (``ring-vs-osu``): ``latency_ratio_8B``, ``bandwidth_ratio_1MiB``,
-  ``bandwidth_ratio_<bytes>``.
-
-Every figure is the median of the usable runs (passed, verified, not
-oversubscribed); the number of runs behind it is given beside it.  Runs are
-grouped by ``Record.group``: a curve, a fit or a saturation series holds the
-runs of one node count, one build and one MPI library only.  The collectives'
-fit is the exception by design: its abscissa is the rank count n = ranks per
-node x nodes, so node counts are its points, never pooled into one point.
+The communication checks' variables (docs/pages/checks.md): point-to-point
+kernels (``P2P_KERNELS``) log ``lat_<bytes>`` (us, one-way) and/or ``bw_<bytes>``
+(MB/s, 1 MB = 1e6 B; Hockney's t(m) is then m / bw_<m>) and the headlines
+``latency_8B`` and ``bandwidth_1MiB``; saturation kernels ``bw_k<k>_<bytes>`` (MB/s
+per node, k communicating ranks per node); collectives ``lat_<bytes>`` at ranks x
+nodes = n; the accuracy check its ``*_ratio_*``.  Every figure is the median of the
+usable runs, their number beside it.  A curve, fit or saturation series holds the
+runs of one ``Record.group`` (one node count, build and MPI library) only; the
+collectives' fit is the exception by design: its abscissa is the rank count, so
+node counts are its points.
 """
 
 from __future__ import annotations
@@ -28,9 +19,9 @@ import dataclasses
 import datetime as dt
 import functools
 import re
-import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from statistics import median
 
 from harnesscore import stats
 
@@ -72,10 +63,6 @@ def family(kernel: str) -> str:
     return 'ring' if kernel.startswith('ring') else 'osu'
 
 
-def median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
 def human_bytes(n: int) -> str:
     for unit, size in (('MiB', 1 << 20), ('KiB', 1 << 10)):
         if n >= size and n % size == 0:
@@ -101,9 +88,7 @@ class _Span:
 
 def _where(group: Group) -> dict:
     """The fields of a group that name where an analysis's figure comes from."""
-    return {'system': group.system, 'partition': group.partition, 'stack': group.stack,
-            'kernel': group.kernel, 'nodes': group.nodes, 'build': group.build,
-            'library': group.library}
+    return {k: v for k, v in group._asdict().items() if k != 'size'}
 
 
 class _Fitted:
@@ -138,13 +123,19 @@ def _fit_each(found: dict, fit: Callable) -> list:
 
 
 @dataclasses.dataclass
-class Curve(_Fitted):
-    """Point-to-point times of one kernel on one stack, partition and node count."""
+class _Kernel:
+    """Where a series of one kernel ran: its first fields."""
 
     system: str
     partition: str
     stack: str
     kernel: str
+
+
+@dataclasses.dataclass
+class Curve(_Kernel, _Fitted):
+    """Point-to-point times of one kernel on one stack, partition and node count."""
+
     times: dict[int, list[float]]        # bytes -> one-way times (us)
     span: _Span
     fit: HockneyFit | None = None
@@ -202,15 +193,12 @@ HOCKNEY_COLUMNS = ('stack', 'partition', 'kernel', 'sizes', 't0 [us]', 'r_inf [M
 def hockney_rows(curves: list[Curve]) -> list[list[object]]:
     rows: list[list[object]] = []
     for c in curves:
-        head = [c.stack, c.partition, c.kernel, len(c.times)]
-        tail = [c.nodes, c.span.records, _dates(c.span)]
-        if c.fit is None:
-            rows.append(head + [f'no fit: {c.error}', '', '', '', ''] + tail)
-        else:
-            f = c.fit
-            rows.append(head + [f'{f.t0:.3g}', f'{f.r_inf:.4g}', f'{f.m_half:.3g}',
-                                f'{100 * f.rel_error:.1f}%', f'{100 * f.max_error:.1f}%']
-                        + tail)
+        f = c.fit
+        fit = [f'no fit: {c.error}', '', '', '', ''] if f is None else [
+            f'{f.t0:.3g}', f'{f.r_inf:.4g}', f'{f.m_half:.3g}', f'{100 * f.rel_error:.1f}%',
+            f'{100 * f.max_error:.1f}%']
+        rows.append([c.stack, c.partition, c.kernel, len(c.times), *fit, c.nodes,
+                     c.span.records, _dates(c.span)])
     return rows
 
 
@@ -296,23 +284,23 @@ STACK_COLUMNS = ('partition', 'source', 'stack', 'latency 8 B [us]', 'x best',
 
 def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
     """The MPI-stack comparison: each stack against the best of its partition."""
+    def figures(h: Headline) -> dict[str, float | None]:
+        return {'lat': h.latency, 'bw': h.bandwidth, 'big': h.largest and h.largest[1]}
+
+    # the best of each figure in its group: the lowest latency, the highest bandwidths
     best: dict[tuple, dict[str, float]] = defaultdict(dict)
     for h in heads:
         group = best[(h.system, h.partition, h.family, h.nodes)]
-        if h.latency is not None:
-            group['lat'] = min(group.get('lat', h.latency), h.latency)
-        if h.bandwidth is not None:
-            group['bw'] = max(group.get('bw', h.bandwidth), h.bandwidth)
-        if h.largest is not None:
-            group['big'] = max(group.get('big', h.largest[1]), h.largest[1])
+        for k, x in figures(h).items():
+            if x is not None:
+                group[k] = (min if k == 'lat' else max)(group.get(k, x), x)
     rows: list[list[object]] = []
     data: list[dict] = []
     for h in heads:
         group = best[(h.system, h.partition, h.family, h.nodes)]
         lat, bw, big = h.latency, h.bandwidth, h.largest
-        rel_lat = lat / group['lat'] if lat is not None and group.get('lat') else None
-        rel_bw = bw / group['bw'] if bw is not None and group.get('bw') else None
-        rel_big = big[1] / group['big'] if big is not None and group.get('big') else None
+        rel_lat, rel_bw, rel_big = (x / group[k] if x is not None and group.get(k) else None
+                                    for k, x in figures(h).items())
         rows.append([h.partition, h.family, h.stack, _fmt(lat), _fmt(rel_lat, '.2f'),
                      _fmt(bw, '.4g'), _pct(rel_bw), human_bytes(big[0]) if big else 'n/a',
                      _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.span.records])
@@ -390,7 +378,7 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
 # ---- the ring's saturation curve ---------------------------------------------------
 
 @dataclasses.dataclass
-class Saturation:
+class Saturation(_Kernel):
     """Bandwidth per node against k communicating ranks per node, one message size.
 
     A kernel's layouts each measure some k (RingCheck: k = 1 in pure MPI, k = T in
@@ -398,10 +386,6 @@ class Saturation:
     (ReFrame cannot log NaN) and is left out.
     """
 
-    system: str
-    partition: str
-    stack: str
-    kernel: str
     size: int
     bw: dict[int, list[float]]            # k -> MB/s per node
     layouts: dict[int, set[str]]          # k -> "<mode> RxT" of the runs that measured it
@@ -539,11 +523,7 @@ RABENSEIFNER_NOTE = ('Inter-node bandwidth per node of the ring across nodes (ea
 # ---- collectives ----------------------------------------------------------------
 
 @dataclasses.dataclass
-class Collective(_Fitted):
-    system: str
-    partition: str
-    stack: str
-    kernel: str
+class Collective(_Kernel, _Fitted):
     size: int
     times: dict[int, list[float]]         # rank count n -> us
     fit: LogFit | None = None
@@ -604,12 +584,8 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
                      **c.fit_data(), 'samples': c.samples})
         if c.size not in shown:
             continue
-        counts = ','.join(str(n) for n in ns)
-        if c.fit is None:
-            rows.append([c.stack, c.partition, c.kernel, human_bytes(c.size), counts,
-                         c.error, '', '', c.samples])
-        else:
-            rows.append([c.stack, c.partition, c.kernel, human_bytes(c.size), counts,
-                         f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%',
-                         c.samples])
+        fit = [c.error, '', ''] if c.fit is None else [
+            f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%']
+        rows.append([c.stack, c.partition, c.kernel, human_bytes(c.size),
+                     ','.join(str(n) for n in ns), *fit, c.samples])
     return rows, data

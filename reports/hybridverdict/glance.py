@@ -1,18 +1,16 @@
 """The verdicts at a glance: heatmap grids and the sentences that say where hybrid wins.
 
 ``grids`` arranges the verdicts of each (kernel, stack, partition, node count) as
-hybrid layouts (rows) x problem sizes (columns), for the heatmaps ``plots``
-draws; ``sentences`` says per kernel, in a few generated sentences, how often
-hybrid wins, loses and ties and how often the comparison is undecided
-(INCONCLUSIVE, counted apart from the ties: a TIE is a decided call, equal
-within the floor; an INCONCLUSIVE one decides nothing), where it wins and loses
-most and by how much, and at which sizes.  Both only read the verdicts.
+hybrid layouts (rows) x problem sizes (columns), for the heatmaps ``plots`` draws;
+``sentences`` says per kernel how often hybrid wins, loses, ties and is undecided
+(INCONCLUSIVE, never counted among the ties: a TIE is a decided call, equal within
+the floor), where it wins and loses most, by how much and at which sizes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from .records import size_key
@@ -52,11 +50,12 @@ class Grid:
         return (f'{self.kernel} {self.stack}@{self.partition}, {self.nodes} '
                 f'node{"s" if self.nodes != 1 else ""}')
 
-    def counts(self) -> dict[str, int]:
-        n = {'WIN': 0, 'LOSS': 0, 'TIE': 0, 'INCONCLUSIVE': 0}
-        for v in self.cells.values():
-            n[v.verdict] += 1
-        return n
+
+def calls_text(found: Iterable[Verdict]) -> str:
+    """'4 WIN, 0 LOSS, 4 TIE', and ', 2 INCONCLUSIVE' where there are any."""
+    n = Counter(v.verdict for v in found)
+    return (f'{n["WIN"]} WIN, {n["LOSS"]} LOSS, {n["TIE"]} TIE'
+            + (f', {n["INCONCLUSIVE"]} INCONCLUSIVE' if n['INCONCLUSIVE'] else ''))
 
 
 def label(v: Verdict, with_mpi: bool = False) -> str:
@@ -145,20 +144,18 @@ def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
             + (f', {"/".join(map(str, node_counts))} nodes' if node_counts != [1] else ''))
     out = [f'{kernel}: {counts_text(len(wins), len(losses), ties, undecided)} of '
            f'{len(vs)} comparisons with pure MPI at equal cores ({span}).']
+
+    def most(word: str, v: Verdict, calls: list[Verdict]) -> str:
+        return (f'Hybrid {word} most with {label(v)} at size {v.size}{_where(v, contexts)} '
+                f'({ratio_text(v.speedup)}). ' + _by_layout(calls, word, every))
     if wins:
-        best = max(wins, key=lambda v: v.speedup)
-        out.append(f'Hybrid wins most with {label(best)} at size {best.size}'
-                   f'{_where(best, contexts)} ({ratio_text(best.speedup)}). '
-                   + _by_layout(wins, 'wins', every))
+        out.append(most('wins', max(wins, key=lambda v: v.speedup), wins))
     else:
         best = max(vs, key=lambda v: v.speedup)
         out.append(f'Hybrid wins nowhere; its best is {label(best)} at size {best.size}'
                    f'{_where(best, contexts)} ({ratio_text(best.speedup)}, {best.verdict}).')
     if losses:
-        worst = min(losses, key=lambda v: v.speedup)
-        out.append(f'Hybrid loses most with {label(worst)} at size {worst.size}'
-                   f'{_where(worst, contexts)} ({ratio_text(worst.speedup)}). '
-                   + _by_layout(losses, 'loses', every))
+        out.append(most('loses', min(losses, key=lambda v: v.speedup), losses))
     elif undecided:
         out.append(f'Hybrid loses nowhere decidedly ({undecided} undecided).')
     else:
@@ -176,8 +173,7 @@ def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
         if all_lose:
             parts.append(f'every hybrid layout loses at size{"s" if len(all_lose) > 1 else ""}'
                          f' {_sizes(all_lose)}')
-        text = '; '.join(parts)
-        out.append(f'By size: {text}.')
+        out.append(f'By size: {"; ".join(parts)}.')
     return out
 
 

@@ -1,15 +1,10 @@
 """The history of each performance variable over sessions, with its reference band.
 
-A series is one variable of one kernel run (``SERIES_KEY``: system, partition,
-stack, kernel, mode, layout, size, node count, build and MPI library: the fields
-of ``Record.group`` and the layout) across every perflog record, so a series
-never mixes node counts, builds or libraries.  The reference band is what
-ReFrame logs beside each value: ref x (1 + lower) .. ref x (1 + upper).
-
-There can be thousands of series; the report draws at most ``limit`` of them
-(those with a reference first, then those whose latest value or any value is
-outside their band, then the longest), each reduced to at most ``max_points`` points (medians of
-consecutive runs), and says how many it left out.
+A series is one variable of one kernel run (``SERIES_KEY``: the fields of
+``Record.group`` and the layout) across every record, so a series never mixes node
+counts, builds or libraries; its band is what ReFrame logs beside each value, ref x
+(1 + lower) .. ref x (1 + upper).  Of the thousands of series the report draws at
+most ``limit``, each reduced to at most ``max_points`` points (``series`` says which).
 """
 
 from __future__ import annotations
@@ -70,7 +65,7 @@ VALUE_COLUMNS = ('rid', 'vpos', 'variable', 'value', 'unit', 'ref', 'lower', 'up
 
 
 def _band(side: str) -> pl.Expr:
-    """The absolute bound of a row's band (null where open), as ``Record.band``."""
+    """The absolute bound of a row's band (null where open, or without a reference)."""
     ref, frac = pl.col('ref'), pl.col(side)
     return pl.when(ref.is_not_null() & (ref != 0) & frac.is_not_null()).then(ref * (1 + frac))
 

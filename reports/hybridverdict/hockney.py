@@ -1,18 +1,11 @@
 """Least-squares fits of the communication models of Xu & Hwang (seed 003).
 
-Hockney's point-to-point model: t(m) = t0 + m / r_inf, with t0 the start-up
-latency, r_inf the asymptotic bandwidth and m_1/2 = t0 * r_inf the message
-length at which half of r_inf is reached.  Units: m in bytes, t in
-microseconds, so r_inf comes out in bytes per microsecond = MB/s (1 MB = 1e6 B).
-
-The fit minimises the squared *relative* residuals (t_fit - t) / t: plain least
-squares on t would be ruled by the largest messages and leave t0 to chance;
-relative residuals weigh an 8-byte latency like a 4-MiB transfer.  The fit's
-relative error is the root mean square of those residuals (Xu & Hwang saw
-theirs within 20%); the largest one is given too.
-
-Collectives over n ranks: t(n) = a log2(n) + b, fitted the same way, needs at
-least two rank counts.
+Hockney's point-to-point model t(m) = t0 + m / r_inf (m in bytes, t in us, so
+r_inf in B/us = MB/s; m_1/2 = t0 r_inf), and t(n) = a log2(n) + b for collectives
+over n ranks.  Both minimise the squared *relative* residuals (t_fit - t) / t:
+plain least squares on t would be ruled by the largest messages and leave t0 to
+chance.  The fit's relative error is their RMS (Xu & Hwang saw theirs within 20%),
+its largest one is given too (docs/pages/science.md).
 """
 
 from __future__ import annotations
@@ -76,7 +69,8 @@ def _errors(fitted: Sequence[float], ts: Sequence[float]) -> tuple[float, float]
     return math.sqrt(sum(r * r for r in rel) / len(rel)), max(abs(r) for r in rel)
 
 
-def _check_points(xs: Sequence[float], ts: Sequence[float], what: str, need: str) -> None:
+def _check_points(xs: Sequence[float], ts: Sequence[float], what: str, need: str,
+                  least: float, below: str) -> None:
     if len(xs) != len(ts):
         raise FitError(f'{len(xs)} {what} but {len(ts)} times')
     if len(set(xs)) < 2:
@@ -84,13 +78,14 @@ def _check_points(xs: Sequence[float], ts: Sequence[float], what: str, need: str
     bad = [t for t in ts if not (t > 0 and math.isfinite(t))]
     if bad:
         raise FitError(f'times must be positive and finite, got {bad[0]!r}')
+    if any(x < least for x in xs):
+        raise FitError(below)
 
 
 def fit_hockney(sizes: Sequence[float], times: Sequence[float]) -> HockneyFit:
     """Fit t = t0 + m / r_inf to message sizes (B) and times (us)."""
-    _check_points(sizes, times, 'sizes', 'distinct message sizes')
-    if any(m < 0 for m in sizes):
-        raise FitError('message sizes must not be negative')
+    _check_points(sizes, times, 'sizes', 'distinct message sizes', 0,
+                  'message sizes must not be negative')
     t0, slope = _weighted_line(sizes, times)
     if slope <= 0:
         raise FitError('the times do not grow with the message size: '
@@ -103,9 +98,8 @@ def fit_hockney(sizes: Sequence[float], times: Sequence[float]) -> HockneyFit:
 
 def fit_log2(ranks: Sequence[int], times: Sequence[float]) -> LogFit:
     """Fit t = a log2(n) + b to rank counts n and times (us)."""
-    _check_points(ranks, times, 'rank counts', 'rank counts')
-    if any(n < 1 for n in ranks):
-        raise FitError('rank counts must be at least 1')
+    _check_points(ranks, times, 'rank counts', 'rank counts', 1,
+                  'rank counts must be at least 1')
     xs = [math.log2(n) for n in ranks]
     b, a = _weighted_line(xs, times)
     rms, worst = _errors([a * x + b for x in xs], times)

@@ -125,12 +125,10 @@ def page(rep: Report, figures: dict[str, list[plots.Figure]] | None = None) -> s
     for sec in rep.sections:
         if sec.key in LEADING:
             continue
-        if not sec.rows:
-            parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>',
-                      f'<p class="none">No data: needs {_e(sec.missing)}.</p>']
-            continue
-        parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>', f'<p>{_e(sec.note)}</p>',
-                  _figures(figures.get(sec.figure, [])) if sec.figure else '',
-                  table(sec.columns, sec.rows)]
+        body = ([f'<p>{_e(sec.note)}</p>',
+                 _figures(figures.get(sec.figure, [])) if sec.figure else '',
+                 table(sec.columns, sec.rows)] if sec.rows
+                else [f'<p class="none">No data: needs {_e(sec.needs)}.</p>'])
+        parts += [f'<h2 id="{_e(sec.key)}">{_e(sec.title)}</h2>', *body]
     parts.append('</body></html>')
     return '\n'.join(parts)

@@ -1,16 +1,10 @@
 """Rabenseifner's overlap model (seed 001): what funneled overlap can gain.
 
 A hybrid step on a node with n threads, m of which communicate, split into
-fractions of the masteronly time: f_comm (communication), f_comp_non (work
-that cannot overlap it: packing, boundary rows) and f_comp_overlap (work that
-can: interior rows), with f_comm + f_comp_non + f_comp_overlap = 1.
-
-  T_overlap / T_masteronly = f_comp_non + max(f_comm / m, f_comp_overlap * n / (n - m))
-  eps       = T_masteronly / T_overlap
-  eps_max   = (1 + m (1 - 1/n)) / (1 + f_comp_non m (1 - 1/n)),
-              reached at f_comm_best = (1 - f_comp_non) / (1 + 1/m - 1/n)
-  break-even eps = 1 at f_comm_equiv = (m / n) (1 - f_comp_non)
-  eps_min   = (1 - m/n) / (1 - f_comp_non m / n)
+fractions of the masteronly time: f_comm, f_comp_non (work that cannot overlap
+it) and f_comp_overlap (work that can), adding up to 1.  ``eps`` is
+T_masteronly / T_overlap = 1 / (f_comp_non + max(f_comm / m, f_comp_overlap n /
+(n - m))); the bounds and break-even points are those of docs/pages/science.md.
 """
 
 from __future__ import annotations
@@ -22,22 +16,17 @@ class ModelError(ValueError):
     """Fractions or thread counts the model cannot take."""
 
 
-def _check(n: int, m: int) -> None:
+def _check(n: int, m: int, **fractions: float) -> None:
     if not (isinstance(n, int) and isinstance(m, int)) or n < 2 or not 1 <= m < n:
         raise ModelError(f'need 1 <= m < n threads, got n={n}, m={m}')
-
-
-def _check_fraction(name: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ModelError(f'{name} must be a fraction in [0, 1], got {value}')
+    for name, value in fractions.items():
+        if not 0.0 <= value <= 1.0:
+            raise ModelError(f'{name} must be a fraction in [0, 1], got {value}')
 
 
 def eps(f_comm: float, f_comp_non: float, f_comp_overlap: float, n: int, m: int = 1) -> float:
     """Predicted speedup T_masteronly / T_overlap."""
-    _check(n, m)
-    for name, value in (('f_comm', f_comm), ('f_comp_non', f_comp_non),
-                        ('f_comp_overlap', f_comp_overlap)):
-        _check_fraction(name, value)
+    _check(n, m, f_comm=f_comm, f_comp_non=f_comp_non, f_comp_overlap=f_comp_overlap)
     total = f_comm + f_comp_non + f_comp_overlap
     if abs(total - 1.0) > 1e-6:
         raise ModelError(f'the fractions must add up to 1, got {total:.6f}')
@@ -45,27 +34,23 @@ def eps(f_comm: float, f_comp_non: float, f_comp_overlap: float, n: int, m: int 
 
 
 def eps_max(f_comp_non: float, n: int, m: int = 1) -> float:
-    _check(n, m)
-    _check_fraction('f_comp_non', f_comp_non)
+    _check(n, m, f_comp_non=f_comp_non)
     k = m * (1.0 - 1.0 / n)
     return (1.0 + k) / (1.0 + f_comp_non * k)
 
 
 def f_comm_best(f_comp_non: float, n: int, m: int = 1) -> float:
-    _check(n, m)
-    _check_fraction('f_comp_non', f_comp_non)
+    _check(n, m, f_comp_non=f_comp_non)
     return (1.0 - f_comp_non) / (1.0 + 1.0 / m - 1.0 / n)
 
 
 def f_comm_equiv(f_comp_non: float, n: int, m: int = 1) -> float:
-    _check(n, m)
-    _check_fraction('f_comp_non', f_comp_non)
+    _check(n, m, f_comp_non=f_comp_non)
     return (m / n) * (1.0 - f_comp_non)
 
 
 def eps_min(f_comp_non: float, n: int, m: int = 1) -> float:
-    _check(n, m)
-    _check_fraction('f_comp_non', f_comp_non)
+    _check(n, m, f_comp_non=f_comp_non)
     return (1.0 - m / n) / (1.0 - f_comp_non * m / n)
 
 

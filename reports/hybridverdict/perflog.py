@@ -1,19 +1,13 @@
 """Read the perflogs that ReFrame's ``filelog`` handler writes for the harness.
 
 Each file starts with a header line naming the '|'-separated fields (the
-``format`` of ``config/settings.py``); a file whose header changed was renamed
-by ReFrame to ``<name>.log.h<N>`` and is read too.
-
-A line is its run fields, then one block of five fields per performance
-variable.  A line whose variables differ in number from its header's (a file
-whose first line was a failed run, written before the checks declared their
-variables up front) is read by its own shape: a failed run without variables
-under a header with some, or a passed run under a header without any, with
-the names of the other header of the same check that has as many; where
-that is ambiguous the read fails, naming the file and line, rather than lose a
-valid record.  Lines of no such shape (truncated, corrupt) are skipped and
-counted, with the first of them named in the warning.  Files are only read,
-never modified.
+``format`` of ``config/settings.py``); a file whose header changed was renamed by
+ReFrame to ``<name>.log.h<N>`` and is read too.  A line is its run fields, then one
+block of five fields per performance variable.  A line of another width than its
+header is read by its own shape where a failed first record explains it
+(``_reshaped``: rather fail, naming the line, than guess or lose a valid record);
+other lines that do not fit (truncated, corrupt) are skipped and counted, the first
+named in the warning.  Files are only read, never modified.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ from .records import (
     NO_KERNEL,
     PROVENANCE_FIELDS,
     UNPARSABLE,
-    Group,
     ReadStats,
     Record,
     Ref,
@@ -43,7 +36,6 @@ from .records import (
     provenance,
     reference,
     size_key,
-    unusable,
 )
 
 #: fields per performance variable
@@ -271,17 +263,13 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
                   stats: ReadStats | None = None) -> list[Record]:
     """All kernel records under `paths`, optionally only those after `since`."""
     stats = stats if stats is not None else ReadStats()
-    out: list[Record] = []
     files = perflog_files(paths)
     shapes = header_shapes(files)
-    for path in files:
-        for rec in read_file(path, stats, shapes):
-            if since is None or rec.time >= since:
-                out.append(rec)
-    return out
+    return [rec for path in files for rec in read_file(path, stats, shapes)
+            if since is None or rec.time >= since]
 
 
 # The records' names, read from here by the report and the tests (``records``).
-__all__ = ['PROVENANCE_FIELDS', 'Group', 'PerflogError', 'ReadStats', 'Record', 'Ref',
-           'header_fields', 'parse_time', 'perflog_files', 'printable', 'provenance',
-           'read_file', 'read_perflogs', 'size_key', 'unusable']
+__all__ = ['PROVENANCE_FIELDS', 'PerflogError', 'ReadStats', 'Record', 'Ref', 'header_fields',
+           'parse_time', 'perflog_files', 'printable', 'provenance', 'read_file',
+           'read_perflogs', 'size_key']

@@ -1,12 +1,9 @@
-"""MD phase breakdown: pure MPI against hybrid, phase by phase.
+"""MD phase breakdown: pure MPI against hybrid, phase by phase (Chorley, Walker &
+Guest, Tables 2-4).
 
-Chorley, Walker & Guest (Tables 2-4) compare the time of each phase of a step
-(forces, movout = halo + migration, sum = collectives, movea/moveb =
-integration halves, neighbour build) between the MPI and hybrid layouts.  The
-md check logs each phase as ``phase_<name>`` (slowest rank, seconds); this
-module puts the medians side by side with the hybrid/MPI ratio (above 1: the
-phase is slower in hybrid), one row set per ``Record.group`` (node count, build
-and library included) and cores per node, against every pure-MPI layout.
+The md check logs each phase as ``phase_<name>`` (slowest rank, seconds); the
+medians stand side by side with the hybrid/MPI ratio (above 1: slower in hybrid),
+one row set per ``Record.group`` and cores per node, against every pure-MPI layout.
 """
 
 from __future__ import annotations
@@ -16,18 +13,15 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .records import Record
+from .records import Place, Record
+from .verdict import layout_pairs
 
 #: the md check's phases, then Chorley's two others (hloop, startup), shown where logged
 PHASES = ('force', 'movout', 'sum', 'movea', 'moveb', 'neigh', 'hloop', 'startup')
 
 
 @dataclasses.dataclass(frozen=True)
-class PhaseRow:
-    system: str
-    partition: str
-    stack: str
-    size: str
+class PhaseRow(Place):
     phase: str
     mpi_layout: str
     hybrid: str            # "<mode> RxT"
@@ -53,22 +47,17 @@ def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
     for (g, cores), sides in sorted(groups.items(),
                                     key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
         # every pure-MPI layout of the group is a reference for every hybrid one
-        mpi = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
-                     key=lambda side: side[0])
-        for mpi_layout, mpi_recs in mpi:
-            for (mode, lay), recs in sorted(sides.items()):
-                if mode == 'mpi':
+        for mpi_layout, mpi_recs, mode, lay, recs in layout_pairs(sides):
+            for phase in PHASES:
+                name = f'phase_{phase}'
+                a = [r.values[name] for r in mpi_recs if name in r.values]
+                b = [r.values[name] for r in recs if name in r.values]
+                if not a or not b:
                     continue
-                for phase in PHASES:
-                    name = f'phase_{phase}'
-                    a = [r.values[name] for r in mpi_recs if name in r.values]
-                    b = [r.values[name] for r in recs if name in r.values]
-                    if not a or not b:
-                        continue
-                    rows.append(PhaseRow(g.system, g.partition, g.stack, g.size, phase,
-                                         mpi_layout, f'{mode} {lay}', statistics.median(a),
-                                         statistics.median(b), f'{len(a)}/{len(b)}',
-                                         nodes=g.nodes, cores=cores))
+                rows.append(PhaseRow(g.system, g.partition, g.stack, g.size, phase,
+                                     mpi_layout, f'{mode} {lay}', statistics.median(a),
+                                     statistics.median(b), f'{len(a)}/{len(b)}',
+                                     nodes=g.nodes, cores=cores))
     return rows
 
 

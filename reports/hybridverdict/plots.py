@@ -21,12 +21,7 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.dates import num2date  # noqa: E402
-from matplotlib.ticker import (  # noqa: E402
-    FuncFormatter,
-    LogLocator,
-    MaxNLocator,
-    NullFormatter,
-)
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from . import comm, glance, history, verdict  # noqa: E402
 from . import section as sec  # noqa: E402
@@ -99,9 +94,7 @@ def _finish(ax, title: str, xlabel: str, ylabel: str, loc: str = 'upper left',
     """A panel's title, axis labels and legend; `one`: the dashed line at 1."""
     if one:
         _one(ax)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(fontsize=6, loc=loc)
 
 
@@ -183,12 +176,8 @@ def heatmap(grid: glance.Grid) -> Figure:
     per line), so a reader (or a test) can tell which layouts and sizes it shows.
     """
     rows, cols = grid.layouts, grid.sizes
-    values = [[math.nan] * len(cols) for _ in rows]
-    for i, lay in enumerate(rows):
-        for j, size in enumerate(cols):
-            v = grid.cells.get((lay, size))
-            if v is not None:
-                values[i][j] = math.log2(v.speedup)
+    cells = [[grid.cells.get((lay, size)) for size in cols] for lay in rows]
+    values = [[math.nan if v is None else math.log2(v.speedup) for v in row] for row in cells]
     lo, hi = (math.log2(x) for x in HEAT_RANGE)
     width, height = 3.2 + 0.75 * len(cols), 1.2 + 0.32 * len(rows)   # inches
     fig, ax = plt.subplots(figsize=(width, height))
@@ -197,9 +186,8 @@ def heatmap(grid: glance.Grid) -> Figure:
                         top=1 - 0.35 / height)
     cmap = matplotlib.colormaps['RdYlGn'].with_extremes(bad='#f4f4f4')
     img = ax.imshow(values, cmap=cmap, vmin=lo, vmax=hi, aspect='auto')
-    for i, lay in enumerate(rows):
-        for j, size in enumerate(cols):
-            v = grid.cells.get((lay, size))
+    for i, row in enumerate(cells):
+        for j, v in enumerate(row):
             text = '-' if v is None else f'{v.verdict}\n{v.speedup:.2f}'
             ax.text(j, i, text, ha='center', va='center', fontsize=6, linespacing=0.9)
     ax.set_xticks(range(len(cols)), cols, fontsize=7)
@@ -211,16 +199,13 @@ def heatmap(grid: glance.Grid) -> Figure:
              if HEAT_RANGE[0] <= x <= HEAT_RANGE[1]]
     bar.set_ticks([math.log2(x) for x in ticks], labels=[f'{x:g}x' for x in ticks])
     bar.ax.tick_params(labelsize=6)
-    n = grid.counts()
     samples = sum(v.n_mpi + v.n_hybrid for v in grid.cells.values())
     drawn_rows = [t.get_text() for t in ax.get_yticklabels()]
     drawn_cols = [t.get_text() for t in ax.get_xticklabels()]
     return _png(fig, f'{grid.title}: speedup T_mpi / T_hybrid per hybrid layout and size '
                      f'(green: hybrid faster, red: slower; colours saturate at '
-                     f'{HEAT_RANGE[0]:g}x and {HEAT_RANGE[1]:g}x); {n["WIN"]} WIN, '
-                     f'{n["LOSS"]} LOSS, {n["TIE"]} TIE'
-                     + (f', {n["INCONCLUSIVE"]} INCONCLUSIVE' if n['INCONCLUSIVE'] else '')
-                     + f'; {samples} runs.',
+                     f'{HEAT_RANGE[0]:g}x and {HEAT_RANGE[1]:g}x); '
+                     f'{glance.calls_text(grid.cells.values())}; {samples} runs.',
                 {'Title': grid.title, 'Rows': '\n'.join(drawn_rows),
                  'Columns': '\n'.join(drawn_cols)})
 

@@ -1,13 +1,9 @@
-"""The records both readers make, one per run of a kernel: from the
-perflogs (``perflog``) and from ReFrame's JSON run reports (``runreport``).
-
-Each reader finds the texts of a run's fields (the perflog schema's run
-fields, ``harnesscore.schema``) and its performance variables in its own
-format; what is common is here, written once: the record and what it is
-compared within (``Record``, ``Group``), the fields' coercion and the record
-built from them (``from_fields``), the run's provenance, the records that
-cannot be used (``unusable``), and the counting of what was read and skipped,
-each skip with the file and line of its first (``ReadStats``).
+"""The records both readers make, one per run of a kernel: from the perflogs
+(``perflog``) and from ReFrame's JSON run reports (``runreport``).  What the two
+share is written here once: the record and what it is compared within (``Record``,
+``Group``), the record built from its fields' texts (``from_fields``), its
+provenance, what cannot be used (``unusable``) and the counts of what was read and
+skipped, each skip with where its first was (``ReadStats``).
 """
 
 from __future__ import annotations
@@ -78,6 +74,16 @@ class Group(NamedTuple):
     def with_size(self, size: object) -> Group:
         """The same group for another size (e.g. a message size, or '' for a sweep)."""
         return self._replace(size=str(size))
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where the runs behind a row of an analysis ran: the row's first fields."""
+
+    system: str
+    partition: str
+    stack: str
+    size: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,14 +175,6 @@ class Record:
     def usable(self) -> bool:
         """A run whose figures may enter a verdict."""
         return not self.left_out
-
-    def band(self, var: str) -> tuple[float | None, float | None]:
-        """The absolute (low, high) bounds of `var` from its reference, None where open."""
-        ref, lower, upper = self.refs.get(var, (None, None, None))
-        if not ref:
-            return None, None
-        return (None if lower is None else ref * (1 + lower),
-                None if upper is None else ref * (1 + upper))
 
 
 _RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(Record))

@@ -45,12 +45,9 @@ def _table(columns, body, fmt: str) -> str:
 
 
 def counts(found: list[Verdict]) -> str:
-    n = {k: sum(v.verdict == k for v in found) for k in ('WIN', 'LOSS', 'TIE', 'INCONCLUSIVE')}
-    text = f'{len(found)} verdicts: {n["WIN"]} WIN, {n["LOSS"]} LOSS, {n["TIE"]} TIE'
-    if n['INCONCLUSIVE']:
-        text += f', {n["INCONCLUSIVE"]} INCONCLUSIVE'
     confirmed = sum(v.confirmed for v in found)
-    return text + (f'; {confirmed} confirmed' if confirmed else '')
+    return (f'{len(found)} verdicts: {glance.calls_text(found)}'
+            + (f'; {confirmed} confirmed' if confirmed else ''))
 
 
 def leading(rep: Report) -> list:
@@ -113,11 +110,9 @@ def markdown(rep: Report) -> str:
     for sec in rep.sections:
         if sec.key in section.LEADING:
             continue
-        if not sec.rows:
-            lines += [f'## {sec.title}', '', f'No data: needs {sec.missing}.', '']
-            continue
-        lines += [f'## {sec.title}', '', sec.note, '', _table(sec.columns, sec.rows, 'github'),
-                  '']
+        body = ([sec.note, '', _table(sec.columns, sec.rows, 'github')] if sec.rows
+                else [f'No data: needs {sec.needs}.'])
+        lines += [f'## {sec.title}', '', *body, '']
     return '\n'.join(lines)
 
 

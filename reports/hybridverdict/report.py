@@ -1,13 +1,9 @@
 """Everything one report holds, computed once from the records for every output.
 
-``build`` turns records into a ``Report``: what the data is (systems, stacks
-with their library versions, dates, samples), the verdicts, the analysis
-sections (each a table plus the data behind it, optionally with a figure), the
-history series and the objects the figures are drawn from.  The analysis
-sections come from the registry ``sections.ANALYSES`` (one function per
-analysis, each returning its ``section.Section``).  The renderers
-(``render`` for terminal and Markdown, ``html`` for the HTML page, ``tidy`` for
-CSV/JSON) only format what is here.
+``build`` turns records into a ``Report``: what the data is (``Meta``), the
+verdicts, the analysis sections of the registry ``sections.ANALYSES``, the history
+series and the objects the figures are drawn from.  The renderers (``render``,
+``html``, ``tidy``) only format what is here.
 """
 
 from __future__ import annotations
@@ -91,19 +87,15 @@ class Report:
 def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[str],
           since: dt.datetime | None) -> Meta:
     libs: dict[str, set[str]] = defaultdict(set)
-    systems: set[str] = set()
-    first = last = None
     for r in window:
-        systems.add(r.system)
-        stack_libs = libs[r.stack]
-        if r.mpi_library:
-            stack_libs.add(r.mpi_library)
-        first = r.time if first is None or r.time < first else first
-        last = r.time if last is None or r.time > last else last
+        libs[r.stack].update({r.mpi_library} - {''})
+    times = [r.time for r in window]
     return Meta(generated=dt.datetime.now(dt.timezone.utc), version=__version__,
                 inputs=list(inputs), since=since, records=len(window), records_read=read,
-                skipped=stats.skipped, warnings=stats.warnings(), systems=sorted(systems),
-                stacks={s: sorted(v) for s, v in sorted(libs.items())}, first=first, last=last)
+                skipped=stats.skipped, warnings=stats.warnings(),
+                systems=sorted({r.system for r in window}),
+                stacks={s: sorted(v) for s, v in sorted(libs.items())},
+                first=min(times, default=None), last=max(times, default=None))
 
 
 def recent_sessions(records: pl.LazyFrame, values: pl.LazyFrame,
@@ -140,14 +132,8 @@ def build(records: Sequence[Record], stats: ReadStats, inputs: list[str],
     ctx.shared[sections.VERDICTS] = found
     built = [sec for sec in (analysis(ctx) for analysis in sections.ANALYSES)
              if sec is not None]
-    shared = ctx.shared
-    series, total = shared.get(sections.HISTORY, ([], 0))
+    series, total = ctx.shared.get(sections.HISTORY, ([], 0))
     read = stored_records if stored is not None else len(records)
     return Report(meta=_meta(window, read, stats, inputs, since), verdicts=found,
-                  sections=built, history=series, history_total=total,
-                  curves=shared.get(sections.CURVES, []),
-                  headlines=shared.get(sections.HEADLINES, []),
-                  saturation=shared.get(sections.SATURATION, []),
-                  collectives=shared.get(sections.COLLECTIVES, []),
-                  efficiencies=shared.get(sections.EFFICIENCIES, []),
-                  phases=shared.get(sections.PHASE_ROWS, []), records=window)
+                  sections=built, history=series, history_total=total, records=window,
+                  **{name: ctx.shared.get(name, []) for name in sections.FIGURE_OBJECTS})

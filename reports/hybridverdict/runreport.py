@@ -20,19 +20,8 @@ import json
 import os
 from collections.abc import Iterable
 
-from .records import (
-    FIELDS,
-    NO_KERNEL,
-    UNPARSABLE,
-    ReadStats,
-    Record,
-    Ref,
-    from_fields,
-    input_files,
-    number,
-    printable,
-    reference,
-)
+from . import records
+from .records import ReadStats, Record, Ref
 
 #: ReFrame's results (older names: ``success``, ``failure``) as the perflog's.
 _RESULT = {'success': 'pass', 'failure': 'fail'}
@@ -43,8 +32,8 @@ class RunReportError(Exception):
 
 
 def report_files(paths: Iterable[str]) -> list[str]:
-    return input_files(paths, lambda f: f.startswith('run-report') and f.endswith('.json'),
-                       False, 'run report', RunReportError)
+    return records.input_files(paths, lambda f: f.startswith('run-report')
+                               and f.endswith('.json'), False, 'run report', RunReportError)
 
 
 def _time(tc: dict) -> str:
@@ -64,12 +53,12 @@ def _variables(tc: dict) -> tuple[dict[str, float], dict[str, str], dict[str, Re
         name = key.rsplit(':', 1)[-1]
         if not isinstance(entry, (list, tuple)) or len(entry) < 5:
             continue
-        value = number(entry[0])
+        value = records.number(entry[0])
         if value is None:
             continue      # a test that failed before its performance stage
         values[name] = value
         units[name] = str(entry[4] or '')
-        ref = reference(*entry[1:4])
+        ref = records.reference(*entry[1:4])
         if ref:
             refs[name] = ref
     return values, units, refs
@@ -78,12 +67,12 @@ def _variables(tc: dict) -> tuple[dict[str, float], dict[str, str], dict[str, Re
 def _record(tc: dict, source: str) -> Record | None:
     """The record of one test case; None for builds and fixtures; ValueError if broken."""
     var = {**tc, **(tc.get('check_vars') or {})}
-    if tc.get('fixture') or var.get('kernel') is None or var['kernel'] in NO_KERNEL:
+    if tc.get('fixture') or var.get('kernel') is None or var['kernel'] in records.NO_KERNEL:
         return None
     result = str(tc.get('result', ''))
     var.update(job_completion_time=_time(tc), result=_RESULT.get(result, result))
-    return from_fields(['' if var.get(f) is None else str(var[f]) for f in FIELDS],
-                       *_variables(tc), source)
+    texts = ['' if var.get(f) is None else str(var[f]) for f in records.FIELDS]
+    return records.from_fields(texts, *_variables(tc), source)
 
 
 def read_run_report(path: str, stats: ReadStats) -> list[Record]:
@@ -92,7 +81,7 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
         with open(path, encoding='utf-8') as fp:
             # untrusted text: control characters (terminal escapes) shown escaped
             data = json.load(fp, object_hook=lambda d: {
-                k: printable(v) if isinstance(v, str) else v for k, v in d.items()})
+                k: records.printable(v) if isinstance(v, str) else v for k, v in d.items()})
         runs = data['runs']
         if not isinstance(runs, list):
             raise TypeError('runs is not a list')
@@ -112,7 +101,7 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
                 continue      # retried: only its last attempt counts
             try:
                 rec = _record(tc, where)
-            except UNPARSABLE as err:
+            except records.UNPARSABLE as err:
                 stats.unparsable(err, where)
                 continue
             if rec is not None and rec.values and stats.keep(rec):

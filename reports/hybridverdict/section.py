@@ -66,11 +66,6 @@ class Section:
     needs: str = 'no matching runs'   # what data it needs, said where it has none
     standalone: bool = False  # worth a report even without any verdict
 
-    @property
-    def missing(self) -> str:
-        """What data the section needs, said where it has none."""
-        return self.needs
-
 
 @dataclasses.dataclass
 class Context:

@@ -15,8 +15,9 @@ from . import changes, comm, history, phases, spmv_model, verdict
 from . import section as s
 from .section import Analysis, Context, Section
 
-# names of the shared analysis objects (Context.shared), read by report.build
-PHASE_ROWS = 'phase_rows'
+# names of the shared analysis objects (Context.shared); those the figures are drawn
+# from are the fields of ``report.Report`` of the same name (``FIGURE_OBJECTS``)
+PHASE_ROWS = 'phases'
 EFFICIENCIES = 'efficiencies'
 OVERLAPS = 'overlaps'
 CURVES = 'curves'
@@ -26,6 +27,7 @@ COLLECTIVES = 'collectives'
 HISTORY = 'history'           # (series, total)
 VERDICTS = 'verdicts'         # set by report.build
 RABENSEIFNER = 'rabenseifner'
+FIGURE_OBJECTS = (CURVES, HEADLINES, SATURATION, COLLECTIVES, EFFICIENCIES, PHASE_ROWS)
 
 
 def _data(items: list, *properties: str) -> list[dict]:

@@ -6,21 +6,14 @@ session::
     python -m hybridverdict.sequential --since ISO-TIME --deadline EPOCH-SECONDS \
         [--max-rounds N] [--step N] -- <reframe command and its options>
 
-It reads the records since the session started, judges them by the report's
-rule (``verdict.verdicts``), and for every pair still INCONCLUSIVE with fewer
-rounds than the cap (``HARNESS_MAX_ROUNDS``, default 15) runs ``--step`` more
-rounds (2) of its two layouts, one ReFrame session per partition and stack
-(``--system SYS:PART -p ^STACK$``, so a pair's two runs are side by side),
-numbered on from the rounds already run (``HARNESS_FIRST_ROUND``).  It
-judges again and goes on until every pair is decided, at the cap, or the next
-batch's estimate does not fit before the deadline (the session's budget).  The
-estimate is this session's own measured seconds per run.  Each batch prints a
-progress line with the time left.
-
-The rule's confidence per look (``stats.DECISION_CONFIDENCE``) is calibrated
-for looks every ``stats.SEQUENTIAL_STEP`` rounds up to the cap
-(``python reports/tools/calibrate.py``).  Exit status: 0, or the first
-non-zero status of a ReFrame batch; 2 on bad arguments or unreadable records.
+It judges the session's records by the report's rule (``verdict.verdicts``) and
+runs ``--step`` more rounds of the INCONCLUSIVE pairs below the cap, one ReFrame
+session per partition and stack (so a pair's two runs are side by side), until
+each is decided, at the cap, or the next batch's estimate (this session's own
+seconds per run) does not fit before the deadline (docs/pages/statistics.md).  The
+rule's confidence per look is calibrated for these looks
+(``python reports/tools/calibrate.py``).  Exit status: 0, or the first non-zero
+status of a ReFrame batch; 2 on bad arguments or unreadable records.
 """
 
 from __future__ import annotations
@@ -42,7 +35,7 @@ from harnesscore.schema import TIME_VARIABLE
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs
-from .verdict import Verdict, judged_as, verdicts
+from .verdict import Verdict, judged_as, round_of, verdicts
 
 #: ReFrame options that select tests, partitions or environments: the batches
 #: make their own selection, so the user's are not passed on to them.
@@ -117,8 +110,7 @@ def undecided(records: Sequence[Record], cap: int, floor: float = stats.DEFAULT_
                                Batch(v.system, v.partition, v.stack))
         b.names |= names
         b.pairs += 1
-        rounds = v.rounds
-        b.rounds = rounds if b.pairs == 1 else min(b.rounds, rounds)
+        b.rounds = v.rounds if b.pairs == 1 else min(b.rounds, v.rounds)
     return open_, list(batches.values())
 
 
@@ -219,7 +211,7 @@ def more_rounds(args: argparse.Namespace) -> int:
         todo = []
         for b in batches:
             step = min(args.step, args.max_rounds - b.rounds)
-            first = max(r for r in _round_numbers(records, b)) + 1
+            first = max(_round_numbers(records, b)) + 1
             key = (b.system, b.partition, b.stack, first)
             if step < 1 or key in done_batches:
                 continue          # a batch that added no record: do not loop on it
@@ -245,13 +237,8 @@ def more_rounds(args: argparse.Namespace) -> int:
 
 
 def _round_numbers(records: Sequence[Record], b: Batch) -> list[int]:
-    out = [-1]
-    for r in records:
-        if r.partition == b.partition and r.stack == b.stack and r.name:
-            m = re.search(r'%sample=(\d+)', r.name)
-            if m:
-                out.append(int(m.group(1)))
-    return out
+    return [-1] + [n for r in records if r.partition == b.partition and r.stack == b.stack
+                   and (n := round_of(r)) is not None]
 
 
 def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:

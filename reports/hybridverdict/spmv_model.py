@@ -1,5 +1,5 @@
 """Chow & Hysom's efficiency decomposition and Rabenseifner's overlap model,
-from the SpMV runs of the perflogs.
+from the SpMV runs of the perflogs (the formulas: docs/pages/science.md).
 
 Efficiencies (seed 000; ser = the hybrid decomposition run with one thread;
 every figure from the runs of one ``Record.group``, so of one node count p):
@@ -8,26 +8,13 @@ every figure from the runs of one ``Record.group``, so of one node count p):
   e_ni    = t_comm^mpi(m1) / t_comm^hyb(m2)        network interface  (> 1 favours hybrid)
   e_mp(p) = t_comm^hyb(p) / t_comm^mpi(p)          message passing    (< 1 favours hybrid)
 
-e_ni is the paper's: measured on a small number of nodes, 2 as in its Table 8,
-where each mode exchanges its own typical message size (m1 for pure MPI, m2 for
-hybrid: the same problem size per node and layout as the row's), so that it
-separates the sharing of the network interface from the scaling that e_mp
-measures.  Every row of a size and layout shows the e_ni of its 2-node runs
-(n/a without them); at p = 2 it is 1 / e_mp(2) by definition.
-
-With no overlap the model predicts, at p nodes,
-  T_hyb / T_mpi = (t_comp^mpi(p) / e_cache(1) + e_mp(p) t_comm^mpi(p))
-                  / (t_comp^mpi(p) + t_comm^mpi(p)),
-from inputs measured elsewhere: e_cache from the one-node runs of the same size
-and layouts, e_mp and the pure-MPI times at p.  It is shown beside the measured
-ratio of total times on several nodes; on one node its inputs are the measured
-ratio's own (an identity whenever t_total = t_comp + t_comm), so it is n/a there.
-On one node e_mp compares the intra-node exchanges only.
-
-Overlap (seed 001): the fractions of a masteronly call (f_comm; f_comp_non =
-pack + boundary rows; f_comp_overlap = interior rows) give the predicted
-eps = T_masteronly / T_funneled with one communicating thread, next to the
-measured ratio.
+e_ni is the paper's: measured on 2 nodes (its Table 8), each mode at its own
+typical message size, so that it separates the sharing of the network interface
+from the scaling that e_mp measures; every row of a size and layout shows it.  The
+no-overlap prediction of T_hyb / T_mpi at p nodes takes e_cache from the one-node
+runs (on one node it would restate the measured ratio: n/a there).  Overlap (seed
+001): the fractions of a masteronly call give the predicted eps = T_masteronly /
+T_funneled (``overlap``), next to the measured ratio.
 """
 
 from __future__ import annotations
@@ -38,18 +25,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from . import overlap
-from .records import Group, Record
+from .records import Group, Place, Record
 
 #: the node count e_ni is measured on (Chow & Hysom, Table 8)
 E_NI_NODES = 2
+#: the times of a run the efficiencies are made of
+TIMES = ('t_comp', 't_comm', 't_total')
 
 
 @dataclasses.dataclass(frozen=True)
-class Efficiency:
-    system: str
-    partition: str
-    stack: str
-    size: str
+class Efficiency(Place):
     nodes: int
     layout: str             # hybrid R x T
     e_mt: float | None
@@ -66,13 +51,9 @@ class Efficiency:
 
 
 @dataclasses.dataclass(frozen=True)
-class NetworkInterface:
+class NetworkInterface(Place):
     """e_ni of one size and layout pair, from its runs on ``E_NI_NODES`` nodes."""
 
-    system: str
-    partition: str
-    stack: str
-    size: str
     layout: str             # hybrid R x T
     mpi_layout: str
     comm_mpi: float         # median t_comm^mpi(m1), s
@@ -85,11 +66,7 @@ class NetworkInterface:
 
 
 @dataclasses.dataclass(frozen=True)
-class Overlap:
-    system: str
-    partition: str
-    stack: str
-    size: str
+class Overlap(Place):
     layout: str
     prediction: overlap.Prediction
     measured: float | None   # T_masteronly / T_funneled
@@ -100,6 +77,10 @@ class Overlap:
 def _median(recs: list[Record] | None, var: str) -> float | None:
     vals = [r.values[var] for r in recs or () if var in r.values]
     return statistics.median(vals) if vals else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
 
 
 Runs = dict[tuple[str, int, int], list[Record]]
@@ -148,18 +129,14 @@ def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
     elsewhere: dict[tuple, dict[int, tuple[float | None, float | None]]] = defaultdict(dict)
     for (g, cores), runs in groups.items():
         for (mr, mt), mpi, (hr, ht), hyb in _pairs(runs):
-            comp_mpi, comp_hyb = _median(mpi, 't_comp'), _median(hyb, 't_comp')
-            comm_mpi, comm_hyb = _median(mpi, 't_comm'), _median(hyb, 't_comm')
-            e_cache = comp_mpi / comp_hyb if comp_mpi and comp_hyb else None
-            e_ni = comm_mpi / comm_hyb if comm_mpi and comm_hyb else None
-            elsewhere[(g.across_nodes(), cores, mr, mt, hr, ht)][g.nodes] = (e_cache, e_ni)
+            # (e_cache, e_ni) at this node count
+            elsewhere[(g.across_nodes(), cores, mr, mt, hr, ht)][g.nodes] = tuple(
+                _ratio(_median(mpi, v), _median(hyb, v)) for v in ('t_comp', 't_comm'))
     out = []
     for (g, cores), runs in _sorted(groups):
         for (mr, mt), mpi, (ranks, threads), hyb in _pairs(runs):
-            comp_mpi, comm_mpi = _median(mpi, 't_comp'), _median(mpi, 't_comm')
-            total_mpi = _median(mpi, 't_total')
-            comp_hyb, comm_hyb = _median(hyb, 't_comp'), _median(hyb, 't_comm')
-            total_hyb = _median(hyb, 't_total')
+            comp_mpi, comm_mpi, total_mpi = (_median(mpi, v) for v in TIMES)
+            comp_hyb, comm_hyb, total_hyb = (_median(hyb, v) for v in TIMES)
             if not (comp_mpi and comp_hyb and total_mpi and total_hyb):
                 continue
             ser = runs.get(('serial', ranks, 1))
@@ -184,7 +161,6 @@ def efficiencies(records: Iterable[Record]) -> list[Efficiency]:
 def overlaps(records: Iterable[Record]) -> list[Overlap]:
     out = []
     for (g, _cores), runs in _sorted(_groups(records)):
-        system, partition, stack, size = g.system, g.partition, g.stack, g.size
         for (mode, ranks, threads), master in sorted(runs.items()):
             if mode != 'masteronly' or threads < 2:
                 continue
@@ -198,11 +174,10 @@ def overlaps(records: Iterable[Record]) -> list[Overlap]:
             except overlap.ModelError:
                 continue
             funneled = runs.get(('funneled', ranks, threads))
-            t_master, t_fun = _median(master, 't_total'), (
-                _median(funneled, 't_total') if funneled else None)
-            measured = t_master / t_fun if t_master and t_fun else None
-            out.append(Overlap(system, partition, stack, size, f'{ranks}x{threads}', pred,
-                               measured, f'{len(master)}/{len(funneled) if funneled else 0}',
+            measured = _ratio(_median(master, 't_total'), _median(funneled, 't_total'))
+            out.append(Overlap(g.system, g.partition, g.stack, g.size, f'{ranks}x{threads}',
+                               pred, measured,
+                               f'{len(master)}/{len(funneled) if funneled else 0}',
                                nodes=g.nodes))
     return out
 

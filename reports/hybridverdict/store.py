@@ -1,29 +1,17 @@
 """The history store: every record ever read, written once, as Parquet parts.
 
-A nightly report needs the records of its own session (the window: verdicts,
-models, fits) and the history of every performance variable over every session
-(a year of nightlies at a big centre: millions of records).  Re-reading every
-perflog and re-writing the whole history into every report does not scale, so
-the records are ingested once into a folder of Parquet files and the history is
-read back with polars' lazy scans, only the columns it needs.
-
-Layout of the store folder (``$HARNESS_VAR_DIR/history`` by default):
-
-``part-<NNNNNN>-records.parquet``, ``part-<NNNNNN>-values.parquet``
-    the records ingested by one call of ``Store.ingest``, one row per record
-    (``RECORDS``), and their performance variables, one row per record x variable
-    (``VALUES``), zstd-compressed.  Written once, never changed.
-``part-<NNNNNN>.json``
-    written after its Parquet files: the part is committed only when it exists.  It
-    holds where each perflog file was read up to (path -> byte offset, lines, the
-    file's inode and a digest of its first two lines), so the next ingest parses only
-    the lines appended since; a file read from its start (new, or whose first lines
-    changed, that shrank or was replaced) adds only the records the store does not
-    hold yet (same run and completion time).  The latest committed part's JSON is the store's state.
-
-Every file is new (``atomic.write_new``: temporary file, fsync, link; never over an
-existing name), so no ingested record is ever lost or rewritten.  A part whose JSON
-is missing (a crash before it) is ignored and its number skipped.
+A nightly report needs the records of its own session and the history of every
+performance variable over every session (a year of nightlies at a big centre:
+millions of records); re-reading every perflog and re-writing the whole history into
+every report does not scale.  So the records are ingested once into a folder of
+Parquet files (``$HARNESS_VAR_DIR/history``) and read back with polars' lazy scans,
+only the columns needed.  Each ``Store.ingest`` that finds new lines writes one part:
+``part-<N>-records.parquet`` (``RECORDS``), ``part-<N>-values.parquet`` (``VALUES``)
+and, last, ``part-<N>.json``, which commits it and says where each perflog was read
+up to, so that the next ingest parses only the lines appended since
+(docs/pages/report.md, "The history store").  Every file is new
+(``atomic.write_new``), so no stored record is ever lost or rewritten; a part
+without its JSON (a crash) is ignored and its number skipped.
 """
 
 from __future__ import annotations
@@ -40,7 +28,7 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from . import tidy
-from .atomic import write_new, write_text
+from .atomic import write_new
 from .perflog import PROVENANCE_FIELDS, ReadStats, Record, perflog_files, read_file
 
 #: The provenance fields stored as columns of their own (``mpi_library`` and
@@ -63,6 +51,8 @@ RECORDS: dict[str, pl.DataType] = {
 VALUES: dict[str, pl.DataType] = {
     'rid': pl.Int64(), 'vpos': pl.Int32(), 'variable': pl.String(), 'value': pl.Float64(),
     'unit': pl.String(), 'ref': pl.Float64(), 'lower': pl.Float64(), 'upper': pl.Float64()}
+#: the columns of a record's run fields (``library``: its ``mpi_library``)
+_RUN_COLUMNS = [c for c in RECORDS if c != 'rid' and c not in TEXT_COLUMNS]
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -107,15 +97,9 @@ def records_from(recs: pl.DataFrame, values: pl.DataFrame) -> list[Record]:
     out = []
     for row in recs.sort('rid').iter_rows(named=True):
         vals, units, refs = per.get(row['rid'], ({}, {}, {}))
-        out.append(Record(
-            time=row['time'], system=row['system'], partition=row['partition'],
-            stack=row['stack'], kernel=row['kernel'], mode=row['mode'], ranks=row['ranks'],
-            threads=row['threads'], size=row['size'], cores=row['cores'],
-            nodes=row['nodes'], mpi_library=row['library'], verified=row['verified'],
-            oversubscribed=row['oversubscribed'], result=row['result'], values=vals,
-            units=units, source=row['source'], name=row['name'],
-            build_spec=row['build_spec'], finalize_hung=row['finalize_hung'], refs=refs,
-            **{c: row.get(c) or '' for c in TEXT_COLUMNS}))
+        out.append(Record(**{tidy.ATTRIBUTE.get(c, c): row[c] for c in _RUN_COLUMNS},
+                          values=vals, units=units, refs=refs,
+                          **{c: row.get(c) or '' for c in TEXT_COLUMNS}))
     return out
 
 
@@ -263,7 +247,7 @@ class Store:
             'next_rid': rid + len(new),
             'total_records': int(state.get('total_records', 0)) + len(new),
             'files': seen | updated}
-        write_text(base + '.json', json.dumps(description, indent=0))   # commits the part
+        write_new(base + '.json', json.dumps(description, indent=0))   # commits the part
         size = sum(os.path.getsize(base + k) for k in _KINDS)
         return Ingest(base + '.json', len(new), tables.values.height, reread, size)
 
@@ -279,8 +263,8 @@ class Store:
                                     r.threads, r.size, r.time) not in stored]
 
 
-def _parse_chunk(path: str, header: bytes, chunk: bytes, stats: ReadStats) -> list[Record]:
-    """Records of `chunk` (complete lines of `path`) read under `header`."""
+def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats) -> list[Record]:
+    """Records of `chunk` (complete lines of a perflog) read under `header`."""
     fd, tmp = tempfile.mkstemp(prefix='.ingest-', suffix='.log')
     try:
         with os.fdopen(fd, 'wb') as fp:
@@ -318,6 +302,6 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats
     # appended lines (or a file whose last line is still being written): parsed under
     # the file's header, their line numbers and source those of `path`
     shift = lines - (1 if header else 0)
-    recs = _parse_chunk(path, header, chunk[:end], stats)
+    recs = _parse_chunk(header, chunk[:end], stats)
     return [dataclasses.replace(r, source=f'{path}:{int(r.source.rsplit(":", 1)[1]) + shift}')
             for r in recs], start + end, count

@@ -1,13 +1,10 @@
 """The tidy table: one row per record x performance variable, for other tools.
 
-Columns (``COLUMNS``): where and how the run ran, when it completed, the
-variable with its value and unit, its reference and thresholds as ReFrame logs
-them (``lower``/``upper`` are fractions of ``ref``; empty when unbounded) and the
-run's result.  Written as Parquet (zstd-compressed, columnar: what polars,
-pandas, DuckDB and Spark read directly; the report's description in the file's
-key-value metadata under ``hybridverdict``), and on request as CSV and as JSON
-(``{"meta": ..., "columns": [...], "data": [[...], ...]}``), each a new file
-written atomically (``atomic.write_new``).
+Columns (``COLUMNS``, docs/pages/report.md): where and how the run ran, when, the
+variable with its value, unit and reference as ReFrame logs them, and the result.
+Written as Parquet (zstd; the report's description in the file's metadata under
+``hybridverdict``), and on request as CSV and JSON, each a new file written
+atomically (``atomic.write_new``).
 """
 
 from __future__ import annotations
@@ -23,27 +20,24 @@ import polars as pl
 from .atomic import write_new
 from .records import Record
 
-COLUMNS = ('system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
-           'size', 'nodes', 'time', 'variable', 'value', 'unit', 'ref', 'lower', 'upper',
-           'result')
-
+#: the columns and their types
 _SCHEMA = {'system': pl.String, 'partition': pl.String, 'stack': pl.String,
            'library': pl.String, 'kernel': pl.String, 'mode': pl.String, 'ranks': pl.Int64,
            'threads': pl.Int64, 'size': pl.String, 'nodes': pl.Int64, 'time': pl.String,
            'variable': pl.String, 'value': pl.Float64, 'unit': pl.String, 'ref': pl.Float64,
            'lower': pl.Float64, 'upper': pl.Float64, 'result': pl.String}
-
+COLUMNS = tuple(_SCHEMA)
 _RECORD_COLUMNS = COLUMNS[:11] + ('result',)
 
 
 #: the record attribute of a column named otherwise
-_ATTRIBUTE = {'library': 'mpi_library'}
+ATTRIBUTE = {'library': 'mpi_library'}
 
 
 def record_columns(records: Sequence[Record], columns: Iterable[str]) -> dict[str, list]:
     """Column -> its value in each record, for a data frame (``library``: the
     MPI library; every other column a record attribute of its name)."""
-    return {c: list(map(operator.attrgetter(_ATTRIBUTE.get(c, c)), records)) for c in columns}
+    return {c: list(map(operator.attrgetter(ATTRIBUTE.get(c, c)), records)) for c in columns}
 
 
 def times(records: Sequence[Record], form: Callable) -> list:

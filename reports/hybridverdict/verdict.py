@@ -9,21 +9,10 @@ on different node counts are never pooled; ``crossovers`` lines the verdicts of
 one pair up by node count.
 
 The speedup is T_mpi / T_hybrid (``t_total``); above 1 hybrid is faster.  The
-verdict follows the one rule of ``stats``: an interval for the speedup (Student's
-t on the log of the per-round ratios when the two sides ran side by side in
-rounds, at ``stats.DECISION_CONFIDENCE``; else the ratio of the medians with its
-interval widened by the floor, the drift that back-to-back samples cannot
-see), judged against the band [1 / (1 + floor), 1 + floor]:
-
-* TIE  the interval lies inside the band (the two are equal within the floor);
-* WIN  the interval lies above it; LOSS  below it;
-* INCONCLUSIVE  the interval crosses an edge of the band: more rounds are
-  needed (``hybridverdict.sequential`` runs them within the budget), and
-  ``noise`` says how wide it is.
-
-Each verdict says how many rounds it stands on, why they stopped
-(``stopped``: decided, the cap of rounds, or the budget) and, for paired
-rounds, the median gap in seconds between a round's two runs (``gap``).
+call is the one rule of ``stats`` (``stats.speedup_call``: WIN, LOSS, TIE or
+INCONCLUSIVE, the interval of the speedup against the band 1 +- floor; see
+docs/pages/statistics.md); each verdict says how many rounds it stands on, why
+they stopped and, for paired rounds, the median gap between a round's two runs.
 
 With the history, a verdict is ``confirmed`` when each of the last
 ``stats.CONFIRM_SESSIONS`` sessions (3) of the history made the same call (a
@@ -41,10 +30,11 @@ never among ``verdicts``.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from harnesscore import stats
 from harnesscore.schema import TIME_VARIABLE, message_time_size
@@ -57,12 +47,18 @@ DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class Where:
+    """Where a pair of layouts ran: the fields every verdict and view of one names first."""
+
     system: str
     partition: str
     stack: str
     kernel: str
     size: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict(Where):
     cores: int              # cores used per node (R x T)
     hybrid_mode: str
     hybrid_layout: str      # "R x T" of the hybrid runs
@@ -166,22 +162,24 @@ def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
     return cmp, stats.speedup_call(cmp.interval, floor)
 
 
-def _usable(rec: Record) -> bool:
-    return rec.usable
-
-
 def _usable_but_oversubscribed(rec: Record) -> bool:
     return set(rec.faults) <= {'oversubscribed'}
 
 
-def _any(rec: Record) -> bool:
-    return True
+def layout_pairs(sides: Sides) -> Iterator[tuple[str, list[Record], str, str, list[Record]]]:
+    """Every pure-MPI layout of a group against every hybrid (mode, layout) of it, in
+    that order: (mpi layout, its runs, hybrid mode, hybrid layout, its runs)."""
+    ordered = sorted(sides.items())
+    for (mpi_mode, mpi_layout), mpi_recs in ordered:
+        if mpi_mode == 'mpi':
+            for (mode, layout), recs in ordered:
+                if mode != 'mpi':
+                    yield mpi_layout, mpi_recs, mode, layout, recs
 
 
 def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
              variable: str = TIME_VARIABLE, history: Sequence[Record] | None = None,
-             confirm_sessions: int = stats.CONFIRM_SESSIONS,
-             admit: Callable[[Record], bool] = _usable,
+             admit: Callable[[Record], bool] = operator.attrgetter('usable'),
              max_rounds: int = stats.DEFAULT_MAX_ROUNDS) -> list[Verdict]:
     """One verdict per hybrid (mode, layout) and pure-MPI layout of a group, from
     the runs `admit` lets in (the usable ones); with `history` (every record
@@ -189,30 +187,25 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
     sequential rounds, for why a verdict's rounds stopped."""
     out: list[Verdict] = []
     for (g, cores, var), sides in _pairable(records, variable, admit):
-        mpi_sides = sorted(((lay, recs) for (mode, lay), recs in sides.items() if mode == 'mpi'),
-                           key=lambda side: side[0])
-        for mpi_layout, mpi_recs in mpi_sides:
+        for mpi_layout, mpi_recs, mode, lay, recs in layout_pairs(sides):
             t_mpi = statistics.median(r.values[var] for r in mpi_recs)
-            for (mode, lay), recs in sorted(sides.items(), key=lambda kv: kv[0]):
-                if mode == 'mpi':
-                    continue
-                t_hyb = statistics.median(r.values[var] for r in recs)
-                if t_hyb <= 0 or t_mpi <= 0:
-                    continue
-                cmp, verdict = judge_pair(mpi_recs, recs, noise_floor, var)
-                out.append(Verdict(
-                    system=g.system, partition=g.partition, stack=g.stack, kernel=g.kernel,
-                    size=g.size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
-                    mpi_layout=mpi_layout, t_mpi=t_mpi, t_hybrid=t_hyb,
-                    n_mpi=len(mpi_recs), n_hybrid=len(recs), speedup=cmp.ratio,
-                    noise=cmp.noise, verdict=verdict, mpi_library=g.library, nodes=g.nodes,
-                    build=g.build, low=cmp.interval.low, high=cmp.interval.high,
-                    basis=cmp.basis, method=cmp.interval.method,
-                    oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs)),
-                    variable=var, gap=cmp.gap, rounds=cmp.interval.n,
-                    stopped=stats.stop_reason(verdict, cmp.interval.n, max_rounds)))
+            t_hyb = statistics.median(r.values[var] for r in recs)
+            if t_hyb <= 0 or t_mpi <= 0:
+                continue
+            cmp, verdict = judge_pair(mpi_recs, recs, noise_floor, var)
+            out.append(Verdict(
+                system=g.system, partition=g.partition, stack=g.stack, kernel=g.kernel,
+                size=g.size, cores=cores, hybrid_mode=mode, hybrid_layout=lay,
+                mpi_layout=mpi_layout, t_mpi=t_mpi, t_hybrid=t_hyb,
+                n_mpi=len(mpi_recs), n_hybrid=len(recs), speedup=cmp.ratio,
+                noise=cmp.noise, verdict=verdict, mpi_library=g.library, nodes=g.nodes,
+                build=g.build, low=cmp.interval.low, high=cmp.interval.high,
+                basis=cmp.basis, method=cmp.interval.method,
+                oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs)),
+                variable=var, gap=cmp.gap, rounds=cmp.interval.n,
+                stopped=stats.stop_reason(verdict, cmp.interval.n, max_rounds)))
     if history is not None:
-        out = confirm(out, history, noise_floor, variable, confirm_sessions)
+        out = confirm(out, history, noise_floor, variable)
     return out
 
 
@@ -253,14 +246,9 @@ def confirm(found: list[Verdict], history: Sequence[Record],
 # ---- scaling: one pair across node counts ----------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class Crossover:
+class Crossover(Where):
     """The verdicts of one hybrid layout against one pure-MPI layout by node count."""
 
-    system: str
-    partition: str
-    stack: str
-    kernel: str
-    size: str
     hybrid: str             # "<mode> RxT" per node
     mpi_layout: str
     nodes: tuple[int, ...]
@@ -348,15 +336,10 @@ def crossover_rows(rows: list[Crossover]) -> list[list[object]]:
 # ---- pairs without a verdict ----------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class Unjudged:
+class Unjudged(Where):
     """A pure-MPI/hybrid pair that was measured but got no verdict, and why:
     one side (or both) has no run that may enter a verdict (``Record.usable``)."""
 
-    system: str
-    partition: str
-    stack: str
-    kernel: str
-    size: str
     nodes: int
     cores: int
     hybrid_mode: str
@@ -387,19 +370,16 @@ def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[U
     usable, that it does not judge: per node count, with the reason (e.g. on a
     machine whose test nodes share their cores, every run is oversubscribed)."""
     out = []
-    for (g, cores, _var), sides in _pairable(records, variable, _any):
-        for (mode, lay), recs in sorted(sides.items()):
-            if mode == 'mpi':
+    for (g, cores, _var), sides in _pairable(records, variable, lambda rec: True):
+        # by hybrid layout, then pure-MPI layout
+        for mpi_lay, mpi_recs, mode, lay, recs in sorted(layout_pairs(sides),
+                                                         key=lambda p: (p[2], p[3])):
+            if any(r.usable for r in recs) and any(r.usable for r in mpi_recs):
                 continue
-            for (mpi_mode, mpi_lay), mpi_recs in sorted(sides.items()):
-                if mpi_mode != 'mpi':
-                    continue
-                if any(r.usable for r in recs) and any(r.usable for r in mpi_recs):
-                    continue
-                out.append(Unjudged(
-                    g.system, g.partition, g.stack, g.kernel, g.size, g.nodes, cores, mode,
-                    lay, mpi_lay, '; '.join((_side(f'{mode} {lay}', recs),
-                                             _side(f'mpi {mpi_lay}', mpi_recs)))))
+            out.append(Unjudged(
+                g.system, g.partition, g.stack, g.kernel, g.size, g.nodes, cores, mode,
+                lay, mpi_lay, '; '.join((_side(f'{mode} {lay}', recs),
+                                         _side(f'mpi {mpi_lay}', mpi_recs)))))
     return out
 
 

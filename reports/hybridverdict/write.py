@@ -1,14 +1,9 @@
 """Writing a report's files: all new, each whole or not at all, none over an existing one.
 
-The stem is ``verdict-<UTC time>``; if any file of that stem exists, ``-1``,
-``-2``, ... is appended until none does.  Every file is written through a
-temporary file in the same folder, fsynced, and given its name only if the name
-is still free (``atomic.write_new``): a file that appears meanwhile is never
-overwritten, and a failed write leaves no partial file.
-
-The tidy table (one row per record x variable of the report's window) is written
-as Parquet by default; CSV and JSON only on request (``tidy_formats``), as they
-are about ten times larger.
+The stem is ``verdict-<UTC time>``, with ``-1``, ``-2``, ... where a file of it
+exists (``atomic.unique_stem``); each file is written by ``atomic.write_new``.  The
+tidy table is Parquet by default; CSV and JSON, about ten times larger, only on
+request (``tidy_formats``).
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from . import html, plots, render, tidy
-from .atomic import write_text
+from .atomic import unique_stem, write_new
 from .report import Report
 
 #: output kind -> file name suffix
@@ -29,17 +24,6 @@ SUFFIXES = {'md': '.md', 'json': '.json', 'html': '.html', 'parquet': '-tidy.par
 #: tidy formats (``--tidy``) -> output kind
 TIDY_KINDS = {'parquet': 'parquet', 'csv': 'csv', 'json': 'tidy_json'}
 DEFAULT_TIDY = ('parquet',)
-
-
-def unique_stem(directory: str, stem: str, suffixes: tuple[str, ...] | None = None) -> str:
-    """`directory`/`stem`[-n] such that no file stem + suffix exists yet."""
-    suffixes = tuple(SUFFIXES.values()) if suffixes is None else suffixes
-    n = 0
-    while True:
-        base = os.path.join(directory, stem if n == 0 else f'{stem}-{n}')
-        if not any(os.path.exists(base + s) for s in suffixes):
-            return base
-        n += 1
 
 
 def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
@@ -56,15 +40,15 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
     if unknown:
         raise ValueError(f'unknown tidy format(s): {", ".join(sorted(unknown))} '
                          f'(known: {", ".join(TIDY_KINDS)})')
-    clock = _Clock(timings)
+    clock = Clock(timings)
     drawing = plots.Drawing(rep)      # first: a second process draws half the figures
     os.makedirs(out_dir, exist_ok=True)
     now = now or dt.datetime.now(dt.timezone.utc)
-    base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}')
+    base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}', SUFFIXES.values())
     kinds = ['md', 'json', 'html'] + [TIDY_KINDS[f] for f in dict.fromkeys(tidy_formats)]
     paths = {kind: base + SUFFIXES[kind] for kind in kinds}
-    write_text(paths['md'], render.markdown(rep))
-    write_text(paths['json'], render.verdict_json(rep))
+    write_new(paths['md'], render.markdown(rep))
+    write_new(paths['json'], render.verdict_json(rep))
     clock.lap('Markdown and verdict JSON')
     df = tidy.table(rep.records)
     meta = rep.meta.as_dict() | {'rows': df.height}
@@ -84,7 +68,7 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
         tidy_done = pool.submit(tidy_files)
         figures = drawing.result()
         clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG, in two processes)')
-        write_text(paths['html'], html.page(rep, figures))
+        write_new(paths['html'], html.page(rep, figures))
         clock.lap('HTML page')
         tidy_secs = tidy_done.result()
     clock.lap('waiting for the tidy files')
@@ -93,7 +77,9 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
     return paths
 
 
-class _Clock:
+class Clock:
+    """The seconds each step took, into `timings` (if given)."""
+
     def __init__(self, timings: dict[str, float] | None):
         self.timings = timings
         self.last = time.perf_counter()

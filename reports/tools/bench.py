@@ -167,7 +167,7 @@ def run(records: int, budget: float, keep: str | None, window_sessions: int,
     from hybridverdict import render
     from hybridverdict.report import build
     from hybridverdict.store import Store
-    from hybridverdict.write import write_all
+    from hybridverdict.write import Clock, write_all
 
     tmp = keep or tempfile.mkdtemp(prefix='hybridverdict-bench-')
     logs, out = os.path.join(tmp, 'perflogs'), os.path.join(tmp, 'reports')
@@ -199,31 +199,26 @@ def run(records: int, budget: float, keep: str | None, window_sessions: int,
 
     steps: dict[str, float] = {}
     wall0, cpu0 = time.perf_counter(), _cpu()
+    clock = Clock(steps)
     stats = ReadStats()
     if in_memory:
         recs = read_perflogs([logs], stats=stats)
-        steps['read every perflog'] = time.perf_counter() - wall0
-        t = time.perf_counter()
+        clock.lap('read every perflog')
         rep = build(recs, stats, [logs], since=since)
         read = len(recs)
     else:
         store = Store(hist)
         done = store.ingest([logs], stats)
-        steps[f'ingest tonight ({done.records} records, incremental)'] = (
-            time.perf_counter() - wall0)
-        t = time.perf_counter()
+        clock.lap(f'ingest tonight ({done.records} records, incremental)')
         window = store.records(since)
         read = int(store.state()['total_records'])
-        steps[f'read the window from the store ({len(window)} records)'] = (
-            time.perf_counter() - t)
-        t = time.perf_counter()
+        clock.lap(f'read the window from the store ({len(window)} records)')
         rep = build(window, stats, [logs], since=since, stored=store.scan(),
                     stored_records=read)
-    steps['analyses (verdicts, models, fits, history)'] = time.perf_counter() - t
-    t = time.perf_counter()
+    clock.lap('analyses (verdicts, models, fits, history)')
     with contextlib.redirect_stdout(io.StringIO()):
         print(render.terminal(rep))
-    steps['terminal summary'] = time.perf_counter() - t
+    clock.lap('terminal summary')
     write_all(rep, out, timings=steps)
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     for name, secs in steps.items():

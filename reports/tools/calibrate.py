@@ -1,31 +1,17 @@
 """How often the verdict rule decides, and how often it is wrong: a simulation.
 
-``python reports/tools/calibrate.py`` runs the rule of ``harnesscore.stats``
-(the paired t interval on log ratios at ``DECISION_CONFIDENCE``, the band of a
-TIE, the sequential looks up to the cap of rounds) on simulated pairs whose
-true speedup is known, and prints per noise level and true speedup the share
-of pairs decided, the share of wrong calls and the mean rounds used.  It is a
-benchmark, not a test: ``tests/test_stats_coverage.py`` checks the bounds the
-rule must keep on a smaller run of the same simulation.
-
-The simulated session (one pair):
-
-* ``noise`` is the standard deviation of one round's log ratio
-  log(T_mpi / T_hybrid) of two runs taken side by side: what the stability
-  tool and a pair's own interval measure (issue 25 measured 0.05-0.10 on a
-  16-core node).  Each run's own noise is then noise / sqrt(2), drawn from
-  Student's t with 3 degrees of freedom (heavy tails: a few disturbed runs)
-  scaled to that standard deviation.
-* the machine drifts: a random walk from run to run (steps of noise / 2) and
-  a trend that slows it by 50% over the session (as issue 25 saw between
-  rounds 0-4 and 5-8), shared by the two runs of a round but for the step
-  between them; the pair's order alternates from round to round.
-* the rule judges after the planned rounds and at every further look
-  (``stats.looks``); a pair stops when decided or at the cap.
-
-A call is wrong when the true speedup contradicts it: WIN or LOSS with a
-true speedup inside the band, TIE with one outside.  INCONCLUSIVE is never
-wrong, only undecided.
+``python reports/tools/calibrate.py`` runs the rule of ``harnesscore.stats`` on
+simulated pairs of known speedup and prints per noise level and speedup the share
+decided, the share of wrong calls (a call the true speedup contradicts; an
+INCONCLUSIVE one is never wrong) and the mean rounds, then issue 25's targets
+(docs/pages/statistics.md).  A benchmark, not a test: tests/test_stats_coverage.py
+checks the bounds on a smaller run.  One simulated pair: ``noise`` is the SD of a
+round's log ratio of two runs side by side (issue 25 measured 0.05-0.10), each
+run's own noise / sqrt(2), from Student's t with 3 degrees of freedom (heavy
+tails); the machine drifts, a random walk from run to run (steps of noise / 2)
+and a 50% slow-down over the session, shared by a round's runs but for the step
+between them; the pair's order alternates by round; the rule judges at each look
+(``stats.looks``) until decided or at the cap.
 """
 
 from __future__ import annotations
@@ -36,6 +22,7 @@ import math
 import random
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from harnesscore import stats
 
@@ -78,8 +65,9 @@ def round_log_ratios(speedup: float, noise: float, rounds: int,
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
+    """How one pair's rounds ended."""
+
     call: str
     rounds: int
     reason: str

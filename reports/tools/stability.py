@@ -122,12 +122,8 @@ def _cell(v: Verdict | None) -> tuple[str, str]:
 
 
 def table(pairs: Sequence[Pair], threshold: float) -> str:
-    rows = []
-    for p in pairs:
-        s1, c1 = _cell(p.first)
-        s2, c2 = _cell(p.second)
-        rows.append([p.label, s1, c1, s2, c2,
-                     f'>{threshold:.0%}' if p.beyond(threshold) else '', p.outcome])
+    rows = [[p.label, *_cell(p.first), *_cell(p.second),
+             f'>{threshold:.0%}' if p.beyond(threshold) else '', p.outcome] for p in pairs]
     return tabulate(rows, headers=['pair', 'speedup 1', 'call 1', 'speedup 2', 'call 2',
                                    '|s-1|', 'between sessions'])
 

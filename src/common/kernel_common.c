@@ -272,37 +272,32 @@ void kc_record_cpu(kc_ctx *ctx) {
     if (ctx->thread_cpu && t < ctx->threads) ctx->thread_cpu[t] = sched_getcpu();
 }
 
-/* `value` (one of `type`) becomes its reduction with `op` over all ranks. */
-static void over_ranks(void *value, MPI_Datatype type, MPI_Op op) {
-    MPI_Allreduce(MPI_IN_PLACE, value, 1, type, op, MPI_COMM_WORLD);
-}
-
-int kc_all_true(const kc_ctx *ctx, int ok) {
-    int all = ok ? 1 : 0;
-    (void)ctx;
-    over_ranks(&all, MPI_INT, MPI_MIN);
-    return all;
+/* `value` reduced with `op` over all ranks. */
+static double over_ranks(double value, MPI_Op op) {
+    MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+    return value;
 }
 
 kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value) {
-    kc_stat s = {value, value, value};
-    over_ranks(&s.min, MPI_DOUBLE, MPI_MIN);
-    over_ranks(&s.max, MPI_DOUBLE, MPI_MAX);
-    over_ranks(&s.mean, MPI_DOUBLE, MPI_SUM);
-    s.mean /= ctx->nranks;
+    kc_stat s = {.min = over_ranks(value, MPI_MIN)};
+    s.max = over_ranks(value, MPI_MAX);
+    s.mean = over_ranks(value, MPI_SUM) / ctx->nranks;
     return s;
 }
 
 double kc_max_over_ranks(const kc_ctx *ctx, double value) {
     (void)ctx;
-    over_ranks(&value, MPI_DOUBLE, MPI_MAX);
-    return value;
+    return over_ranks(value, MPI_MAX);
 }
 
 long kc_sum_over_ranks(const kc_ctx *ctx, long value) {
     (void)ctx;
-    over_ranks(&value, MPI_LONG, MPI_SUM);
+    MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     return value;
+}
+
+int kc_all_true(const kc_ctx *ctx, int ok) {
+    return kc_sum_over_ranks(ctx, !ok) == 0;
 }
 
 long kc_gather_counts(const kc_ctx *ctx, MPI_Comm comm, int count, int **counts, int **displs) {

@@ -1,32 +1,18 @@
-"""``harness-spack-site``: the Spack configuration of one system, for spack.yaml.
+"""``harness-spack-site``: the Spack configuration of one system, for spack.yaml
+(docs/pages/spack.md).
 
-    harness-spack-site [--system NAME] [--config-dir DIR] [--prefix-dir DIR]
-                       [--stack NAME[@VERSION]=PATH ...] [--force] [--prefixes-only]
+Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local``) with
+``packages.yaml`` (every MPI stack found, cmake and gmake as non-buildable
+externals), ``compilers.yaml`` (the system's gcc) and ``definitions.yaml``
+(the list ``stacks``, which spack.yaml crosses with the kernels and OSU).
 
-Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local``) with:
-
-* ``packages.yaml``: every MPI stack found, cmake and gmake as non-buildable
-  externals;
-* ``compilers.yaml``: the system's gcc;
-* ``definitions.yaml``: the list ``stacks`` (``^openmpi``, ...), which
-  spack.yaml crosses with the kernels and OSU.
-
-Spack takes a stack's wrappers from ``<prefix>/bin/mpicc``.  Debian installs
-every stack into ``/usr``, where ``bin/mpicc`` is whichever stack won
-update-alternatives (Open MPI), so a kernel built ``^mpich`` against the
-external ``mpich prefix=/usr`` links Open MPI.  A stack given by its suffixed
-wrapper (``mpicc.mpich``) therefore gets a prefix of its own under
-``--prefix-dir``: ``bin/`` holds symbolic links named ``mpicc``, ``mpicxx``,
-``mpic++``, ``mpifort``, ``mpif90``, ``mpif77``, ``mpiexec`` and ``mpirun``
-to that stack's suffixed programs, ``include`` links to its header directory
-(from ``mpicc -show``).  A stack given by a real prefix (``HARNESS_*_PREFIX``,
-or ``--stack mvapich2=/opt/mvapich2``) is used as it is.
-
-Stacks are found as config/settings.py finds them: ``mpicc.openmpi`` and
-``mpicc.mpich`` on PATH, or ``HARNESS_{OPENMPI,MPICH,MVAPICH2}_PREFIX``.
-Nothing already written is replaced unless ``--force`` is given;
-``--prefixes-only`` only creates the prefixes of links (what a fresh machine
-needs for a committed configuration such as ``config/spack/systems/local``).
+Spack takes a stack's wrappers from ``<prefix>/bin/mpicc``, and Debian's
+``/usr/bin/mpicc`` is whichever stack won update-alternatives: a kernel built
+``^mpich`` against an external ``mpich prefix=/usr`` would link Open MPI.  A
+stack given by its suffixed wrapper (``mpicc.mpich``) therefore gets a prefix
+of its own under ``--prefix-dir``, of links to its suffixed programs and its
+header directory; a stack given by a real prefix is used as it is.  Stacks
+are found as config/settings.py finds them.
 """
 
 from __future__ import annotations
@@ -42,17 +28,10 @@ import subprocess
 import sys
 
 import yaml
-from harnesscore.stacks import STACK
-from harnesscore.stacks import STACKS as REGISTRY
+from harnesscore.stacks import STACK, STACKS
 
-# The stacks and their facts are harnesscore.stacks's.
-STACKS = tuple(STACK)
-PREFIX_VARS = {s.name: s.prefix_var for s in REGISTRY}
-SUFFIXED = {s.name: s.suffix for s in REGISTRY if s.suffix is not None}
 WRAPPERS = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
 LAUNCHERS = ('mpiexec', 'mpirun')
-# What identifies each stack in its version output.
-VERSION_RE = {s.name: s.version_re for s in REGISTRY}
 DEFAULT_PREFIX_DIR = '/opt/hybrid-harness/mpi'
 
 
@@ -86,7 +65,7 @@ def stack_version(name: str, bindir: str, suffix: str = '') -> str:
         exe = os.path.join(bindir, tool[0])
         if not os.access(exe, os.X_OK):
             continue
-        match = VERSION_RE[name].search(_run([exe, *tool[1:]]))
+        match = STACK[name].version_re.search(_run([exe, *tool[1:]]))
         if match:
             return next(g for g in match.groups() if g)
     raise SiteError(f'{name}: cannot tell its version from the tools in {bindir} '
@@ -140,14 +119,14 @@ def from_wrapper(name: str, mpicc: str, prefix_dir: str, version: str = '') -> S
 def detect_stacks(prefix_dir: str, environ: dict[str, str]) -> list[Stack]:
     """The stacks config/settings.py would use, in the same way."""
     found = []
-    for name in STACKS:
-        prefix = environ.get(PREFIX_VARS[name], '').strip()
+    for stack in STACKS:
+        prefix = environ.get(stack.prefix_var, '').strip()
         if prefix:
-            found.append(from_prefix(name, prefix))
-        elif name in SUFFIXED:
-            mpicc = shutil.which(f'mpicc{SUFFIXED[name]}', path=environ.get('PATH'))
+            found.append(from_prefix(stack.name, prefix))
+        elif stack.suffix is not None:
+            mpicc = shutil.which(f'mpicc{stack.suffix}', path=environ.get('PATH'))
             if mpicc:
-                found.append(from_wrapper(name, mpicc, prefix_dir))
+                found.append(from_wrapper(stack.name, mpicc, prefix_dir))
     return found
 
 
@@ -155,9 +134,9 @@ def parse_stack_arg(arg: str, prefix_dir: str) -> Stack:
     """``NAME[@VERSION]=PATH``: PATH is a prefix or a suffixed mpicc."""
     head, sep, path = arg.partition('=')
     name, _, version = head.partition('@')
-    if not sep or name not in STACKS or not path:
+    if not sep or name not in STACK or not path:
         raise SiteError(f'--stack {arg!r}: expected NAME[@VERSION]=PATH with NAME one of '
-                        f'{", ".join(STACKS)}')
+                        f'{", ".join(STACK)}')
     if os.path.isdir(path):
         return from_prefix(name, path, version)
     return from_wrapper(name, path, prefix_dir, version)
@@ -294,23 +273,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             stacks = detect_stacks(args.prefix_dir, dict(os.environ))
         if not stacks:
-            packages = '/'.join(s.debian_packages[0] for s in REGISTRY if s.debian_packages)
+            packages = '/'.join(s.debian_packages[0] for s in STACKS if s.debian_packages)
             raise SiteError(f'no MPI stack found: install Debian\'s {packages}, '
                             f'set HARNESS_*_PREFIX or give --stack')
         names = [s.name for s in stacks]
         if len(set(names)) != len(names):
             raise SiteError(f'a stack is given twice: {", ".join(names)}')
-        if args.prefixes_only:
-            for stack in stacks:
-                make_prefix(stack)
-            written = []
-        else:
-            files = site_files(stacks, build_tools(None), compilers(None))
-            for stack in stacks:
-                make_prefix(stack)
-            written = write_site(os.path.join(args.config_dir, args.system), files,
-                                 shlex.join(sys.argv[1:] if argv is None else argv),
-                                 args.force)
+        # The tools and the compiler first: a missing one writes nothing.
+        files = {} if args.prefixes_only else site_files(stacks, build_tools(None),
+                                                          compilers(None))
+        for stack in stacks:
+            make_prefix(stack)
+        written = write_site(os.path.join(args.config_dir, args.system), files,
+                             shlex.join(sys.argv[1:] if argv is None else argv),
+                             args.force) if files else []
     except (SiteError, OSError) as err:
         print(f'harness-spack-site: error: {err}', file=sys.stderr)
         return 2
