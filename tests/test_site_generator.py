@@ -12,7 +12,7 @@ written as ``config/site_<name>.py``.
   numbered file beside it, ``--overwrite`` replaces it, ``--dry-run`` writes none;
 * for real (``integration``): ``./harness site`` on the 2-node test cluster of
   tests/slurm/cluster.sh, then its file as it is (``HARNESS_CLUSTERS``) running
-  the stream and ring kernels on 2 nodes for every stack and link.
+  the four kernels (stream, ring, spmv, md) on 2 nodes for every stack and link.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from conftest import BIN, REPO, run_reframe
+from conftest import BIN, REPO, last_attempts, run_reframe
 
 sys.path.insert(0, str(REPO / 'config'))
 import sitegen as sg  # noqa: E402
@@ -666,16 +666,19 @@ def test_harness_site_on_the_test_cluster_runs_the_kernels_as_written(site_clust
     var = tmp_path / 'var'
     run = run_reframe(var, '--system', name, '-n', 'StreamCheck%layout=mpi_2x1',
                       '-n', 'RingCheck%layout=mpi_2x1', '-S', 'RingCheck.iters_scale=0.05',
+                      '-n', 'SpmvCheck%layout=mpi_2x1%problem=16',
+                      '-n', 'MdCheck%layout=mpi_2x1%problem=6',
                       '--max-retries', '1', '-r',
                       env={**env, 'HARNESS_CLUSTERS': str(site)}, timeout=900)
     assert run.returncode == 0, mn.explain(run)
     for stack in ours:
         for part in ('fast', 'slow'):
             iface = rec['SLOW_IFACE'] if part == 'slow' else rec['FAST_IFACE']
-            for check in ('StreamCheck', 'RingCheck'):
+            for check in ('StreamCheck', 'RingCheck', 'SpmvCheck', 'MdCheck'):
                 assert re.search(rf'OK \].*{check} %layout=mpi_2x1 .*@{name}:{part}\+{stack}\b',
                                  run.stdout), (check, part, stack)
-                jobs = list((var / name / 'output' / name / part / stack).glob(f'{check}_*'))
+                # each case's last attempt (a failed one is retried in <case>_retry1)
+                jobs = last_attempts(var / name / 'output' / name / part / stack, f'{check}_*')
                 assert jobs, (check, part, stack)
                 for job in jobs:
                     script = (job / 'rfm_job.sh').read_text()
