@@ -250,9 +250,13 @@ def test_bad_options_are_refused_before_anything_is_made(option, value, message,
 
 
 def test_a_two_node_job_runs_on_two_distinct_hostnames(cluster, tmp_path):
-    out = sbatch(cluster, 'srun --cpu-bind=none sh -c \'echo "rank $SLURM_PROCID on '
-                 '$(hostname) netns $(readlink /proc/self/ns/net)"\'\n', tmp_path,
-                 '--nodes=2', '--ntasks-per-node=1', '--partition=fast')
+    # Each rank leaves a file in its node's /dev/shm, then (after a step
+    # boundary) lists what is there: a real node sees only its own.
+    out = sbatch(cluster, 'srun --cpu-bind=none sh -c \'touch "/dev/shm/hc-$(hostname)"\'\n'
+                 'srun --cpu-bind=none sh -c \'echo "rank $SLURM_PROCID on '
+                 '$(hostname) netns $(readlink /proc/self/ns/net) shm '
+                 '$(ls /dev/shm | grep "^hc-" | paste -sd,)"; rm -f /dev/shm/hc-*\'\n',
+                 tmp_path, '--nodes=2', '--ntasks-per-node=1', '--partition=fast')
     lines = sorted(ln for ln in out.splitlines() if ln.startswith('rank '))
     assert len(lines) == 2, out
     hosts = {ln.split()[3] for ln in lines}
@@ -260,6 +264,10 @@ def test_a_two_node_job_runs_on_two_distinct_hostnames(cluster, tmp_path):
     assert hosts == {'node1', 'node2'}, out
     # Two hosts for real: two network namespaces, neither this machine's.
     assert len(nets) == 2 and os.readlink('/proc/self/ns/net') not in nets, out
+    # and two /dev/shm, neither this machine's
+    assert {ln.split()[7] for ln in lines if ln.split()[3] == 'node1'} == {'hc-node1'}, out
+    assert {ln.split()[7] for ln in lines if ln.split()[3] == 'node2'} == {'hc-node2'}, out
+    assert not list(Path('/dev/shm').glob('hc-node*'))
 
 
 @pytest.fixture(scope='module')

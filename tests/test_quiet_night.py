@@ -69,6 +69,39 @@ def test_quiet_nights_fail_at_most_one_check_in_100(within, between):
     assert caught.count('fail') >= 90, caught.count('fail')
 
 
+def _slow_now_and_then(rng: random.Random, level: float, n: int) -> list[float]:
+    """A night of `n` runs on a shared machine: 2% noise, and one run in 20
+    2.4x slow (another job's burst; seen on this CI machine, 8818b1c)."""
+    return [v / (2.4 if rng.random() < 0.05 else 1.0) for v in _night(rng, level, 0.02, n)]
+
+
+def test_one_slow_run_of_three_does_not_make_a_quiet_night_inconclusive():
+    # Recorded by CI (8818b1c): STREAM's three samples of a quiet night, one of
+    # them 2.4x slow, against the baseline's band [28.18, inf] GB/s.  Their
+    # median 29.09 is inside; the paired interval's centre (21.99) is not.
+    night = [12.3861358, 29.0886151, 29.512452]
+    j = bands.judge_band('fom', night, 29.6625, -0.05, None, predicted=True)
+    assert j is not None and j.state == 'PASS', j.describe()
+    # a fixed target (not a prediction) still wants the whole interval inside
+    j = bands.judge_band('fom', night, 29.6625, -0.05, None)
+    assert j is not None and j.state == 'INCONCLUSIVE', j.describe()
+    # and a night whose median is out still fails or is undecided, never passes
+    j = bands.judge_band('fom', [12.4, 13.0, 29.5], 29.6625, -0.05, None, predicted=True)
+    assert j is not None and j.state != 'PASS', j.describe()
+
+    rng = random.Random(27)
+    states = []
+    for _ in range(300):
+        runs = [_slow_now_and_then(rng, 0.0, 3) for _ in range(5)]
+        samples = baseline.Samples('GB/s', [v for s in runs for v in s],
+                                   [i for i, s in enumerate(runs) for _ in s])
+        ref, low, _, _ = baseline.reference_tuple(samples, 0.0, 0.01, 3, 1)
+        j = bands.judge_band('fom', _slow_now_and_then(rng, 0.0, 3), ref, low, None,
+                             predicted=True)
+        states.append(j.state if j is not None else 'PASS')
+    assert states.count('PASS') / len(states) >= 0.97, {s: states.count(s) for s in set(states)}
+
+
 def test_few_sessions_with_drift_between_them_give_wide_bands():
     rng = random.Random(3)
     drifting = [_night(rng, rng.gauss(0, 0.08), 0.01, 3) for _ in range(2)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import statistics
 from collections.abc import Sequence
 
 from .stats import (
@@ -124,7 +125,8 @@ def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
     `predicted`: the band is a prediction band for the median of the values
     (``hybridverdict-baseline`` sizes it so that a night where nothing changed
     puts its median inside with the stated probability): the median inside it
-    passes; the median outside fails only when the whole interval is outside,
+    passes (the values' sample median: one slow run of three does not move
+    it); the median outside fails only when the whole interval is outside,
     and is INCONCLUSIVE otherwise.  A fixed target (ring within 5% of OSU) is a
     band for the true value: only an interval inside it passes."""
     low, high = band_bounds(ref, lower, upper)
@@ -134,7 +136,10 @@ def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
     decision = (decide(interval, low, high) if interval is not None
                 else judge_ratios(list(values), low, high))
     if predicted and decision.state == INCONCLUSIVE:
-        median = decision.interval.median
+        # The band predicts the values' sample median (robust to one slow run
+        # of three), not the interval's centre (a geometric mean for paired t).
+        median = (decision.interval.median if interval is not None
+                  else statistics.median(values))
         if (low is None or median >= low) and (high is None or median <= high):
             decision = dataclasses.replace(decision, state=PASS)
     state = INCONCLUSIVE if (decision.state == FAIL and busy) else decision.state

@@ -218,8 +218,10 @@ WRAP
 # in_ns NS HOSTNAME CMD...: run CMD in network namespace NS with its own
 # hostname and a private mount namespace where /sys is the namespace's own
 # (as `ip netns exec` makes it: UCX and hwloc list /sys/class/net), the
-# machine's cgroup mounts are kept under it (slurmd needs them) and
-# /etc/hosts is the cluster's (DIR/hosts).
+# machine's cgroup mounts are kept under it (slurmd needs them), /etc/hosts
+# is the cluster's (DIR/hosts) and /dev/shm is a tmpfs of its own, as a real
+# node's is (Open MPI's vader and MPICH's nemesis segments of one node are
+# not seen, or cleaned up, by another).
 in_ns() {
     local ns=$1 host=$2
     shift 2
@@ -230,6 +232,7 @@ in_ns() {
                mount -t sysfs sysfs /sys
                mount --move "$2" /sys/fs/cgroup
                mount --bind "$3" /etc/hosts
+               mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
                shift 3
                exec "$@"' sh "$host" "$dir/mnt" "$dir/hosts" "$@"
 }
