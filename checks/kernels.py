@@ -35,7 +35,7 @@ import reframe.utility.udeps as udeps
 from harnesscore import plan as planning
 from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, compare, speedup_call
-from harnesscore.units import bytes_label, parse_bytes
+from harnesscore.units import bytes_label, message_sizes, parse_bytes
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
@@ -43,11 +43,9 @@ from harnesslib.placement import (
     declared_system,
     divisors,
     interleave_samples,
-    layout_parameter,
+    kernel_parameters,
     partition_plan,
     print_plans,
-    problem_parameter,
-    sample_parameter,
     system_sizes,
 )
 from reframe.core.builtins import (
@@ -109,11 +107,9 @@ class SpmvCheck(KernelCheck, PlannedRun):
     """Chow & Hysom's 27-point SpMV, weak scaling: N^3 rows per core."""
 
     kernel = 'spmv'
-    layout = layout_parameter(planning.HYBRID_MODES['spmv'], serial=True)
-    #: N^3 rows per core: from cache-resident (16: 1.3 MB of matrix per core)
-    #: to memory-bound (128: 680 MB per core, far beyond any cache).
-    problem = problem_parameter('spmv')
-    sample = sample_parameter()
+    #: problem, N^3 rows per core: from cache-resident (16: 1.3 MB of matrix
+    #: per core) to memory-bound (128: 680 MB per core, far beyond any cache).
+    layout, problem, sample = kernel_parameters('spmv', serial=True)
     #: SpMV calls; 0: the plan's floor (10, serial 3) stretched by --min-time,
     #: or without --min-time 100 up to N = 64, fewer above.
     iters = variable(int, value=0)
@@ -197,9 +193,7 @@ class MdCheck(KernelCheck, PlannedRun):
     """
 
     kernel = 'md'
-    layout = layout_parameter(planning.HYBRID_MODES['md'])
-    problem = problem_parameter('md')
-    sample = sample_parameter()
+    layout, problem, sample = kernel_parameters('md')
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
 
@@ -228,9 +222,7 @@ class RingCheck(KernelCheck, PlannedRun):
     node."""
 
     kernel = 'ring'
-    layout = layout_parameter(planning.HYBRID_MODES['ring'])
-    problem = problem_parameter('ring')
-    sample = sample_parameter()
+    layout, problem, sample = kernel_parameters('ring')
     iters_scale = variable(float, value=2.0)
 
     #: Across nodes, measure every k of the saturation curve (one launch
@@ -322,9 +314,7 @@ class StreamCheck(KernelCheck, PlannedRun):
     """STREAM triad: the node's memory bandwidth, the roofline's roof."""
 
     kernel = 'stream'
-    layout = layout_parameter(planning.HYBRID_MODES['stream'])
-    problem = problem_parameter('stream')
-    sample = sample_parameter()
+    layout, problem, sample = kernel_parameters('stream')
     iters = variable(int, value=planning.STREAM_ITERS)
 
     def kernel_args(self) -> list[str]:
@@ -336,11 +326,6 @@ class StreamCheck(KernelCheck, PlannedRun):
 KERNEL_CHECKS = {'spmv': SpmvCheck, 'md': MdCheck, 'ring': RingCheck, 'stream': StreamCheck}
 #: An INCONCLUSIVE verdict logs 0, as a TIE does; its judgement field says which.
 VERDICT_CODE = {'WIN': 1, 'TIE': 0, 'LOSS': -1, 'INCONCLUSIVE': 0}
-
-
-def message_sizes(problem: str) -> list[int]:
-    """The message sizes of a ring problem (its --sizes list), in bytes."""
-    return sorted({parse_bytes(x) for x in str(problem).split(',')})
 
 
 class Pair(tuple):

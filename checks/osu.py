@@ -32,7 +32,7 @@ from harnesscore.osu_output import (
     wrapper_link_check,
 )
 from harnesscore.units import MIB
-from harnesslib.base import TIMED_OUT, RunBase, sweep_variables
+from harnesslib.base import TIMED_OUT, OsuRuns, RunBase, sweep_variables
 from harnesslib.launch import LIBRARY_PREFIX, shell_words
 from harnesslib.placement import divisors, system_layouts
 from reframe.core.backends import getlauncher
@@ -55,7 +55,7 @@ def _ranks_per_node() -> list[int]:
     return sorted({ranks for ranks, _ in system_layouts()})
 
 
-class OsuBase(RunBase):
+class OsuBase(RunBase, OsuRuns):
     """One OSU benchmark run; subclasses place the ranks and name the variables."""
 
     tags = {'osu'}
@@ -65,11 +65,6 @@ class OsuBase(RunBase):
     #: (warm-up); 0: the benchmark's default in DEFAULT_ITERS.
     iters = variable(int, value=0)
     warmup = variable(int, value=0)
-    #: A run still going after this many seconds is ended (``timeout``).  If
-    #: OSU had printed its whole table by then, only MPI_Finalize hung (MPICH
-    #: 4.0.x ch4:ucx over TCP, see docs/pages/checks.md): the run passes with
-    #: finalize_hung=true, as the kernels do.
-    run_timeout = variable(int, value=90)
 
     #: Set by subclasses: the benchmark and its ranks.
     benchmark_name = ''
@@ -101,7 +96,7 @@ class OsuBase(RunBase):
         self.place_ranks()
         self.executable = shlex.quote(path)
         self.executable_opts = shell_words(self.osu_options())
-        self.build_spec = osu_spec(str(env.extras.get('osu_prefix', '')))
+        self.build_spec = osu_spec(self.osu_prefix())
         # What OSU links, and what the environment's wrapper links: in the
         # job, where the environment (PATH, modules) is in force.
         self.prerun_cmds = [f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
@@ -111,7 +106,7 @@ class OsuBase(RunBase):
     def end_hung_runs(self):
         # `timeout` ends a run stuck in MPI_Finalize (see run_timeout).
         self.job.launcher.modifier = 'timeout'
-        self.job.launcher.modifier_options = ['-k', '10', str(self.run_timeout)]
+        self.job.launcher.modifier_options = self.timeout_options()
 
     # -- results -------------------------------------------------------------------
 
@@ -145,8 +140,7 @@ class OsuBase(RunBase):
         self.mpi_library = f'{LIBRARY_PREFIX.get(family, stack)} ({sorted(osu_libs)[0]})'
         table = self.table()
         # The record names the OSU version that printed the table.
-        self.build_spec = osu_spec(str(self.current_environ.extras.get('osu_prefix', '')),
-                                   table.version)
+        self.build_spec = osu_spec(self.osu_prefix(), table.version)
         sn.evaluate(sn.assert_false(
             table.failed, msg=f'{self.benchmark_name}: OSU data validation failed at '
                               f'size(s) {list(table.failed)}'))
@@ -276,7 +270,7 @@ class OsuMbwMrCheck(OsuBase):
         for k in self.ks:
             per_node = k if self.nodes >= 2 else 2 * k
             cmd = self.launch(per_node * self.nodes)
-            lines.append(f'timeout -k 10 {int(self.run_timeout)} {cmd} {self.executable} '
+            lines.append(f'timeout {" ".join(self.timeout_options())} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          + self.note_status(f'k={k}'))
         self.write_stage_script('mbw_mr.sh', lines)

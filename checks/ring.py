@@ -22,8 +22,9 @@ from harnesscore.rounds import (
     ring_osu_ratios,
     ring_osu_rounds,
 )
-from harnesscore.units import MIB, parse_bytes
-from harnesslib.base import AlternatingRounds, KernelCheck, sweep_variables
+from harnesscore.units import MIB, message_sizes, parse_bytes
+from harnesslib.base import AlternatingRounds, KernelCheck, OsuRuns, sweep_variables
+from harnesslib.compat import reads_output
 from harnesslib.launch import shell_words
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
@@ -72,7 +73,7 @@ class RingSweep(KernelCheck):
         lo, sep, hi = self.sizes.partition(':')
         if sep:
             return expected_sizes(parse_bytes(lo), parse_bytes(hi))
-        return sorted({parse_bytes(x) for x in self.sizes.split(',')})
+        return message_sizes(self.sizes)
 
 
 @rfm.simple_test
@@ -98,7 +99,7 @@ class RingBwCheck(RingSweep):
 # ---- accuracy against OSU -------------------------------------------------------
 
 @rfm.simple_test
-class RingOsuAccuracy(KernelCheck, AlternatingRounds):
+class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     """ring against osu_latency / osu_bw, alternating in one job.
 
     Each round runs ring pingpong at 8 B, osu_latency at 8 B, ring bw and
@@ -121,8 +122,6 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds):
     lat_tol = variable(float, value=0.10)
     lat_floor_us = variable(float, value=0.05)
     bw_tol = variable(float, value=0.05)
-    #: Seconds after which an OSU run is ended (see checks/osu.py).
-    run_timeout = variable(int, value=90)
 
     @run_after('init')
     def set_layout(self):
@@ -155,7 +154,7 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds):
         lo, hi = MIB, self.bw_max
         # OSU has no watchdog for a hung MPI_Finalize (MPICH over TCP): a run
         # that `timeout` ends is noted; its table decides whether it counts.
-        osu = f'timeout -k 10 {int(self.run_timeout)} {launch}'
+        osu = f'timeout {" ".join(self.timeout_options())} {launch}'
         body = [
             # One timed loop per run (--reps 1), as OSU: the same estimator.
             f'{launch} {ring} --pattern pingpong --sizes 8 --reps 1 --iters 10000 --skip 1000'
@@ -173,9 +172,6 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds):
             'set -e', *self.round_loop('r', body, question), 'echo "accuracy: $r rounds done"'])
 
     # -- results -------------------------------------------------------------------
-
-    def osu_prefix(self) -> str:
-        return str(self.current_environ.extras.get('osu_prefix', ''))
 
     def rounds_data(self) -> list[dict]:
         """Per round: ring and OSU latency at 8 B, bandwidths per size."""
@@ -250,10 +246,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds):
                 lambda s=s: self.median_bw('osu', s), 'MB/s')
         self.perf_variables = pv
 
-    @run_before('performance')
+    @reads_output('performance')
     def set_tolerances(self):
-        if self.is_dry_run():
-            return
         bands = ring_osu_bands(self.rounds_data(), self.bw_sizes(), self.lat_tol,
                                self.lat_floor_us, self.bw_tol)
         ref = {}

@@ -124,23 +124,25 @@ try:
     MPI_ENV_MODE = mpi_env_mode()
 except ValueError as _err:
     _config_error(str(_err))
+
+
+def _note(msg: str) -> None:
+    # Only where the user asked to hear it (not HARNESS_QUIET=1).
+    if os.environ.get('HARNESS_QUIET') != '1':
+        print(f'[harness config] {msg}', file=sys.stderr)
+
+
 if MPI_ENV_MODE == 'clean':
     _removed = clean_mpi_env(os.environ)
-    if _removed and os.environ.get('HARNESS_QUIET') != '1':
-        print(f'[harness config] HARNESS_MPI_ENV=clean: the runs do not inherit '
-              f'{", ".join(_removed)} from this shell (HARNESS_MPI_ENV=keep passes them on; '
-              f'each partition sets its own transport)', file=sys.stderr)
+    if _removed:
+        _note(f'HARNESS_MPI_ENV=clean: the runs do not inherit {", ".join(_removed)} from '
+              f'this shell (HARNESS_MPI_ENV=keep passes them on; each partition sets its '
+              f'own transport)')
 
 _PARTITIONS = {
     'shm': 'shared memory between the ranks of one node (each stack\'s default)',
     'tcp': 'TCP over the loopback interface, forced for every stack',
 }
-
-
-def _note(msg: str) -> None:
-    # One line per stack left out; only where the user asked to hear it.
-    if os.environ.get('HARNESS_QUIET') != '1':
-        print(f'[harness config] {msg}', file=sys.stderr)
 
 
 _ABSENT: dict[str, str] = {}

@@ -1,19 +1,14 @@
 """``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``.
 
-Run on the cluster's login node, it detects what docs/pages/cluster.md
-(``./harness site``) lists: Slurm's partitions and node sizes, on one node of
-each partition (through ``srun``) its NUMA domains and links, and the MPI
-stacks of ``harnesscore.stacks``; it writes a site file in the form of
-``config/cluster_template.py``, which ``config/slurm_systems.py`` validates.
-What it cannot detect is written with a working default or a placeholder
-marked ``FILL IN`` with a comment saying what to put there; stdout gets a
-summary of what was detected and what not (stderr with ``--dry-run``, which
-prints the file).  Every command runs as an argument list with a timeout.
-
-An existing file is never replaced silently: the command refuses, naming it.
-``--force`` writes the next numbered file beside it (``site_<name>.py.1``,
-``.2``...: not loaded, since settings.py loads only ``site_*.py``), and
-``--overwrite`` replaces the file itself.
+Run on a login node, it detects what docs/pages/cluster.md lists (Slurm's
+partitions and node sizes; through ``srun``, each partition's NUMA domains and
+links; the MPI stacks of ``harnesscore.stacks``) and writes a file in the form
+of ``config/cluster_template.py``.  What it cannot detect gets a default or a
+``FILL IN`` placeholder saying what to put there; stdout gets a summary of what
+was detected and what not (stderr with ``--dry-run``, which prints the file).
+Every command runs as an argument list with a timeout.  An existing file is
+never replaced silently: ``--force`` writes ``site_<name>.py.N`` beside it
+(settings.py loads only ``site_*.py``), ``--overwrite`` replaces it.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -143,18 +138,30 @@ def _int(text: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _matches(text: str, pattern: str) -> Iterator[re.Match[str]]:
+    """The matches of `pattern` at the start of `text`'s lines."""
+    return filter(None, (re.match(pattern, ln) for ln in text.splitlines()))
+
+
+def _groups(text: str, head: str) -> list[tuple[re.Match[str], list[str]]]:
+    """`text`'s lines split at those matching `head`: each one's match and the
+    lines after it (those before the first are dropped)."""
+    groups: list[tuple[re.Match[str], list[str]]] = []
+    for line in text.splitlines():
+        if m := re.match(head, line):
+            groups.append((m, []))
+        elif groups:
+            groups[-1][1].append(line)
+    return groups
+
+
 def parse_scontrol_records(text: str, name_key: str) -> list[dict[str, str]]:
     """Records of ``scontrol [-o] show partition|node`` that have `name_key`:
     one dictionary of ``Key=Value`` each (a value may hold spaces, ``OS=Linux
     6.1 #1 SMP``)."""
-    records: list[str] = []
-    for line in text.splitlines():
-        if re.match(r'^[A-Za-z]+Name=\S', line):
-            records.append(line)
-        elif records and line.strip():
-            records[-1] += ' ' + line.strip()
     out = []
-    for rec in records:
+    for head, rest in _groups(text, r'[A-Za-z]+Name=\S'):
+        rec = ' '.join([head.string, *(ln.strip() for ln in rest if ln.strip())])
         keys = list(re.finditer(r'(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=', rec))
         ends = [k.start() for k in keys[1:]] + [len(rec)]
         fields = {k.group(1): rec[k.end():end].strip() for k, end in zip(keys, ends)}
@@ -165,8 +172,7 @@ def parse_scontrol_records(text: str, name_key: str) -> list[dict[str, str]]:
 
 def parse_scontrol_config(text: str) -> dict[str, str]:
     """``scontrol show config``: ``Key = Value`` lines."""
-    lines = (re.match(r'^([A-Za-z][\w]*)\s*=\s*(.*?)\s*$', ln) for ln in text.splitlines())
-    return {m.group(1): m.group(2) for m in lines if m}
+    return {m[1]: m[2] for m in _matches(text, r'^([A-Za-z][\w]*)\s*=\s*(.*?)\s*$')}
 
 
 class SlurmPartition(NamedTuple):
@@ -302,10 +308,8 @@ def parse_lscpu(text: str) -> CpuTopology | None:
 def parse_ip_addr(text: str) -> dict[str, list[str]]:
     """``ip -o -4 addr show``: the IPv4 addresses (CIDR) of each interface."""
     addrs: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        m = re.match(r'^\d+:\s+(\S+)\s+inet\s+(\S+)', line)
-        if m:
-            addrs.setdefault(m.group(1).split('@')[0], []).append(m.group(2))
+    for m in _matches(text, r'^\d+:\s+(\S+)\s+inet\s+(\S+)'):
+        addrs.setdefault(m.group(1).split('@')[0], []).append(m.group(2))
     return addrs
 
 
@@ -338,10 +342,7 @@ def parse_ucx_info(text: str) -> list[UcxDevice]:
     """``ucx_info -d``: every transport and its device."""
     out: list[UcxDevice] = []
     transport = ''
-    for line in text.splitlines():
-        m = re.match(r'^#\s+(Transport|Device|Type):\s*(\S+)', line)
-        if not m:
-            continue
+    for m in _matches(text, r'^#\s+(Transport|Device|Type):\s*(\S+)'):
         key, value = m.groups()
         if key == 'Transport':
             transport = value
@@ -501,15 +502,7 @@ def slurm_minutes(text: str) -> int | None:
 
 def probe_sections(text: str) -> dict[str, str]:
     """The node probe's output split at its ``@@name`` lines."""
-    sections: dict[str, list[str]] = {}
-    name = ''
-    for line in text.splitlines():
-        if m := re.fullmatch(r'@@([a-z_]+)', line.strip()):
-            name = m.group(1)
-            sections[name] = []
-        elif name:
-            sections[name].append(line)
-    return {k: '\n'.join(v) for k, v in sections.items()}
+    return {m[1]: '\n'.join(body) for m, body in _groups(text, r'\s*@@([a-z_]+)\s*\Z')}
 
 
 # ---- links -------------------------------------------------------------------------
@@ -801,15 +794,20 @@ def find_module_tool(environ: Mapping[str, str], runner: Runner) -> ModuleTool |
     return None
 
 
-def _tool_texts(stack: Stack, env: Mapping[str, str], suffix: str,
-                runner: Runner) -> list[str]:
-    texts = []
-    for tool in stack.version_tools:
+def _ask(launcher: str, stacks: Sequence[Stack], env: Mapping[str, str], suffix: str,
+         runner: Runner) -> tuple[str | None, str, str]:
+    """Which stack `launcher` is, by its ``--version`` and the version tools
+    of `stacks` on PATH in `env`: (its name or None, its version, what the
+    launcher said)."""
+    says = runner([launcher, '--version'], TIMEOUT, env)
+    texts = [says.out + says.err]
+    for tool in (t for stack in stacks for t in stack.version_tools):
         argv = [tool[0].replace('{suffix}', suffix), *tool[1:]]
         if shutil.which(argv[0], path=env.get('PATH')):
             res = runner(argv, TIMEOUT, env)
             texts.append(res.out + res.err)
-    return texts
+    found = identify_stack(texts[0], texts[1:])
+    return found, stack_version(STACK[found], texts) if found else '', texts[0]
 
 
 def _check_tools(stack: Stack, env: Mapping[str, str], cc: str, suffix: str,
@@ -823,14 +821,12 @@ def _check_tools(stack: Stack, env: Mapping[str, str], cc: str, suffix: str,
                      if shutil.which(f'{n}{suffix}', path=path)), '')
     if not launcher:
         return '', f'no {" or ".join(stack.launchers)} on its PATH'
-    says = runner([launcher, '--version'], TIMEOUT, env)
-    said, texts = says.out + says.err, _tool_texts(stack, env, suffix, runner)
-    found = identify_stack(said, texts)
+    found, version, said = _ask(launcher, [stack], env, suffix, runner)
     if found != stack.name:
         first = next((ln for ln in said.splitlines() if ln.strip()), '')
         return '', (f'its {launcher} is {STACK[found].descr}\'s' if found else
                     f'its {launcher} --version does not say {stack.descr} ({first[:80]!r})')
-    return stack_version(stack, [said, *texts]) or '?', ''
+    return version or '?', ''
 
 
 def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: Runner,
@@ -915,11 +911,8 @@ def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detectio
     names = sorted({n for s in STACKS for n in s.launchers})
     launcher = next((n for n in names if shutil.which(n, path=path)), '')
     if len(det.stacks) < len(STACKS) and shutil.which('mpicc', path=path) and launcher:
-        says = runner([launcher, '--version'], TIMEOUT, environ)
-        texts = [t for s in STACKS for t in _tool_texts(s, environ, '', runner)]
-        name = identify_stack(says.out + says.err, texts)
+        name, version, _ = _ask(launcher, STACKS, environ, '', runner)
         if name and name not in det.stacks:
-            version = stack_version(STACK[name], [says.out + says.err, *texts])
             real = os.path.dirname(shutil.which('mpicc', path=path) or '')
             det.stacks[name] = FoundStack(name, 'path', f'mpicc and {launcher} on PATH ({real})',
                                           version or '?', os.path.join(real, 'mpicc'),

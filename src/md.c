@@ -50,7 +50,6 @@
 #include "md/md.h"
 
 #include <getopt.h>
-#include <stdio.h>
 #include <string.h>
 
 static const char *HELP =
@@ -96,16 +95,20 @@ static const char *HELP =
 
 /* ---- options ------------------------------------------------------------- */
 
-enum { O_MODE = 1000, O_L, O_DENS, O_TEMP, O_CUT, O_SKIN, O_DT, O_STEPS, O_REB, O_TOL,
-       O_PRESET, O_CHECK, O_LIST, O_MINTIME };
+enum { O_L = 1000, O_DENS, O_TEMP, O_CUT, O_SKIN, O_DT, O_STEPS, O_REB, O_TOL, O_PRESET, O_CHECK,
+       O_LIST, O_MINTIME };
+
+static const struct option longopts[] = {
+    KC_ARG("cells-per-side", O_L), KC_ARG("density", O_DENS), KC_ARG("temp", O_TEMP),
+    KC_ARG("cutoff", O_CUT), KC_ARG("skin", O_SKIN), KC_ARG("dt", O_DT), KC_ARG("steps", O_STEPS),
+    KC_ARG("rebuild-every", O_REB), KC_ARG("drift-tol", O_TOL), KC_ARG("preset", O_PRESET),
+    KC_FLAG("check-forces", O_CHECK), KC_ARG("list", O_LIST), KC_ARG("min-time", O_MINTIME),
+    KC_END};
 
 /* One option with its value; NULL or the message written into err. */
 static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
     options *o = opts;
     switch (c) {
-    case O_MODE:
-        return kc_opt_mode(arg, KC_MODE_BIT(KC_MODE_MPI) | KC_MODE_BIT(KC_MODE_MASTERONLY),
-                           &o->mode, err, cap);
     case O_L:
         o->L_given = 1;
         return kc_opt_long("cells-per-side", arg, 1, 400, &o->L, err, cap);
@@ -124,40 +127,17 @@ static const char *parse_one(int c, const char *arg, void *opts, char *err, size
                               &o->rebuild, err, cap);
     case O_CHECK: o->check_forces = 1; return NULL;
     case O_PRESET:
-        if (strcmp(arg, "lammps-in.lj") != 0) {
-            snprintf(err, cap, "unknown preset '%s' (lammps-in.lj)", arg);
-            return err;
-        }
+        if (strcmp(arg, "lammps-in.lj") != 0)
+            return kc_errf(err, cap, "unknown preset '%s' (lammps-in.lj)", arg);
         o->preset = "lammps-in.lj";
         return NULL;
-    case O_LIST:
-        if (strcmp(arg, "half") != 0 && strcmp(arg, "full") != 0) {
-            snprintf(err, cap, "--list must be half or full, got '%s'", arg);
-            return err;
-        }
+    default: /* O_LIST */
+        if (strcmp(arg, "half") != 0 && strcmp(arg, "full") != 0)
+            return kc_errf(err, cap, "--list must be half or full, got '%s'", arg);
         o->full_list = strcmp(arg, "full") == 0;
         return NULL;
-    default: return NULL;
     }
 }
-
-static const struct option longopts[] = {
-    {"mode", required_argument, NULL, O_MODE},
-    {"cells-per-side", required_argument, NULL, O_L},
-    {"density", required_argument, NULL, O_DENS},
-    {"temp", required_argument, NULL, O_TEMP},
-    {"cutoff", required_argument, NULL, O_CUT},
-    {"skin", required_argument, NULL, O_SKIN},
-    {"dt", required_argument, NULL, O_DT},
-    {"steps", required_argument, NULL, O_STEPS},
-    {"rebuild-every", required_argument, NULL, O_REB},
-    {"drift-tol", required_argument, NULL, O_TOL},
-    {"preset", required_argument, NULL, O_PRESET},
-    {"check-forces", no_argument, NULL, O_CHECK},
-    {"list", required_argument, NULL, O_LIST},
-    {"min-time", required_argument, NULL, O_MINTIME},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
 
 /* After the options: the defaults that depend on others, and the checks. */
 static const char *options_done(void *opts, char *err, size_t cap) {
@@ -166,22 +146,19 @@ static const char *options_done(void *opts, char *err, size_t cap) {
     /* Every other in.lj setting is already the default; explicit options win. */
     if (strcmp(o->preset, "lammps-in.lj") == 0 && !o->L_given) o->L = 20;
     const double box = (double)o->L * cbrt(4.0 / o->density);
-    if (o->cutoff > 0.5 * box) {
-        snprintf(err, cap, "--cutoff %g is larger than half the box side %g (L=%ld, density %g)",
-                 o->cutoff, 0.5 * box, o->L, o->density);
-        return err;
-    }
-    if (o->check_forces && 4 * o->L * o->L * o->L > 32000) {
-        snprintf(err, cap, "--check-forces needs at most 32000 atoms (L <= 20)");
-        return err;
-    }
+    if (o->cutoff > 0.5 * box)
+        return kc_errf(err, cap, "--cutoff %g is larger than half the box side %g (L=%ld, "
+                                 "density %g)", o->cutoff, 0.5 * box, o->L, o->density);
+    if (o->check_forces && 4 * o->L * o->L * o->L > 32000)
+        return kc_errf(err, cap, "--check-forces needs at most 32000 atoms (L <= 20)");
     return NULL;
 }
 
 /* ---- the run: set-up, step 0, the timed steps, verification, report -------- */
 
 int main(int argc, char **argv) {
-    const kc_cli cli = {"md", HELP, longopts, parse_one, options_done};
+    const kc_cli cli = {"md", HELP, longopts, parse_one, options_done,
+                        KC_MODE_BIT(KC_MODE_MPI) | KC_MODE_BIT(KC_MODE_MASTERONLY), NULL};
     /* drift_tol 0: the dt-dependent default (options_done) */
     options o = {.mode = KC_MODE_MPI, .L = 8, .steps = 100, .rebuild = 20, .density = 0.8442,
                  .temp = 1.44, .cutoff = 2.5, .skin = 0.3, .dt = 0.005, .preset = "none"};
@@ -194,8 +171,7 @@ int main(int argc, char **argv) {
     const double N = (double)natoms, V = s.box * s.box * s.box;
 
     /* step 0 (untimed set-up): ghosts, lists, forces, sums */
-    run_t r;
-    memset(&r, 0, sizeof r);
+    run_t r = {0};
     md_migrate(&s);
     md_borders(&s);
     md_build_neighbours(&s);
@@ -203,8 +179,7 @@ int main(int argc, char **argv) {
     double glob[3];
     md_global_sums(&s, md_kinetic(&s), r.epot, r.vir, glob);
     const thermo t0 = md_thermo_of(glob, N, V);
-    long ghosts_loc = s.nall - s.nlocal, ghosts0 = 0;
-    MPI_Reduce(&ghosts_loc, &ghosts0, 1, MPI_LONG, MPI_SUM, 0, s.cart);
+    const long ghosts0 = kc_sum_over_ranks(&ctx, s.nall - s.nlocal);
     if (ctx.rank == 0) md_print_start(&s, &o, natoms, ghosts0, &t0);
 
     md_run_steps(&s, &o, N, t0.e, &r);

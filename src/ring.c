@@ -93,6 +93,11 @@ static const char *HELP =
     "  --help     this text\n"
     "  One RESULT line per size; the last one is the largest size.\n";
 
+static const struct option longopts[] = {
+    KC_ARG("pattern", 'p'), KC_ARG("sizes", 's'), KC_ARG("reps", 'r'), KC_ARG("iters-scale", 'f'),
+    KC_ARG("window", 'w'), KC_ARG("k", 'k'), KC_FLAG("rank-as-node", 'n'), KC_ARG("iters", 'i'),
+    KC_ARG("skip", 'x'), KC_ARG("min-time", 't'), KC_END};
+
 typedef enum { PAT_PINGPONG = 0, PAT_BW, PAT_RING, PAT_COUNT } pattern_t;
 static const char *const pattern_names[PAT_COUNT] = {"pingpong", "bw", "ring"};
 
@@ -101,9 +106,11 @@ typedef struct {
     pattern_t pattern;
     long sizes[RING_MAX_SIZES];
     int nsizes;
+    /* k, window, iters, iters_scale 0 and skip -1: not given (options_done sets
+     * the defaults of window and iters_scale after the checks across options) */
     double iters_scale, min_time;
     long reps, window, k, iters, skip;
-    int k_given, window_given, rank_as_node, scale_given, iters_given, skip_given;
+    int rank_as_node;
 } options;
 
 /* ---- option parsing (before MPI starts) ---------------------------------- */
@@ -132,15 +139,15 @@ static int cmp_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int size_error(char *err, size_t cap, const char *text, size_t len, int code) {
-    snprintf(err, cap,
-             code == -2 ? "--sizes: '%.*s' is not a size (integer bytes, optional K or M suffix)"
-                        : "--sizes: size '%.*s' is out of range (1 B .. 16 MiB)",
-             (int)(len > 40 ? 40 : len), text);
-    return -1;
+static const char *size_error(char *err, size_t cap, const char *text, size_t len, int code) {
+    return kc_errf(err, cap, code == -2
+                   ? "--sizes: '%.*s' is not a size (integer bytes, optional K or M suffix)"
+                   : "--sizes: size '%.*s' is out of range (1 B .. 16 MiB)",
+                   (int)(len > 40 ? 40 : len), text);
 }
 
-static int parse_sizes(const char *arg, options *o, char *err, size_t cap) {
+/* --sizes into o->sizes; NULL or the message written into err. */
+static const char *parse_sizes(const char *arg, options *o, char *err, size_t cap) {
     const char *colon = strchr(arg, ':');
     o->nsizes = 0;
     if (colon) {
@@ -149,21 +156,15 @@ static int parse_sizes(const char *arg, options *o, char *err, size_t cap) {
         if (rc != 0) return size_error(err, cap, arg, (size_t)(colon - arg), rc);
         rc = parse_one_size(colon + 1, strlen(colon + 1), &hi);
         if (rc != 0) return size_error(err, cap, colon + 1, strlen(colon + 1), rc);
-        if (lo > hi) {
-            snprintf(err, cap, "--sizes: range '%s' has MIN > MAX", arg);
-            return -1;
-        }
+        if (lo > hi) return kc_errf(err, cap, "--sizes: range '%s' has MIN > MAX", arg);
         for (long s = lo; s <= hi && o->nsizes < RING_MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
-        return 0;
+        return NULL;
     }
-    const char *p = arg;
-    for (;;) {
+    for (const char *p = arg;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (o->nsizes == RING_MAX_SIZES) {
-            snprintf(err, cap, "--sizes: more than %d sizes", RING_MAX_SIZES);
-            return -1;
-        }
+        if (o->nsizes == RING_MAX_SIZES)
+            return kc_errf(err, cap, "--sizes: more than %d sizes", RING_MAX_SIZES);
         long v = 0;
         int rc = parse_one_size(p, len, &v);
         if (rc != 0) return size_error(err, cap, p, len, rc);
@@ -177,14 +178,7 @@ static int parse_sizes(const char *arg, options *o, char *err, size_t cap) {
     for (int i = 1; i < o->nsizes; ++i)
         if (o->sizes[i] != o->sizes[n - 1]) o->sizes[n++] = o->sizes[i];
     o->nsizes = n;
-    return 0;
-}
-
-/* kc_opt_long for an option whose presence the checks across options need. */
-static const char *given_long(int *given, const char *opt, const char *arg, long lo, long hi,
-                              long *out, char *err, size_t cap) {
-    *given = 1;
-    return kc_opt_long(opt, arg, lo, hi, out, err, cap);
+    return NULL;
 }
 
 /* One option with its value; NULL or the message written into err. */
@@ -197,90 +191,50 @@ static const char *parse_one(int c, const char *arg, void *opts, char *err, size
                 o->pattern = (pattern_t)i;
                 return NULL;
             }
-        snprintf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", arg);
-        return err;
-    case 'm':
-        if (kc_parse_mode(arg, &o->mode) != 0) {
-            snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, multiple)", arg);
-            return err;
-        }
-        if (o->mode != KC_MODE_MPI && o->mode != KC_MODE_MASTERONLY &&
-            o->mode != KC_MODE_MULTIPLE) {
-            snprintf(err, cap,
-                     "mode %s is not supported by the communication kernel "
-                     "(mpi, masteronly, multiple)", arg);
-            return err;
-        }
-        return NULL;
-    case 's': return parse_sizes(arg, o, err, cap) != 0 ? err : NULL;
+        return kc_errf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", arg);
+    case 's': return parse_sizes(arg, o, err, cap);
     case 'r': return kc_opt_long("reps", arg, 1, 1000, &o->reps, err, cap);
     case 'f':
-        o->scale_given = 1;
         return kc_opt_double("iters-scale", arg, 0.0, 1, 1000.0, NULL, &o->iters_scale, err, cap);
-    case 'i': return given_long(&o->iters_given, "iters", arg, 1, 100000000, &o->iters, err, cap);
-    case 'x': return given_long(&o->skip_given, "skip", arg, 0, 100000000, &o->skip, err, cap);
+    case 'i': return kc_opt_long("iters", arg, 1, 100000000, &o->iters, err, cap);
+    case 'x': return kc_opt_long("skip", arg, 0, 100000000, &o->skip, err, cap);
     case 't': return kc_opt_min_time(arg, &o->min_time, err, cap);
-    case 'w': return given_long(&o->window_given, "window", arg, 1, 1024, &o->window, err, cap);
-    case 'k': return given_long(&o->k_given, "k", arg, 1, RING_MAX_K, &o->k, err, cap);
-    case 'n': o->rank_as_node = 1; return NULL;
-    default: return NULL;
+    case 'w': return kc_opt_long("window", arg, 1, 1024, &o->window, err, cap);
+    case 'k': return kc_opt_long("k", arg, 1, RING_MAX_K, &o->k, err, cap);
+    default: /* 'n' */
+        o->rank_as_node = 1;
+        return NULL;
     }
 }
-
-static const struct option longopts[] = {
-    {"pattern", required_argument, NULL, 'p'}, {"mode", required_argument, NULL, 'm'},
-    {"sizes", required_argument, NULL, 's'},   {"reps", required_argument, NULL, 'r'},
-    {"iters-scale", required_argument, NULL, 'f'}, {"window", required_argument, NULL, 'w'},
-    {"k", required_argument, NULL, 'k'},       {"rank-as-node", no_argument, NULL, 'n'},
-    {"iters", required_argument, NULL, 'i'},   {"skip", required_argument, NULL, 'x'},
-    {"min-time", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
 
 /* After the options: the default --sizes, and the checks across options. */
 static const char *options_done(void *opts, char *err, size_t cap) {
     options *o = opts;
     if (o->nsizes == 0) parse_sizes("1:16M", o, err, cap);
-    if (o->mode == KC_MODE_MULTIPLE && o->pattern != PAT_RING) {
-        snprintf(err, cap, "mode multiple is only available with --pattern ring");
-        return err;
-    }
-    if (o->k_given && o->pattern != PAT_RING) {
-        snprintf(err, cap, "--k applies only to --pattern ring");
-        return err;
-    }
-    if (o->window_given && o->pattern != PAT_BW) {
-        snprintf(err, cap, "--window applies only to --pattern bw");
-        return err;
-    }
-    if (o->iters_given && o->scale_given) {
-        snprintf(err, cap, "--iters and --iters-scale exclude each other");
-        return err;
-    }
-    if (o->min_time > 0.0 && o->pattern != PAT_RING) {
-        snprintf(err, cap, "--min-time applies only to --pattern ring (pingpong and bw count "
-                           "as OSU does; use --iters)");
-        return err;
-    }
+    if (o->mode == KC_MODE_MULTIPLE && o->pattern != PAT_RING)
+        return kc_errf(err, cap, "mode multiple is only available with --pattern ring");
+    if (o->k && o->pattern != PAT_RING)
+        return kc_errf(err, cap, "--k applies only to --pattern ring");
+    if (o->window && o->pattern != PAT_BW)
+        return kc_errf(err, cap, "--window applies only to --pattern bw");
+    if (o->iters && o->iters_scale > 0.0)
+        return kc_errf(err, cap, "--iters and --iters-scale exclude each other");
+    if (o->min_time > 0.0 && o->pattern != PAT_RING)
+        return kc_errf(err, cap, "--min-time applies only to --pattern ring (pingpong and bw "
+                                 "count as OSU does; use --iters)");
+    if (!o->window) o->window = 64;
+    if (!(o->iters_scale > 0.0)) o->iters_scale = 1.0;
     return NULL;
 }
 
 /* ---- data pattern --------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return x;
-}
-
 /* Seed of the message sent by world rank `src`, thread lane `lane`, for
  * message size `size` at exchange `iter`. */
 static uint64_t pattern_seed(int src, int lane, long size, long iter) {
-    uint64_t s = mix64((uint64_t)(unsigned)src + 0x9E3779B97F4A7C15ull);
-    s = mix64(s ^ ((uint64_t)(unsigned)lane << 40) ^ (uint64_t)size);
-    return mix64(s + (uint64_t)iter);
+    uint64_t s = kc_mix64((uint64_t)(unsigned)src + 0x9E3779B97F4A7C15ull);
+    s = kc_mix64(s ^ ((uint64_t)(unsigned)lane << 40) ^ (uint64_t)size);
+    return kc_mix64(s + (uint64_t)iter);
 }
 
 /* Word j of the pattern (a bijection of seed + j*C, so two seeds differ in every word). */
@@ -289,70 +243,46 @@ static inline uint64_t pattern_word(uint64_t seed, size_t j) {
     return x ^ (x >> 29);
 }
 
-static void fill_words(unsigned char *buf, uint64_t seed, size_t w0, size_t w1) {
+/* The words of an n-byte buffer (the last one may be partial) and the bytes of word j. */
+static size_t words(size_t n) { return (n + 7) / 8; }
+static size_t word_bytes(size_t n, size_t j) { return n - 8 * j < 8 ? n - 8 * j : 8; }
+
+/* Words [w0, w1) of the pattern into the n-byte buffer. */
+static void fill_words(unsigned char *buf, size_t n, uint64_t seed, size_t w0, size_t w1) {
     for (size_t j = w0; j < w1; ++j) {
-        uint64_t w = pattern_word(seed, j);
-        memcpy(buf + 8 * j, &w, 8);
+        const uint64_t w = pattern_word(seed, j);
+        memcpy(buf + 8 * j, &w, word_bytes(n, j));
     }
 }
 
-static void fill_tail(unsigned char *buf, size_t n, uint64_t seed) {
-    size_t nw = n / 8, rem = n - 8 * nw;
-    if (rem) {
-        uint64_t w = pattern_word(seed, nw);
-        memcpy(buf + 8 * nw, &w, rem);
-    }
-}
-
-static long bytes_differ(uint64_t a, uint64_t b) {
-    uint64_t x = a ^ b;
-    long n = 0;
-    for (int i = 0; i < 8; ++i, x >>= 8) n += (x & 0xFF) != 0;
-    return n;
-}
-
-static long check_words(const unsigned char *buf, uint64_t seed, size_t w0, size_t w1) {
+/* Wrong bytes in words [w0, w1) of the n-byte buffer. */
+static long check_words(const unsigned char *buf, size_t n, uint64_t seed, size_t w0, size_t w1) {
     long bad = 0;
     for (size_t j = w0; j < w1; ++j) {
-        uint64_t got;
-        memcpy(&got, buf + 8 * j, 8);
-        uint64_t w = pattern_word(seed, j);
-        if (got != w) bad += bytes_differ(got, w);
+        const uint64_t w = pattern_word(seed, j);
+        uint64_t got = 0, want = 0; /* the word's bytes, the rest zero in both */
+        memcpy(&got, buf + 8 * j, word_bytes(n, j));
+        memcpy(&want, &w, word_bytes(n, j));
+        for (uint64_t x = got ^ want; x; x >>= 8) bad += (x & 0xFF) != 0;
     }
     return bad;
 }
 
-static long check_tail(const unsigned char *buf, size_t n, uint64_t seed) {
-    size_t nw = n / 8, rem = n - 8 * nw;
+/* Work-shared over all threads of the rank (one in mpi mode): the pattern
+ * written into the n-byte buffer, or (check) its wrong bytes counted. */
+static long words_par(kc_ctx *ctx, unsigned char *buf, size_t n, uint64_t seed, int check) {
+    const long nw = (long)words(n);
     long bad = 0;
-    if (rem) {
-        uint64_t w = pattern_word(seed, nw);
-        unsigned char t[8];
-        memcpy(t, &w, 8);
-        for (size_t i = 0; i < rem; ++i) bad += buf[8 * nw + i] != t[i];
-    }
-    return bad;
-}
-
-/* Serial versions (one thread's own buffer). */
-static void fill_serial(unsigned char *buf, size_t n, uint64_t seed) {
-    fill_words(buf, seed, 0, n / 8);
-    fill_tail(buf, n, seed);
-}
-static long check_serial(const unsigned char *buf, size_t n, uint64_t seed) {
-    return check_words(buf, seed, 0, n / 8) + check_tail(buf, n, seed);
-}
-
-/* Work-shared versions: all threads of the rank (one in mpi mode). */
-static void fill_par(kc_ctx *ctx, unsigned char *buf, size_t n, uint64_t seed) {
-    const long nw = (long)(n / 8);
-#pragma omp parallel
+#pragma omp parallel reduction(+ : bad)
     {
         kc_record_cpu(ctx);
 #pragma omp for schedule(static)
-        for (long j = 0; j < nw; ++j) fill_words(buf, seed, (size_t)j, (size_t)j + 1);
+        for (long j = 0; j < nw; ++j) {
+            if (check) bad += check_words(buf, n, seed, (size_t)j, (size_t)j + 1);
+            else fill_words(buf, n, seed, (size_t)j, (size_t)j + 1);
+        }
     }
-    fill_tail(buf, n, seed);
+    return bad;
 }
 
 static void poison_par(unsigned char *buf, size_t n) {
@@ -362,18 +292,6 @@ static void poison_par(unsigned char *buf, size_t n) {
         size_t b = (size_t)c * (size_t)chunk, e = b + (size_t)chunk < n ? b + (size_t)chunk : n;
         memset(buf + b, POISON, e - b);
     }
-}
-
-static long check_par(kc_ctx *ctx, const unsigned char *buf, size_t n, uint64_t seed) {
-    const long nw = (long)(n / 8);
-    long bad = 0;
-#pragma omp parallel reduction(+ : bad)
-    {
-        kc_record_cpu(ctx);
-#pragma omp for schedule(static)
-        for (long j = 0; j < nw; ++j) bad += check_words(buf, seed, (size_t)j, (size_t)j + 1);
-    }
-    return bad + check_tail(buf, n, seed);
 }
 
 /* ---- topology ------------------------------------------------------------- */
@@ -436,35 +354,29 @@ typedef struct {
 static void run_iters(kc_ctx *ctx, exch *e, long n) {
     const int count = (int)e->msg;
     switch (e->pat) {
-    case PAT_PINGPONG:
-        if (e->role == 0) {
-            for (long it = 0; it < n; ++it) {
-                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
+    case PAT_PINGPONG: /* the sender sends first, the receiver answers */
+        for (long it = 0; it < n && e->role >= 0; ++it) {
+            if (e->role == 1)
                 MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-            }
-        } else if (e->role == 1) {
-            for (long it = 0; it < n; ++it) {
+            MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
+            if (e->role == 0)
                 MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
-            }
         }
         break;
-    case PAT_BW:
-        if (e->role == 0) {
-            for (long it = 0; it < n; ++it) {
-                for (long j = 0; j < e->window; ++j)
+    case PAT_BW: /* a window of messages, then the receiver's acknowledgement */
+        for (long it = 0; it < n && e->role >= 0; ++it) {
+            for (long j = 0; j < e->window; ++j) {
+                if (e->role == 0)
                     MPI_Isend(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
-                MPI_Waitall((int)e->window, e->reqs, e->stats);
-                MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
-            }
-        } else if (e->role == 1) {
-            for (long it = 0; it < n; ++it) {
-                for (long j = 0; j < e->window; ++j)
+                else
                     MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, count, MPI_BYTE, e->peer,
                               TAG_DATA, e->comm, &e->reqs[j]);
-                MPI_Waitall((int)e->window, e->reqs, e->stats);
-                MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
             }
+            MPI_Waitall((int)e->window, e->reqs, e->stats);
+            if (e->role == 0)
+                MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
+            else
+                MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
         }
         break;
     case PAT_RING:
@@ -492,8 +404,8 @@ static void run_iters(kc_ctx *ctx, exch *e, long n) {
 
 static int sends(const exch *e) { return e->role == 0 || (e->role == 1 && e->pat != PAT_BW); }
 static int receives(const exch *e) { return e->role == 1 || (e->role == 0 && e->pat == PAT_PINGPONG); }
-static size_t recv_bytes(const exch *e) {
-    return e->pat == PAT_BW ? (size_t)(e->window < e->nslots ? e->window : e->nslots) * e->msg : e->msg;
+static size_t recv_bytes(const exch *e) { /* bw: nslots <= window (bw_slots) */
+    return e->pat == PAT_BW ? (size_t)e->nslots * e->msg : e->msg;
 }
 
 /* Fill the send buffer(s) with the pattern of exchange `iter`, poison the receive buffer(s). */
@@ -505,13 +417,14 @@ static void prepare(kc_ctx *ctx, exch *e, long iter) {
             const int t = kc_thread_num();
             kc_record_cpu(ctx);
             if (t < e->kthreads) {
-                fill_serial(e->tsbuf[t], e->msg, pattern_seed(ctx->rank, t, e->size, iter));
+                fill_words(e->tsbuf[t], e->msg, pattern_seed(ctx->rank, t, e->size, iter), 0,
+                           words(e->msg));
                 memset(e->trbuf[t], POISON, e->msg);
             }
         }
         return;
     }
-    if (sends(e)) fill_par(ctx, e->sbuf, e->msg, pattern_seed(ctx->rank, 0, e->size, iter));
+    if (sends(e)) words_par(ctx, e->sbuf, e->msg, pattern_seed(ctx->rank, 0, e->size, iter), 0);
     if (receives(e)) poison_par(e->rbuf, recv_bytes(e));
 }
 
@@ -525,7 +438,8 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
         {
             const int t = kc_thread_num();
             if (t < e->kthreads)
-                bad += check_serial(e->trbuf[t], e->msg, pattern_seed(e->src_world, t, e->size, iter));
+                bad += check_words(e->trbuf[t], e->msg,
+                                   pattern_seed(e->src_world, t, e->size, iter), 0, words(e->msg));
         }
         return bad;
     }
@@ -533,7 +447,7 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
     if (inject) e->rbuf[e->msg / 2] ^= 0x5A;
     const uint64_t seed = pattern_seed(e->src_world, 0, e->size, iter);
     const size_t nmsg = recv_bytes(e) / e->msg;
-    for (size_t m = 0; m < nmsg; ++m) bad += check_par(ctx, e->rbuf + m * e->msg, e->msg, seed);
+    for (size_t m = 0; m < nmsg; ++m) bad += words_par(ctx, e->rbuf + m * e->msg, e->msg, seed, 1);
     return bad;
 }
 
@@ -576,13 +490,13 @@ static counts base_counts(pattern_t p, long size) {
 static counts size_counts(const options *o, long size) {
     const counts b = base_counts(o->pattern, size);
     counts c = {o->iters, o->skip};
-    if (!o->iters_given) {
+    if (!o->iters) {
         c.iters = (long)llround((double)b.iters * o->iters_scale);
         if (c.iters < 1) c.iters = 1;
     }
-    if (!o->skip_given) {
+    if (o->skip < 0) {
         if (o->pattern == PAT_RING) c.skip = c.iters / 10 > 1 ? c.iters / 10 : 1;
-        else c.skip = o->iters_given ? b.skip : (long)llround((double)b.skip * o->iters_scale);
+        else c.skip = o->iters ? b.skip : (long)llround((double)b.skip * o->iters_scale);
         if (c.skip < 1) c.skip = 1;
     }
     return c;
@@ -606,15 +520,8 @@ static unsigned char *page_alloc(const kc_ctx *ctx, size_t bytes) {
 
 /* Free the buffers (and the communicator if it is the exchange's own). */
 static void release(exch *e, int own_comm) {
-    KC_FREE_ALL(e->reqs, e->stats, e->sbuf, e->rbuf);
-    if (e->tsbuf) {
-        for (int t = 0; t < e->kthreads; ++t) {
-            free(e->tsbuf[t]);
-            free(e->trbuf[t]);
-        }
-        free(e->tsbuf);
-        free(e->trbuf);
-    }
+    for (int t = 0; e->tsbuf && t < e->kthreads; ++t) KC_FREE_ALL(e->tsbuf[t], e->trbuf[t]);
+    KC_FREE_ALL(e->reqs, e->stats, e->sbuf, e->rbuf, e->tsbuf, e->trbuf);
     if (own_comm) MPI_Comm_free(&e->comm);
     memset(e, 0, sizeof *e);
 }
@@ -644,7 +551,7 @@ static long setup_ring(const kc_ctx *ctx, const options *o, topology *topo, exch
                         "the same number of ranks on every node", topo->ppn_min, topo->ppn_max);
     }
     const long limit = hybrid ? ctx->threads : topo->ppn;
-    const long k = o->k_given ? o->k : limit;
+    const long k = o->k ? o->k : limit;
     if (k > limit) {
         topology_free(topo);
         if (hybrid)
@@ -677,8 +584,7 @@ static void alloc_buffers(const kc_ctx *ctx, const options *o, exch *e, long k) 
     size_t rcap = msg_max;
     if (o->pattern == PAT_BW)
         for (int i = 0; i < o->nsizes; ++i) {
-            long s = bw_slots(o->window, o->sizes[i]);
-            size_t b = (size_t)(s < o->window ? s : o->window) * (size_t)o->sizes[i];
+            const size_t b = (size_t)bw_slots(o->window, o->sizes[i]) * (size_t)o->sizes[i];
             if (b > rcap) rcap = b;
         }
     if (e->pat == PAT_RING && e->mode == KC_MODE_MULTIPLE) {
@@ -694,7 +600,6 @@ static void alloc_buffers(const kc_ctx *ctx, const options *o, exch *e, long k) 
     }
     e->reqs = kc_malloc(ctx, (size_t)o->window * sizeof *e->reqs);
     e->stats = kc_malloc(ctx, (size_t)o->window * sizeof *e->stats);
-    memset(e->ack, 0, sizeof e->ack);
 }
 
 /* ---- measurement ---------------------------------------------------------- */
@@ -881,9 +786,11 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
 }
 
 int main(int argc, char **argv) {
-    const kc_cli cli = {"ring", HELP, longopts, parse_one, options_done};
-    options o = {.mode = KC_MODE_MPI, .pattern = PAT_RING, .iters_scale = 1.0, .reps = 3,
-                 .window = 64};
+    const kc_cli cli = {"ring", HELP, longopts, parse_one, options_done,
+                        KC_MODE_BIT(KC_MODE_MPI) | KC_MODE_BIT(KC_MODE_MASTERONLY) |
+                            KC_MODE_BIT(KC_MODE_MULTIPLE),
+                        " by the communication kernel (mpi, masteronly, multiple)"};
+    options o = {.mode = KC_MODE_MPI, .pattern = PAT_RING, .reps = 3, .skip = -1};
     kc_ctx ctx;
     kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
     if (o.pattern != PAT_RING && ctx.nranks < 2)
@@ -892,13 +799,7 @@ int main(int argc, char **argv) {
 
     topology topo;
     topology_init(&ctx, o.rank_as_node, &topo);
-    exch e;
-    memset(&e, 0, sizeof e);
-    e.pat = o.pattern;
-    e.mode = o.mode;
-    e.window = o.window;
-    e.role = -1;
-    e.kthreads = 1;
+    exch e = {.pat = o.pattern, .mode = o.mode, .window = o.window, .role = -1, .kthreads = 1};
     long k = 1;
     if (o.pattern == PAT_RING) k = setup_ring(&ctx, &o, &topo, &e);
     else setup_pt2pt(&ctx, &e);
@@ -914,24 +815,19 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
 
-    size_run r;
-    memset(&r, 0, sizeof r);
-    r.samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *r.samples);
-    for (int si = 0; si < o.nsizes; ++si) {
+    size_run r = {.samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *r.samples)};
+    int si = 0; /* sizes ascending, up to the first that fails its verification */
+    for (; si < o.nsizes && r.bad_total == 0; ++si) {
         measure_size(&ctx, &o, &e, o.sizes[si], k, &r);
         report_size(&ctx, &o, &topo, &e, k, &r);
-        if (r.bad_total != 0) {
-            free(r.samples);
-            release(&e, o.pattern != PAT_RING);
-            topology_free(&topo);
-            kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
-                             "rank %d in the message from rank %d",
-                    o.sizes[si], r.bad_total, r.first.rank, r.first.src);
-        }
     }
 
     free(r.samples);
     release(&e, o.pattern != PAT_RING);
     topology_free(&topo);
+    if (r.bad_total != 0)
+        kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
+                         "rank %d in the message from rank %d",
+                o.sizes[si - 1], r.bad_total, r.first.rank, r.first.src);
     return kc_finalize(&ctx);
 }

@@ -83,7 +83,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 static const char *HELP =
@@ -121,52 +120,31 @@ static const char *HELP =
     "  y must match a stencil recomputation to max|y-yref|/max|yref| <= 1e-12.\n"
     "  RESULT fom: GFLOP/s (2 flops per nonzero, wall time of the timed loop).\n";
 
+static const struct option longopts[] = {
+    KC_ARG("n", 'n'), KC_ARG("iters", 'i'), KC_ARG("warmup", 'w'),
+    KC_ARG("decomp-threads", 'd'), KC_ARG("times-file", 't'), KC_ARG("min-time", 'T'), KC_END};
+
 /* One option with its value; NULL or the message written into err. */
 static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
     options *o = opts;
     switch (c) {
-    case 'm':
-        if (kc_parse_mode(arg, &o->mode) != 0) {
-            snprintf(err, cap, "unknown mode '%s' (mpi, masteronly, funneled, serial)", arg);
-            return err;
-        }
-        if (o->mode == KC_MODE_MULTIPLE) {
-            snprintf(err, cap,
-                     "mode multiple is not supported: Chow & Hysom's SpMV has one "
-                     "communicating thread (use mpi, masteronly, funneled or serial)");
-            return err;
-        }
-        return NULL;
     case 'n': return kc_opt_long("n", arg, 1, 100000, &o->n, err, cap);
     case 'i': return kc_opt_long("iters", arg, 1, SPMV_MAX_ITERS, &o->iters, err, cap);
     case 'w': return kc_opt_long("warmup", arg, 0, 1000, &o->warmup, err, cap);
     case 'T': return kc_opt_min_time(arg, &o->min_time, err, cap);
     case 'd': return kc_opt_long("decomp-threads", arg, 1, 4096, &o->decomp, err, cap);
-    case 't':
-        if (!*arg) {
-            snprintf(err, cap, "--times-file needs a path");
-            return err;
-        }
+    default: /* 't' */
+        if (!*arg) return kc_errf(err, cap, "--times-file needs a path");
         o->times_file = arg;
         return NULL;
-    default: return NULL;
     }
 }
-
-static const struct option longopts[] = {
-    {"mode", required_argument, NULL, 'm'},  {"n", required_argument, NULL, 'n'},
-    {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
-    {"decomp-threads", required_argument, NULL, 'd'},
-    {"times-file", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-    {"min-time", required_argument, NULL, 'T'}, {NULL, 0, NULL, 0}};
 
 /* After the options: the checks across them. */
 static const char *options_done(void *opts, char *err, size_t cap) {
     const options *o = opts;
-    if (o->decomp && o->mode != KC_MODE_SERIAL) {
-        snprintf(err, cap, "--decomp-threads applies to --mode serial only");
-        return err;
-    }
+    if (o->decomp && o->mode != KC_MODE_SERIAL)
+        return kc_errf(err, cap, "--decomp-threads applies to --mode serial only");
     return NULL;
 }
 
@@ -183,9 +161,12 @@ static long env_threads(void) {
 }
 
 int main(int argc, char **argv) {
-    const kc_cli cli = {"spmv", HELP, longopts, parse_one, options_done};
+    const kc_cli cli = {"spmv", HELP, longopts, parse_one, options_done,
+                        ~KC_MODE_BIT(KC_MODE_MULTIPLE),
+                        ": Chow & Hysom's SpMV has one communicating thread (use mpi, masteronly, "
+                        "funneled or serial)"};
     options o = {.mode = KC_MODE_MPI, .n = 16, .iters = 100, .warmup = 3};
-    const long env_t = env_threads(); /* before kc_init forces 1 thread in serial */
+    const long env_t = env_threads(); /* before kc_start forces 1 thread in serial */
     kc_ctx ctx;
     kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
 

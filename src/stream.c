@@ -21,6 +21,8 @@ static const char *HELP =
     "  --iters  timed repetitions after one warm-up (default 10); the best counts\n"
     "  --help   this text\n";
 
+static const struct option longopts[] = {KC_ARG("n", 'n'), KC_ARG("iters", 'i'), KC_END};
+
 typedef struct {
     kc_mode mode;
     long n;
@@ -30,23 +32,13 @@ typedef struct {
 /* One option with its value; NULL or the message written into err. */
 static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
     options *o = opts;
-    switch (c) {
-    case 'm':
-        return kc_opt_mode(arg, KC_MODE_BIT(KC_MODE_MPI) | KC_MODE_BIT(KC_MODE_MASTERONLY),
-                           &o->mode, err, cap);
-    case 'n': return kc_opt_long("n", arg, 1, 1L << 34, &o->n, err, cap);
-    case 'i': return kc_opt_long("iters", arg, 1, 1000000, &o->iters, err, cap);
-    default: return NULL;
-    }
+    if (c == 'n') return kc_opt_long("n", arg, 1, 1L << 34, &o->n, err, cap);
+    return kc_opt_long("iters", arg, 1, 1000000, &o->iters, err, cap);
 }
 
-static const struct option longopts[] = {
-    {"mode", required_argument, NULL, 'm'}, {"n", required_argument, NULL, 'n'},
-    {"iters", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
-
 int main(int argc, char **argv) {
-    const kc_cli cli = {"stream", HELP, longopts, parse_one, NULL};
+    const kc_cli cli = {"stream", HELP, longopts, parse_one, NULL,
+                        KC_MODE_BIT(KC_MODE_MPI) | KC_MODE_BIT(KC_MODE_MASTERONLY), NULL};
     options o = {.mode = KC_MODE_MPI, .n = 16777216L, .iters = 10};
     kc_ctx ctx;
     kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);

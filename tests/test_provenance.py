@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 import reframe
 from conftest import run_reframe
-from harnesscore.schema import KNOWN, REQUIRED, RUN_FIELDS, field_text
+from harnesscore.schema import KNOWN, REQUIRED, RUN_FIELDS, field_text, fields_after
 from harnesslib import base, build
 from hybridverdict import store
 from hybridverdict.perflog import (
@@ -75,6 +75,9 @@ def test_every_provenance_field_is_a_run_field_the_checks_set_and_a_record_field
         assert name in KNOWN
     for name in set(PROVENANCE_FIELDS) - {'mpi_library'}:   # a field of every Record
         assert Record.__dataclass_fields__[name].default == ''
+    # the record's fields after mpi_env are the schema's, in its order
+    names = [f.name for f in dataclasses.fields(Record)]
+    assert tuple(names[names.index('mpi_env') + 1:]) == fields_after('mpi_env')
 
 
 def test_field_text_keeps_a_perflog_line_one_line_without_separators():

@@ -43,7 +43,10 @@ def test_baseline_then_pass_then_a_slower_kernel_fails(tmp_path, stacks):
     assert 'new' in base.stdout and f'written: {refs}/local.yaml' in base.stdout
     doc = yaml.safe_load((refs / 'local.yaml').read_text())
     entry = doc['StreamCheck']['local:shm'][stacks[0]]['layout=mpi_2x1 problem=8000000']
-    assert entry['t_total'][2] == 3 and entry['fom'][1] == -1
+    # At least the floor (a loaded machine's own spread may widen it: the floor's
+    # exact value is test_references' business), never so wide that the 40x
+    # slower kernel below would pass.
+    assert 3 <= entry['t_total'][2] < 39 and entry['fom'][1] == -1, entry
     assert 'HybridVerdict' in doc
 
     # Without --force the file stays as it is.

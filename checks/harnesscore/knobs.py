@@ -81,6 +81,8 @@ class Knob:
 _RUN = ('run', 'nightly')
 _HARNESS = ('run', 'test', 'setup', 'nightly', 'baseline')
 _SESSION = ('run', 'nightly', 'reframe')
+#: what reads the change-point knobs
+_CHANGES = ('hybridverdict changes', 'hybridverdict', *_RUN)
 
 KNOBS: tuple[Knob, ...] = (
     # install
@@ -148,15 +150,13 @@ KNOBS: tuple[Knob, ...] = (
          ('baseline', 'reframe', 'hybridverdict-baseline'), 'nightly', see='nightly.md'),
     # changes
     Knob('HARNESS_CHANGE_MIN_SEGMENT', '3', 'sessions on each side of a change point',
-         ('hybridverdict changes', 'hybridverdict', *_RUN), 'changes', see='nightly.md'),
+         _CHANGES, 'changes', see='nightly.md'),
     Knob('HARNESS_CHANGE_P_VALUE', '0.01', 'largest p-value of the permutation test of a '
-         'change point', ('hybridverdict changes', 'hybridverdict', *_RUN), 'changes',
-         see='nightly.md'),
+         'change point', _CHANGES, 'changes', see='nightly.md'),
     Knob('HARNESS_CHANGE_MAGNITUDE', '0.05', 'smallest change, a fraction (0.05: 5%)',
-         ('hybridverdict changes', 'hybridverdict', *_RUN), 'changes', see='nightly.md'),
+         _CHANGES, 'changes', see='nightly.md'),
     Knob('HARNESS_CHANGE_SESSION_GAP', '60', 'minutes between runs that start a new session '
-         '(runs without a session field)',
-         ('hybridverdict changes', 'hybridverdict', *_RUN), 'changes', see='nightly.md'),
+         '(runs without a session field)', _CHANGES, 'changes', see='nightly.md'),
     # site
     Knob('HARNESS_CLUSTERS', 'config/site_*.py', 'the cluster files (a comma list; each '
          'defines CLUSTER in the form of config/cluster_template.py)', _SESSION, 'site',

@@ -351,10 +351,10 @@ def md_box(cells: int) -> float:
     return cells * (4.0 / MD_DENSITY) ** (1.0 / 3.0)
 
 
-def _md_fits(cells: int, ranks: int) -> bool:
-    box = md_box(cells)
-    widest = max(dims_create(ranks)[0], _dims_greedy(ranks)[0])
-    return MD_CUTOFF <= 0.5 * box and box / widest >= MD_CUTOFF + MD_SKIN
+def _md_side(cells: int, ranks: int) -> float:
+    """The width of md's sub-boxes at `cells` per side on `ranks` ranks: under
+    both MPI_Dims_create algorithms the stacks use, the larger largest split."""
+    return md_box(cells) / max(dims_create(ranks)[0], _dims_greedy(ranks)[0])
 
 
 def md_infeasible(cells: int, ranks: int) -> str:
@@ -363,9 +363,7 @@ def md_infeasible(cells: int, ranks: int) -> str:
     if MD_CUTOFF > 0.5 * box:
         return (f'md L={cells}: cutoff {MD_CUTOFF} exceeds half the box side '
                 f'{0.5 * box:.3g}')
-    # Both MPI_Dims_create algorithms the stacks use: the larger largest split.
-    widest = max(dims_create(ranks)[0], _dims_greedy(ranks)[0])
-    side = box / widest
+    side = _md_side(cells, ranks)
     if side < MD_CUTOFF + MD_SKIN:
         grid = 'x'.join(map(str, dims_create(ranks)))
         return (f'md L={cells} on {ranks} ranks ({grid}): sub-boxes {side:.3g} wide < '
@@ -377,7 +375,7 @@ def md_infeasible(cells: int, ranks: int) -> str:
 def md_min_cells(ranks: int) -> int:
     """The smallest L that md can run on `ranks` ranks."""
     cells = 1
-    while not _md_fits(cells, ranks):
+    while MD_CUTOFF > 0.5 * md_box(cells) or _md_side(cells, ranks) < MD_CUTOFF + MD_SKIN:
         cells += 1
     return cells
 

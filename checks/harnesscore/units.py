@@ -22,6 +22,11 @@ def parse_bytes(text: str) -> int:
     return int(text[:-1] if mult != 1 else text) * mult
 
 
+def message_sizes(sizes: str) -> list[int]:
+    """The message sizes of a ring --sizes list ('8,64K,1M'), in bytes, sorted."""
+    return sorted({parse_bytes(x) for x in str(sizes).split(',')})
+
+
 def bytes_label(n: int, sep: str = '') -> str:
     """A message size as verdicts name it: '8B', '64KiB', '1MiB' (whole KiB and
     MiB only, else bytes; one word, for test names and table columns); `sep`

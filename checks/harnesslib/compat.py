@@ -7,6 +7,8 @@
   performance stage fills it (``_perfvalues``), so that a failed run logs
   the same fields as a passed one (``harnesslib.base.PerfSchema``).
 
+And ``reads_output``: ReFrame's ``run_before`` for a hook that a dry run skips.
+
 The pin in ``pyproject.toml`` is the version this was written against; another
 version is refused here, by name, instead of reordering or logging nothing in
 silence.
@@ -14,9 +16,11 @@ silence.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import reframe
+from reframe.core.builtins import run_before
 
 #: ReFrame versions whose registry layout this module knows.
 KNOWN_VERSIONS = ('4.10.',)
@@ -52,3 +56,16 @@ def declare_perf_value(test, key: str, unit: str) -> None:
     without a value, as in ``--dry-run``) until the performance stage."""
     _guard()
     test._perfvalues.setdefault(key, [None, 0, None, None, unit, None])
+
+
+def reads_output(stage: str, always_last: bool = False):
+    """``run_before(stage)`` for a hook that reads the job's output: ReFrame
+    calls the sanity and performance hooks in ``--dry-run`` as well, where
+    there are job scripts only, no output to read; this skips the hook there."""
+    def decorate(hook):
+        @functools.wraps(hook)
+        def unless_dry_run(self) -> None:
+            if not self.is_dry_run():
+                hook(self)
+        return run_before(stage, always_last=always_last)(unless_dry_run)
+    return decorate

@@ -37,6 +37,7 @@ from harnesscore.stats import Interval
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError
 
+from .compat import reads_output
 from .placement import first_round, samples_per_run
 
 
@@ -58,10 +59,8 @@ class QuietMachine(rfm.RegressionTestPlugin):
         self.prerun_cmds = [*self.prerun_cmds, prologue(path)]
         self.postrun_cmds = [epilogue(path), *self.postrun_cmds]
 
-    @run_before('sanity')
+    @reads_output('sanity')
     def read_quietness(self):
-        if self.is_dry_run():
-            return
         fields = (read_quiet(os.path.join(self.stagedir, self.quiet_file)) if enabled()
                   else summarise(None))
         for name, value in fields.items():
@@ -109,10 +108,8 @@ class BandRule(rfm.RegressionTestPlugin):
         # rounds of the verdicts) only defer: the planned rounds judged the variant.
         return where, first_round() == 0 and int(sample) >= samples_per_run() - 1
 
-    @run_before('performance', always_last=True)
+    @reads_output('performance', always_last=True)
     def apply_band_rule(self):
-        if self.is_dry_run():
-            return
         part = self.current_partition.fullname
         resolved = self._resolve_reference()
         samples = self.band_samples()

@@ -71,18 +71,16 @@ def system_sizes(kernel: str) -> list:
     return sorted(sizes, key=lambda s: (str(type(s)), s))
 
 
-def layout_parameter(hybrid_modes: tuple[str, ...], serial: bool = False):
-    """The ``layout`` parameter of a kernel check: every layout of the
-    system's partitions (and the serial runs behind e_mt), typed so that
-    ``-P layout=masteronly_1x2`` works."""
-    runs = runs_for(hybrid_modes) + (serial_runs() if serial else [])
-    return parameter(runs, fmt=layout_name, type=parse_layout)
-
-
-def problem_parameter(kernel: str):
-    """The ``problem`` parameter of a kernel check, typed (``-P problem=24``)."""
+def kernel_parameters(kernel: str, serial: bool = False) -> tuple:
+    """The ``layout``, ``problem`` and ``sample`` parameters of a kernel check,
+    in the order its display name shows them: every layout of the system's
+    partitions (`serial`: and the serial runs behind e_mt), typed so that
+    ``-P layout=masteronly_1x2`` works; the kernel's sizes, typed
+    (``-P problem=24``); its samples (``sample_parameter``)."""
+    runs = runs_for(_plan.HYBRID_MODES[kernel]) + (serial_runs() if serial else [])
     sizes = system_sizes(kernel)
-    return parameter(sizes, type=type(sizes[0]))
+    return (parameter(runs, fmt=layout_name, type=parse_layout),
+            parameter(sizes, type=type(sizes[0])), sample_parameter())
 
 
 def system_layouts() -> list[tuple[int, int]]:

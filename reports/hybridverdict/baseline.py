@@ -31,12 +31,14 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+import polars as pl
 import yaml
 from harnesscore import references
 from harnesscore import stats as stats_rule
 from tabulate import tabulate
 
 from . import atomic
+from .changes import sessions
 from .cli import default_var_dir
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
@@ -85,14 +87,12 @@ def collect(records: Iterable[Record],
     its latest run was (:func:`made_with`) count; `left_out` receives one line
     per variant whose other runs were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
-    starts = stats_rule.session_starts([r.time for r in usable])
-    sessions: dict[tuple[str, object], int] = {}
-
-    def session(rec: Record) -> int:
-        # the recorded session, or (older perflogs) a gap of more than an hour
-        key = (('name', rec.session) if rec.session
-               else ('gap', stats_rule.session_of(rec.time, starts)))
-        return sessions.setdefault(key, len(sessions))
+    # the sessions' rule is the change points' (``changes.sessions``)
+    runs = pl.DataFrame({'time': [r.time for r in usable],
+                         'session': [r.session for r in usable]},
+                        schema={'time': pl.Datetime('us', 'UTC'), 'session': pl.String})
+    session = {(t, name): n for t, name, n, _start in
+               sessions(runs.lazy(), stats_rule.SESSION_GAP).iter_rows()}
     latest: dict[tuple[str, str, str, str, str], tuple[object, Made]] = {}
     for rec in usable:
         cls, variant = references.split_name(rec.name)
@@ -111,7 +111,7 @@ def collect(records: Iterable[Record],
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
             entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
             entry.values.append(value)
-            entry.sessions.append(session(rec))
+            entry.sessions.append(session[(rec.time, rec.session)])
     if left_out is not None:
         for where, made in sorted(others.items()):
             build, lib, nodes = latest[where][1]

@@ -234,7 +234,8 @@ def sessions(records: pl.LazyFrame, gap: dt.timedelta) -> pl.DataFrame:
     """(time, session name) -> session number (0, 1, ... in time order) and its
     start.  A record's session is its ``session`` field (``./harness`` names one per
     run or nightly); records without one (older perflogs) are told apart by a gap
-    of more than `gap` between completion times."""
+    of more than `gap` between completion times.  The one rule of sessions: the
+    change points and the reference bands (``baseline.collect``) both use it."""
     schema = records.collect_schema()
     named = pl.col('session') if 'session' in schema else pl.lit('')
     runs = records.select('time', named.fill_null('').alias('name')).unique().collect()

@@ -26,7 +26,7 @@ from statistics import median
 from harnesscore import stats
 
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
-from .records import Group, Record
+from .records import Group, KernelSeries, Record
 
 LAT_KERNELS = ('ring-pingpong', 'osu_latency')
 BW_KERNELS = ('ring-bw', 'osu_bw')
@@ -123,17 +123,7 @@ def _fit_each(found: dict, fit: Callable) -> list:
 
 
 @dataclasses.dataclass
-class _Kernel:
-    """Where a series of one kernel ran: its first fields."""
-
-    system: str
-    partition: str
-    stack: str
-    kernel: str
-
-
-@dataclasses.dataclass
-class Curve(_Kernel, _Fitted):
+class Curve(KernelSeries, _Fitted):
     """Point-to-point times of one kernel on one stack, partition and node count."""
 
     times: dict[int, list[float]]        # bytes -> one-way times (us)
@@ -378,7 +368,7 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
 # ---- the ring's saturation curve ---------------------------------------------------
 
 @dataclasses.dataclass
-class Saturation(_Kernel):
+class Saturation(KernelSeries):
     """Bandwidth per node against k communicating ranks per node, one message size.
 
     A kernel's layouts each measure some k (RingCheck: k = 1 in pure MPI, k = T in
@@ -459,16 +449,12 @@ SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks 
 S_RATIO = 2.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Rabenseifner:
+@dataclasses.dataclass
+class Rabenseifner(KernelSeries):
     """Seed 002's Table-1 row and seed 001's T_hybrid / T_MPP from one saturation
     series across nodes: masteronly = one communicating CPU per node (k = 1), pure MPI
     = the largest k measured (every CPU of the node)."""
 
-    system: str
-    partition: str
-    stack: str
-    kernel: str
     size: int
     nodes: int
     k_max: int
@@ -523,7 +509,7 @@ RABENSEIFNER_NOTE = ('Inter-node bandwidth per node of the ring across nodes (ea
 # ---- collectives ----------------------------------------------------------------
 
 @dataclasses.dataclass
-class Collective(_Kernel, _Fitted):
+class Collective(KernelSeries, _Fitted):
     size: int
     times: dict[int, list[float]]         # rank count n -> us
     fit: LogFit | None = None

@@ -15,18 +15,14 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .records import Record
+from .records import KernelSeries, Record
 
 DEFAULT_LIMIT = 16
 DEFAULT_MAX_POINTS = 200
 
 
 @dataclasses.dataclass
-class Series:
-    system: str
-    partition: str
-    stack: str
-    kernel: str
+class Series(KernelSeries):
     mode: str
     layout: str
     size: str

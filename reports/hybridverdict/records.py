@@ -86,6 +86,16 @@ class Place:
     size: str
 
 
+@dataclasses.dataclass
+class KernelSeries:
+    """Where the runs behind a series of one kernel ran: the series's first fields."""
+
+    system: str
+    partition: str
+    stack: str
+    kernel: str
+
+
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One performance record: one run of one kernel at one layout."""
@@ -132,8 +142,9 @@ class Record:
     kernel_release: str = ''
     launch_command: str = ''
     #: the session the run belongs to (harnesslib.base.session_id; '' in older
-    #: perflogs, where sessions are told apart by time: stats.session_starts)
+    #: perflogs, where sessions are told apart by time: changes.sessions)
     session: str = ''
+    # (the schema's run fields after mpi_env, in its order: tests/test_provenance.py)
 
     @property
     def total_cores(self) -> int:

@@ -1,8 +1,8 @@
 /* Shared contract of the harness kernels (spmv, md, ring, stream).
  *
  * Every kernel:
- *   - parses its options before MPI starts (so MPI_Init_thread can ask for the
- *     thread level its --mode needs), then calls kc_init();
+ *   - starts with kc_start(): its options are parsed before MPI starts (so
+ *     MPI_Init_thread can ask for the thread level its --mode needs);
  *   - verifies its own result and reports it through the RESULT line;
  *   - prints readable lines plus one or more lines "RESULT <json>";
  *   - on error exits non-zero with a message that starts with its name.
@@ -15,6 +15,7 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h> /* free() of KC_FREE_ALL */
 
 typedef enum {
@@ -26,7 +27,7 @@ typedef enum {
     KC_MODE_COUNT
 } kc_mode;
 
-/* Per-process context, filled by kc_init(). */
+/* Per-process context, filled by kc_start(). */
 typedef struct {
     const char *kernel;   /* "spmv", "md", ... : prefix of every message */
     kc_mode mode;
@@ -36,41 +37,31 @@ typedef struct {
     int *thread_cpu;      /* [threads]: core each thread ran on (kc_record_cpus) */
 } kc_ctx;
 
-/* Mode names, parsing and the MPI thread level each mode requires. */
+/* The name of a mode ("mpi", "masteronly", ...). */
 const char *kc_mode_name(kc_mode mode);
-int kc_parse_mode(const char *text, kc_mode *mode);   /* 0 on success */
-int kc_required_level(kc_mode mode);
-const char *kc_level_name(int level);
+#define KC_MODE_BIT(m) (1u << (m))
 
-/* Checked conversions for option values: 0 on success, -1 if `text` is not an
- * integer (or number) within [lo, hi]. */
+/* Checked conversion of an option value: 0 on success, -1 if `text` is not an
+ * integer within [lo, hi]. */
 int kc_parse_long(const char *text, long lo, long hi, long *out);
-int kc_parse_double(const char *text, double lo, double hi, double *out);
 
-/* Option-parser messages shared by the kernels.  Each writes its message
- * into err (cap bytes) and returns err, or returns NULL when all is well.
- *   kc_opt_long:     "--<opt> must be an integer in [lo, hi], got '<text>'"
- *   kc_opt_unknown:  getopt_long's '?': "unknown option or missing value ..."
- *   kc_opt_leftover: an operand after the options: "unexpected argument ..." */
-const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
-                        char *err, size_t cap);
-const char *kc_opt_unknown(char *const argv[], char *err, size_t cap);
-/*   kc_opt_double:   "--<opt> must be <what>, got '<text>'", <what> by default
+/* Writes the message into err (cap bytes) and returns err: what the option
+ * parsers below return where a value is wrong (NULL where all is well). */
+const char *kc_errf(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/*   kc_opt_long:     "--<opt> must be an integer in [lo, hi], got '<text>'"
+ *   kc_opt_long_as:  kc_opt_long with its own <what> (NULL: the default text)
+ *   kc_opt_double:   "--<opt> must be <what>, got '<text>'", <what> by default
  *                    "a number in [lo, hi]"; with `lo_open` lo itself is refused
  *                    ("a number in (lo, hi]")
- *   kc_opt_long_as:  kc_opt_long with its own <what> (NULL: the default text) */
-const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_open, double hi,
-                          const char *what, double *out, char *err, size_t cap);
+ *   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600] */
+const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
+                        char *err, size_t cap);
 const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,
                            long *out, char *err, size_t cap);
-/*   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600] */
+const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_open, double hi,
+                          const char *what, double *out, char *err, size_t cap);
 const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap);
-const char *kc_opt_leftover(int argc, char *const argv[], char *err, size_t cap);
-/*   kc_opt_mode:     --mode limited to the modes of the bit mask `allowed`
- *                    (KC_MODE_BIT): "unknown or unsupported mode '<text>' (<the
- *                    allowed names, comma separated>)" */
-#define KC_MODE_BIT(m) (1u << (m))
-const char *kc_opt_mode(const char *text, unsigned allowed, kc_mode *out, char *err, size_t cap);
 
 /* A kernel's command line, for kc_start.  `one` stores one option and its
  * value (NULL for a flag) in `opts`; `done` runs after the last option (derived
@@ -82,31 +73,36 @@ typedef const char *(*kc_done_fn)(void *opts, char *err, size_t cap);
 typedef struct {
     const char *kernel;            /* its name: the prefix of every message */
     const char *help;              /* the --help text */
-    const struct option *longopts; /* its options; the one whose val is 'h' is --help */
-    kc_opt_fn one;                 /* every other option */
+    const struct option *longopts; /* its options but --mode and --help (at most KC_MAX_OPTS: more is an error) */
+    kc_opt_fn one;                 /* each of them */
     kc_done_fn done;               /* NULL if there is nothing to do after the options */
+    unsigned modes;                /* the modes --mode accepts (KC_MODE_BIT mask) */
+    /* NULL: "unknown or unsupported mode '<text>' (<the accepted names, comma
+     * separated>)" for every refused mode; else an unknown mode is "unknown mode
+     * '<text>' (<names>)" and a known one "mode <text> is not supported<this>" */
+    const char *unsupported;
 } kc_cli;
+#define KC_MAX_OPTS 32
+/* Entries of kc_cli.longopts: an option with a value, a flag, the end. */
+#define KC_ARG(name, val) {name, required_argument, NULL, val}
+#define KC_FLAG(name, val) {name, no_argument, NULL, val}
+#define KC_END {NULL, 0, NULL, 0}
 
 /* How every kernel starts.  getopt_long over argv (long options only, getopt's
- * own messages off) hands each option to cli->one, into `opts` (whose defaults
- * the caller has set); the first message stops the parsing, and an unknown
- * option or a missing value (kc_opt_unknown) and an operand after the options
- * (kc_opt_leftover) are messages too.  Then cli->done, then kc_init with the
- * mode the options chose (`mode` points into opts), the message (at most
- * KC_ERR_CAP - 1 characters) and the help text if --help was given. */
+ * own messages off) takes --mode (into *mode, which points into opts) and
+ * --help itself and hands every other option to cli->one, into `opts` (whose
+ * defaults the caller has set); the first message stops the parsing, and an
+ * unknown option or a missing value and an operand after the options are
+ * messages too.  Then cli->done.  Then MPI starts at the thread level the mode
+ * needs and ctx is filled: a message (at most KC_ERR_CAP - 1 characters) is
+ * printed by rank 0 with " (try --help)" and the program exits with status 2
+ * after a clean MPI_Finalize; --help prints the help text on rank 0 and exits
+ * with status 0; a library that provides less than the mode needs is a clear
+ * message and status 1.  Modes mpi and serial run one thread per rank whatever
+ * OMP_NUM_THREADS says. */
 #define KC_ERR_CAP 320
 void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
-              const kc_mode *mode);
-
-/* Start MPI at the level `mode` needs and fill `ctx`.  `arg_error` is a message
- * collected while parsing options (NULL if none): it is printed by rank 0 and
- * the program exits with status 2 after a clean MPI_Finalize.  If `help` is
- * non-NULL it is printed by rank 0 and the program exits with status 0.
- * If the library provides less than the mode needs, a clear message is
- * printed and the program exits with status 1.  Modes mpi and serial run one
- * thread per rank whatever OMP_NUM_THREADS says. */
-void kc_init(kc_ctx *ctx, int *argc, char ***argv, const char *kernel,
-             kc_mode mode, const char *arg_error, const char *help);
+              kc_mode *mode);
 
 /* Collective failure: rank 0 prints "<kernel>: <message>" on stderr, every
  * rank finalises MPI and exits with `status`.  All ranks must call it. */
@@ -153,7 +149,6 @@ typedef struct {
     int first;
 } kc_json;
 
-void kc_json_begin(kc_json *j);
 void kc_json_str(kc_json *j, const char *key, const char *value);
 void kc_json_int(kc_json *j, const char *key, long long value);
 void kc_json_num(kc_json *j, const char *key, double value);
@@ -161,18 +156,14 @@ void kc_json_bool(kc_json *j, const char *key, int value);
 void kc_json_raw(kc_json *j, const char *key, const char *json); /* value is JSON already */
 void kc_json_stat(kc_json *j, const char *key, kc_stat s);        /* {"min":..,"mean":..,"max":..} */
 void kc_json_num_array(kc_json *j, const char *key, const double *v, size_t n);
-
-/* "key":[v0,v1,...] of integers. */
 void kc_json_int_array(kc_json *j, const char *key, const long long *v, size_t n);
 /* "fom":value,"fom_unit":unit: the figure of merit of every RESULT line. */
 void kc_json_fom(kc_json *j, double fom, const char *unit);
 
-/* Adds the keys every RESULT line must carry and that the context knows:
- * kernel, mode, ranks, threads, thread_level, mpi_library, hosts, cpus.
- * Collective: every rank must call it (it gathers the cores and hosts). */
-void kc_json_common(kc_json *j, const kc_ctx *ctx);
-
-/* kc_json_begin then kc_json_common: how every RESULT line starts (collective). */
+/* How every RESULT line starts: a new builder with the keys every RESULT line
+ * must carry and that the context knows: kernel, mode, ranks, threads,
+ * thread_level, mpi_library, fault_injected, hosts, cpus.  Collective: every
+ * rank must call it (it gathers the cores and hosts). */
 void kc_json_open(kc_json *j, const kc_ctx *ctx);
 
 /* Prints "RESULT {...}" on stdout (rank 0 only) and frees the builder. */
@@ -213,27 +204,23 @@ void kc_stamp(kc_timer *tm, int phase);
 void kc_stamp_skip(kc_timer *tm);
 
 /* Per-call figures of a timed loop that a few disturbed calls cannot move
- * much.  The caller times every call of its timed loop on this rank (kc_now)
- * into t[0..n); kc_call_stats then replaces each t[i] with the slowest rank's
- * time of call i (one MPI_Allreduce MAX of the whole array, after the loop;
- * collective, every rank passes the same n), sorts t ascending and returns
+ * much, from the per-call wall times on this rank: kc_calls_init makes room
+ * for `cap` calls, kc_calls_start starts the clock (just before the loop),
+ * kc_calls_mark records the time since the previous mark (or the start) after
+ * each call, kc_calls_reserve makes room for more calls (a count that
+ * --min-time raised).  kc_calls_end (collective: the same number of calls on
+ * every rank) takes for each call the slowest rank's time (one MPI_Allreduce
+ * MAX of the whole array, after the loop), frees the times and returns
  *   median:  the middle value (mean of the two middle ones for even n);
  *   trimmed: the mean after dropping the fastest and the slowest 10% of the
  *            calls (floor(n/10) each side, so at least one where n >= 10;
  *            none below 10 calls).
- * n = 0 gives NaN for both (a RESULT line prints null). */
+ * No calls give NaN for both (a RESULT line prints null). */
 typedef struct { double median, trimmed; } kc_call_stat;
-kc_call_stat kc_call_stats(const kc_ctx *ctx, double *t, long n);
 
 /* RESULT keys "t_call_median_s" and "t_call_trimmed_s". */
 void kc_json_call_stat(kc_json *j, kc_call_stat s);
 
-/* The per-call wall times of a timed loop, for kc_call_stats: kc_calls_init
- * makes room for `cap` calls, kc_calls_start starts the clock (just before the
- * loop), kc_calls_mark records the time since the previous mark (or the start)
- * after each call, kc_calls_reserve makes room for more calls (a count that
- * --min-time raised) and kc_calls_end returns kc_call_stats of the recorded
- * calls (collective: the same number of calls on every rank) and frees them. */
 typedef struct {
     double *t;
     long n, cap;
@@ -244,6 +231,14 @@ void kc_calls_reserve(const kc_ctx *ctx, kc_calls *c, long cap);
 void kc_calls_start(kc_calls *c);
 void kc_calls_mark(kc_calls *c);
 kc_call_stat kc_calls_end(const kc_ctx *ctx, kc_calls *c);
+
+/* The splitmix64 finaliser, a bijection of 64 bits: the kernels' deterministic
+ * data patterns and pseudo-random numbers. */
+static inline uint64_t kc_mix64(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
 
 /* The block [lo, hi) of n items that part `part` of `parts` owns: parts
  * contiguous blocks in order, sizes differing by one at most. */

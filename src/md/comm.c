@@ -34,10 +34,8 @@ void md_migrate(md_sys *s) {
                 }
                 md_ensure_buf(s->ctx, &s->sbuf, &s->scap, (size_t)(nsend + 1) * 7);
                 double *p = s->sbuf + (size_t)nsend * 7;
-                for (int k = 0; k < 3; ++k) {
-                    p[k] = s->x[3 * i + k];
-                    p[3 + k] = s->v[3 * i + k];
-                }
+                memcpy(p, s->x + 3 * i, 3 * sizeof(double));
+                memcpy(p + 3, s->v + 3 * i, 3 * sizeof(double));
                 p[d] += shift;
                 if (p[d] >= s->box) p[d] = nextafter(s->box, 0.0); /* -tiny + box rounded up */
                 p[6] = (double)s->id[i];
@@ -61,23 +59,14 @@ void md_migrate(md_sys *s) {
             for (int r = 0; r < nrecv; ++r) {
                 const double *p = s->rbuf + (size_t)r * 7;
                 const int j = s->nlocal++;
-                for (int k = 0; k < 3; ++k) {
-                    s->x[3 * j + k] = p[k];
-                    s->v[3 * j + k] = p[3 + k];
-                }
+                memcpy(s->x + 3 * j, p, 3 * sizeof(double));
+                memcpy(s->v + 3 * j, p + 3, 3 * sizeof(double));
                 s->id[j] = (long)p[6];
             }
             s->nall = s->nlocal;
         }
     }
-    long lost = 0;
-    for (int i = 0; i < s->nlocal; ++i)
-        for (int d = 0; d < 3; ++d)
-            if (!(s->x[3 * i + d] >= s->lo[d] && s->x[3 * i + d] < s->hi[d])) {
-                ++lost;
-                break;
-            }
-    s->lost += lost;
+    for (int i = 0; i < s->nlocal; ++i) s->lost += !md_inside(s, s->x + 3 * i);
     md_sort_owned(s);
 }
 

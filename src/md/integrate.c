@@ -17,9 +17,6 @@ static void move_a(md_sys *s, double dt) {
     }
 }
 
-/* moveb: v += dt/2 f; returns the local kinetic energy */
-static double move_b(md_sys *s, double dt) { return md_half_kick(s->v, s->f, 0.5 * dt, s->nlocal); }
-
 /* One velocity-Verlet step, each phase charged to its timer as miniMD's
  * timer.stamp() does; returns the total energy per atom after it. */
 static double md_step(md_sys *s, const options *o, long step, double N, kc_timer *tm,
@@ -39,7 +36,7 @@ static double md_step(md_sys *s, const options *o, long step, double N, kc_timer
     }
     md_compute_forces(s, &r->epot, &r->vir);
     kc_stamp(tm, T_FORCE);
-    const double kel = move_b(s, o->dt);
+    const double kel = md_half_kick(s->v, s->f, 0.5 * o->dt, s->nlocal); /* moveb: v += dt/2 f */
     kc_stamp(tm, T_MOVEB);
     double glob[3];
     md_global_sums(s, kel, r->epot, r->vir, glob);

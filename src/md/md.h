@@ -114,6 +114,13 @@ static inline void acc(double *sum, double *comp, double term) {
     *sum = t;
 }
 
+/* Whether the point p lies inside this rank's sub-box [lo, hi) in every dimension. */
+static inline int md_inside(const md_sys *s, const double p[3]) {
+    for (int d = 0; d < 3; ++d)
+        if (!(p[d] >= s->lo[d] && p[d] < s->hi[d])) return 0;
+    return 1;
+}
+
 /* The truncated and shifted Lennard-Jones pair at squared distance r2 (inside
  * the cutoff): returns fpair, the force on i is fpair * (x_i - x_j), and adds
  * the pair energy (shifted by ecut) to *e.  The force loops and the

@@ -150,9 +150,8 @@ void md_build_neighbours(md_sys *s) {
         }
         if (most <= maxn) {
             if (s->scratch_maxn != maxn) {
-                free(s->scratch);
+                KC_FREE_ALL(s->scratch, s->jscratch);
                 s->scratch = kc_malloc(s->ctx, (size_t)s->ctx->threads * 6 * (size_t)maxn * sizeof(double));
-                free(s->jscratch);
                 s->jscratch = kc_malloc(s->ctx, (size_t)s->ctx->threads * (size_t)maxn * sizeof(int));
                 s->scratch_maxn = maxn;
             }

@@ -6,6 +6,9 @@
 
 static const char *const timer_keys[T_COUNT] = {"t_force", "t_movout", "t_sum",
                                                  "t_movea", "t_moveb", "t_neigh"};
+/* The energies per atom at step 0 and at the end. */
+static const char *const energy_keys[6] = {"e_kin_0",   "e_pot_0",   "e_total_0",
+                                           "e_kin_end", "e_pot_end", "e_total_end"};
 
 void md_print_start(const md_sys *s, const options *o, long natoms, long ghosts0,
                     const thermo *t0) {
@@ -78,12 +81,8 @@ void md_report(const md_sys *s, const options *o, long natoms, const thermo *t0,
     kc_json_num(&j, "t_comm_s", t->t_comm);
     for (int k = 0; k < T_COUNT; ++k) kc_json_stat(&j, timer_keys[k], t->st[k]);
     kc_json_fom(&j, t->fom, "atom-steps/s");
-    kc_json_num(&j, "e_kin_0", t0->ke);
-    kc_json_num(&j, "e_pot_0", t0->pe);
-    kc_json_num(&j, "e_total_0", t0->e);
-    kc_json_num(&j, "e_kin_end", v->end.ke);
-    kc_json_num(&j, "e_pot_end", v->end.pe);
-    kc_json_num(&j, "e_total_end", v->end.e);
+    const double energies[6] = {t0->ke, t0->pe, t0->e, v->end.ke, v->end.pe, v->end.e};
+    for (int k = 0; k < 6; ++k) kc_json_num(&j, energy_keys[k], energies[k]);
     json_number_17g(&j, "pe_0", t0->pe);
     json_number_17g(&j, "virial_0", t0->vir);
     kc_json_num(&j, "drift", v->drift);

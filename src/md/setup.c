@@ -5,14 +5,8 @@
 #include <string.h>
 
 /* Deterministic per-atom PRNG (splitmix64); the state is passed around. */
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 static double uniform01(uint64_t *state) {
-    return (double)(splitmix64(state) >> 11) * 0x1.0p-53;
+    return (double)(kc_mix64(*state += 0x9E3779B97F4A7C15ULL) >> 11) * 0x1.0p-53;
 }
 
 /* Sub-box boundary k of dimension d: the same expression on every rank, so
@@ -65,10 +59,7 @@ static void create_atoms(md_sys *s, const options *o) {
                 for (int b = 0; b < 4; ++b) {
                     const double p[3] = {((double)ix + basis[b][0]) * a, ((double)iy + basis[b][1]) * a,
                                          ((double)iz + basis[b][2]) * a};
-                    int mine = 1;
-                    for (int d = 0; d < 3; ++d)
-                        if (!(p[d] >= s->lo[d] && p[d] < s->hi[d])) mine = 0;
-                    if (!mine) continue;
+                    if (!md_inside(s, p)) continue;
                     md_ensure_atoms(s, s->nlocal + 1);
                     const int i = s->nlocal++;
                     s->nall = s->nlocal;

@@ -43,12 +43,8 @@ void md_global_sums(const md_sys *s, double ke, double pe, double vir, double gl
 
 /* Thermodynamic state per atom of the global sums, N atoms in volume V. */
 thermo md_thermo_of(const double glob[3], double N, double V) {
-    thermo t;
-    t.ke = glob[0] / N;
-    t.pe = glob[1] / N;
-    t.vir = glob[2] / N;
-    t.e = t.ke + t.pe;
-    t.temp = 2.0 * glob[0] / (3.0 * N - 3.0);
-    t.press = (2.0 * glob[0] + glob[2]) / (3.0 * V); /* as LAMMPS: dof T = 2 KE */
-    return t;
+    const double ke = glob[0] / N, pe = glob[1] / N;
+    return (thermo){.ke = ke, .pe = pe, .vir = glob[2] / N, .e = ke + pe,
+                    .temp = 2.0 * glob[0] / (3.0 * N - 3.0),
+                    .press = (2.0 * glob[0] + glob[2]) / (3.0 * V)}; /* as LAMMPS: dof T = 2 KE */
 }

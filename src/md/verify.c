@@ -52,10 +52,8 @@ static double compare_brute(const md_sys *s, long N, const double *all, long tot
             continue;
         }
         seen[g] = 1;
-        for (int k = 0; k < 3; ++k) {
-            xg[3 * g + k] = p[k];
-            fc[3 * g + k] = p[3 + k];
-        }
+        memcpy(xg + 3 * g, p, 3 * sizeof(double));
+        memcpy(fc + 3 * g, p + 3, 3 * sizeof(double));
     }
     if (!bad_ids) {
         double eb = 0.0, wb = 0.0;
@@ -87,10 +85,8 @@ static double check_forces(md_sys *s, long natoms, double epot, double vir) {
     const int n = s->nlocal;
     double *pack = kc_malloc(ctx, (size_t)(n ? n : 1) * 7 * sizeof(double));
     for (int i = 0; i < n; ++i) {
-        for (int k = 0; k < 3; ++k) {
-            pack[7 * i + k] = s->x[3 * i + k];
-            pack[7 * i + 3 + k] = s->f[3 * i + k];
-        }
+        memcpy(pack + 7 * i, s->x + 3 * i, 3 * sizeof(double));
+        memcpy(pack + 7 * i + 3, s->f + 3 * i, 3 * sizeof(double));
         pack[7 * i + 6] = (double)s->id[i];
     }
     int *counts = NULL, *displs = NULL;

@@ -15,22 +15,19 @@
 int spmv_decomp_threads(kc_ctx *ctx, const options *o, long env_threads) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int hybrid = o->mode == KC_MODE_MASTERONLY || o->mode == KC_MODE_FUNNELED;
-    int tmin = 0, tmax = 0;
-    MPI_Allreduce(&ctx->threads, &tmin, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&ctx->threads, &tmax, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const kc_stat t = kc_stat_over_ranks(ctx, ctx->threads);
     if (!kc_all_true(ctx, !(hybrid && cores > 0 && ctx->threads > cores)))
         kc_fail(ctx, 2, "%d threads per rank (OMP_NUM_THREADS) exceed the %ld online cores",
-                tmax, cores);
-    if (tmin != tmax)
+                (int)t.max, cores);
+    if (t.min != t.max)
         kc_fail(ctx, 2, "ranks run different thread counts (%d..%d): every rank must own "
-                "the same box", tmin, tmax);
+                "the same box", (int)t.min, (int)t.max);
     int decomp = ctx->threads;
     if (o->mode == KC_MODE_SERIAL) decomp = (int)(o->decomp ? o->decomp : env_threads);
-    long dmin = decomp, dmax = decomp, dl = decomp;
-    MPI_Allreduce(&dl, &dmin, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&dl, &dmax, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
-    if (dmin != dmax)
-        kc_fail(ctx, 2, "ranks see different decomposition thread counts (%ld..%ld)", dmin, dmax);
+    const kc_stat d = kc_stat_over_ranks(ctx, decomp);
+    if (d.min != d.max)
+        kc_fail(ctx, 2, "ranks see different decomposition thread counts (%ld..%ld)",
+                (long)d.min, (long)d.max);
     return decomp;
 }
 
@@ -127,9 +124,7 @@ static int is_boundary(const problem *P, int i, int j, int k) {
            (k == 0 && P->cz > 0) || (k == P->nz - 1 && P->cz < P->pz - 1);
 }
 
-static inline int valid_offsets(long long g, long long G) {
-    return 1 + (g > 0) + (g < G - 1);
-}
+static inline int valid_offsets(long long g, long long G) { return 1 + (g > 0) + (g < G - 1); }
 
 static int row_nnz(const problem *P, int pt) {
     int i = pt % P->nx, j = (pt / P->nx) % P->ny, k = pt / (P->nx * P->ny);
@@ -173,33 +168,30 @@ static void order_rows(kc_ctx *ctx, problem *P) {
     }
 }
 
+/* Row p's pointer (pass 0) or its entries (pass 1). */
+static void touch_row(problem *P, const int *scan, int pass, int p) {
+    if (pass == 0) P->rp[p + 1] = scan[p + 1];
+    else fill_row(P, p);
+}
+
 /* Row pointers, rows and x, first-touched by the threads that compute them:
  * funneled with the workers' interior chunks, the other modes with the two
  * static schedules of the interior and boundary loops. */
 static void first_touch(problem *P, const int *scan) {
 #pragma omp parallel
     {
-        const int tid = kc_thread_num(), nth = kc_num_threads();
-        if (P->funneled) {
-            int lo, hi;
-            interior_chunk(P->nint, tid, nth, &lo, &hi);
-            for (int p = lo; p < hi; ++p) P->rp[p + 1] = scan[p + 1];
-#pragma omp for schedule(static)
-            for (int p = P->nint; p < P->rows; ++p) P->rp[p + 1] = scan[p + 1];
-            /* implicit barrier: rp complete before rows are filled */
-            for (int p = lo; p < hi; ++p) fill_row(P, p);
-#pragma omp for schedule(static)
-            for (int p = P->nint; p < P->rows; ++p) fill_row(P, p);
-        } else {
+        int lo, hi;
+        interior_chunk(P->nint, kc_thread_num(), kc_num_threads(), &lo, &hi);
+        for (int pass = 0; pass < 2; ++pass) {
+            if (P->funneled) {
+                for (int p = lo; p < hi; ++p) touch_row(P, scan, pass, p);
+            } else {
 #pragma omp for schedule(static) nowait
-            for (int p = 0; p < P->nint; ++p) P->rp[p + 1] = scan[p + 1];
+                for (int p = 0; p < P->nint; ++p) touch_row(P, scan, pass, p);
+            }
 #pragma omp for schedule(static)
-            for (int p = P->nint; p < P->rows; ++p) P->rp[p + 1] = scan[p + 1];
+            for (int p = P->nint; p < P->rows; ++p) touch_row(P, scan, pass, p);
             /* implicit barrier: rp complete before rows are filled */
-#pragma omp for schedule(static) nowait
-            for (int p = 0; p < P->nint; ++p) fill_row(P, p);
-#pragma omp for schedule(static)
-            for (int p = P->nint; p < P->rows; ++p) fill_row(P, p);
         }
         /* x: ghost layer zero, owned points from the global coordinates */
 #pragma omp for schedule(static)
@@ -245,12 +237,14 @@ static void recv_range(int d, int n, int *lo, int *hi) {
     *hi = d < 0 ? -1 : (d > 0 ? n : n - 1);
 }
 
-static int fill_list(const problem *P, int *list, int dx, int dy, int dz, int recv) {
+/* The cells sent towards (recv: received from) direction d = 9 (dz+1) + 3 (dy+1)
+ * + (dx+1) into list (NULL: only counted); returns their number. */
+static int fill_list(const problem *P, int *list, int d, int recv) {
     int ilo, ihi, jlo, jhi, klo, khi, m = 0;
     void (*range)(int, int, int *, int *) = recv ? recv_range : send_range;
-    range(dx, P->nx, &ilo, &ihi);
-    range(dy, P->ny, &jlo, &jhi);
-    range(dz, P->nz, &klo, &khi);
+    range(d % 3 - 1, P->nx, &ilo, &ihi);
+    range((d / 3) % 3 - 1, P->ny, &jlo, &jhi);
+    range(d / 9 - 1, P->nz, &klo, &khi);
     for (int k = klo; k <= khi; ++k)
         for (int j = jlo; j <= jhi; ++j)
             for (int i = ilo; i <= ihi; ++i) {
@@ -274,8 +268,8 @@ static void setup_halo(const kc_ctx *ctx, problem *P) {
         P->nb_dir[b] = d;
         P->send_off[b] = P->nsend;
         P->recv_off[b] = P->nrecv;
-        P->nsend += fill_list(P, NULL, dx, dy, dz, 0);
-        P->nrecv += fill_list(P, NULL, dx, dy, dz, 1);
+        P->nsend += fill_list(P, NULL, d, 0);
+        P->nrecv += fill_list(P, NULL, d, 1);
     }
     P->send_off[P->nnb] = P->nsend;
     P->recv_off[P->nnb] = P->nrecv;
@@ -284,10 +278,8 @@ static void setup_halo(const kc_ctx *ctx, problem *P) {
     P->sendbuf = kc_malloc(ctx, (size_t)P->nsend * sizeof(double));
     P->recvbuf = kc_malloc(ctx, (size_t)P->nrecv * sizeof(double));
     for (int b = 0; b < P->nnb; ++b) {
-        int d = P->nb_dir[b];
-        int dx = d % 3 - 1, dy = (d / 3) % 3 - 1, dz = d / 9 - 1;
-        fill_list(P, P->send_idx + P->send_off[b], dx, dy, dz, 0);
-        fill_list(P, P->recv_idx + P->recv_off[b], dx, dy, dz, 1);
+        fill_list(P, P->send_idx + P->send_off[b], P->nb_dir[b], 0);
+        fill_list(P, P->recv_idx + P->recv_off[b], P->nb_dir[b], 1);
     }
     /* first touch of the buffers by the threads that pack them */
 #pragma omp parallel for schedule(static)

@@ -36,11 +36,8 @@ static void print_lines(const kc_ctx *ctx, const options *o, const problem *P,
            P->nz, P->decomp, P->Gx, P->Gy, P->Gz);
     printf("spmv: %lld rows, %lld nonzeros; rank 0: %d neighbours, %lld halo bytes/call\n",
            r->rows, r->nnz, P->nnb, (long long)P->nsend * 8);
-    if (P->funneled)
-        printf("spmv: rank 0: %d interior rows overlap the exchange, %d boundary rows\n",
-               P->nint, P->rows - P->nint);
-    else
-        printf("spmv: rank 0: %d interior rows, %d boundary rows\n", P->nint, P->rows - P->nint);
+    printf("spmv: rank 0: %d interior rows%s, %d boundary rows\n", P->nint,
+           P->funneled ? " overlap the exchange" : "", P->rows - P->nint);
     printf("spmv: %ld calls (+%ld warm-up): pack %.6f s, comm %.6f s, comp %.6f s "
            "(sums, max over ranks)%s; wall %.6f s\n",
            tm->calls, o->warmup, st[PH_PACK].max, st[PH_COMM].max, st[PH_COMP].max,
@@ -59,21 +56,6 @@ static void print_lines(const kc_ctx *ctx, const options *o, const problem *P,
                ctx->threads);
     printf("spmv: verification %s (max|y-yref|/max|yref| = %.3g, bound %.0e)\n",
            r->verified ? "PASSED" : "FAILED", r->rel_err, REL_TOL);
-}
-
-/* The keys added for --min-time: the count asked for, the calibration, and
- * per-call times (sums over the timed calls / calls, max over ranks). */
-static void json_per_call(kc_json *j, const options *o, const timing *tm, const spmv_result *r) {
-    const double calls = (double)tm->calls;
-    kc_json_int(j, "iters_requested", o->iters);
-    kc_json_num(j, "min_time_s", o->min_time);
-    kc_json_int(j, "calib_calls", tm->calib_calls);
-    kc_json_num(j, "calib_t_call_s", tm->calib_pace);
-    kc_json_num(j, "t_call_s", r->wall.max / calls);
-    kc_json_num(j, "t_pack_call_s", r->st[PH_PACK].max / calls);
-    kc_json_num(j, "t_comm_call_s", r->st[PH_COMM].max / calls);
-    kc_json_num(j, "t_comp_call_s", r->st[PH_COMP].max / calls);
-    kc_json_call_stat(j, tm->call);
 }
 
 void spmv_report(const kc_ctx *ctx, const options *o, const problem *P, const timing *tm,
@@ -125,7 +107,18 @@ void spmv_report(const kc_ctx *ctx, const options *o, const problem *P, const ti
     kc_json_bool(&j, "threads_share_core", r->shared_core);
     kc_json_num(&j, "rel_error", r->rel_err);
     kc_json_num(&j, "rel_error_bound", REL_TOL);
-    json_per_call(&j, o, tm, r);
+    /* added for --min-time: the count asked for, the calibration, and per-call
+     * times (sums over the timed calls / calls, max over ranks) */
+    const double calls = (double)tm->calls;
+    kc_json_int(&j, "iters_requested", o->iters);
+    kc_json_num(&j, "min_time_s", o->min_time);
+    kc_json_int(&j, "calib_calls", tm->calib_calls);
+    kc_json_num(&j, "calib_t_call_s", tm->calib_pace);
+    kc_json_num(&j, "t_call_s", r->wall.max / calls);
+    kc_json_num(&j, "t_pack_call_s", st[PH_PACK].max / calls);
+    kc_json_num(&j, "t_comm_call_s", st[PH_COMM].max / calls);
+    kc_json_num(&j, "t_comp_call_s", st[PH_COMP].max / calls);
+    kc_json_call_stat(&j, tm->call);
     kc_json_bool(&j, "verified", r->verified);
     kc_json_emit(&j, ctx);
 }
