@@ -354,29 +354,35 @@ typedef struct {
 static void run_iters(kc_ctx *ctx, exch *e, long n) {
     const int count = (int)e->msg;
     switch (e->pat) {
-    case PAT_PINGPONG: /* the sender sends first, the receiver answers */
-        for (long it = 0; it < n && e->role >= 0; ++it) {
-            if (e->role == 1)
+    case PAT_PINGPONG: /* one loop per role, as OSU times it */
+        if (e->role == 0) {
+            for (long it = 0; it < n; ++it) {
+                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
                 MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-            MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
-            if (e->role == 0)
+            }
+        } else if (e->role == 1) {
+            for (long it = 0; it < n; ++it) {
                 MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
+            }
         }
         break;
-    case PAT_BW: /* a window of messages, then the receiver's acknowledgement */
-        for (long it = 0; it < n && e->role >= 0; ++it) {
-            for (long j = 0; j < e->window; ++j) {
-                if (e->role == 0)
+    case PAT_BW:
+        if (e->role == 0) {
+            for (long it = 0; it < n; ++it) {
+                for (long j = 0; j < e->window; ++j)
                     MPI_Isend(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
-                else
+                MPI_Waitall((int)e->window, e->reqs, e->stats);
+                MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
+            }
+        } else if (e->role == 1) {
+            for (long it = 0; it < n; ++it) {
+                for (long j = 0; j < e->window; ++j)
                     MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, count, MPI_BYTE, e->peer,
                               TAG_DATA, e->comm, &e->reqs[j]);
-            }
-            MPI_Waitall((int)e->window, e->reqs, e->stats);
-            if (e->role == 0)
-                MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
-            else
+                MPI_Waitall((int)e->window, e->reqs, e->stats);
                 MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
+            }
         }
         break;
     case PAT_RING:

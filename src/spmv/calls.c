@@ -78,45 +78,48 @@ static void exchange(const kc_ctx *ctx, problem *P) {
     for (int q = 0; q < P->nrecv; ++q) x[ri[q]] = rb[q];
 }
 
-/* One SpMV call, its phases' times into ct.
- *   mpi, masteronly, serial: pack, exchange, then the interior and boundary rows;
- *   funneled: all threads pack; the master exchanges while the workers compute
- *     the interior rows; then all compute the boundary rows.  thr_t: one padded
- *     slot per thread for its interior time. */
-#define PAD 8 /* one cache line per thread */
-static void one_call(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
+/* mpi, masteronly, serial: pack, exchange, then the interior and boundary rows. */
+static void call_masteronly(kc_ctx *ctx, problem *P, call_times *ct) {
     /* plain (not restrict) aliases: exchange() writes x through P */
     const int *rp = P->rp, *col = P->col, *sidx = P->send_idx;
     const double *val = P->val, *x = P->x;
     double *y = P->y, *sbuf = P->sendbuf;
     const int rows = P->rows, nint = P->nint, nsend = P->nsend, lim = P->nnz;
-    if (!P->funneled) {
-        double t0 = spmv_now();
+    double t0 = spmv_now();
 #pragma omp parallel for schedule(static)
-        for (int q = 0; q < nsend; ++q) sbuf[q] = x[sidx[q]];
-        double t1 = spmv_now();
-        exchange(ctx, P);
-        double t2 = spmv_now(), tb = t2;
+    for (int q = 0; q < nsend; ++q) sbuf[q] = x[sidx[q]];
+    double t1 = spmv_now();
+    exchange(ctx, P);
+    double t2 = spmv_now(), tb = t2;
 #pragma omp parallel
-        {
-            kc_record_cpu(ctx);
+    {
+        kc_record_cpu(ctx);
 #pragma omp for schedule(static)
-            for (int p = 0; p < nint; ++p) spmv_row(rp, col, val, x, y, p, lim);
-            /* implicit barrier: all interior rows done */
+        for (int p = 0; p < nint; ++p) spmv_row(rp, col, val, x, y, p, lim);
+        /* implicit barrier: all interior rows done */
 #pragma omp master
-            tb = spmv_now();
+        tb = spmv_now();
 #pragma omp for schedule(static) nowait
-            for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
-        }
-        double t3 = spmv_now();
-        ct->t[PH_PACK] = t1 - t0;
-        ct->t[PH_COMM] = t2 - t1;
-        ct->t[PH_INT] = tb - t2;
-        ct->t[PH_BND] = t3 - tb;
-        ct->t[PH_COMP] = ct->t[PH_INT] + ct->t[PH_BND];
-        ct->t[PH_OVL] = 0.0;
-        return;
+        for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
     }
+    double t3 = spmv_now();
+    ct->t[PH_PACK] = t1 - t0;
+    ct->t[PH_COMM] = t2 - t1;
+    ct->t[PH_INT] = tb - t2;
+    ct->t[PH_BND] = t3 - tb;
+    ct->t[PH_COMP] = ct->t[PH_INT] + ct->t[PH_BND];
+    ct->t[PH_OVL] = 0.0;
+}
+
+/* funneled: all threads pack; the master exchanges while the workers compute
+ * the interior rows; then all compute the boundary rows.  thr_t: one padded
+ * slot per thread for its interior time. */
+#define PAD 8 /* one cache line per thread */
+static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
+    const int *rp = P->rp, *col = P->col, *sidx = P->send_idx;
+    const double *val = P->val, *x = P->x;
+    double *y = P->y, *sbuf = P->sendbuf;
+    const int rows = P->rows, nint = P->nint, nsend = P->nsend, lim = P->nnz;
     double t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     int team = 1;
 #pragma omp parallel
@@ -163,6 +166,11 @@ static void one_call(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
     ct->t[PH_INT] = ovl;
     ct->t[PH_BND] = t4 - t3;
     ct->t[PH_COMP] = ovl + (t4 - t3);
+}
+
+static void one_call(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
+    if (P->funneled) call_funneled(ctx, P, thr_t, ct);
+    else call_masteronly(ctx, P, ct);
 }
 
 /* --min-time: batches of 1, 2, 4, ... calls until one lasts a tenth of

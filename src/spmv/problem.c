@@ -168,30 +168,33 @@ static void order_rows(kc_ctx *ctx, problem *P) {
     }
 }
 
-/* Row p's pointer (pass 0) or its entries (pass 1). */
-static void touch_row(problem *P, const int *scan, int pass, int p) {
-    if (pass == 0) P->rp[p + 1] = scan[p + 1];
-    else fill_row(P, p);
-}
-
 /* Row pointers, rows and x, first-touched by the threads that compute them:
  * funneled with the workers' interior chunks, the other modes with the two
  * static schedules of the interior and boundary loops. */
 static void first_touch(problem *P, const int *scan) {
 #pragma omp parallel
     {
-        int lo, hi;
-        interior_chunk(P->nint, kc_thread_num(), kc_num_threads(), &lo, &hi);
-        for (int pass = 0; pass < 2; ++pass) {
-            if (P->funneled) {
-                for (int p = lo; p < hi; ++p) touch_row(P, scan, pass, p);
-            } else {
-#pragma omp for schedule(static) nowait
-                for (int p = 0; p < P->nint; ++p) touch_row(P, scan, pass, p);
-            }
+        const int tid = kc_thread_num(), nth = kc_num_threads();
+        if (P->funneled) {
+            int lo, hi;
+            interior_chunk(P->nint, tid, nth, &lo, &hi);
+            for (int p = lo; p < hi; ++p) P->rp[p + 1] = scan[p + 1];
 #pragma omp for schedule(static)
-            for (int p = P->nint; p < P->rows; ++p) touch_row(P, scan, pass, p);
+            for (int p = P->nint; p < P->rows; ++p) P->rp[p + 1] = scan[p + 1];
             /* implicit barrier: rp complete before rows are filled */
+            for (int p = lo; p < hi; ++p) fill_row(P, p);
+#pragma omp for schedule(static)
+            for (int p = P->nint; p < P->rows; ++p) fill_row(P, p);
+        } else {
+#pragma omp for schedule(static) nowait
+            for (int p = 0; p < P->nint; ++p) P->rp[p + 1] = scan[p + 1];
+#pragma omp for schedule(static)
+            for (int p = P->nint; p < P->rows; ++p) P->rp[p + 1] = scan[p + 1];
+            /* implicit barrier: rp complete before rows are filled */
+#pragma omp for schedule(static) nowait
+            for (int p = 0; p < P->nint; ++p) fill_row(P, p);
+#pragma omp for schedule(static)
+            for (int p = P->nint; p < P->rows; ++p) fill_row(P, p);
         }
         /* x: ghost layer zero, owned points from the global coordinates */
 #pragma omp for schedule(static)
