@@ -16,7 +16,7 @@ import statistics
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesscore.rounds import LMP_TAGS, MD_BANDS, MD_RATIOS, MD_TAGS, RoundsError, md_rates
-from harnesslib.base import AlternatingRounds, PerflogFields
+from harnesslib.base import AlternatingRounds, PerflogFields, sanity_errors
 from harnesslib.build import KernelBuild
 from harnesslib.launch import binding_env, hold_node_lock, launch_line, launcher_family
 from harnesslib.noise import BandRule, QuietMachine
@@ -131,10 +131,8 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             *self.round_loop('round', body, ['md', 'bench.out'])])
 
     def _rates(self, tag: str) -> list[float]:
-        try:
+        with sanity_errors(RoundsError):
             return md_rates(self.stage_text(self.job.stdout), tag)
-        except RoundsError as err:
-            raise sn.SanityError(str(err)) from None
 
     @sanity_function
     def all_rounds_ran(self):

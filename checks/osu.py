@@ -32,7 +32,7 @@ from harnesscore.osu_output import (
     wrapper_link_check,
 )
 from harnesscore.units import MIB
-from harnesslib.base import TIMED_OUT, OsuRuns, RunBase, sweep_variables
+from harnesslib.base import TIMED_OUT, OsuRuns, RunBase, sanity_errors, sweep_variables
 from harnesslib.launch import LIBRARY_PREFIX, shell_words
 from harnesslib.placement import divisors, system_layouts
 from reframe.core.backends import getlauncher
@@ -114,10 +114,8 @@ class OsuBase(RunBase, OsuRuns):
         if not hasattr(self, '_table'):
             with open(os.path.join(self.stagedir, str(sn.evaluate(self.stdout)))) as fp:
                 text = fp.read()
-            try:
+            with sanity_errors(OsuParseError):
                 self._table = parse_osu(text, f'{self.benchmark_name} output')
-            except OsuParseError as err:
-                raise sn.SanityError(str(err)) from None
         return self._table
 
     @sanity_function
@@ -279,10 +277,8 @@ class OsuMbwMrCheck(OsuBase):
         self.job.launcher = getlauncher('local')()
 
     def table_of(self, k: int) -> OsuTable:
-        try:
+        with sanity_errors(OsuParseError):
             return parse_osu(self.stage_text(f'mbw_k{k}.out'), f'osu_mbw_mr with {k} pair(s)')
-        except OsuParseError as err:
-            raise sn.SanityError(str(err)) from None
 
     def table(self) -> OsuTable:
         return self.table_of(self.ks[-1])

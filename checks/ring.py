@@ -23,7 +23,7 @@ from harnesscore.rounds import (
     ring_osu_rounds,
 )
 from harnesscore.units import MIB, message_sizes, parse_bytes
-from harnesslib.base import AlternatingRounds, KernelCheck, OsuRuns, sweep_variables
+from harnesslib.base import AlternatingRounds, KernelCheck, OsuRuns, sanity_errors, sweep_variables
 from harnesslib.compat import reads_output
 from harnesslib.launch import shell_words
 from reframe.core.backends import getlauncher
@@ -176,11 +176,9 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     def rounds_data(self) -> list[dict]:
         """Per round: ring and OSU latency at 8 B, bandwidths per size."""
         if not hasattr(self, '_rounds'):
-            try:
+            with sanity_errors(RoundsError):
                 self._rounds = ring_osu_rounds(self.stagedir, self.rounds_done(),
                                                self.bw_sizes())
-            except RoundsError as err:
-                raise sn.SanityError(str(err)) from None
         return self._rounds
 
     @sanity_function
@@ -188,14 +186,10 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         sn.evaluate(sn.assert_eq(self.exit_status(), 0,
                                  msg='the accuracy script failed (status {0})'))
         data = self.rounds_data()
-        self.mpi_library = str(data[0]['lib'])
         # The record names the OSU version that printed the tables.
         self.build_spec = (f'{self.build.build_spec}; '
                            f'{osu_spec(self.osu_prefix(), str(data[0]["osu_version"]))}')
-        sn.evaluate(sn.assert_true(
-            self.library_matches(self.mpi_library),
-            msg=f'ring reports MPI library "{self.mpi_library}", not stack '
-                f'{self.current_environ.name}'))
+        self.check_library(str(data[0]['lib']))
         self.verified = 'true'
         self.flag_oversubscription()
         # OSU runs that did not exit 0: only `timeout` after a full table.

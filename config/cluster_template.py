@@ -31,6 +31,20 @@ This file is itself a working example: ``HARNESS_CLUSTERS=config/cluster_templat
 loads it (the tests do, with ``--list`` and ``--dry-run``).
 """
 
+# FILL IN: one node's processor (the layouts come from it), here the same in
+# both partitions below; or leave a partition's 'processor' out and let ReFrame
+# detect it on a compute node:
+# RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list
+# (the result is cached under $HARNESS_VAR_DIR/topology/), or run
+# `reframe --detect-host-topology=topo.json` on a compute node and copy the
+# numbers here.
+NODE = {
+    'num_cpus': 128,
+    'num_cpus_per_core': 1,
+    'num_sockets': 2,
+    'num_cpus_per_socket': 64,
+}
+
 CLUSTER = {
     # FILL IN: the system's name in ReFrame (--system NAME, perflog paths).
     'name': 'example-hpc',
@@ -65,18 +79,7 @@ CLUSTER = {
             # every node (sbatch --ntasks-per-node R --cpus-per-task T, then
             # ReFrame's srun --cpus-per-task=T with SLURM_CPU_BIND=cores).
             'nodes': 2,
-            # FILL IN: one node's processor (the layouts come from it), or
-            # leave it out and let ReFrame detect it on a compute node:
-            # RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list
-            # (the result is cached under $HARNESS_VAR_DIR/topology/), or run
-            # `reframe --detect-host-topology=topo.json` on a compute node and
-            # copy the numbers here.
-            'processor': {
-                'num_cpus': 128,
-                'num_cpus_per_core': 1,
-                'num_sockets': 2,
-                'num_cpus_per_socket': 64,
-            },
+            'processor': NODE,
             # Per stack: environment variables that select this interconnect.
             'transport_env': {
                 'openmpi': {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': 'mlx5_0:1'},
@@ -87,12 +90,7 @@ CLUSTER = {
             'descr': 'Ethernet (25 GbE), 2 nodes per run',
             'access': ['--partition=compute', '--constraint=eth', '--exclusive'],
             'nodes': 2,
-            'processor': {
-                'num_cpus': 128,
-                'num_cpus_per_core': 1,
-                'num_sockets': 2,
-                'num_cpus_per_socket': 64,
-            },
+            'processor': NODE,
             'transport_env': {
                 'openmpi': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader,tcp',
                             'OMPI_MCA_btl_tcp_if_include': 'eth0'},

@@ -18,18 +18,14 @@ import sys
 import time
 
 
-def junit_file(var_dir: str) -> str:
-    """A new JUnit file per session: named by the time the configuration loads."""
-    stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
-    return os.path.join(var_dir, 'reports', f'junit-{stamp}.xml')
-
-
 def options(var_dir: str) -> list[str]:
     """The nightly's reframe options (the mode's, and what ``./harness
     nightly`` passes itself)."""
+    # A new JUnit file per session: named by the time the configuration loads.
+    stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
     return [
         '-S', 'require_reference=true',
-        f'--report-junit={junit_file(var_dir)}',
+        f'--report-junit={os.path.join(var_dir, "reports", f"junit-{stamp}.xml")}',
         f'--perflogdir={os.path.join(var_dir, "perflogs")}',
         '--failure-stats',
         # A check file that does not load is an error, not a warning
@@ -81,8 +77,7 @@ def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str
     def variant(rec) -> tuple[str, ...]:
         return (*split_name(rec.name), rec.partition, rec.stack) if rec.name else ()
 
-    judged = {variant(rec) for rec in records
-              if rec.judgement and rec.judgement != 'deferred'}
+    judged = {variant(rec) for rec in records if rec.judgement and rec.judgement != 'deferred'}
     orphans: dict[tuple[str, ...], object] = {}
     for rec in records:
         if rec.judgement in states:

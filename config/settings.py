@@ -145,9 +145,6 @@ _PARTITIONS = {
 }
 
 
-_ABSENT: dict[str, str] = {}
-
-
 def _local_partition(name: str, descr: str, features: list[str], extras: dict,
                      **processor: dict) -> dict:
     """A partition of this machine.  ReFrame's own mpirun launcher: each
@@ -167,14 +164,16 @@ def _check_launcher_family(name: str, spec: Stack, prefix: str, launcher: str) -
                               timeout=30, stdin=subprocess.DEVNULL)
         text = proc.stdout + proc.stderr
     except (OSError, subprocess.SubprocessError) as err:
-        _config_error(f'{spec.prefix_var}={prefix!r}: cannot run {launcher} --version: '
-                      f'{err}')
+        _config_error(f'{spec.prefix_var}={prefix!r}: cannot run {launcher} --version: {err}')
     if not any(word in text for word in spec.launcher_says):
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
         _config_error(
             f'{spec.prefix_var}={prefix!r}: {launcher} is not {spec.descr}\'s launcher '
             f'(its --version says {first[:120]!r}): the prefix holds another MPI stack; '
             f'stack {name} needs its own')
+
+
+_ABSENT: dict[str, str] = {}
 
 
 def _left_out(name: str, why: str) -> None:
@@ -280,12 +279,12 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'osu_prefix': _osu_prefix(name),
                 },
             })
-    if not names and os.environ.get('HARNESS_STACKS', '').strip():
+    asked = os.environ.get('HARNESS_STACKS', '').strip()
+    if not names and asked:
         # The user asked for these stacks: a session without any would run
         # nothing and pass.
-        _config_error(f'HARNESS_STACKS={os.environ["HARNESS_STACKS"].strip()!r}: none of '
-                      f'these stacks is present (' + '; '.join(
-                          f'{n}: {_ABSENT.get(n, "not found")}' for n in _selected_stacks()) + ')')
+        absent = '; '.join(f'{n}: {why}' for n, why in _ABSENT.items())
+        _config_error(f'HARNESS_STACKS={asked!r}: none of these stacks is present ({absent})')
     if not names:
         _note(f'no MPI stack found: {install_hint()}')
     return envs, names
@@ -299,7 +298,7 @@ _ENVS, _STACK_NAMES = _environments()
 sys.path.append(_HERE)
 from nightly import modes as nightly_modes  # noqa: E402
 from nightly import storage as results_storage  # noqa: E402
-from slurm_systems import slurm_systems  # noqa: E402
+from slurm_systems import slurm_systems, system_dirs  # noqa: E402
 
 _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix)
 
@@ -330,9 +329,7 @@ _DECLARED_SYSTEM = {
     'name': 'declared',
     'descr': 'Declared 16- and 32-core nodes on this machine (oversubscribed on purpose)',
     'hostnames': ['^$'],
-    'prefix': os.path.join(VAR_DIR, 'declared'),
-    'stagedir': os.path.join(VAR_DIR, 'declared', 'stage'),
-    'outputdir': os.path.join(VAR_DIR, 'declared', 'output'),
+    **system_dirs(os.path.join(VAR_DIR, 'declared')),
     'partitions': [
         _local_partition(f'cores{cores}', f'a declared {cores}-core node, 2 sockets, 4 NUMA '
                          f'domains', ['local', 'transport-shm', 'declared'],
@@ -369,9 +366,7 @@ site_configuration = {
             'name': 'local',
             'descr': 'This machine: its MPI stacks over shared memory and loopback TCP',
             'hostnames': ['.*'],
-            'prefix': VAR_DIR,
-            'stagedir': STAGE_DIR,
-            'outputdir': os.path.join(VAR_DIR, 'output'),
+            **system_dirs(VAR_DIR, STAGE_DIR),
             'partitions': [
                 _local_partition(part, descr, ['local', f'transport-{part}'],
                                  {'transport': part, 'nodes': 1})

@@ -341,15 +341,12 @@ class UcxDevice:
 def parse_ucx_info(text: str) -> list[UcxDevice]:
     """``ucx_info -d``: every transport and its device."""
     out: list[UcxDevice] = []
-    transport = ''
-    for m in _matches(text, r'^#\s+(Transport|Device|Type):\s*(\S+)'):
-        key, value = m.groups()
-        if key == 'Transport':
-            transport = value
-        elif key == 'Device' and transport:
-            out.append(UcxDevice(transport, value, ''))
-        elif key == 'Type' and out:
-            out[-1].kind = value
+    for transport, lines in _groups(text, r'#\s+Transport:\s*(\S+)'):
+        for m in _matches('\n'.join(lines), r'#\s+(Device|Type):\s*(\S+)'):
+            if m[1] == 'Device':
+                out.append(UcxDevice(transport[1], m[2], ''))
+            elif out:       # a Type line: the last device's
+                out[-1].kind = m[2]
     return out
 
 
@@ -369,23 +366,20 @@ class IbPort:
 def parse_ibv_devinfo(text: str) -> list[IbPort]:
     """``ibv_devinfo``: every HCA port, its state and link layer."""
     ports: list[IbPort] = []
-    hca = ''
     width = ''
-    for line in text.splitlines():
-        s = line.strip()
-        if m := re.match(r'^hca_id:\s*(\S+)', s):
-            hca = m.group(1)
-        elif (m := re.match(r'^port:\s*(\d+)', s)) and hca:
-            ports.append(IbPort(hca, int(m.group(1)), False, ''))
-            width = ''
-        elif ports and (m := re.match(r'^state:\s*(\S+)', s)):
-            ports[-1].active = m.group(1) == 'PORT_ACTIVE'
-        elif ports and (m := re.match(r'^link_layer:\s*(\S+)', s)):
-            ports[-1].link_layer = m.group(1)
-        elif ports and (m := re.match(r'^active_width:\s*(\S+)', s)):
-            width = m.group(1)
-        elif ports and (m := re.match(r'^active_speed:\s*(.+?)\s*(\(\d+\))?$', s)):
-            ports[-1].rate = f'{width} {m.group(1)}'.strip()
+    for hca, lines in _groups(text, r'\s*hca_id:\s*(\S+)'):
+        for s in (ln.strip() for ln in lines):
+            if m := re.match(r'^port:\s*(\d+)', s):
+                ports.append(IbPort(hca[1], int(m.group(1)), False, ''))
+                width = ''
+            elif ports and (m := re.match(r'^state:\s*(\S+)', s)):
+                ports[-1].active = m.group(1) == 'PORT_ACTIVE'
+            elif ports and (m := re.match(r'^link_layer:\s*(\S+)', s)):
+                ports[-1].link_layer = m.group(1)
+            elif ports and (m := re.match(r'^active_width:\s*(\S+)', s)):
+                width = m.group(1)
+            elif ports and (m := re.match(r'^active_speed:\s*(.+?)\s*(\(\d+\))?$', s)):
+                ports[-1].rate = f'{width} {m.group(1)}'.strip()
     return ports
 
 
@@ -398,12 +392,9 @@ OFI_FABRICS = {'cxi': 'HPE Slingshot', 'efa': 'AWS EFA', 'opx': 'Omni-Path',
 def parse_fi_info(text: str) -> list[tuple[str, str]]:
     """``fi_info``: the (provider, domain) pairs it offers, each once."""
     pairs: dict[tuple[str, str], None] = {}
-    provider = ''
-    for line in text.splitlines():
-        if m := re.match(r'^provider:\s*(\S+)', line):
-            provider = m.group(1)
-        elif (m := re.match(r'^\s+domain:\s*(\S+)', line)) and provider:
-            pairs[provider, m.group(1)] = None
+    for provider, lines in _groups(text, r'provider:\s*(\S+)'):
+        for m in _matches('\n'.join(lines), r'\s+domain:\s*(\S+)'):
+            pairs[provider[1], m[1]] = None
     return list(pairs)
 
 
@@ -675,22 +666,19 @@ def py_value(value: Any, indent: int, col: int, width: int = WIDTH) -> str:
         one = py_str(value)
         return one if col + len(one) + 1 <= width or not re.search(r'[ /]', value[:-1]) \
             else _long_str(value, col, width)
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+    if value is None or isinstance(value, (int, float)):     # bool is an int
         return repr(value)
-    inner = ' ' * (indent + 4)
-    if isinstance(value, dict):
-        keys = [f'{py_str(str(k))}: ' for k in value]
-        parts = [k + py_value(v, indent + 4, indent + 4 + len(k), width)
-                 for k, v in zip(keys, value.values())]
-        open_, close = '{', '}'
-    elif isinstance(value, (list, tuple)):
-        parts = [py_value(v, indent + 4, indent + 4, width) for v in value]
-        open_, close = '[', ']'
-    else:
+    if not isinstance(value, (dict, list, tuple)):
         raise TypeError(f'cannot write {type(value).__name__} into a site file')
+    # (key text, item): a dictionary's items; a list's with no key text
+    items = ([(f'{py_str(str(k))}: ', v) for k, v in value.items()]
+             if isinstance(value, dict) else [('', v) for v in value])
+    parts = [k + py_value(v, indent + 4, indent + 4 + len(k), width) for k, v in items]
+    open_, close = '{}' if isinstance(value, dict) else '[]'
     one = open_ + ', '.join(parts) + close
     if col + len(one) + 1 <= width and '\n' not in one:
         return one
+    inner = ' ' * (indent + 4)
     return open_ + '\n' + ''.join(f'{inner}{p},\n' for p in parts) + ' ' * indent + close
 
 
@@ -1225,7 +1213,7 @@ def _stack_entries(det: Detection) -> Block:
             entry.add('modules', found.modules, f'Loaded, and its launcher checked.{others}')
         entry.add('cc', found.cc)
         launch, note = _launch(stack, found, det.mpi_plugins, det.mpi_plugins_why)
-        for key, value in launch.items():
+        for key, value in _launch_keys(stack, launch).items():
             entry.add(key, value, note if key == 'launch' else '')
         env = {**found.env, **stack.root_env_here()}
         if env:
@@ -1261,19 +1249,18 @@ def _launch_keys(stack: Stack, launch: str) -> dict[str, str]:
 
 
 def _launch(stack: Stack, found: FoundStack, plugins: set[str],
-            plugins_why: str) -> tuple[dict[str, str], str]:
+            plugins_why: str) -> tuple[str, str]:
+    """How a found stack's ranks start ('srun' or 'own'), and the note on it."""
     if stack.slurm_launch == 'own':
-        return (_launch_keys(stack, 'own'),
-                f'{stack.descr} starts its ranks with its own launcher here.')
+        return 'own', f'{stack.descr} starts its ranks with its own launcher here.'
     if stack.srun_pmi in plugins:
-        return (_launch_keys(stack, 'srun'),
-                f'srun --mpi={stack.srun_pmi}: Slurm offers it (srun --mpi=list).')
+        return 'srun', f'srun --mpi={stack.srun_pmi}: Slurm offers it (srun --mpi=list).'
     if found.how != 'debian':
         why = (f'Slurm does not offer --mpi={stack.srun_pmi}' if plugins else plugins_why)
-        return (_launch_keys(stack, 'own'), f'{FILL_IN}: its own launcher inside the allocation '
-                f'({why}); launch \'srun\' with \'pmi\' where srun can start it.')
-    return (_launch_keys(stack, 'srun'), f'{FILL_IN}: srun --mpi={stack.srun_pmi} assumed ('
-            f'{plugins_why or "Slurm does not list it"}).')
+        return 'own', (f'{FILL_IN}: its own launcher inside the allocation ({why}); launch '
+                       '\'srun\' with \'pmi\' where srun can start it.')
+    return 'srun', (f'{FILL_IN}: srun --mpi={stack.srun_pmi} assumed '
+                    f'({plugins_why or "Slurm does not list it"}).')
 
 
 # ---- the summary and the file ------------------------------------------------------

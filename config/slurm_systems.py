@@ -37,10 +37,13 @@ from harnesscore.stacks import STACKS, default_stacks
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
 SRUN_PMI = {s.name: s.srun_pmi for s in STACKS}
 
-#: The Slurm partition of the local test cluster (tests/slurm/testbed.sh).
-TESTBED_PARTITION = 'harness'
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def system_dirs(prefix: str, stagedir: str = '') -> dict[str, str]:
+    """A system's folders: `prefix`, its stage (``prefix/stage`` unless given), its output."""
+    return {'prefix': prefix, 'stagedir': stagedir or os.path.join(prefix, 'stage'),
+            'outputdir': os.path.join(prefix, 'output')}
 
 
 def host_processor() -> dict[str, int]:
@@ -88,8 +91,7 @@ def _retarget(envs: list[dict], targets: dict[str, str],
         new = [targets[t] for t in env['target_systems'] if t in targets]
         if not new:
             continue
-        stack = env['extras']['stack']
-        extras = {**env['extras'], **launch.get(stack, {})}
+        extras = {**env['extras'], **launch.get(env['extras']['stack'], {})}
         env_vars = [*env['env_vars'], *([k, v] for k, v in srun_env(
             extras.get('launch', ''), extras.get('pmi', '')).items())]
         out.append({**env, 'target_systems': new, 'env_vars': env_vars, 'extras': extras})
@@ -105,9 +107,7 @@ def local_slurm(var_dir: str, local_envs: list[dict],
         'descr': 'This machine as a one-node Slurm cluster (tests/slurm/testbed.sh)',
         # Only by --system local-slurm: `local` matches every hostname first.
         'hostnames': [],
-        'prefix': var_dir,
-        'stagedir': os.path.join(var_dir, 'stage'),
-        'outputdir': os.path.join(var_dir, 'output'),
+        **system_dirs(var_dir),
         'partitions': [
             {
                 'name': part,
@@ -116,7 +116,7 @@ def local_slurm(var_dir: str, local_envs: list[dict],
                 # database.  The checks take the exit status from the job.
                 'scheduler': 'squeue',
                 'launcher': 'srun',
-                'access': [f'--partition={TESTBED_PARTITION}'],
+                'access': ['--partition=harness'],  # tests/slurm/testbed.sh's partition
                 'environs': stack_names or ['builtin'],
                 'max_jobs': 4,      # Slurm queues them; CR_Core never shares a core
                 'time_limit': '10m',
@@ -216,13 +216,14 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                 raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
             pmi = sspec.get('pmi', SRUN_PMI.get(stack, ''))
             base_env = {**srun_env(launch, pmi), **sspec.get('env', {})}
-            env_vars = {**base_env, **transport_env.get(stack, {})}
+            # What this partition pins for the stack (RunBase checks it).
+            pinned = {k: str(v) for k, v in transport_env.get(stack, {}).items()}
             env = {
                 'name': stack,
                 'target_systems': [f'{name}:{part}'],
                 'modules': list(sspec.get('modules', [])),
                 'cc': sspec['cc'],
-                'env_vars': [[k, str(v)] for k, v in env_vars.items()],
+                'env_vars': [[k, str(v)] for k, v in {**base_env, **pinned}.items()],
                 'features': ['mpi', 'openmp', f'stack-{stack}'],
                 'extras': {
                     'stack': stack,
@@ -233,8 +234,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     'pmi': pmi,
                     'prefix': '',
                     'transport': part,
-                    # What this partition pins for the stack (RunBase checks it).
-                    'pinned': {k: str(v) for k, v in transport_env.get(stack, {}).items()},
+                    'pinned': pinned,
                     # OSU built for this stack on the cluster (checks/osu.py).
                     'osu_prefix': sspec.get('osu_prefix') or osu_prefix(stack),
                 },
@@ -254,9 +254,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
         'hostnames': list(cluster['hostnames']),
         'modules_system': os.environ.get('HARNESS_MODULES_SYSTEM',
                                          cluster.get('modules_system', 'nomod')),
-        'prefix': prefix,
-        'stagedir': os.path.join(prefix, 'stage'),
-        'outputdir': os.path.join(prefix, 'output'),
+        **system_dirs(prefix),
         'partitions': partitions,
     }
     return system, envs

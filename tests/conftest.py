@@ -97,6 +97,18 @@ def run_reframe(var_dir: Path, *args: str, env: dict[str, str] | None = None,
                           timeout=timeout)
 
 
+def hung_rank_session(var_dir: Path, system: str, time_limit: str, stack: str,
+                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """StreamCheck, whose rank 0 hangs (KERNEL_FAULT_HANG in the fault-injection
+    build), with `time_limit`, and RingCheck after it: one session on `stack`."""
+    return run_reframe(
+        var_dir, '--system', system, '-r',
+        '-n', 'StreamCheck%layout=mpi_2x1', '-n', 'RingCheck%layout=mpi_2x1',
+        '-S', 'KernelBuild.fault_inject=1', '-S', f'StreamCheck.time_limit={time_limit}',
+        env={**(env or {}), 'KERNEL_FAULT_HANG': 'stream', 'HARNESS_STACKS': stack},
+        timeout=600)
+
+
 def not_passed(stdout: str, system: str, checks: Iterable[str], stacks: Iterable[str],
                parts: Iterable[str], layouts: Iterable[str]) -> list[str]:
     """The cases '<check> %layout=<layout> @<system>:<part>+<stack>' that no OK

@@ -190,10 +190,6 @@ def late_variable(w: World) -> tuple[int, str]:
     return out(w.reframe('-r', checks=str(check)))
 
 
-def ran_nothing_harness(w: World) -> tuple[int, str]:
-    return out(w.harness('run', HARNESS_REFRAME_OPTS='-n NoSuchCheck'))
-
-
 def failed_first_record(w: World) -> tuple[int, str]:
     """Issue 14.1: an 'Open MPI' prefix whose mpicc is MPICH's (so its runs fail
     the stack check) and MPICH's own runs in one session, the failure first."""
@@ -400,7 +396,8 @@ CASES = [
     Case('a check file that does not load, in the nightly mode (was a warning)',
          r"skipping test file .*broken\.py.*broken check file", 'fail', broken_check_file),
     Case('./harness run selecting no check (was green)',
-         r'ReFrame wrote no run report: the session ran nothing', 'fail', ran_nothing_harness),
+         r'ReFrame wrote no run report: the session ran nothing', 'fail',
+         lambda w: out(w.harness('run', HARNESS_REFRAME_OPTS='-n NoSuchCheck'))),
     Case('./harness run with a report option hybridverdict refuses',
          r'hybridverdict: error: --noise-floor must be in \[0, 1\), got 2\.0', 'fail',
          lambda w: out(w.harness('run', HARNESS_REFRAME_OPTS='-n NoSuchCheck',

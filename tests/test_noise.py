@@ -335,15 +335,20 @@ def perflog_line(judgement: str, busy: str, detail: str, name: str) -> str:
     return run + '|' + '|'.join(tail.values()) + '|0.73|x|1.0|-0.1|None|'
 
 
+def write_perflog(log: Path, *lines: str) -> None:
+    """`lines` (perflog_line's) under their header, in `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    header = '|'.join(header_fields()) + '|' + '|'.join(
+        f'hybrid_over_mpi_{p}' for p in ('value', 'unit', 'ref', 'lower_thres', 'upper_thres'))
+    log.write_text('\n'.join([header, *lines]) + '\n')
+
+
 def test_nightly_with_inconclusive_checks_says_so_and_exits_3(tmp_path, capsys):
     nightly = _nightly()
     log = tmp_path / 'local' / 'shm' / 'MdLammpsBenchmark.log'
-    log.parent.mkdir(parents=True)
-    header = '|'.join(header_fields()) + '|' + '|'.join(
-        f'hybrid_over_mpi_{p}' for p in ('value', 'unit', 'ref', 'lower_thres', 'upper_thres'))
     detail = 'hybrid_over_mpi INCONCLUSIVE: median 0.73 (FAIL withheld: the machine was busy)'
-    log.write_text('\n'.join([header, perflog_line('inconclusive', 'true', detail, 'A'),
-                              perflog_line('pass', 'false', '', 'B')]) + '\n')
+    write_perflog(log, perflog_line('inconclusive', 'true', detail, 'A'),
+                  perflog_line('pass', 'false', '', 'B'))
     assert nightly.main(['judgements', '--perflogs', str(tmp_path)]) == nightly.EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     assert '1 pass, 0 warn, 0 fail, 1 inconclusive (0 sample(s) judged with the last' in out
@@ -351,8 +356,8 @@ def test_nightly_with_inconclusive_checks_says_so_and_exits_3(tmp_path, capsys):
     assert f'INCONCLUSIVE A @shm+openmpi [busy]: {detail}' in out
     assert 'nightly INCONCLUSIVE' in out
     # a failure keeps ReFrame's status: the summary asks for none of its own
-    log.write_text('\n'.join([header, perflog_line('inconclusive', 'true', detail, 'A'),
-                              perflog_line('fail', 'false', 'x FAIL', 'C')]) + '\n')
+    write_perflog(log, perflog_line('inconclusive', 'true', detail, 'A'),
+                  perflog_line('fail', 'false', 'x FAIL', 'C'))
     assert nightly.main(['judgements', '--perflogs', str(tmp_path)]) == 0
     assert 'FAIL C @shm+openmpi: x FAIL' in capsys.readouterr().out
     assert nightly.main(['judgements', '--perflogs', str(tmp_path / 'none')]) == 2
@@ -362,13 +367,9 @@ def test_the_baseline_leaves_busy_runs_out(tmp_path):
     from hybridverdict.baseline import collect
     from hybridverdict.perflog import read_perflogs
 
-    log = tmp_path / 'local' / 'shm' / 'StreamCheck.log'
-    log.parent.mkdir(parents=True)
-    header = '|'.join(header_fields()) + '|' + '|'.join(
-        f'hybrid_over_mpi_{p}' for p in ('value', 'unit', 'ref', 'lower_thres', 'upper_thres'))
     busy = perflog_line('', 'true', '', 'StreamCheck %layout=mpi_2x1').replace('|0.73|', '|0.5|')
     quiet_ = perflog_line('', 'false', '', 'StreamCheck %layout=mpi_2x1')
-    log.write_text('\n'.join([header, busy, quiet_]) + '\n')
+    write_perflog(tmp_path / 'local' / 'shm' / 'StreamCheck.log', busy, quiet_)
     records = read_perflogs([str(tmp_path)])
     assert [r.busy for r in records] == [True, False]
     (samples,) = collect(records)['local']['StreamCheck'].values()

@@ -31,6 +31,17 @@ def test_declared_partitions_have_the_declared_topology():
     assert 'plan declared:cores16:' in out and 'within the budget' in out
 
 
+def test_an_unknown_system_or_configuration_is_a_clear_error(tmp_path):
+    proc = plan_output('--system', 'nosuch')
+    assert proc.returncode == 2, proc.stderr
+    assert "plan: error: configuration" in proc.stderr and "'nosuch'" in proc.stderr
+    assert 'Traceback' not in proc.stderr
+    missing = tmp_path / 'missing.py'
+    proc = plan_output('--config', str(missing))
+    assert proc.returncode == 2 and f'configuration {missing}' in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr
+
+
 def test_listing_prints_the_plan_before_anything_runs(tmp_path):
     proc = run_reframe(tmp_path, '--system', 'declared:cores16', '-n', 'MdCheck', '--list',
                        env={'HARNESS_STACKS': 'openmpi'})

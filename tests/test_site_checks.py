@@ -9,10 +9,12 @@ with 2 ranks on cores of their own.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,6 +76,15 @@ def placement_problems(out: str, stack: str, ranks: int = 2) -> list[str]:
     return problems
 
 
+def mpi_where_runs(output: Path, parts: tuple[str, ...], stacks: list[str]
+                   ) -> Iterator[tuple[str, str, Path]]:
+    """(partition, stack, output folder) of mpi_where's run on each partition and
+    stack under `output`: the last attempt (run_site_check retries a failed run once)."""
+    for part, stack in itertools.product(parts, stacks):
+        (out,) = last_attempts(output / part / stack, 'mpi_where_run*')
+        yield part, stack, out
+
+
 def local_configuration(tmp_path: Path) -> dict:
     environ = mpi_env(HARNESS_VAR_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, '-c', LOAD, str(CONFIG)], env=environ,
@@ -105,17 +116,14 @@ def test_partitions_name_reframes_launchers_and_each_environment_its_stack(tmp_p
 def test_a_third_party_check_runs_on_every_partition_and_stack(tmp_path, stacks):
     proc = run_site_check(tmp_path)
     assert proc.returncode == 0, explain(proc)
-    for part in ('shm', 'tcp'):
-        for stack in stacks:
-            # the last attempt: run_site_check retries a failed run once
-            (out,) = last_attempts(tmp_path / 'output' / 'local' / part / stack,
-                                   'mpi_where_run*')
-            assert (out / 'rfm_job.sh').is_file(), f'no {out}/rfm_job.sh\n' + explain(proc)
-            script = (out / 'rfm_job.sh').read_text()
-            # ReFrame's own launcher, made the stack's by its environment.
-            assert '\nmpirun -np 2 ' in script, script
-            problems = placement_problems((out / 'rfm_job.out').read_text(), stack)
-            assert not problems, (part, stack, problems)
+    for part, stack, out in mpi_where_runs(tmp_path / 'output' / 'local', ('shm', 'tcp'),
+                                           stacks):
+        assert (out / 'rfm_job.sh').is_file(), f'no {out}/rfm_job.sh\n' + explain(proc)
+        script = (out / 'rfm_job.sh').read_text()
+        # ReFrame's own launcher, made the stack's by its environment.
+        assert '\nmpirun -np 2 ' in script, script
+        problems = placement_problems((out / 'rfm_job.out').read_text(), stack)
+        assert not problems, (part, stack, problems)
 
 
 def test_a_stack_whose_launcher_is_another_stacks_is_caught(tmp_path):
@@ -141,15 +149,13 @@ def test_a_third_party_check_runs_through_slurm_with_each_stack(slurm_cluster, s
                           env={'SLURM_CONF': slurm_cluster['SLURM_CONF']})
     assert proc.returncode == 0, explain(proc)
     pmi = {'openmpi': 'pmix', 'mpich': 'pmi2'}
-    for part in ('shm', 'tcp'):
-        for stack in stacks:
-            (out,) = last_attempts(tmp_path / 'output' / 'local-slurm' / part / stack,
-                                   'mpi_where_run*')
-            script = (out / 'rfm_job.sh').read_text()
-            assert '\nsrun ' in script and f'export SLURM_MPI_TYPE={pmi[stack]}\n' in script
-            assert 'export SLURM_CPU_BIND=cores\n' in script
-            problems = placement_problems((out / 'rfm_job.out').read_text(), stack)
-            assert not problems, (part, stack, problems)
+    for part, stack, out in mpi_where_runs(tmp_path / 'output' / 'local-slurm',
+                                           ('shm', 'tcp'), stacks):
+        script = (out / 'rfm_job.sh').read_text()
+        assert '\nsrun ' in script and f'export SLURM_MPI_TYPE={pmi[stack]}\n' in script
+        assert 'export SLURM_CPU_BIND=cores\n' in script
+        problems = placement_problems((out / 'rfm_job.out').read_text(), stack)
+        assert not problems, (part, stack, problems)
 
 
 def hpctestlib_missing(stacks: list[str]) -> str:
@@ -199,14 +205,11 @@ def test_a_third_party_check_runs_across_the_test_clusters_nodes(cluster, stacks
                           '-S', 'mpi_where_run.num_tasks_per_node=1',
                           env=client_env(cluster))
     assert proc.returncode == 0, explain(proc)
-    for part in ('fast', 'slow'):
-        for stack in stacks:
-            (out,) = last_attempts(
-                tmp_path / 'test-cluster' / 'output' / 'test-cluster' / part / stack,
-                'mpi_where_run*')
-            script = (out / 'rfm_job.sh').read_text()
-            assert f'module load {stack}' in script and '\nsrun ' in script, script
-            text = (out / 'rfm_job.out').read_text()
-            assert not placement_problems(text, stack), (part, stack, text)
-            hosts = {ln.split()[5] for ln in text.splitlines() if ln.startswith('rank ')}
-            assert len(hosts) == 2, (part, stack, text)
+    for part, stack, out in mpi_where_runs(
+            tmp_path / 'test-cluster' / 'output' / 'test-cluster', ('fast', 'slow'), stacks):
+        script = (out / 'rfm_job.sh').read_text()
+        assert f'module load {stack}' in script and '\nsrun ' in script, script
+        text = (out / 'rfm_job.out').read_text()
+        assert not placement_problems(text, stack), (part, stack, text)
+        hosts = {ln.split()[5] for ln in text.splitlines() if ln.startswith('rank ')}
+        assert len(hosts) == 2, (part, stack, text)

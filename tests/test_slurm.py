@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TESTBED, not_passed, perflog, run_reframe
+from conftest import TESTBED, hung_rank_session, not_passed, perflog, run_reframe
 
 pytestmark = pytest.mark.integration
 
@@ -120,12 +120,8 @@ def test_slurm_ends_a_hung_rank_at_the_time_limit_and_the_session_carries_on(
         slurm_cluster, stacks, tmp_path):
     # KERNEL_FAULT_HANG: rank 0 of stream hangs (fault-injection build only).
     stack = stacks[-1]
-    proc = run_reframe(
-        tmp_path, '--system', 'local-slurm:shm', '-r',
-        '-n', 'StreamCheck%layout=mpi_2x1', '-n', 'RingCheck%layout=mpi_2x1',
-        '-S', 'KernelBuild.fault_inject=1', '-S', 'StreamCheck.time_limit=20s',
-        env={'SLURM_CONF': slurm_cluster['SLURM_CONF'], 'HARNESS_STACKS': stack,
-             'KERNEL_FAULT_HANG': 'stream'}, timeout=600)
+    proc = hung_rank_session(tmp_path, 'local-slurm:shm', '20s', stack,
+                             {'SLURM_CONF': slurm_cluster['SLURM_CONF']})
     out = proc.stdout
     assert proc.returncode != 0, explain(proc)
     assert re.search(r'\[\s+FAIL \].*StreamCheck %layout=mpi_2x1', out), explain(proc)

@@ -40,6 +40,17 @@ def explain(proc: subprocess.CompletedProcess[str]) -> str:
     return f'--- stdout ---\n{proc.stdout[-12000:]}\n--- stderr ---\n{proc.stderr[-6000:]}'
 
 
+def failed_one_stack(proc: subprocess.CompletedProcess[str], error: str, good: str) -> list[str]:
+    """Asserts that the session failed a Spack build of the kernels, saying `error`,
+    and passed StreamCheck on `good` alone; its OK lines."""
+    assert proc.returncode != 0
+    assert 'Spack build of the kernels failed' in proc.stdout, explain(proc)
+    assert error in proc.stdout, explain(proc)
+    oks = [ln for ln in proc.stdout.splitlines() if '  OK ' in ln and 'StreamCheck' in ln]
+    assert oks and all(f'+{good}' in ln for ln in oks), explain(proc)
+    return oks
+
+
 def ldd(path: str) -> str:
     return subprocess.run(['ldd', path], capture_output=True, text=True, check=True).stdout
 
@@ -130,11 +141,7 @@ def test_demanded_spack_that_is_missing_fails_that_stack_only(tmp_path, stacks):
     proc = run_reframe(tmp_path, '-n', 'StreamCheck', '--system', 'local:shm', '-r',
                        env={'PATH': path, f'HARNESS_{bad.upper()}_SPACK_SPEC':
                             f'hybrid-kernels@develop ^{bad}', 'HARNESS_SPACK': '0'})
-    assert proc.returncode != 0
-    assert 'Spack build of the kernels failed' in proc.stdout, explain(proc)
-    assert 'spack: command not found' in proc.stdout, explain(proc)
-    oks = [ln for ln in proc.stdout.splitlines() if '  OK ' in ln and 'StreamCheck' in ln]
-    assert oks and all(f'+{good}' in ln for ln in oks), explain(proc)
+    failed_one_stack(proc, 'spack: command not found', good)
 
 
 # ---- with Spack -------------------------------------------------------------------------------
@@ -231,8 +238,4 @@ def test_spec_that_does_not_concretise_fails_with_spacks_error(stacks, installed
                             'HARNESS_SPACK_INSTALL_TREE': install_tree,
                             f'HARNESS_{bad.upper()}_SPACK_SPEC':
                                 f'hybrid-kernels@develop ^{bad}@0.0.1'})
-    assert proc.returncode != 0
-    assert 'Spack build of the kernels failed' in proc.stdout, explain(proc)
-    assert '==> Error' in proc.stdout, explain(proc)
-    oks = [ln for ln in proc.stdout.splitlines() if '  OK ' in ln and 'StreamCheck' in ln]
-    assert len(oks) == 2 and all(f'+{good}' in ln for ln in oks), explain(proc)
+    assert len(failed_one_stack(proc, '==> Error', good)) == 2, explain(proc)

@@ -174,11 +174,11 @@ def test_confirmed_needs_the_same_decided_call_in_the_last_sessions():
     assert stats.confirmed(['TIE', 'TIE'], sessions=2)
 
 
-def test_sessions_split_at_gaps():
+def test_a_time_belongs_to_the_last_session_started_before_it():
     times = [at(0), at(5), at(10), at(24 * 60), at(24 * 60 + 3), at(48 * 60)]
-    starts = stats.session_starts(times)
-    assert starts == [at(0), at(24 * 60), at(48 * 60)]
+    starts = [at(0), at(24 * 60), at(48 * 60)]
     assert [stats.session_of(t, starts) for t in times] == [0, 0, 0, 1, 1, 2]
+    assert stats.session_of(at(-5), starts) == 0
 
 
 def test_paired_interval_is_t_on_the_log_ratios():

@@ -13,7 +13,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import BIN, CONFIG, REPO, mpi_env, run_reframe
+from conftest import BIN, CONFIG, REPO, hung_rank_session, mpi_env
 
 
 def test_every_check_has_a_time_limit(tmp_path):
@@ -39,11 +39,7 @@ def test_the_build_fixture_has_a_time_limit():
 def test_a_hung_rank_fails_its_check_on_the_time_limit_and_the_session_carries_on(
         tmp_path, stacks):
     stack = stacks[-1]
-    proc = run_reframe(
-        tmp_path, '--system', 'local:shm', '-r',
-        '-n', 'StreamCheck%layout=mpi_2x1', '-n', 'RingCheck%layout=mpi_2x1',
-        '-S', 'KernelBuild.fault_inject=1', '-S', 'StreamCheck.time_limit=10s',
-        env={'KERNEL_FAULT_HANG': 'stream', 'HARNESS_STACKS': stack}, timeout=600)
+    proc = hung_rank_session(tmp_path, 'local:shm', '10s', stack)
     out = proc.stdout
     assert proc.returncode != 0, out
     # The hung check failed on its time limit...

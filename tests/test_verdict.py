@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -211,3 +212,30 @@ def test_message_sizes_sort_by_their_bytes():
     assert sorted(['1MiB', '64KiB', '8B', '4KiB'], key=size_key) == ['8B', '4KiB', '64KiB',
                                                                     '1MiB']
     assert sorted(['12', '6'], key=size_key) == ['6', '12']
+
+
+def test_sessions_are_the_named_ones_else_split_at_gaps():
+    # one rule (changes.sessions) for the verdicts, the bands and the change points
+    from hybridverdict.changes import record_sessions
+    minute = dt.timedelta(minutes=1)
+    unnamed = [rec('mpi', 1.0, time=T0 + m * minute) for m in (0, 5, 10, 1440, 1443, 2880)]
+    assert record_sessions(unnamed) == [0, 0, 0, 1, 1, 2]
+    # named: two sessions 10 minutes apart are two; one named session over a
+    # 2-hour gap (sequential batches) is one
+    named = [rec('mpi', 1.0, time=T0 + m * minute, session=s)
+             for m, s in ((0, 'a'), (10, 'b'), (20, 'c'), (140, 'c'))]
+    assert record_sessions(named) == [0, 1, 2, 2]
+
+
+def test_three_named_sessions_in_one_hour_confirm_a_call():
+    history = []
+    for i, (name, t_hyb) in enumerate((('n1', 1.0), ('n2', 0.5), ('n3', 0.5), ('n4', 0.5))):
+        when = T0 + dt.timedelta(minutes=10 * i)
+        history += [rec('mpi', 1.0, time=when, session=name),
+                    hyb(t_hyb, time=when, session=name)]
+    (v,) = verdicts(history[-2:], history=history)
+    assert v.confirmed and v.sessions == 'WIN WIN WIN'
+    # the same runs without names are one session (all within the gap): one call
+    plain = [dataclasses.replace(r, session='') for r in history]
+    (p,) = verdicts(plain[-2:], history=plain)
+    assert not p.confirmed and len(p.sessions.split()) == 1

@@ -23,16 +23,7 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from .stats import (
-    CONFIDENCE,
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-    Decision,
-    Interval,
-    decide,
-    judge_ratios,
-)
+from .stats import CONFIDENCE, FAIL, INCONCLUSIVE, PASS, Decision, Interval, decide, judge_ratios
 
 #: A PASS inside the soft zone: a warning before the hard limit.
 WARN = 'WARN'

@@ -165,17 +165,17 @@ class Topology:
         sockets = int(proc.num_sockets or 1)
         numa = int(proc.num_numa_nodes or 1)
         extras = partition.extras
+        local = partition.scheduler.registered_name == 'local'
         if extras.get('mem_per_node'):
             mem = parse_memory(str(extras['mem_per_node']))
-        elif partition.scheduler.registered_name == 'local':
+        elif local:
             mem = local_memory()
         else:
             # A remote node's memory is not this machine's: assume the usual
             # minimum of an HPC node until the configuration says otherwise.
             mem = cores * ASSUMED_MEM_PER_CORE
-        declared = bool(extras.get('declared_topology'))
-        physical = len(os.sched_getaffinity(0))
-        over = declared and partition.scheduler.registered_name == 'local' and cores > physical
+        over = (bool(extras.get('declared_topology')) and local
+                and cores > len(os.sched_getaffinity(0)))
         return cls(cores=cores, sockets=sockets if cores % sockets == 0 else 1,
                    numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
@@ -273,8 +273,7 @@ def hybrid_layouts(topo: Topology) -> list[tuple[int, int]]:
     """Every R x T (T > 1) filling the node, in the plan's order: per socket,
     per NUMA domain, per node, then the other divisors from the middle out."""
     c = topo.cores
-    named = [lay for lay in (((topo.sockets, c // topo.sockets)),
-                             (topo.numa, c // topo.numa), (1, c)) if lay[1] > 1]
+    named = [lay for lay in layout_roles(topo) if lay[1] > 1]   # mpi is not hybrid
     rest = [(c // t, t) for t in divisors(c) if t > 1]
     rest.sort(key=lambda lay: (abs(math.log(lay[1]) - 0.5 * math.log(c)), -lay[1]))
     return list(dict.fromkeys(named + rest))
@@ -319,15 +318,10 @@ def parse_layout(value: str | Sequence) -> Layout:
 def dims_create(n: int) -> tuple[int, int, int]:
     """A 3-D grid of n ranks as balanced as possible, largest first (what
     ``MPI_Dims_create(n, 3)`` returns in MPICH and Open MPI)."""
-    best: tuple[int, int, int] | None = None
-    for a in divisors(n):
-        for b in divisors(n // a):
-            dims = tuple(sorted((a, b, n // a // b), reverse=True))
-            key = (dims[0] - dims[2], dims[0])
-            if best is None or key < (best[0] - best[2], best[0]):
-                best = dims  # type: ignore[assignment]
-    assert best is not None
-    return best
+    grids = [tuple(sorted((a, b, n // a // b), reverse=True))
+             for a in divisors(n) for b in divisors(n // a)]
+    # The first of the most balanced (smallest spread, then smallest largest).
+    return min(grids, key=lambda dims: (dims[0] - dims[2], dims[0]))  # type: ignore[return-value]
 
 
 def _dims_greedy(n: int) -> tuple[int, int, int]:
@@ -387,14 +381,14 @@ def spmv_rows(n: int, decomp: int) -> int:
 
 def process_memory(kernel: str, layout: Layout, size) -> int:
     """Estimated resident bytes of one process of a run."""
-    mode, _ranks, threads = layout
+    mode, ranks, threads = layout
     if kernel == 'spmv':
         return PROCESS_BASE_BYTES + spmv_rows(int(size), threads) * SPMV_BYTES_PER_ROW
     if kernel == 'stream':
         cores = 1 if mode == 'serial' else threads
         return PROCESS_BASE_BYTES + 24 * int(size) * cores
     if kernel == 'md':
-        return PROCESS_BASE_BYTES + 4 * int(size) ** 3 * 400 // max(1, _ranks)
+        return PROCESS_BASE_BYTES + 4 * int(size) ** 3 * 400 // max(1, ranks)
     return PROCESS_BASE_BYTES + 64 * 2**20   # ring: buffers of a few MiB
 
 
@@ -416,16 +410,15 @@ def infeasible(kernel: str, layout: Layout, size, topo: Topology) -> str:
         if 27 * rows > INT_MAX:
             return (f'spmv n={size} decomp {threads}: {rows} rows per process, 27 nonzeros '
                     f'each exceed a 32-bit index')
-        if mode == 'serial' and process_memory(kernel, layout, size) > SERIAL_MEM_CAP:
-            return (f'serial run of a {threads}-thread box at n={size}: '
-                    f'{_gib(process_memory(kernel, layout, size))} in one process, over the '
-                    f'{_gib(SERIAL_MEM_CAP)} cap of serial runs (e_mt is measured at the '
-                    f'smaller sizes)')
+        mem = process_memory(kernel, layout, size)
+        if mode == 'serial' and mem > SERIAL_MEM_CAP:
+            return (f'serial run of a {threads}-thread box at n={size}: {_gib(mem)} in one '
+                    f'process, over the {_gib(SERIAL_MEM_CAP)} cap of serial runs (e_mt is '
+                    f'measured at the smaller sizes)')
     if topo.mem_bytes:
         need = node_memory(kernel, layout, size)
         if kernel == 'spmv':   # the STREAM run before it (one after the other)
-            need = max(need, ranks * (PROCESS_BASE_BYTES + 24 * SPMV_STREAM_ELEMENTS
-                                      * (1 if mode == 'serial' else threads)))
+            need = max(need, node_memory('stream', layout, SPMV_STREAM_ELEMENTS))
         if need > MEM_FRACTION * topo.mem_bytes:
             return (f'{kernel} {size} as {layout_name(layout)}: {_gib(need)} per node, over '
                     f'{MEM_FRACTION:.0%} of the node\'s {_gib(topo.mem_bytes)}')
@@ -454,17 +447,16 @@ def estimate(kernel: str, layout: Layout, size, topo: Topology,
     mode, ranks, threads = layout
     total_ranks = ranks * topo.nodes
     launch = T_RUN + T_PER_RANK * total_ranks
-    active = ranks if mode == 'serial' else ranks * threads
-    workers = 1 if mode == 'serial' else threads
-    bw = _bandwidth(active, topo)
+    workers = 1 if mode == 'serial' else threads   # cores of one process
+    bw = _bandwidth(ranks * workers, topo)
     if kernel == 'spmv':
-        t_call = spmv_rows(int(size), threads) * SPMV_BYTES_PER_CALL / (workers * bw)
+        rows = spmv_rows(int(size), threads)
+        t_call = rows * SPMV_BYTES_PER_CALL / (workers * bw)
         floor = SPMV_SERIAL_MIN_CALLS if mode == 'serial' else SPMV_MIN_CALLS
         timed = max(min_time, floor * t_call)
-        stream_cores = 1 if mode == 'serial' else threads
-        stream_bytes = 24 * SPMV_STREAM_ELEMENTS * stream_cores / workers
-        stream = launch + stream_bytes * (7 / bw + FIRST_TOUCH)
-        setup = spmv_rows(int(size), threads) * SPMV_SETUP_ROW / workers
+        # The STREAM run before it: SPMV_STREAM_ELEMENTS on each of its cores.
+        stream = launch + 24 * SPMV_STREAM_ELEMENTS * (7 / bw + FIRST_TOUCH)
+        setup = rows * SPMV_SETUP_ROW / workers
         return launch + timed + SPMV_OVERHEAD_CALLS * t_call + setup + stream
     if kernel == 'md':
         atoms = 4 * int(size) ** 3
@@ -654,22 +646,23 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
                    process_memory(kernel, layout, size), why and f'infeasible: {why}',
                    measured=seconds is not None)
 
+    def leave_out(group: list[Run], why: str) -> None:
+        """Leave `group` out of the plan: each run for its own reason, else `why`."""
+        plan.left_out.extend(dataclasses.replace(r, reason=r.reason or why) for r in group)
+
     def take(group: list[Run], verdicts: int) -> bool:
         """Add `group` (all of it or none) if every run is feasible and it fits."""
         nonlocal left
         bad = [r for r in group if r.reason]
         if bad:
-            plan.left_out.extend(bad)
             # Runs of the group that could run are left out with it.
-            plan.left_out.extend(dataclasses.replace(r, reason=f'needs {bad[0].name}: '
-                                                     f'{bad[0].reason}')
-                                 for r in group if not r.reason)
+            leave_out(bad + [r for r in group if not r.reason],
+                      f'needs {bad[0].name}: {bad[0].reason}')
             return False
         cost = sum(r.seconds for r in group) * samples + T_VERDICT * verdicts
         if cost > left:
-            plan.left_out.extend(dataclasses.replace(
-                r, reason=f'budget: {cost:.0f} s estimated with its samples and verdicts, '
-                          f'{max(left, 0):.0f} s of the budget left') for r in group)
+            leave_out(group, f'budget: {cost:.0f} s estimated with its samples and verdicts, '
+                             f'{max(left, 0):.0f} s of the budget left')
             return False
         plan.runs.extend(group)
         plan.verdicts += verdicts
@@ -688,23 +681,17 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
             for size in sizes[kernel]:
                 group = [candidate(kernel, (mode, ranks, threads), size)
                          for mode in HYBRID_MODES[kernel]]
-                serial = (candidate(kernel, ('serial', ranks, threads), size)
-                          if kernel in SERIAL_KERNELS else None)
+                serial = ([candidate(kernel, ('serial', ranks, threads), size)]
+                          if kernel in SERIAL_KERNELS else [])
                 if not mpi_ok[(kernel, str(size))]:
-                    group += [serial] if serial else []
-                    plan.left_out.extend(dataclasses.replace(
-                        r, reason=r.reason or f'no pure-MPI run of {kernel} {size} to '
-                                              f'compare with') for r in group)
-                    continue
-                if not take(group, len(group)):
-                    if serial:
-                        plan.left_out.append(dataclasses.replace(
-                            serial, reason=serial.reason or f'needs {group[0].name}, '
-                                                            f'left out'))
-                    continue
-                if serial:
-                    # The serial run for e_mt: optional (bounded by SERIAL_MEM_CAP).
-                    take([serial], 0)
+                    leave_out(group + serial,
+                              f'no pure-MPI run of {kernel} {size} to compare with')
+                elif not take(group, len(group)):
+                    leave_out(serial, f'needs {group[0].name}, left out')
+                else:
+                    # The serial run for e_mt, if the kernel has one: optional
+                    # (bounded by SERIAL_MEM_CAP).
+                    take(serial, 0)
     # The serial runs of hybrid layouts that do not fill this node (other
     # partitions' layouts) are not this plan's business.
     return plan

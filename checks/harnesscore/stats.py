@@ -53,8 +53,10 @@ The rule
    between sessions); ``Comparison.basis`` says which.
 
 5. History.  A call is ``confirmed`` when the last ``CONFIRM_SESSIONS`` (3)
-   sessions all made it (an INCONCLUSIVE one confirms nothing); sessions are
-   told apart by a gap of more than ``SESSION_GAP`` (1 hour, ``session_starts``).
+   sessions all made it (an INCONCLUSIVE one confirms nothing).  A record's
+   session is the one ``./harness`` named (perflog field ``session``); records
+   without a name are told apart by a gap of more than ``SESSION_GAP`` (1 hour)
+   between completion times (``hybridverdict.changes.sessions``).
 
 For a hybrid-against-MPI verdict the band is [1 / (1 + floor), 1 + floor]
 around a speedup of 1: inside it the two are equal (TIE), above it hybrid wins,
@@ -119,10 +121,6 @@ def _check(xs: Sequence[float], what: str = 'samples') -> list[float]:
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise StatsError(f'confidence must lie in (0, 1), got {confidence!r}')
-
-
-def median(xs: Sequence[float]) -> float:
-    return statistics.median(_check(xs))
 
 
 #: up to this n the binomial sums are exact (integers); above, floats via lgamma
@@ -304,10 +302,10 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
     all runs) with about ``(pi/2) var(session medians) / S``; the band is
     Student's t quantile (degrees of freedom of that sum by Welch-Satterthwaite,
     at most S - 1: few sessions give a wide band, as they must) times the root
-    of their sum.  With one session the drift between
-    sessions is not measured (``between`` 0): ``hybridverdict-baseline``
-    says so.  The nightly judges the interval of the median (FAIL only when it
-    lies entirely outside), so the realised rate is below the stated one.
+    of their sum.  With one session the drift between sessions is not measured
+    (``between`` 0): ``hybridverdict-baseline`` says so.  The nightly judges the
+    interval of the median (FAIL only when it lies entirely outside), so the
+    realised rate is below the stated one.
     """
     if not 0 < false_alarm < 1:
         raise StatsError(f'false-alarm rate must be in (0, 1), got {false_alarm!r}')
@@ -512,20 +510,9 @@ def compare(num: Sequence[float], den: Sequence[float],
     return Comparison(iv.median, iv, iv.spread, BACK_TO_BACK)
 
 
-def session_starts(times: Sequence[dt.datetime], gap: dt.timedelta = SESSION_GAP,
-                   ) -> list[dt.datetime]:
-    """The first completion time of each session: a new one after every gap > `gap`."""
-    starts: list[dt.datetime] = []
-    last = None
-    for t in sorted(times):
-        if last is None or t - last > gap:
-            starts.append(t)
-        last = t
-    return starts
-
-
 def session_of(time: dt.datetime, starts: Sequence[dt.datetime]) -> int:
-    """Index of the session (from ``session_starts``) a time belongs to."""
+    """Index of the session a time belongs to, given the sessions' first times in
+    order (``hybridverdict.changes.sessions`` tells sessions apart)."""
     return max(0, bisect.bisect_right(list(starts), time) - 1)
 
 

@@ -5,11 +5,13 @@ the OSU checks' base in checks/osu.py."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import json
 import os
 import shlex
+from collections.abc import Iterator
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -129,6 +131,16 @@ class PerfSchema(rfm.RegressionTestPlugin):
 STATUS_FILE = 'osu_status.txt'
 #: The exit statuses of a run that ``timeout`` ended (TERM, then KILL).
 TIMED_OUT = (124, 137)
+
+
+@contextlib.contextmanager
+def sanity_errors(*errors: type[Exception]) -> Iterator[None]:
+    """Raises each of `errors` in its body as a sanity error, with its message:
+    what a parser of the run's output found wrong is why the run fails."""
+    try:
+        yield
+    except errors as err:
+        raise sn.SanityError(str(err)) from None
 
 
 class StageFiles(rfm.RegressionTestPlugin):
@@ -533,11 +545,16 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         found = sn.evaluate(sn.extractall(rf'^{EXIT_STATUS_TAG} (\d+)$', self.stderr, 1, int))
         return found[-1] if found else None
 
-    def library_matches(self, lib: str) -> bool:
-        """Whether MPI_Get_library_version's `lib` is this environment's stack."""
-        stack = self.current_environ.extras.get('family', self.current_environ.name)
-        prefix = LIBRARY_PREFIX.get(stack)
-        return prefix is None or lib.startswith(prefix)
+    def check_library(self, lib: str) -> None:
+        """Records MPI_Get_library_version's `lib` as the run's ``mpi_library``;
+        a sanity error where it is not this environment's stack."""
+        self.mpi_library = lib
+        family = self.current_environ.extras.get('family', self.current_environ.name)
+        prefix = LIBRARY_PREFIX.get(family)
+        sn.evaluate(sn.assert_true(
+            prefix is None or lib.startswith(prefix),
+            msg=f'{self.kernel} was run as stack {self.current_environ.name} but reports '
+                f'MPI library "{lib}": built or linked against another stack'))
 
 
 class KernelCheck(RunBase):
@@ -641,15 +658,10 @@ class KernelCheck(RunBase):
     @sanity_function
     def validate(self):
         results = self.results()
-        stack = self.current_environ.name
         if results:
             # First the library: a kernel linked to another stack explains
             # whatever else went wrong with it.
-            self.mpi_library = str(self.headline().get('mpi_library', ''))
-            sn.evaluate(sn.assert_true(
-                self.library_matches(self.mpi_library),
-                msg=f'{self.kernel} was run as stack {stack} but reports MPI library '
-                    f'"{self.mpi_library}": built or linked against another stack'))
+            self.check_library(str(self.headline().get('mpi_library', '')))
             # Then the kernel's own verification, whatever its speed.
             self.verified = str(all(r.get('verified') is True for r in results)).lower()
             sn.evaluate(sn.assert_true(

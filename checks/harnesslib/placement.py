@@ -5,6 +5,7 @@ every run (each pair's two runs side by side), and the session's plan
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -64,10 +65,8 @@ def system_sizes(kernel: str) -> list:
         return list(_plan.TINY_SIZES[kernel])
     sizes = set(_plan.SIZES[kernel])
     for part in _partitions():
-        try:
+        with contextlib.suppress(ValueError):   # a partition of unknown topology
             sizes.update(_plan.node_sizes(kernel, _plan.Topology.from_partition(part)))
-        except ValueError:
-            continue
     return sorted(sizes, key=lambda s: (str(type(s)), s))
 
 
@@ -85,13 +84,10 @@ def kernel_parameters(kernel: str, serial: bool = False) -> tuple:
 
 def system_layouts() -> list[tuple[int, int]]:
     """Every R x T with R*T = cores per node, over all partitions of the system."""
-    partitions = _partitions()
     cores = set()
-    for part in partitions:
-        try:
+    for part in _partitions():
+        with contextlib.suppress(ValueError):   # a partition of unknown topology
             cores.add(cores_per_node(part))
-        except ValueError:
-            continue
     if not cores:
         cores.add(len(os.sched_getaffinity(0)))
     return sorted({lay for c in cores for lay in _divisor_layouts(c)},
@@ -179,10 +175,9 @@ def interleave_samples(cls):
     entries = registered_variants(cls)
     if not entries:
         return cls
-    params = {entry[1].get('variant_num', 0): cls.get_variant_info(
-        entry[1].get('variant_num', 0), recurse=True)['params'] for entry in entries}
-    layouts = list(dict.fromkeys(_layout_of(p) for p in params.values()
-                                 if _layout_of(p) is not None))
+    nums = [entry[1].get('variant_num', 0) for entry in entries]
+    params = {num: cls.get_variant_info(num, recurse=True)['params'] for num in nums}
+    layouts = [lay for lay in dict.fromkeys(map(_layout_of, params.values())) if lay is not None]
     positions = {}
 
     def key(entry: tuple) -> tuple:
@@ -191,8 +186,7 @@ def interleave_samples(cls):
         rnd = p.get('sample', 0)
         if rnd not in positions:
             positions[rnd] = {lay: i for i, lay in enumerate(round_order(layouts, rnd))}
-        lay = _layout_of(p)
-        return (rnd, str(p.get('problem', '')), positions[rnd].get(lay, -1), num)
+        return (rnd, str(p.get('problem', '')), positions[rnd].get(_layout_of(p), -1), num)
 
     entries.sort(key=key)
     return cls

@@ -15,6 +15,7 @@ import sys
 from harnesscore.paths import REPO_DIR
 from harnesscore.plan import (
     DEFAULT_SESSION_BUDGET,
+    MAX_SAMPLES,
     Topology,
     parse_memory,
     part_budget,
@@ -30,9 +31,13 @@ def _partition_topologies(config: str, system: str | None) -> list[Topology]:
     (``Topology.stacks``)."""
     import reframe.core.config as config_mod
     import reframe.core.runtime as runtime
+    from reframe.core.exceptions import ConfigError
     from reframe.frontend import autodetect
-    site = config_mod.load_config(config)
-    site.select_subconfig(system)
+    try:
+        site = config_mod.load_config(config)
+        site.select_subconfig(system)
+    except (ConfigError, OSError) as err:
+        raise ValueError(f'configuration {config}: {err}') from None
     runtime.init_runtime(site)
     autodetect.detect_topology()
     out = []
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                          'the first as HARNESS_BUDGET=<s>s/part for the checks)')
     args = ap.parse_args(argv)
     for name, top in (('cores', None), ('sockets', None), ('numa', None), ('nodes', None),
-                      ('samples', 100), ('stacks', None)):
+                      ('samples', MAX_SAMPLES), ('stacks', None)):
         value = getattr(args, name)
         if value is not None and (value < 1 or (top and value > top)):
             print(f'plan: error: --{name} must be an integer from 1'

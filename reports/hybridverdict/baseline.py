@@ -31,14 +31,13 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-import polars as pl
 import yaml
 from harnesscore import references
 from harnesscore import stats as stats_rule
 from tabulate import tabulate
 
 from . import atomic
-from .changes import sessions
+from .changes import record_sessions
 from .cli import default_var_dir
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
@@ -87,34 +86,27 @@ def collect(records: Iterable[Record],
     its latest run was (:func:`made_with`) count; `left_out` receives one line
     per variant whose other runs were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
-    # the sessions' rule is the change points' (``changes.sessions``)
-    runs = pl.DataFrame({'time': [r.time for r in usable],
-                         'session': [r.session for r in usable]},
-                        schema={'time': pl.Datetime('us', 'UTC'), 'session': pl.String})
-    session = {(t, name): n for t, name, n, _start in
-               sessions(runs.lazy(), stats_rule.SESSION_GAP).iter_rows()}
-    latest: dict[tuple[str, str, str, str, str], tuple[object, Made]] = {}
-    for rec in usable:
+    latest: dict[tuple[str, str, str, str, str], Made] = {}
+    for rec in sorted(usable, key=lambda r: r.time):       # the latest run last
         cls, variant = references.split_name(rec.name)
-        where = (rec.system, cls, rec.partition, rec.stack, variant)
-        if where not in latest or rec.time >= latest[where][0]:  # type: ignore[operator]
-            latest[where] = (rec.time, made_with(rec))
+        latest[(rec.system, cls, rec.partition, rec.stack, variant)] = made_with(rec)
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
     others: dict[tuple[str, str, str, str, str], set[Made]] = defaultdict(set)
-    for rec in usable:
+    # the sessions' rule is the change points' and the verdicts' (``changes.sessions``)
+    for rec, session in zip(usable, record_sessions(usable)):
         cls, variant = references.split_name(rec.name)
         where = (rec.system, cls, rec.partition, rec.stack, variant)
-        if made_with(rec) != latest[where][1]:
+        if made_with(rec) != latest[where]:
             others[where].add(made_with(rec))
             continue
         for var, value in rec.values.items():
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
             entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
             entry.values.append(value)
-            entry.sessions.append(session[(rec.time, rec.session)])
+            entry.sessions.append(session)
     if left_out is not None:
         for where, made in sorted(others.items()):
-            build, lib, nodes = latest[where][1]
+            build, lib, nodes = latest[where]
             left_out.append(
                 f'{where[1]} {where[0]}:{where[2]} {where[3]} [{where[4]}]: from the runs of '
                 f'"{build}", "{lib}", {nodes} node(s) (its latest); left out the runs of '
@@ -251,8 +243,7 @@ def diff_rows(old: dict[str, dict[Key, RefTuple]],
             elif was is None:
                 status, change = 'new', ''
             else:
-                same = was[:3] == now[:3]
-                status = 'same' if same else 'changed'
+                status = 'same' if was[:3] == now[:3] else 'changed'
                 change = (f'{100 * (now[0] / was[0] - 1):+.1f}%'
                           if was[0] not in (0, None) and now[0] is not None else '')
             part, env, variant, var = key

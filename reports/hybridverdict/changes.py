@@ -49,8 +49,7 @@ class Knobs:
 
     #: field -> environment variable
     ENV = {'min_segment': 'HARNESS_CHANGE_MIN_SEGMENT', 'p_value': 'HARNESS_CHANGE_P_VALUE',
-           'magnitude': 'HARNESS_CHANGE_MAGNITUDE',
-           'session_gap': 'HARNESS_CHANGE_SESSION_GAP'}
+           'magnitude': 'HARNESS_CHANGE_MAGNITUDE', 'session_gap': 'HARNESS_CHANGE_SESSION_GAP'}
 
     def __post_init__(self) -> None:
         if self.min_segment < 1:
@@ -250,6 +249,18 @@ def sessions(records: pl.LazyFrame, gap: dt.timedelta) -> pl.DataFrame:
     return keyed.join(starts, on='key').select('time', 'name', 'session', 'start')
 
 
+def record_sessions(records: Sequence[Record],
+                    gap: dt.timedelta = stats_rule.SESSION_GAP) -> list[int]:
+    """The session number (``sessions``) of each record, in the records' order: the
+    rule of ``sessions`` for records already read (the verdicts' confirmation, the
+    reference bands)."""
+    runs = pl.DataFrame({'time': [r.time for r in records],
+                         'session': [r.session for r in records]},
+                        schema={'time': pl.Datetime('us', 'UTC'), 'session': pl.String})
+    number = {(t, name): n for t, name, n, _start in sessions(runs.lazy(), gap).iter_rows()}
+    return [number[r.time, r.session] for r in records]
+
+
 def _checks(names: pl.Series, kernels: pl.Series) -> pl.DataFrame:
     """name -> (check, variant) by ``split_name`` (a record without a name: its kernel)."""
     split = []
@@ -262,9 +273,9 @@ def _checks(names: pl.Series, kernels: pl.Series) -> pl.DataFrame:
                          'variant': [v for _, v in split]})
 
 
-def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, list[dt.datetime]]:
     """The records (rid, time, session, the key's fields, result[, judgement]) and the
-    sessions' starts."""
+    sessions' starts (by session number)."""
     schema = history.records.collect_schema()
     extra = [c for c in ('judgement',) if c in schema]
     named = pl.col('session') if 'session' in schema else pl.lit('')
@@ -279,7 +290,7 @@ def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, pl.DataFrame]:
             .join(_checks(names.get_column('name'), names.get_column('kernel')),
                   on=['name', 'kernel']))
     starts = sess.group_by('session').agg(start=pl.col('start').first()).sort('session')
-    return recs, starts
+    return recs, starts.get_column('start').to_list()
 
 
 @dataclasses.dataclass
@@ -503,12 +514,11 @@ def _change_point(pts: SeriesPoints, cut: int, lo: int, hi: int, p: float,
 
 def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None = None,
          until: dt.datetime | None = None,
-         runs: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[ChangePoint]:
+         runs: tuple[pl.DataFrame, list[dt.datetime]] | None = None) -> list[ChangePoint]:
     """Every change point of every series over the sessions that start in [since,
     until), the unconfirmed ones at the end of a series included, in time order."""
     knobs = knobs or Knobs()
-    recs, starts_frame = runs if runs is not None else _runs(history, knobs)
-    starts = starts_frame.get_column('start').to_list()
+    recs, starts = runs if runs is not None else _runs(history, knobs)
     found: list[ChangePoint] = []
     for pts in series_points(history, recs, since, until):
         logs = np.log(np.asarray(pts.medians, dtype=float))
@@ -592,8 +602,7 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
     session of the history) against the session before it."""
     knobs = knobs or Knobs()
     runs = _runs(history, knobs)
-    recs, starts_frame = runs
-    starts = starts_frame.get_column('start').to_list()
+    recs, starts = runs
     if not starts:
         return Morning(None, 0, 0, [], [], [], [], [])
     last = (len(starts) - 1 if last_night is None

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from statistics import median
 
 from harnesscore import stats
+from harnesscore.units import MIB, bytes_label
 
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
 from .records import Group, KernelSeries, Record
@@ -55,19 +56,11 @@ def saturation_var(var: str) -> tuple[int, int] | None:
 
 LATENCY_8B = 'latency_8B'
 BANDWIDTH_1MIB = 'bandwidth_1MiB'
-MIB = 1 << 20
 
 
 def family(kernel: str) -> str:
     """'ring' for the harness's own ring kernel, 'osu' for the OSU benchmarks."""
     return 'ring' if kernel.startswith('ring') else 'osu'
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (('MiB', 1 << 20), ('KiB', 1 << 10)):
-        if n >= size and n % size == 0:
-            return f'{n // size} {unit}'
-    return f'{n} B'
 
 
 @dataclasses.dataclass
@@ -86,9 +79,10 @@ class _Span:
         self.library = rec.mpi_library
 
 
-def _where(group: Group) -> dict:
-    """The fields of a group that name where an analysis's figure comes from."""
-    return {k: v for k, v in group._asdict().items() if k != 'size'}
+def _where(group: Group, *left_out: str) -> dict:
+    """The fields of a group that name where an analysis's figure comes from (all
+    but its size and those `left_out`)."""
+    return {k: v for k, v in group._asdict().items() if k not in ('size', *left_out)}
 
 
 class _Fitted:
@@ -196,8 +190,7 @@ def hockney_data(curves: list[Curve]) -> list[dict]:
     out = []
     for c in curves:
         sizes, times = c.medians()
-        out.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
-                    'kernel': c.kernel, 'nodes': c.nodes, 'build': c.build,
+        out.append({**c.where(), 'nodes': c.nodes, 'build': c.build,
                     'library': c.span.library, 'samples': c.span.records,
                     'sizes': sizes, 'times_us': times, **c.fit_data()})
     return out
@@ -292,7 +285,7 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
         rel_lat, rel_bw, rel_big = (x / group[k] if x is not None and group.get(k) else None
                                     for k, x in figures(h).items())
         rows.append([h.partition, h.family, h.stack, _fmt(lat), _fmt(rel_lat, '.2f'),
-                     _fmt(bw, '.4g'), _pct(rel_bw), human_bytes(big[0]) if big else 'n/a',
+                     _fmt(bw, '.4g'), _pct(rel_bw), bytes_label(big[0], ' ') if big else 'n/a',
                      _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.span.records])
         data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
                      'source': h.family,
@@ -425,12 +418,11 @@ def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[
     for s in series:
         for k, bw, frac, n in s.curve():
             by = ', '.join(sorted(s.layouts[k]))
-            rows.append([s.stack, s.partition, s.kernel, human_bytes(s.size), k, by,
+            rows.append([s.stack, s.partition, s.kernel, bytes_label(s.size, ' '), k, by,
                          f'{bw:.4g}', f'{100 * frac:.0f}%', s.nodes, n])
-            data.append({'system': s.system, 'partition': s.partition, 'stack': s.stack,
-                         'kernel': s.kernel, 'nodes': s.nodes, 'bytes': s.size, 'k': k,
-                         'measured_by': by,
-                         'bandwidth_MBps': bw, 'fraction_of_max': frac, 'samples': n})
+            data.append({**s.where(), 'nodes': s.nodes, 'bytes': s.size, 'k': k,
+                         'measured_by': by, 'bandwidth_MBps': bw, 'fraction_of_max': frac,
+                         'samples': n})
     return rows, data
 
 
@@ -490,7 +482,7 @@ RABENSEIFNER_COLUMNS = ('system', 'partition', 'stack', 'kernel', 'message', 'no
 
 
 def rabenseifner_rows(rows: list[Rabenseifner]) -> tuple[list[list[object]], list[dict]]:
-    table = [[r.system, r.partition, r.stack, r.kernel, human_bytes(r.size), r.nodes,
+    table = [[r.system, r.partition, r.stack, r.kernel, bytes_label(r.size, ' '), r.nodes,
               f'{r.b_hybrid:.4g}', f'{r.b_mpp:.4g}', r.k_max, f'{100 * r.fraction:.0f}%',
               f'{r.b_mpp / r.b_hybrid:.2f}', f'{r.t_ratio:.2f}'] for r in rows]
     data = [dataclasses.asdict(r) | {'t_ratio': r.t_ratio} for r in rows]
@@ -538,9 +530,8 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
             key = rec.group.with_size(m[1])._replace(nodes=0)
             c = found.get(key)
             if c is None:
-                c = found[key] = Collective(key.system, key.partition, key.stack, key.kernel,
-                                            m[1], times=defaultdict(list), build=key.build,
-                                            library=key.library)
+                c = found[key] = Collective(**_where(key, 'nodes'), size=m[1],
+                                            times=defaultdict(list))
             c.times[n].append(value)
     return _fit_each(found, _fit_ranks)
 
@@ -565,13 +556,12 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
         sizes = sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)]
         shown = {s for s in SHOWN_SIZES if s in sizes} | {min(sizes), max(sizes)}
         ns, ts = c.medians()
-        data.append({'system': c.system, 'partition': c.partition, 'stack': c.stack,
-                     'kernel': c.kernel, 'bytes': c.size, 'ranks': ns, 'times_us': ts,
+        data.append({**c.where(), 'bytes': c.size, 'ranks': ns, 'times_us': ts,
                      **c.fit_data(), 'samples': c.samples})
         if c.size not in shown:
             continue
         fit = [c.error, '', ''] if c.fit is None else [
             f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%']
-        rows.append([c.stack, c.partition, c.kernel, human_bytes(c.size),
+        rows.append([c.stack, c.partition, c.kernel, bytes_label(c.size, ' '),
                      ','.join(str(n) for n in ns), *fit, c.samples])
     return rows, data

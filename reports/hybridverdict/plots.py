@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
+from harnesscore.units import bytes_label  # noqa: E402
 from matplotlib.dates import num2date  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
@@ -310,7 +311,7 @@ def saturation(rep: Report) -> Figure | None:
     for s in top.values():
         pts = s.curve()
         ks = [p[0] for p in pts]
-        label = (f'{s.kernel} {s.stack}@{s.partition} {comm.human_bytes(s.size)}'
+        label = (f'{s.kernel} {s.stack}@{s.partition} {bytes_label(s.size, " ")}'
                  + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
@@ -358,7 +359,7 @@ def collectives(rep: Report) -> Figure | None:
                 continue
             ns, ts = c.medians()
             _fitted(ax, ns, ts, None if c.fit is None else [c.fit.time(n) for n in ns],
-                    f'{c.stack}@{c.partition} {comm.human_bytes(c.size)} (n={c.samples})')
+                    f'{c.stack}@{c.partition} {bytes_label(c.size, " ")} (n={c.samples})')
         _log(ax, 'x', 2)
         _log(ax)
         _finish(ax, kernel, 'ranks n', 'latency [us]')

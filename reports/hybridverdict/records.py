@@ -95,6 +95,10 @@ class KernelSeries:
     stack: str
     kernel: str
 
+    def where(self) -> dict[str, str]:
+        """These fields by name: the first keys of the series's JSON data."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(KernelSeries)}
+
 
 @dataclasses.dataclass(frozen=True)
 class Record:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import polars as pl
 from harnesscore import stats as stats_rule
 
-from . import __version__, comm, history, phases, sections, spmv_model
+from . import __version__, changes, comm, history, phases, sections, spmv_model
 from .records import ReadStats, Record
 from .section import Context, Section
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
@@ -103,11 +103,14 @@ def recent_sessions(records: pl.LazyFrame, values: pl.LazyFrame,
     """The records of the last `sessions` sessions of the history store (what a
     verdict's confirmation reads), without reading the rest of the history."""
     from .store import records_from
-    times = records.select('time').collect().get_column('time').to_list()
-    starts = stats_rule.session_starts(times)[-sessions:]
-    if not starts:
+    numbered = changes.sessions(records, stats_rule.SESSION_GAP)
+    last = numbered.filter(pl.col('session') > pl.col('session').max() - sessions)
+    if not last.height:
         return []
-    recent = records.filter(pl.col('time') >= starts[0]).collect()
+    name = pl.col('session') if 'session' in records.collect_schema() else pl.lit('')
+    recent = (records.with_row_index('_row').with_columns(_name=name.fill_null(''))
+              .join(last.lazy().select('time', _name='name'), on=['time', '_name'])
+              .sort('_row').drop('_row', '_name').collect())
     vals = values.join(recent.lazy().select('rid'), on='rid').collect()
     return records_from(recent, vals)
 

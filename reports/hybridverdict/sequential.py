@@ -43,7 +43,7 @@ SELECTION_OPTIONS = {'-n', '--name', '-x', '--exclude', '-t', '--tag', '-p', '--
                      '--system', '-E', '--cpu-only', '--gpu-only', '--failed',
                      '--maintainer', '-T', '--exclude-tag', '--mode', '--repeat',
                      '--restore-session', '-P'}
-#: Options among those that take a value.
+#: Options among those that take no value.
 _FLAGS = {'--cpu-only', '--gpu-only', '--failed'}
 #: Seconds per run assumed before any run of the session was timed.
 DEFAULT_RUN_S = 5.0

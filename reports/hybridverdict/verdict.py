@@ -33,7 +33,7 @@ import dataclasses
 import operator
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from harnesscore import stats
@@ -41,6 +41,7 @@ from harnesscore.schema import TIME_VARIABLE, message_time_size
 from harnesscore.stats import INCONCLUSIVE, LOSS, WIN
 from harnesscore.units import bytes_label
 
+from .changes import record_sessions
 from .records import Record, size_key
 
 DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
@@ -213,17 +214,13 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
                   variable: str = TIME_VARIABLE, last: int = stats.CONFIRM_SESSIONS,
                   ) -> dict[tuple, list[str]]:
     """Verdict key -> its call in each of the `last` sessions of the history, oldest
-    first (sessions split by ``stats.session_starts``); a pair not measured in one of
-    them has fewer calls."""
-    starts = stats.session_starts([r.time for r in history])[-last:]
-    if not starts:
-        return {}
+    first (sessions as ``changes.sessions`` tells them apart); a pair not measured in
+    one of them has fewer calls."""
     by_session: dict[int, list[Record]] = defaultdict(list)
-    for r in history:
-        if r.time >= starts[0]:
-            by_session[stats.session_of(r.time, starts)].append(r)
+    for r, session in zip(history, record_sessions(history)):
+        by_session[session].append(r)
     calls: dict[tuple, list[str]] = defaultdict(list)
-    for i in sorted(by_session):
+    for i in sorted(by_session)[-last:]:
         for v in verdicts(by_session[i], noise_floor, variable):
             calls[v.key].append(v.verdict)
     return calls
@@ -359,9 +356,7 @@ UNJUDGED_COLUMNS = ('system:partition', 'stack', 'kernel', 'size', 'nodes', 'hyb
 
 
 def _side(name: str, recs: Sequence[Record]) -> str:
-    reasons: dict[str, int] = defaultdict(int)
-    for r in recs:
-        reasons[r.left_out or 'usable'] += 1
+    reasons = Counter(r.left_out or 'usable' for r in recs)
     return f'{name}: ' + ', '.join(f'{n} {why}' for why, n in sorted(reasons.items()))
 
 
