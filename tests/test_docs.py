@@ -195,3 +195,27 @@ def test_the_data_flow_and_the_change_table_name_real_folders_and_files():
     assert len(named) >= 15, named
     missing = sorted(p for p in named if '<' not in p and not (REPO / p).exists())
     assert not missing, f'README names what is not in the tree: {missing}'
+
+
+def test_every_module_and_folder_has_its_place_in_the_drawing():
+    """The other way round: every module of the checks' two libraries, every check
+    file, configuration file and folder, kernel folder and report tool (as git
+    tracks them) is named in "How data flows" or "Where a change goes": a new one
+    gets its place in the house the README draws."""
+    text = (REPO / 'README.md').read_text(encoding='utf-8')
+    start = text.index('## How data flows')
+    words = set(re.findall(r'[\w-]+', text[start:text.index('## Documentation', start)]))
+    tracked = [Path(p) for p in subprocess.run(
+        ['git', 'ls-files'], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()]
+    expected = set()
+    for path in tracked:
+        folder, top = path.parent.as_posix(), path.parts[0]
+        if path.suffix == '.py' and path.stem != '__init__' and folder in (
+                'checks', 'checks/harnesslib', 'checks/harnesscore', 'config', 'reports/tools'):
+            expected.add(path.stem)
+        elif top in ('config', 'src') and len(path.parts) > 2 and path.parts[1] != 'tests':
+            expected.add(path.parts[1])       # a folder of the configuration or the kernels
+    assert len(expected) >= 30, expected
+    missing = sorted(expected - words)
+    assert not missing, f'README does not place these in "How data flows": {missing}'
