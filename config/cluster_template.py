@@ -32,8 +32,9 @@ loads it (the tests do, with ``--list`` and ``--dry-run``).
 """
 
 # FILL IN: one node's processor (the layouts come from it), here the same in
-# both partitions below; or leave a partition's 'processor' out and let ReFrame
-# detect it on a compute node:
+# both partitions below (a partition whose nodes differ gets a dict of its
+# own); or leave a partition's 'processor' out and let ReFrame detect it on a
+# compute node:
 # RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list
 # (the result is cached under $HARNESS_VAR_DIR/topology/), or run
 # `reframe --detect-host-topology=topo.json` on a compute node and copy the

@@ -23,9 +23,10 @@ def options(var_dir: str) -> list[str]:
     nightly`` passes itself)."""
     # A new JUnit file per session: named by the time the configuration loads.
     stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+    junit = os.path.join(var_dir, 'reports', f'junit-{stamp}.xml')
     return [
         '-S', 'require_reference=true',
-        f'--report-junit={os.path.join(var_dir, "reports", f"junit-{stamp}.xml")}',
+        f'--report-junit={junit}',
         f'--perflogdir={os.path.join(var_dir, "perflogs")}',
         '--failure-stats',
         # A check file that does not load is an error, not a warning

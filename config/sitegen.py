@@ -674,7 +674,7 @@ def py_value(value: Any, indent: int, col: int, width: int = WIDTH) -> str:
     items = ([(f'{py_str(str(k))}: ', v) for k, v in value.items()]
              if isinstance(value, dict) else [('', v) for v in value])
     parts = [k + py_value(v, indent + 4, indent + 4 + len(k), width) for k, v in items]
-    open_, close = '{}' if isinstance(value, dict) else '[]'
+    open_, close = ('{', '}') if isinstance(value, dict) else ('[', ']')
     one = open_ + ', '.join(parts) + close
     if col + len(one) + 1 <= width and '\n' not in one:
         return one

@@ -229,15 +229,22 @@ def _env(text: str) -> dict[str, str]:
 
 # ---- sessions and series -------------------------------------------------------------
 
+def session_name(schema: Mapping[str, object]) -> pl.Expr:
+    """A record's session name: its ``session`` field, '' where it has none (older
+    perflogs, or a store written before the field)."""
+    return (pl.col('session') if 'session' in schema else pl.lit('')).fill_null('')
+
+
 def sessions(records: pl.LazyFrame, gap: dt.timedelta) -> pl.DataFrame:
     """(time, session name) -> session number (0, 1, ... in time order) and its
     start.  A record's session is its ``session`` field (``./harness`` names one per
     run or nightly); records without one (older perflogs) are told apart by a gap
     of more than `gap` between completion times.  The one rule of sessions: the
-    change points and the reference bands (``baseline.collect``) both use it."""
-    schema = records.collect_schema()
-    named = pl.col('session') if 'session' in schema else pl.lit('')
-    runs = records.select('time', named.fill_null('').alias('name')).unique().collect()
+    change points, the reference bands (``baseline.collect``), the verdicts'
+    confirmation (``verdict.session_calls``) and the history store's recent
+    sessions (``report.recent_sessions``) all use it."""
+    name = session_name(records.collect_schema())
+    runs = records.select('time', name.alias('name')).unique().collect()
     by_gap = (runs.filter(pl.col('name') == '').select('time').unique().sort('time')
               .with_columns(gap=(pl.col('time').diff() > gap).fill_null(False)
                             .cast(pl.Int32).cum_sum()))
@@ -249,16 +256,22 @@ def sessions(records: pl.LazyFrame, gap: dt.timedelta) -> pl.DataFrame:
     return keyed.join(starts, on='key').select('time', 'name', 'session', 'start')
 
 
+def session_numbers(records: pl.LazyFrame, gap: dt.timedelta) -> pl.Series:
+    """The session number (``sessions``) of each record, in the records' order."""
+    name = session_name(records.collect_schema())
+    keyed = records.select('time', name.alias('name')).with_row_index('_row')
+    return (keyed.join(sessions(records, gap).lazy(), on=['time', 'name'])
+            .sort('_row').collect().get_column('session'))
+
+
 def record_sessions(records: Sequence[Record],
                     gap: dt.timedelta = stats_rule.SESSION_GAP) -> list[int]:
-    """The session number (``sessions``) of each record, in the records' order: the
-    rule of ``sessions`` for records already read (the verdicts' confirmation, the
+    """``session_numbers`` of records already read (the verdicts' confirmation, the
     reference bands)."""
-    runs = pl.DataFrame({'time': [r.time for r in records],
+    runs = pl.LazyFrame({'time': [r.time for r in records],
                          'session': [r.session for r in records]},
                         schema={'time': pl.Datetime('us', 'UTC'), 'session': pl.String})
-    number = {(t, name): n for t, name, n, _start in sessions(runs.lazy(), gap).iter_rows()}
-    return [number[r.time, r.session] for r in records]
+    return session_numbers(runs, gap).to_list()
 
 
 def _checks(names: pl.Series, kernels: pl.Series) -> pl.DataFrame:
@@ -278,10 +291,9 @@ def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, list[dt.datetim
     sessions' starts (by session number)."""
     schema = history.records.collect_schema()
     extra = [c for c in ('judgement',) if c in schema]
-    named = pl.col('session') if 'session' in schema else pl.lit('')
     recs = history.records.select('rid', 'time', 'system', 'partition', 'stack', 'nodes',
                                   'name', 'kernel', 'verified', 'result', *extra,
-                                  named.fill_null('').alias('session_name')).collect()
+                                  session_name(schema).alias('session_name')).collect()
     sess = sessions(recs.lazy().select('time', pl.col('session_name').alias('session')),
                     knobs.gap)
     names = recs.select('name', 'kernel').unique()

@@ -103,14 +103,10 @@ def recent_sessions(records: pl.LazyFrame, values: pl.LazyFrame,
     """The records of the last `sessions` sessions of the history store (what a
     verdict's confirmation reads), without reading the rest of the history."""
     from .store import records_from
-    numbered = changes.sessions(records, stats_rule.SESSION_GAP)
-    last = numbered.filter(pl.col('session') > pl.col('session').max() - sessions)
-    if not last.height:
+    number = changes.session_numbers(records, stats_rule.SESSION_GAP)
+    if number.is_empty():
         return []
-    name = pl.col('session') if 'session' in records.collect_schema() else pl.lit('')
-    recent = (records.with_row_index('_row').with_columns(_name=name.fill_null(''))
-              .join(last.lazy().select('time', _name='name'), on=['time', '_name'])
-              .sort('_row').drop('_row', '_name').collect())
+    recent = records.filter(pl.lit(number) > number.max() - sessions).collect()
     vals = values.join(recent.lazy().select('rid'), on='rid').collect()
     return records_from(recent, vals)
 

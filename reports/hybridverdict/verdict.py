@@ -41,7 +41,6 @@ from harnesscore.schema import TIME_VARIABLE, message_time_size
 from harnesscore.stats import INCONCLUSIVE, LOSS, WIN
 from harnesscore.units import bytes_label
 
-from .changes import record_sessions
 from .records import Record, size_key
 
 DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
@@ -216,6 +215,7 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
     """Verdict key -> its call in each of the `last` sessions of the history, oldest
     first (sessions as ``changes.sessions`` tells them apart); a pair not measured in
     one of them has fewer calls."""
+    from .changes import record_sessions  # polars: only where a history is given
     by_session: dict[int, list[Record]] = defaultdict(list)
     for r, session in zip(history, record_sessions(history)):
         by_session[session].append(r)
