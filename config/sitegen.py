@@ -138,9 +138,11 @@ def _int(text: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _matches(text: str, pattern: str) -> Iterator[re.Match[str]]:
-    """The matches of `pattern` at the start of `text`'s lines."""
-    return filter(None, (re.match(pattern, ln) for ln in text.splitlines()))
+def _matches(text: str | Sequence[str], pattern: str) -> Iterator[re.Match[str]]:
+    """The matches of `pattern` at the start of `text`'s lines (or of the lines
+    given, as ``_groups`` gives them)."""
+    lines = text.splitlines() if isinstance(text, str) else text
+    return filter(None, (re.match(pattern, ln) for ln in lines))
 
 
 def _groups(text: str, head: str) -> list[tuple[re.Match[str], list[str]]]:
@@ -342,7 +344,7 @@ def parse_ucx_info(text: str) -> list[UcxDevice]:
     """``ucx_info -d``: every transport and its device."""
     out: list[UcxDevice] = []
     for transport, lines in _groups(text, r'#\s+Transport:\s*(\S+)'):
-        for m in _matches('\n'.join(lines), r'#\s+(Device|Type):\s*(\S+)'):
+        for m in _matches(lines, r'#\s+(Device|Type):\s*(\S+)'):
             if m[1] == 'Device':
                 out.append(UcxDevice(transport[1], m[2], ''))
             elif out:       # a Type line: the last device's
@@ -393,7 +395,7 @@ def parse_fi_info(text: str) -> list[tuple[str, str]]:
     """``fi_info``: the (provider, domain) pairs it offers, each once."""
     pairs: dict[tuple[str, str], None] = {}
     for provider, lines in _groups(text, r'provider:\s*(\S+)'):
-        for m in _matches('\n'.join(lines), r'\s+domain:\s*(\S+)'):
+        for m in _matches(lines, r'\s+domain:\s*(\S+)'):
             pairs[provider[1], m[1]] = None
     return list(pairs)
 
