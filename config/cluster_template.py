@@ -54,7 +54,8 @@ CLUSTER = {
     # the first system whose pattern matches (``local`` matches everything, so
     # until the lead puts site systems first, use --system NAME).
     'hostnames': [r'login\d+\.example\.org'],
-    # FILL IN: 'lmod', 'tmod4', 'tmod' or 'spack' (or 'nomod' with no modules).
+    # FILL IN: 'lmod', 'envmod' (Environment Modules 4 and later) or 'spack'
+    # (or 'nomod' with no modules): the modules systems ReFrame 4.10 drives.
     'modules_system': 'lmod',
     # 'slurm' polls jobs with sacct (needs Slurm's accounting database);
     # 'squeue' where there is none (then the job script records the exit status).

@@ -17,10 +17,15 @@ import os
 import sys
 import time
 
+from harnesscore.paths import reframe_path
+
 
 def options(var_dir: str) -> list[str]:
     """The nightly's reframe options (the mode's, and what ``./harness
-    nightly`` passes itself)."""
+    nightly`` passes itself).  ReFrame expands ``$(...)`` in the paths of
+    these options as in its configuration's: `var_dir` reaches it as
+    ``reframe_path`` gives it (a link where it needs quoting)."""
+    var_dir = reframe_path(var_dir)
     # A new JUnit file per session: named by the time the configuration loads.
     stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
     junit = os.path.join(var_dir, 'reports', f'junit-{stamp}.xml')
@@ -127,10 +132,22 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument('--var-dir', required=True)
     args = ap.parse_args(argv)
     if args.cmd == 'options':
-        print('\n'.join(options(args.var_dir)))
+        try:
+            print('\n'.join(options(args.var_dir)))
+        except ValueError as err:
+            print(f'config/nightly.py: error: {err}', file=sys.stderr)
+            return 2
         return 0
     if not os.path.isdir(args.perflogs):
         print(f'config/nightly.py: no perflog directory {args.perflogs}', file=sys.stderr)
+        return 2
+    try:
+        if args.since:
+            from hybridverdict.perflog import parse_time
+            parse_time(args.since)
+    except ValueError:
+        print(f'config/nightly.py: error: --since: not an ISO time: {args.since!r}',
+              file=sys.stderr)
         return 2
     lines, status = judgement_summary(args.perflogs, args.since)
     print('\n'.join(lines))

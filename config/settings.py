@@ -18,17 +18,17 @@ Run it as ``reframe -C config/settings.py -c checks -r``.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 from typing import NoReturn
 
+from harnesscore import paths, quiet
+from harnesscore.bands import soft_zone
 from harnesscore.knobs import env_list
 from harnesscore.paths import REFERENCES_DIR
-from harnesscore.plan import samples_per_run
+from harnesscore.plan import budget_from_env, first_round, max_rounds, samples_per_run
 from harnesscore.references import ReferencesError, references_file, validate_references_file
 from harnesscore.schema import perflog_format, perfvar_format
 from harnesscore.stacks import STACK, Stack, install_hint
@@ -73,31 +73,11 @@ def var_dir() -> str:
 
 
 def reframe_path(path: str) -> str:
-    """`path` as ReFrame (and CMake, and a shell) can take it.
-
-    ReFrame expands ``$VAR``, ``$(command)`` and backquotes in its
-    configuration's paths (``osext.expandvars``: it *runs* the command), and
-    its local scheduler splits a job script's path at spaces.  A folder whose
-    name has any character that the shell would need quoted is therefore given
-    to ReFrame as a link to it, ``<checkout>/.var-links/<hash>``: the files
-    still land in the folder itself, and no text of it reaches a shell.
-    """
-    if shlex.quote(path) == path:
-        return path
-    links = os.path.join(os.path.dirname(_HERE), '.var-links')
-    if shlex.quote(links) != links:
-        _config_error(f'the checkout {os.path.dirname(_HERE)!r} has a character ReFrame '
-                      f'cannot take in a path (a space, $, quotes...): move it')
-    link = os.path.join(links, hashlib.sha1(os.fsencode(path)).hexdigest()[:16])
+    """`path` as ReFrame can take it (``harnesscore.paths.reframe_path``)."""
     try:
-        os.makedirs(links, exist_ok=True)
-        if not (os.path.islink(link) and os.readlink(link) == path):
-            tmp = f'{link}.tmp-{os.getpid()}'
-            os.symlink(path, tmp)
-            os.replace(tmp, link)
-    except OSError as err:
-        _config_error(f'cannot link {link} to {path!r}: {err.strerror}')
-    return link
+        return paths.reframe_path(path)
+    except ValueError as err:
+        _config_error(str(err))
 
 
 #: The var dir itself (as the user and hybridverdict name it) ...
@@ -122,6 +102,15 @@ try:
     #: session, so each partition measures what it claims; ``keep`` passes them
     #: on.  Every run records the ones in effect (the perflog's ``mpi_env``).
     MPI_ENV_MODE = mpi_env_mode()
+    # The knobs the checks, their job scripts and the sequential rounds read
+    # later, checked here too (later, a bad one fails every run, leaves every
+    # run busy=unknown, or is found only after the whole session).
+    budget_from_env()
+    first_round()
+    max_rounds()
+    soft_zone()
+    if quiet.enabled():
+        quiet.sample_interval()
 except ValueError as _err:
     _config_error(str(_err))
 
@@ -227,7 +216,7 @@ def _selected_stacks() -> list[str]:
     if unknown:
         _config_error(f'HARNESS_STACKS names unknown stack(s) '
                       f'{", ".join(unknown)}; known: {", ".join(STACK)}')
-    return names
+    return list(dict.fromkeys(names))     # a stack named twice runs once
 
 
 def _environments() -> tuple[list[dict], list[str]]:
@@ -300,7 +289,10 @@ from nightly import modes as nightly_modes  # noqa: E402
 from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems, system_dirs  # noqa: E402
 
-_SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix)
+try:
+    _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix)
+except ValueError as _err:      # a cluster file or HARNESS_TEST_CLUSTER it cannot use
+    _config_error(str(_err))
 
 
 # ---- declared topologies: big nodes on a small machine ------------------------------

@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import glob
 import itertools
+import math
 import os
 import re
 import shutil
@@ -45,6 +46,8 @@ WIDTH = 100
 TIMEOUT = 30.0
 #: Seconds the probe of one node may take, queueing included.
 SRUN_TIMEOUT = 180.0
+#: The most seconds ``--srun-timeout`` takes (an hour; ``--no-srun`` skips the probes).
+SRUN_TIMEOUT_MAX = 3600.0
 #: What the file says where something must be filled in.
 FILL_IN = 'FILL IN'
 #: Names of ReFrame systems and partitions (its configuration schema).
@@ -779,8 +782,11 @@ def find_module_tool(environ: Mapping[str, str], runner: Runner) -> ModuleTool |
             m = re.search(r'(?:Modules Release|VERSION=)\s*(\d[\w.]*)', res.err + res.out)
             version = m.group(1) if m else ''
             init = os.path.join(environ.get('MODULESHOME', '/usr/share/modules'), 'init', 'bash')
-            kind = 'tmod4' if version[:1].isdigit() and int(version.split('.')[0]) >= 4 else 'tmod'
-            return ModuleTool(kind, cmd, version, init if os.path.isfile(init) else '')
+            # ReFrame 4.10 drives Environment Modules 4 and later ('envmod'; its
+            # 'tmod4' is deprecated), not the 3.x C modulecmd.
+            if not (version[:1].isdigit() and int(version.split('.')[0]) >= 4):
+                return None
+            return ModuleTool('envmod', cmd, version, init if os.path.isfile(init) else '')
     return None
 
 
@@ -983,6 +989,9 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
     det.login_links = [x for x in node_links(texts) if x.high_speed]
 
     det.module_tool = find_module_tool(environ, runner)
+    if not det.module_tool and (environ.get('MODULES_CMD') or environ.get('MODULESHOME')):
+        det.notes.append('modules: not Lmod nor Environment Modules 4 or later, which '
+                         'ReFrame 4.10 drives: stacks from PATH only')
     if det.module_tool:
         detect_module_stacks(det.module_tool, environ, runner, det)
     detect_path_stacks(environ, runner, det)
@@ -1349,7 +1358,7 @@ _OPTIONS: dict[str, dict[str, Any]] = {
                           'links are then left to fill in)'},
     '--srun-timeout': {'type': float, 'default': SRUN_TIMEOUT, 'metavar': 'S',
                        'help': 'seconds a node probe may take, queueing included (default '
-                               f'{SRUN_TIMEOUT:.0f})'},
+                               f'{SRUN_TIMEOUT:.0f}, at most {SRUN_TIMEOUT_MAX:.0f})'},
 }
 #: What to do where the file exists (one at most).
 _MODES = {'--dry-run': 'print the file on stdout (the summary on stderr); write nothing',
@@ -1371,15 +1380,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for flag, text in _MODES.items():
         mode.add_argument(flag, action='store_true', help=text)
     args = ap.parse_args(argv)
-    if args.name is not None and not NAME_RE.match(args.name):
+    if args.name is not None and not NAME_RE.fullmatch(args.name):
         ap.error(f'--name {args.name!r}: a ReFrame system name is letters, digits, _ and -, '
                  f'starting with a letter or _')
     if args.nodes < 1:
         ap.error(f'--nodes must be at least 1, got {args.nodes}')
-    if args.srun_timeout <= 0:
-        ap.error(f'--srun-timeout must be positive, got {args.srun_timeout}')
+    if not (math.isfinite(args.srun_timeout) and 0 < args.srun_timeout <= SRUN_TIMEOUT_MAX):
+        ap.error(f'--srun-timeout must be a number of seconds above 0 and at most '
+                 f'{SRUN_TIMEOUT_MAX:.0f}, got {args.srun_timeout}')
     for opt in args.access:
-        if not opt.startswith('-') or '\n' in opt:
+        if not opt.startswith('-') or '\n' in opt or '\0' in opt:
             ap.error(f'--access {opt!r}: an sbatch option, e.g. --access=--account=PROJECT')
     if args.output is not None:
         if not args.output.strip() or args.output.endswith(os.sep):

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import json
 import os
 import shlex
 import shutil
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -158,14 +160,75 @@ def _no_osu(stack: str) -> str:
     return ''
 
 
-def _require(where: str, spec: dict, allowed: set[str], needed: tuple[str, ...]) -> None:
-    unknown = sorted(set(spec) - allowed)
+def _show(value: object) -> str:
+    """`value` for an error message: its repr, on one line, cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
+def _require(where: str, spec: object, allowed: set[str], needed: tuple[str, ...]) -> None:
+    if not isinstance(spec, dict):
+        raise ValueError(f'{where}: must be a dictionary, got {type(spec).__name__} '
+                         f'{_show(spec)}')
+    unknown = sorted(set(spec) - allowed, key=str)
     if unknown:
-        raise ValueError(f'{where}: unknown key(s) {", ".join(unknown)}; '
+        raise ValueError(f'{where}: unknown key(s) {", ".join(map(str, unknown))}; '
                          f'allowed: {", ".join(sorted(allowed))}')
     missing = [k for k in needed if not spec.get(k)]
     if missing:
         raise ValueError(f'{where}: missing {", ".join(missing)}')
+
+
+def _strings(where: str, key: str, value: object) -> list[str]:
+    """`value` of the list-valued `key`: a list (or tuple) of strings, never
+    one string (which would become a list of its letters)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'{where}: {key} must be a list of strings, got {_show(value)}')
+    return list(value)
+
+
+def _integer(where: str, key: str, value: object) -> int:
+    """`value` of the integer `key` (an int, or a string of one)."""
+    if not isinstance(value, bool) and isinstance(value, (int, str)):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise ValueError(f'{where}: {key} must be an integer, got {_show(value)}')
+
+
+def _mapping(where: str, key: str, value: object) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f'{where}: {key} must be a dictionary, got {_show(value)}')
+    return value
+
+
+#: ReFrame 4.10.4's modules systems, where its schema cannot be read.
+_MODULES_SYSTEMS = ('tmod4', 'envmod', 'lmod', 'nomod', 'spack')
+
+
+def modules_systems() -> tuple[str, ...]:
+    """The modules systems ReFrame accepts (the enum of its configuration schema)."""
+    try:
+        import reframe
+        path = os.path.join(reframe.INSTALL_PREFIX, 'reframe', 'schemas', 'config.json')
+        with open(path) as fp:
+            schema = json.load(fp)
+        known = schema['properties']['systems']['items']['properties']['modules_system']['enum']
+        return tuple(str(k) for k in known)
+    except (ImportError, AttributeError, OSError, ValueError, KeyError, TypeError):
+        return _MODULES_SYSTEMS
+
+
+def modules_system_override() -> str:
+    """HARNESS_MODULES_SYSTEM, stripped ('' when unset or empty: each cluster's own)."""
+    given = os.environ.get('HARNESS_MODULES_SYSTEM', '')
+    value = given.strip()
+    known = modules_systems()
+    if value and value not in known:
+        raise ValueError(f'HARNESS_MODULES_SYSTEM={given!r}: not a modules system ReFrame '
+                         f'knows; known: {", ".join(known)}')
+    return value
 
 
 def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER',
@@ -175,13 +238,23 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
     name = cluster['name']
     prefix = cluster.get('prefix') or os.path.join(var_dir, name)
-    stacks: dict[str, dict] = cluster['stacks']
+    hostnames = _strings(origin, 'hostnames', cluster['hostnames'])
+    access = _strings(origin, 'access', cluster.get('access', []))
+    prepare_cmds = _strings(origin, 'prepare_cmds', cluster.get('prepare_cmds', []))
+    max_jobs = _integer(origin, 'max_jobs', cluster.get('max_jobs', 8))
+    modules_system = modules_system_override() or cluster.get('modules_system', 'nomod')
+    stacks: dict[str, dict] = _mapping(origin, 'stacks', cluster['stacks'])
+    for stack, sspec in stacks.items():
+        swhere = f'{origin}: stack {stack}'
+        _require(swhere, sspec, _STACK_KEYS, ('cc',))
+        _strings(swhere, 'modules', sspec.get('modules', []))
+        _mapping(swhere, 'env', sspec.get('env', {}))
     partitions, envs = [], []
     system_envs: dict[str, dict] = {}
-    for part, pspec in cluster['partitions'].items():
+    for part, pspec in _mapping(origin, 'partitions', cluster['partitions']).items():
         where = f'{origin}: partition {part}'
         _require(where, pspec, _PARTITION_KEYS, ('access',))
-        nodes = int(pspec.get('nodes', 1))
+        nodes = _integer(where, 'nodes', pspec.get('nodes', 1))
         if nodes < 1:
             raise ValueError(f'{where}: nodes must be at least 1, got {nodes}')
         entry: dict[str, Any] = {
@@ -189,26 +262,28 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
             'descr': pspec.get('descr', part),
             'scheduler': cluster.get('scheduler', 'slurm'),
             'launcher': 'srun',
-            'access': [*cluster.get('access', []), *pspec['access']],
+            'access': [*access, *_strings(where, 'access', pspec['access'])],
             'environs': list(stacks),
-            'max_jobs': int(pspec.get('max_jobs', cluster.get('max_jobs', 8))),
+            'max_jobs': _integer(where, 'max_jobs', pspec.get('max_jobs', max_jobs)),
             'time_limit': pspec.get('time_limit', cluster.get('time_limit', '30m')),
             'features': ['slurm', f'transport-{part}'],
-            'extras': {**pspec.get('extras', {}), 'transport': part, 'nodes': nodes},
+            'extras': {**_mapping(where, 'extras', pspec.get('extras', {})),
+                       'transport': part, 'nodes': nodes},
         }
-        if cluster.get('prepare_cmds'):
-            entry['prepare_cmds'] = list(cluster['prepare_cmds'])
+        if prepare_cmds:
+            entry['prepare_cmds'] = list(prepare_cmds)
         if pspec.get('processor'):
-            entry['processor'] = pspec['processor']
+            entry['processor'] = _mapping(where, 'processor', pspec['processor'])
         partitions.append(entry)
-        transport_env = pspec.get('transport_env', {})
-        unknown = sorted(set(transport_env) - set(stacks))
+        transport_env = _mapping(where, 'transport_env', pspec.get('transport_env', {}))
+        unknown = sorted(set(transport_env) - set(stacks), key=str)
         if unknown:
             raise ValueError(f'{where}: transport_env names unknown stack(s) '
-                             f'{", ".join(unknown)}')
+                             f'{", ".join(map(str, unknown))}')
+        for stack, pinned_env in transport_env.items():
+            _mapping(where, f'transport_env[{stack!r}]', pinned_env)
         for stack, sspec in stacks.items():
             swhere = f'{origin}: stack {stack}'
-            _require(swhere, sspec, _STACK_KEYS, ('cc',))
             launch = sspec.get('launch', 'srun')
             if launch not in ('srun', 'own'):
                 raise ValueError(f"{swhere}: launch must be 'srun' or 'own', got {launch!r}")
@@ -251,9 +326,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     system = {
         'name': name,
         'descr': cluster.get('descr', name),
-        'hostnames': list(cluster['hostnames']),
-        'modules_system': os.environ.get('HARNESS_MODULES_SYSTEM',
-                                         cluster.get('modules_system', 'nomod')),
+        'hostnames': hostnames,
+        'modules_system': modules_system,
         **system_dirs(prefix),
         'partitions': partitions,
     }
@@ -274,6 +348,18 @@ def _site_files() -> list[str]:
     return sorted(glob.glob(os.path.join(_HERE, 'site_*.py')))
 
 
+def _load_error(path: str, err: Exception) -> str:
+    """One line for a cluster file that failed to load: its type, its message
+    and, for an error raised while it ran, its line in the file."""
+    message = ' '.join(str(err).split())
+    where = ''
+    if not isinstance(err, SyntaxError):
+        lines = [f.lineno for f in traceback.extract_tb(err.__traceback__)
+                 if os.path.abspath(f.filename) == os.path.abspath(path)]
+        where = f' (line {lines[-1]})' if lines else ''
+    return f'{path}: {type(err).__name__}: {message or "(no message)"}{where}'
+
+
 def site_clusters(var_dir: str,
                   osu_prefix: OsuPrefix = _no_osu) -> tuple[list[dict], list[dict]]:
     """The systems and environments of every site file."""
@@ -284,7 +370,10 @@ def site_clusters(var_dir: str,
         if spec is None or spec.loader is None:
             raise ValueError(f'{path}: cannot be loaded as Python')
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # anything the file does wrong: name the file
+            raise ValueError(_load_error(path, err)) from err
         cluster = getattr(module, 'CLUSTER', None)
         if not isinstance(cluster, dict):
             raise ValueError(f'{path}: defines no CLUSTER dictionary '
@@ -317,16 +406,33 @@ def test_cluster_record(directory: str) -> dict[str, str]:
                 if line and not line.startswith('#') and '=' in line)
 
 
-def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
+def _record_count(origin: str, record: dict[str, str], key: str, default: str = '') -> int:
+    """The whole number `key` of a test cluster's record (`default` where absent)."""
+    text = record.get(key, default)
+    if not text:
+        raise ValueError(f'{origin}: {key} missing or empty')
+    value = text.strip()
+    if not value.isdecimal():
+        raise ValueError(f'{origin}: {key} must be a whole number, got {text!r}')
+    return int(value)
+
+
+def test_cluster_spec(record: dict[str, str] | None = None,
+                      origin: str = 'cluster.env') -> dict[str, Any]:
     """The test cluster as a centre's `CLUSTER` dictionary.  Without a
-    record (no cluster started), 2 nodes with this machine's cores."""
+    record (no cluster started), 2 nodes with this machine's cores;
+    `origin` names the record in errors."""
     record = record or {}
-    nodes = int(record.get('NODES', '2'))
+    nodes = _record_count(origin, record, 'NODES', '2')
+    if nodes < 1:
+        raise ValueError(f'{origin}: NODES must be at least 1, got {nodes}')
     shared = record.get('SHARED_CORES', '1') == '1'
     if shared:
         processor = host_processor()
     else:
-        cpus = int(record['CPUS_PER_NODE'])
+        cpus = _record_count(origin, record, 'CPUS_PER_NODE')
+        if cpus < 1:
+            raise ValueError(f'{origin}: CPUS_PER_NODE must be at least 1, got {cpus}')
         processor = {'num_cpus': cpus, 'num_cpus_per_core': 1, 'num_sockets': 1,
                      'num_cpus_per_socket': cpus}
     # A stack without Debian's packages only where its prefix is given.
@@ -345,8 +451,8 @@ def test_cluster_spec(record: dict[str, str] | None = None) -> dict[str, Any]:
             'max_jobs': 4,
             'time_limit': '10m',
             'extras': {'link': iface, 'shared_cores': shared,
-                       'rate_bits': int(record.get('SLOW_RATE_BITS', '1000000000'))
-                       if part == 'slow' else 0},
+                       'rate_bits': _record_count(origin, record, 'SLOW_RATE_BITS',
+                                                  '1000000000') if part == 'slow' else 0},
             # Each stack pinned to this partition's link.
             'transport_env': {s.name: s.tcp_nodes(iface) for s in chosen},
         }
@@ -381,7 +487,9 @@ def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu) -> tuple[dict, l
     """The `test-cluster` system and its environments."""
     directory = os.environ.get('HARNESS_TEST_CLUSTER', '').strip()
     record = test_cluster_record(directory) if directory else None
-    system, envs = cluster_config(test_cluster_spec(record), var_dir, origin='test-cluster',
+    origin = f'HARNESS_TEST_CLUSTER={directory}: {os.path.join(directory, "cluster.env")}'
+    system, envs = cluster_config(test_cluster_spec(record, origin), var_dir,
+                                  origin='test-cluster',
                                   osu_prefix=osu_prefix)
     system['hostnames'] = []
     return system, envs

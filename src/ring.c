@@ -40,6 +40,7 @@
  */
 #include "kernel_common.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -115,10 +116,16 @@ typedef struct {
 
 /* ---- option parsing (before MPI starts) ---------------------------------- */
 
-/* One size "N", "NK" or "NM" (KiB, MiB) of `len` characters; 0 on success. */
+/* One size "N", "NK" or "NM" (KiB, MiB) of `len` characters; 0 on success,
+ * -2 if it is not a size (empty, not a number), -1 if it is out of range. */
 static int parse_one_size(const char *text, size_t len, long *out) {
     char tmp[32];
-    if (len == 0 || len >= sizeof tmp) return -1;
+    if (len == 0) return -2;
+    if (len >= sizeof tmp) { /* too long for any size in range, if a number at all */
+        size_t digits = strspn(text, "0123456789");
+        if (digits == len - 1 && strchr("KkMm", text[len - 1])) ++digits;
+        return digits == len && isdigit((unsigned char)text[0]) ? -1 : -2;
+    }
     memcpy(tmp, text, len);
     tmp[len] = '\0';
     long mult = 1;
@@ -217,6 +224,8 @@ static const char *options_done(void *opts, char *err, size_t cap) {
         return kc_errf(err, cap, "--k applies only to --pattern ring");
     if (o->window && o->pattern != PAT_BW)
         return kc_errf(err, cap, "--window applies only to --pattern bw");
+    if (o->rank_as_node && o->pattern != PAT_RING)
+        return kc_errf(err, cap, "--rank-as-node applies only to --pattern ring");
     if (o->iters && o->iters_scale > 0.0)
         return kc_errf(err, cap, "--iters and --iters-scale exclude each other");
     if (o->min_time > 0.0 && o->pattern != PAT_RING)
@@ -414,15 +423,17 @@ static size_t recv_bytes(const exch *e) { /* bw: nslots <= window (bw_slots) */
     return e->pat == PAT_BW ? (size_t)e->nslots * e->msg : e->msg;
 }
 
-/* Fill the send buffer(s) with the pattern of exchange `iter`, poison the receive buffer(s). */
+/* Fill the send buffer(s) with the pattern of exchange `iter`, poison the receive buffer(s).
+ * multiple: thread t the buffers of lane t (and of t + team, ... should a team
+ * be smaller than k: then every lane is still prepared and checked, and a lane
+ * that no thread ran fails its check). */
 static void prepare(kc_ctx *ctx, exch *e, long iter) {
     if (e->pat == PAT_RING && e->mode == KC_MODE_MULTIPLE) {
         if (e->role != 1) return;
 #pragma omp parallel
         {
-            const int t = kc_thread_num();
             kc_record_cpu(ctx);
-            if (t < e->kthreads) {
+            for (int t = kc_thread_num(); t < e->kthreads; t += kc_num_threads()) {
                 fill_words(e->tsbuf[t], e->msg, pattern_seed(ctx->rank, t, e->size, iter), 0,
                            words(e->msg));
                 memset(e->trbuf[t], POISON, e->msg);
@@ -441,12 +452,9 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
         if (e->role != 1) return 0;
         if (inject) e->trbuf[0][e->msg / 2] ^= 0x5A;
 #pragma omp parallel reduction(+ : bad)
-        {
-            const int t = kc_thread_num();
-            if (t < e->kthreads)
-                bad += check_words(e->trbuf[t], e->msg,
-                                   pattern_seed(e->src_world, t, e->size, iter), 0, words(e->msg));
-        }
+        for (int t = kc_thread_num(); t < e->kthreads; t += kc_num_threads())
+            bad += check_words(e->trbuf[t], e->msg, pattern_seed(e->src_world, t, e->size, iter),
+                               0, words(e->msg));
         return bad;
     }
     if (!receives(e)) return 0;
@@ -556,10 +564,17 @@ static long setup_ring(const kc_ctx *ctx, const options *o, topology *topo, exch
         kc_fail(ctx, 2, "the nodes have different rank counts (%d .. %d); the ring needs "
                         "the same number of ranks on every node", topo->ppn_min, topo->ppn_max);
     }
+    /* hybrid: the threads of the team that runs (ctx->threads); multiple's
+     * default k is the threads asked for, each of them a lane of its own */
     const long limit = hybrid ? ctx->threads : topo->ppn;
-    const long k = o->k ? o->k : limit;
+    const long k = o->k ? o->k : (o->mode == KC_MODE_MULTIPLE ? ctx->threads_asked : limit);
     if (k > limit) {
         topology_free(topo);
+        if (hybrid && k <= ctx->threads_asked)
+            kc_fail(ctx, 2, "mode %s needs %ld threads per rank (k) but the OpenMP team has "
+                            "only %d of the %d asked for (OMP_NUM_THREADS); OMP_THREAD_LIMIT, "
+                            "OMP_DYNAMIC or the OpenMP runtime limits it",
+                    kc_mode_name(o->mode), k, ctx->threads, ctx->threads_asked);
         if (hybrid)
             kc_fail(ctx, 2, "--k %ld is larger than the %d threads per rank (OMP_NUM_THREADS) "
                             "in mode %s", k, ctx->threads, kc_mode_name(o->mode));

@@ -43,3 +43,12 @@ def test_benchmark_without_a_store(tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'read every perflog' in out and 'one-off ingest' not in out
     assert not (tmp_path / 'history').exists()
+
+
+def test_an_unwritable_keep_is_one_line(tmp_path, capsys):
+    (tmp_path / 'file').write_text('')
+    keep = tmp_path / 'file' / 'bench'        # under a file: cannot be made
+    assert bench.main(['--records', '10', '--keep', str(keep)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'bench: error: cannot write (--keep {keep}): [Errno 20] Not a '
+                          'directory') and err.count('\n') == 1

@@ -246,3 +246,52 @@ def test_the_report_of_a_nightly_opens_with_the_morning_page(tmp_path):
     rep = report.build(st.records(night(20)), ReadStats(), [], since=night(20),
                        stored=st.scan())
     assert rep.section(SINCE_LAST_NIGHT) is None
+
+
+def test_a_tiny_p_value_is_refused_not_run_for_minutes(monkeypatch, capsys):
+    # ~5 / p permutations per test: 1e-7 took minutes; the minimum is named
+    with pytest.raises(changes.KnobError, match=r'p_value must be in \[0.0001, 1\]'):
+        changes.Knobs(p_value=1e-7)
+    assert changes.Knobs(p_value=changes.MIN_P_VALUE).p_value == 1e-4
+    monkeypatch.setenv('HARNESS_CHANGE_P_VALUE', '1e-7')
+    with pytest.raises(changes.KnobError, match=r"HARNESS_CHANGE_P_VALUE='1e-7': must be in"):
+        changes.Knobs.from_env()
+    monkeypatch.delenv('HARNESS_CHANGE_P_VALUE')
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(['changes', '--store', '.', '--p-value', '1e-7'])
+    assert exit_.value.code == 2
+    assert 'error: --p-value 1e-07: must be in [0.0001, 1]' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('gap', ['inf', '1e300', 'nan', '-1'])
+def test_an_infinite_or_huge_session_gap_is_refused(monkeypatch, capsys, gap):
+    with pytest.raises(changes.KnobError, match='session_gap must be positive minutes'):
+        changes.Knobs(session_gap=float(gap))
+    monkeypatch.setenv('HARNESS_CHANGE_SESSION_GAP', gap)
+    with pytest.raises(changes.KnobError,
+                       match=f"HARNESS_CHANGE_SESSION_GAP='{gap}': must be positive minutes, "
+                             'at most 1e\\+06'):
+        changes.Knobs.from_env()
+    monkeypatch.delenv('HARNESS_CHANGE_SESSION_GAP')
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(['changes', '--store', '.', '--session-gap', gap])
+    assert exit_.value.code == 2
+    assert f'error: --session-gap {float(gap)}: must be positive' in capsys.readouterr().err
+    assert changes.Knobs(session_gap=changes.MAX_SESSION_GAP).gap.days == 694
+
+
+@pytest.mark.parametrize('options', [[], ['--last-night', '--fail-on-change']])
+def test_a_missing_store_or_a_file_is_an_unreadable_store(tmp_path, capsys, monkeypatch,
+                                                         options):
+    (tmp_path / 'file').write_text('')
+    for path, what in ((tmp_path / 'none', 'does not exist'),
+                       (tmp_path / 'file', 'is not a directory')):
+        assert cli.main(['changes', '--store', str(path), *options]) == 2
+        out = capsys.readouterr()
+        assert out.err == f'hybridverdict changes: the history store {path} {what}\n'
+        assert out.out == ''
+    # the default store ($HARNESS_VAR_DIR/history) too: HARNESS_CHANGES_FATAL relies on it
+    monkeypatch.setenv('HARNESS_VAR_DIR', str(tmp_path))
+    assert cli.main(['changes', *options]) == 2
+    assert f'{tmp_path / "history"} does not exist (the default' in capsys.readouterr().err
+    assert not (tmp_path / 'history').exists()

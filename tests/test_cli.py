@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from hybridverdict import plots
+from hybridverdict import write as write_mod
 from hybridverdict.cli import main
+from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.report import build
 from test_perflog import HEADER, line, write
 
 
@@ -36,3 +41,78 @@ def test_corrupt_lines_are_reported_not_fatal(tmp_path, capsys):
                  line(mode='masteronly', ranks=1, threads=2, t=1.0))
     assert main(['--perflogs', str(logs), '--no-write']) == 0
     assert 'skipped 1 perflog line' in capsys.readouterr().err
+
+
+def pair(tmp_path):
+    """A perflog of one pure-MPI/hybrid pair."""
+    return write(tmp_path / 'perflogs/local/shm/SpmvCheck.log', HEADER, line(t=2.0),
+                 line(mode='masteronly', ranks=1, threads=2, t=1.0))
+
+
+@pytest.mark.parametrize('value', ['abc', '-1', 'inf'])
+def test_a_bad_change_knob_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch, value):
+    # the report's morning page reads HARNESS_CHANGE_* where it has a history store
+    logs = pair(tmp_path)
+    monkeypatch.setenv('HARNESS_CHANGE_SESSION_GAP', value)
+    assert main(['--perflogs', str(logs.parent), '--history-store', str(tmp_path / 'h'),
+                 '--out', str(tmp_path / 'reports')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hybridverdict: HARNESS_CHANGE_SESSION_GAP='{value}': ")
+    assert err.count('\n') == 1
+    assert not (tmp_path / 'h').exists() and not (tmp_path / 'reports').exists()
+    # without a store the knobs are not read: the report is made as before
+    assert main(['--perflogs', str(logs.parent), '--no-write']) == 0
+
+
+@pytest.mark.parametrize('option', ['--history-limit', '--history-points'])
+def test_a_huge_history_option_is_refused_by_the_parser(tmp_path, capsys, option):
+    logs = pair(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(['--perflogs', str(logs.parent), '--no-write', option, '9223372036854775807'])
+    assert exit_.value.code == 2
+    assert f'error: {option} must be from ' in capsys.readouterr().err
+
+
+class SpyPool:
+    """The process pool of a ``plots.Drawing`` (never started): whether it was ended."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def terminate(self) -> None:
+        self.ended = True
+
+    def join(self) -> None:
+        pass
+
+
+def test_an_unwritable_out_starts_no_drawing_process_and_ends_one_it_started(
+        tmp_path, monkeypatch):
+    logs = pair(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    drawings: list[plots.Drawing] = []
+    real = plots.Drawing
+
+    def drawing(rep, parallel=True):
+        d = real(rep, parallel=False)
+        d.pool = SpyPool()
+        drawings.append(d)
+        return d
+
+    monkeypatch.setattr(write_mod.plots, 'Drawing', drawing)
+    # --out under a file: os.makedirs fails before a second process is forked
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(OSError):
+        write_mod.write_all(rep, str(tmp_path / 'file' / 'reports'))
+    assert drawings == []
+
+    # a write that fails after it started: its process is ended all the same
+    def refused(path, text):
+        raise PermissionError(13, 'Permission denied', path)
+
+    monkeypatch.setattr(write_mod, 'write_new', refused)
+    with pytest.raises(PermissionError):
+        write_mod.write_all(rep, str(tmp_path / 'reports'))
+    (d,) = drawings
+    assert d.pool.ended

@@ -94,6 +94,11 @@ def test_stack_lists_take_commas_and_spaces(tmp_path, stacks):
     for sep in (' ', ', ', ',', '  '):
         conf, err = load(tmp_path, HARNESS_STACKS=sep.join(stacks))
         assert set(envs_of(conf, 'shm')) == set(stacks), err
+    # a stack named twice runs once (each partition listed it twice, and the
+    # plan split the budget across both)
+    conf, err = load(tmp_path, HARNESS_STACKS=f'{stacks[0]},{stacks[0]}')
+    local = next(s for s in conf['systems'] if s['name'] == 'local')
+    assert all(p['environs'] == [stacks[0]] for p in local['partitions']), err
     from harnesscore.knobs import split_list
     assert split_list(' a,b  c,, d ') == ['a', 'b', 'c', 'd'] and split_list('') == []
 
@@ -133,3 +138,36 @@ def test_the_last_attempt_of_each_case_is_read_after_a_retry(tmp_path):
     assert [p.name for p in last_attempts(tmp_path, 'Spmv_*')] == ['Spmv_a_retry2', 'Spmv_b']
     assert [p.name for p in last_attempts(tmp_path)] == ['Md_c_retry1', 'Spmv_a_retry2',
                                                          'Spmv_b']
+
+
+def test_every_tool_reads_the_var_dir_the_runs_write(tmp_path, monkeypatch):
+    # ReFrame's configuration puts the runs in the checkout's var/ wherever
+    # reframe runs; the baseline, the sequential rounds and the plan's costs
+    # looked in ./var of wherever they ran, and missed them.
+    from harnesscore import plan
+    from harnesscore.paths import REFERENCES_DIR, var_dir
+    from hybridverdict import baseline, sequential
+    env = mpi_env()
+    for var in ('HARNESS_VAR_DIR', 'HARNESS_QUIET', 'HARNESS_PLAN_COSTS', 'RFM_REFERENCE_PREFIX'):
+        env.pop(var, None)
+        monkeypatch.delenv(var, raising=False)
+    code = 'import runpy, sys; print(runpy.run_path(sys.argv[1])["REAL_VAR_DIR"])'
+    proc = subprocess.run([sys.executable, '-c', code, str(CONFIG)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    written = proc.stdout.strip().splitlines()[-1]
+    assert written == str(CONFIG.parent.parent / 'var')
+    monkeypatch.chdir(tmp_path)
+    args = baseline.parser().parse_args([])
+    assert (args.perflogs, args.prefix) == ([os.path.join(written, 'perflogs')], REFERENCES_DIR)
+    args = sequential.parse_args(['--since', '2026-11-26T00:00:00+00:00', '--deadline', '0',
+                                 '--', 'reframe'])
+    assert args.perflogs == os.path.join(written, 'perflogs')
+    assert plan.costs_path() == os.path.join(written, 'plan-costs.json')
+    # a var dir under ~ is the same one for the configuration and the tools
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.setenv('HARNESS_VAR_DIR', '~/night')
+    env.update(HOME=str(tmp_path), HARNESS_VAR_DIR='~/night')
+    proc = subprocess.run([sys.executable, '-c', code, str(CONFIG)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / 'night') == var_dir()

@@ -51,6 +51,18 @@ def test_bad_repeat_is_refused_before_anything_is_installed():
     assert '[1/4]' not in proc.stdout
 
 
+def test_relative_paths_are_the_users_not_the_checkouts(tmp_path):
+    # ./harness runs its commands from the checkout: a relative venv (or
+    # prefix, or cluster file) was looked up there, not where the user is.
+    (tmp_path / 'myvenv').symlink_to(REPO / '.venv')
+    proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, 'HARNESS_VENV': 'myvenv', 'HARNESS_NO_APT': '1',
+                               'HARNESS_VAR_DIR': 'var'})
+    assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
+    assert (tmp_path / 'var').is_dir()
+
+
 def test_readme_quick_start_holds_the_two_commands():
     text = (REPO / 'README.md').read_text()
     block = text.split('## Quick start', 1)[1].split('```sh', 1)[1].split('```', 1)[0]

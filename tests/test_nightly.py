@@ -188,3 +188,29 @@ def test_a_selection_selects_the_same_cases_in_nightly_as_in_run(tmp_path, stack
         assert cases[cmd], proc.stdout[-3000:]
         assert {env_ for _n, _s, env_ in cases[cmd]} == {stacks[0]}, proc.stdout[-3000:]
     assert cases['run'] == cases['nightly']
+
+
+def test_the_nightly_options_give_reframe_no_command_to_run(tmp_path):
+    # ReFrame expands $(...) in --report-junit and --perflogdir as in its
+    # configuration's paths: the var dir reaches it as a link, as there.
+    var = tmp_path / f'night $(touch {tmp_path}/INJECTED)'
+    opts = subprocess.run([sys.executable, str(REPO / 'config' / 'nightly.py'), 'options',
+                           '--var-dir', str(var)], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    assert not any('$' in o for o in opts), opts
+    junit = next(o for o in opts if o.startswith('--report-junit='))
+    assert Path(junit.split('=', 1)[1]).parent.parent.resolve() == var.resolve()
+    proc = subprocess.run([str(BIN / 'reframe'), '-C', str(CONFIG), *opts, '-c',
+                           str(REPO / 'checks' / 'kernels.py'), '-n', 'NoSuchCheck', '-l'],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=mpi_env(HARNESS_VAR_DIR=str(var)))
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / 'INJECTED').exists()
+
+
+def test_the_judgements_refuse_a_since_that_is_not_a_time(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / 'config' / 'nightly.py'), 'judgements',
+                           '--perflogs', str(tmp_path), '--since', 'garbage'],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr == "config/nightly.py: error: --since: not an ISO time: 'garbage'\n"

@@ -179,3 +179,58 @@ def test_an_unusable_time_is_skipped_with_its_place_and_the_rest_judged(tmp_path
     assert 'unusable record (t_total is not' in warning and f'{log}:5' in warning
     # the report is written for every other pair, not a traceback
     assert cli_main(['--perflogs', str(log), '--out', str(tmp_path / 'out')]) == 0
+
+
+# ---- inputs read once, only regular files, every control character escaped ----
+
+def test_a_file_given_twice_is_read_once(tmp_path):
+    path = write(tmp_path / 'logs/SpmvCheck.log', HEADER, line(), line(mode='masteronly'))
+    (tmp_path / 'link').symlink_to(tmp_path / 'logs')
+    logs = str(tmp_path / 'logs')
+    for paths in ([logs, logs], [logs, str(path)], [str(path), str(tmp_path / 'link')]):
+        stats = ReadStats()
+        assert len(read_perflogs(paths, stats=stats)) == 2, paths
+        assert stats.files == 1
+
+
+@pytest.mark.parametrize('char', ['\x0e', '\x00', '\x1b', '\x7f', '\x85'])
+def test_every_control_character_is_shown_escaped(tmp_path, char):
+    write(tmp_path / 'x.log', HEADER, line(env=f'mp{char}ich'))
+    (rec,) = read_perflogs([str(tmp_path)])
+    assert rec.stack == f'mp\\x{ord(char):02x}ich'
+    assert rec.build_spec == f'cmake Release mp\\x{ord(char):02x}ich'
+
+
+def test_a_fifo_among_the_perflogs_is_skipped_with_a_warning(tmp_path):
+    import os
+    import signal
+
+    write(tmp_path / 'logs/SpmvCheck.log', HEADER, line())
+    fifo = tmp_path / 'logs/Pipe.log'
+    os.mkfifo(fifo)
+
+    def hung(*_args: object) -> None:
+        raise TimeoutError('reading the perflogs hangs on a FIFO')
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        stats = ReadStats()
+        assert len(read_perflogs([str(tmp_path / 'logs')], stats=stats)) == 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert stats.not_regular == [str(fifo)]
+    assert any('not regular files' in w and str(fifo) in w for w in stats.warnings())
+    with pytest.raises(PerflogError, match='not a regular perflog'):
+        read_perflogs([str(fifo)])
+
+
+def test_a_record_dated_in_the_future_is_kept_with_a_warning(tmp_path):
+    path = write(tmp_path / 'x.log', HEADER, line(), line(time='2099-01-01T00:00:00+0000'),
+                 line(time='2099-01-02T00:00:00+0000'))
+    stats = ReadStats()
+    assert len(read_perflogs([str(tmp_path)], stats=stats)) == 3
+    (warning,) = stats.warnings()
+    assert '2 record(s) dated more than 1 day after now' in warning
+    assert f'first at {path}:3' in warning

@@ -247,3 +247,15 @@ def test_part_budget_line(capsys):
     assert plan_cli.main(['--cores', '16', '--stacks', '3', '--budget', '30m', '-q']) == 0
     out = capsys.readouterr().out
     assert 'session: 3 part(s) (partition x stack)' in out and 'budget 30.0 min' in out
+
+
+def test_help_names_the_budget_the_plan_takes(capsys, monkeypatch):
+    # --help said 15m while the command planned 30m
+    monkeypatch.delenv('HARNESS_BUDGET', raising=False)
+    with pytest.raises(SystemExit):
+        plan_cli.main(['--help'])
+    text = ' '.join(capsys.readouterr().out.split())
+    assert f'HARNESS_BUDGET or {P.DEFAULT_SESSION_BUDGET}' in text
+    assert plan_cli.main(['--cores', '16', '--part-budget']) == 0
+    seconds = float(capsys.readouterr().out.split()[0])
+    assert seconds == P.parse_session_budget(P.DEFAULT_SESSION_BUDGET)[0]

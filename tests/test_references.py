@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
+import sys
 
 import pytest
 import yaml
@@ -97,19 +99,10 @@ def test_diff_shows_new_changed_and_kept_entries():
      '        fom: 3\n', 'expected [reference, lower, upper, unit]'),
 ])
 def test_a_malformed_references_file_is_named_and_left_alone(tmp_path, capsys, text, message):
-    (tmp_path / 'perflogs').mkdir()
     bad = tmp_path / 'refs' / 'local.yaml'
     bad.parent.mkdir()
     bad.write_text(text)
-    log = tmp_path / 'perflogs' / 'StreamCheck.log'
-    header = ('job_completion_time|system|partition|environ|name|kernel|mode|ranks|threads|'
-              'size|cores|nodes|mpi_library|verified|oversubscribed|finalize_hung|build_spec|'
-              'result|fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres')
-    row = ('2026-01-01T00:00:00+0000|local|shm|mpich|StreamCheck %sample=0 %layout=mpi_2x1 '
-           '%problem=8|stream|mpi|2|1|8|2|1|MPICH|true|false|false|cmake|pass|10.0|GB/s|0|'
-           'None|None')
-    log.write_text(f'{header}\n{row}\n')
-    rc = baseline.main(['--perflogs', str(tmp_path / 'perflogs'), '--prefix',
+    rc = baseline.main(['--perflogs', stream_perflogs(tmp_path), '--prefix',
                         str(tmp_path / 'refs'), '--force'])
     err = capsys.readouterr().err
     assert rc == 2 and str(bad) in err and message in err
@@ -121,3 +114,49 @@ def test_no_runs_of_the_system_is_an_error(tmp_path, capsys):
     (tmp_path / 'p').mkdir()
     assert baseline.main(['--perflogs', str(tmp_path / 'p'), '--prefix', str(tmp_path)]) == 2
     assert 'no verified runs' in capsys.readouterr().err
+
+
+def stream_perflogs(tmp_path) -> str:
+    """A perflog folder with one passing StreamCheck run of system local."""
+    logs = tmp_path / 'perflogs'
+    logs.mkdir(parents=True)
+    header = ('job_completion_time|system|partition|environ|name|kernel|mode|ranks|threads|'
+              'size|cores|nodes|mpi_library|verified|oversubscribed|finalize_hung|build_spec|'
+              'result|fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres')
+    row = ('2026-01-01T00:00:00+0000|local|shm|mpich|StreamCheck %sample=0 %layout=mpi_2x1 '
+           '%problem=8|stream|mpi|2|1|8|2|1|MPICH|true|false|false|cmake|pass|10.0|GB/s|0|'
+           'None|None')
+    (logs / 'StreamCheck.log').write_text(f'{header}\n{row}\n')
+    return str(logs)
+
+
+@pytest.mark.parametrize('repeat', ['abc', '0', '101', '²'])
+def test_a_bad_harness_repeat_is_one_line(tmp_path, capsys, monkeypatch, repeat):
+    monkeypatch.setenv('HARNESS_REPEAT', repeat)
+    assert baseline.main(['--perflogs', stream_perflogs(tmp_path), '--prefix',
+                          str(tmp_path / 'refs'), '--dry-run']) == 2
+    out = capsys.readouterr()
+    assert out.err == ('hybridverdict-baseline: error: HARNESS_REPEAT must be an integer '
+                       f'from 1 to 100: {repeat!r}\n')
+    assert out.out == ''
+    monkeypatch.setenv('HARNESS_REPEAT', ' 5 ')
+    assert baseline.main(['--perflogs', stream_perflogs(tmp_path / 'b'), '--prefix',
+                          str(tmp_path / 'refs'), '--dry-run']) == 0
+    assert 'medians of 5 run(s) a night' in capsys.readouterr().out
+
+
+class ClosedPipe(io.TextIOBase):
+    """stdout read by ``head -1``, which has exited."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, 'Broken pipe')
+
+
+def test_stdout_closed_early_is_quiet_not_a_write_error(tmp_path, capsys, monkeypatch):
+    logs = stream_perflogs(tmp_path)
+    monkeypatch.setattr(sys, 'stdout', ClosedPipe())
+    for options in (['--dry-run'], ['--force']):
+        assert baseline.main(['--perflogs', logs, '--prefix', str(tmp_path / 'refs'),
+                              *options]) == 128 + 13     # as a shell's for SIGPIPE
+        assert capsys.readouterr().err == ''
+        assert not (tmp_path / 'refs').exists()

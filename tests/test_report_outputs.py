@@ -204,8 +204,8 @@ def test_communication_data_alone_makes_a_report(tmp_path, capsys):
 
 
 @pytest.mark.parametrize('args,message', [
-    (['--history-limit', '-1'], '--history-limit must be >= 0'),
-    (['--history-points', '1'], '--history-points must be >= 2'),
+    (['--history-limit', '-1'], '--history-limit must be from 0 to 10000, got -1'),
+    (['--history-points', '1'], '--history-points must be from 2 to 1000000, got 1'),
 ])
 def test_bad_options_are_clear_errors(args, message, capsys):
     with pytest.raises(SystemExit):

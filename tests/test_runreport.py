@@ -127,3 +127,33 @@ def test_a_run_in_both_perflog_and_report_counts_once(tmp_path):
     both = merge(read_perflogs([str(tmp_path / 'Spmv.log')]),
                  read_run_reports([str(tmp_path)], ReadStats()))
     assert sorted(r.mode for r in both) == ['masteronly', 'mpi']
+
+
+@pytest.mark.parametrize('runs, reason', [
+    ([{'testcases': 5}], 'run report testcases is not a list'),
+    (['not a run'], 'run report run is not an object'),
+    ([{'testcases': [{'kernel': 'spmv', 'perfvalues': [1, 2]}]}],
+     'run report test case perfvalues is not an object'),
+    ([{'testcases': [{'kernel': 'spmv', 'check_vars': 5}]}],
+     'run report test case check_vars is not an object'),
+])
+def test_malformed_runs_and_test_cases_are_skipped_and_counted(tmp_path, runs, reason):
+    path = tmp_path / 'run-report-1.json'
+    path.write_text(json.dumps({'runs': runs}))
+    report(tmp_path / 'run-report-2.json', [case()])
+    stats = ReadStats()
+    assert len(read_run_reports([str(tmp_path)], stats)) == 1
+    assert stats.reasons == {reason: 1} and stats.first_at[reason].startswith(f'{path}:runs[0]')
+
+
+def test_control_characters_in_variable_names_and_units_are_escaped(tmp_path):
+    report(tmp_path / 'r.json', [case(perfvalues={
+        'local:shm:t\x0etotal': [1.0, 0, None, None, 's\x1b', 'pass']})])
+    (rec,) = read_run_reports([str(tmp_path / 'r.json')], ReadStats())
+    assert rec.values == {'t\\x0etotal': 1.0} and rec.units == {'t\\x0etotal': 's\\x1b'}
+
+
+def test_a_report_given_twice_is_read_once(tmp_path):
+    path = report(tmp_path / 'run-report-1.json', [case()])
+    stats = ReadStats()
+    assert len(read_run_reports([str(tmp_path), path], stats)) == 1 and stats.files == 1

@@ -7,6 +7,7 @@ import datetime as dt
 import re
 
 import perflog_writer as pw
+import pytest
 from harnesscore import stats
 from hybridverdict import sequential
 from hybridverdict.perflog import read_perflogs
@@ -99,3 +100,20 @@ def test_measured_costs_feed_the_next_plan(tmp_path, monkeypatch):
     assert P.measured_costs('local:tcp') == {}
     costs.write_text('{not json')
     assert P.measured_costs('local:shm') == {}
+
+
+@pytest.mark.parametrize('options, message', [
+    (['--since', 'garbage'], "--since: not an ISO time: 'garbage'"),
+    (['--since', ''], "--since: not an ISO time: ''"),
+    (['--noise-floor', '-5'], '--noise-floor must be in [0, 1), got -5.0'),
+    (['--noise-floor', 'nan'], '--noise-floor must be in [0, 1), got nan'),
+    (['--noise-floor', '1'], '--noise-floor must be in [0, 1), got 1.0'),
+])
+def test_a_bad_since_or_noise_floor_is_an_argument_error(tmp_path, capsys, options, message):
+    argv = ['--since', '2026-11-25T00:00:00', '--deadline', '0', '--perflogs',
+            str(tmp_path / 'none'), '--costs', str(tmp_path / 'costs.json'), *options,
+            '--', 'false']
+    with pytest.raises(SystemExit) as exit_:
+        sequential.main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(f'error: {message}\n')

@@ -492,7 +492,7 @@ def test_an_infiniband_cluster_from_written_outputs(tmp_path, hpc_runner, capsys
     out = capsys.readouterr().out
     assert code == 0, out
     assert cluster['name'] == 'hpc1' and cluster['scheduler'] == 'slurm'
-    assert cluster['modules_system'] == 'tmod4' and cluster['access'] == ['--account=proj1']
+    assert cluster['modules_system'] == 'envmod' and cluster['access'] == ['--account=proj1']
     assert cluster['hostnames'] == [r'^login\d+(\.|$)']
     # the debug partition's MaxTime is 20 minutes; the DOWN one is left out
     assert cluster['time_limit'] == '20m'
@@ -578,7 +578,15 @@ def test_unknown_partitions_and_bad_options_are_refused(tmp_path, capsys, test_c
         capsys.readouterr().err
     for argv, message in ((['--name', 'bad name'], 'a ReFrame system name'),
                           (['--output', str(tmp_path / 'no' / 'x.py')], 'no folder'),
+                          (['--name', 'x\n'], 'a ReFrame system name'),
                           (['--nodes', '0'], '--nodes must be at least 1'),
+                          (['--srun-timeout', '0'], '--srun-timeout must be a number of seconds'),
+                          (['--srun-timeout', '-1'], '--srun-timeout must be'),
+                          (['--srun-timeout', 'inf'], '--srun-timeout must be'),
+                          (['--srun-timeout', 'nan'], '--srun-timeout must be'),
+                          (['--srun-timeout', '1e300'], 'at most 3600, got 1e+300'),
+                          (['--srun-timeout', '3600.5'], '--srun-timeout must be'),
+                          (['--access=--account=x\0'], 'an sbatch option'),
                           (['--access', 'account=x'], 'an sbatch option'),
                           (['--dry-run', '--force'], 'not allowed with')):
         with pytest.raises(SystemExit) as exc:
@@ -694,3 +702,17 @@ def test_harness_site_on_the_test_cluster_runs_the_kernels_as_written(site_clust
                     for res in results:
                         assert sorted(set(res['hosts'])) == ['node1', 'node2'], res
                         assert res['mpi_library'].startswith(mn.LIBRARY[stack]), res
+
+
+def test_modules_systems_are_those_reframe_drives(tmp_path):
+    # Environment Modules 4+ is ReFrame 4.10's 'envmod' ('tmod4' is deprecated);
+    # the 3.x C modulecmd ('tmod') it refuses: no modules tool, stacks from PATH.
+    from slurm_systems import modules_systems
+    tool = stub_stack(tmp_path / 'libexec', ['modulecmd.tcl']) / 'modulecmd.tcl'
+    environ = {'MODULES_CMD': str(tool), 'PATH': str(tmp_path / 'nothing')}
+    for says, kind in (('Modules Release 5.3.1 (2023-06-27)', 'envmod'),
+                       ('Modules Release 4.5.2', 'envmod'), ('VERSION=3.2.10', None)):
+        found = sg.find_module_tool(environ, FakeCluster({(str(tool), 'bash', '--version'):
+                                                          ok(err=says + '\n')}, {}, {}))
+        assert (found.kind if found else None) == kind
+        assert kind is None or kind in modules_systems()

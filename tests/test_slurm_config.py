@@ -135,12 +135,157 @@ def template_cluster() -> dict:
      'transport_env names unknown stack(s) intelmpi'),
 ])
 def test_template_mistakes_are_named(change, message):
+    error = cluster_error(change)
+    assert message in error and error.startswith('site_x.py')
+
+
+def cluster_error(change) -> str:
+    """The ValueError of the template cluster that `change` made wrong."""
     cluster = template_cluster()
     change(cluster)
     with pytest.raises(ValueError) as err:
         slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
-    assert message in str(err.value)
-    assert str(err.value).startswith('site_x.py')
+    return str(err.value)
+
+
+# ---- mistakes in a cluster file: one ValueError naming file and key -------------
+
+@pytest.fixture
+def no_cluster_env(monkeypatch):
+    for var in ('HARNESS_CLUSTERS', 'HARNESS_TEST_CLUSTER', 'HARNESS_MODULES_SYSTEM'):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def systems_error(tmp_path: Path) -> str:
+    """The one-line message of what settings.py calls (slurm_systems.slurm_systems)."""
+    with pytest.raises(ValueError) as err:
+        slurm_systems.slurm_systems(str(tmp_path / 'var'), [], [])
+    message = str(err.value)
+    assert '\n' not in message
+    return message
+
+
+
+@pytest.mark.parametrize('text, message', [
+    ('CLUSTER = {\n', 'SyntaxError: '),
+    ('import harness_no_such_module\n',
+     "ModuleNotFoundError: No module named 'harness_no_such_module' (line 1)"),
+    ('X = 1\nraise RuntimeError("no\\ncluster here")\n',
+     'RuntimeError: no cluster here (line 2)'),
+    ('CLUSTER = {}[0]\n', 'KeyError: 0 (line 1)'),
+    ('X = 1\n', 'defines no CLUSTER dictionary'),
+    (f'exec(open({str(TEMPLATE)!r}).read())\n'
+     f"CLUSTER['partitions'] = list(CLUSTER['partitions'].values())\n",
+     'partitions must be a dictionary, got [{'),
+], ids=['syntax-error', 'import-error', 'raises', 'key-error', 'no-CLUSTER', 'partitions-list'])
+def test_a_broken_cluster_file_is_a_value_error_naming_it(tmp_path, no_cluster_env, text,
+                                                          message):
+    site = tmp_path / 'site_broken.py'
+    site.write_text(text)
+    no_cluster_env.setenv('HARNESS_CLUSTERS', str(site))
+    got = systems_error(tmp_path)
+    assert got.startswith(f'{site}: ') and message in got, got
+
+
+def test_a_missing_cluster_file_is_a_value_error(tmp_path, no_cluster_env):
+    no_cluster_env.setenv('HARNESS_CLUSTERS', str(tmp_path / 'nope.py'))
+    assert systems_error(tmp_path) == \
+        f'HARNESS_CLUSTERS names missing file(s): {tmp_path / "nope.py"}'
+
+
+@pytest.mark.parametrize('change, message', [
+    (lambda c: c.update(hostnames='login1'),
+     "site_x.py: hostnames must be a list of strings, got 'login1'"),
+    (lambda c: c.update(access='--account=p'),
+     "site_x.py: access must be a list of strings, got '--account=p'"),
+    (lambda c: c.update(prepare_cmds='module purge'),
+     "site_x.py: prepare_cmds must be a list of strings, got 'module purge'"),
+    (lambda c: c['partitions']['ib'].update(access='--partition=x'),
+     "site_x.py: partition ib: access must be a list of strings, got '--partition=x'"),
+    (lambda c: c['partitions']['eth'].update(access=['--exclusive', 2]),
+     "site_x.py: partition eth: access must be a list of strings, got ['--exclusive', 2]"),
+    (lambda c: c['stacks']['mpich'].update(modules='mpich/4.1'),
+     "site_x.py: stack mpich: modules must be a list of strings, got 'mpich/4.1'"),
+    (lambda c: c['partitions']['ib'].update(nodes='two'),
+     "site_x.py: partition ib: nodes must be an integer, got 'two'"),
+    (lambda c: c['partitions']['ib'].update(nodes=True),
+     'site_x.py: partition ib: nodes must be an integer, got True'),
+    (lambda c: c['partitions']['eth'].update(max_jobs=2.5),
+     'site_x.py: partition eth: max_jobs must be an integer, got 2.5'),
+    (lambda c: c.update(max_jobs='many'),
+     "site_x.py: max_jobs must be an integer, got 'many'"),
+    (lambda c: c.update(partitions=[c['partitions']['ib']]),
+     'site_x.py: partitions must be a dictionary, got [{'),
+    (lambda c: c.update(stacks=['openmpi']),
+     "site_x.py: stacks must be a dictionary, got ['openmpi']"),
+    (lambda c: c['partitions'].update(ib=['--partition=ib']),
+     "site_x.py: partition ib: must be a dictionary, got list ['--partition=ib']"),
+    (lambda c: c['stacks'].update(mpich='mpich/4.1'),
+     "site_x.py: stack mpich: must be a dictionary, got str 'mpich/4.1'"),
+    (lambda c: c['partitions']['ib'].update(transport_env=['openmpi']),
+     "site_x.py: partition ib: transport_env must be a dictionary, got ['openmpi']"),
+    (lambda c: c['partitions']['ib']['transport_env'].update(mpich='UCX_TLS=tcp'),
+     "site_x.py: partition ib: transport_env['mpich'] must be a dictionary, got 'UCX_TLS=tcp'"),
+    (lambda c: c['partitions']['ib'].update(extras=['x']),
+     "site_x.py: partition ib: extras must be a dictionary, got ['x']"),
+    (lambda c: c['partitions']['ib'].update(processor=128),
+     'site_x.py: partition ib: processor must be a dictionary, got 128'),
+    (lambda c: c['stacks']['mpich'].update(env='A=1'),
+     "site_x.py: stack mpich: env must be a dictionary, got 'A=1'"),
+])
+def test_wrong_types_in_a_cluster_are_named(change, message, no_cluster_env):
+    error = cluster_error(change)
+    assert message in error and '\n' not in error
+
+
+def test_lists_and_integers_of_the_right_type_are_kept(no_cluster_env):
+    cluster = template_cluster()
+    cluster['hostnames'] = ('login1',)
+    cluster['prepare_cmds'] = ['module purge']
+    cluster['partitions']['ib']['nodes'] = '3'   # a number as text, as before
+    system, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    assert system['hostnames'] == ['login1']
+    ib = next(p for p in system['partitions'] if p['name'] == 'ib')
+    assert ib['extras']['nodes'] == 3 and ib['prepare_cmds'] == ['module purge']
+    assert ib['access'] == ['--account=FILL_IN_PROJECT', '--partition=compute',
+                            '--constraint=ib', '--exclusive']
+    assert next(e for e in envs if e['name'] == 'mpich')['modules'] == ['FILL_IN/mpich/4.1.2']
+
+
+# ---- HARNESS_MODULES_SYSTEM ----------------------------------------------------------
+
+@pytest.mark.parametrize('value, want', [('', 'lmod'), ('   ', 'lmod'), (' nomod', 'nomod'),
+                                         ('spack\n', 'spack')])
+def test_modules_system_knob_is_stripped_and_empty_is_unset(no_cluster_env, value, want):
+    no_cluster_env.setenv('HARNESS_MODULES_SYSTEM', value)
+    system, _ = slurm_systems.cluster_config(template_cluster(), '/tmp/unused')
+    assert system['modules_system'] == want
+
+
+def test_modules_systems_are_reframes():
+    import reframe
+    schema = json.loads((Path(reframe.__file__).parent / 'schemas' / 'config.json').read_text())
+    want = schema['properties']['systems']['items']['properties']['modules_system']['enum']
+    assert slurm_systems.modules_systems() == tuple(want)
+    assert {'lmod', 'nomod'} <= set(want)
+
+
+@pytest.mark.parametrize('value', ['tmod3', 'Lmod', 'no mod'])
+def test_an_unknown_modules_system_is_named(tmp_path, no_cluster_env, value):
+    no_cluster_env.setenv('HARNESS_MODULES_SYSTEM', value)
+    got = systems_error(tmp_path)
+    assert got.startswith(f'HARNESS_MODULES_SYSTEM={value!r}: not a modules system ReFrame '
+                          f'knows; known: ')
+    assert 'lmod' in got and 'nomod' in got
+
+
+def test_a_modules_system_with_spaces_works_in_reframe(tmp_path):
+    proc = reframe(tmp_path, '--system', 'example-hpc', '--show-config',
+                   'systems/0/modules_system',
+                   **{**template_env(), 'HARNESS_MODULES_SYSTEM': ' nomod '})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == 'nomod'
 
 
 # ---- the multi-node test cluster's system (tests/slurm/cluster.sh) -------------
@@ -210,3 +355,26 @@ def test_a_test_cluster_folder_without_its_record_is_named(tmp_path):
                    HARNESS_TEST_CLUSTER=str(tmp_path / 'gone'), HARNESS_MODULES_SYSTEM='nomod')
     assert proc.returncode != 0
     assert f'HARNESS_TEST_CLUSTER={tmp_path / "gone"}: cannot read' in proc.stderr
+
+
+@pytest.mark.parametrize('values, message', [
+    ({'NODES': 'abc'}, "NODES must be a whole number, got 'abc'"),
+    ({'NODES': ''}, 'NODES missing or empty'),
+    ({'NODES': '0'}, 'NODES must be at least 1, got 0'),
+    ({'CPUS_PER_NODE': 'four'}, "CPUS_PER_NODE must be a whole number, got 'four'"),
+    ({'SLOW_RATE_BITS': '1e9'}, "SLOW_RATE_BITS must be a whole number, got '1e9'"),
+])
+def test_a_bad_test_cluster_record_names_file_and_key(tmp_path, no_cluster_env, values,
+                                                      message):
+    write_cluster_record(tmp_path, **values)
+    no_cluster_env.setenv('HARNESS_TEST_CLUSTER', str(tmp_path))
+    got = systems_error(tmp_path)
+    assert got == f'HARNESS_TEST_CLUSTER={tmp_path}: {tmp_path / "cluster.env"}: {message}'
+
+
+def test_a_test_cluster_record_without_cpus_per_node_is_named(tmp_path, no_cluster_env):
+    (tmp_path / 'cluster.env').write_text('NODES=2\nSHARED_CORES=0\n')
+    no_cluster_env.setenv('HARNESS_TEST_CLUSTER', str(tmp_path))
+    assert systems_error(tmp_path) == \
+        f'HARNESS_TEST_CLUSTER={tmp_path}: {tmp_path / "cluster.env"}: ' \
+        f'CPUS_PER_NODE missing or empty'

@@ -162,3 +162,14 @@ def test_a_used_out_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     rc = main(['--out', str(tmp_path / 'out'), '--root', str(ROOT), '--reframe', 'false'])
     assert rc == 2 and 'is not empty' in capsys.readouterr().err
     assert (tmp_path / 'out' / 'session-1' / 'perflogs' / 'x.log').read_text() == 'kept\n'
+
+
+@pytest.mark.parametrize('floor', ['-5', 'nan', '1'])
+def test_a_floor_outside_0_1_is_an_argument_error(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  floor: str):
+    a, b = (session(tmp_path / name, [(MASTERONLY, 1.5)]) for name in 'ab')
+    with pytest.raises(SystemExit) as exit_:
+        main(['--perflogs', a, b, '--floor', floor])
+    assert exit_.value.code == 2
+    assert f'error: --floor must be in [0, 1), got {float(floor)}' in capsys.readouterr().err

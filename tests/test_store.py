@@ -175,3 +175,85 @@ def test_the_store_gives_the_last_named_sessions_as_the_perflogs_do(tmp_path):
     for rep in (plain, stored):
         (v,) = rep.verdicts
         assert v.confirmed and v.sessions == 'WIN WIN WIN'
+
+
+def test_two_copies_of_a_perflog_in_one_ingest_store_its_records_once(tmp_path):
+    logs = tmp_path / 'logs'
+    write(logs / 'a.log', [header(['t_total', 'fom'])] + spmv_lines(3))
+    write(logs / 'b.log', [header(['t_total', 'fom'])] + spmv_lines(3))
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(logs), str(logs / 'a.log')]).records == 3
+    assert len(st.records()) == 3
+    # one more line in the copy alone: only it is added
+    with open(logs / 'b.log', 'a') as fp:
+        fp.write(spmv_lines(1, start=3)[0] + '\n')
+    assert st.ingest([str(logs)]).records == 1 and len(st.records()) == 4
+
+
+def test_two_checks_of_one_second_are_two_records_in_every_ingest(tmp_path):
+    # two checks that ran the same kernel and layout in the same second differ by
+    # their name only: a file read after the other, from its start, lost its record
+    logs = tmp_path / 'logs'
+    values = {'t_total': (1.0, 's')}
+    st = store.Store(str(tmp_path / 'history'))
+    write(logs / 'QuietA.log', [header(['t_total']), line('spmv', values, name='QuietA')])
+    assert st.ingest([str(logs)]).records == 1
+    write(logs / 'QuietB.log', [header(['t_total']), line('spmv', values, name='QuietB')])
+    assert st.ingest([str(logs)]).records == 1
+    assert sorted(r.name for r in st.records()) == ['QuietA', 'QuietB']
+
+
+def corrupt_store(tmp_path, what: str) -> str:
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
+                 + spmv_lines(2))
+    hist = tmp_path / 'history'
+    store.Store(str(hist)).ingest([str(path)])
+    bad = hist / ('part-000001-values.parquet' if what == 'parquet' else 'part-000001.json')
+    bad.write_text('junk\n' if what == 'parquet' else what)
+    return str(bad)
+
+
+@pytest.mark.parametrize('what', ['parquet', '[]', '{"files": 5}', '{"next_rid": "x"}'])
+def test_a_corrupt_part_is_a_store_error_naming_the_file(tmp_path, capsys, what):
+    bad = corrupt_store(tmp_path, what)
+    st = store.Store(str(tmp_path / 'history'))
+    with pytest.raises(store.StoreError, match=bad):
+        st.records() if what == 'parquet' else st.state()
+    hist = str(tmp_path / 'history')
+    assert main(['--perflogs', str(tmp_path / 'logs'), '--history-store', hist,
+                 '--out', str(tmp_path / 'out')]) == 2
+    if what == 'parquet':
+        assert main(['changes', '--store', hist]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == (2 if what == 'parquet' else 1) and all(bad in e for e in err)
+
+
+def test_the_store_folder_is_made_only_when_there_is_something_to_store(tmp_path,
+                                                                         monkeypatch):
+    from hybridverdict.perflog import PerflogError
+    hist = tmp_path / 'var/history'
+    monkeypatch.setenv('HARNESS_VAR_DIR', str(tmp_path / 'var'))
+    assert main([]) == 2                            # no $HARNESS_VAR_DIR/perflogs
+    assert not hist.exists()
+    with pytest.raises(PerflogError, match='no such perflog'):
+        store.Store(str(hist)).ingest([str(tmp_path / 'nope')])
+    (tmp_path / 'empty').mkdir()
+    assert store.Store(str(hist)).ingest([str(tmp_path / 'empty')]).part is None
+    assert not hist.exists()
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
+                 + spmv_lines(2))
+    assert store.Store(str(hist)).ingest([str(path)]).records == 2 and hist.is_dir()
+
+
+def test_appended_lines_are_named_in_warnings_by_their_perflog(tmp_path):
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
+                 + spmv_lines(2))
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(path)])
+    with open(path, 'a') as fp:
+        fp.write(line('spmv', {'t_total': (1.0, 's'), 'fom': (2.0, 'GFLOP/s')},
+                      time=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)) + '\n')
+    stats = ReadStats()
+    assert st.ingest([str(path)], stats).records == 1
+    assert '1 record(s) dated more than 1 day after now' in stats.warnings()[0]
+    assert f'first at {path}:4' in stats.warnings()[0]

@@ -91,7 +91,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob('HARNESS_NO_APT', 'unset', '1: never call apt-get, even as root (say what is '
          'missing and carry on)', _HARNESS, 'install', see='getting-started.md'),
     # run
-    Knob('HARNESS_VAR_DIR', './var', 'perflogs, builds, stage, outputs, reports, history; '
+    Knob('HARNESS_VAR_DIR', '<checkout>/var', 'perflogs, builds, stage, outputs, reports, history; '
          'a relative one is taken from where the command runs',
          ('run', 'nightly', 'baseline', 'reframe', 'hybridverdict'), 'run', see='configuration.md'),
     Knob('HARNESS_STACKS', 'all stacks found', 'restrict the MPI stacks, e.g. "openmpi,mpich" '
@@ -119,13 +119,15 @@ KNOBS: tuple[Knob, ...] = (
          _SESSION, 'run', see='checks.md'),
     Knob('HARNESS_QUIET', 'unset', '1: no "left out" lines from the configuration',
          _SESSION, 'run', see='configuration.md'),
-    Knob('HARNESS_SNAPSHOTS', '1', '0: no machine-quietness snapshots around the runs '
+    Knob('HARNESS_SNAPSHOTS', '1', '1: machine-quietness snapshots around the runs; 0: none '
          '(every run busy=unknown)', _SESSION, 'run', see='statistics.md'),
-    Knob('HARNESS_SNAPSHOT_S', '0.2', 'sample interval of a quietness snapshot, seconds',
+    Knob('HARNESS_SNAPSHOT_S', '0.2', 'sample interval of a quietness snapshot, seconds '
+         '(above 0, at most 60)',
          _SESSION, 'run', see='statistics.md'),
     # plan
-    Knob('HARNESS_BUDGET', '30m', 'time the whole session may take (900s, 1h30m, minutes), '
-         'split across its partitions and stacks; "10m/part" gives each its own',
+    Knob('HARNESS_BUDGET', '30m (plain reframe: 15m per part)', 'time the whole session '
+         'may take (900s, 1h30m, minutes), split across its partitions and stacks; '
+         '"10m/part" gives each its own',
          (*_SESSION, 'python -m harnesslib.plan'), 'plan', see='plan.md'),
     Knob('HARNESS_PLAN_COSTS', '$HARNESS_VAR_DIR/plan-costs.json', 'the measured seconds per '
          'run the plan estimates from (written after every run and nightly)',

@@ -30,6 +30,9 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 
+from .paths import var_dir
+from .stats import DEFAULT_MAX_ROUNDS
+
 # ---- the checks' parameter spaces --------------------------------------------------
 
 #: Problem sizes of every kernel check (the checks' ``problem`` parameter).
@@ -203,9 +206,14 @@ _UNITS = {'': 1, 'b': 1, 'k': 2**10, 'kib': 2**10, 'm': 2**20, 'mib': 2**20,
 def parse_memory(text: str) -> int:
     """``512GiB``, ``256G``, ``64GB``, ``1073741824``: bytes."""
     m = re.fullmatch(r'\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*', text)
-    if not m or m.group(2).lower() not in _UNITS:
+    if not m or m.group(2).lower() not in _UNITS or not math.isfinite(float(m.group(1))):
         raise ValueError(f'not a memory size: {text!r} (e.g. 512GiB, 64GB, 256G)')
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+#: Longest session budget (a week): a longer one is a typo, and overflows the
+#: shell's arithmetic of the session's deadline.
+MAX_BUDGET_S = 7 * 24 * 3600
 
 
 def parse_budget(text: str) -> float:
@@ -220,8 +228,9 @@ def parse_budget(text: str) -> float:
             raise ValueError(f'HARNESS_BUDGET must be minutes or a duration such as 15m, '
                              f'900s, 1h30m; got {text!r}')
         seconds = sum(float(n) * {'h': 3600, 'm': 60, 's': 1}[u] for n, u in parts)
-    if seconds <= 0:
-        raise ValueError(f'HARNESS_BUDGET must be positive, got {text!r}')
+    if not 0 < seconds <= MAX_BUDGET_S:
+        raise ValueError(f'HARNESS_BUDGET must be positive and at most {MAX_BUDGET_S // 3600}h, '
+                         f'got {text!r}')
     return seconds
 
 
@@ -596,8 +605,7 @@ COSTS_FILE = 'plan-costs.json'
 
 
 def costs_path() -> str:
-    return os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(
-        os.environ.get('HARNESS_VAR_DIR') or 'var', COSTS_FILE)
+    return os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(var_dir(), COSTS_FILE)
 
 
 def cost_key(kernel: str, layout: Layout, size) -> str:
@@ -726,16 +734,23 @@ def cores_per_node(partition) -> int:
 
 #: Round numbers stay below this (the sequential rounds' cap is far lower).
 MAX_FIRST_ROUND = 1000
+#: Highest HARNESS_MAX_ROUNDS.
+MAX_ROUNDS = 100
 #: Most samples per run: each is a test case of every layout and size (a
 #: larger count only makes ReFrame build an unusable test graph for minutes).
 MAX_SAMPLES = 100
 
 
 def _int_knob(name: str, default: str, low: int, high: int) -> int:
-    text = os.environ.get(name, default).strip()
-    if not text.isdigit() or not low <= int(text) <= high:
+    text = os.environ.get(name, '').strip() or default
+    if not re.fullmatch(r'[0-9]+', text) or not low <= int(text) <= high:
         raise ValueError(f'{name} must be an integer from {low} to {high}, got {text!r}')
     return int(text)
+
+
+def max_rounds() -> int:
+    """Most rounds of one pair under the sequential rounds (``HARNESS_MAX_ROUNDS``)."""
+    return _int_knob('HARNESS_MAX_ROUNDS', str(DEFAULT_MAX_ROUNDS), 1, MAX_ROUNDS)
 
 
 def first_round() -> int:

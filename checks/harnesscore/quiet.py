@@ -29,8 +29,9 @@ import time
 BUSY_SHARE = 0.5
 #: steal time (% of the CPU time between the snapshots) from which a run is busy
 STEAL_BUSY_PCT = 5.0
-#: default sample interval (s); HARNESS_SNAPSHOT_S overrides it
+#: default sample interval (s); HARNESS_SNAPSHOT_S overrides it, up to MAX_SAMPLE_S
 SAMPLE_S = 0.2
+MAX_SAMPLE_S = 60.0
 #: the snapshot file in the stage directory
 QUIET_FILE = 'quiet.json'
 
@@ -128,7 +129,7 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
 def snapshot(interval: float | None = None) -> dict:
     """One snapshot of the machine from this process's point of view."""
     if interval is None:
-        interval = float(os.environ.get('HARNESS_SNAPSHOT_S', SAMPLE_S))
+        interval = sample_interval()
     try:
         cores = set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -215,7 +216,23 @@ def epilogue(path: str) -> str:
 
 def enabled() -> bool:
     """HARNESS_SNAPSHOTS=0 turns the snapshots off (every run is then 'unknown')."""
-    return os.environ.get('HARNESS_SNAPSHOTS', '1') != '0'
+    text = os.environ.get('HARNESS_SNAPSHOTS', '').strip() or '1'
+    if text not in ('0', '1'):
+        raise ValueError(f'HARNESS_SNAPSHOTS must be 0 or 1, got {text!r}')
+    return text == '1'
+
+
+def sample_interval() -> float:
+    """HARNESS_SNAPSHOT_S, seconds in (0, MAX_SAMPLE_S] (default SAMPLE_S)."""
+    text = os.environ.get('HARNESS_SNAPSHOT_S', '').strip() or str(SAMPLE_S)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float('nan')
+    if not 0 < seconds <= MAX_SAMPLE_S:     # NaN and inf fail too
+        raise ValueError(f'HARNESS_SNAPSHOT_S must be seconds above 0 and at most '
+                         f'{MAX_SAMPLE_S:g}, got {text!r}')
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,10 @@ from harnesscore.plan import (
 
 # ---- command line ----------------------------------------------------------------
 
+#: Most cores, sockets, NUMA domains or nodes of a declared node (the plan
+#: scans the divisors of the rank counts: far larger ones take minutes).
+MAX_DECLARED = 4096
+
 def _partition_topologies(config: str, system: str | None) -> list[Topology]:
     """The topology of every partition of the ReFrame configuration's system
     (detected as ReFrame does, or declared), each with its stacks
@@ -66,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--mem', default='', help='memory per node, e.g. 512GiB')
     ap.add_argument('--nodes', type=int, default=1)
     ap.add_argument('--samples', type=int, default=None, help='default: HARNESS_REPEAT or 3')
-    ap.add_argument('--budget', default=None, help='default: HARNESS_BUDGET or 15m')
+    ap.add_argument('--budget', default=None,
+                    help=f'default: HARNESS_BUDGET or {DEFAULT_SESSION_BUDGET}')
     ap.add_argument('--stacks', type=int, default=1,
                     help='stacks a declared node runs (a configured partition: its own)')
     ap.add_argument('-q', '--quiet', action='store_true', help='one summary line each')
@@ -75,12 +80,18 @@ def main(argv: list[str] | None = None) -> int:
                          'HARNESS_BUDGET across the partitions and stacks; ./harness exports '
                          'the first as HARNESS_BUDGET=<s>s/part for the checks)')
     args = ap.parse_args(argv)
-    for name, top in (('cores', None), ('sockets', None), ('numa', None), ('nodes', None),
+    for name, top in (('cores', MAX_DECLARED), ('sockets', MAX_DECLARED),
+                      ('numa', MAX_DECLARED), ('nodes', MAX_DECLARED),
                       ('samples', MAX_SAMPLES), ('stacks', None)):
         value = getattr(args, name)
         if value is not None and (value < 1 or (top and value > top)):
             print(f'plan: error: --{name} must be an integer from 1'
                   + (f' to {top}' if top else ' up') + f', got {value}', file=sys.stderr)
+            return 2
+    for name in ('sockets', 'numa'):
+        if args.cores and args.cores % getattr(args, name):
+            print(f'plan: error: --{name} {getattr(args, name)} does not divide --cores '
+                  f'{args.cores}', file=sys.stderr)
             return 2
     try:
         samples = args.samples or samples_per_run()
@@ -100,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f'plan: error: {err}', file=sys.stderr)
         return 2
     if args.part_budget:
-        print(f'{budget:.0f} {budget * parts:.0f} {parts}')
+        # whole seconds for the shell, never 0 (HARNESS_BUDGET=0s/part is refused)
+        print(f'{max(1, round(budget))} {max(1, round(budget * parts))} {parts}')
         return 0
     over, total = False, 0.0
     for topo in topos:

@@ -34,11 +34,11 @@ from collections.abc import Iterable
 import yaml
 from harnesscore import references
 from harnesscore import stats as stats_rule
+from harnesscore.paths import references_dir, var_dir
 from tabulate import tabulate
 
 from . import atomic
 from .changes import record_sessions
-from .cli import default_var_dir
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
 DEFAULT_FLOOR = 0.05
@@ -322,26 +322,41 @@ def _env_rate() -> float:
 
 
 def _count(text: str) -> int:
-    if not text.strip().isdigit() or not 1 <= int(text) <= 100:
+    digits = text.strip()
+    # ASCII digits only: str.isdigit also takes '²', which int() refuses
+    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= 100:
         raise argparse.ArgumentTypeError(f'must be an integer from 1 to 100: {text!r}')
-    return int(text)
+    return int(digits)
+
+
+#: exit status when stdout was closed early (``--dry-run | head``): a shell's for SIGPIPE
+EXIT_STDOUT_CLOSED = 128 + 13
+
+
+def _stdout_closed() -> int:
+    """Quietly stop after a BrokenPipeError on stdout: what is still buffered for it
+    goes to /dev/null, not into an error at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):     # stdout without a file descriptor (a test's capture)
+        pass
+    return EXIT_STDOUT_CLOSED
 
 
 def parser() -> argparse.ArgumentParser:
-    var = default_var_dir()
     ap = argparse.ArgumentParser(
         prog='hybridverdict-baseline',
         description='Write per-system ReFrame reference files from the runs in perflogs.')
-    ap.add_argument('--perflogs', nargs='+', default=[os.path.join(var, 'perflogs')],
+    ap.add_argument('--perflogs', nargs='+', default=[os.path.join(var_dir(), 'perflogs')],
                     help='perflog files or directories (default: $HARNESS_VAR_DIR/perflogs)')
     ap.add_argument('--since', type=_iso_time, help='only runs completed at or after this')
     ap.add_argument('--until', type=_iso_time, help='only runs completed before this')
     ap.add_argument('--system', action='append', default=[],
                     help='only this system (repeatable; default: every system in the logs)')
-    ap.add_argument('--prefix', default=os.environ.get('RFM_REFERENCE_PREFIX',
-                                                       os.path.join('config', 'references')),
+    ap.add_argument('--prefix', default=references_dir(),
                     help='directory of the <system>.yaml files (default: '
-                         '$RFM_REFERENCE_PREFIX or config/references)')
+                         '$RFM_REFERENCE_PREFIX, else the checkout\'s config/references)')
     ap.add_argument('--floor', type=_positive, default=DEFAULT_FLOOR,
                     help=f'smallest tolerance, a fraction (default {DEFAULT_FLOOR})')
     ap.add_argument('--false-alarm', type=_rate, default=_env_rate(),
@@ -359,6 +374,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    night = args.night_samples
+    if night is None:
+        try:
+            night = _count(os.environ.get('HARNESS_REPEAT', '').strip() or '3')
+        except argparse.ArgumentTypeError as err:
+            print(f'hybridverdict-baseline: error: HARNESS_REPEAT {err}', file=sys.stderr)
+            return 2
     stats = ReadStats()
     try:
         records = read_perflogs(args.perflogs, since=args.since, stats=stats)
@@ -385,7 +407,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     now = dt.datetime.now(dt.timezone.utc)
-    night = args.night_samples or _count(os.environ.get('HARNESS_REPEAT', '3') or '3')
     status = 0
     for system in systems:
         try:
@@ -412,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             kept = write_references(path, merge(old, new), args.force, now)
             print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
+        except BrokenPipeError:
+            return _stdout_closed()
         except (ReferencesError, ValueError) as err:
             print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
             status = 2
@@ -419,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f'hybridverdict-baseline: error: cannot write {path}: '
                   f'{err.strerror or err} (nothing was changed)', file=sys.stderr)
             status = 2
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
     return status
 
 

@@ -38,6 +38,13 @@ class KnobError(ValueError):
     """A change-point knob that is not a valid value."""
 
 
+#: smallest ``p_value``: the permutation test runs about 5 / p_value permutations
+#: (50,000 at this one, some 0.05 s per series), so a smaller one would take minutes
+MIN_P_VALUE = 1e-4
+#: largest ``session_gap`` in minutes (about two years: one session)
+MAX_SESSION_GAP = 1e6
+
+
 @dataclasses.dataclass(frozen=True)
 class Knobs:
     """What makes a change point (see the module's description)."""
@@ -52,28 +59,44 @@ class Knobs:
            'magnitude': 'HARNESS_CHANGE_MAGNITUDE', 'session_gap': 'HARNESS_CHANGE_SESSION_GAP'}
 
     def __post_init__(self) -> None:
-        if self.min_segment < 1:
-            raise KnobError(f'min_segment must be at least 1, got {self.min_segment}')
-        if not 0 < self.p_value <= 1:
-            raise KnobError(f'p_value must be in (0, 1], got {self.p_value}')
-        if not 0 <= self.magnitude < 10:
-            raise KnobError(f'magnitude must be in [0, 10), got {self.magnitude}')
-        if not self.session_gap > 0:
-            raise KnobError(f'session_gap must be positive minutes, got {self.session_gap}')
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            problem = self.problem(f.name, value)
+            if problem:
+                raise KnobError(f'{f.name} {problem}, got {value}')
+
+    @staticmethod
+    def problem(name: str, value: object) -> str:
+        """What is wrong with `value` for the knob `name` ('' if nothing)."""
+        if name == 'min_segment':
+            return '' if value >= 1 else 'must be at least 1'  # type: ignore[operator]
+        x = float(value)  # type: ignore[arg-type]
+        if name == 'p_value' and not MIN_P_VALUE <= x <= 1:
+            return f'must be in [{MIN_P_VALUE:g}, 1]'
+        if name == 'magnitude' and not 0 <= x < 10:
+            return 'must be in [0, 10)'
+        if name == 'session_gap' and not 0 < x <= MAX_SESSION_GAP:
+            return f'must be positive minutes, at most {MAX_SESSION_GAP:g}'
+        return ''
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **given: object) -> Knobs:
-        """The knobs from ``HARNESS_CHANGE_*`` (KnobError on a bad value), with the
-        non-None `given` ones (command-line options) over them."""
+        """The knobs from ``HARNESS_CHANGE_*`` (KnobError naming the variable on a bad
+        value), with the non-None `given` ones (command-line options) over them."""
         env = os.environ if env is None else env
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):
-            text = env.get(cls.ENV[f.name], '').strip()
+            name = cls.ENV[f.name]
+            text = env.get(name, '').strip()
             if text:
                 try:
-                    values[f.name] = int(text) if f.name == 'min_segment' else float(text)
+                    value = int(text) if f.name == 'min_segment' else float(text)
                 except ValueError:
-                    raise KnobError(f'{cls.ENV[f.name]}={text!r}: not a number') from None
+                    raise KnobError(f'{name}={text!r}: not a number') from None
+                problem = cls.problem(f.name, value)
+                if problem:
+                    raise KnobError(f'{name}={text!r}: {problem}')
+                values[f.name] = value
             if given.get(f.name) is not None:
                 values[f.name] = given[f.name]
         return cls(**values)  # type: ignore[arg-type]

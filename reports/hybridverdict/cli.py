@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from harnesscore.paths import var_dir
+
 from . import __version__, changes, history
 from .atomic import write_replacing
 from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
@@ -26,10 +28,6 @@ from .write import DEFAULT_TIDY, TIDY_KINDS, write_all
 
 #: Pairs without a verdict listed on stderr when the report has no verdict.
 UNJUDGED_SHOWN = 20
-
-
-def default_var_dir() -> str:
-    return os.environ.get('HARNESS_VAR_DIR', os.path.join(os.getcwd(), 'var'))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,7 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                'verdicts asked for), 2 unreadable input or unwritable output.')
     p.add_argument('--perflogs', nargs='+', metavar='PATH',
                    help='perflog files or directories (default, unless --run-reports is '
-                        'given: $HARNESS_VAR_DIR/perflogs, else ./var/perflogs)')
+                        'given: $HARNESS_VAR_DIR/perflogs, else the checkout\'s var/perflogs)')
     p.add_argument('--run-reports', nargs='+', metavar='PATH',
                    help='ReFrame JSON run reports (run-report-*.json) or directories of them; '
                         'records also found in a perflog are counted once')
@@ -88,10 +86,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 <= args.noise_floor < 1:
         p.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
-    if args.history_limit < 0:
-        p.error(f'--history-limit must be >= 0, got {args.history_limit}')
-    if args.history_points < 2:
-        p.error(f'--history-points must be >= 2, got {args.history_points}')
+    if not 0 <= args.history_limit <= history.MAX_LIMIT:
+        p.error(f'--history-limit must be from 0 to {history.MAX_LIMIT}, '
+                f'got {args.history_limit}')
+    if not 2 <= args.history_points <= history.MAX_POINTS:
+        p.error(f'--history-points must be from 2 to {history.MAX_POINTS}, '
+                f'got {args.history_points}')
     args.since = _times(p, args, 'since').get('since')
     return args
 
@@ -141,6 +141,10 @@ def _written(args: argparse.Namespace, doc: dict,
     return 0
 
 
+#: the options of the knobs of ``changes.Knobs``, in its field order
+KNOB_OPTIONS = ('--min-segment', '--p-value', '--min-magnitude', '--session-gap')
+
+
 def changes_main(argv: list[str]) -> int:
     """``hybridverdict changes``: the change points of the history store."""
     p = argparse.ArgumentParser(
@@ -157,16 +161,18 @@ def changes_main(argv: list[str]) -> int:
     p.add_argument('--until', metavar='ISO', help='sessions that start before this time')
     p.add_argument('--store', metavar='DIR',
                    help='the history store (default: $HARNESS_VAR_DIR/history, else '
-                        './var/history)')
+                        'the checkout\'s var/history)')
     p.add_argument('--json', metavar='FILE', help='also write the change points as JSON')
     p.add_argument('--min-segment', type=int, metavar='N',
                    help='sessions on each side of a change point (default 3)')
     p.add_argument('--p-value', type=float, metavar='P',
-                   help="largest p-value of the permutation test (default 0.01)")
+                   help='largest p-value of the permutation test, at least '
+                        f'{changes.MIN_P_VALUE:g} (default 0.01)')
     p.add_argument('--min-magnitude', type=float, metavar='F',
                    help='smallest change, a fraction: 0.05 = 5%% (default 0.05)')
     p.add_argument('--session-gap', type=float, metavar='MIN',
-                   help='minutes between runs that start a new session (default 60)')
+                   help='minutes between runs that start a new session, at most '
+                        f'{changes.MAX_SESSION_GAP:g} (default 60)')
     p.add_argument('--last-night', action='store_true',
                    help='print the morning page of the last session instead ("Since the '
                         'last night": what moved with it, checks newly failing or passing, '
@@ -176,13 +182,23 @@ def changes_main(argv: list[str]) -> int:
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
     bounds = _times(p, args, 'since', 'until')
+    given = {'min_segment': args.min_segment, 'p_value': args.p_value,
+             'magnitude': args.min_magnitude, 'session_gap': args.session_gap}
+    for (name, value), option in zip(given.items(), KNOB_OPTIONS):
+        problem = '' if value is None else changes.Knobs.problem(name, value)
+        if problem:
+            p.error(f'{option} {value}: {problem}')
     try:
-        knobs = changes.Knobs.from_env(
-            min_segment=args.min_segment, p_value=args.p_value,
-            magnitude=args.min_magnitude, session_gap=args.session_gap)
+        knobs = changes.Knobs.from_env(**given)
     except changes.KnobError as err:
         p.error(str(err))
-    directory = args.store or os.path.join(default_var_dir(), 'history')
+    directory = args.store or os.path.join(var_dir(), 'history')
+    if not os.path.isdir(directory):
+        what = 'does not exist' if not os.path.exists(directory) else 'is not a directory'
+        print(f'hybridverdict changes: the history store {directory} {what}'
+              + ('' if args.store else ' (the default; --store names another)'),
+              file=sys.stderr)
+        return 2
     try:
         hist = changes.History.from_store(Store(directory))
         if args.last_night:
@@ -211,10 +227,17 @@ def main(argv: list[str] | None = None) -> int:
         return changes_main(argv[1:])
     args = parse_args(argv)
     perflogs = args.perflogs or ([] if args.run_reports else
-                                 [os.path.join(default_var_dir(), 'perflogs')])
+                                 [os.path.join(var_dir(), 'perflogs')])
     inputs = perflogs + (args.run_reports or [])
     stats = ReadStats()
     directory = store_dir(args)
+    if directory is not None:
+        # the report's morning page reads the change-point knobs (HARNESS_CHANGE_*)
+        try:
+            changes.Knobs.from_env()
+        except changes.KnobError as err:
+            print(f'hybridverdict: {err}', file=sys.stderr)
+            return 2
     stored = None
     stored_records = 0
     try:
@@ -260,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     print(terminal(rep))
     if args.no_write:
         return 0
-    out_dir = args.out or os.path.join(default_var_dir(), 'reports')
+    out_dir = args.out or os.path.join(var_dir(), 'reports')
     try:
         paths = write_all(rep, out_dir, tidy_formats=args.tidy)
     except OSError as err:

@@ -19,6 +19,10 @@ from .records import KernelSeries, Record
 
 DEFAULT_LIMIT = 16
 DEFAULT_MAX_POINTS = 200
+#: the most ``limit`` and ``max_points`` the command takes (``hybridverdict
+#: --history-limit`` / ``--history-points``): a figure each, and points per figure
+MAX_LIMIT = 10_000
+MAX_POINTS = 1_000_000
 
 
 @dataclasses.dataclass

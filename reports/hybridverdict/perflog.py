@@ -29,6 +29,7 @@ from .records import (
     Record,
     Ref,
     from_fields,
+    has_control,
     input_files,
     number,
     parse_time,
@@ -49,10 +50,11 @@ class PerflogError(Exception):
     read without guessing (the message names the file and line)."""
 
 
-def perflog_files(paths: Iterable[str]) -> list[str]:
-    """The perflog files under the given files or directories, sorted."""
+def perflog_files(paths: Iterable[str], stats: ReadStats | None = None) -> list[str]:
+    """The perflog files under the given files or directories, sorted, each once;
+    what is not a regular file under them goes to `stats` (``input_files``)."""
     return input_files(paths, lambda name: bool(_LOG.search(name)), True, 'perflog',
-                       PerflogError)
+                       PerflogError, stats)
 
 
 def _getter(indices: list[int]):
@@ -168,7 +170,7 @@ def header_shapes(files: Iterable[str]) -> Shapes:
     shapes: Shapes = {}
     for path in files:
         with open(path, encoding='utf-8', errors='replace') as fp:
-            first = fp.readline().rstrip('\n').split('|')
+            first = printable(fp.readline().rstrip('\n')).split('|')
         if first[0] == 'job_completion_time':
             _add_shape(shapes, path, _Header(first, ReadStats()))
     return shapes
@@ -211,8 +213,13 @@ def _reshaped(header: _Header, fields: list[str], path: str, lineno: int,
     return cache[key]
 
 
-def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iterator[Record]:
+def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
+              source: str = '', shift: int = 0) -> Iterator[Record]:
+    """The records of the perflog `path`, each with its ``source``
+    '<file>:<line>': `source` (default `path`) and the line number plus `shift`
+    (a chunk of another file, parsed apart: ``store``)."""
     stats.files += 1
+    source = source or path
     shapes = shapes if shapes is not None else {}
     reshaped: dict = {}
     with open(path, encoding='utf-8', errors='replace') as fp:
@@ -221,35 +228,34 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None) -> Iter
             line = line.rstrip('\n')
             if not line.strip():
                 continue
-            # Untrusted text: what starts a terminal escape sequence (ESC, the
-            # 8-bit CSI/OSC/DCS) or moves the cursor is shown escaped, with
-            # every other control character of the line (cheap test first).
-            if ('\x1b' in line or '\x9b' in line or '\x9d' in line or '\x90' in line
-                    or '\x07' in line or '\r' in line or '\x08' in line):
+            # Untrusted text: every control character (terminal escapes among
+            # them) is shown escaped (``records.printable``; the search is cheap).
+            if has_control(line):
                 line = printable(line)
             fields = line.split('|')
             if fields[0] == 'job_completion_time':
                 header = _Header(fields, stats)
-                _add_shape(shapes, path, header)
+                _add_shape(shapes, source, header)
                 continue
             if header is None:
-                stats.skip('no header', where=f'{path}:{lineno}')
+                stats.skip('no header', where=f'{source}:{lineno + shift}')
                 continue
             # The perf-variable block ends with a '|': tolerate one empty field.
             if fields[-1] == '' and len(fields) != header.width:
                 fields.pop()
             line_header = header
             if len(fields) != header.width:
-                found = _reshaped(header, fields, path, lineno, shapes, reshaped, stats)
+                found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped,
+                                  stats)
                 if found is None:
                     stats.skip('field count differs from header (truncated or corrupt)',
-                               where=f'{path}:{lineno}')
+                               where=f'{source}:{lineno + shift}')
                     continue
                 line_header = found
             if (line_header.kernel is not None
                     and fields[line_header.kernel] in NO_KERNEL):
                 continue  # a build or other non-kernel test: nothing to pair
-            where = f'{path}:{lineno}'
+            where = f'{source}:{lineno + shift}'
             try:
                 rec = line_header.parse(fields, where)
             except UNPARSABLE as err:
@@ -263,7 +269,7 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
                   stats: ReadStats | None = None) -> list[Record]:
     """All kernel records under `paths`, optionally only those after `since`."""
     stats = stats if stats is not None else ReadStats()
-    files = perflog_files(paths)
+    files = perflog_files(paths, stats)
     shapes = header_shapes(files)
     return [rec for path in files for rec in read_file(path, stats, shapes)
             if since is None or rec.time >= since]

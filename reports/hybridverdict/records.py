@@ -24,6 +24,10 @@ from harnesscore.units import label_bytes
 _CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
 
 
+#: Whether a text holds a control character (``_CONTROL``): the readers' cheap test.
+has_control = _CONTROL.search
+
+
 def printable(text: str) -> str:
     """`text` with every control character written as a visible escape."""
     return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}', text)
@@ -282,6 +286,12 @@ def from_fields(texts: Sequence[str], values: dict[str, float], units: dict[str,
 UNPARSABLE = (ValueError, KeyError, TypeError, OverflowError)
 
 
+#: How far after now a record's completion time may be before it is named in a
+#: warning (``ReadStats.future``): a clock set wrong, or a line written by hand,
+#: would otherwise pass for the latest session.
+FUTURE_SLACK = dt.timedelta(days=1)
+
+
 @dataclasses.dataclass
 class ReadStats:
     files: int = 0
@@ -293,6 +303,15 @@ class ReadStats:
 
     #: where the first skipped line was, per reason ('file:line')
     first_at: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: paths under a folder read that are not regular files (FIFO, socket, device,
+    #: broken link): left unread, since opening one may block (``input_files``)
+    not_regular: list[str] = dataclasses.field(default_factory=list)
+    #: records kept whose completion time is more than ``FUTURE_SLACK`` after
+    #: `now`, and where the first was ('file:line'); kept as they are
+    future: int = 0
+    first_future: str = ''
+    now: dt.datetime = dataclasses.field(
+        default_factory=lambda: dt.datetime.now(dt.timezone.utc))
 
     def skip(self, reason: str, count: int = 1, where: str = '') -> None:
         self.skipped += count
@@ -308,12 +327,17 @@ class ReadStats:
 
     def keep(self, rec: Record) -> bool:
         """Counts `rec` read if it can be used (True); else skips it, with why
-        (``unusable``) and where (its ``source``)."""
+        (``unusable``) and where (its ``source``).  A record dated in the future
+        is kept, and counted for a warning."""
         why = unusable(rec)
         if why:
             self.skip(f'unusable record ({why})', where=rec.source)
             return False
         self.records += 1
+        if rec.time > self.now + FUTURE_SLACK:
+            self.future += 1
+            if not self.first_future:
+                self.first_future = rec.source
         return True
 
     def warnings(self) -> list[str]:
@@ -328,6 +352,14 @@ class ReadStats:
         if self.unknown_fields:
             names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
             out.append(f'ignored unknown perflog field(s): {names}')
+        if self.not_regular:
+            out.append(f'ignored {len(self.not_regular)} path(s) that are not regular files '
+                       f'(FIFO, socket, device or broken link): '
+                       + ', '.join(printable(p) for p in self.not_regular))
+        if self.future:
+            out.append(f'{self.future} record(s) dated more than {FUTURE_SLACK.days} day '
+                       f'after now ({self.now:%Y-%m-%d %H:%M} UTC; a clock set wrong?), '
+                       f'first at {self.first_future}: they count as the latest session')
         return out
 
 
@@ -361,19 +393,36 @@ def unusable(rec: Record) -> str:
 
 
 def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: bool,
-                what: str, error: type[Exception]) -> list[str]:
+                what: str, error: type[Exception],
+                stats: ReadStats | None = None) -> list[str]:
     """The files given, and those under the directories given whose names
-    `wanted` takes (in subdirectories too where `recursive`), sorted; `error`
-    for a path that is neither, naming it a `what`."""
-    found: list[str] = []
+    `wanted` takes (in subdirectories too where `recursive`), sorted, each once
+    (a file given twice, or given and under a directory given, by its real
+    path); `error` for a path that is neither, naming it a `what`.  Under a
+    directory only regular files are taken (opening a FIFO blocks): the others
+    are left out, in ``stats.not_regular`` for a warning."""
+    found: dict[str, str] = {}       # real path -> the path as first met
+
+    def take(path: str) -> None:
+        found.setdefault(os.path.realpath(path), path)
+
     for path in paths:
         if os.path.isfile(path):
-            found.append(path)
+            take(path)
         elif os.path.isdir(path):
             for root, _dirs, files in os.walk(path):
-                found += [os.path.join(root, f) for f in files if wanted(f)]
+                for name in sorted(files):
+                    if not wanted(name):
+                        continue
+                    full = os.path.join(root, name)
+                    if os.path.isfile(full):
+                        take(full)
+                    elif stats is not None and full not in stats.not_regular:
+                        stats.not_regular.append(full)
                 if not recursive:
                     break
+        elif os.path.exists(path):
+            raise error(f'not a regular {what} file or directory: {path}')
         else:
             raise error(f'no such {what} file or directory: {path}')
-    return sorted(found)
+    return sorted(found.values())

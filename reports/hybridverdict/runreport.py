@@ -31,9 +31,11 @@ class RunReportError(Exception):
     """A run report path that cannot be read at all."""
 
 
-def report_files(paths: Iterable[str]) -> list[str]:
+def report_files(paths: Iterable[str], stats: ReadStats | None = None) -> list[str]:
+    """The run reports given or in the directories given, sorted, each once."""
     return records.input_files(paths, lambda f: f.startswith('run-report')
-                               and f.endswith('.json'), False, 'run report', RunReportError)
+                               and f.endswith('.json'), False, 'run report', RunReportError,
+                               stats)
 
 
 def _time(tc: dict) -> str:
@@ -75,13 +77,33 @@ def _record(tc: dict, source: str) -> Record | None:
     return records.from_fields(texts, *_variables(tc), source)
 
 
+def _malformed(tc: object) -> str:
+    """Why a test case cannot be read ('' if it can): a part of another JSON type."""
+    if not isinstance(tc, dict):
+        return 'run report test case is not an object'
+    for key in ('perfvalues', 'check_vars'):
+        if not isinstance(tc.get(key) or {}, dict):
+            return f'run report test case {key} is not an object'
+    return ''
+
+
+def _printable(value: object) -> object:
+    """`value` (JSON) with control characters in its texts shown escaped."""
+    if isinstance(value, str):
+        return records.printable(value)
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
+
+
 def read_run_report(path: str, stats: ReadStats) -> list[Record]:
     stats.files += 1
     try:
         with open(path, encoding='utf-8') as fp:
-            # untrusted text: control characters (terminal escapes) shown escaped
+            # untrusted text: control characters (terminal escapes) shown escaped,
+            # in keys (variable names) and lists (units) too
             data = json.load(fp, object_hook=lambda d: {
-                k: records.printable(v) if isinstance(v, str) else v for k, v in d.items()})
+                records.printable(k): _printable(v) for k, v in d.items()})
         runs = data['runs']
         if not isinstance(runs, list):
             raise TypeError('runs is not a list')
@@ -92,10 +114,16 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
     out: list[Record] = []
     for runidx, run in enumerate(runs):
         last = runidx == len(runs) - 1
-        for i, tc in enumerate(run.get('testcases', []) if isinstance(run, dict) else []):
+        cases = (run.get('testcases') or []) if isinstance(run, dict) else None
+        if not isinstance(cases, list):
+            stats.skip('run report run is not an object' if cases is None
+                       else 'run report testcases is not a list', where=f'{path}:runs[{runidx}]')
+            continue
+        for i, tc in enumerate(cases):
             where = f'{path}:runs[{runidx}].testcases[{i}]'
-            if not isinstance(tc, dict):
-                stats.skip('run report test case is not an object', where=where)
+            why = _malformed(tc)
+            if why:
+                stats.skip(why, where=where)
                 continue
             if tc.get('result') not in ('pass', 'success') and not last:
                 continue      # retried: only its last attempt counts
@@ -111,7 +139,7 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
 
 def read_run_reports(paths: Iterable[str], stats: ReadStats) -> list[Record]:
     out: list[Record] = []
-    for path in report_files(paths):
+    for path in report_files(paths, stats):
         out += read_run_report(path, stats)
     return out
 

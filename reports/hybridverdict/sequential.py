@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 
 from harnesscore import plan, stats
+from harnesscore.paths import var_dir
 from harnesscore.schema import TIME_VARIABLE
 
 from . import atomic
@@ -250,14 +251,6 @@ def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:
     return subprocess.run(argv, env=env, check=False).returncode
 
 
-def max_rounds_from_env() -> int:
-    """HARNESS_MAX_ROUNDS (default stats.DEFAULT_MAX_ROUNDS), an integer from 1 to 100."""
-    text = os.environ.get('HARNESS_MAX_ROUNDS', '').strip() or str(stats.DEFAULT_MAX_ROUNDS)
-    if not text.isdigit() or not 1 <= int(text) <= 100:
-        raise ValueError(f'HARNESS_MAX_ROUNDS must be an integer from 1 to 100, got {text!r}')
-    return int(text)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog='python -m hybridverdict.sequential',
@@ -268,14 +261,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help='start of the session (its records are the ones judged)')
     ap.add_argument('--deadline', required=True, type=float, metavar='EPOCH-S',
                     help='when the session\'s budget ends (seconds since the epoch)')
-    ap.add_argument('--perflogs', default=os.path.join(
-        os.environ.get('HARNESS_VAR_DIR', 'var'), 'perflogs'))
-    ap.add_argument('--max-rounds', type=int, default=max_rounds_from_env(),
+    ap.add_argument('--perflogs', default=os.path.join(var_dir(), 'perflogs'))
+    ap.add_argument('--max-rounds', type=int, default=plan.max_rounds(),
                     help='cap of rounds per pair (HARNESS_MAX_ROUNDS, default '
                          f'{stats.DEFAULT_MAX_ROUNDS})')
     ap.add_argument('--step', type=int, default=stats.SEQUENTIAL_STEP,
                     help=f'rounds per batch (default {stats.SEQUENTIAL_STEP})')
-    ap.add_argument('--noise-floor', type=float, default=stats.DEFAULT_FLOOR)
+    ap.add_argument('--noise-floor', type=float, default=stats.DEFAULT_FLOOR,
+                    help=f'smallest relative noise band, in [0, 1) (default '
+                         f'{stats.DEFAULT_FLOOR})')
     ap.add_argument('--costs', default=None,
                     help='the plan\'s measured costs file to update (default: '
                          'HARNESS_PLAN_COSTS, else plan-costs.json beside the perflogs\' '
@@ -292,6 +286,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                  f'{args.max_rounds}')
     if args.step < 1:
         ap.error(f'--step must be at least 1, got {args.step}')
+    try:
+        parse_time(args.since)
+    except ValueError:
+        ap.error(f'--since: not an ISO time: {args.since!r}')
+    if not 0 <= args.noise_floor < 1:     # NaN too
+        ap.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
     args.reframe = [args.reframe[0], *passed_on(args.reframe[1:])]
     args.costs = args.costs or os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(
         os.path.dirname(os.path.abspath(args.perflogs)), plan.COSTS_FILE)

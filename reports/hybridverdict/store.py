@@ -138,6 +138,8 @@ class Store:
 
     def __init__(self, directory: str):
         self.directory = directory
+        #: the Parquet files found readable, with the columns a scan needs
+        self._checked: set[str] = set()
 
     def _numbers(self) -> dict[int, set[str]]:
         found: dict[int, set[str]] = {}
@@ -162,9 +164,41 @@ class Store:
         path = parts[-1] + '.json'
         try:
             with open(path, encoding='utf-8') as fp:
-                return json.load(fp)
+                state = json.load(fp)
         except (OSError, ValueError) as err:
             raise StoreError(f'history store {self.directory}: cannot read {path}: '
+                             f'{err}') from err
+        problem = _bad_state(state)
+        if problem:
+            raise StoreError(f'history store {self.directory}: {path} is not a part '
+                             f'description: {problem}')
+        return state
+
+    def _check(self, parts: list[str]) -> None:
+        """StoreError naming the first Parquet file of `parts` that cannot be read
+        (not Parquet, truncated) or lacks a column a scan needs."""
+        for base in parts:
+            for kind, needed in (('records', _NEEDED_RECORDS), ('values', list(VALUES))):
+                path = f'{base}-{kind}.parquet'
+                if path in self._checked:
+                    continue
+                try:
+                    columns = pl.read_parquet_schema(path)
+                except (OSError, pl.exceptions.PolarsError) as err:
+                    raise StoreError(f'history store {self.directory}: cannot read {path}: '
+                                     f'{err}') from err
+                missing = [c for c in needed if c not in columns]
+                if missing:
+                    raise StoreError(f'history store {self.directory}: {path} lacks the '
+                                     f'column(s) {", ".join(missing)}')
+                self._checked.add(path)
+
+    def _collect(self, frame: pl.LazyFrame) -> pl.DataFrame:
+        """`frame` collected; StoreError where a part cannot be read after all."""
+        try:
+            return frame.collect()
+        except (OSError, pl.exceptions.PolarsError) as err:
+            raise StoreError(f'history store {self.directory}: cannot read its parts: '
                              f'{err}') from err
 
     def scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -172,6 +206,7 @@ class Store:
         parts = self.parts()
         if not parts:
             return pl.DataFrame(schema=RECORDS).lazy(), pl.DataFrame(schema=VALUES).lazy()
+        self._check(parts)
         # a part written before a provenance column existed lacks it: read as ''
         records = pl.scan_parquet([p + '-records.parquet' for p in parts], schema=RECORDS,
                                   missing_columns='insert')
@@ -183,10 +218,10 @@ class Store:
         recs, values = self.scan()
         if since is not None:
             recs = recs.filter(pl.col('time') >= since)
-        window = recs.collect()
+        window = self._collect(recs)
         first = window.get_column('rid').min() if window.height else 0
-        vals = values.filter(pl.col('rid') >= first).join(
-            window.lazy().select('rid'), on='rid', how='semi').collect()
+        vals = self._collect(values.filter(pl.col('rid') >= first).join(
+            window.lazy().select('rid'), on='rid', how='semi'))
         return records_from(window, vals)
 
     # -- writing -------------------------------------------------------------------
@@ -198,7 +233,7 @@ class Store:
         lines read and skipped go to `stats`.
         """
         stats = stats if stats is not None else ReadStats()
-        os.makedirs(self.directory, exist_ok=True)
+        files = perflog_files(paths, stats)     # before the folder: PerflogError if none
         state = self.state()
         seen: dict[str, dict] = dict(state.get('files', {}))
         new: list[Record] = []
@@ -207,7 +242,10 @@ class Store:
         # a file ReFrame renamed (<name>.log -> <name>.log.h<N> when its header changed)
         # keeps its inode and first lines: it goes on from where it was read
         by_identity = {(v.get('inode'), v.get('head')): v for v in seen.values()}
-        for path in perflog_files(paths):
+        # the records of this batch (``_identity``): a file read from its start (a copy
+        # of another given too) adds only those neither stored nor read before in it
+        batch: set[tuple] = set()
+        for path in files:
             key = os.path.abspath(path)
             st = os.stat(path)
             head = _head_digest(path)
@@ -224,12 +262,16 @@ class Store:
             if start == st.st_size:
                 continue
             recs, end, count = _read_from(path, start, lines, stats)
-            if start == 0 and state.get('total_records'):
-                recs = self._unstored(recs)      # a copied, rewritten or moved perflog
+            if start == 0:
+                recs = [r for r in recs if _identity(r) not in batch]
+                if state.get('total_records'):
+                    recs = self._unstored(recs)  # a copied, rewritten or moved perflog
+            batch.update(map(_identity, recs))
             new += recs
             updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head}
         if not updated:
             return Ingest(None, 0, 0, reread, 0)
+        os.makedirs(self.directory, exist_ok=True)
         number = max(self._numbers(), default=0) + 1
         base = os.path.join(self.directory, f'part-{number:06d}')
         rid = int(state.get('next_rid', 0))
@@ -255,22 +297,48 @@ class Store:
         """The records of a re-read file that the store does not hold yet."""
         if not recs:
             return recs
-        keys = ['system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size',
-                'time']
-        stored = set(self.scan()[0].filter(pl.col('time') >= min(r.time for r in recs))
-                     .select(keys).unique().collect().iter_rows())
-        return [r for r in recs if (r.system, r.partition, r.stack, r.kernel, r.mode, r.ranks,
-                                    r.threads, r.size, r.time) not in stored]
+        stored = set(self._collect(
+            self.scan()[0].filter(pl.col('time') >= min(r.time for r in recs))
+            .select(IDENTITY).unique()).iter_rows())
+        return [r for r in recs if _identity(r) not in stored]
 
 
-def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats) -> list[Record]:
-    """Records of `chunk` (complete lines of a perflog) read under `header`."""
+#: What tells a run's record from another's (the store's columns, the record's
+#: attributes): a record with the identity of one stored, or of one read before in
+#: the same ingest, is not stored again.  Two copies of a perflog share the test's
+#: name; two checks that ran the same kernel and layout in the same second differ by it.
+IDENTITY = ('system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size', 'time',
+            'name')
+_NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
+
+
+def _identity(r: Record) -> tuple:
+    return tuple(getattr(r, c) for c in IDENTITY)
+
+
+def _bad_state(state: object) -> str:
+    """What is wrong with a part's JSON description ('' if nothing)."""
+    if not isinstance(state, dict):
+        return f'a JSON {type(state).__name__}, not an object'
+    files = state.get('files', {})
+    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
+        return '"files" is not an object of objects'
+    for key in ('next_rid', 'total_records'):
+        if not isinstance(state.get(key, 0), int) or isinstance(state.get(key), bool):
+            return f'"{key}" is not a whole number: {state.get(key)!r}'
+    return ''
+
+
+def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats, source: str,
+                 shift: int) -> list[Record]:
+    """Records of `chunk` (complete lines of the perflog `source`) read under
+    `header`, their sources '<source>:<line + shift>'."""
     fd, tmp = tempfile.mkstemp(prefix='.ingest-', suffix='.log')
     try:
         with os.fdopen(fd, 'wb') as fp:
             fp.write(header)
             fp.write(chunk)
-        return list(read_file(tmp, stats))
+        return list(read_file(tmp, stats, source=source, shift=shift))
     finally:
         os.unlink(tmp)
 
@@ -302,6 +370,4 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats
     # appended lines (or a file whose last line is still being written): parsed under
     # the file's header, their line numbers and source those of `path`
     shift = lines - (1 if header else 0)
-    recs = _parse_chunk(header, chunk[:end], stats)
-    return [dataclasses.replace(r, source=f'{path}:{int(r.source.rsplit(":", 1)[1]) + shift}')
-            for r in recs], start + end, count
+    return _parse_chunk(header, chunk[:end], stats, path, shift), start + end, count

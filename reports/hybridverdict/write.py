@@ -41,40 +41,50 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
         raise ValueError(f'unknown tidy format(s): {", ".join(sorted(unknown))} '
                          f'(known: {", ".join(TIDY_KINDS)})')
     clock = Clock(timings)
-    drawing = plots.Drawing(rep)      # first: a second process draws half the figures
-    os.makedirs(out_dir, exist_ok=True)
-    now = now or dt.datetime.now(dt.timezone.utc)
-    base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}', SUFFIXES.values())
-    kinds = ['md', 'json', 'html'] + [TIDY_KINDS[f] for f in dict.fromkeys(tidy_formats)]
-    paths = {kind: base + SUFFIXES[kind] for kind in kinds}
-    write_new(paths['md'], render.markdown(rep))
-    write_new(paths['json'], render.verdict_json(rep))
-    clock.lap('Markdown and verdict JSON')
-    df = tidy.table(rep.records)
-    meta = rep.meta.as_dict() | {'rows': df.height}
-    clock.lap(f'tidy table ({df.height} rows)')
+    os.makedirs(out_dir, exist_ok=True)   # an unwritable --out fails before the fork
+    drawing = plots.Drawing(rep)      # then: a second process draws half the figures
+    try:
+        now = now or dt.datetime.now(dt.timezone.utc)
+        base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}', SUFFIXES.values())
+        kinds = ['md', 'json', 'html'] + [TIDY_KINDS[f] for f in dict.fromkeys(tidy_formats)]
+        paths = {kind: base + SUFFIXES[kind] for kind in kinds}
+        write_new(paths['md'], render.markdown(rep))
+        write_new(paths['json'], render.verdict_json(rep))
+        clock.lap('Markdown and verdict JSON')
+        df = tidy.table(rep.records)
+        meta = rep.meta.as_dict() | {'rows': df.height}
+        clock.lap(f'tidy table ({df.height} rows)')
 
-    def tidy_files() -> float:
-        start = time.perf_counter()
-        if 'parquet' in paths:
-            tidy.write_parquet(df, paths['parquet'], meta)
-        if 'csv' in paths:
-            tidy.write_csv(df, paths['csv'])
-        if 'tidy_json' in paths:
-            tidy.write_json(df, paths['tidy_json'], meta)
-        return time.perf_counter() - start
+        def tidy_files() -> float:
+            start = time.perf_counter()
+            if 'parquet' in paths:
+                tidy.write_parquet(df, paths['parquet'], meta)
+            if 'csv' in paths:
+                tidy.write_csv(df, paths['csv'])
+            if 'tidy_json' in paths:
+                tidy.write_json(df, paths['tidy_json'], meta)
+            return time.perf_counter() - start
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        tidy_done = pool.submit(tidy_files)
-        figures = drawing.result()
-        clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG, in two processes)')
-        write_new(paths['html'], html.page(rep, figures))
-        clock.lap('HTML page')
-        tidy_secs = tidy_done.result()
-    clock.lap('waiting for the tidy files')
-    if timings is not None:
-        timings[f'  (tidy {", ".join(tidy_formats)}, in the worker thread)'] = tidy_secs
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            tidy_done = pool.submit(tidy_files)
+            figures = drawing.result()
+            clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG, in two processes)')
+            write_new(paths['html'], html.page(rep, figures))
+            clock.lap('HTML page')
+            tidy_secs = tidy_done.result()
+        clock.lap('waiting for the tidy files')
+        if timings is not None:
+            timings[f'  (tidy {", ".join(tidy_formats)}, in the worker thread)'] = tidy_secs
+    finally:
+        _close(drawing)    # its process too when a write failed before ``result()``
     return paths
+
+
+def _close(drawing: plots.Drawing) -> None:
+    """End `drawing`'s second process, if any (again after ``result()``: harmless)."""
+    if drawing.pool is not None:
+        drawing.pool.terminate()
+        drawing.pool.join()
 
 
 class Clock:

@@ -14,7 +14,8 @@ tonight's lines, the report window read back from the store, the analyses and
 the history (polars' lazy scans of the store), and every output (terminal
 summary, Markdown, JSON, HTML with figures and heatmaps, tidy Parquet).  It
 prints each step's time, the bytes written (store part and report), the peak
-memory, the total and its ratio to the budget.  Exit status 1 if over budget.
+memory, the total and its ratio to the budget.  Exit status 1 if over budget, 2 if
+the files cannot be written (an unwritable ``--keep``).
 ``--in-memory`` times the report without a store instead (every perflog read).
 """
 
@@ -261,7 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error('--records must be at least 1')
     if args.window_sessions < 1:
         p.error('--window-sessions must be at least 1')
-    return run(args.records, args.budget, args.keep, args.window_sessions, args.in_memory)
+    try:
+        return run(args.records, args.budget, args.keep, args.window_sessions,
+                   args.in_memory)
+    except OSError as err:
+        where = f' (--keep {args.keep})' if args.keep else ''
+        print(f'bench: error: cannot write{where}: {err}', file=sys.stderr)
+        return 2
 
 
 if __name__ == '__main__':

@@ -230,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error('--perflogs runs nothing: no selection options')
     if not 0 <= args.threshold < 1:
         p.error('--threshold must be in [0, 1)')
+    if not 0 <= args.floor < 1:           # NaN too
+        p.error(f'--floor must be in [0, 1), got {args.floor}')
     try:
         if args.perflogs is not None:
             first, second = args.perflogs

@@ -127,6 +127,25 @@ static const char *opt_mode(const char *text, const kc_cli *cli, kc_mode *out, c
     return kc_errf(err, cap, "mode %s is not supported%s", text, cli->unsupported);
 }
 
+/* Whether `arg` is a cluster of short options ("-xy") that holds `c`. */
+static int short_cluster_has(const char *arg, int c) {
+    return arg[0] == '-' && arg[1] != '\0' && arg[1] != '-' && c > 0 && c <= UCHAR_MAX &&
+           strchr(arg + 1, c) != NULL;
+}
+
+/* The message of getopt_long's '?'.  No kernel has short options, so a short
+ * one is unknown: getopt_long puts it in optopt, and its cluster ("-x", "-xy")
+ * is the argument just passed (argv[optind - 1]) or, where more letters of the
+ * cluster are left, the current one (argv[optind]).  Else a long option is
+ * unknown or lacks its value: the argument just passed. */
+static const char *unknown_option(int argc, char **argv, char *err, size_t cap) {
+    const char *last = optind - 1 < argc ? argv[optind - 1] : "";
+    if (optopt > 0 && (short_cluster_has(last, optopt) ||
+                       (optind < argc && short_cluster_has(argv[optind], optopt))))
+        return kc_errf(err, cap, "unknown option '-%c' (all options are long: --name)", optopt);
+    return kc_errf(err, cap, "unknown option or missing value '%s'", last);
+}
+
 /* The option loop of kc_start over cli->longopts, --mode and --help: NULL or err. */
 #define OPT_MODE 'm'
 static const char *parse_args(int argc, char **argv, const kc_cli *cli, void *opts,
@@ -146,7 +165,7 @@ static const char *parse_args(int argc, char **argv, const kc_cli *cli, void *op
     while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
         if (c == 'h') *help = 1;
         else if (c == '?' || c == ':')
-            return kc_errf(err, cap, "unknown option or missing value '%s'", argv[optind - 1]);
+            return unknown_option(argc, argv, err, cap);
         else if (c == OPT_MODE ? opt_mode(optarg, cli, mode, err, cap)
                                : cli->one(c, optarg, opts, err, cap))
             return err;
@@ -262,11 +281,21 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
         }
     }
 #endif
-    ctx->threads = 1;
+    ctx->threads = ctx->threads_asked = 1;
 #ifdef _OPENMP
     if (*mode == KC_MODE_MPI || *mode == KC_MODE_SERIAL)
         omp_set_num_threads(1);
-    ctx->threads = omp_get_max_threads();
+    ctx->threads_asked = omp_get_max_threads();
+    /* The team that runs: OMP_THREAD_LIMIT, OMP_DYNAMIC or the runtime may give
+     * fewer threads than omp_get_max_threads() asks for, and every kernel
+     * reports (and sizes its per-thread data by) the threads that ran. */
+    int team = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    ctx->threads = team;
 #endif
     ctx->thread_cpu = malloc((size_t)ctx->threads * sizeof *ctx->thread_cpu);
     if (!ctx->thread_cpu) kc_abort(ctx, "out of memory");

@@ -32,7 +32,11 @@ typedef struct {
     const char *kernel;   /* "spmv", "md", ... : prefix of every message */
     kc_mode mode;
     int rank, nranks;
-    int threads;          /* OpenMP threads per rank actually used */
+    int threads;          /* OpenMP threads per rank actually used: the size of the
+                           * team a parallel region gets, measured in kc_start */
+    int threads_asked;    /* threads per rank asked for (omp_get_max_threads():
+                           * OMP_NUM_THREADS); OMP_THREAD_LIMIT, OMP_DYNAMIC or the
+                           * runtime may give a smaller team (threads) */
     int provided;         /* MPI thread level provided */
     int *thread_cpu;      /* [threads]: core each thread ran on (kc_record_cpus) */
 } kc_ctx;
@@ -99,7 +103,8 @@ typedef struct {
  * after a clean MPI_Finalize; --help prints the help text on rank 0 and exits
  * with status 0; a library that provides less than the mode needs is a clear
  * message and status 1.  Modes mpi and serial run one thread per rank whatever
- * OMP_NUM_THREADS says. */
+ * OMP_NUM_THREADS says.  ctx->threads is the size of the team that a parallel
+ * region really gets (measured once), not what OMP_NUM_THREADS asks for. */
 #define KC_ERR_CAP 320
 void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
               kc_mode *mode);

@@ -60,6 +60,7 @@ void md_alloc_atoms(md_sys *s, const options *o) {
  * (below, a parallel region costs more than it saves). */
 void md_gather3(double *restrict dst, const double *restrict src, const int *restrict idx, int n,
                 int d, double shift, int min_par) {
+    (void)min_par; /* read by the OpenMP if clause only */
 #pragma omp parallel for schedule(static) if (n >= min_par)
     for (int k = 0; k < n; ++k) {
         const int i = idx[k];

@@ -150,7 +150,7 @@ void md_borders(md_sys *s);
 void md_update_ghosts(md_sys *s);
 
 /* neighbor.c */
-void md_setup_grid(md_sys *s);
+void md_setup_grid(md_sys *s, const options *o);
 void md_sort_owned(md_sys *s);
 void md_build_neighbours(md_sys *s);
 

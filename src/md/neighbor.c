@@ -7,20 +7,39 @@
 
 /* Bins of side >= rn / NB_SUB over the sub-box extended by rn (the same grid
  * on every call: it depends on the sub-box only); the neighbours of an atom
- * within rn lie in the (2 NB_SUB + 1)^3 bins around its own. */
-enum { NB_SUB = 2 };
+ * within rn lie in the (2 NB_SUB + 1)^3 bins around its own.  At most 1024
+ * bins per side, and at most BINS_PER_ATOM bins per atom expected in the
+ * extended sub-box (at least one bin): a dilute gas gets wider bins, so the
+ * grid (cleared at every rebuild) stays proportional to the atoms.  The
+ * default system (density 0.8442, rc + skin 2.8) has ~0.43 bins per atom. */
+enum { NB_SUB = 2, BINS_PER_ATOM = 4 };
 
-void md_setup_grid(md_sys *s) {
+void md_setup_grid(md_sys *s, const options *o) {
+    int n[3];
+    double ext[3], vol = 1.0;
+    for (int d = 0; d < 3; ++d) {
+        ext[d] = s->hi[d] - s->lo[d] + 2.0 * s->rn;
+        vol *= ext[d];
+        n[d] = (int)(ext[d] * NB_SUB / s->rn);
+        if (n[d] < 1) n[d] = 1;
+        if (n[d] > 1024) n[d] = 1024;
+    }
+    const double most = fmax(1.0, BINS_PER_ATOM * vol * o->density);
+    double bins = (double)n[0] * n[1] * n[2];
+    if (bins > most) { /* shrink every side alike (only ever wider bins), then the largest */
+        const double f = cbrt(most / bins);
+        for (int d = 0; d < 3; ++d) n[d] = n[d] * f >= 1.0 ? (int)(n[d] * f) : 1;
+        while ((bins = (double)n[0] * n[1] * n[2]) > most) {
+            const int d = n[0] >= n[1] && n[0] >= n[2] ? 0 : (n[1] >= n[2] ? 1 : 2);
+            --n[d];
+        }
+    }
     int ncells = 1;
     for (int d = 0; d < 3; ++d) {
-        const double ext = s->hi[d] - s->lo[d] + 2.0 * s->rn;
-        int n = (int)(ext * NB_SUB / s->rn);
-        if (n < 1) n = 1;
-        if (n > 1024) n = 1024;
-        s->ncell[d] = n;
+        s->ncell[d] = n[d];
         s->clo[d] = s->lo[d] - s->rn;
-        s->cinv[d] = (double)n / ext;
-        ncells *= n;
+        s->cinv[d] = (double)n[d] / ext[d];
+        ncells *= n[d];
     }
     s->ncells = ncells;
     s->cells_cap = ncells + 1;

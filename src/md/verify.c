@@ -112,8 +112,11 @@ void md_verify(md_sys *s, const options *o, long natoms, double e0, const run_t 
     md_global_sums(s, md_kinetic(s), r->epot, r->vir, glob);
     v->end = md_thermo_of(glob, N, V);
     v->drift = fabs(v->end.e - e0) / fabs(e0);
-    v->pmax = 0.0;
-    for (int d = 0; d < 3; ++d) v->pmax = fmax(v->pmax, fabs(pm[d]) / N);
+    v->pmax = 0.0; /* the largest |P_d|/N; NaN if any is NaN (fmax would drop it) */
+    for (int d = 0; d < 3; ++d) {
+        const double p = fabs(pm[d]) / N;
+        v->pmax = isnan(p) || isnan(v->pmax) ? NAN : fmax(v->pmax, p);
+    }
     v->ok_count = v->count == natoms;
     v->ok_mom = v->pmax < 1e-10;
     v->ok_drift = v->drift < o->drift_tol;

@@ -34,3 +34,21 @@ set_tests_properties(md_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
 kernel_bad_min_time(md "" -1)
 kernel_bad_min_time(md "_text" 1s)
 kernel_test(md_bad_temp NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "md: --temp must be a number in \\[0, 1e6\\], got 'hot'" COMMAND md --temp hot)
+# a dilute gas: the binning grid stays proportional to the atoms (at most 4
+# bins per atom), not 1024^3 bins of 4 GB; run under a 1 GiB data limit
+# (none under sanitizers: their shadow memory needs more)
+find_program(PRLIMIT_EXECUTABLE prlimit)
+set(_md_limit "")
+if(PRLIMIT_EXECUTABLE AND NOT KERNEL_SANITIZE)
+  set(_md_limit ${PRLIMIT_EXECUTABLE} --data=1073741824)
+endif()
+add_test(NAME md_dilute_memory
+         COMMAND ${_md_limit} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_md_pre}
+                 $<TARGET_FILE:md> --cells-per-side 4 --density 1e-9 --steps 2)
+set_tests_properties(md_dilute_memory PROPERTIES ENVIRONMENT "${KERNEL_TEST_ENV};OMP_NUM_THREADS=1"
+                     TIMEOUT 120 PASS_REGULAR_EXPRESSION "\"verified\":true")
+# a NaN momentum (dt 0.05 blows the system up) fails the momentum check and is
+# null in the RESULT line, not 0
+kernel_test(md_nan_momentum NP 1 THREADS 1 EXPECT_STATUS 3
+            EXPECT_FAIL "\"momentum\":null.*md: verification FAILED:.* \\|P\\|/N nan >= 1e-10"
+            COMMAND md --cells-per-side 6 --dt 0.05 --steps 50)

@@ -17,7 +17,18 @@ kernel_test(ring_bad_size_zero NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: size '
 kernel_test(ring_bad_size_big NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: size '32M' is out of range" COMMAND ring --sizes 8,32M)
 kernel_test(ring_bad_size_range NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '1M:1K' has MIN > MAX" COMMAND ring --sizes 1M:1K)
 kernel_test(ring_bad_k NP 2 THREADS 1 EXPECT_FAIL "ring: --k 2 is larger than the 1 ranks per node" COMMAND ring --rank-as-node --k 2 --sizes 8)
-kernel_test(ring_bad_k_multiple NP 1 THREADS 2 EXPECT_FAIL "ring: --k 3 is larger than the 2 threads per rank" COMMAND ring --mode multiple --k 3 --sizes 8)
+kernel_test(ring_bad_size_empty NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: '' is not a size" COMMAND ring --sizes ,8)
+kernel_test(ring_bad_size_trailing_comma NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: '' is not a size" COMMAND ring --sizes 8,)
+kernel_test(ring_bad_size_empty_range NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: '' is not a size" COMMAND ring --sizes :8)
+kernel_test(ring_bad_rank_as_node_pt2pt NP 2 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --rank-as-node applies only to --pattern ring" COMMAND ring --pattern pingpong --rank-as-node --sizes 8)
+if(KERNEL_OPENMP) # a pure MPI build runs 1 thread whatever OMP_NUM_THREADS says
+  kernel_test(ring_bad_k_multiple NP 1 THREADS 2 EXPECT_FAIL "ring: --k 3 is larger than the 2 threads per rank" COMMAND ring --mode multiple --k 3 --sizes 8)
+  # OMP_THREAD_LIMIT=1: a team of 1 thread, not the 2 that OMP_NUM_THREADS asks
+  # for; the lane of the second thread would never communicate
+  kernel_test(ring_multiple_thread_limit NP 2 THREADS 2 ENV OMP_THREAD_LIMIT=1 EXPECT_STATUS 2
+              EXPECT_FAIL "ring: mode multiple needs 2 threads per rank \\(k\\) but the OpenMP team has only 1 of the 2 asked for"
+              COMMAND ring --mode multiple --sizes 64K --iters 10 --reps 1)
+endif()
 kernel_test(ring_bad_pingpong_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern pingpong needs at least 2 ranks" COMMAND ring --pattern pingpong --sizes 8)
 kernel_test(ring_bad_bw_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern bw needs at least 2 ranks" COMMAND ring --pattern bw --sizes 8)
 kernel_test(ring_bad_mode NP 1 THREADS 1 EXPECT_FAIL "ring: mode funneled is not supported" COMMAND ring --mode funneled)

@@ -2,3 +2,10 @@ kernel_test(stream_mpi_2x1 NP 2 THREADS 1 COMMAND stream --n 100000 --iters 3)
 kernel_test(stream_masteronly_1x2 NP 1 THREADS 2 COMMAND stream --mode masteronly --n 100000 --iters 3)
 kernel_test(stream_bad_size NP 1 THREADS 1 EXPECT_FAIL "^stream: --n must be" COMMAND stream --n 0)
 kernel_test(stream_bad_mode NP 1 THREADS 1 EXPECT_FAIL "stream: unknown or unsupported mode" COMMAND stream --mode bogus)
+# a short option (none exists) is named, not the argument before it
+kernel_test(stream_bad_short_option NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "stream: unknown option '-x'" COMMAND stream --n 5 -xy)
+# OMP_THREAD_LIMIT=1 gives a team of 1 although OMP_NUM_THREADS asks for 2: the
+# RESULT line reports the threads that ran (kc_start measures the team)
+kernel_test(stream_thread_limit_1x2 NP 1 THREADS 2 ENV OMP_THREAD_LIMIT=1 COMMAND stream --mode masteronly --n 100000 --iters 3)
+set_tests_properties(stream_thread_limit_1x2 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"threads\":1,.*\"cpus\":\\[\\[-?[0-9]+\\]\\].*\"verified\":true")

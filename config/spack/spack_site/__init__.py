@@ -1,7 +1,8 @@
 """``harness-spack-site``: the Spack configuration of one system, for spack.yaml
 (docs/pages/spack.md).
 
-Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local``) with
+Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local`` of the
+checkout, wherever it runs) with
 ``packages.yaml`` (every MPI stack found, cmake and gmake as non-buildable
 externals), ``compilers.yaml`` (the system's gcc) and ``definitions.yaml``
 (the list ``stacks``, which spack.yaml crosses with the kernels and OSU).
@@ -28,11 +29,14 @@ import subprocess
 import sys
 
 import yaml
+from harnesscore.paths import REPO_DIR
 from harnesscore.stacks import STACK, STACKS
 
 WRAPPERS = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
 LAUNCHERS = ('mpiexec', 'mpirun')
 DEFAULT_PREFIX_DIR = '/opt/hybrid-harness/mpi'
+#: Where system directories live: the checkout's, not the current directory's.
+DEFAULT_CONFIG_DIR = os.path.join(REPO_DIR, 'config', 'spack', 'systems')
 
 
 class SiteError(Exception):
@@ -237,7 +241,8 @@ def write_site(outdir: str, files: dict[str, dict], args: str, force: bool) -> l
     for name, doc in files.items():
         path = os.path.join(outdir, name)
         with open(path + '.tmp', 'w', encoding='utf-8') as fh:
-            fh.write(HEADER.format(args=f' {args}' if args else ''))
+            # One comment line whatever the arguments: a line break would end the comment.
+            fh.write(HEADER.format(args=f' {" ".join(args.splitlines())}' if args else ''))
             yaml.safe_dump(doc, fh, sort_keys=False, default_flow_style=False)
         os.replace(path + '.tmp', path)
         written.append(path)
@@ -251,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                     'MPI stacks with prefixes of their own, cmake, gmake) for spack.yaml.')
     parser.add_argument('--system', default='local',
                         help='system name: HARNESS_SPACK_SYSTEM selects it (default: local)')
-    parser.add_argument('--config-dir', default=os.path.join('config', 'spack', 'systems'),
-                        help='where system directories live (default: config/spack/systems)')
+    parser.add_argument('--config-dir', default=DEFAULT_CONFIG_DIR,
+                        help='where system directories live (default: config/spack/systems '
+                             f'of this checkout, {DEFAULT_CONFIG_DIR}, from any directory)')
     parser.add_argument('--prefix-dir', default=DEFAULT_PREFIX_DIR,
                         help='where stacks known only by suffixed wrappers get a prefix '
                              f'of their own (default: {DEFAULT_PREFIX_DIR})')
@@ -267,6 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not re.fullmatch(r'[A-Za-z0-9][\w.-]*', args.system):
         parser.error(f'--system {args.system!r}: use letters, digits, ".", "_", "-"')
+    # A line break (YAML's include \r, \x85, \u2028) would end the files' header
+    # comment, and a NUL is in no path.
+    for option, values in (('--config-dir', [args.config_dir]),
+                           ('--prefix-dir', [args.prefix_dir]), ('--stack', args.stack)):
+        for value in values:
+            if '\0' in value or ''.join(value.splitlines()) != value:
+                parser.error(f'{option} {value!r}: a line break or NUL cannot be in it')
     try:
         if args.stack:
             stacks = [parse_stack_arg(a, args.prefix_dir) for a in args.stack]
