@@ -40,7 +40,6 @@ from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
     cores_per_node,
-    declared_system,
     divisors,
     interleave_samples,
     kernel_parameters,
@@ -73,20 +72,24 @@ class PlannedRun(rfm.RegressionTestPlugin):
     """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
     layout, or that does not fit ``HARNESS_BUDGET``) is skipped before it
-    starts, with the plan's reason; and its timed loop lasts at least
-    ``min_time`` seconds (the kernels' ``--min-time``), so the figures are per
-    call (or step), not per run."""
+    starts, with the plan's reason; and where the check passes
+    ``min_time_args`` (spmv, md) its timed loop lasts at least ``min_time``
+    seconds (the kernels' ``--min-time``), so the figures are per call (or
+    step), not per run."""
 
     #: Seconds every timed loop lasts at least (0: the fixed counts only).
-    #: Passed as ``--min-time`` where the kernel has the option; the plan
-    #: sets 0 on a declared (oversubscribed) partition.
+    #: Passed as ``--min-time`` by SpmvCheck (unless its ``iters`` is given)
+    #: and MdCheck where the kernel has the option; RingCheck and StreamCheck
+    #: run fixed counts.  The plan sets 0 on a declared (oversubscribed)
+    #: partition.
     min_time = variable(float, value=planning.MIN_TIME)
 
     @run_after('setup')
     def follow_plan(self):
         plan = partition_plan(self.current_partition, self.nodes or None)
         why = plan.decision(self.kernel, self.layout, self.problem,
-                            other_sizes=system_sizes(self.kernel))
+                            other_sizes=system_sizes(self.kernel),
+                            stream_elements=getattr(self, 'stream_elements', 0))
         self.skip_if(bool(why), why)
         if plan.topo.oversubscribed:
             self.min_time = 0.0
@@ -110,15 +113,18 @@ class SpmvCheck(KernelCheck, PlannedRun):
     #: problem, N^3 rows per core: from cache-resident (16: 1.3 MB of matrix
     #: per core) to memory-bound (128: 680 MB per core, far beyond any cache).
     layout, problem, sample = kernel_parameters('spmv', serial=True)
-    #: SpMV calls; 0: the plan's floor (10, serial 3) stretched by --min-time,
-    #: or without --min-time 100 up to N = 64, fewer above.
+    #: SpMV calls, exactly (no --min-time); 0: the plan's floor (10, serial 3)
+    #: stretched by --min-time, or without --min-time 100 up to N = 64, fewer
+    #: above.
     iters = variable(int, value=0)
     #: STREAM elements per core for the roofline measured in the same job
-    #: (0: 8388608, or 65536 on a declared system).
+    #: (0: 8388608, or 65536 on a declared partition; the plan's memory rule
+    #: counts the same, ``plan.spmv_stream_elements``).
     stream_elements = variable(int, value=0)
 
     def kernel_args(self) -> list[str]:
-        timed = self.min_time_args()
+        # A given count is exact: --min-time would only make it a floor.
+        timed = [] if self.iters else self.min_time_args()
         if self.iters:
             iters = self.iters
         elif timed:
@@ -146,9 +152,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
         stream_mode = 'mpi' if self.threads == 1 else 'masteronly'
         # The partition's launcher with the job's binding, as the kernel's run.
         launch = self.launch(self.num_tasks)
-        elements = self.stream_elements or (
-            planning.TINY_STREAM_ELEMENTS if declared_system()
-            else planning.SPMV_STREAM_ELEMENTS)
+        topo = partition_plan(self.current_partition, self.nodes or None).topo
+        elements = planning.spmv_stream_elements(topo, self.stream_elements)
         self.prerun_cmds = self.prerun_cmds + [
             f'{launch} {shlex.quote(self.build.executable_path("stream"))} '
             f'--mode {stream_mode} --n {int(elements)} --iters 5 > stream.out'
@@ -395,8 +400,10 @@ def _parse_pair(value) -> Pair:
     parts = value.strip().split('/')
     ring = parts[0] == 'ring'
     if len(parts) not in ((3, 4) if ring else (3,)) or parts[0] not in KERNEL_CHECKS:
-        raise ValueError(f'not a verdict pair: {value!r} (e.g. md/24/masteronly_1x2, '
-                         f'ring/8,65536,1048576/masteronly_1x2/8B)')
+        raise ValueError(f'not a verdict pair: {value!r} (e.g. md/24/masteronly_1x2; '
+                         f'select one with -n \'HybridVerdict%pair=md/24/masteronly_1x2\' '
+                         f'or -n \'HybridVerdict%pair=ring/8,65536,1048576/masteronly_1x2/8B\', '
+                         f'as -P splits its values at commas)')
     kernel, size, name = parts[:3]
     hybrid = planning.parse_layout(name)
     message = 0
@@ -501,6 +508,13 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self._times: dict[str, list] = {}
         self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
+        for side, values in (('mpi', t_mpi), ('hybrid', t_hyb)):
+            if not values:
+                layout = self.pair[2] if side == 'mpi' else self.pair[3]
+                raise sn.SanityError(
+                    f'no runs of {self.kernel} size {self.pair[1]} layout '
+                    f'{planning.layout_name(layout)} in this session (the {side} side of '
+                    f'{_pair_name(self.pair)})')
         med_mpi, med_hyb = statistics.median(t_mpi), statistics.median(t_hyb)
         # T_mpi / T_hybrid with its interval (harnesscore.stats): the paired
         # interval of the per-round ratios where the rounds ran side by side,

@@ -79,6 +79,15 @@ class OsuBase(RunBase, OsuRuns):
         self.size = str(self.max_size)
         self.descr = f'{self.benchmark_name} (OSU Micro-Benchmarks)'
 
+    @run_after('setup')
+    def check_iterations(self):
+        name = type(self).__name__
+        for var in ('iters', 'warmup'):
+            value = getattr(self, var)
+            if value < 0:
+                raise ValueError(f'{name}.{var} must be 1 or more (0: the benchmark\'s '
+                                 f'default), got {value}')
+
     def osu_options(self) -> list[str]:
         lo = MIN_SIZE[self.benchmark_name]
         iters, warmup = DEFAULT_ITERS[self.benchmark_name]
@@ -208,7 +217,7 @@ class OsuCollectiveBase(OsuBase):
     """A collective at every rank count that fits: ranks per node x nodes,
     at least 2 (``lat_<bytes>``: OSU's average latency, us)."""
 
-    ranks_per_node = parameter(_ranks_per_node())
+    ranks_per_node = parameter(_ranks_per_node(), type=int)
 
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         if self.ranks_per_node > cores:

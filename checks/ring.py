@@ -8,12 +8,13 @@ docs/pages/checks.md gives their variables and targets.
 
 from __future__ import annotations
 
+import re
 import shlex
 import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesscore.osu_output import expected_sizes, osu_binary, osu_spec
+from harnesscore.osu_output import osu_binary, osu_spec
 from harnesscore.rounds import (
     ROUND,
     RoundsError,
@@ -22,12 +23,48 @@ from harnesscore.rounds import (
     ring_osu_ratios,
     ring_osu_rounds,
 )
-from harnesscore.units import MIB, message_sizes, parse_bytes
+from harnesscore.units import KIB, MIB
 from harnesslib.base import AlternatingRounds, KernelCheck, OsuRuns, sanity_errors, sweep_variables
 from harnesslib.compat import reads_output
 from harnesslib.launch import shell_words
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
+
+#: What the ring kernel's --sizes takes (src/ring.c): each size 1 B .. 16 MiB,
+#: integer bytes with an optional K or M suffix (KiB, MiB); at most 64 sizes.
+RING_MAX_SIZE = 16 * MIB
+RING_MAX_SIZES = 64
+_RING_SIZE = re.compile(r'([0-9]+)([KkMm]?)')
+
+
+def _ring_size(text: str) -> int:
+    m = _RING_SIZE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a size (integer bytes, optional K or M suffix)")
+    size = int(m.group(1)) * {'': 1, 'k': KIB, 'm': MIB}[m.group(2).lower()]
+    if not 1 <= size <= RING_MAX_SIZE:
+        raise ValueError(f"size {text!r} is out of range (1 B .. 16 MiB)")
+    return size
+
+
+def ring_sizes(text: str) -> list[int]:
+    """The message sizes of the ring kernel's ``--sizes`` (src/ring.c), sorted:
+    MIN:MAX (MIN, doubling up to MAX) or a comma list; ValueError saying what
+    is wrong, as the kernel would."""
+    lo, sep, hi = text.partition(':')
+    if sep:
+        first, last = _ring_size(lo), _ring_size(hi)
+        if first > last:
+            raise ValueError(f"range {text!r} has MIN > MAX")
+        out = []
+        while first <= last and len(out) < RING_MAX_SIZES:
+            out.append(first)
+            first *= 2
+        return out
+    parts = text.split(',')
+    if len(parts) > RING_MAX_SIZES:
+        raise ValueError(f'more than {RING_MAX_SIZES} sizes')
+    return sorted({_ring_size(part) for part in parts})
 
 
 class RingSweep(KernelCheck):
@@ -37,7 +74,8 @@ class RingSweep(KernelCheck):
     #: the variables per size (``sweep_variables``) and the headline's kind
     kinds: tuple[str, ...] = ()
     headline_kind = ''
-    #: Message sizes (the kernel's --sizes; MIN:MAX doubles from MIN).
+    #: Message sizes (the kernel's --sizes: MIN:MAX doubles from MIN, or a
+    #: comma list; a bad value fails the test at setup, ``sweep``).
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
     reps = variable(int, value=3)
@@ -46,12 +84,17 @@ class RingSweep(KernelCheck):
     def set_layout(self):
         self.kernel = f'ring-{self.pattern}'
         self.mode, self.threads, self.decomp = 'mpi', 1, 1
-        lo, _, hi = self.sizes.partition(':')
-        self.size = str(parse_bytes(hi or lo))
+        try:
+            # The range's MAX (as before), else the list's largest size.
+            _lo, sep, hi = self.sizes.partition(':')
+            self.size = str(max(ring_sizes(self.sizes)) if not sep else _ring_size(hi))
+        except ValueError:
+            self.size = self.sizes     # the setup stage fails the test (``sweep``)
         self.descr = f'ring --pattern {self.pattern} --sizes {self.sizes} on 2 ranks'
 
     @run_after('setup')
     def place(self):
+        self.sweep()
         self.place_ranks()
         self.executable = shlex.quote(self.build.executable_path('ring'))
         self.build_spec = self.build.build_spec
@@ -70,10 +113,11 @@ class RingSweep(KernelCheck):
             self.headline_kind))
 
     def sweep(self) -> list[int]:
-        lo, sep, hi = self.sizes.partition(':')
-        if sep:
-            return expected_sizes(parse_bytes(lo), parse_bytes(hi))
-        return message_sizes(self.sizes)
+        """The sizes of ``sizes``; a bad value is the test's error (setup stage)."""
+        try:
+            return ring_sizes(self.sizes)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}.sizes={self.sizes!r}: {err}') from None
 
 
 @rfm.simple_test
@@ -128,6 +172,12 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         self.mode, self.threads, self.decomp = 'mpi', 1, 1
         self.size = str(self.bw_max)
         self.descr = 'ring pingpong/bw against osu_latency/osu_bw, alternating'
+
+    @run_after('setup')
+    def check_bw_max(self):
+        if self.bw_max < MIB:
+            raise ValueError(f'RingOsuAccuracy.bw_max must be {MIB} (1 MiB) or more: the '
+                             f'bandwidths are compared from 1 MiB, got {self.bw_max}')
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)

@@ -12,6 +12,7 @@ slowed-down ring (fault injection) reports less bandwidth than a normal one.
 
 from __future__ import annotations
 
+import re
 import shutil
 import statistics
 import subprocess
@@ -92,3 +93,92 @@ def test_a_session_builds_the_slowed_ring_on_request(tmp_path, stacks):
     assert bad.returncode != 0
     assert 'KernelBuild.fault_slow must be a percent from 0 (off) to 1000, got -5' in bad.stdout, \
         bad.stdout[-5000:]
+
+
+# ---- bad -S/-P values and OSU prefixes of the ring and OSU checks ------------------
+# (--list/--dry-run sessions: no build, no run; each bad value fails the
+# session naming the variable and its value, never skips the check silently)
+
+#: (what the user gives, the checks, -S/-P options, what the user sees, 'ok' or 'fail')
+BAD_VALUES = [
+    ('ring sizes as a comma list', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=8,1K'],
+     r'PASSED.*Ran 2/2', 'ok'),
+    ('ring sizes not a size', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=abc'],
+     r"RingBwCheck\.sizes='abc': 'abc' is not a size", 'fail'),
+    ('ring sizes empty', 'RingBwCheck', ['-S', 'RingBwCheck.sizes='],
+     r"RingBwCheck\.sizes='': '' is not a size", 'fail'),
+    ('ring sizes with a shell word', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=1:4M;id'],
+     r"RingBwCheck\.sizes='1:4M;id': '4M;id' is not a size", 'fail'),
+    ('ring sizes range MIN > MAX', 'RingPingpongCheck', ['-S', 'RingPingpongCheck.sizes=8:1'],
+     r"RingPingpongCheck\.sizes='8:1': range '8:1' has MIN > MAX", 'fail'),
+    ('ring sizes over 16 MiB', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=8,32M'],
+     r"RingBwCheck\.sizes='8,32M': size '32M' is out of range", 'fail'),
+    ('rounds above max_rounds', 'RingOsuAccuracy', ['-S', 'RingOsuAccuracy.rounds=20'],
+     r'RingOsuAccuracy\.rounds=20 is above RingOsuAccuracy\.max_rounds=16', 'fail'),
+    ('rounds up to max_rounds', 'RingOsuAccuracy',
+     ['-S', 'RingOsuAccuracy.rounds=20', '-S', 'RingOsuAccuracy.max_rounds=20'],
+     r'PASSED.*Ran 2/2', 'ok'),
+    ('run_timeout 0', 'OsuLatencyCheck', ['-S', 'run_timeout=0'],
+     r'OsuLatencyCheck\.run_timeout must be a number of seconds above 0, got 0', 'fail'),
+    ('run_timeout negative', 'RingOsuAccuracy', ['-S', 'run_timeout=-5'],
+     r'RingOsuAccuracy\.run_timeout must be a number of seconds above 0, got -5', 'fail'),
+    ('OSU iters negative', 'OsuLatencyCheck', ['-S', 'OsuLatencyCheck.iters=-3'],
+     r'OsuLatencyCheck\.iters must be 1 or more \(0: .*\), got -3', 'fail'),
+    ('OSU warmup negative', 'OsuBwCheck', ['-S', 'warmup=-1'],
+     r'OsuBwCheck\.warmup must be 1 or more \(0: .*\), got -1', 'fail'),
+    ('bw_max below 1 MiB', 'RingOsuAccuracy', ['-S', 'RingOsuAccuracy.bw_max=1000'],
+     r'RingOsuAccuracy\.bw_max must be 1048576 \(1 MiB\) or more.*got 1000', 'fail'),
+    ('-P ranks_per_node of the OSU collectives', 'OsuAllreduceCheck',
+     ['-P', 'ranks_per_node=2', '--list'],
+     r'OsuAllreduceCheck %ranks_per_node=2 .*\nFound 1 check', 'ok'),
+]
+
+
+def fake_osu(root: Path) -> Path:
+    """An OSU prefix whose bin/ holds do-nothing benchmarks (enough for --dry-run)."""
+    (root / 'bin').mkdir(parents=True)
+    for name in ('osu_latency', 'osu_bw', 'osu_bibw', 'osu_mbw_mr', 'osu_allreduce',
+                 'osu_bcast'):
+        (root / 'bin' / name).write_text('#!/bin/sh\n')
+        (root / 'bin' / name).chmod(0o755)
+    return root
+
+
+def dry_session(var: Path, stack: str, checks: str, *opts: str,
+                osu: str) -> tuple[int, str]:
+    from conftest import run_reframe
+    last = [] if '--list' in opts else ['--dry-run']
+    proc = run_reframe(var, '-n', checks, '--system', 'local:shm', *opts, *last,
+                       env={'HARNESS_STACKS': stack, 'HARNESS_OSU_PREFIX': osu,
+                            'HARNESS_QUIET': '1'}, timeout=300)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize('what,checks,opts,sees,status', BAD_VALUES,
+                         ids=[case[0] for case in BAD_VALUES])
+def test_bad_values_fail_naming_the_variable(tmp_path, stacks, what, checks, opts, sees,
+                                             status):
+    rc, text = dry_session(tmp_path / 'var', stacks[0], checks, *opts,
+                           osu=str(fake_osu(tmp_path / 'osu')))
+    assert re.search(sees, text), text[-5000:]
+    assert (rc != 0) if status == 'fail' else (rc == 0), (rc, text[-5000:])
+    assert 'skipping test' not in text and 'Traceback (most recent' not in text, text[-5000:]
+    if 'sizes=' in ' '.join(opts):
+        assert 'OSU' not in ''.join(ln for ln in text.splitlines() if 'Reason' in ln)
+
+
+@pytest.mark.parametrize('folder', ['nonexistent', 'osu dir'])
+def test_an_osu_prefix_that_does_not_exist_fails_naming_it(tmp_path, stacks, folder):
+    """Unset, HARNESS_OSU_PREFIX skips the OSU checks; set to a folder that is not
+    there (after {stack} is filled in), it fails them, naming the user's path
+    (not the link ReFrame is given for a path with a space)."""
+    stack = stacks[0]
+    given = tmp_path / folder / '{stack}'
+    rc, text = dry_session(tmp_path / 'var', stack, 'OsuLatencyCheck|RingOsuAccuracy',
+                           osu=str(given))
+    want = (f'HARNESS_OSU_PREFIX={given}: the OSU prefix {tmp_path / folder / stack} '
+            f'of {stack} does not exist')
+    assert rc != 0 and text.count(want) >= 2, text[-5000:]
+    assert '.var-links' not in text and ' SKIP ' not in text, text[-5000:]
+    rc, text = dry_session(tmp_path / 'var2', stack, 'OsuLatencyCheck', osu='')
+    assert rc == 0 and 'SKIP' in text and 'not configured' in text, text[-5000:]

@@ -374,3 +374,33 @@ def test_the_baseline_leaves_busy_runs_out(tmp_path):
     assert [r.busy for r in records] == [True, False]
     (samples,) = collect(records)['local']['StreamCheck'].values()
     assert samples.values == [0.73]
+
+
+def test_the_largest_sample_of_the_session_judges_its_variant(monkeypatch):
+    """-P sample=0 with HARNESS_REPEAT=3: sample 0 deferred to samples never
+    run, so a failing reference was never judged (PASSED at 1e6 GB/s)."""
+    from types import SimpleNamespace
+
+    from harnesslib.noise import BandRule
+    monkeypatch.setenv('HARNESS_REPEAT', '3')
+    monkeypatch.delenv('HARNESS_FIRST_ROUND', raising=False)
+
+    def pool(samples: tuple[int, ...], sample: int) -> bool:
+        # A test class as -P sample=... makes it: its parameter space holds
+        # the session's samples only.
+        cls = type('StreamCheck', (), {'param_space': {'sample': samples}})
+        test = cls()
+        vars(test).update(sample=sample, judge_samples_together=True,
+                          display_name=f'StreamCheck %layout=mpi_2x1 %sample={sample}',
+                          current_partition=SimpleNamespace(fullname='local:shm'),
+                          current_environ=SimpleNamespace(name='mpich'))
+        where, last = BandRule.sample_pool(test)
+        assert where == ('StreamCheck', 'local:shm', 'mpich', 'layout=mpi_2x1')
+        return last
+
+    assert pool((0,), 0)                         # -P sample=0: judges
+    assert [pool((0, 1), s) for s in (0, 1)] == [False, True]
+    assert [pool((0, 1, 2), s) for s in (0, 1, 2)] == [False, False, True]
+    assert pool((5,), 5)                         # beyond HARNESS_REPEAT: the last
+    monkeypatch.setenv('HARNESS_FIRST_ROUND', '3')   # sequential rounds only defer
+    assert not pool((3, 4), 4)

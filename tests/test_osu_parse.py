@@ -253,3 +253,25 @@ def test_settings_fill_the_stack_into_the_osu_prefix(monkeypatch):
     assert settings._osu_prefix('mpich') == '/opt/osu/mpich'
     monkeypatch.delenv('HARNESS_OSU_PREFIX')
     assert settings._osu_prefix('mpich') == ''
+
+
+def test_an_osu_prefix_that_is_no_folder_is_an_error_naming_it(tmp_path, monkeypatch):
+    """A set prefix that is not there fails the checks (a skip would hide the
+    mistake), naming HARNESS_OSU_PREFIX where it gave the folder, and the
+    folder as the user gave it, not the link ReFrame was given for it."""
+    lib = harnesslib()
+    from harnesscore.paths import reframe_path
+    monkeypatch.setenv('HARNESS_OSU_PREFIX', str(tmp_path / 'my osu' / '{stack}'))
+    want = tmp_path / 'my osu' / 'mpich'
+    link = reframe_path(str(want))
+    assert '.var-links' in link and lib.given_path(link) == str(want)
+    with pytest.raises(lib.OsuPrefixError, match=re.escape(
+            f'HARNESS_OSU_PREFIX={tmp_path}/my osu/{{stack}}: the OSU prefix {want} of '
+            f'mpich does not exist')):
+        lib.osu_binary(env(link), 'osu_latency')
+    monkeypatch.delenv('HARNESS_OSU_PREFIX')
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(lib.OsuPrefixError, match=re.escape(
+            f'osu_prefix of environment mpich: the OSU prefix {tmp_path}/file of mpich is '
+            f'not a directory')):
+        lib.osu_binary(env(str(tmp_path / 'file')), 'osu_latency')

@@ -259,3 +259,56 @@ def test_help_names_the_budget_the_plan_takes(capsys, monkeypatch):
     assert plan_cli.main(['--cores', '16', '--part-budget']) == 0
     seconds = float(capsys.readouterr().out.split()[0])
     assert seconds == P.parse_session_budget(P.DEFAULT_SESSION_BUDGET)[0]
+
+
+def test_problem_sizes_below_one_are_refused_not_run():
+    # -P problem=0 on SpmvCheck divided by zero in setup; -1 reached the kernel.
+    two = P.Topology(cores=2, mem_bytes=8 * 2**30)
+    plan = P.make_plan(two, samples=1)
+    for kernel, size in (('spmv', 0), ('spmv', -1), ('stream', 0), ('stream', -1), ('md', 0)):
+        why = plan.decision(kernel, ('mpi', 2, 1), size)
+        assert why == f'infeasible: {kernel} problem size {size} must be a positive integer', why
+
+
+@pytest.mark.parametrize('kernel, layout, modes', [
+    ('stream', 'serial_1x1_decomp2', 'mpi, masteronly'),
+    ('md', 'funneled_1x2', 'mpi, masteronly'),
+    ('ring', 'hybrid_1x2', 'mpi, masteronly'),
+    ('spmv', 'nosuch_2x1', 'mpi, masteronly, funneled, serial'),
+])
+def test_a_mode_the_kernel_lacks_is_refused_before_it_runs(kernel, layout, modes):
+    # -P layout=serial_1x1_decomp2 on StreamCheck ran and failed with "stream
+    # exited with status 2".
+    two = P.Topology(cores=2, mem_bytes=8 * 2**30)
+    plan = P.make_plan(two, samples=1)
+    mode = layout.split('_')[0]
+    assert plan.decision(kernel, layout, P.SIZES[kernel][0]) == (
+        f'infeasible: mode {mode} is not a mode of {kernel} (its modes: {modes})')
+    assert plan.decision(kernel, 'mpi_2x1', P.SIZES[kernel][0]) == ''
+
+
+def _partition(extras: dict) -> object:
+    from types import SimpleNamespace
+    proc = SimpleNamespace(num_cores=128, num_cpus=128, num_cpus_per_core=1, num_sockets=2,
+                           num_numa_nodes=8)
+    return SimpleNamespace(processor=proc, extras=extras, fullname='declared:big',
+                           scheduler=SimpleNamespace(registered_name='local'))
+
+
+def test_spmv_memory_rule_counts_the_stream_run_the_check_runs(monkeypatch):
+    # A declared 128-core node of 24 GiB: the check's STREAM run is the tiny
+    # one, so spmv n=8 as mpi_128x1 fits (it was left out for a 28 GiB STREAM).
+    monkeypatch.setattr(P.os, 'sched_getaffinity', lambda _pid: {0, 1})
+    topo = P.Topology.from_partition(_partition({'declared_topology': True,
+                                                 'mem_per_node': '24GiB'}))
+    plan = P.session_plan(topo, samples=1, budget_s=P.DEFAULT_BUDGET_S)
+    assert plan.decision('spmv', ('mpi', 128, 1), 8) == '', plan.format()
+    assert topo.oversubscribed and P.spmv_stream_elements(topo) == P.TINY_STREAM_ELEMENTS
+    # -S SpmvCheck.stream_elements=8388608: the check's STREAM size, judged anew.
+    why = plan.decision('spmv', ('mpi', 128, 1), 8, stream_elements=P.SPMV_STREAM_ELEMENTS)
+    assert why.startswith('infeasible: spmv 8 as mpi_128x1: 28 GiB per node, over 80%'), why
+    # The same node undeclared (a real node of 24 GiB): the full STREAM run.
+    real = P.Topology.from_partition(_partition({'mem_per_node': '24GiB'}))
+    assert P.spmv_stream_elements(real) == P.SPMV_STREAM_ELEMENTS
+    assert P.spmv_stream_elements(real, 1000) == 1000
+    assert 'over 80%' in P.infeasible('spmv', ('mpi', 128, 1), 8, real)

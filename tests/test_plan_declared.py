@@ -160,3 +160,69 @@ def test_md_size_that_cannot_run_on_a_layout_is_skipped_before_running(tmp_path,
                for ln in lines)
     records = _records(tmp_path / 'perflogs' / 'local' / 'shm' / 'MdCheck.log')
     assert [r['mode'] for r in records] == ['masteronly']   # no failed record
+
+
+# ---- bad input to the kernel checks: said before anything runs ----------------------
+
+def _kernels():
+    from reframe.utility import import_module_from_file
+    return import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+
+
+@pytest.mark.parametrize('check, param, reason', [
+    # A division by zero in setup, and a size the kernel was given.
+    ('SpmvCheck', 'problem=0', 'spmv problem size 0 must be a positive integer'),
+    ('StreamCheck', 'problem=-1', 'stream problem size -1 must be a positive integer'),
+    # Modes the kernel lacks ran and failed with "exited with status 2".
+    ('StreamCheck', 'layout=serial_1x1_decomp2',
+     'mode serial is not a mode of stream (its modes: mpi, masteronly)'),
+    ('MdCheck', 'layout=funneled_1x2',
+     'mode funneled is not a mode of md (its modes: mpi, masteronly)'),
+])
+def test_bad_typed_parameters_are_skipped_with_the_reason(tmp_path, check, param, reason):
+    proc = run_reframe(tmp_path, '-n', check, '-P', param, '-P', 'sample=0', '--dry-run',
+                       '--system', 'local:shm', env={'HARNESS_STACKS': 'mpich'})
+    out = proc.stdout + proc.stderr
+    assert 'Traceback' not in out, out[-4000:]
+    assert proc.returncode == 0 and f'[infeasible: {reason}]' in out, out[-4000:]
+
+
+def test_spmv_iters_is_an_exact_count():
+    # -S SpmvCheck.iters=5 was a floor: --min-time stretched it to 5124 calls.
+    from types import SimpleNamespace
+    spmv = _kernels().SpmvCheck
+    check = SimpleNamespace(iters=5, mode='mpi', problem=8, decomp=1,
+                            min_time_args=lambda: ['--min-time', '0.2'])
+    assert spmv.kernel_args(check) == ['--n', '8', '--iters', '5']
+    check.iters = 0     # the plan's floor, stretched by --min-time
+    assert spmv.kernel_args(check) == ['--n', '8', '--iters', '10', '--min-time', '0.2']
+    # The docs said every kernel check passes --min-time: the ring never did.
+    docs = ' '.join((REPO / 'docs' / 'pages' / 'plan.md').read_text().split())
+    assert ('`RingCheck` and `StreamCheck` run fixed counts (`iters_scale`, `iters`) and '
+            'ignore `min_time`') in docs
+    assert '`-S SpmvCheck.iters=N` is an exact count (no `--min-time`)' in docs
+
+
+def test_a_verdict_pair_is_selected_by_name_as_the_docs_say(tmp_path):
+    # -P pair=... resolved no dependency (Ran 0/0, PASSED); -n '...%pair=...'
+    # selects the verdict with the runs it judges.
+    docs = (REPO / 'docs' / 'pages' / 'plan.md').read_text()
+    assert "-n 'HybridVerdict%pair=md/24/masteronly_1x2'" in docs
+    proc = run_reframe(tmp_path, '-n', 'HybridVerdict%pair=md/24/masteronly_1x2', '--list',
+                       '--system', 'local:shm', env={'HARNESS_STACKS': 'mpich'})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert '- HybridVerdict %pair=md/24/masteronly_1x2 ' in proc.stdout, proc.stdout
+    assert '^MdCheck %layout=mpi_2x1 %problem=24 %sample=0' in proc.stdout, proc.stdout
+    # The message for a bad pair gives the form that works (-P splits at commas).
+    with pytest.raises(ValueError, match=r"-n 'HybridVerdict%pair=ring/8,65536,1048576/"):
+        _kernels()._parse_pair('ring/8')
+
+
+def test_a_verdict_pair_without_runs_says_so(tmp_path):
+    # statistics error: no median for empty data.
+    proc = run_reframe(tmp_path, '-n', 'HybridVerdict', '-P', 'pair=spmv/999/masteronly_1x2',
+                       '-r', '--system', 'local:shm', env={'HARNESS_STACKS': 'mpich'})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and 'no median' not in out, out[-4000:]
+    assert ('no runs of spmv size 999 layout mpi_2x1 in this session (the mpi side of '
+            'spmv/999/masteronly_1x2)') in out, out[-4000:]

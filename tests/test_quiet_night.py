@@ -256,3 +256,15 @@ def test_a_median_in_the_soft_zone_warns_and_passes(tmp_path, stacks):
     assert [j for _, _, j in _judgements(var)] == ['deferred', 'deferred', 'warn'], \
         _explain(proc)
     assert 'in the soft zone' in proc.stdout, _explain(proc)
+
+
+@pytest.mark.integration
+def test_one_sample_picked_with_P_judges_its_variant(tmp_path, stacks):
+    # -P sample=0 with HARNESS_REPEAT=3 deferred to samples never run: a
+    # reference 10x the machine's STREAM passed.
+    refs, stack = tmp_path / 'refs', stacks[0]
+    _references(refs, stack, 1e6, -0.1)
+    proc = _stream(tmp_path / 'var', refs, stack, '-P', 'sample=0')
+    assert proc.returncode != 0, _explain(proc)
+    assert [(r, j) for _, r, j in _judgements(tmp_path / 'var')] == [('fail', 'fail')], \
+        _explain(proc)

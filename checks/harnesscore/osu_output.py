@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 
+from .paths import REPO_DIR
 from .stacks import STACK
 
 _TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
@@ -163,21 +164,53 @@ OSU_DIRS = ('libexec/osu-micro-benchmarks/mpi/pt2pt',
             'libexec/osu-micro-benchmarks/mpi/collective', 'bin')
 
 
+class OsuPrefixError(ValueError):
+    """An OSU prefix is configured but is no folder: the checks that need OSU
+    fail naming it (a skip would hide the mistake)."""
+
+
+def given_path(path: str) -> str:
+    """`path` as the user gave it: the folder that a link in the checkout's
+    ``.var-links`` stands for (``harnesscore.paths.reframe_path`` gives ReFrame
+    such a link for a path with a space or a shell character), else `path`."""
+    if os.path.islink(path) and os.path.dirname(path) == os.path.join(REPO_DIR, '.var-links'):
+        return os.readlink(path)
+    return path
+
+
+def _prefix_origin(shown: str, stack: str) -> str:
+    """Where the OSU prefix `shown` of `stack` was set: HARNESS_OSU_PREFIX where
+    it names that folder, else the environment's extra osu_prefix."""
+    template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
+    if template:
+        tail = os.path.normpath(template.replace('{stack}', stack)).lstrip(os.sep)
+        if os.path.normpath(shown).endswith(tail):
+            return f'HARNESS_OSU_PREFIX={template}'
+    return f'osu_prefix of environment {stack}'
+
+
 def osu_binary(env, name: str) -> tuple[str | None, str]:
     """(path of OSU benchmark `name` for environment `env`, '') or (None, why not).
 
     The prefix is the environment's extra ``osu_prefix`` (config/settings.py
     fills it from HARNESS_OSU_PREFIX, a site configuration or Spack sets it).
+    None configured: (None, how to provide OSU), a skip; a prefix that is no
+    folder: ``OsuPrefixError``, a failure.
     """
     stack = env.extras.get('stack', env.name)
     prefix = str(env.extras.get('osu_prefix', '') or '')
     if not prefix:
         return None, f'OSU Micro-Benchmarks not configured for {stack}: {OSU_HOWTO}'
+    shown = given_path(prefix)
+    if not os.path.isdir(prefix):
+        what = 'is not a directory' if os.path.exists(prefix) else 'does not exist'
+        raise OsuPrefixError(f'{_prefix_origin(shown, stack)}: the OSU prefix {shown} of '
+                             f'{stack} {what}')
     for sub in OSU_DIRS:
         path = os.path.join(prefix, sub, name)
         if os.access(path, os.X_OK):
             return path, ''
-    return None, (f'{name} not found under osu_prefix {prefix} ({stack}; looked in '
+    return None, (f'{name} not found under osu_prefix {shown} ({stack}; looked in '
                   f'{", ".join(OSU_DIRS)}): {OSU_HOWTO}')
 
 

@@ -64,6 +64,13 @@ HYBRID_MODES: dict[str, tuple[str, ...]] = {
 SERIAL_KERNELS = ('spmv',)
 KERNELS = tuple(SIZES)
 
+
+def kernel_modes(kernel: str) -> tuple[str, ...]:
+    """Every mode a kernel check runs: ``mpi``, its hybrid modes and (spmv)
+    ``serial``."""
+    return ('mpi', *HYBRID_MODES[kernel], *(('serial',) if kernel in SERIAL_KERNELS else ()))
+
+
 #: Minimum seconds of every timed loop (the kernels' ``--min-time``).
 MIN_TIME = 0.2
 #: Calls of spmv's timed loop before ``--min-time`` stretches it (serial: fewer).
@@ -100,7 +107,8 @@ PROCESS_BASE_BYTES = 32 * 2**20
 MEM_FRACTION = 0.8
 #: Memory of one serial process at most (bounds its time as well).
 SERIAL_MEM_CAP = 2 * 2**30
-#: STREAM elements per core of the roofline run before every spmv run.
+#: STREAM elements per core of the roofline run before every spmv run
+#: (``spmv_stream_elements``).
 SPMV_STREAM_ELEMENTS = 8388608
 STREAM_ITERS = 10
 
@@ -139,6 +147,9 @@ class Topology:
     #: CPUs online where the runs really execute (0: as many as ``cores``); a
     #: declared node's runs see this machine's.
     online_cpus: int = 0
+    #: The partition declares its topology (``extras['declared_topology']``):
+    #: spmv's roofline STREAM run is ``TINY_STREAM_ELEMENTS`` per core.
+    declared: bool = False
     #: Stacks (environments) run on the partition: parts of the session's budget.
     stacks: int = dataclasses.field(default=1, compare=False)
 
@@ -182,7 +193,8 @@ class Topology:
         return cls(cores=cores, sockets=sockets if cores % sockets == 0 else 1,
                    numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
-                   oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0)
+                   oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0,
+                   declared=bool(extras.get('declared_topology')))
 
 
 #: Memory per core assumed for a remote (Slurm) partition whose configuration
@@ -401,9 +413,37 @@ def process_memory(kernel: str, layout: Layout, size) -> int:
     return PROCESS_BASE_BYTES + 64 * 2**20   # ring: buffers of a few MiB
 
 
-def infeasible(kernel: str, layout: Layout, size, topo: Topology) -> str:
-    """Why `kernel` at `size` cannot run as `layout` on `topo` ('' if it can)."""
+def spmv_stream_elements(topo: Topology, override: int = 0) -> int:
+    """STREAM elements per core of the roofline run before spmv (what the check
+    runs and the plan's memory rule and cost model count): `override` (``-S
+    SpmvCheck.stream_elements``) if given, else ``TINY_STREAM_ELEMENTS`` on a
+    declared node, ``SPMV_STREAM_ELEMENTS`` elsewhere."""
+    if override:
+        return int(override)
+    return TINY_STREAM_ELEMENTS if topo.declared else SPMV_STREAM_ELEMENTS
+
+
+def bad_input(kernel: str, layout: Layout, size) -> str:
+    """Why a run the checks cannot run at all was asked for (``-P
+    layout=...``, ``-P problem=...``): a mode the kernel lacks, a size below 1
+    ('' if neither)."""
+    mode = layout[0]
+    if mode not in kernel_modes(kernel):
+        return (f'mode {mode} is not a mode of {kernel} (its modes: '
+                f'{", ".join(kernel_modes(kernel))})')
+    if kernel != 'ring' and int(size) < 1:
+        return f'{kernel} problem size {size} must be a positive integer'
+    return ''
+
+
+def infeasible(kernel: str, layout: Layout, size, topo: Topology,
+               stream_elements: int = 0) -> str:
+    """Why `kernel` at `size` cannot run as `layout` on `topo` ('' if it can);
+    `stream_elements`: spmv's ``-S stream_elements`` (``spmv_stream_elements``)."""
     mode, ranks, threads = layout
+    why = bad_input(kernel, layout, size)
+    if why:
+        return why
     if ranks * threads != topo.cores:
         return f'{layout_name(layout)} does not fill the {topo.cores} cores of {topo.name}'
     total_ranks = ranks * topo.nodes
@@ -427,7 +467,8 @@ def infeasible(kernel: str, layout: Layout, size, topo: Topology) -> str:
     if topo.mem_bytes:
         need = node_memory(kernel, layout, size)
         if kernel == 'spmv':   # the STREAM run before it (one after the other)
-            need = max(need, node_memory('stream', layout, SPMV_STREAM_ELEMENTS))
+            need = max(need, node_memory('stream', layout,
+                                         spmv_stream_elements(topo, stream_elements)))
         if need > MEM_FRACTION * topo.mem_bytes:
             return (f'{kernel} {size} as {layout_name(layout)}: {_gib(need)} per node, over '
                     f'{MEM_FRACTION:.0%} of the node\'s {_gib(topo.mem_bytes)}')
@@ -463,8 +504,8 @@ def estimate(kernel: str, layout: Layout, size, topo: Topology,
         t_call = rows * SPMV_BYTES_PER_CALL / (workers * bw)
         floor = SPMV_SERIAL_MIN_CALLS if mode == 'serial' else SPMV_MIN_CALLS
         timed = max(min_time, floor * t_call)
-        # The STREAM run before it: SPMV_STREAM_ELEMENTS on each of its cores.
-        stream = launch + 24 * SPMV_STREAM_ELEMENTS * (7 / bw + FIRST_TOUCH)
+        # The STREAM run before it: spmv_stream_elements on each of its cores.
+        stream = launch + 24 * spmv_stream_elements(topo) * (7 / bw + FIRST_TOUCH)
         setup = rows * SPMV_SETUP_ROW / workers
         return launch + timed + SPMV_OVERHEAD_CALLS * t_call + setup + stream
     if kernel == 'md':
@@ -531,12 +572,17 @@ class Plan:
         return T_BUILD + self.run_seconds + T_VERDICT * self.verdicts
 
     def decision(self, kernel: str, layout: Layout, size,
-                 other_sizes: Iterable = ()) -> str:
+                 other_sizes: Iterable = (), stream_elements: int = 0) -> str:
         """Why a run is left out ('' if it runs).  A size in `other_sizes`
         (the other partitions' sizes of the system) but not in this plan is
         left out; any other size or layout outside the plan's lists (``-P
-        problem=...``) is judged on feasibility alone."""
+        problem=...``) is judged on feasibility alone.  `stream_elements`:
+        spmv's ``-S stream_elements``, which its memory rule judges anew."""
         layout = parse_layout(layout)
+        if stream_elements and kernel == 'spmv':
+            why = infeasible(kernel, layout, size, self.topo, stream_elements)
+            if why:
+                return f'infeasible: {why}'
         if (kernel in self.sizes and str(size) not in map(str, self.sizes[kernel])
                 and str(size) in map(str, other_sizes)):
             return (f'left out by the plan: {kernel} size {size} is another node\'s '
@@ -544,8 +590,10 @@ class Plan:
                     f'{", ".join(map(str, self.sizes[kernel]))})')
         for run in (*self.runs, *self.left_out):
             if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
+                if stream_elements and kernel == 'spmv' and run.reason.startswith('infeasible'):
+                    return ''   # feasible with the STREAM size the check runs
                 return run.reason and f'left out by the plan: {run.reason}'
-        why = infeasible(kernel, layout, size, self.topo)
+        why = infeasible(kernel, layout, size, self.topo, stream_elements)
         return f'infeasible: {why}' if why else ''
 
     def summary(self) -> str:

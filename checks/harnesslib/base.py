@@ -188,6 +188,14 @@ class OsuRuns(rfm.RegressionTestPlugin):
     #: as the kernels do.
     run_timeout = variable(int, value=90)
 
+    @run_after('setup')
+    def check_run_timeout(self):
+        # 0 would turn `timeout` off (no guard against a hung MPI_Finalize), a
+        # negative value make `timeout` itself fail (status 125) instead of OSU.
+        if self.run_timeout <= 0:
+            raise ValueError(f'{type(self).__name__}.run_timeout must be a number of seconds '
+                             f'above 0, got {self.run_timeout}')
+
     def timeout_options(self) -> list[str]:
         """``timeout``'s options: TERM after ``run_timeout`` s, KILL 10 s later."""
         return ['-k', '10', str(int(self.run_timeout))]
@@ -207,6 +215,15 @@ class AlternatingRounds(StageFiles):
     rounds = variable(int)
     max_rounds = variable(int)
     round_budget_s = variable(int)
+
+    @run_after('setup')
+    def check_rounds(self):
+        # The loop stops at max_rounds first: more rounds asked would be cut.
+        name = type(self).__name__
+        if self.rounds > self.max_rounds:
+            raise ValueError(f'{name}.rounds={self.rounds} is above {name}.max_rounds='
+                             f'{self.max_rounds}: raise max_rounds too '
+                             f'(-S {name}.max_rounds={self.rounds})')
 
     def round_loop(self, counter: str, body: list[str], question: list[str]) -> list[str]:
         """The script's loop of rounds (``harnesscore.rounds.round_loop``)."""

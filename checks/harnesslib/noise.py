@@ -9,7 +9,8 @@ performance stage with ReFrame's own "failed to meet reference" message,
 after a warning that gives the rule's interval; INCONCLUSIVE passes with a
 warning, its reference logged without thresholds where the median lies
 outside the band (``./harness nightly`` then exits 3); DEFERRED, a sample
-(``%sample=N``) that is not the session's last of its variant, passes, and
+(``%sample=N``) that is not the session's last of its variant
+(``last_sample``), passes, and
 the last sample judges the median of all of them (``-S
 judge_samples_together=false``: every sample alone).  The perflog field
 ``judgement`` says which.
@@ -74,6 +75,16 @@ class QuietMachine(rfm.RegressionTestPlugin):
 _SESSION_VALUES: dict[tuple[str, str, str, str, str], list[tuple[float, bool]]] = {}
 
 
+def last_sample(cls) -> int:
+    """The session's last sample of `cls`'s variants, the one that judges
+    them: ``HARNESS_REPEAT`` - 1, or the largest ``sample`` the test's
+    parameter space holds where that is smaller (``-P sample=0`` leaves the
+    later samples out of the session, so sample 0 judges)."""
+    values = cls.param_space['sample'] if 'sample' in cls.param_space else ()
+    last = samples_per_run() - 1
+    return min(last, max(map(int, values))) if values else last
+
+
 class BandRule(rfm.RegressionTestPlugin):
     """Every performance variable with a bounded reference is judged by the one
     rule (``harnesscore.bands``) before ReFrame checks it (see the module's
@@ -106,7 +117,7 @@ class BandRule(rfm.RegressionTestPlugin):
         where = (cls, self.current_partition.fullname, self.current_environ.name, variant)
         # Rounds after the planned ones (HARNESS_FIRST_ROUND > 0: the sequential
         # rounds of the verdicts) only defer: the planned rounds judged the variant.
-        return where, first_round() == 0 and int(sample) >= samples_per_run() - 1
+        return where, first_round() == 0 and int(sample) >= last_sample(type(self))
 
     @reads_output('performance', always_last=True)
     def apply_band_rule(self):
