@@ -8,7 +8,6 @@ docs/pages/checks.md gives their variables and targets.
 
 from __future__ import annotations
 
-import re
 import shlex
 import statistics
 
@@ -23,48 +22,12 @@ from harnesscore.rounds import (
     ring_osu_ratios,
     ring_osu_rounds,
 )
-from harnesscore.units import KIB, MIB
+from harnesscore.units import MIB, message_sizes, ring_size
 from harnesslib.base import AlternatingRounds, KernelCheck, OsuRuns, sanity_errors, sweep_variables
 from harnesslib.compat import reads_output
 from harnesslib.launch import shell_words
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
-
-#: What the ring kernel's --sizes takes (src/ring.c): each size 1 B .. 16 MiB,
-#: integer bytes with an optional K or M suffix (KiB, MiB); at most 64 sizes.
-RING_MAX_SIZE = 16 * MIB
-RING_MAX_SIZES = 64
-_RING_SIZE = re.compile(r'([0-9]+)([KkMm]?)')
-
-
-def _ring_size(text: str) -> int:
-    m = _RING_SIZE.fullmatch(text)
-    if m is None:
-        raise ValueError(f"{text!r} is not a size (integer bytes, optional K or M suffix)")
-    size = int(m.group(1)) * {'': 1, 'k': KIB, 'm': MIB}[m.group(2).lower()]
-    if not 1 <= size <= RING_MAX_SIZE:
-        raise ValueError(f"size {text!r} is out of range (1 B .. 16 MiB)")
-    return size
-
-
-def ring_sizes(text: str) -> list[int]:
-    """The message sizes of the ring kernel's ``--sizes`` (src/ring.c), sorted:
-    MIN:MAX (MIN, doubling up to MAX) or a comma list; ValueError saying what
-    is wrong, as the kernel would."""
-    lo, sep, hi = text.partition(':')
-    if sep:
-        first, last = _ring_size(lo), _ring_size(hi)
-        if first > last:
-            raise ValueError(f"range {text!r} has MIN > MAX")
-        out = []
-        while first <= last and len(out) < RING_MAX_SIZES:
-            out.append(first)
-            first *= 2
-        return out
-    parts = text.split(',')
-    if len(parts) > RING_MAX_SIZES:
-        raise ValueError(f'more than {RING_MAX_SIZES} sizes')
-    return sorted({_ring_size(part) for part in parts})
 
 
 class RingSweep(KernelCheck):
@@ -87,7 +50,7 @@ class RingSweep(KernelCheck):
         try:
             # The range's MAX (as before), else the list's largest size.
             _lo, sep, hi = self.sizes.partition(':')
-            self.size = str(max(ring_sizes(self.sizes)) if not sep else _ring_size(hi))
+            self.size = str(max(message_sizes(self.sizes)) if not sep else ring_size(hi))
         except ValueError:
             self.size = self.sizes     # the setup stage fails the test (``sweep``)
         self.descr = f'ring --pattern {self.pattern} --sizes {self.sizes} on 2 ranks'
@@ -115,7 +78,7 @@ class RingSweep(KernelCheck):
     def sweep(self) -> list[int]:
         """The sizes of ``sizes``; a bad value is the test's error (setup stage)."""
         try:
-            return ring_sizes(self.sizes)
+            return message_sizes(self.sizes)
         except ValueError as err:
             raise ValueError(f'{type(self).__name__}.sizes={self.sizes!r}: {err}') from None
 

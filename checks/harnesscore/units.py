@@ -22,9 +22,42 @@ def parse_bytes(text: str) -> int:
     return int(text[:-1] if mult != 1 else text) * mult
 
 
+#: What the ring kernel's --sizes takes (src/ring.c): each size 1 B .. 16 MiB,
+#: integer bytes with an optional K or M suffix (KiB, MiB); at most 64 sizes.
+RING_MAX_SIZE = 16 * MIB
+RING_MAX_SIZES = 64
+_RING_SIZE = re.compile(r'([0-9]+)([KkMm]?)')
+
+
+def ring_size(text: str) -> int:
+    """One size of the ring kernel's --sizes, in bytes; ValueError as the kernel says it."""
+    m = _RING_SIZE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a size (integer bytes, optional K or M suffix)")
+    size = int(m.group(1)) * {'': 1, 'k': KIB, 'm': MIB}[m.group(2).lower()]
+    if not 1 <= size <= RING_MAX_SIZE:
+        raise ValueError(f"size {text!r} is out of range (1 B .. 16 MiB)")
+    return size
+
+
 def message_sizes(sizes: str) -> list[int]:
-    """The message sizes of a ring --sizes list ('8,64K,1M'), in bytes, sorted."""
-    return sorted({parse_bytes(x) for x in str(sizes).split(',')})
+    """The message sizes of the ring kernel's --sizes, in bytes, sorted: MIN:MAX
+    (MIN, doubling up to MAX) or a comma list ('8,64K,1M'); ValueError saying
+    what is wrong, as the kernel would."""
+    lo, sep, hi = str(sizes).partition(':')
+    if sep:
+        first, last = ring_size(lo), ring_size(hi)
+        if first > last:
+            raise ValueError(f"range {sizes!r} has MIN > MAX")
+        out = []
+        while first <= last and len(out) < RING_MAX_SIZES:
+            out.append(first)
+            first *= 2
+        return out
+    parts = str(sizes).split(',')
+    if len(parts) > RING_MAX_SIZES:
+        raise ValueError(f'more than {RING_MAX_SIZES} sizes')
+    return sorted({ring_size(part) for part in parts})
 
 
 def bytes_label(n: int, sep: str = '') -> str:
