@@ -38,7 +38,12 @@ loads it (the tests do, with ``--list`` and ``--dry-run``).
 # RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list
 # (the result is cached under $HARNESS_VAR_DIR/topology/), or run
 # `reframe --detect-host-topology=topo.json` on a compute node and copy the
-# numbers here.
+# numbers here.  'num_cpus' counts hardware threads, as Slurm counts CPUs;
+# the layouts use cores (num_cpus / num_cpus_per_core), and the harness asks
+# Slurm for whole cores: --cpus-per-task = threads per rank x num_cpus_per_core
+# (2 threads per core: 'num_cpus': 256, 'num_cpus_per_core': 2 is 128 cores, a
+# 16x8 run asks --cpus-per-task=16).  Where slurm.conf schedules cores (CPUs =
+# cores), write 'num_cpus_per_core': 1.
 NODE = {
     'num_cpus': 128,
     'num_cpus_per_core': 1,
@@ -79,7 +84,8 @@ CLUSTER = {
             'access': ['--partition=compute', '--constraint=ib', '--exclusive'],
             # Nodes per run: the layouts are R ranks per node x T threads on
             # every node (sbatch --ntasks-per-node R --cpus-per-task T, then
-            # ReFrame's srun --cpus-per-task=T with SLURM_CPU_BIND=cores).
+            # ReFrame's srun --cpus-per-task=T with SLURM_CPU_BIND=cores; T x
+            # num_cpus_per_core where a core has several hardware threads).
             'nodes': 2,
             'processor': NODE,
             # Per stack: environment variables that select this interconnect.

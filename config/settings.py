@@ -32,7 +32,13 @@ from harnesscore.plan import budget_from_env, first_round, max_rounds, samples_p
 from harnesscore.references import ReferencesError, references_file, validate_references_file
 from harnesscore.schema import perflog_format, perfvar_format
 from harnesscore.stacks import STACK, Stack, install_hint
-from harnesslib.launch import clean_mpi_env, mpi_env_mode, rank_binding_env, stack_bindir
+from harnesslib.launch import (
+    clean_files_env,
+    clean_mpi_env,
+    mpi_env_mode,
+    rank_binding_env,
+    stack_bindir,
+)
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -97,10 +103,13 @@ try:
     #: Samples of every kernel run, checked here: an error in a check file
     #: would only be a warning and an empty session with exit status 0.
     SAMPLES = samples_per_run()
-    #: What becomes of the MPI tuning variables this session inherits from the
-    #: shell (OMPI_MCA_*, UCX_*, ...): ``clean`` (default) takes them out of the
-    #: session, so each partition measures what it claims; ``keep`` passes them
-    #: on.  Every run records the ones in effect (the perflog's ``mpi_env``).
+    #: What becomes of the MPI and OpenMP tuning variables this session
+    #: inherits from the shell (OMPI_MCA_*, UCX_*, HYDRA_*, OMP_*, ...) and of
+    #: the user's own MPI configuration files (~/.mpiexec.hydra.conf,
+    #: ~/.openmpi/mca-params.conf): ``clean`` (default) takes the variables out
+    #: of the session and keeps the files out of the runs (``_files_env``), so
+    #: each partition measures what it claims; ``keep`` passes both on.  Every
+    #: run records the ones in effect (the perflog's ``mpi_env``).
     MPI_ENV_MODE = mpi_env_mode()
     # The knobs the checks, their job scripts and the sequential rounds read
     # later, checked here too (later, a bad one fails every run, leaves every
@@ -219,6 +228,19 @@ def _selected_stacks() -> list[str]:
     return list(dict.fromkeys(names))     # a stack named twice runs once
 
 
+def _files_env(family: str, launcher: str = '') -> dict[str, str]:
+    """In ``clean`` mode, what keeps the user's own configuration files out of
+    the runs of `family`'s stack (``harnesslib.launch.clean_files_env``: Hydra
+    reads no user file, Open MPI only its system's MCA files); nothing in
+    ``keep`` mode (the runs record the files they read)."""
+    if MPI_ENV_MODE != 'clean':
+        return {}
+    try:
+        return clean_files_env(family, launcher)
+    except ValueError as err:
+        _config_error(str(err))
+
+
 def _environments() -> tuple[list[dict], list[str]]:
     envs, names = [], []
     for name in _selected_stacks():
@@ -236,7 +258,8 @@ def _environments() -> tuple[list[dict], list[str]]:
         # core of its own (a hybrid check widens it to its threads).
         bindir = stack_bindir(os.path.join(VAR_DIR, 'stacks'), name, found['cc'],
                               found['launcher'], spec.name)
-        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec.name)}
+        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec.name),
+                      **_files_env(spec.name, found['launcher'])}
         # What the stack needs to run as root (CI machines are root).
         stack_env = spec.root_env_here()
         # The stack's defaults for the whole system (shm uses them), and a
@@ -293,6 +316,12 @@ try:
     _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix)
 except ValueError as _err:      # a cluster file or HARNESS_TEST_CLUSTER it cannot use
     _config_error(str(_err))
+# A cluster's own stacks (modules) keep Hydra's user file out as well; their
+# Open MPI's system folder is known only where the module is loaded.
+for _env in _SLURM_ENVS:
+    _names = {k for k, _ in _env['env_vars']}
+    _env['env_vars'] = [*_env['env_vars'], *([k, v] for k, v in _files_env(
+        str(_env['extras'].get('family', ''))).items() if k not in _names)]
 
 
 # ---- declared topologies: big nodes on a small machine ------------------------------

@@ -22,6 +22,7 @@ import itertools
 import math
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -245,8 +246,8 @@ def parse_nodes(text: str) -> list[SlurmNode]:
     nodes = []
     for rec in parse_scontrol_records(text, 'NodeName'):
         name, total = rec['NodeName'], _int(rec.get('CPUTot'))
-        sockets = (_int(rec.get('Sockets')) or 0) * (_int(rec.get('Boards')) or 1)
-        size = NodeSize.of(_int(rec.get('CPUEfctv')) or total, sockets,
+        # Sockets is the node's total (not per board: Boards does not multiply it).
+        size = NodeSize.of(_int(rec.get('CPUEfctv')) or total, _int(rec.get('Sockets')),
                            _int(rec.get('CoresPerSocket')), _int(rec.get('ThreadsPerCore')),
                            _int(rec.get('RealMemory')), total)
         nodes.append(SlurmNode(name, rec.get('NodeHostName', name), rec.get('NodeAddr', ''),
@@ -274,6 +275,17 @@ def parse_sinfo(text: str) -> list[SinfoRow]:
             rows.append(SinfoRow(name.rstrip('*'), avail.strip().lower() == 'up',
                                  _int(count) or 0, size, node_list))
     return rows
+
+
+def partitions_of_sinfo(rows: Sequence[SinfoRow]) -> list[SlurmPartition]:
+    """The partitions of sinfo's rows: one per partition, its rows (one per node
+    size) merged: their node lists joined, their nodes summed."""
+    merged: dict[str, list[SinfoRow]] = {}
+    for row in rows:
+        merged.setdefault(row.partition, []).append(row)
+    return [SlurmPartition(name, ','.join(r.node_list for r in same if r.node_list),
+                           sum(r.nodes for r in same), any(r.up for r in same))
+            for name, same in merged.items()]
 
 
 def parse_mpi_plugins(text: str) -> set[str]:
@@ -355,17 +367,28 @@ def parse_ucx_info(text: str) -> list[UcxDevice]:
     return out
 
 
+#: The PCI vendor of AWS's Elastic Fabric Adapter (its ports are no InfiniBand).
+EFA_VENDOR_ID = '0x1d0f'
+
+
 @dataclasses.dataclass
 class IbPort:
     hca: str
     port: int
     active: bool
-    link_layer: str             # InfiniBand or Ethernet (RoCE)
+    link_layer: str             # InfiniBand or Ethernet (RoCE); EFA: Unspecified
     rate: str = ''              # e.g. "4X HDR" from active_width and active_speed
+    vendor_id: str = ''         # the HCA's, e.g. 0x02c9 (Mellanox), 0x1d0f (EFA)
 
     @property
     def device(self) -> str:
         return f'{self.hca}:{self.port}'
+
+    @property
+    def efa(self) -> bool:
+        """An AWS EFA device (libfabric's efa provider drives it, not UCX)."""
+        return (self.vendor_id.lower() == EFA_VENDOR_ID
+                or re.match(r'^(rdmap|efa)', self.hca) is not None)
 
 
 def parse_ibv_devinfo(text: str) -> list[IbPort]:
@@ -373,9 +396,12 @@ def parse_ibv_devinfo(text: str) -> list[IbPort]:
     ports: list[IbPort] = []
     width = ''
     for hca, lines in _groups(text, r'\s*hca_id:\s*(\S+)'):
+        vendor = ''
         for s in (ln.strip() for ln in lines):
-            if m := re.match(r'^port:\s*(\d+)', s):
-                ports.append(IbPort(hca[1], int(m.group(1)), False, ''))
+            if m := re.match(r'^vendor_id:\s*(\S+)', s):
+                vendor = m.group(1)
+            elif m := re.match(r'^port:\s*(\d+)', s):
+                ports.append(IbPort(hca[1], int(m.group(1)), False, '', vendor_id=vendor))
                 width = ''
             elif ports and (m := re.match(r'^state:\s*(\S+)', s)):
                 ports[-1].active = m.group(1) == 'PORT_ACTIVE'
@@ -546,12 +572,15 @@ def node_links(sections: Mapping[str, str]) -> list[Link]:
     else ucx_info), libfabric's HPC fabrics (fi_info), then its Ethernet
     interfaces with an IPv4 address (ip, /sys/class/net)."""
     links: list[Link] = []
-    ports = [p for p in parse_ibv_devinfo(sections.get('ibv_devinfo', '')) if p.active]
+    # An InfiniBand or RoCE port, never an EFA device (link layer Unspecified, or
+    # InfiniBand on older rdma-core): that one is libfabric's (fi_info's efa).
+    ports = [p for p in parse_ibv_devinfo(sections.get('ibv_devinfo', ''))
+             if p.active and p.link_layer in ('InfiniBand', 'Ethernet') and not p.efa]
     if not ports:
         seen = dict.fromkeys(d.device for d in parse_ucx_info(sections.get('ucx_info', ''))
                              if re.match(r'^(rc|dc|ud)', d.transport) and ':' in d.device)
-        ports = [IbPort(d.split(':')[0], int(d.split(':')[1]), True, 'InfiniBand')
-                 for d in seen if d.split(':')[1].isdigit()]
+        ports = [p for p in (IbPort(d.split(':')[0], int(d.split(':')[1]), True, 'InfiniBand')
+                             for d in seen if d.split(':')[1].isdigit()) if not p.efa]
     for p in ports:
         kind, what = ('roce', 'RoCE') if p.link_layer == 'Ethernet' else ('ib', 'InfiniBand')
         links.append(Link(kind, p.device, f'{what} {p.rate}'.strip() + f' port {p.device}'))
@@ -936,8 +965,7 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
     det.partitions = parse_partitions(parts.out) if parts.ok else []
     det.sinfo = parse_sinfo(sinfo.out) if sinfo.ok else []
     if not det.partitions and det.sinfo:
-        det.partitions = [SlurmPartition(r.partition, r.node_list, r.nodes, r.up)
-                          for r in det.sinfo]
+        det.partitions = partitions_of_sinfo(det.sinfo)
         det.notes.append(f'partitions from sinfo (scontrol show partition: {parts.why()})')
     if not det.partitions:
         raise SiteError('Slurm shows no partition (scontrol show partition: '
@@ -1014,12 +1042,16 @@ def _sanitize(name: str) -> str:
 
 def _node_size(det: Detection, part: SlurmPartition,
                nodes: list[SlurmNode]) -> tuple[NodeSize | None, str]:
-    """The most common size of the partition's `nodes`, and a note if they differ."""
-    sizes = [n.size for n in nodes if n.size] or [
-        r.size for r in det.sinfo if r.partition == part.name and r.size]
-    if not sizes:
+    """The most common size of the partition's `nodes` (else of sinfo's rows, each
+    weighed by its nodes), and a note if they differ."""
+    weighed = [(n.size, 1) for n in nodes if n.size] or [
+        (r.size, r.nodes or 1) for r in det.sinfo if r.partition == part.name and r.size]
+    if not weighed:
         return None, ''
-    counts = collections.Counter(s.key() for s in sizes)
+    sizes = [s for s, _ in weighed]
+    counts: collections.Counter[tuple[int, int, int, int]] = collections.Counter()
+    for s, n in weighed:
+        counts[s.key()] += n
     same = [s for s in sizes if s.key() == counts.most_common(1)[0][0]]
     size = same[0]._replace(memory_mib=min(s.memory_mib for s in same))
     return size, '' if len(counts) == 1 else (
@@ -1029,30 +1061,63 @@ def _node_size(det: Detection, part: SlurmPartition,
 
 def _processor(size: NodeSize, topo: CpuTopology | None, det: Detection,
                probed_on: str, no_probe: str) -> tuple[dict[str, Any], list[str]]:
-    sockets = size.sockets if size.cpus % size.sockets == 0 else 1
+    notes = [f'One node\'s processor, from scontrol show node: {size.describe()}.']
+    # Slurm's sockets can be NUMA domains (numa_node_as_socket) or one per CPU (a
+    # bare CPUs=N node line): lscpu's count wins where it saw the node's CPUs.
+    counted = size.sockets
+    if topo and topo.sockets and topo.cpus in (size.cpus, size.cpus_total) \
+            and topo.sockets != size.sockets:
+        counted = topo.sockets
+        notes.append(f'Sockets from lscpu on {probed_on} ({topo.sockets}; Slurm says '
+                     f'{size.sockets}).')
+    sockets = counted if size.cpus % counted == 0 else 1
+    # A Slurm CPU is a core where Slurm schedules whole cores (CPUTot = sockets x
+    # cores, the threads not counted): then one CPU per core, whatever ThreadsPerCore.
+    per_core = size.threads_per_core
+    if per_core > 1 and size.cpus_total == size.sockets * size.cores_per_socket:
+        per_core = 1
+        notes.append(f'Slurm counts cores as CPUs here ({size.cpus_total} = {size.sockets} '
+                     f'socket(s) x {size.cores_per_socket} cores, the '
+                     f'{size.threads_per_core} threads per core not counted): one CPU per '
+                     f'core.')
     proc: dict[str, Any] = {
         'num_cpus': size.cpus,
-        'num_cpus_per_core': size.threads_per_core,
+        'num_cpus_per_core': per_core,
         'num_sockets': sockets,
         'num_cpus_per_socket': size.cpus // sockets,
     }
-    notes = [f'One node\'s processor, from scontrol show node: {size.describe()}.']
+    numa_as_socket = 'numa_node_as_socket' in det.config.get('SlurmdParameters', '')
     if topo and topo.numa_masks and topo.cpus == size.cpus:
         proc['topology'] = {'numa_nodes': topo.numa_masks}
         notes.append(f'NUMA domains from lscpu on {probed_on}.')
-    elif 'numa_node_as_socket' in det.config.get('SlurmdParameters', ''):
-        per = size.cpus // sockets
+    elif numa_as_socket and size.threads_per_core == 1:
+        # One hardware thread per core: Linux numbers the CPUs of a domain in a block.
+        domains = size.sockets if size.cpus % size.sockets == 0 else 1
+        per = size.cpus // domains
         proc['topology'] = {'numa_nodes': [hex(((1 << per) - 1) << (i * per))
-                                           for i in range(sockets)]}
+                                           for i in range(domains)]}
         notes.append('NUMA domains: Slurm counts them as sockets (SlurmdParameters='
                      'numa_node_as_socket); their CPUs taken as numbered in blocks.')
     else:
         why = (f'lscpu on {probed_on} saw {topo.cpus} CPUs' if topo else
                f'lscpu on a node: {no_probe}' if no_probe else f'lscpu on {probed_on} said none')
+        if numa_as_socket:
+            # Linux numbers a core's second thread after all the first ones: no blocks.
+            why += (f'; Slurm counts them as sockets (numa_node_as_socket), but with '
+                    f'{size.threads_per_core} threads per core their CPUs are not numbered '
+                    f'in blocks')
         notes.append(f'{FILL_IN}: the NUMA domains ({why}): add \'topology\': '
                      f'{{\'numa_nodes\': [<one CPU mask per domain>]}}, or leave it out '
                      f'(one domain assumed).')
     return proc, notes
+
+
+def keeps_accounting(storage_type: str) -> bool:
+    """Whether Slurm's AccountingStorageType keeps an accounting database: not
+    where it is empty, ``(null)`` (Slurm 23.02.5 and later print that for none) or
+    ``accounting_storage/none``."""
+    value = storage_type.strip()
+    return value not in ('', '(null)') and not value.endswith('/none')
 
 
 def build(det: Detection, args: argparse.Namespace) -> Block:
@@ -1084,7 +1149,7 @@ def build(det: Detection, args: argparse.Namespace) -> Block:
         cluster.add('scheduler', 'squeue', f'{FILL_IN}: \'slurm\' where Slurm keeps an '
                     f'accounting database (sacct), else \'squeue\' (scontrol show config '
                     f'gave nothing).')
-    elif acct and not acct.endswith('/none'):
+    elif keeps_accounting(acct):
         cluster.add('scheduler', 'slurm', f'Slurm keeps accounting ({acct}): jobs are polled '
                     'with sacct.')
     else:
@@ -1109,8 +1174,9 @@ def build(det: Detection, args: argparse.Namespace) -> Block:
 
     stacks = _stack_entries(det)
     modular = [s for s in det.stacks.values() if s.how == 'module']
-    prepare = [f'. {tool.init}'] if tool and tool.init and modular else []
-    prepare += [f'module use {d}' for d in dict.fromkeys(s.module_dir for s in modular) if d]
+    prepare = [f'. {shlex.quote(tool.init)}'] if tool and tool.init and modular else []
+    prepare += [f'module use {shlex.quote(d)}'
+                for d in dict.fromkeys(s.module_dir for s in modular) if d]
     if prepare:
         cluster.add('prepare_cmds', prepare, 'Run first in every job script: the job\'s shell '
                     'gets the module command and the folders of the stacks\' modules (drop '
@@ -1408,6 +1474,13 @@ def _fail(message: str, code: int) -> int:
 def main(argv: Sequence[str] | None = None, runner: Runner = run,
          environ: Mapping[str, str] | None = None) -> int:
     args = parse_args(argv)
+    # config/slurm_systems.py reads HARNESS_MODULES_SYSTEM as it checks the file made:
+    # a bad value is the caller's, named before anything is asked.
+    import slurm_systems
+    try:
+        slurm_systems.modules_system_override()
+    except ValueError as err:
+        return _fail(str(err), 2)
     try:
         det = detect(args, dict(os.environ if environ is None else environ), runner)
         cluster = build(det, args)

@@ -85,12 +85,23 @@ static const char *HELP =
     "                   step count so the timed steps last at least S seconds\n"
     "                   (default 0: exactly --steps; the count is the same on every\n"
     "                   rank; RESULT: steps, steps_requested, t_step_s)\n"
-    "  --check-forces   also rebuild at the end and compare forces, energy and virial\n"
-    "                   with brute-force O(N^2) minimum-image sums (small systems,\n"
+    "  --check-forces   also compare the forces, energy and virial of the last step\n"
+    "                   (the lists the run used, so a dangerous build fails), then\n"
+    "                   those after a rebuild, with brute-force O(N^2) minimum-image\n"
+    "                   sums (small systems,\n"
     "                   at most 32000 atoms; relative tolerance 1e-10)\n"
     "  --help           this text\n"
-    "  Verified on every run: particle count conserved, |total momentum|/N < 1e-10,\n"
-    "  energy drift below --drift-tol, no atom outside its sub-box after migration.\n"
+    "  Verified on every run: particle count = 4 L^3 at step 0 and conserved,\n"
+    "  |total momentum|/N < 1e-10, energy drift below --drift-tol, no atom outside\n"
+    "  its sub-box after migration; at step 0 the temperature equals --temp (1e-12\n"
+    "  relative) and the potential energy and virial (hence the pressure) per atom\n"
+    "  equal the fcc lattice's, summed directly over the lattice within the cutoff\n"
+    "  (1e-10 relative to the sum of the pair terms' magnitudes); after the steps\n"
+    "  the neighbour lists hold every pair within cutoff+skin where they are built\n"
+    "  (step 0, and the last step if it rebuilt them), found by a separate cell\n"
+    "  search; pairs within the cutoff missing from older lists (the skin too thin\n"
+    "  for --rebuild-every: LAMMPS's dangerous builds) are counted, not failed\n"
+    "  (RESULT list_pairs_dangerous); --check-forces fails on them.\n"
     "  Quick: md --cells-per-side 8 --steps 50 (2048 atoms).\n";
 
 /* ---- options ------------------------------------------------------------- */
@@ -175,16 +186,20 @@ int main(int argc, char **argv) {
     md_migrate(&s);
     md_borders(&s);
     md_build_neighbours(&s);
+    /* the lists as built hold every pair within cutoff+skin (of the options) */
+    const double rn0 = o.cutoff + o.skin;
+    const long list_0 = kc_sum_over_ranks(&ctx, md_list_mismatches(&s, rn0 * rn0));
     md_compute_forces(&s, &r.epot, &r.vir);
     double glob[3];
     md_global_sums(&s, md_kinetic(&s), r.epot, r.vir, glob);
     const thermo t0 = md_thermo_of(glob, N, V);
     const long ghosts0 = kc_sum_over_ranks(&ctx, s.nall - s.nlocal);
+    const long count_0 = kc_sum_over_ranks(&ctx, s.nlocal);
     if (ctx.rank == 0) md_print_start(&s, &o, natoms, ghosts0, &t0);
 
     md_run_steps(&s, &o, N, t0.e, &r);
     verdict v;
-    md_verify(&s, &o, natoms, t0.e, &r, &v);
+    md_verify(&s, &o, natoms, &t0, count_0, list_0, &r, &v);
     md_times t;
     md_summarise(&ctx, natoms, &r, &t);
     md_report(&s, &o, natoms, &t0, &r, &v, &t);

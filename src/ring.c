@@ -36,7 +36,11 @@
  * checked against a pattern that depends on (source rank, thread lane, size,
  * iteration) on the first exchange, after the timed loops (the data of the last
  * timed exchange) and on a final separate exchange; receive buffers are poisoned
- * before each of these phases so a missing message is caught too.
+ * before each of these phases so a missing message is caught too.  The bytes
+ * the figures count must also be the bytes the MPI messages carried: the sum
+ * over ranks of every message's count per iteration must equal the model
+ * (ring: bytes_per_node_per_iter x nodes; pingpong/bw: size), else the size
+ * fails its verification (RESULT bytes_counted_per_iter, bytes_sent_per_iter).
  */
 #include "kernel_common.h"
 
@@ -596,6 +600,7 @@ static long setup_ring(const kc_ctx *ctx, const options *o, topology *topo, exch
 
 /* Bytes per MPI message of a per-CPU size (masteronly ring: k CPUs' worth). */
 static size_t message_bytes(const options *o, long size, long k) {
+    if (KC_FAULT("ring_msg_bytes")) return (size_t)size; /* k ignored: too short */
     return (size_t)size * (size_t)(o->mode == KC_MODE_MASTERONLY && o->pattern == PAT_RING ? k : 1);
 }
 
@@ -673,7 +678,26 @@ typedef struct {
     double total;      /* seconds timed over all repetitions */
     long bad_total;    /* wrong bytes, all ranks */
     first_bad first;   /* the lowest rank that received some, and from whom */
+    long sent_model;   /* bytes the figures count per iteration, over all ranks */
+    long sent_actual;  /* bytes the MPI messages carry per iteration, over all ranks */
+    size_t msg;        /* bytes per MPI message on this rank */
 } size_run;
+
+/* The bytes per iteration the bandwidth and latency figures count, over all
+ * ranks: pingpong and bw one message of `size` from the sender (bw: per
+ * message of the window); ring size x k CPUs on every node
+ * (bytes_per_node_per_iter x nodes). */
+static long model_bytes(const options *o, const topology *topo, long size, long k) {
+    if (o->pattern != PAT_RING) return size;
+    return size * k * (o->mode != KC_MODE_MPI ? topo->ppn : 1) * topo->nnodes;
+}
+
+/* The bytes this rank's MPI messages carry per iteration (its count
+ * argument): the pt2pt sender one message, a ring rank one per lane. */
+static long sent_bytes(const exch *e) {
+    if (e->pat != PAT_RING) return e->role == 0 ? (long)e->msg : 0;
+    return e->role == 1 ? (long)e->msg * e->kthreads : 0;
+}
 
 /* Exchange ids of the data pattern: first, timed and last exchange. */
 #define IT_FIRST 0
@@ -681,8 +705,8 @@ typedef struct {
 
 /* Time one size (pingpong/bw as OSU; ring: warm-up, then --reps loops) and
  * verify the first exchange, the last timed one and a last separate one. */
-static void measure_size(kc_ctx *ctx, const options *o, exch *e, long size, long k,
-                         size_run *r) {
+static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, exch *e,
+                         long size, long k, size_run *r) {
     const int pt2pt = o->pattern != PAT_RING;
     e->size = size;
     e->msg = message_bytes(o, size, k);
@@ -732,6 +756,10 @@ static void measure_size(kc_ctx *ctx, const options *o, exch *e, long size, long
 
     r->bad_total = kc_sum_over_ranks(ctx, bad);
     r->first = first_wrong_rank(bad, ctx->rank, e->src_world);
+    /* the bandwidth counts the bytes the messages really carried */
+    r->sent_model = model_bytes(o, topo, size, k);
+    r->sent_actual = kc_sum_over_ranks(ctx, sent_bytes(e));
+    r->msg = e->msg;
 }
 
 /* ---- reporting ------------------------------------------------------------ */
@@ -746,7 +774,8 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
         tsum += r->samples[i];
     }
     const double tmean = tsum / (double)o->reps;
-    const int hybrid = o->mode != KC_MODE_MPI, verified = r->bad_total == 0;
+    const int hybrid = o->mode != KC_MODE_MPI;
+    const int verified = r->bad_total == 0 && r->sent_actual == r->sent_model;
     double latency_us = NAN, bw_mbps = NAN, bytes_node = 0.0;
     if (o->pattern == PAT_PINGPONG) {
         latency_us = tmin / 2.0 * 1e6;
@@ -795,6 +824,8 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
     kc_json_num(&j, "t_comp_s", 0.0);
     kc_json_fom(&j, fom, o->pattern == PAT_PINGPONG ? "us" : "MB/s");
     kc_json_int(&j, "wrong_bytes", r->bad_total);
+    kc_json_int(&j, "bytes_counted_per_iter", r->sent_model);
+    kc_json_int(&j, "bytes_sent_per_iter", r->sent_actual);
     /* added: how the figures were taken */
     kc_json_int(&j, "skip", r->c.skip);
     kc_json_str(&j, "timer", o->pattern == PAT_RING ? "slowest rank, per repetition"
@@ -838,14 +869,19 @@ int main(int argc, char **argv) {
 
     size_run r = {.samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *r.samples)};
     int si = 0; /* sizes ascending, up to the first that fails its verification */
-    for (; si < o.nsizes && r.bad_total == 0; ++si) {
-        measure_size(&ctx, &o, &e, o.sizes[si], k, &r);
+    for (; si < o.nsizes && r.bad_total == 0 && r.sent_actual == r.sent_model; ++si) {
+        measure_size(&ctx, &o, &topo, &e, o.sizes[si], k, &r);
         report_size(&ctx, &o, &topo, &e, k, &r);
     }
 
     free(r.samples);
     release(&e, o.pattern != PAT_RING);
     topology_free(&topo);
+    if (r.bad_total == 0 && r.sent_actual != r.sent_model)
+        kc_fail(&ctx, 3, "verification FAILED: size %ld B: the MPI messages carry %ld bytes per "
+                         "iteration over all ranks (msg_bytes %zu) but the bandwidth counts %ld "
+                         "(bytes_counted_per_iter)",
+                o.sizes[si - 1], r.sent_actual, r.msg, r.sent_model);
     if (r.bad_total != 0)
         kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
                          "rank %d in the message from rank %d",

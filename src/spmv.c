@@ -48,10 +48,15 @@
  * t_comp = t_comp_interior + t_comp_boundary per call.
  *
  * Verification (every run): x_i = 1 + ((7 gx + 13 gy + 17 gz) mod 11) from the
- * GLOBAL coordinates of point i; y of the last timed call is compared with a
+ * GLOBAL coordinates of point i.  After the timed loop (untimed) the ghost
+ * layer of x and the send and receive buffers are set to NaN and one more call
+ * of the same mode is made (x never changes, so without this only the first
+ * exchange would really be checked); y of that call is compared with a
  * recomputation that uses neither the CSR matrix nor the halo: for every owned
  * point the 27 stencil offsets are visited in global coordinates, skipping
- * points outside the domain.  Pass: max|y - yref| / max|yref| <= 1e-12.
+ * points outside the domain.  Pass: max|y - yref| / max|yref| <= 1e-12 (the
+ * 27 terms are small integers: y is exact in any order of summation, so any
+ * difference is an error), and no interior row may read a received ghost.
  *
  * Traffic model (bytes_per_iter_model, for the roofline against stream): per
  * call 12 bytes per nonzero (8 value + 4 column index) + 8 bytes per row for
@@ -117,7 +122,9 @@ static const char *HELP =
     "  --times-file PATH  rank 0 writes its per-call pack/comm/comp times there\n"
     "  --help   this text\n"
     "  Verification: x = 1 + ((7gx+13gy+17gz) mod 11) of the global coordinates;\n"
-    "  y must match a stencil recomputation to max|y-yref|/max|yref| <= 1e-12.\n"
+    "  after the timed calls the ghost layer and halo buffers are set to NaN and\n"
+    "  one more call is made; its y must match a stencil recomputation to\n"
+    "  max|y-yref|/max|yref| <= 1e-12, and no interior row may read a ghost.\n"
     "  RESULT fom: GFLOP/s (2 flops per nonzero, wall time of the timed loop).\n";
 
 static const struct option longopts[] = {
@@ -188,11 +195,16 @@ int main(int argc, char **argv) {
     }
     r.shared_core = spmv_threads_share_core(&ctx);
     r.rel_err = spmv_rel_error(&ctx, &P);
-    r.verified = kc_all_true(&ctx, r.rel_err <= REL_TOL);
+    r.interior_halo_reads = spmv_interior_halo_reads(&ctx, &P);
+    r.verified = kc_all_true(&ctx, r.rel_err <= REL_TOL) && r.interior_halo_reads == 0;
     spmv_report(&ctx, &o, &P, &tm, &r);
 
     free(tm.per_call);
     spmv_free(&P);
+    if (!r.verified && r.interior_halo_reads != 0)
+        kc_fail(&ctx, 3, "verification FAILED: %ld matrix entries of interior rows read a ghost "
+                         "value that a neighbour sends (max|y-yref|/max|yref| = %.3g)",
+                r.interior_halo_reads, r.rel_err);
     if (!r.verified)
         kc_fail(&ctx, 3, "verification FAILED: max|y-yref|/max|yref| = %.3g > %.0e", r.rel_err,
                 REL_TOL);

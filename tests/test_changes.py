@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -295,3 +297,140 @@ def test_a_missing_store_or_a_file_is_an_unreadable_store(tmp_path, capsys, monk
     assert cli.main(['changes', *options]) == 2
     assert f'{tmp_path / "history"} does not exist (the default' in capsys.readouterr().err
     assert not (tmp_path / 'history').exists()
+
+
+def test_a_changed_mpi_variable_whose_value_has_a_space_is_named():
+    # mpi_env is 'NAME=VALUE ...' with the values unquoted (mpi_env_text): split only
+    # before a NAME=, or 'ssh -x' -> 'ssh -q' was no change
+    base = records([1.0], random.Random(0), 'SpmvCheck', 0.0)[0]
+    env = 'OMPI_MCA_btl=self,vader OMPI_MCA_plm_rsh_agent=ssh {} UCX_TLS=sm'
+    before = dataclasses.replace(base, mpi_env=env.format('-x'))
+    after = dataclasses.replace(base, mpi_env=env.format('-q'))
+    assert changes.provenance_diff(before, after) == {
+        'OMPI_MCA_plm_rsh_agent': ('ssh -x', 'ssh -q')}
+    gone = dataclasses.replace(base, mpi_env='OMPI_MCA_btl=self,vader')
+    assert changes.provenance_diff(before, gone) == {
+        'OMPI_MCA_plm_rsh_agent': ('ssh -x', ''), 'UCX_TLS': ('sm', '')}
+
+
+def test_a_change_confirmed_more_than_min_segment_sessions_after_it_is_on_that_nights_page():
+    # a 7% step in noise of 3%: the permutation test confirms it only once 5 sessions
+    # lie after it, and the page must say so that night (not only at exactly 3)
+    rng = random.Random(20)
+    levels = [1.0] * 30 + [1.07] * 8
+    recs = [dataclasses.replace(r, values={'t_total': r.values['t_total'] * math.exp(
+        rng.gauss(0, 0.03))}) for r in records(levels, rng, 'LateCheck', 0.0)]
+    hist = changes.History.from_records(recs)
+    first = next(i for i in range(30, 38) if any(
+        c.confirmed for c in changes.find(hist, until=night(i) + dt.timedelta(hours=1))))
+    assert first - 30 + 1 > changes.Knobs().min_segment       # confirmed late
+    shown = {i: [c for c in changes.since_last_night(hist, night(i)).changes if c.confirmed]
+             for i in range(28, 38)}
+    assert [i for i, cs in shown.items() if cs] == [first]     # that night, only then
+    (c,) = shown[first]
+    assert c.at == night(30) and c.direction == 'worse'
+    # --last-night --fail-on-change agrees with --fail-on-change that night
+    assert cli._written(argparse.Namespace(json=None, fail_on_change=True), {},
+                        shown[first]) == cli.EXIT_REGRESSION
+
+
+def two_systems(levels_a: list[float], levels_b: list[float], a_last: bool = True,
+                ) -> changes.History:
+    """Ring (t_total) on two systems every night, each its own session: system a at
+    02:30, b two (a_last: two before) hours later."""
+    rng = random.Random(9)
+    recs: list[Record] = []
+    for system, levels, hours in (('sysa', levels_a, 0), ('sysb', levels_b,
+                                                           -2 if a_last else 2)):
+        recs += [dataclasses.replace(r, system=system, time=r.time + dt.timedelta(hours=hours))
+                 for r in records(levels, rng, 'RingCheck', 0.02)]
+    return changes.History.from_records(sorted(recs, key=lambda r: r.time))
+
+
+def test_each_system_is_compared_with_its_own_session_before():
+    # two systems in one store, quiet: nothing missing or new against the other system
+    for a_last in (True, False):
+        page = changes.since_last_night(two_systems([1.0] * 8, [1.0] * 8, a_last))
+        assert page.lines() == ['Since the last night: nothing moved (1 series, 1 checks)']
+    # system a's regression on its last night, a ran last: on the page, system named
+    page = changes.since_last_night(two_systems([1.0] * 7 + [1.4], [1.0] * 8))
+    (line,) = page.lines()
+    assert line.startswith('regression: RingCheck t_total, openmpi@sysa:shm: +3')
+    assert page.changes[0].as_dict()['series'] == 'RingCheck t_total, openmpi@sysa:shm'
+    # a check that newly fails on system b: against b's session before, named so
+    hist = two_systems([1.0] * 8, [1.0] * 8, a_last=False)
+    recs = [dataclasses.replace(r, result='fail') if r.system == 'sysb'
+            and r.time >= night(7) else r for r in
+            sorted(hist.lookup(range(48)).values(), key=lambda r: r.time)]
+    page = changes.since_last_night(changes.History.from_records(recs))
+    assert page.lines() == ['newly failing: RingCheck, openmpi@sysb:shm']
+
+
+def brute_force_p(pool: list[float], min_segment: int) -> float:
+    """The auditor's exact p-value: every order of the pool."""
+    import itertools
+
+    import numpy as np
+    x = np.asarray(pool)
+    observed = float(changes._split_stat(x, min_segment)) * (1 - 1e-9)
+    orders = np.array(list(itertools.permutations(x)))
+    return float((changes._split_stat(orders, min_segment) >= observed).mean())
+
+
+#: the auditor's short step series (numpy default_rng(5), a step of 1.0 in the logs)
+#: whose exact p-values lie either side of 0.01, and those values (its brute force)
+STEP_9 = [-0.02405794275760342, -0.03973076986884435, -0.007450848662857456,
+          0.012613357141965644, 1.0340813959746893, 1.0032911919796543, 0.983420580383913,
+          0.9764565893396716, 1.0224623731220377]
+STEP_10 = [-0.03489677920334246, -0.018878642821846633, -0.014640174698305723,
+           -0.02139940114896731, 0.01660135411059868, 0.9981074208422414,
+           0.9823170622590218, 1.0122891347967136, 1.0248956592118397, 0.9507092988578297]
+
+
+def test_the_permutation_p_value_of_a_short_series_is_exact():
+    import numpy as np
+    rs = np.random.default_rng(0)
+    for m, ms in ((6, 3), (7, 3), (8, 3), (8, 2), (6, 1), (7, 2)):
+        for shift in (0.0, 0.05, 0.2, 1.0):
+            x = rs.normal(0, 0.03, m)
+            x[m // 2:] += shift
+            exact = brute_force_p(list(x), ms)
+            for p_value in (0.01, 0.05, 1.0):
+                got = changes.permutation_p(x, changes.Knobs(min_segment=ms, p_value=p_value))
+                assert got == pytest.approx(exact, abs=1e-12), (m, ms, shift, p_value)
+    knobs = changes.Knobs()
+    # 9 sessions, 4|5: at best 2/126 > 0.01, no change; 10 sessions, 5|5: 2/252, a change
+    assert brute_force_p(STEP_9, 3) == pytest.approx(2 / 126)
+    assert changes.permutation_p(np.array(STEP_9), knobs) == pytest.approx(2 / 126)
+    assert changes.permutation_p(np.array(STEP_10), knobs) == pytest.approx(2 / 252)
+    assert changes.detect(list(np.exp(STEP_9)), knobs) == []
+    assert [c for c, _ in changes.detect(list(np.exp(STEP_10)), knobs)] == [5]
+    # a clean 30% step at 10 sessions is found (the sampled test missed it)
+    found = 0
+    for _ in range(20):
+        x = rs.normal(0, 0.03, 10)
+        x[5:] += 0.3
+        found += bool(changes.detect(list(np.exp(x)), knobs))
+    assert found == 20
+
+
+def test_the_sampled_permutation_test_decides_as_the_exact_one_near_the_threshold():
+    # longer pools (sampled) near p = 0.01: the draws go on while the binomial interval
+    # holds the threshold, so the decision is the exact one's (2^m prefix sets)
+    import numpy as np
+    rs = np.random.default_rng(3)
+    knobs = changes.Knobs()
+    checked = 0
+    for _ in range(60):
+        x = rs.normal(0, 0.03, 15)
+        x[8:] += rs.uniform(0.02, 0.06)
+        observed = float(changes._split_stat(x, 3)) * (1 - 1e-9)
+        exact = changes._exact_p(x, 3, observed)
+        if not 0.004 <= exact <= 0.025 or 0.008 < exact < 0.0125:  # too close to call
+            continue
+        checked += 1
+        sampled = changes._sampled_p(x, knobs, observed, seed=0)
+        assert (sampled <= 0.01) == (exact <= 0.01), (exact, sampled)
+    assert checked >= 5
+    assert changes._exact_p(np.array(STEP_9), 3, float(changes._split_stat(
+        np.array(STEP_9), 3)) * (1 - 1e-9)) == pytest.approx(2 / 126)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from hybridverdict import comm
-from hybridverdict.perflog import read_perflogs
+from hybridverdict.perflog import Record, read_perflogs
 from perflog_writer import header, hockney_runs, line, write, write_runs
 
 SIZES = [1, 8, 64, 512, 4096, 32768, 262144, 1048576]
@@ -136,3 +138,26 @@ def test_zero_latencies_are_not_measured(tmp_path):
     write_runs(tmp_path / 'x.log', 'osu_latency', runs)
     (curve,) = comm.p2p_curves(read_perflogs([str(tmp_path)]))
     assert 1 not in curve.times and curve.fit.t0 == pytest.approx(2.0)
+
+
+def test_ring_beside_osu_keeps_a_row_per_ring_build():
+    """A Debug and a Release ring build on one stack: two rows, each naming its build
+    (keyed without the build, the later headline overwrote the earlier)."""
+    def rec(kernel: str, build: str, latency: float) -> Record:
+        return Record(time=dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc), system='s',
+                      partition='p', stack='x', kernel=kernel, mode='mpi', ranks=2, threads=1,
+                      size='8', cores=2, nodes=1, mpi_library='L', verified=True,
+                      oversubscribed=False, result='pass', values={'latency_8B': latency},
+                      units={}, source='f:1', build_spec=build)
+
+    heads = comm.headlines([rec('ring-pingpong', 'cmake Debug x', 9.0),
+                            rec('ring-pingpong', 'cmake Release x', 1.0),
+                            rec('osu_latency', 'osu /opt', 1.0)])
+    rows, data = comm.ring_osu_rows(heads)
+    build = comm.RING_OSU_COLUMNS.index('ring build')
+    ratio = comm.RING_OSU_COLUMNS.index('ring/OSU')
+    assert [(r[build], r[comm.RING_OSU_COLUMNS.index('OSU build')], r[ratio]) for r in rows] == [
+        ('cmake Debug x', 'osu /opt', '9.00'), ('cmake Release x', 'osu /opt', '1.00')]
+    assert all(len(r) == len(comm.RING_OSU_COLUMNS) for r in rows)
+    assert [(d['ring_build'], d['osu_build'], d['library'], d['latency_ratio']) for d in data] \
+        == [('cmake Debug x', 'osu /opt', 'L', 9.0), ('cmake Release x', 'osu /opt', 'L', 1.0)]

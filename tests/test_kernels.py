@@ -5,6 +5,8 @@
 * a build that corrupts one value (KERNEL_FAULT_INJECT) fails every kernel's
   own verification, whatever its speed; with KERNEL_FAULT_HANG=<kernel> that
   build hangs rank 0 of that kernel instead (the time-limit test's hung rank);
+  with KERNEL_FAULT=<name> it injects one named defect instead (a stale halo, a
+  list without skin, a wrong reduction, ...), each of which must fail too;
 * the ring's verification failure path (which rank received wrong bytes from
   whom, exit 3) runs on every stack found: it reduces with MPI_MIN only, which
   every MPI build supports (MVAPICH2 --disable-fortran refuses MPI_MINLOC).
@@ -87,6 +89,59 @@ def test_a_corrupted_value_fails_verification(fault_build, kernel, layout):
     assert proc.returncode != 0
     assert f'{kernel}: verification FAILED' in proc.stderr
     assert '"verified":false' in proc.stdout
+
+
+# KERNEL_FAULT=<name> (fault-injection builds): one defect that an earlier,
+# weaker verification let pass ("verified":true), reproduced on purpose.
+# name -> (kernel, mode, ranks, threads, arguments)
+NAMED_FAULTS = {
+    # the halo exchanged on the first call only (ghosts stale ever after)
+    'spmv_halo_once': ('spmv', 'funneled', '2', '2', ['--n', '6', '--iters', '3']),
+    # a face of rows that read the halo counted as interior
+    'spmv_face_as_interior': ('spmv', 'funneled', '2', '2', ['--n', '6', '--iters', '3']),
+    # Verlet lists without the skin; 21 steps: 1 step after a rebuild
+    'md_list_no_skin': ('md', 'mpi', '2', '1', ['--cells-per-side', '6', '--steps', '21']),
+    # MPI_MAX instead of MPI_SUM in the global energy sums
+    'md_thermo_max': ('md', 'mpi', '2', '1', KERNEL_RUNS['md']),
+    # pairs with ghosts left out of the half lists
+    'md_drop_ghost_pairs': ('md', 'masteronly', '1', '2', KERNEL_RUNS['md']),
+    # pairs with ghosts count their whole virial instead of half
+    'md_virial_double': ('md', 'mpi', '2', '1', KERNEL_RUNS['md']),
+    # masteronly ring: a message of size bytes where the bandwidth counts k x size
+    'ring_msg_bytes': ('ring', 'masteronly', '1', '2', KERNEL_RUNS['ring']),
+    # the timed triads cover half the array after the first repetition
+    'stream_half_triad': ('stream', 'mpi', '2', '1', KERNEL_RUNS['stream']),
+}
+
+
+@pytest.mark.parametrize('fault', sorted(NAMED_FAULTS))
+def test_a_named_fault_fails_verification(fault_build, fault):
+    """Each named fault fails its kernel's own verification (exit 3, "verified":false);
+    the same run with an unknown name (no fault, no corrupted value) verifies."""
+    stack, build = fault_build
+    kernel, mode, ranks, threads = NAMED_FAULTS[fault][:4]
+    cmd = [shutil.which(STACKS[stack][1]), '-n', ranks, str(build / kernel), '--mode', mode,
+           *NAMED_FAULTS[fault][4]]
+    runs = {}
+    for name in (fault, 'none'):
+        runs[name] = subprocess.run(cmd, env=mpi_env(OMP_NUM_THREADS=threads, KERNEL_FAULT=name),
+                                    capture_output=True, text=True, timeout=120)
+    bad, good = runs[fault], runs['none']
+    assert bad.returncode == 3, bad.stdout + bad.stderr
+    assert f'{kernel}: verification FAILED' in bad.stderr
+    assert '"verified":false' in bad.stdout
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert '"verified":true' in good.stdout and '"verified":false' not in good.stdout
+
+
+def test_named_fault_ctest_cases(fault_build):
+    """ctest's named_fault_* cases: each run fails with status 3 and says why."""
+    _, build = fault_build
+    proc = subprocess.run(['ctest', '-V', '-R', '^named_fault_', '--timeout', '120'], cwd=build,
+                          env=mpi_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
+    assert '0 tests failed' in proc.stdout
+    assert proc.stdout.count('failed as expected (3): ') >= 8
 
 
 def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):

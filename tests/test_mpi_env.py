@@ -1,21 +1,44 @@
-"""What a run claims is what it measured: the user's MPI tuning variables do not
-reach the runs unless kept, each partition pins its transport, a run whose
-transport is not its partition's fails, and every record says which MPI
-variables were in effect (real ReFrame sessions of STREAM, one sample)."""
+"""What a run claims is what it measured: the user's MPI and OpenMP tuning
+variables and own MPI configuration files do not reach the runs unless kept,
+each partition pins its transport, a run whose transport is not its partition's
+fails, and every record says which variables (and user files) were in effect
+(real ReFrame sessions of STREAM, one sample; the pure functions alone)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from conftest import run_reframe
+from harnesscore.stacks import STACK
+from harnesslib import base
+from harnesslib.launch import (
+    binding_var_names,
+    clean_files_env,
+    clean_mpi_env,
+    recorded_vars,
+    stack_sysconfdir,
+    user_config_files,
+)
+from hybridverdict.changes import _env as split_mpi_env
 from hybridverdict.perflog import read_perflogs
 
-pytestmark = pytest.mark.integration
+integration = pytest.mark.integration
 
-#: What a user's rc file may export: every Open MPI run over TCP, MPICH's too.
+#: What a user's rc file may export: every Open MPI run over TCP, MPICH's too;
+#: MPICH's aliases, Hydra's and mpiexec's, the OpenMP runtime's.
 SHELL = {'OMPI_MCA_btl': 'tcp,self', 'OMPI_MCA_pml': 'ob1', 'UCX_TLS': 'tcp',
-         'OMPI_MCA_btl_tcp_if_include': 'lo', 'UCX_NET_DEVICES': 'lo'}
+         'OMPI_MCA_btl_tcp_if_include': 'lo', 'UCX_NET_DEVICES': 'lo',
+         'MPIR_PARAM_DEBUG_SUMMARY': '0', 'MPIEXEC_TIMEOUT': '600', 'GOMP_SPINCOUNT': '10000',
+         'OMP_WAIT_POLICY': 'passive', 'KMP_BLOCKTIME': '0'}
 PINNED = {'openmpi': {'OMPI_MCA_btl': 'self,vader', 'OMPI_MCA_pml': 'ob1'},
           'mpich': {'UCX_TLS': 'sm,self'}}
+#: A user's own files: Hydra's puts every MPICH run over TCP (lat_8 0.3 -> 3.2 us).
+HYDRA_CONF = '-genv UCX_TLS tcp,self\n'
+MCA_CONF = 'mpi_show_mca_params = file\n'
 
 
 def _mpi_env(rec) -> dict[str, str]:
@@ -27,17 +50,44 @@ def var(tmp_path_factory):
     return tmp_path_factory.mktemp('mpienv')
 
 
+@pytest.fixture(scope='module')
+def home(tmp_path_factory) -> Path:
+    """A home with the user's own Hydra and Open MPI configuration files."""
+    path = tmp_path_factory.mktemp('home')
+    (path / '.mpiexec.hydra.conf').write_text(HYDRA_CONF)
+    (path / '.openmpi').mkdir()
+    (path / '.openmpi' / 'mca-params.conf').write_text(MCA_CONF)
+    return path
+
+
 def _session(var, *args, **env):
     proc = run_reframe(var, '--system', 'local:shm', '-n', 'StreamCheck%layout=mpi_', '-r',
                        *args, env={**SHELL, 'HARNESS_SNAPSHOTS': '0', **env})
     return proc
 
 
-def test_the_shells_transport_does_not_reach_the_shm_runs(var, stacks):
-    proc = _session(var)
+def _job_errors(var: Path, stack: str) -> str:
+    return '\n'.join(p.read_text(errors='replace')
+                     for p in (var / 'output' / 'local' / 'shm' / stack).rglob('rfm_*')
+                     if p.suffix in ('.out', '.err'))
+
+
+@pytest.fixture(scope='module')
+def clean(var, home, stacks):
+    """One clean session with the user's files in its home, a preloaded
+    library and Open MPI told to show which files set its parameters: its
+    output, records and each stack's job stderr."""
+    proc = _session(var, '-S', 'env_vars=OMPI_MCA_mpi_show_mca_params:file',
+                    HOME=str(home), LD_PRELOAD='libm.so.6')
+    recs = read_perflogs([str(var / 'perflogs')])
+    return proc, recs, {s: _job_errors(var, s) for s in stacks}
+
+
+@integration
+def test_the_shells_transport_does_not_reach_the_shm_runs(clean, stacks):
+    proc, recs, _ = clean
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert 'the runs do not inherit' in proc.stderr
-    recs = read_perflogs([str(var / 'perflogs')])
     assert {r.stack for r in recs} == set(stacks)
     for rec in recs:
         env = _mpi_env(rec)
@@ -45,21 +95,71 @@ def test_the_shells_transport_does_not_reach_the_shm_runs(var, stacks):
         assert 'OMPI_MCA_btl_tcp_if_include' not in env and 'UCX_NET_DEVICES' not in env
 
 
-def test_kept_variables_are_recorded(var, stacks):
-    proc = _session(var, '-p', stacks[0], HARNESS_MPI_ENV='keep',
+@integration
+def test_clean_runs_read_no_user_file_nor_alias_nor_openmp_variable(clean, stacks, home):
+    proc, recs, errors = clean
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for name in ('MPIR_PARAM_DEBUG_SUMMARY', 'MPIEXEC_TIMEOUT', 'OMP_WAIT_POLICY',
+                 'GOMP_SPINCOUNT', 'KMP_BLOCKTIME'):
+        assert name in proc.stderr.split('do not inherit', 1)[1].split('from this shell')[0]
+    for rec in recs:
+        env = _mpi_env(rec)
+        assert not {'MPIR_PARAM_DEBUG_SUMMARY', 'MPIEXEC_TIMEOUT', 'OMP_WAIT_POLICY',
+                    'GOMP_SPINCOUNT', 'KMP_BLOCKTIME', 'user_config_files'} & set(env), env
+        # the binding and the preloaded library are recorded, whatever the stack
+        assert env['OMP_NUM_THREADS'] == '1' and env['LD_PRELOAD'] == 'libm.so.6', env
+        if rec.stack == 'mpich':
+            assert env['HYDRA_CONFIG_FILE'] == '/dev/null' and env['HYDRA_BINDING'] == 'core'
+        if rec.stack == 'openmpi':
+            sysconf = stack_sysconfdir(STACK['openmpi'], shutil.which('mpirun.openmpi') or '')
+            system = os.path.join(sysconf, 'openmpi-mca-params.conf')
+            assert env['OMPI_MCA_mca_base_param_files'] == system
+    if 'openmpi' in stacks:
+        # the ranks read the site's file, not the user's
+        assert 'openmpi-mca-params.conf' in errors['openmpi']
+        assert str(home) not in errors['openmpi']
+
+
+@integration
+def test_hydra_reads_no_user_file_where_the_run_says_dev_null(home, stacks):
+    if 'mpich' not in stacks:
+        pytest.skip('needs MPICH')
+    env = {**os.environ, 'HOME': str(home)}
+    env.pop('UCX_TLS', None)
+    env.pop('HYDRA_CONFIG_FILE', None)
+
+    def ranks_ucx_tls(**extra: str) -> str:
+        return subprocess.run(['mpiexec.mpich', '-n', '1', 'printenv', 'UCX_TLS'],
+                              env={**env, **extra}, capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+
+    assert ranks_ucx_tls() == 'tcp,self'                       # the user's file
+    assert ranks_ucx_tls(HYDRA_CONFIG_FILE='/dev/null') == ''   # clean: none
+
+
+@integration
+def test_kept_variables_are_recorded(var, stacks, home):
+    proc = _session(var, '-p', stacks[0], HARNESS_MPI_ENV='keep', HOME=str(home),
                     OMPI_MCA_coll_tuned_use_dynamic_rules='1', MPIR_CVAR_ASYNC_PROGRESS='0')
     assert proc.returncode == 0, proc.stdout[-3000:]
     recs = [r for r in read_perflogs([str(var / 'perflogs')])
             if 'MPIR_CVAR_ASYNC_PROGRESS' in r.mpi_env]
     assert recs
+    user_file = {'mpich': home / '.mpiexec.hydra.conf',
+                 'openmpi': home / '.openmpi' / 'mca-params.conf'}
     for rec in recs:
         env = _mpi_env(rec)
         # kept and recorded, the partition's pins still winning over the shell's
         assert env['OMPI_MCA_coll_tuned_use_dynamic_rules'] == '1'
         assert env['MPIR_CVAR_ASYNC_PROGRESS'] == '0'
         assert PINNED[rec.stack].items() <= env.items()
+        # the aliases, the OpenMP runtime's and the user's own file too
+        assert env['MPIEXEC_TIMEOUT'] == '600' and env['OMP_WAIT_POLICY'] == 'passive'
+        assert env['user_config_files'] == str(user_file[rec.stack]), env
+        assert 'HYDRA_CONFIG_FILE' not in env and 'OMPI_MCA_mca_base_param_files' not in env
 
 
+@integration
 def test_a_run_whose_transport_is_not_its_partitions_fails_naming_it(var, stacks):
     if 'openmpi' not in stacks:
         pytest.skip('needs Open MPI')
@@ -67,3 +167,85 @@ def test_a_run_whose_transport_is_not_its_partitions_fails_naming_it(var, stacks
     assert proc.returncode != 0
     assert ('local:shm claims shm for openmpi, but this run sets OMPI_MCA_btl=tcp (the '
             'partition pins self,vader)') in proc.stdout
+
+
+# ---- the pure functions -----------------------------------------------------------------
+
+def test_mpich_aliases_hydra_mpiexec_and_openmp_variables_are_the_shells_tuning():
+    environ = {'MPICH_ASYNC_PROGRESS': '1', 'MPIR_PARAM_CH4_NETMOD': 'ofi',
+               'HYDRA_CONFIG_FILE': '/h', 'MPIEXEC_TIMEOUT': '9', 'OMP_WAIT_POLICY': 'passive',
+               'GOMP_SPINCOUNT': '0', 'KMP_BLOCKTIME': '0', 'UCX_TLS': 'tcp',
+               'LD_PRELOAD': '/x.so', 'PATH': '/bin', 'HARNESS_MPICH_PREFIX': '/m'}
+    removed = clean_mpi_env(environ)
+    assert removed == sorted(['MPICH_ASYNC_PROGRESS', 'MPIR_PARAM_CH4_NETMOD',
+                              'HYDRA_CONFIG_FILE', 'MPIEXEC_TIMEOUT', 'OMP_WAIT_POLICY',
+                              'GOMP_SPINCOUNT', 'KMP_BLOCKTIME', 'UCX_TLS'])
+    # a preloaded library is never taken out (it is recorded)
+    assert environ == {'LD_PRELOAD': '/x.so', 'PATH': '/bin', 'HARNESS_MPICH_PREFIX': '/m'}
+
+
+def test_every_run_records_its_binding_and_a_preloaded_library():
+    assert {'HYDRA_BINDING', 'SLURM_CPU_BIND', 'MV2_ENABLE_AFFINITY', 'OMP_PLACES',
+            'OMPI_MCA_hwloc_base_binding_policy'} <= binding_var_names()
+    env = {'HYDRA_BINDING': 'core:2', 'SLURM_CPU_BIND': 'cores', 'LD_PRELOAD': '/x.so',
+           'OMP_NUM_THREADS': '2', 'OMP_WAIT_POLICY': 'PASSIVE', 'GOMP_SPINCOUNT': '0',
+           'PATH': '/bin', 'HOME': '/h'}
+    assert recorded_vars(env) == {k: v for k, v in env.items() if k not in ('PATH', 'HOME')}
+
+
+def test_the_user_files_a_stack_reads_are_named(tmp_path):
+    (tmp_path / '.mpiexec.hydra.conf').write_text(HYDRA_CONF)
+    (tmp_path / '.openmpi').mkdir()
+    (tmp_path / '.openmpi' / 'mca-params.conf').write_text(MCA_CONF)
+    (tmp_path / '.pmix').mkdir()
+    (tmp_path / '.pmix' / 'mca-params.conf').write_text('')
+    home = str(tmp_path)
+    assert user_config_files('mpich', {}, home) == [f'{home}/.mpiexec.hydra.conf']
+    assert user_config_files('mvapich2', {}, home) == [f'{home}/.mpiexec.hydra.conf']
+    # Hydra reads HYDRA_CONFIG_FILE instead (recorded as a variable)
+    assert user_config_files('mpich', {'HYDRA_CONFIG_FILE': '/dev/null'}, home) == []
+    assert user_config_files('openmpi', {}, home) == [f'{home}/.openmpi/mca-params.conf',
+                                                      f'{home}/.pmix/mca-params.conf']
+    # the files clean mode names instead: the system's
+    clean = STACK['openmpi'].clean_files('/etc/o')
+    assert user_config_files('openmpi', clean, home) == []
+    assert user_config_files('srun', {}, home) == []
+
+
+def test_clean_runs_read_only_the_sites_files():
+    assert clean_files_env('mpich') == {'HYDRA_CONFIG_FILE': '/dev/null'}
+    assert clean_files_env('mvapich2') == {'HYDRA_CONFIG_FILE': '/dev/null'}
+    assert STACK['openmpi'].clean_files('/o/etc') == {
+        'OMPI_MCA_mca_base_param_files': '/o/etc/openmpi-mca-params.conf',
+        'PRTE_MCA_mca_base_param_files': '/o/etc/prte-mca-params.conf',
+        'PMIX_MCA_mca_base_param_files': '/o/etc/pmix-mca-params.conf'}
+    launcher = shutil.which('mpirun.openmpi')
+    if launcher:
+        sysconf = stack_sysconfdir(STACK['openmpi'], launcher)
+        assert os.path.isdir(sysconf)
+        assert clean_files_env('openmpi', launcher) == STACK['openmpi'].clean_files(sysconf)
+    with pytest.raises(ValueError, match='HARNESS_MPI_ENV=clean: no ompi_info beside /nowhere'):
+        old_path = os.environ.get('PATH', '')
+        try:
+            os.environ['PATH'] = '/nonexistent'
+            stack_sysconfdir(STACK['openmpi'], '/nowhere/mpirun')
+        finally:
+            os.environ['PATH'] = old_path
+
+
+def test_mpi_env_keeps_every_name_and_cuts_long_values_first():
+    pinned = {'OMPI_MCA_btl': 'self,vader', 'OMPI_MCA_pml': 'ob1', 'OMP_NUM_THREADS': '2'}
+    effective = {**pinned, 'FI_PROVIDER_PATH': '/opt/x/' * 200,
+                 'OMPI_MCA_coll_tuned_use_dynamic_rules': '1', 'UCX_LOG_FILE': 'y' * 300}
+    text = base.mpi_env_text(effective, pinned)
+    assert len(text) <= base.MPI_ENV_LIMIT
+    env = split_mpi_env(text)            # as the report's provenance_diff reads it
+    assert env == {**pinned, 'FI_PROVIDER_PATH': '<cut:1400 chars>',
+                   'OMPI_MCA_coll_tuned_use_dynamic_rules': '1',
+                   'UCX_LOG_FILE': 'y' * 300}
+    # nothing cut where it fits
+    assert base.mpi_env_text(pinned) == 'OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMP_NUM_THREADS=2'
+    # a protected value is never cut, nor dropped where the names alone do not fit
+    many = {f'UCX_V{i:03}': 'v' * 20 for i in range(100)}
+    text = base.mpi_env_text({**many, 'ZZ_PIN': 'p' * 30}, {'ZZ_PIN'})
+    assert len(text) == base.MPI_ENV_LIMIT and text.startswith(f'ZZ_PIN={"p" * 30} ')

@@ -11,10 +11,16 @@ layouts (a pair for the report), three samples a session and no sequential
 rounds; quietness snapshots off (`busy=unknown`), so that a FAIL on a machine
 busy with other work is not withheld: this tests the nightly, not the machine.
 About a minute and a half on 2 cores.
+
+The nightly's own lines around ReFrame (the JUnit report it names, the
+HARNESS_CHANGES_FATAL knob) are tested with stubs in a fake virtual environment
+(`fake_venv`), in seconds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -23,8 +29,6 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, mpi_env
-
-pytestmark = pytest.mark.integration
 
 SELECT = '--nocolor --system local:shm -n RingCheck%layout=mpi_2x1|StreamCheck'
 
@@ -70,6 +74,7 @@ def openmpi(stacks) -> str:
     return launcher
 
 
+@pytest.mark.integration
 def test_a_quiet_night_passes_and_a_night_without_shared_memory_names_what_changed(
         tmp_path, openmpi):
     var = tmp_path / 'var'
@@ -106,3 +111,102 @@ def test_a_quiet_night_passes_and_a_night_without_shared_memory_names_what_chang
         assert ln.startswith('regression: RingCheck'), ln
         assert f'cc={wrap}/bin/mpicc' in ln and 'changed then: build_spec' in ln, ln
     assert not [ln for ln in lines if 'StreamCheck' in ln], '\n'.join(lines)
+
+
+# ---- the nightly's lines around ReFrame, with stubs ----------------------------------
+
+STUBS = {
+    # ReFrame: a run report (one case ran) and, unless FAKE_NO_JUNIT=1, the JUnit
+    # report it is told to write
+    'reframe': """#!/bin/bash
+[ "$1" = --version ] && { echo 4.10.4; exit 0; }
+mkdir -p "$HARNESS_VAR_DIR/reports"
+echo "stub reframe $*" >> "$HARNESS_VAR_DIR/stub.log"
+echo '{"session_info": {"num_cases": 1, "num_skipped": 0}}' \\
+    > "$HARNESS_VAR_DIR/reports/run-report-$(date +%s%N).json"
+for a in "$@"; do
+    case $a in --report-junit=*)
+        [ "${FAKE_NO_JUNIT:-0}" = 1 ] || echo '<testsuites/>' > "${a#--report-junit=}" ;;
+    esac
+done
+""",
+    # the plan, the sequential rounds and the judgements pass; the rest is Python
+    'python': """#!/bin/bash
+case "$1 $2" in
+    "-m harnesslib.plan")
+        for a in "$@"; do [ "$a" = --part-budget ] && echo "600 600 1"; done; exit 0 ;;
+    "-m hybridverdict.sequential") exit 0 ;;
+    */config/nightly.py\\ judgements) echo "stub judgements"; exit 0 ;;
+esac
+PYTHONPATH=@REPO@/checks:@REPO@/reports exec @PYTHON@ "$@"
+""",
+    # the report passes; `changes` exits FAKE_CHANGES_RC
+    'hybridverdict': """#!/bin/bash
+echo "stub hybridverdict $*" >> "$HARNESS_VAR_DIR/stub.log"
+[ "$1" = changes ] && exit "${FAKE_CHANGES_RC:-0}"
+exit 0
+""",
+}
+
+
+@pytest.fixture
+def fake_venv(tmp_path) -> Path:
+    """A virtual environment of stubs that ./harness takes as installed."""
+    if not (shutil.which('cmake') and shutil.which('cc')):
+        pytest.skip('./harness needs cmake and cc')
+    venv = tmp_path / 'venv'
+    (venv / 'bin').mkdir(parents=True)
+    for name, text in STUBS.items():
+        path = venv / 'bin' / name
+        path.write_text(text.replace('@REPO@', str(REPO)).replace('@PYTHON@', sys.executable))
+        path.chmod(0o755)
+    stamp = hashlib.sha1((REPO / 'pyproject.toml').read_bytes()).hexdigest()
+    (venv / '.harness-installed').write_text(stamp + '\n')
+    return venv
+
+
+def stub_nightly(venv: Path, var: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(('HARNESS_', 'RFM_'))} | {
+        'HARNESS_VAR_DIR': str(var), 'HARNESS_VENV': str(venv), 'HARNESS_NO_APT': '1',
+        **extra}
+    return subprocess.run([str(REPO / 'harness'), 'nightly'], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+
+
+def test_the_nightly_names_the_junit_report_it_asked_for_not_an_older_one(
+        tmp_path, fake_venv):
+    for name, extra in (('wrote', {}), ('none', {'FAKE_NO_JUNIT': '1'})):
+        var = tmp_path / name
+        old = var / 'reports' / 'junit-20200101T000000Z.xml'      # an older night's
+        old.parent.mkdir(parents=True)
+        old.write_text('<testsuites/>')
+        night = stub_nightly(fake_venv, var, **extra)
+        assert night.returncode == 0, explain(night)
+        asked = re.search(r'--report-junit=(\S+)', (var / 'stub.log').read_text()).group(1)
+        assert asked != str(old) and str(old) not in night.stdout, explain(night)
+        if extra:       # ReFrame wrote none tonight: the older one is no report of it
+            assert f'JUnit report: none written (ReFrame was to write {asked})\n' \
+                in night.stdout, explain(night)
+        else:
+            assert f'JUnit report: {asked}\n' in night.stdout, explain(night)
+
+
+@pytest.mark.parametrize('value', ['true', 'yes', '2', ' 1'])
+def test_a_changes_fatal_other_than_0_or_1_is_refused_before_the_session(
+        tmp_path, fake_venv, value):
+    var = tmp_path / 'var'
+    night = stub_nightly(fake_venv, var, HARNESS_CHANGES_FATAL=value)
+    assert night.returncode == 2, explain(night)
+    assert night.stderr.strip().splitlines() == [
+        f"harness: error: HARNESS_CHANGES_FATAL must be 0 or 1, got '{value}'"], explain(night)
+    assert not (var / 'stub.log').exists()          # ReFrame never ran
+
+
+def test_changes_fatal_1_fails_the_night_on_a_regression_on_the_page(tmp_path, fake_venv):
+    var = tmp_path / 'var'
+    night = stub_nightly(fake_venv, var, HARNESS_CHANGES_FATAL='1', FAKE_CHANGES_RC='4')
+    assert night.returncode == 4, explain(night)
+    assert 'changes --last-night --fail-on-change' in (var / 'stub.log').read_text()
+    quiet = stub_nightly(fake_venv, var, HARNESS_CHANGES_FATAL='0', FAKE_CHANGES_RC='4')
+    assert quiet.returncode == 0, explain(quiet)

@@ -404,3 +404,31 @@ def test_the_largest_sample_of_the_session_judges_its_variant(monkeypatch):
     assert pool((5,), 5)                         # beyond HARNESS_REPEAT: the last
     monkeypatch.setenv('HARNESS_FIRST_ROUND', '3')   # sequential rounds only defer
     assert not pool((3, 4), 4)
+
+
+@pytest.mark.parametrize('field, size, what', [
+    ('osu_lat', None, 'latency at 8 B'), ('osu_bw', 8, 'bandwidth at 8 B')])
+def test_an_osu_figure_of_zero_is_a_rounds_error_naming_its_round(field, size, what):
+    # A ZeroDivisionError left the rounds script with status 1, which the job's
+    # loop reads as "every band decided": the rounds stopped without a word.
+    good = {'ring_lat': 1.0, 'osu_lat': 1.0, 'ring_bw': {8: 5.0}, 'osu_bw': {8: 5.0}}
+    bad = {**good, field: 0.0} if size is None else {**good, field: {size: 0.0}}
+    with pytest.raises(rounds.RoundsError, match=f'round 2: OSU {what} is 0, no ratio'):
+        rounds.ring_osu_ratios([good, bad], [8])
+
+
+def test_a_process_name_with_a_line_break_stays_on_the_perflog_line(tmp_path):
+    # Linux allows '\n' and '\r' in a process name (prctl PR_SET_NAME): in
+    # busy_detail they split the perflog line of the very run flagged busy
+    from hybridverdict.perflog import ReadStats, read_perflogs
+    snap = {'load': 0.1, 'cpu': None,
+            'busy': [{'pid': 7, 'comm': 'a\nb\rc|d', 'cpu': 0, 'share': 1.0}]}
+    detail = quiet.summarise({'before': snap, 'after': snap})['busy_detail']
+    assert detail == 'pid 7 a b c/d on cpu 0 (100%)'
+    log = tmp_path / 'perflogs/MdCheck.log'
+    good = perflog_line('pass', 'true', '', 'MdCheck')
+    assert good.count('|2|true||') == 1
+    write_perflog(log, good.replace('|2|true||', f'|2|true|{detail}|'))
+    stats = ReadStats()
+    (rec,) = read_perflogs([str(log)], stats=stats)
+    assert (rec.busy, rec.values, stats.skipped) == (True, {'hybrid_over_mpi': 0.73}, 0)

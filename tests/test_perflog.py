@@ -234,3 +234,17 @@ def test_a_record_dated_in_the_future_is_kept_with_a_warning(tmp_path):
     (warning,) = stats.warnings()
     assert '2 record(s) dated more than 1 day after now' in warning
     assert f'first at {path}:3' in warning
+
+
+def test_a_lone_carriage_return_in_a_field_does_not_split_the_record(tmp_path):
+    # Linux allows '\r' in a process name, which went into busy_detail: the record
+    # was split in two, both skipped as truncated
+    write(tmp_path / 'x.log', HEADER, line(env='mp\rich'), line(t=2.0))
+    stats = ReadStats()
+    first, second = read_perflogs([str(tmp_path)], stats=stats)
+    assert first.stack == 'mp\\x0dich' and second.source.endswith('x.log:3')
+    assert stats.skipped == 0
+    # a file written with '\r\n' line ends is read as before
+    (tmp_path / 'x.log').write_bytes((HEADER + '\r\n' + line() + '\r\n').encode())
+    (rec,) = read_perflogs([str(tmp_path)])
+    assert rec.values == {'fom': 2.5, 't_total': 1.0}

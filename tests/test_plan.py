@@ -4,7 +4,12 @@ per process and the estimated time against the default budget."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+from conftest import REPO
 from harnesscore import plan as P
 from harnesslib import plan as plan_cli
 
@@ -312,3 +317,162 @@ def test_spmv_memory_rule_counts_the_stream_run_the_check_runs(monkeypatch):
     assert P.spmv_stream_elements(real) == P.SPMV_STREAM_ELEMENTS
     assert P.spmv_stream_elements(real, 1000) == 1000
     assert 'over 80%' in P.infeasible('spmv', ('mpi', 128, 1), 8, real)
+
+
+def _node(cores: int, extras: dict, *, local: bool = True, sockets: int = 2,
+          numa: int | None = 4, environs: int = 1) -> object:
+    """A partition of `cores` one-CPU cores, as ReFrame gives it to the plan."""
+    from types import SimpleNamespace
+    proc = SimpleNamespace(num_cores=cores, num_cpus=cores, num_cpus_per_core=1,
+                           num_sockets=sockets, num_numa_nodes=numa)
+    return SimpleNamespace(processor=proc, extras=extras, fullname=f'site:cores{cores}',
+                           environs=[f'env{i}' for i in range(environs)],
+                           scheduler=SimpleNamespace(registered_name='local' if local
+                                                     else 'slurm'))
+
+
+def _cpus(monkeypatch, cpus: int) -> None:
+    monkeypatch.setattr(P.os, 'sched_getaffinity', lambda _pid: set(range(cpus)))
+    monkeypatch.setattr(P.os, 'cpu_count', lambda: cpus)
+
+
+@pytest.mark.parametrize('cpus', [2, 16, 64])
+def test_a_declared_partition_is_planned_at_the_sizes_the_checks_run(monkeypatch, tmp_path,
+                                                                     cpus):
+    # On a host of >= 16 CPUs declared:cores16 was planned at full sizes (not
+    # oversubscribed) while the checks took the tiny ones: every run skipped
+    # as "another node's" size.  One rule now: a declared partition, tiny sizes.
+    from harnesslib import placement
+    _cpus(monkeypatch, cpus)
+    monkeypatch.setenv('HARNESS_PLAN_COSTS', str(tmp_path / 'none.json'))
+    part = _node(16, {'declared_topology': True, 'mem_per_node': '64GiB'})
+    monkeypatch.setattr(placement, '_partitions', lambda: [part])
+    topo = P.Topology.from_partition(part)
+    assert topo.oversubscribed == (cpus < 16)
+    plan = P.session_plan(topo, samples=1, budget_s=P.DEFAULT_BUDGET_S)
+    assert plan.sizes == {k: tuple(P.TINY_SIZES[k]) for k in P.KERNELS}
+    assert plan.min_time == (0.0 if cpus < 16 else P.MIN_TIME)
+    for kernel in P.KERNELS:
+        sizes = placement.system_sizes(kernel)
+        assert sizes == list(P.TINY_SIZES[kernel])
+        for size in sizes:
+            assert plan.decision(kernel, ('mpi', 16, 1), size, other_sizes=sizes) == '', \
+                plan.format()
+    # An undeclared partition keeps the node's sizes, and the checks SIZES.
+    real = _node(16, {'mem_per_node': '64GiB'})
+    monkeypatch.setattr(placement, '_partitions', lambda: [real])
+    assert placement.system_sizes('md') == [6, 7, 12, 24]
+    assert P.uses_tiny_sizes(topo) and not P.uses_tiny_sizes(P.Topology.from_partition(real))
+
+
+def test_a_batch_of_the_sequential_rounds_runs_what_only_the_budget_left_out(monkeypatch,
+                                                                            tmp_path):
+    # site_six.py: with HARNESS_REPEAT=3 md masteronly_2x3 L=12 runs; a batch of
+    # the sequential rounds (REPEAT=2, FIRST_ROUND=3, the same budget per part)
+    # let another group in first, and the very run it was started for was
+    # skipped "left out by the plan: budget".
+    from harnesslib import placement
+    monkeypatch.setenv('HARNESS_PLAN_COSTS', str(tmp_path / 'none.json'))
+    monkeypatch.setenv('HARNESS_BUDGET', '225s/part')
+    part = _node(6, {'mem_per_node': '16GiB'}, local=False, sockets=2, numa=2)
+    monkeypatch.setattr(placement, '_partitions', lambda: [part])
+    lay = ('masteronly', 2, 3)
+    # The checks' plan: a batch where HARNESS_FIRST_ROUND > 0.
+    monkeypatch.setenv('HARNESS_REPEAT', '3')
+    monkeypatch.setenv('HARNESS_FIRST_ROUND', '0')
+    assert placement.partition_plan(part).decision('md', lay, 12) == ''
+    monkeypatch.setenv('HARNESS_REPEAT', '2')
+    assert placement.partition_plan(part).decision('md', lay, 12).startswith(
+        'left out by the plan: budget')
+    monkeypatch.setenv('HARNESS_FIRST_ROUND', '3')
+    assert placement.partition_plan(part).decision('md', lay, 12) == ''
+    # Infeasible runs stay out of a batch, and so does a size of another node.
+    batch = P.session_plan(P.Topology.from_partition(part), 2, 225.0, batch=True)
+    assert batch.decision('md', lay, 12) == ''
+    assert batch.decision('spmv', ('serial', 2, 3), 128).startswith(
+        'left out by the plan: infeasible: serial run')
+    assert "another node's" in batch.decision('md', lay, 7, other_sizes=(7,))
+
+
+def test_the_plan_counts_a_ring_verdict_per_message_size():
+    # The checks make one ring verdict per message size (kernels._pairs): on
+    # two cores 8 spmv + 3 md + 3 ring + 1 stream = 15; the plan counted 13.
+    from harnesscore.units import message_sizes
+    plan = P.make_plan(P.Topology(cores=2, mem_bytes=16 * 2**30), samples=3)
+    assert plan.verdicts == 15
+    assert plan.seconds == P.T_BUILD + plan.run_seconds + 15 * P.T_VERDICT
+    assert P.pair_verdicts('ring', '8,65536,1048576') == len(message_sizes('8,65536,1048576'))
+    assert P.pair_verdicts('ring', '8,4096') == 2 and P.pair_verdicts('md', 12) == 1
+
+
+def test_an_unknown_numa_count_is_one_domain_per_socket():
+    # ReFrame gave no NUMA count: a 2-socket node was planned with 1 NUMA
+    # domain ("2 socket(s), 1 NUMA domain(s)").
+    topo = P.Topology.from_partition(_node(16, {'mem_per_node': '64GiB'}, local=False,
+                                           sockets=2, numa=None))
+    assert (topo.sockets, topo.numa) == (2, 2)
+    assert '2 socket(s), 2 NUMA domain(s)' in topo.describe()
+    known = P.Topology.from_partition(_node(16, {'mem_per_node': '64GiB'}, local=False,
+                                            sockets=2, numa=4))
+    assert known.numa == 4
+    # Sockets that do not divide the cores count as one, and so does NUMA.
+    odd = P.Topology.from_partition(_node(6, {'mem_per_node': '64GiB'}, local=False,
+                                          sockets=4, numa=None))
+    assert (odd.sockets, odd.numa) == (1, 1)
+
+
+def test_the_budget_split_counts_only_the_stacks_p_selects(tmp_path):
+    # HARNESS_REFRAME_OPTS='-p openmpi' ran 2 of 4 parts, each with a quarter.
+    cmd = [sys.executable, '-m', 'harnesslib.plan', '--system', 'declared', '--part-budget',
+           '--budget', '30m']
+    env = {**os.environ, 'HARNESS_BUDGET': ''}
+    every = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    picked = subprocess.run([*cmd, '-p', '^nosuchstack$'], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert every.returncode == 0 and picked.returncode == 0, picked.stderr
+    # Each of the two declared partitions keeps one part.
+    assert picked.stdout.split() == ['900', '1800', '2']
+    assert int(every.stdout.split()[2]) >= 2
+    bad = subprocess.run([*cmd, '--prgenv', '('], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "--prgenv '(' is not a regular expression" in bad.stderr
+
+
+def test_harness_passes_the_stacks_p_selects_to_the_budget_split(tmp_path):
+    # ./harness passes HARNESS_REFRAME_OPTS' -p/--prgenv to the plan, quoted.
+    text = (REPO / 'harness').read_text()
+    func = text[text.index('\nprint_plan() {\n'):]
+    func = func[:func.index('\n}\n') + 3]
+    venv = tmp_path / 'venv'
+    (venv / 'bin').mkdir(parents=True)
+    log = tmp_path / 'args'
+    (venv / 'bin' / 'python').write_text(
+        '#!/bin/bash\nfor a in "$@"; do printf "[%s]" "$a"; done >> "$ARGS_LOG"\n'
+        'echo >> "$ARGS_LOG"\necho "900 1800 2"\n')
+    (venv / 'bin' / 'python').chmod(0o755)
+    script = (func + 'say() { :; }\nwarn() { :; }\ndie() { echo "$*" >&2; exit 3; }\n'
+              'print_plan\necho "$HARNESS_BUDGET"\n')
+    opts = '--system declared -p openmpi --prgenv=mpi.h -pgnu -n Spmv'
+    proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60,
+                          env={'PATH': os.environ['PATH'], 'VENV': str(venv), 'ROOT': str(REPO),
+                               'ARGS_LOG': str(log), 'HARNESS_REFRAME_OPTS': opts})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == '900s/part'
+    first = log.read_text().splitlines()[0]
+    assert first.endswith('[-q][--system][declared][--prgenv][openmpi][--prgenv][mpi.h]'
+                          '[--prgenv][gnu][--part-budget]'), first
+
+
+@pytest.mark.parametrize('line', ['LMP_1 Loop time of 0 on 1 procs for 100 steps with 500 atoms',
+                                  'MD_2x1 {"verified":true,"fom":0}'])
+def test_rounds_refuse_a_zero_time_or_rate_naming_the_line(tmp_path, capsys, line):
+    # harnesscore.rounds (its own tests are in test_noise.py): a zero time or
+    # rate raised ZeroDivisionError, exit 1, which the job's loop reads as
+    # "every band decided".
+    from harnesscore import rounds
+    out = tmp_path / 'md.out'
+    out.write_text(line + '\n')
+    with pytest.raises(rounds.RoundsError, match='no positive rate'):
+        rounds.md_ratios(out.read_text())
+    assert rounds.main(['md', str(out)]) == 2
+    assert repr(line) in capsys.readouterr().err

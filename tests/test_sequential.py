@@ -117,3 +117,74 @@ def test_a_bad_since_or_noise_floor_is_an_argument_error(tmp_path, capsys, optio
         sequential.main(argv)
     assert exit_.value.code == 2
     assert capsys.readouterr().err.endswith(f'error: {message}\n')
+
+
+def _lines(rounds, failed, first=0, start=pw.T0):
+    """Perflog lines of spmv 2x1 against masteronly 1x2 (noisy, so INCONCLUSIVE),
+    `rounds` rounds from `first`; failed(mode, round) says which runs failed."""
+    lines, t = [], start
+    for r in range(first, first + rounds):
+        for mode, ranks, threads in (('mpi', 2, 1), ('masteronly', 1, 2)):
+            t += dt.timedelta(seconds=2)
+            value = 1.0 if mode == 'mpi' else (1.0, 0.7, 1.3)[r % 3]
+            name = f'SpmvCheck %layout={mode}_{ranks}x{threads} %problem=16 %sample={r}'
+            lines.append(pw.line('spmv', {'t_total': (value, 's')}, mode=mode, ranks=ranks,
+                                 threads=threads, size='16', time=t, name=name,
+                                 result='fail' if failed(mode, r) else 'pass'))
+    return lines, t
+
+
+def _failing(tmp_path, rounds, failed):
+    lines, _ = _lines(rounds, failed)
+    pw.write(tmp_path / 'SpmvCheck.log', [pw.header(['t_total'])] + lines)
+    return read_perflogs([str(tmp_path)])
+
+
+def test_the_cap_counts_the_rounds_run_a_side_failed_included(tmp_path):
+    # the hybrid side passed rounds 0-2 and failed 3-19: 3 rounds paired, 20 run
+    recs = _failing(tmp_path, 20, lambda mode, r: mode == 'masteronly' and r >= 3)
+    open_, batches = sequential.undecided(recs, cap=15)
+    assert [(v.verdict, v.rounds, v.stopped) for v in open_] == [
+        (stats.INCONCLUSIVE, 3, stats.CAP)]
+    assert batches == []
+    assert sequential.capped_notes(open_, recs) == [
+        'spmv 16 on local:shm mpich, mpi 2x1 against masteronly 1x2: 3 round(s) paired; '
+        'masteronly 1x2: 17 of 20 run(s) left out (failed)']
+    # both sides failed rounds 3-15: the verdict sees 3 rounds, 16 were run
+    recs = _failing(tmp_path, 16, lambda mode, r: r >= 3)
+    open_, batches = sequential.undecided(recs, cap=15)
+    assert [(v.rounds, v.stopped) for v in open_] == [(3, stats.CAP)] and batches == []
+    # below the cap: the batch counts the rounds run (6), not the 3 paired
+    recs = _failing(tmp_path, 6, lambda mode, r: mode == 'masteronly' and r >= 3)
+    open_, (b,) = sequential.undecided(recs, cap=15)
+    assert [v.stopped for v in open_] == [stats.BUDGET] and b.rounds == 6
+
+
+def test_rounds_a_side_fails_stop_the_batches_at_the_cap(tmp_path, monkeypatch, capsys):
+    log = tmp_path / 'perflogs' / 'SpmvCheck.log'
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    lines, end = _lines(3, lambda mode, r: False, start=now - dt.timedelta(minutes=2))
+    pw.write(log, [pw.header(['t_total'])] + lines)
+    calls = []
+
+    def batch(command, b, step, first):
+        """A batch whose hybrid runs all fail."""
+        calls.append((first, step))
+        assert len(calls) < 20, 'the batches never stop'
+        more, _ = _lines(step, lambda mode, r: mode == 'masteronly', first=first,
+                         start=end + dt.timedelta(seconds=10 * len(calls)))
+        with open(log, 'a') as fh:
+            fh.write('\n'.join(more) + '\n')
+        return 0
+
+    monkeypatch.setattr(sequential, '_reframe', batch)
+    since = (now - dt.timedelta(minutes=3)).isoformat()
+    deadline = now.timestamp() + 3600
+    argv = ['--since', since, '--deadline', str(deadline), '--perflogs', str(log.parent),
+            '--costs', str(tmp_path / 'costs.json'), '--max-rounds', '15', '--', 'reframe']
+    assert sequential.main(argv) == 0
+    assert calls == [(3, 2), (5, 2), (7, 2), (9, 2), (11, 2), (13, 2)]
+    out = capsys.readouterr().out
+    assert 'no pair left to decide (1 INCONCLUSIVE at the cap of 15 rounds)' in out
+    assert 'at the cap: spmv 16 on local:shm mpich' in out
+    assert 'masteronly 1x2: 12 of 15 run(s) left out (failed)' in out

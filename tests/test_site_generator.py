@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -635,6 +636,246 @@ def test_the_default_file_is_config_site_name(tmp_path, test_cluster_runner, mon
     assert sg.main(['--name', 'my-hpc'], runner=runner, environ=environ) == 0
     assert (tmp_path / 'site_my-hpc.py').exists()
     assert capsys.readouterr().out.rstrip().endswith(f'wrote {tmp_path}/site_my-hpc.py')
+
+
+# ---- what real clusters print that the first version misread -------------------------
+
+#: ``ibv_devinfo`` of an AWS EFA device (rdma-core 46): its link layer is Unspecified.
+EFA_IBV_DEVINFO = '''hca_id:\trdmap16s27
+\ttransport:\t\t\tunspecified (4)
+\tfw_ver:\t\t\t\t0.0.0.0
+\tnode_guid:\t\t\t0000:0000:0000:0000
+\tsys_image_guid:\t\t\t0000:0000:0000:0000
+\tvendor_id:\t\t\t0x1d0f
+\tvendor_part_id:\t\t\t61344
+\thw_ver:\t\t\t\t0xEFA0
+\tphys_port_cnt:\t\t\t1
+\t\tport:\t1
+\t\t\tstate:\t\t\tPORT_ACTIVE (4)
+\t\t\tmax_mtu:\t\t4096 (5)
+\t\t\tactive_mtu:\t\t4096 (5)
+\t\t\tsm_lid:\t\t\t0
+\t\t\tport_lid:\t\t0
+\t\t\tport_lmc:\t\t0x01
+\t\t\tlink_layer:\t\tUnspecified
+'''
+#: ``fi_info`` on that node: libfabric's efa provider.
+EFA_FI_INFO = '''provider: efa
+    fabric: efa
+    domain: rdmap16s27-rdm
+    version: 120.10
+    type: FI_EP_RDM
+    protocol: FI_PROTO_EFA
+provider: shm
+    fabric: shm
+    domain: shm
+    version: 200.0
+    type: FI_EP_RDM
+    protocol: FI_PROTO_SHM
+'''
+
+
+def lscpu_of(sockets: int, cores: int, threads: int, numa: int) -> str:
+    """``lscpu -p=CPU,CORE,SOCKET,NODE`` as Linux numbers CPUs: every core's first
+    thread, then every core's second (CPU N + cores is CPU N's sibling)."""
+    total = sockets * cores
+    rows = [f'{t * total + c},{c},{c // cores},{c // (total // numa)}'
+            for t in range(threads) for c in range(total)]
+    return '\n'.join(['# CPU,Core,Socket,Node', *rows]) + '\n'
+
+
+def with_lscpu(probe: str, lscpu: str) -> str:
+    """A recorded node probe with its lscpu section replaced."""
+    return re.sub(r'(?s)@@lscpu\n.*?\n(?=@@)', lambda _: f'@@lscpu\n{lscpu}', probe)
+
+
+def hpc_variant(tmp_path: Path, hpc_runner: tuple[FakeCluster, dict[str, str]], *argv: str,
+                nodes: str = '', config: str = '', lscpu: str = '') -> tuple[str, dict]:
+    """The InfiniBand cluster with its nodes, Slurm configuration or compute
+    node's lscpu as given: the file and its CLUSTER (the file is replaced)."""
+    runner, environ = hpc_runner
+    if nodes:
+        runner.answers[('scontrol', '-o', 'show', 'node')] = ok(nodes)
+    if config:
+        runner.answers[('scontrol', 'show', 'config')] = ok(config)
+    if lscpu:
+        runner.answers[('srun', '--partition=compute')] = ok(
+            with_lscpu(data('hpc_probe_ib.txt'), lscpu))
+    code, text, path, cluster = generate(tmp_path, runner, environ, '--overwrite',
+                                         '--access=--account=proj1', *argv)
+    assert code == 0
+    slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+    return text, cluster
+
+
+def test_no_accounting_as_newer_slurm_prints_it_is_polled_with_squeue(tmp_path, hpc_runner):
+    # Slurm 23.02.5 and later print (null) where accounting_storage/none was
+    conf = data('hpc_scontrol_config_excerpt.txt')
+    for storage, scheduler in (('accounting_storage/slurmdbd', 'slurm'),
+                               ('accounting_storage/none', 'squeue'), ('(null)', 'squeue')):
+        text, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun', config=conf.replace(
+            'accounting_storage/slurmdbd', storage))
+        assert cluster['scheduler'] == scheduler, storage
+    assert 'No accounting database (AccountingStorageType=(null)): jobs are polled with ' \
+        'squeue' in comments(text)
+    for storage, keeps in (('(null)', False), ('', False), ('accounting_storage/none', False),
+                           ('accounting_storage/slurmdbd', True)):
+        assert sg.keeps_accounting(storage) is keeps, storage
+
+
+def test_slurm_cpus_that_are_cores_give_one_cpu_per_core(tmp_path, hpc_runner):
+    from reframe.core.systems import ProcessorInfo
+    # Slurm schedules whole cores: CPUTot=128 = 2 sockets x 64 cores, 2 threads each
+    # (lscpu on the node sees the 256 hardware threads)
+    nodes = data('hpc_scontrol_node.txt').replace('ThreadsPerCore=1', 'ThreadsPerCore=2')
+    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=nodes, lscpu=lscpu_of(2, 64, 2, 8))
+    proc = cluster['partitions']['compute']['processor']
+    assert {k: v for k, v in proc.items() if k != 'topology'} == {
+        'num_cpus': 128, 'num_cpus_per_core': 1, 'num_sockets': 2, 'num_cpus_per_socket': 64}
+    assert ProcessorInfo(proc).num_cores == 128
+    assert 'Slurm counts cores as CPUs here (128 = 2 socket(s) x 64 cores, the 2 threads per ' \
+        'core not counted): one CPU per core.' in comments(text)
+    # where Slurm counts the threads as CPUs, a CPU is a thread
+    nodes = nodes.replace('CPUTot=128', 'CPUTot=256').replace('CPUEfctv=128', 'CPUEfctv=256')
+    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=nodes, lscpu=lscpu_of(2, 64, 2, 8))
+    proc = cluster['partitions']['compute']['processor']
+    assert (proc['num_cpus'], proc['num_cpus_per_core'], proc['num_sockets']) == (256, 2, 2)
+    assert ProcessorInfo(proc).num_cores == 128 and len(proc['topology']['numa_nodes']) == 8
+    assert 'Slurm counts cores as CPUs' not in comments(text)
+
+
+def test_the_sockets_are_the_nodes_not_slurms_boards_or_numa_domains(tmp_path, hpc_runner):
+    plain = data('hpc_scontrol_node.txt')
+    # scontrol's Sockets is the node's total already: Boards=2 does not double it
+    _, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun',
+                             nodes=plain.replace('Sockets=2 Boards=1', 'Sockets=2 Boards=2'))
+    proc = cluster['partitions']['compute']['processor']
+    assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (2, 64)
+    assert sg.parse_nodes(plain.replace('Boards=1', 'Boards=2'))[0].size.sockets == 2
+    # numa_node_as_socket: Slurm's 8 sockets are the NUMA domains; lscpu says 2
+    conf = data('hpc_scontrol_config_excerpt.txt').replace(
+        'SlurmdParameters        = (null)', 'SlurmdParameters        = numa_node_as_socket')
+    numa = plain.replace('CoresPerSocket=64', 'CoresPerSocket=16').replace(
+        'Sockets=2 Boards=1', 'Sockets=8 Boards=1')
+    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=numa, config=conf)
+    proc = cluster['partitions']['compute']['processor']
+    assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (2, 64)
+    assert proc['topology']['numa_nodes'] == [hex(0xffff << (16 * i)) for i in range(8)]
+    assert 'Sockets from lscpu on cn001 (2; Slurm says 8).' in comments(text)
+    # a bare "NodeName=... CPUs=128" line: Slurm takes every CPU for a socket
+    bare = plain.replace('CoresPerSocket=64', 'CoresPerSocket=1').replace(
+        'Sockets=2 Boards=1', 'Sockets=128 Boards=1')
+    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=bare)
+    proc = cluster['partitions']['compute']['processor']
+    assert (proc['num_cpus'], proc['num_sockets'], proc['num_cpus_per_socket']) == (128, 2, 64)
+    # lscpu saw other CPUs than Slurm's (not the node's): Slurm's count stays
+    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=bare, lscpu=lscpu_of(4, 16, 1, 4))
+    assert cluster['partitions']['compute']['processor']['num_sockets'] == 128
+    assert 'Sockets from lscpu' not in comments(text)
+
+
+def test_numa_domains_as_sockets_are_blocks_only_with_one_thread_per_core(tmp_path, hpc_runner):
+    conf = data('hpc_scontrol_config_excerpt.txt').replace(
+        'SlurmdParameters        = (null)', 'SlurmdParameters        = numa_node_as_socket')
+    one = data('hpc_scontrol_node.txt').replace('CoresPerSocket=64', 'CoresPerSocket=16').replace(
+        'Sockets=2 Boards=1', 'Sockets=8 Boards=1')
+    # one thread per core: each domain's CPUs are a block
+    text, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun', nodes=one, config=conf)
+    proc = cluster['partitions']['compute']['processor']
+    assert proc['topology']['numa_nodes'] == [hex(0xffff << (16 * i)) for i in range(8)]
+    assert 'their CPUs taken as numbered in blocks' in comments(text)
+    # two: Linux numbers CPU N's sibling N + 128, so no block is a domain: left to fill in
+    two = one.replace('CoresPerSocket=16', 'CoresPerSocket=8').replace(
+        'ThreadsPerCore=1', 'ThreadsPerCore=2')
+    text, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun', nodes=two, config=conf)
+    proc = cluster['partitions']['compute']['processor']
+    assert 'topology' not in proc and proc['num_cpus_per_core'] == 2
+    assert 'FILL IN: the NUMA domains (lscpu on a node: not asked (--no-srun); Slurm counts ' \
+        'them as sockets (numa_node_as_socket), but with 2 threads per core their CPUs are ' \
+        'not numbered in blocks)' in comments(text)
+    # the node's lscpu, where it matches, gives the real masks
+    _, cluster = hpc_variant(tmp_path, hpc_runner, nodes=two, config=conf,
+                             lscpu=lscpu_of(2, 32, 2, 8))
+    masks = cluster['partitions']['compute']['processor']['topology']['numa_nodes']
+    assert masks[0] == hex(0xff | 0xff << 64)
+
+
+def test_an_efa_device_is_libfabrics_not_an_infiniband_port():
+    tcp = {'ip': '2: ens5    inet 172.31.20.5/20 brd 172.31.31.255 scope global dynamic ens5\\'
+                 '       valid_lft 3000sec\n',
+           'net': 'ens5 1 up - phys\nlo 772 unknown - virt\n', 'fi_info': EFA_FI_INFO}
+    # rdma-core 46 (link layer Unspecified); older rdma-core (InfiniBand, efa_0); its
+    # vendor alone
+    older = EFA_IBV_DEVINFO.replace('Unspecified', 'InfiniBand').replace('rdmap16s27', 'efa_0')
+    for ibv in (EFA_IBV_DEVINFO, older, older.replace('efa_0', 'dev0')):
+        links = sg.node_links({**tcp, 'ibv_devinfo': ibv})
+        assert [(x.kind, x.device) for x in links] == [('ofi', 'efa'), ('tcp', 'ens5')], ibv
+        chosen, _ = sg.choose_links('compute', [], links, '172.31.20.5')
+        assert [x.env(STACK['openmpi']) for x in chosen] == [
+            {'OMPI_MCA_pml': 'cm', 'OMPI_MCA_mtl': 'ofi', 'FI_PROVIDER': 'efa'}]
+    port = sg.parse_ibv_devinfo(older)[0]
+    assert (port.vendor_id, port.efa) == ('0x1d0f', True)
+    # Mellanox's ports stay InfiniBand and RoCE
+    ports = sg.parse_ibv_devinfo(data('hpc_ibv_devinfo_ib.txt'))
+    assert [(p.vendor_id, p.efa) for p in ports] == [('0x02c9', False)] * 2
+
+
+def test_sinfo_alone_gives_one_partition_of_mixed_nodes_sized_by_node_count(tmp_path,
+                                                                            monkeypatch, capsys):
+    monkeypatch.setattr(sg, 'this_host', lambda: 'login1')
+    # no scontrol show partition/node (denied): sinfo's rows, one per node size
+    sinfo = ('standard|up|2|128|2|64|1|256000|nid[020-021]\n'
+             'standard|up|3|256|2|64|2|512000|nid[001-002,010]\n'
+             'debug|up|2|256|2|64|2|512000|nid[001-002]\n')
+    denied = sg.CmdResult([], 1, '', 'slurm_load_partitions: Access denied\n')
+    runner = FakeCluster({('scontrol', 'show', 'config'): ok(data(
+        'hpc_scontrol_config_excerpt.txt')), ('scontrol', '-o'): denied, ('sinfo',): ok(sinfo)},
+        {}, {})
+    code, text, path, cluster = generate(tmp_path, runner, {'PATH': str(tmp_path)}, '--no-srun')
+    assert code == 0, capsys.readouterr()
+    assert re.findall(r"^        '(\w+)': \{", text, re.M)[:3] == ['standard', 'debug',
+                                                                 'openmpi']
+    standard = cluster['partitions']['standard']
+    assert standard['processor']['num_cpus'] == 256     # 3 nodes of 256 CPUs, 2 of 128
+    assert standard['extras'] == {'mem_per_node': '512000MiB'}
+    assert 'Slurm partition standard (5 node(s): nid[020-021],nid[001-002,010]).' in \
+        comments(text)
+    assert 'FILL IN: its nodes differ (2 sizes): the most common is written' in comments(text)
+    assert [p.name for p in sg.partitions_of_sinfo(sg.parse_sinfo(sinfo))] == ['standard',
+                                                                               'debug']
+    # the most nodes, not the most rows
+    det = sg.Detection(host='x')
+    det.sinfo = sg.parse_sinfo('big|up|1|128|2|64|1|256000|nid001\n'
+                               'big|up|40|256|2|64|2|512000|nid[002-041]\n')
+    size, note = sg._node_size(det, sg.SlurmPartition('big'), [])
+    assert size is not None and size.cpus == 256 and 'differ' in note
+    slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+
+
+def test_module_paths_with_spaces_reach_the_job_script_quoted():
+    det = sg.Detection(host='login1', config={'ClusterName': 'c1'})
+    det.partitions = [sg.SlurmPartition('p', 'n[1-2]', 2)]
+    det.module_tool = sg.ModuleTool('lmod', '/opt/lmod 8/libexec/lmod', '8.7',
+                                    '/opt/lmod 8/init/bash')
+    det.stacks['openmpi'] = sg.FoundStack('openmpi', 'module', 'openmpi/5.0.3', '5.0.3', 'mpicc',
+                                          ['openmpi/5.0.3'], '/opt/site modules/mpi')
+    prepare = sg.build(det, sg.parse_args(['--no-srun'])).plain()['prepare_cmds']
+    assert prepare == [". '/opt/lmod 8/init/bash'", "module use '/opt/site modules/mpi'"]
+    assert shlex.split(prepare[1]) == ['module', 'use', '/opt/site modules/mpi']
+
+
+def test_a_bad_harness_modules_system_is_one_clear_error(tmp_path, monkeypatch, capsys,
+                                                         test_cluster_runner):
+    runner, environ = test_cluster_runner
+    monkeypatch.setenv('HARNESS_MODULES_SYSTEM', 'lmodd')
+    assert sg.main(['--output', str(tmp_path / 's.py')], runner=runner, environ=environ) == 2
+    err = capsys.readouterr().err
+    known = ', '.join(slurm_systems.modules_systems())
+    assert err == (f"harness site: error: HARNESS_MODULES_SYSTEM='lmodd': not a modules system "
+                   f"ReFrame knows; known: {known}\n")
+    assert not runner.calls and not (tmp_path / 's.py').exists()
+    monkeypatch.setenv('HARNESS_MODULES_SYSTEM', 'nomod')
+    assert sg.main(['--output', str(tmp_path / 's.py')], runner=runner, environ=environ) == 0
 
 
 # ---- for real: the test cluster --------------------------------------------------------

@@ -109,6 +109,67 @@ def test_template_dry_run_writes_hybrid_job_scripts_across_nodes(tmp_path):
     assert 'export OMPI_MCA_pml=ucx' in ib
 
 
+def test_nodes_of_two_threads_per_core_get_whole_cores(tmp_path):
+    # Slurm counts each hardware thread as a CPU: a rank of T threads asks
+    # for 2T CPUs (T whole cores) on nodes of 2 threads per core, whatever
+    # the layout; the layouts and the threads stay the cores'.
+    site = tmp_path / 'site_smt.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    "NODE.update(num_cpus=256, num_cpus_per_core=2, num_sockets=2, "
+                    "num_cpus_per_socket=128)\n")
+    env = {**template_env(), 'HARNESS_CLUSTERS': str(site)}
+    proc = reframe(tmp_path, '-c', str(REPO / 'checks'), '--system', 'example-hpc',
+                   '-n', 'StreamCheck', '--list', **env)
+    assert proc.returncode == 0, proc.stderr
+    assert set(re.findall(r'StreamCheck %layout=(\w+)', proc.stdout)) == {
+        'mpi_128x1', 'masteronly_64x2', 'masteronly_32x4', 'masteronly_16x8',
+        'masteronly_8x16', 'masteronly_4x32', 'masteronly_2x64', 'masteronly_1x128'}
+    proc = reframe(tmp_path, '-c', str(REPO / 'checks'), '--system', 'example-hpc:ib',
+                   '-n', 'StreamCheck%layout=masteronly_16x8', '-n',
+                   'StreamCheck%layout=mpi_128x1', '--dry-run', **env)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    stage = tmp_path / 'example-hpc' / 'stage' / 'example-hpc' / 'ib'
+    for stack in ('openmpi', 'mpich', 'mvapich2'):
+        scripts = [f.read_text() for f in (stage / stack).glob('StreamCheck_*/rfm_job.sh')]
+        by_tasks: dict[int, int] = {}
+        for script in scripts:
+            found = re.search(r'#SBATCH --ntasks-per-node=(\d+)\n', script)
+            assert found, script
+            tasks = int(found[1])
+            by_tasks[tasks] = by_tasks.get(tasks, 0) + 1
+            cpus, threads = {16: (16, 8), 128: (2, 1)}[tasks]   # 16x8, 128x1
+            assert f'#SBATCH --cpus-per-task={cpus}\n' in script, script
+            assert f'export OMP_NUM_THREADS={threads}\n' in script, script
+            if stack == 'mvapich2':
+                # its own mpiexec binds each rank to its cores (not CPUs)
+                binding = 'core' if threads == 1 else f'core:{threads}'
+                assert f'export HYDRA_BINDING={binding}\n' in script, script
+            else:
+                assert f'\nsrun --cpus-per-task={cpus} ' in script, script
+                assert 'export SLURM_CPU_BIND=cores\n' in script, script
+        assert set(by_tasks) == {16, 128} and len(set(by_tasks.values())) == 1, by_tasks
+    # A rank bound to one core (binding one-core): srun's last --cpus-per-task
+    # is that core's 2 CPUs.
+    one = tmp_path / 'one-core'
+    proc = reframe(one, '-c', str(REPO / 'checks'), '--system', 'example-hpc:ib',
+                   '-n', 'StreamCheck%layout=masteronly_16x8', '-p', 'openmpi',
+                   '-S', 'binding=one-core', '--dry-run', **env)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    stage = one / 'example-hpc' / 'stage' / 'example-hpc' / 'ib' / 'openmpi'
+    for job in stage.glob('StreamCheck_*/rfm_job.sh'):
+        assert '\nsrun --cpus-per-task=16 --cpus-per-task=2 ' in job.read_text()
+
+
+@pytest.mark.parametrize('per_core, cores, want', [(2, 8, 16), (2, 1, 2), (1, 8, 8),
+                                                    (None, 8, 8), (4, 0, 4)])
+def test_slurm_cpus_per_task_asks_for_whole_cores(per_core, cores, want):
+    from types import SimpleNamespace
+
+    from harnesslib.launch import slurm_cpus_per_task
+    part = SimpleNamespace(processor=SimpleNamespace(num_cpus_per_core=per_core))
+    assert slurm_cpus_per_task(part, cores) == want
+
+
 def test_a_missing_site_file_is_named(tmp_path):
     proc = reframe(tmp_path, '--show-config', 'systems',
                    HARNESS_CLUSTERS=str(tmp_path / 'nope.py'))

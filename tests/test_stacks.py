@@ -136,6 +136,14 @@ def test_every_entry_says_consistent_things(stack):
         assert any(given in v for v in filled.values()), filled
         assert not any('{' in v for v in filled.values()), filled
     assert stack.srun_pmi and stack.slurm_launch in typing.get_args(stacks.SlurmLaunch)
+    # Its tuning variables are families (prefixes); clean mode keeps every user
+    # file out through the variable that names the file read instead, filled
+    # with the system's folder where it needs one.
+    assert stack.tuning_prefixes and all(p.endswith('_') for p in stack.tuning_prefixes)
+    assert {var for var, _ in stack.user_files} == set(stack.clean_files_env)
+    needs_folder = any('{sysconfdir}' in v for v in stack.clean_files_env.values())
+    assert needs_folder == bool(stack.sysconfdir_tool)
+    assert not any('{' in v for v in stack.clean_files('/etc/x').values())
     # The test cluster loads the module of the stack's name.
     assert (REPO / 'config' / 'modules' / 'files' / f'{stack.name}.lua').exists()
 
@@ -392,6 +400,8 @@ def test_the_launch_and_osu_helpers_read_the_registry():
         environ = types.SimpleNamespace(cc='/x/mpicc', extras={'family': stack.name})
         assert osu_output.wrapper_link_check(environ) == f'/x/mpicc {stack.wrapper_link_flag}'
     assert launch.rank_binding_env('nompi') == {}
+    # Every stack's tuning variables are ones HARNESS_MPI_ENV handles.
+    assert {p for s in STACKS for p in s.tuning_prefixes} <= set(launch.MPI_VAR_PREFIXES)
 
 
 def test_the_bench_and_the_tests_read_the_registry():

@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
+from pathlib import Path
 
 import pytest
-from harnesscore import stats
+from harnesscore import bands, stats
+
+STATISTICS_PAGE = Path(__file__).resolve().parent.parent / 'docs/pages/statistics.md'
 
 #: 95% distribution-free confidence interval for the median: ranks (k, n+1-k) of the
 #: order statistics, as tabulated (e.g. Conover, Practical Nonparametric Statistics,
@@ -208,3 +211,42 @@ def test_paired_interval_edge_cases():
     assert stats.paired_interval([0.0, 1.0, 2.0]).method == 'bootstrap'
     with pytest.raises(stats.StatsError):
         stats.paired_interval([1.0, float('inf')])
+
+
+def test_one_session_reference_band_has_the_within_session_degrees_of_freedom():
+    # one session: the reference's variance and the night's come from the one
+    # within-session estimate, n - 1 degrees of freedom (3 runs: 2, t(0.99) = 6.965)
+    three = stats.reference_band([[1.00, 1.03, 0.97]], 3, 0.01)
+    five = stats.reference_band([[1.00, 1.03, 0.97, 1.01, 0.99]], 3, 0.01)
+    assert three.quantile == pytest.approx(stats.t_quantile(0.99, 2))
+    assert three.quantile == pytest.approx(6.9646, abs=1e-4)
+    assert five.quantile == pytest.approx(stats.t_quantile(0.99, 4))
+    # several sessions: still at most S - 1
+    two = stats.reference_band([[1.00, 1.03, 0.97], [1.01, 0.99, 1.02]], 3, 0.01)
+    assert two.quantile == pytest.approx(stats.t_quantile(0.99, 1))
+
+
+def test_more_rounds_after_a_fail_only_below_95_percent_as_the_docs_say():
+    text = ' '.join(STATISTICS_PAGE.read_text(encoding='utf-8').split())
+    assert ('fails on an interval of less than 95% coverage: a single round (the paired t '
+            'interval of 2 rounds or more claims 97.5%, so its FAIL stands at once; where a '
+            "ratio is not positive, the median's bootstrap, below 95% with fewer than 6 "
+            'rounds)') in text
+    assert 'fewer than 6 rounds) and goes on' not in text
+    band = {'x': (0.95, 1.05)}
+    assert stats.judge_ratios([0.5, 0.52, 0.51], *band['x']).interval.confidence == 0.975
+    assert bands.more_rounds({'x': [0.5]}, band) == ['x']               # a single round
+    assert bands.more_rounds({'x': [0.5, 0.52]}, band) == []             # paired t: stands
+    assert bands.more_rounds({'x': [0.5, 0.52, 0.51]}, band) == []
+    assert bands.more_rounds({'x': [0.5, 0.0, 0.51, 0.5, 0.49]}, band) == ['x']
+    assert bands.more_rounds({'x': [0.5, 0.0, 0.51, 0.5, 0.49, 0.5]}, band) == []
+    assert bands.more_rounds({'x': [0.98, 1.2, 0.9]}, band) == ['x']     # still crossed
+
+
+@pytest.mark.parametrize('confidence, shown', [(0.95, '95%'), (0.975, '97.5%'), (0.99, '99%'),
+                                               (0.0, '0%'), (0.978515625, '97.9%')])
+def test_an_interval_describes_its_level_to_a_tenth(confidence, shown):
+    iv = stats.Interval(1.0, 0.9, 1.1, 5, confidence, 'm')
+    assert f'median 1, {shown} interval [0.9, 1.1] (n=5, m)' == iv.describe()
+    decision = stats.judge_ratios([0.5, 0.52, 0.51], 0.95, 1.05)
+    assert '97.5% interval' in decision.describe()

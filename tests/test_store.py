@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import subprocess
+import sys
 
 import pytest
 from hybridverdict import render, store
@@ -13,6 +15,10 @@ from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
 from hybridverdict.report import build, recent_sessions
 from perflog_writer import T0, header, line, write
+from test_perflog import HEADER as RUN_AND_PERF_HEADER
+from test_perflog import RUN_HEADER, failed_line
+from test_perflog import line as perflog_line
+from test_perflog import write as write_lines
 from test_report_outputs import dataset, read_dataset
 
 FIXED = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -121,7 +127,8 @@ def test_parts_are_never_overwritten_and_uncommitted_ones_are_ignored(tmp_path):
         fp.write(spmv_lines(1, start=2)[0] + '\n')
     st.ingest([str(path)])
     assert all((hist / name).read_bytes() == data for name, data in before.items())
-    assert not [p for p in hist.iterdir() if p.name.startswith('.')]   # no temp files left
+    # no temp files left (the ingests' lock stays)
+    assert not [p for p in hist.iterdir() if p.name.startswith('.') and p.name != store.LOCK]
 
 
 def test_cli_stores_once_and_reports_the_whole_history(tmp_path, capsys, monkeypatch):
@@ -257,3 +264,116 @@ def test_appended_lines_are_named_in_warnings_by_their_perflog(tmp_path):
     assert st.ingest([str(path)], stats).records == 1
     assert '1 record(s) dated more than 1 day after now' in stats.warnings()[0]
     assert f'first at {path}:4' in stats.warnings()[0]
+
+
+# ---- ingests at once, files growing while read (the audit's store findings) ----------
+
+#: An ingest in its own process (argv: store, perflogs, marker folder, role).  The
+#: 'first' one, after reading the store's state, waits until the 'second' one has
+#: finished (it ran while the first was between reading and committing) or, if it
+#: waits on the lock, a few seconds.
+INGEST = """
+import os, sys, time
+from hybridverdict import store
+hist, logs, marks, role = sys.argv[1:5]
+def mark(name):
+    open(os.path.join(marks, name), 'w').close()
+def marked(name):
+    return os.path.exists(os.path.join(marks, name))
+if role == 'first':
+    state = store.Store.state
+    def slow_state(self):
+        out = state(self)
+        mark('first-read')
+        while not marked('second-started'):
+            time.sleep(0.01)
+        end = time.monotonic() + 4
+        while not marked('second-done') and time.monotonic() < end:
+            time.sleep(0.01)
+        return out
+    store.Store.state = slow_state
+else:
+    while not marked('first-read'):
+        time.sleep(0.01)
+    mark('second-started')
+done = store.Store(hist).ingest([logs])
+mark(role + '-done')
+print(done.records)
+"""
+
+
+def test_two_ingests_at_once_store_each_record_once(tmp_path):
+    logs = tmp_path / 'logs'
+    write(logs / 'SpmvCheck.log', [header(['t_total', 'fom'])] + spmv_lines(50))
+    hist, marks = tmp_path / 'history', tmp_path / 'marks'
+    marks.mkdir()
+    procs = [subprocess.Popen([sys.executable, '-c', INGEST, str(hist), str(logs),
+                               str(marks), role], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for role in ('first', 'second')]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    # the second waited for the first, then found nothing new
+    assert [int(out) for out, _ in outs] == [50, 0]
+    recs = store.Store(str(hist)).records()
+    assert len(recs) == len({store._identity(r) for r in recs}) == 50
+
+
+def test_lines_appended_during_the_first_ingest_are_stored_once(tmp_path, monkeypatch):
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
+                 + spmv_lines(3))
+    read_file = store.read_file
+    appended: list[str] = []
+
+    def appending(*args, **kwargs):
+        # a check logs two records between the store's measuring the file and reading it
+        if not appended:
+            appended[:] = spmv_lines(2, start=3)
+            with open(path, 'a') as fp:
+                fp.write('\n'.join(appended) + '\n')
+        return read_file(*args, **kwargs)
+
+    monkeypatch.setattr(store, 'read_file', appending)
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(path)]).records == 3
+    monkeypatch.setattr(store, 'read_file', read_file)
+    assert st.ingest([str(path)]).records == 2
+    recs = st.records()
+    assert [r.source for r in recs] == [f'{path}:{n}' for n in range(2, 7)]
+    assert len({store._identity(r) for r in recs}) == 5
+
+
+def test_a_failed_first_record_is_stored_as_the_perflogs_read_it(tmp_path):
+    # the header of a failed first run has no variable: the later lines are read by
+    # the other header of the check (test_perflog), in the store too
+    logs = tmp_path / 'logs'
+    shm = write_lines(logs / 'local/shm/SpmvCheck.log', RUN_HEADER, failed_line(),
+                      perflog_line(t=1.0), failed_line(), perflog_line(t=2.0))
+    write_lines(logs / 'local/tcp/SpmvCheck.log', RUN_AND_PERF_HEADER,
+                perflog_line(part='tcp', t=3.0))
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(logs)]).records == 5
+    # and the lines appended later, parsed apart under the file's header
+    with open(shm, 'a') as fp:
+        fp.write(perflog_line(t=4.0, time='2026-11-22T11:00:00+0000') + '\n')
+    assert st.ingest([str(logs)]).records == 1
+    same_records(sorted(st.records(), key=lambda r: r.source),
+                 sorted(read_perflogs([str(logs)]), key=lambda r: r.source))
+
+
+def test_a_lone_carriage_return_in_an_appended_line_does_not_split_it(tmp_path):
+    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
+                 + spmv_lines(1))
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(path)]).records == 1
+    odd, after = spmv_lines(2, start=1)
+    with open(path, 'a') as fp:
+        fp.write(odd.replace('spmv', 'sp\rmv', 1) + '\n' + after + '\n')
+    stats = ReadStats()
+    assert (st.ingest([str(path)], stats).records, stats.skipped) == (2, 0)
+    assert [r.source for r in st.records()] == [f'{path}:{n}' for n in (2, 3, 4)]
+    same_records(st.records(), read_perflogs([str(path)]))

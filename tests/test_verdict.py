@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
+from pathlib import Path
 
 import pytest
+from harnesscore import stats
+from hybridverdict import render
 from hybridverdict.perflog import Record
 from hybridverdict.verdict import verdicts
 
@@ -239,3 +243,113 @@ def test_three_named_sessions_in_one_hour_confirm_a_call():
     plain = [dataclasses.replace(r, session='') for r in history]
     (p,) = verdicts(plain[-2:], history=plain)
     assert not p.confirmed and len(p.sessions.split()) == 1
+
+
+# -- what the report's note and docs say of the interval and the band ---------------
+
+def test_the_verdict_note_and_docs_name_the_level_and_band_the_code_uses():
+    a = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.03]
+    back_to_back = stats.compare(a, [x * 0.8 for x in a], floor=0.0)
+    built = stats.ratio_interval(a, [x * 0.8 for x in a], stats.DECISION_CONFIDENCE)
+    assert back_to_back.basis == stats.BACK_TO_BACK and back_to_back.interval == built
+    level = f'{stats.DECISION_CONFIDENCE:.1%}'
+    assert level == '97.5%'
+    assert f'the ratio of the medians with its {level} interval' in render.VERDICT_NOTE
+    assert f"each side's median at {math.sqrt(stats.DECISION_CONFIDENCE):.2%}" \
+        in render.VERDICT_NOTE
+    assert '95%' not in render.VERDICT_NOTE
+    assert stats.band(0.05) == pytest.approx((1 / 1.05, 1.05))
+    assert 'the band [1 / (1 + floor), 1 + floor]' in render.VERDICT_NOTE
+    page = Path(__file__).resolve().parent.parent / 'docs/pages/report.md'
+    text = ' '.join(page.read_text(encoding='utf-8').split())
+    assert ('TIE where the interval lies inside [1 / (1 + floor), 1 + floor] ([0.952, 1.05] '
+            'at the default floor of 5%)') in text
+    assert "the ratio of the medians with its 97.5% interval (each side's median at " \
+        'sqrt(97.5%))' in text
+    assert '1 +- floor' not in text
+
+
+# -- the cap of rounds counts the rounds run (sequential rounds) -----------------
+
+def test_a_pair_stops_at_the_cap_of_rounds_run_when_one_side_failed_its_later_rounds():
+    """The hybrid side passed rounds 0-2 and failed 3-19: 3 rounds paired, 20 run."""
+    def named(r: Record, k: int) -> Record:
+        layout = f'{r.mode}_{r.ranks}x{r.threads}'
+        return dataclasses.replace(r, name=f'SpmvCheck %layout={layout} %problem=16 '
+                                           f'%sample={k}', time=T0 + dt.timedelta(seconds=k))
+    runs = [named(rec('mpi', 1.0), k) for k in range(20)]
+    runs += [named(hyb((1.0, 0.7, 1.3)[k % 3], result='pass' if k < 3 else 'fail'), k)
+             for k in range(20)]
+    (v,) = verdicts(runs, max_rounds=15)
+    assert (v.verdict, v.rounds, v.stopped) == ('INCONCLUSIVE', 3, 'cap')
+    (v,) = verdicts(runs, max_rounds=25)
+    assert v.stopped == 'budget'
+
+
+# -- HybridVerdict: an INCONCLUSIVE call against a `verdict` reference -----------
+
+class _RefEntry:
+    """ReFrame's ``reference[test]`` of a $ref file: the test's entry by its $index."""
+
+    index = ('$partition', '$environ', 'ref_variant')
+
+    def __init__(self, test: object, entry: dict[str, tuple]) -> None:
+        self.test, self.entry = test, entry
+
+    def __getitem__(self, key: object) -> dict[str, tuple]:
+        if key is self.test:
+            return self.entry
+        raise KeyError(key)
+
+
+def test_an_inconclusive_hybrid_verdict_is_never_judged_against_its_verdict_reference():
+    """A baseline of WIN nights writes verdict [1.0, -0.05, None]: an INCONCLUSIVE
+    night logs code 0, as a TIE does, and failed that band; a decided TIE or
+    LOSS still does."""
+    import logging
+    from types import SimpleNamespace
+
+    import reframe.utility.sanity as sn
+    from conftest import REPO
+    from harnesscore.bands import FAIL, PASS, judge_band
+    from reframe.utility import ScopedDict, import_module_from_file
+    kernels = import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+    unit = 'win=1 tie=0 loss=-1'
+    entry = {'verdict': (1.0, -0.05, None, unit), 'speedup': (1.2, -0.1, None, 'x')}
+
+    def references(call: str | None, scoped: bool = False) -> dict[str, tuple]:
+        """The check's references for this run after its hooks (from a $ref file,
+        else scoped: a test's own), as ReFrame resolves them."""
+        cls = kernels.HybridVerdict
+        check = SimpleNamespace(display_name='HybridVerdict %pair=spmv/16/masteronly_1x2',
+                                logger=logging.getLogger('test'),
+                                current_partition=SimpleNamespace(fullname='local:shm'),
+                                perf_variables=dict.fromkeys(entry))
+        check._references = lambda: cls._references(check)
+        if call is not None:            # None: a dry run, never judged
+            check._verdict = call
+        check.reference = (ScopedDict({'local:shm': dict(entry)}) if scoped
+                           else _RefEntry(check, dict(entry)))
+        cls.leave_an_undecided_call_unjudged(check)
+        refs = check.reference
+        if isinstance(refs, _RefEntry):
+            return refs[check]
+        scoped_refs = refs if isinstance(refs, ScopedDict) else ScopedDict(refs)
+        return {var: scoped_refs[f'local:shm:{var}'] for var in entry}
+
+    def judged(call: str) -> str | None:
+        """The band rule's state of the call's code (None: not judged)."""
+        low, high = references(call)['verdict'][1:3]
+        if low is None and high is None:
+            return None
+        return judge_band('verdict', [kernels.VERDICT_CODE[call]], 1.0, low, high).state
+
+    refs = references('INCONCLUSIVE')
+    assert refs == {'verdict': (1.0, None, None, unit), 'speedup': entry['speedup']}
+    assert judged('INCONCLUSIVE') is None
+    assert sn.evaluate(sn.assert_reference(kernels.VERDICT_CODE['INCONCLUSIVE'], *refs[
+        'verdict'][:3]))                # ReFrame's own check passes it
+    assert (judged('WIN'), judged('TIE'), judged('LOSS')) == (PASS, FAIL, FAIL)
+    assert references('TIE') == references(None) == entry
+    assert references('INCONCLUSIVE', scoped=True) == refs
+    assert references('LOSS', scoped=True) == entry

@@ -163,10 +163,12 @@ def overall(judgements: Sequence[Judgement]) -> str:
 def more_rounds(samples: dict[str, Sequence[float]],
                 bands: dict[str, tuple[float | None, float | None]]) -> list[str]:
     """The variables more rounds may settle: those whose interval still crosses
-    an edge of their band, and those that fail on an interval of less than the
-    rule's confidence (below 6 values at 95%: a bootstrap of 3 rounds covers
-    the median with 75% at most), so that a failure stands on a full interval
-    wherever the time budget allows."""
+    an edge of their band, and those that fail on an interval of less than 95%
+    coverage, so that a failure stands on a full interval wherever the time
+    budget allows.  The paired t interval of 2 rounds or more claims 97.5%
+    (``judge_ratios``): its FAIL stands at once.  Below 95% are a single round
+    (the value itself, no coverage) and, where a ratio is not positive, the
+    median's bootstrap of fewer than 6 rounds (3 rounds: 75% at most)."""
     out = []
     for var, values in samples.items():
         low, high = bands.get(var, (None, None))

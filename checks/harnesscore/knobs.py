@@ -6,6 +6,7 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harnesscore.stacks import STACKS
@@ -78,123 +79,131 @@ class Knob:
         return [self.name.replace('<STACK>', stack) for stack in STACK_NAMES]
 
 
-_RUN = ('run', 'nightly')
+_RUN_NIGHTLY = ('run', 'nightly')
 _HARNESS = ('run', 'test', 'setup', 'nightly', 'baseline')
 _SESSION = ('run', 'nightly', 'reframe')
-#: what reads the change-point knobs
-_CHANGES = ('hybridverdict changes', 'hybridverdict', *_RUN)
+
+
+def _group(group: str, commands: tuple[str, ...] = (), see: str = '') -> Callable[..., Knob]:
+    """What makes the knobs of `group` from (name, default, meaning): each with the
+    group's `commands` and `see` page unless it names its own."""
+    def make(name: str, default: str, meaning: str, commands: tuple[str, ...] = commands,
+             see: str = see) -> Knob:
+        return Knob(name, default, meaning, commands, group, see=see)
+    return make
+
+
+_install = _group('install', _HARNESS, see='getting-started.md')
+_run = _group('run', _SESSION, see='configuration.md')
+_plan = _group('plan', (*_SESSION, 'python -m harnesslib.plan'), see='plan.md')
+_statistics = _group('statistics', see='statistics.md')
+_nightly = _group('nightly', see='nightly.md')
+# the change-point knobs: read by hybridverdict changes, the report and run/nightly
+_changes = _group('changes', ('hybridverdict changes', 'hybridverdict', *_RUN_NIGHTLY),
+                  see='nightly.md')
+_site = _group('site', _SESSION, see='cluster.md')
+_spack = _group('site', _SESSION, see='spack.md')    # the site's Spack knobs
+_test_only = _group('test-only', see='cluster.md')
+_kernel = _group('test-only', ('the kernels',), see='checks.md')    # the kernels' own
 
 KNOBS: tuple[Knob, ...] = (
-    # install
-    Knob('HARNESS_VENV', './.venv', 'the Python virtual environment ./harness installs into '
-         'and runs from', _HARNESS, 'install', see='getting-started.md'),
-    Knob('HARNESS_NO_APT', 'unset', '1: never call apt-get, even as root (say what is '
-         'missing and carry on)', _HARNESS, 'install', see='getting-started.md'),
-    # run
-    Knob('HARNESS_VAR_DIR', '<checkout>/var', 'perflogs, builds, stage, outputs, reports, history; '
-         'a relative one is taken from where the command runs',
-         ('run', 'nightly', 'baseline', 'reframe', 'hybridverdict'), 'run', see='configuration.md'),
-    Knob('HARNESS_STACKS', 'all stacks found', 'restrict the MPI stacks, e.g. "openmpi,mpich" '
-         '(commas, spaces or both; an unknown name is an error)', _SESSION, 'run',
-         see='configuration.md'),
-    Knob('HARNESS_<STACK>_PREFIX', 'the stack\'s suffixed tools on PATH, if any',
+    _install('HARNESS_VENV', './.venv', 'the Python virtual environment ./harness installs '
+             'into and runs from'),
+    _install('HARNESS_NO_APT', 'unset', '1: never call apt-get, even as root (say what is '
+             'missing and carry on)'),
+
+    _run('HARNESS_VAR_DIR', '<checkout>/var', 'perflogs, builds, stage, outputs, reports, '
+         'history; a relative one is taken from where the command runs',
+         ('run', 'nightly', 'baseline', 'reframe', 'hybridverdict')),
+    _run('HARNESS_STACKS', 'all stacks found', 'restrict the MPI stacks, e.g. '
+         '"openmpi,mpich" (commas, spaces or both; an unknown name is an error)'),
+    _run('HARNESS_<STACK>_PREFIX', 'the stack\'s suffixed tools on PATH, if any',
          'install prefix of that stack (<prefix>/bin/mpicc, mpiexec); a stack without '
-         'Debian packages is there only with it', (*_SESSION, 'harness-spack-site'), 'run',
-         see='configuration.md'),
-    Knob('HARNESS_REPEAT', '3', 'samples of every kernel run (the checks\' sample parameter), '
-         '1 to 100', (*_SESSION, 'hybridverdict-baseline'), 'run', see='getting-started.md'),
-    Knob('HARNESS_REFRAME_OPTS', 'none', 'extra reframe options for run and nightly '
-         '(e.g. "-n SpmvCheck", "-T benchmark", "--system local-slurm")', _RUN, 'run',
+         'Debian packages is there only with it', (*_SESSION, 'harness-spack-site')),
+    _run('HARNESS_REPEAT', '3', 'samples of every kernel run (the checks\' sample parameter), '
+         '1 to 100', (*_SESSION, 'hybridverdict-baseline'), see='getting-started.md'),
+    _run('HARNESS_REFRAME_OPTS', 'none', 'extra reframe options for run and nightly '
+         '(e.g. "-n SpmvCheck", "-T benchmark", "--system local-slurm")', _RUN_NIGHTLY,
          see='getting-started.md'),
-    Knob('HARNESS_REPORT_OPTS', 'none', 'extra hybridverdict options for the report of run '
-         'and nightly (e.g. "--functional-verdicts")', _RUN, 'run', see='report.md'),
-    Knob('HARNESS_MPI_ENV', 'clean', 'clean: the shell\'s MPI tuning variables (OMPI_MCA_*, '
-         'UCX_*, ...) do not reach the runs; keep: they do (recorded either way)',
-         _SESSION, 'run', see='configuration.md'),
-    Knob('HARNESS_LOCK_WAIT', '0', 'seconds run, nightly and baseline wait for another '
+    _run('HARNESS_REPORT_OPTS', 'none', 'extra hybridverdict options for the report of run '
+         'and nightly (e.g. "--functional-verdicts")', _RUN_NIGHTLY, see='report.md'),
+    _run('HARNESS_MPI_ENV', 'clean', 'clean: the shell\'s MPI and OpenMP tuning variables '
+         '(OMPI_MCA_*, UCX_*, MPICH_*, OMP_*, ...) and the user\'s own MPI configuration files '
+         'do not reach the runs; keep: they do (recorded either way)'),
+    _run('HARNESS_LOCK_WAIT', '0', 'seconds run, nightly and baseline wait for another '
          'session of the same var dir (0: refuse at once, naming it)',
-         ('run', 'nightly', 'baseline'), 'run', see='configuration.md'),
-    Knob('HARNESS_SESSION', 'start time and pid', 'the session name every run records '
+         ('run', 'nightly', 'baseline')),
+    _run('HARNESS_SESSION', 'start time and pid', 'the session name every run records '
          '(perflog field session); baselines and change points group runs by it',
-         _SESSION, 'run', see='checks.md'),
-    Knob('HARNESS_QUIET', 'unset', '1: no "left out" lines from the configuration',
-         _SESSION, 'run', see='configuration.md'),
-    Knob('HARNESS_SNAPSHOTS', '1', '1: machine-quietness snapshots around the runs; 0: none '
-         '(every run busy=unknown)', _SESSION, 'run', see='statistics.md'),
-    Knob('HARNESS_SNAPSHOT_S', '0.2', 'sample interval of a quietness snapshot, seconds '
-         '(above 0, at most 60)',
-         _SESSION, 'run', see='statistics.md'),
-    # plan
-    Knob('HARNESS_BUDGET', '30m (plain reframe: 15m per part)', 'time the whole session '
-         'may take (900s, 1h30m, minutes), split across its partitions and stacks; '
-         '"10m/part" gives each its own',
-         (*_SESSION, 'python -m harnesslib.plan'), 'plan', see='plan.md'),
-    Knob('HARNESS_PLAN_COSTS', '$HARNESS_VAR_DIR/plan-costs.json', 'the measured seconds per '
-         'run the plan estimates from (written after every run and nightly)',
-         (*_SESSION, 'python -m harnesslib.plan'), 'plan', see='plan.md'),
-    Knob('HARNESS_MAX_ROUNDS', '15', 'most rounds of one pair under the sequential rounds '
-         '(1 to 100)', (*_RUN, 'python -m hybridverdict.sequential'), 'plan', see='statistics.md'),
-    Knob('HARNESS_FIRST_ROUND', '0', 'number of a session\'s first round (the sequential '
-         'rounds set it; 0 to 1000)', ('reframe', 'python -m hybridverdict.sequential'),
-         'plan', see='statistics.md'),
-    # statistics
-    Knob('HARNESS_SOFT_ZONE', '0.7', 'where a reference band\'s warning zone starts, a '
-         'fraction of its tolerance in (0, 1]; 1: no soft zone', _SESSION, 'statistics',
-         see='statistics.md'),
-    Knob('HARNESS_FALSE_ALARM', '0.01', 'the rate at which a check may fail on a quiet '
-         'night; baseline sizes the bands for it, in (0, 1)',
-         ('baseline', 'hybridverdict-baseline'), 'statistics', see='nightly.md'),
-    # nightly
-    Knob('HARNESS_CHANGES_FATAL', 'unset', '1: a regression on the morning page ("Since the '
-         'last night") fails the night (exit status 4)', ('nightly',), 'nightly', see='nightly.md'),
-    Knob('RFM_REFERENCE_PREFIX', 'config/references', 'directory of the per-system '
-         'references files <system>.yaml (ReFrame\'s own variable)',
-         ('baseline', 'reframe', 'hybridverdict-baseline'), 'nightly', see='nightly.md'),
-    # changes
-    Knob('HARNESS_CHANGE_MIN_SEGMENT', '3', 'sessions on each side of a change point',
-         _CHANGES, 'changes', see='nightly.md'),
-    Knob('HARNESS_CHANGE_P_VALUE', '0.01', 'largest p-value of the permutation test of a '
-         'change point', _CHANGES, 'changes', see='nightly.md'),
-    Knob('HARNESS_CHANGE_MAGNITUDE', '0.05', 'smallest change, a fraction (0.05: 5%)',
-         _CHANGES, 'changes', see='nightly.md'),
-    Knob('HARNESS_CHANGE_SESSION_GAP', '60', 'minutes between runs that start a new session '
-         '(runs without a session field)', _CHANGES, 'changes', see='nightly.md'),
-    # site
-    Knob('HARNESS_CLUSTERS', 'config/site_*.py', 'the cluster files (a comma list; each '
-         'defines CLUSTER in the form of config/cluster_template.py)', _SESSION, 'site',
-         see='cluster.md'),
-    Knob('HARNESS_MODULES_SYSTEM', 'the cluster file\'s', 'override a cluster file\'s modules '
-         'system (e.g. nomod, to check it where its modules are not)', _SESSION, 'site',
-         see='cluster.md'),
-    Knob('HARNESS_OSU_PREFIX', 'unset: the OSU checks skip', 'OSU Micro-Benchmarks install '
-         'prefix; {stack} is replaced by the stack\'s name', _SESSION, 'site', see='checks.md'),
-    Knob('HARNESS_SPACK', 'unset', '1: build the kernels with Spack when spack is on PATH',
-         _SESSION, 'site', see='spack.md'),
-    Knob('HARNESS_<STACK>_SPACK_SPEC', 'none', 'the Spack spec of that stack\'s kernels '
-         '(Spack is then demanded)', _SESSION, 'site', see='spack.md'),
-    Knob('HARNESS_SPACK_SYSTEM', 'ReFrame\'s system name', 'which config/spack/systems/<name> '
-         'spack.yaml includes', (*_SESSION, 'spack'), 'site', see='spack.md'),
-    Knob('HARNESS_SPACK_INSTALL_TREE', '$HARNESS_VAR_DIR/spack/opt', 'Spack install tree of '
-         'the kernels the checks build', _SESSION, 'site', see='spack.md'),
-    Knob('HARNESS_MODULE_STACK', 'set by the module', 'the stack a loaded module of '
-         'config/modules/ provides (the modules set it; the multi-node tests read it)',
-         ('module load',), 'site', see='cluster.md'),
-    # test-only
-    Knob('HARNESS_TEST_CLUSTER', 'unset', 'folder of the multi-node test cluster '
-         '(eval "$(tests/slurm/cluster.sh env DIR)" sets it); system test-cluster reads it',
-         ('reframe', 'test'), 'test-only', see='cluster.md'),
-    Knob('HARNESS_HPCTESTLIB', 'unset: those tests skip', 'a ReFrame checkout holding '
-         'hpctestlib/, for the test of hpctestlib\'s OSU checks', ('test',), 'test-only',
-         see='development.md'),
-    Knob('SLURM_TESTBED_PORT', '16817', 'slurmctld\'s port of the Slurm test beds (slurmd '
-         'takes the next)', ('tests/slurm/testbed.sh',), 'test-only', see='cluster.md'),
-    Knob('SLURM_TESTBED_WAIT', '60', 'seconds the Slurm test beds wait for their nodes',
-         ('tests/slurm/testbed.sh', 'tests/slurm/cluster.sh'), 'test-only', see='cluster.md'),
-    Knob('KERNEL_FINALIZE_TIMEOUT', '20', 'seconds before a kernel rank stuck in '
-         'MPI_Finalize is ended with a warning (0: wait forever)', ('the kernels',),
-         'test-only', see='checks.md'),
-    Knob('KERNEL_FAULT_HANG', 'unset', '<kernel>: in a fault-injection build, rank 0 of that '
-         'kernel hangs after MPI init', ('the kernels',), 'test-only', see='checks.md'),
+         see='checks.md'),
+    _run('HARNESS_QUIET', 'unset', '1: no "left out" lines from the configuration'),
+    _run('HARNESS_SNAPSHOTS', '1', '1: machine-quietness snapshots around the runs; 0: none '
+         '(every run busy=unknown)', see='statistics.md'),
+    _run('HARNESS_SNAPSHOT_S', '0.2', 'sample interval of a quietness snapshot, seconds '
+         '(above 0, at most 60)', see='statistics.md'),
+
+    _plan('HARNESS_BUDGET', '30m (plain reframe: 15m per part)', 'time the whole session '
+          'may take (900s, 1h30m, minutes), split across its partitions and stacks (those '
+          '-p/--system select; a -n selection is not counted); "10m/part" gives each its own'),
+    _plan('HARNESS_PLAN_COSTS', '$HARNESS_VAR_DIR/plan-costs.json', 'the measured seconds '
+          'per run the plan estimates from (written after every run and nightly)'),
+    _plan('HARNESS_MAX_ROUNDS', '15', 'most rounds of one pair under the sequential rounds '
+          '(1 to 100)', (*_RUN_NIGHTLY, 'python -m hybridverdict.sequential'),
+          see='statistics.md'),
+    _plan('HARNESS_FIRST_ROUND', '0', 'number of a session\'s first round (the sequential '
+          'rounds set it; 0 to 1000)', ('reframe', 'python -m hybridverdict.sequential'),
+          see='statistics.md'),
+
+    _statistics('HARNESS_SOFT_ZONE', '0.7', 'where a reference band\'s warning zone starts, '
+                'a fraction of its tolerance in (0, 1]; 1: no soft zone', _SESSION),
+    _statistics('HARNESS_FALSE_ALARM', '0.01', 'the rate at which a check may fail on a '
+                'quiet night; baseline sizes the bands for it, in (0, 1)',
+                ('baseline', 'hybridverdict-baseline'), see='nightly.md'),
+
+    _nightly('HARNESS_CHANGES_FATAL', 'unset', '1: a regression on the morning page ("Since '
+             'the last night") fails the night (exit status 4); only 0 or 1', ('nightly',)),
+    _nightly('RFM_REFERENCE_PREFIX', 'config/references', 'directory of the per-system '
+             'references files <system>.yaml (ReFrame\'s own variable)',
+             ('baseline', 'reframe', 'hybridverdict-baseline')),
+
+    _changes('HARNESS_CHANGE_MIN_SEGMENT', '3', 'sessions on each side of a change point'),
+    _changes('HARNESS_CHANGE_P_VALUE', '0.01', 'largest p-value of the permutation test of a '
+             'change point'),
+    _changes('HARNESS_CHANGE_MAGNITUDE', '0.05', 'smallest change, a fraction (0.05: 5%)'),
+    _changes('HARNESS_CHANGE_SESSION_GAP', '60', 'minutes between runs that start a new '
+             'session (runs without a session field)'),
+
+    _site('HARNESS_CLUSTERS', 'config/site_*.py', 'the cluster files (a comma list; each '
+          'defines CLUSTER in the form of config/cluster_template.py)'),
+    _site('HARNESS_MODULES_SYSTEM', 'the cluster file\'s', 'override a cluster file\'s '
+          'modules system (e.g. nomod, to check it where its modules are not)'),
+    _site('HARNESS_OSU_PREFIX', 'unset: the OSU checks skip', 'OSU Micro-Benchmarks install '
+          'prefix; {stack} is replaced by the stack\'s name', see='checks.md'),
+    _spack('HARNESS_SPACK', 'unset', '1: build the kernels with Spack when spack is on PATH'),
+    _spack('HARNESS_<STACK>_SPACK_SPEC', 'none', 'the Spack spec of that stack\'s kernels '
+           '(Spack is then demanded)'),
+    _spack('HARNESS_SPACK_SYSTEM', 'ReFrame\'s system name', 'which '
+           'config/spack/systems/<name> spack.yaml includes', (*_SESSION, 'spack')),
+    _spack('HARNESS_SPACK_INSTALL_TREE', '$HARNESS_VAR_DIR/spack/opt', 'Spack install tree '
+           'of the kernels the checks build'),
+    _site('HARNESS_MODULE_STACK', 'set by the module', 'the stack a loaded module of '
+          'config/modules/ provides (the modules set it; the multi-node tests read it)',
+          ('module load',)),
+
+    _test_only('HARNESS_TEST_CLUSTER', 'unset', 'folder of the multi-node test cluster '
+               '(eval "$(tests/slurm/cluster.sh env DIR)" sets it); system test-cluster '
+               'reads it', ('reframe', 'test')),
+    _test_only('HARNESS_HPCTESTLIB', 'unset: those tests skip', 'a ReFrame checkout holding '
+               'hpctestlib/, for the test of hpctestlib\'s OSU checks', ('test',),
+               see='development.md'),
+    _test_only('SLURM_TESTBED_PORT', '16817', 'slurmctld\'s port of the Slurm test beds '
+               '(slurmd takes the next)', ('tests/slurm/testbed.sh',)),
+    _test_only('SLURM_TESTBED_WAIT', '60', 'seconds the Slurm test beds wait for their '
+               'nodes', ('tests/slurm/testbed.sh', 'tests/slurm/cluster.sh')),
+    _kernel('KERNEL_FINALIZE_TIMEOUT', '20', 'seconds before a kernel rank stuck in '
+            'MPI_Finalize is ended with a warning (0: wait forever)'),
+    _kernel('KERNEL_FAULT_HANG', 'unset', '<kernel>: in a fault-injection build, rank 0 of '
+            'that kernel hangs after MPI init'),
 )
 
 

@@ -18,7 +18,7 @@ pure function of its inputs, so unit tests can plan declared 16-, 64- and
 Selection, within the budget: first every kernel's pure-MPI layout at every
 feasible size (every verdict needs it), then the hybrid layouts by rank
 (``hybrid_layouts``).  A hybrid layout at a size goes in with all its samples,
-its verdict and (spmv) its serial run, or not at all.
+its verdicts (``pair_verdicts``) and (spmv) its serial run, or not at all.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 
 from .paths import var_dir
 from .stats import DEFAULT_MAX_ROUNDS
+from .units import message_sizes
 
 # ---- the checks' parameter spaces --------------------------------------------------
 
@@ -42,7 +43,8 @@ SIZES: dict[str, tuple] = {
     'ring': ('8,65536,1048576',),
     'stream': (8000000,),        # elements per core
 }
-#: Sizes on a system that declares a bigger node than it has (its runs are
+#: Sizes on a partition that declares its topology (``uses_tiny_sizes``;
+#: where the declared node is bigger than the machine its runs are
 #: oversubscribed on purpose: a test of the pipeline, never of speed): md at
 #: 7 cells per side is the smallest that runs on 16, 32 and 64 ranks.
 TINY_SIZES: dict[str, tuple] = {
@@ -177,7 +179,10 @@ class Topology:
         proc = partition.processor
         cores = cores_per_node(partition)
         sockets = int(proc.num_sockets or 1)
-        numa = int(proc.num_numa_nodes or 1)
+        if cores % sockets:
+            sockets = 1
+        # An unknown NUMA count is at least one domain per socket.
+        numa = int(proc.num_numa_nodes or 0) or sockets
         extras = partition.extras
         local = partition.scheduler.registered_name == 'local'
         if extras.get('mem_per_node'):
@@ -190,7 +195,7 @@ class Topology:
             mem = cores * ASSUMED_MEM_PER_CORE
         over = (bool(extras.get('declared_topology')) and local
                 and cores > len(os.sched_getaffinity(0)))
-        return cls(cores=cores, sockets=sockets if cores % sockets == 0 else 1,
+        return cls(cores=cores, sockets=sockets,
                    numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
                    oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0,
@@ -561,6 +566,11 @@ class Plan:
     verdicts: int = 0
     #: The sizes planned per kernel.
     sizes: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    #: In a batch of the sequential rounds (``HARNESS_FIRST_ROUND`` > 0, whose
+    #: driver bounds the batch by its own budget): the runs (kernel, layout,
+    #: size) the plan runs without a budget; a run left out only for the
+    #: budget runs there (``decision``).  None: not a batch.
+    unbudgeted: frozenset[tuple[str, tuple, str]] | None = None
 
     @property
     def run_seconds(self) -> float:
@@ -592,6 +602,8 @@ class Plan:
             if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
                 if stream_elements and kernel == 'spmv' and run.reason.startswith('infeasible'):
                     return ''   # feasible with the STREAM size the check runs
+                if self.unbudgeted is not None and run_key(run) in self.unbudgeted:
+                    return ''   # left out only for the budget, in a batch
                 return run.reason and f'left out by the plan: {run.reason}'
         why = infeasible(kernel, layout, size, self.topo, stream_elements)
         return f'infeasible: {why}' if why else ''
@@ -628,6 +640,33 @@ class Plan:
                      f'{T_VERDICT * self.verdicts:.0f} s + build {T_BUILD:.0f} s')
         lines.append('  ' + self.summary())
         return '\n'.join(lines)
+
+
+def run_key(run: Run) -> tuple[str, tuple, str]:
+    """(kernel, layout, size) of a run, as ``Plan.unbudgeted`` holds it."""
+    return run.kernel, tuple(run.layout), str(run.size)
+
+
+def pair_verdicts(kernel: str, size) -> int:
+    """Verdicts the checks make per hybrid run of `kernel` at `size` (what
+    ``kernels._pairs`` generates): the ring's one per message size of its
+    sweep (``units.message_sizes``), the other kernels' one."""
+    return len(message_sizes(str(size))) if kernel == 'ring' else 1
+
+
+def uses_tiny_sizes(topo: Topology) -> bool:
+    """Whether the checks run `topo` at ``TINY_SIZES``: a partition that
+    declares its topology (``extras['declared_topology']``), whether or not
+    this machine has the cores to run it unoversubscribed.  The one rule of
+    the plan (``session_plan``) and of the checks' sizes
+    (``placement.system_sizes``)."""
+    return topo.declared or topo.oversubscribed
+
+
+def partition_sizes(kernel: str, topo: Topology) -> tuple:
+    """The sizes of `kernel` the checks run on `topo`: ``TINY_SIZES`` where
+    it ``uses_tiny_sizes``, else ``node_sizes``."""
+    return tuple(TINY_SIZES[kernel]) if uses_tiny_sizes(topo) else node_sizes(kernel, topo)
 
 
 def node_sizes(kernel: str, topo: Topology) -> tuple:
@@ -742,7 +781,7 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
                 if not mpi_ok[(kernel, str(size))]:
                     leave_out(group + serial,
                               f'no pure-MPI run of {kernel} {size} to compare with')
-                elif not take(group, len(group)):
+                elif not take(group, len(group) * pair_verdicts(kernel, size)):
                     leave_out(serial, f'needs {group[0].name}, left out')
                 else:
                     # The serial run for e_mt, if the kernel has one: optional
@@ -753,16 +792,24 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
     return plan
 
 
-def session_plan(topo: Topology, samples: int, budget_s: float) -> Plan:
-    """The plan the checks follow: on a declared (oversubscribed) node the
-    tiny sizes and no minimum time, else the checks' sizes and ``MIN_TIME``;
-    either way the seconds this partition measured per run where it has them
-    (``measured_costs``), the cost model's elsewhere."""
+def session_plan(topo: Topology, samples: int, budget_s: float, batch: bool = False) -> Plan:
+    """The plan the checks follow: the sizes of ``partition_sizes`` (on a
+    declared node the tiny ones), no minimum time on an oversubscribed node,
+    else ``MIN_TIME``; the seconds this partition measured per run where it
+    has them (``measured_costs``), the cost model's elsewhere.  `batch`: a
+    batch of the sequential rounds (``HARNESS_FIRST_ROUND`` > 0), bounded by
+    its driver's own budget: a run left out only for the budget runs
+    (``Plan.unbudgeted``), an infeasible one stays out."""
+    sizes = {k: partition_sizes(k, topo) for k in SIZES}
+    min_time = 0.0 if topo.oversubscribed else MIN_TIME
     measured = measured_costs(topo.name)
-    if topo.oversubscribed:
-        return make_plan(topo, samples=samples, budget_s=budget_s, min_time=0.0,
-                         sizes=dict(TINY_SIZES), measured=measured)
-    return make_plan(topo, samples=samples, budget_s=budget_s, measured=measured)
+    plan = make_plan(topo, samples=samples, budget_s=budget_s, min_time=min_time,
+                     sizes=sizes, measured=measured)
+    if batch:
+        free = make_plan(topo, samples=samples, budget_s=math.inf, min_time=min_time,
+                         sizes=sizes, measured=measured)
+        plan.unbudgeted = frozenset(map(run_key, free.runs))
+    return plan
 
 
 # ---- the node and the samples ---------------------------------------------------

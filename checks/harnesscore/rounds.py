@@ -11,6 +11,7 @@ after each round whether a band is still undecided.  No ReFrame import.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -85,11 +86,21 @@ def ring_osu_rounds(dirpath: str, rounds: int, bw_sizes: list[int]) -> list[dict
     return [ring_osu_round(dirpath, r, bw_sizes) for r in range(1, rounds + 1)]
 
 
+def _ratio(ring: float, osu: float, what: str, r: int) -> float:
+    """ring / osu of round `r`; an OSU figure that is not a positive number: RoundsError."""
+    if not 0 < osu < math.inf:
+        raise RoundsError(f'round {r}: OSU {what} is {osu:g}, no ratio to it')
+    return ring / osu
+
+
 def ring_osu_ratios(data: list[dict], bw_sizes: list[int]) -> dict[str, list[float]]:
     """Per-round ratios ring/OSU: latency_ratio_8B and bandwidth_ratio_<size>."""
-    out = {'latency_ratio_8B': [d['ring_lat'] / d['osu_lat'] for d in data]}
+    out = {'latency_ratio_8B': [_ratio(d['ring_lat'], d['osu_lat'], 'latency at 8 B', r)
+                                for r, d in enumerate(data, 1)]}
     for s in bw_sizes:
-        out[f'bandwidth_ratio_{s}'] = [d['ring_bw'][s] / d['osu_bw'][s] for d in data]
+        out[f'bandwidth_ratio_{s}'] = [
+            _ratio(d['ring_bw'][s], d['osu_bw'][s], f'bandwidth at {s} B', r)
+            for r, d in enumerate(data, 1)]
     return out
 
 
@@ -128,18 +139,32 @@ MD_BANDS = {
 }
 
 
+def _positive_rate(rate: float, tag: str, line: str) -> float:
+    """`rate`, where it is a positive finite number; else a RoundsError naming
+    the line (a ratio of it would divide by zero or mean nothing)."""
+    if not 0 < rate < math.inf:
+        raise RoundsError(f'{tag}: no positive rate (atom-steps per second) in the line '
+                          f'{line.strip()!r}')
+    return rate
+
+
 def md_rates(text: str, tag: str) -> list[float]:
-    """Atom-steps per second of every run with this tag, in order."""
+    """Atom-steps per second of every run with this tag, in order (a zero
+    time or rate: RoundsError)."""
+    out = []
     if tag in LMP_TAGS:
         patt = re.compile(rf'^{tag} Loop time of (\S+) on \d+ procs for (\d+) steps '
-                          rf'with (\d+) atoms', re.M)
-        return [int(steps) * int(atoms) / float(t) for t, steps, atoms in patt.findall(text)]
-    out = []
-    for row in re.findall(rf'^{tag} (\{{.*\}})\s*$', text, re.M):
-        res = json.loads(row)
+                          rf'with (\d+) atoms.*$', re.M)
+        for m in patt.finditer(text):
+            t, steps, atoms = m.groups()
+            rate = int(steps) * int(atoms) / float(t) if float(t) > 0 else 0.0
+            out.append(_positive_rate(rate, tag, m.group(0)))
+        return out
+    for m in re.finditer(rf'^{tag} (\{{.*\}})\s*$', text, re.M):
+        res = json.loads(m.group(1))
         if res.get('verified') is not True:
             raise RoundsError(f'an md run ({tag}) did not verify its result')
-        out.append(float(res['fom']))
+        out.append(_positive_rate(float(res['fom']), tag, m.group(0)))
     return out
 
 

@@ -111,6 +111,19 @@ class Stack:
     tcp_nodes_env: Mapping[str, str]
     ib_env: Mapping[str, str] | None
     ofi_env: Mapping[str, str] | None
+    #: Prefixes of its own tuning variables (its MCA parameters or CVARs and
+    #: their aliases, its launcher's): ``HARNESS_MPI_ENV`` handles them.
+    tuning_prefixes: tuple[str, ...]
+    #: The user's own configuration files its launcher or library reads:
+    #: (the variable that names other files instead, the file under $HOME).
+    user_files: tuple[tuple[str, str], ...]
+    #: What keeps those files out of a run in ``HARNESS_MPI_ENV=clean`` mode,
+    #: the site's own files kept (``{sysconfdir}``: the folder ``sysconfdir_tool``
+    #: prints).
+    clean_files_env: Mapping[str, str]
+    #: The tool and options that print its system configuration folder
+    #: (``Sysconfdir: <path>``), where ``clean_files_env`` needs it; () if not.
+    sysconfdir_tool: tuple[str, ...]
     #: What ``srun --mpi=`` it needs where a cluster says nothing.
     srun_pmi: str
     #: How the harness's own Slurm systems start its ranks.
@@ -151,10 +164,34 @@ class Stack:
         """``ofi_env`` with the libfabric `provider`, or None."""
         return None if self.ofi_env is None else _fill(self.ofi_env, device=provider)
 
+    def clean_files(self, sysconfdir: str = '') -> dict[str, str]:
+        """``clean_files_env`` with its system configuration folder."""
+        return _fill(self.clean_files_env, sysconfdir=sysconfdir)
+
     def root_env_here(self) -> dict[str, str]:
         """``root_env`` where this process runs as root, else nothing."""
         return dict(self.root_env) if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}
 
+
+#: MPICH's CVARs under their three names, hydra's and mpiexec's variables.
+_MPICH_TUNING = ('MPIR_CVAR_', 'MPICH_', 'MPIR_PARAM_', 'HYDRA_', 'MPIEXEC_')
+
+#: What MPICH and the stacks built on it share: MPICH's hydra launcher (and
+#: the PMI-2 of ``srun`` its ranks take), its wrapper's and version tools.
+_MPICH_FAMILY: dict = dict(
+    launchers=('mpiexec', 'mpirun'),
+    launcher_kind='hydra',
+    launcher_says=('HYDRA',),
+    launcher_helpers=('hydra_pmi_proxy',),
+    wrapper_link_flag='-show',
+    version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
+    # Hydra reads HYDRA_CONFIG_FILE, else ~/.mpiexec.hydra.conf (its -genv
+    # lines override a partition's pinned transport); /dev/null: no file.
+    user_files=(('HYDRA_CONFIG_FILE', '.mpiexec.hydra.conf'),),
+    clean_files_env=_env(HYDRA_CONFIG_FILE='/dev/null'),
+    sysconfdir_tool=(),
+    srun_pmi='pmi2',
+)
 
 STACKS: tuple[Stack, ...] = (
     Stack(
@@ -188,6 +225,18 @@ STACKS: tuple[Stack, ...] = (
         # Through UCX, or libfabric's MTL.
         ib_env=_env(OMPI_MCA_pml='ucx', UCX_NET_DEVICES=DEVICE),
         ofi_env=_env(OMPI_MCA_pml='cm', OMPI_MCA_mtl='ofi', FI_PROVIDER=DEVICE),
+        tuning_prefixes=('OMPI_MCA_', 'PRTE_MCA_', 'PMIX_MCA_'),
+        # Each reads the user's file unless its *_mca_base_param_files names
+        # others; clean runs read only the system's (site's) files (from Open
+        # MPI 5 PRRTE's and PMIx's beside its own; Open MPI 4 ignores them).
+        user_files=(('OMPI_MCA_mca_base_param_files', '.openmpi/mca-params.conf'),
+                    ('PRTE_MCA_mca_base_param_files', '.prte/mca-params.conf'),
+                    ('PMIX_MCA_mca_base_param_files', '.pmix/mca-params.conf')),
+        clean_files_env=_env(
+            OMPI_MCA_mca_base_param_files='{sysconfdir}/openmpi-mca-params.conf',
+            PRTE_MCA_mca_base_param_files='{sysconfdir}/prte-mca-params.conf',
+            PMIX_MCA_mca_base_param_files='{sysconfdir}/pmix-mca-params.conf'),
+        sysconfdir_tool=('ompi_info', '--path', 'sysconfdir'),
         srun_pmi='pmix',
         slurm_launch='srun',
     ),
@@ -196,17 +245,12 @@ STACKS: tuple[Stack, ...] = (
         descr='MPICH',
         suffix='.mpich',
         debian_packages=('mpich', 'libmpich-dev'),
-        launchers=('mpiexec', 'mpirun'),
-        launcher_kind='hydra',
-        launcher_says=('HYDRA',),
-        launcher_helpers=('hydra_pmi_proxy',),
+        **_MPICH_FAMILY,
         binding_env=_env(),
         root_env=_env(),
         library_prefix='MPICH',
         library_example='MPICH Version: 4.0.2',
-        wrapper_link_flag='-show',
         version_re=re.compile(r'^MPICH Version:\s+(\d[\w.]*)', re.M),
-        version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
         # Debian's MPICH is ch4:ucx: UCX's transports are its transports.
         shm_env=_env(UCX_TLS='sm,self'),
         tcp_env=_env(UCX_TLS='tcp,self', UCX_NET_DEVICES='lo'),
@@ -214,7 +258,7 @@ STACKS: tuple[Stack, ...] = (
         # Debian's ch4:ucx (or an OFI build): told the device.
         ib_env=_env(UCX_NET_DEVICES=DEVICE),
         ofi_env=_env(FI_PROVIDER=DEVICE),
-        srun_pmi='pmi2',
+        tuning_prefixes=_MPICH_TUNING,
         slurm_launch='srun',
     ),
     Stack(
@@ -222,11 +266,8 @@ STACKS: tuple[Stack, ...] = (
         descr='MVAPICH2',
         suffix=None,
         debian_packages=(),
-        launchers=('mpiexec', 'mpirun'),
-        # MVAPICH2's launcher is MPICH's hydra.
-        launcher_kind='hydra',
-        launcher_says=('HYDRA',),
-        launcher_helpers=('hydra_pmi_proxy',),
+        # MVAPICH2 is built on MPICH: its launcher is MPICH's hydra.
+        **_MPICH_FAMILY,
         # Its own library binding is off: built with ch3:sock (TCP only) it
         # cannot see which ranks share a node and binds them all to the same
         # core, and it would put a hybrid rank's threads on one core.
@@ -234,9 +275,7 @@ STACKS: tuple[Stack, ...] = (
         root_env=_env(),
         library_prefix='MVAPICH2',
         library_example=None,
-        wrapper_link_flag='-show',
         version_re=re.compile(r'^MVAPICH2 Version:\s+(\d[\w.]*)', re.M),
-        version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
         # Built with the TCP-only ch3:sock device here; on a cluster the site
         # configuration picks the device.  Nothing to force on one node (its
         # shm partition is TCP as well: ch3:sock has no shared memory);
@@ -247,7 +286,7 @@ STACKS: tuple[Stack, ...] = (
         # Told its HCA.
         ib_env=_env(MV2_IBA_HCA=HCA),
         ofi_env=None,
-        srun_pmi='pmi2',
+        tuning_prefixes=(*_MPICH_TUNING, 'MV2_'),
         # An MVAPICH2 built here (hydra, ch3:sock) keeps its own mpiexec,
         # which starts its ranks inside the allocation.
         slurm_launch='own',

@@ -199,8 +199,13 @@ class Interval:
                                    method=f'{self.method}, widened by {100 * rel:.3g}% ({why})')
 
     def describe(self) -> str:
-        return (f'median {self.median:.4g}, {100 * self.confidence:.0f}% interval '
+        return (f'median {self.median:.4g}, {percent(self.confidence)} interval '
                 f'[{self.low:.4g}, {self.high:.4g}] (n={self.n}, {self.method})')
+
+
+def percent(confidence: float) -> str:
+    """A confidence as a percentage, to a tenth where it has one: 95%, 97.5%, 99%."""
+    return f'{round(100 * confidence, 1):g}%'
 
 
 def _percentiles(values: list[float], confidence: float) -> tuple[float, float]:
@@ -303,7 +308,9 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
     Student's t quantile (degrees of freedom of that sum by Welch-Satterthwaite,
     at most S - 1: few sessions give a wide band, as they must) times the root
     of their sum.  With one session the drift between sessions is not measured
-    (``between`` 0): ``hybridverdict-baseline`` says so.  The nightly judges the
+    (``between`` 0): ``hybridverdict-baseline`` says so; the reference's and the
+    night's variances then both come from the runs around the session's mean,
+    and the degrees of freedom are theirs (n - 1 for n runs).  The nightly judges the
     interval of the median (FAIL only when it lies entirely outside), so the
     realised rate is below the stated one.
     """
@@ -326,11 +333,18 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
                else per_run / total)
     night_var = between2 + per_run / night_samples
     var = night_var + ref_var
-    # Welch-Satterthwaite: the degrees of freedom of that sum, from those of
-    # the between-session spread (S - 1) and of the within part.
-    parts = [(between2 + ref_var, len(logs) - 1), (per_run / night_samples, dof)]
+    # Welch-Satterthwaite: the degrees of freedom of that sum, from those of the
+    # estimates its terms come from: the spread of the session levels (S - 1)
+    # and the runs around their session's mean (`dof`).  The reference's term
+    # comes from the former with several sessions, from the latter with one
+    # (then every term is the one within-session estimate: exactly its `dof`;
+    # left out, the sum claimed up to 4 times as many, 8 for 3 runs instead of 2,
+    # and let 4 times the stated rate through).
+    levels_part = between2 + (ref_var if len(logs) > 1 else 0.0)
+    runs_part = per_run / night_samples + (0.0 if len(logs) > 1 else ref_var)
+    parts = [(levels_part, len(logs) - 1), (runs_part, dof)]
     denom = sum(v * v / d for v, d in parts if d > 0 and v > 0)
-    df = max(1, int(var * var / denom)) if denom > 0 else 0
+    df = max(1, int(var * var / denom + 1e-9)) if denom > 0 else 0
     if len(logs) > 1:
         # The sessions' levels are known from S of them whatever the estimate
         # of the drift between them says (a small estimate from few sessions is

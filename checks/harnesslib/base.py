@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -37,13 +37,16 @@ from .compat import declare_perf_value, reads_output
 from .launch import (
     EXIT_STATUS_TAG,
     LIBRARY_PREFIX,
+    USER_FILES_VAR,
     binding_env,
     hold_node_lock,
     launch_line,
     launcher_family,
-    mpi_vars,
     own_launcher,
+    recorded_vars,
     shell_words,
+    slurm_cpus_per_task,
+    user_config_files,
 )
 from .noise import BandRule, QuietMachine
 from .placement import cores_per_node, pt2pt_placement
@@ -332,10 +335,31 @@ def first_launch(script: str) -> str:
     return ''
 
 
-def mpi_env_text(effective: dict[str, str]) -> str:
-    """The perflog's ``mpi_env``: NAME=VALUE of each MPI variable, sorted."""
-    return field_text(' '.join(f'{k}={v}' for k, v in sorted(effective.items())),
-                      MPI_ENV_LIMIT)
+def mpi_env_text(effective: Mapping[str, str], protected: Iterable[str] = ()) -> str:
+    """The perflog's ``mpi_env``: NAME=VALUE of each recorded variable, sorted,
+    at most ``MPI_ENV_LIMIT`` characters.  Where they do not fit, the longest
+    values are cut first, each to a visible ``NAME=<cut:N chars>``, so that
+    every name stays; the `protected` ones (the partition's, the
+    environment's, the run's own: its pins and binding) are never cut.  Only
+    where the names alone do not fit is the text cut at the limit, after the
+    protected variables, which come first then."""
+    items = {k: str(v).replace('|', '/') for k, v in effective.items()}
+    keep = set(protected)
+
+    def text(values: Mapping[str, str], order: list[str]) -> str:
+        return ' '.join(f'{k}={values[k]}' for k in order)
+
+    order = sorted(items)
+    out = dict(items)
+    for name in sorted((k for k in items if k not in keep), key=lambda k: -len(items[k])):
+        if len(field_text(text(out, order), 10 ** 9)) <= MPI_ENV_LIMIT:
+            break
+        marker = f'<cut:{len(items[name])} chars>'
+        if len(marker) < len(items[name]):
+            out[name] = marker
+    if len(field_text(text(out, order), 10 ** 9)) > MPI_ENV_LIMIT:
+        order = [k for k in order if k in keep] + [k for k in order if k not in keep]
+    return field_text(text(out, order), MPI_ENV_LIMIT)
 
 
 class Provenance(StageFiles):
@@ -352,12 +376,24 @@ class Provenance(StageFiles):
     line writes ``PROVENANCE_FILE`` in the stage directory, read before
     sanity (as ``harnesslib.noise.QuietMachine`` reads its snapshots)."""
 
+    def own_mpi_vars(self) -> dict[str, str]:
+        """The variables the partition, the environment and the run itself set
+        (its pins, its binding, the harness's own)."""
+        return {**(getattr(self.current_partition, 'env_vars', None) or {}),
+                **(self.current_environ.env_vars or {}), **self.env_vars}
+
     def effective_mpi_vars(self) -> dict[str, str]:
-        """The MPI tuning variables in effect for the run: the session's, the
-        partition's and environment's, the run's own."""
-        return mpi_vars({**os.environ,
-                         **(getattr(self.current_partition, 'env_vars', None) or {}),
-                         **(self.current_environ.env_vars or {}), **self.env_vars})
+        """What the run records (``harnesslib.launch.recorded_vars``) of the
+        variables in effect for it: the session's, the partition's and
+        environment's, the run's own; and ``user_config_files``, the user's
+        own configuration files its stack reads (``launch.user_config_files``)."""
+        env = {**os.environ, **self.own_mpi_vars()}
+        effective = recorded_vars(env)
+        files = user_config_files(str(self.current_environ.extras.get('family', '')), env,
+                                  os.environ.get('HOME') or os.path.expanduser('~'))
+        if files:
+            effective[USER_FILES_VAR] = ','.join(files)
+        return effective
 
     def provenance_build(self) -> KernelBuild | None:
         """The build fixture of the run's kernels, if it has one."""
@@ -374,7 +410,7 @@ class Provenance(StageFiles):
         self.src_version = field_text(source_version())
         self.session = session_id()
         self.reframe_version = field_text(rfm.VERSION)
-        self.mpi_env = mpi_env_text(self.effective_mpi_vars())
+        self.mpi_env = mpi_env_text(self.effective_mpi_vars(), self.own_mpi_vars())
         build = self.provenance_build()
         probes = [job_probe(os.path.join(self.stagedir, PROVENANCE_FILE))]
         if build is not None:
@@ -463,6 +499,11 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
     def cores_per_rank(self, threads: int) -> int:
         return 1 if self.binding == 'one-core' else threads
 
+    def rank_cpus(self, threads: int) -> int:
+        """The scheduler's CPUs for a rank of `threads` threads: its cores
+        (``cores_per_rank``) as whole cores (``slurm_cpus_per_task``)."""
+        return slurm_cpus_per_task(self.current_partition, self.cores_per_rank(threads))
+
     def placement(self, cores: int, nodes: int) -> tuple[int, int, str]:
         """(ranks per node, nodes used, reason to skip or '') of a run of
         one-thread ranks (``place_ranks``): 2 ranks, one per node on a
@@ -480,7 +521,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         self.ranks, self.nodes = ranks, nodes
         self.num_tasks_per_node = ranks
         self.num_tasks = ranks * nodes
-        self.num_cpus_per_task = 1
+        self.num_cpus_per_task = slurm_cpus_per_task(part, 1)
 
     def declared_oversubscription(self) -> bool:
         """True where the configuration says the runs share cores on purpose:
@@ -524,7 +565,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
             # gives the job's); the last one given counts.
             self.job.launcher.options = [
                 *self.job.launcher.options,
-                f'--cpus-per-task={self.cores_per_rank(int(self.threads))}']
+                f'--cpus-per-task={self.rank_cpus(int(self.threads))}']
         self.prerun_cmds = hold_node_lock(self.current_partition) + self.prerun_cmds
         if self.job.scheduler.registered_name == 'squeue':
             # squeue reports no exit status (no accounting database): the
@@ -547,12 +588,12 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
             raise sn.SanityError(
                 f'{self.current_partition.fullname} claims {claim} for '
                 f'{self.current_environ.name}, but this run sets {"; ".join(wrong)}')
-        self.mpi_env = mpi_env_text(effective)
+        self.mpi_env = mpi_env_text(effective, self.own_mpi_vars())
 
     def launch(self, num_tasks: int) -> str:
         """The partition's launcher as a command line for `num_tasks` ranks,
         for the scripts a check writes itself."""
-        return launch_line(self.job.launcher, num_tasks, self.cores_per_rank(self.threads))
+        return launch_line(self.job.launcher, num_tasks, self.rank_cpus(int(self.threads)))
 
     def exit_status(self):
         """The run's exit status: the scheduler's, or the job script's record
@@ -606,7 +647,8 @@ class KernelCheck(RunBase):
             self.nodes = int(part.extras.get('nodes', 1))
         self.num_tasks_per_node = self.ranks
         self.num_tasks = self.ranks * self.nodes
-        self.num_cpus_per_task = self.threads
+        # Whole cores: on a node of 2 threads per core, 2 Slurm CPUs per thread.
+        self.num_cpus_per_task = slurm_cpus_per_task(part, self.threads)
         # Quoted: ReFrame writes both into the job script as they are.
         self.executable = shlex.quote(self.build.executable_path(self.kernel))
         self.build_spec = self.build.build_spec

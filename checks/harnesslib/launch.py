@@ -6,35 +6,118 @@ tools, first on ``PATH``; Debian's plain ``mpirun`` is whichever stack
 centre's, launches the same way.  The binding is set in the variables the
 stack's launcher reads (``binding_env``); ``hold_node_lock`` runs one build or
 run at a time on a local machine; ``HARNESS_MPI_ENV`` says what becomes of the
-MPI tuning variables a user's shell exports (``clean_mpi_env``).
+MPI and OpenMP tuning variables and configuration files of a user's shell
+(``clean_mpi_env``, ``clean_files_env``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
+import shutil
+import subprocess
 import types
 from collections.abc import Mapping, MutableMapping
 
 import reframe.core.runtime as rt
-from harnesscore.stacks import STACK, STACKS
+from harnesscore.stacks import STACK, STACKS, Stack
 from reframe.core.launchers import JobLauncher
 
 #: Prefixes of the MPI tuning variables: what a shell's rc file or a module
 #: may export that changes what a run measures (transport, protocol,
-#: collectives): Open MPI's and PRRTE's/PMIx's MCA, UCX, MPICH's CVARs,
-#: MVAPICH2's, libfabric's and Intel MPI's.
-MPI_VAR_PREFIXES = ('OMPI_MCA_', 'PRTE_MCA_', 'PMIX_MCA_', 'UCX_', 'MPIR_CVAR_', 'MV2_', 'FI_',
-                    'I_MPI_')
+#: collectives, the launcher's options): each stack's own
+#: (``Stack.tuning_prefixes``: Open MPI's, PRRTE's and PMIx's MCA, MPICH's
+#: CVARs and their aliases, Hydra's and ``mpiexec``'s, MVAPICH2's) and those
+#: of the libraries under them: UCX's, libfabric's, Intel MPI's.
+MPI_VAR_PREFIXES = (*dict.fromkeys(p for s in STACKS for p in s.tuning_prefixes),
+                    'UCX_', 'FI_', 'I_MPI_')
+#: Prefixes of the OpenMP runtime's variables (the standard's, GNU's, LLVM's
+#: and Intel's): a wait policy or spin count changes a hybrid run's figure of
+#: merit as much as a transport does.  The ones a run's binding sets
+#: (``binding_env``) are the run's own.
+OPENMP_VAR_PREFIXES = ('OMP_', 'GOMP_', 'KMP_')
+#: Every prefix ``HARNESS_MPI_ENV`` handles (``mpi_vars``).
+TUNING_VAR_PREFIXES = MPI_VAR_PREFIXES + OPENMP_VAR_PREFIXES
+#: Variables every run records but no mode takes out (a preloaded library
+#: reaches the launcher and the ranks).
+RECORDED_VARS = ('LD_PRELOAD',)
 #: ``HARNESS_MPI_ENV``: what becomes of the MPI tuning variables a session
 #: inherits (the partition's own always apply).
 MPI_ENV_MODES = ('clean', 'keep')
+#: The name under which a run's ``mpi_env`` lists the user's own
+#: configuration files its stack read (``user_config_files``): not an
+#: environment variable.
+USER_FILES_VAR = 'user_config_files'
 
 
 def mpi_vars(env: Mapping[str, str]) -> dict[str, str]:
-    """The MPI tuning variables of `env` (``MPI_VAR_PREFIXES``)."""
-    return {k: str(v) for k, v in env.items() if k.startswith(MPI_VAR_PREFIXES)}
+    """The MPI and OpenMP tuning variables of `env` (``TUNING_VAR_PREFIXES``)."""
+    return {k: str(v) for k, v in env.items() if k.startswith(TUNING_VAR_PREFIXES)}
+
+
+def binding_var_names() -> frozenset[str]:
+    """Every variable a run's binding may set (``binding_env``'s keys, for
+    every family, bound or declared oversubscribed)."""
+    families = ['srun', *STACK]
+    return frozenset(name for family in families for over in (False, True)
+                     for binding in ('threads', 'one-core')
+                     for name in binding_env(family, 2, binding, oversubscribe=over))
+
+
+def recorded_vars(env: Mapping[str, str]) -> dict[str, str]:
+    """What a run records of `env` (its ``mpi_env``): the tuning variables
+    (``mpi_vars``), the binding's (``binding_var_names``, e.g. HYDRA_BINDING,
+    SLURM_CPU_BIND) and ``RECORDED_VARS`` (LD_PRELOAD)."""
+    names = binding_var_names() | set(RECORDED_VARS)
+    return {**mpi_vars(env), **{k: str(v) for k, v in env.items() if k in names}}
+
+
+def user_config_files(family: str, env: Mapping[str, str], home: str) -> list[str]:
+    """The user's own configuration files that a run of `family`'s stack with
+    `env` reads (``Stack.user_files`` that exist under `home`, each unless
+    `env` names other files in its variable: that variable is recorded)."""
+    stack = STACK.get(family)
+    if stack is None or not home:
+        return []
+    paths = [os.path.join(home, rel) for var, rel in stack.user_files if var not in env]
+    return [p for p in paths if os.path.isfile(p)]
+
+
+def stack_sysconfdir(stack: Stack, launcher: str) -> str:
+    """The system configuration folder of `stack` whose launcher is
+    `launcher`, from its ``sysconfdir_tool`` beside it (or on PATH);
+    ValueError, naming the launcher, where there is none or it does not say."""
+    name, *args = stack.sysconfdir_tool
+    folders = [os.path.dirname(launcher), os.path.dirname(os.path.realpath(launcher))]
+    tool = next((p for p in (os.path.join(f, name) for f in folders)
+                 if os.access(p, os.X_OK)), None) or shutil.which(name)
+    if not tool:
+        raise ValueError(f'HARNESS_MPI_ENV=clean: no {name} beside {launcher} or on PATH, '
+                         f'so the site\'s configuration files cannot be told from the user\'s')
+    try:
+        out = subprocess.run([tool, *args], capture_output=True, text=True, timeout=60,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ValueError(f'HARNESS_MPI_ENV=clean: cannot run {tool}: {err}') from None
+    found = re.search(r'Sysconfdir:\s*(\S+)', out)
+    if not found:
+        raise ValueError(f'HARNESS_MPI_ENV=clean: {shlex.join([tool, *args])} says '
+                         f'{out.strip()[:120]!r}, not a sysconfdir')
+    return found.group(1)
+
+
+def clean_files_env(family: str, launcher: str = '') -> dict[str, str]:
+    """What keeps a user's own configuration files out of `family`'s runs in
+    ``clean`` mode (``Stack.clean_files_env``: Hydra reads no file, Open MPI
+    only its system's MCA files, its folder found from `launcher`)."""
+    stack = STACK.get(family)
+    if stack is None:
+        return {}
+    if stack.sysconfdir_tool:
+        return stack.clean_files(stack_sysconfdir(stack, launcher)) if launcher else {}
+    return stack.clean_files()
 
 
 def mpi_env_mode() -> str:
@@ -47,8 +130,8 @@ def mpi_env_mode() -> str:
 
 
 def clean_mpi_env(environ: MutableMapping[str, str]) -> list[str]:
-    """Take the MPI tuning variables out of `environ` (the session's own, so
-    that no run inherits them); their names."""
+    """Take the MPI and OpenMP tuning variables out of `environ` (the
+    session's own, so that no run inherits them); their names."""
     names = sorted(mpi_vars(environ))
     for name in names:
         del environ[name]
@@ -171,9 +254,22 @@ def rank_binding_env(family: str, cores_per_rank: int = 1,
         binding = 'none' if oversubscribe else 'core' if t == 1 else f'core:{t}'
         return {'HYDRA_BINDING': binding, **stack.binding_env}
     if family == 'srun':
-        # srun's --cpus-per-task comes from the job (ReFrame's srun launcher).
+        # srun's --cpus-per-task comes from the job (ReFrame's srun launcher,
+        # whole cores: ``slurm_cpus_per_task``).
         return {'SLURM_CPU_BIND': 'cores'}
     return {}
+
+
+def slurm_cpus_per_task(partition, cores: int) -> int:
+    """The CPUs a rank bound to `cores` whole cores asks of the scheduler
+    (the job's ``--cpus-per-task`` and srun's): Slurm counts every hardware
+    thread as a CPU, so a rank gets `cores` x the partition's hardware threads
+    per core (``processor.num_cpus_per_core``, 1 where unknown); asking for
+    `cores` CPUs on a node of 2 threads per core would give it half the cores
+    its threads are placed on.  A site whose slurm.conf schedules cores
+    (CPUs = cores) declares ``num_cpus_per_core`` 1."""
+    per_core = getattr(partition.processor, 'num_cpus_per_core', None) or 1
+    return max(1, int(cores)) * max(1, int(per_core))
 
 
 def shell_words(words: list[str]) -> list[str]:

@@ -50,23 +50,25 @@ def _partitions() -> list:
 
 
 def declared_system() -> bool:
-    """True where every partition of the current system declares a topology
-    it does not have (``extras['declared_topology']``): its runs are
-    oversubscribed on purpose, at tiny sizes (the pipeline's test)."""
+    """True where every partition of the current system declares its topology
+    (``extras['declared_topology']``): its runs are at tiny sizes (the
+    pipeline's test; oversubscribed on purpose where the machine has fewer
+    cores than declared)."""
     parts = _partitions()
     return bool(parts) and all(p.extras.get('declared_topology') for p in parts)
 
 
 def system_sizes(kernel: str) -> list:
-    """The ``problem`` values of a kernel check: on a declared (oversubscribed)
-    system ``plan.TINY_SIZES``, else the sizes of every partition's node
-    (``plan.node_sizes``: ``plan.SIZES``, and md's smallest box on a big node)."""
-    if declared_system():
-        return list(_plan.TINY_SIZES[kernel])
-    sizes = set(_plan.SIZES[kernel])
+    """The ``problem`` values of a kernel check: the sizes the plan gives each
+    partition (``plan.partition_sizes``: ``plan.TINY_SIZES`` on a declared
+    partition, else ``plan.node_sizes``, md's smallest box on a big node
+    among them); on a system that is not wholly declared ``plan.SIZES`` too."""
+    sizes = set() if declared_system() else set(_plan.SIZES[kernel])
     for part in _partitions():
         with contextlib.suppress(ValueError):   # a partition of unknown topology
-            sizes.update(_plan.node_sizes(kernel, _plan.Topology.from_partition(part)))
+            sizes.update(_plan.partition_sizes(kernel, _plan.Topology.from_partition(part)))
+    if not sizes:   # a declared system whose topology cannot be read
+        sizes.update(_plan.TINY_SIZES[kernel])
     return sorted(sizes, key=lambda s: (str(type(s)), s))
 
 
@@ -195,18 +197,22 @@ def interleave_samples(cls):
 # ---- the plan -------------------------------------------------------------------
 
 @functools.cache
-def _cached_plan(topo: _plan.Topology, samples: int, budget_s: float) -> _plan.Plan:
-    return _plan.session_plan(topo, samples, budget_s)
+def _cached_plan(topo: _plan.Topology, samples: int, budget_s: float,
+                 batch: bool) -> _plan.Plan:
+    return _plan.session_plan(topo, samples, budget_s, batch=batch)
 
 
 def partition_plan(partition, nodes: int | None = None) -> _plan.Plan:
     """The session's plan for `partition` (``HARNESS_REPEAT`` samples,
     ``HARNESS_BUDGET`` split across the system's partitions and stacks, or
     per part as ``./harness`` exports it), as ``python -m harnesslib.plan``
-    prints it."""
+    prints it.  In a batch of the sequential rounds (``HARNESS_FIRST_ROUND``
+    > 0, bounded by its driver's own budget) a run left out only for the
+    budget runs (``plan.session_plan``)."""
     topo = _plan.Topology.from_partition(partition, nodes)
     parts = sum(max(1, len(p.environs)) for p in _partitions()) or 1
-    return _cached_plan(topo, samples_per_run(), _plan.budget_from_env(parts))
+    return _cached_plan(topo, samples_per_run(), _plan.budget_from_env(parts),
+                        first_round() > 0)
 
 
 def print_plans() -> None:

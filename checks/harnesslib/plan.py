@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 
 from harnesscore.paths import REPO_DIR
@@ -29,10 +30,12 @@ from harnesscore.plan import (
 #: scans the divisors of the rank counts: far larger ones take minutes).
 MAX_DECLARED = 4096
 
-def _partition_topologies(config: str, system: str | None) -> list[Topology]:
+def _partition_topologies(config: str, system: str | None,
+                          prgenvs: list[str] | None = None) -> list[Topology]:
     """The topology of every partition of the ReFrame configuration's system
     (detected as ReFrame does, or declared), each with its stacks
-    (``Topology.stacks``)."""
+    (``Topology.stacks``): those `prgenvs` selects where given (ReFrame's
+    ``-p``/``--prgenv`` patterns, applied as ReFrame applies them)."""
     import reframe.core.config as config_mod
     import reframe.core.runtime as runtime
     from reframe.core.exceptions import ConfigError
@@ -40,6 +43,10 @@ def _partition_topologies(config: str, system: str | None) -> list[Topology]:
     try:
         site = config_mod.load_config(config)
         site.select_subconfig(system)
+        if prgenvs:
+            # What reframe -p does: only the matching environments are the
+            # partitions' (general/valid_env_names).
+            site.add_sticky_option('general/valid_env_names', list(prgenvs))
     except (ConfigError, OSError) as err:
         raise ValueError(f'configuration {config}: {err}') from None
     runtime.init_runtime(site)
@@ -64,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('-C', '--config', default=None,
                     help='ReFrame configuration (default: config/settings.py of the checkout)')
     ap.add_argument('--system', default=None, help='system[:partition] (default: this host)')
+    ap.add_argument('-p', '--prgenv', action='append', default=None, metavar='PATTERN',
+                    help="only the stacks (environments) matching PATTERN, as reframe's "
+                         '-p/--prgenv selects them (repeatable): the parts the budget is '
+                         'split across; -n selections are not modelled')
     ap.add_argument('--cores', type=int, help='plan a declared node instead: cores per node')
     ap.add_argument('--sockets', type=int, default=1)
     ap.add_argument('--numa', type=int, default=1)
@@ -88,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f'plan: error: --{name} must be an integer from 1'
                   + (f' to {top}' if top else ' up') + f', got {value}', file=sys.stderr)
             return 2
+    for pattern in args.prgenv or ():
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            print(f'plan: error: --prgenv {pattern!r} is not a regular expression: {err}',
+                  file=sys.stderr)
+            return 2
     for name in ('sockets', 'numa'):
         if args.cores and args.cores % getattr(args, name):
             print(f'plan: error: --{name} {getattr(args, name)} does not divide --cores '
@@ -102,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                               stacks=args.stacks)]
         else:
             config = args.config or os.path.join(REPO_DIR, 'config', 'settings.py')
-            topos = _partition_topologies(config, args.system)
+            topos = _partition_topologies(config, args.system, args.prgenv)
         parts = sum(t.stacks for t in topos)
         text = args.budget or os.environ.get('HARNESS_BUDGET', '').strip() or \
             DEFAULT_SESSION_BUDGET

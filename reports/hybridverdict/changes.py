@@ -5,10 +5,11 @@ docs/pages/nightly.md (#changes) describes both for their readers.  In short: a
 stack and node count, with one point per session (the median of its samples there:
 one noisy night is one point, never many).  On the log of the session medians (a
 level shift is a ratio) E-Divisive's hierarchy proposes change points (``detect``:
-ruptures' exact least-squares split, a seeded permutation test), each kept only where
-both neighbouring segments have ``min_segment`` sessions, their medians differ by
-``magnitude`` and the test's p-value is at most ``p_value``: an outlier night cannot
-make a segment of its own, and inside one it barely moves the medians.  The last
+ruptures' exact least-squares split, a permutation test: exact on short segments,
+seeded on long ones), each kept only where both neighbouring segments have
+``min_segment`` sessions, their medians differ by ``magnitude`` and the test's p-value
+is at most ``p_value``: an outlier night cannot make a segment of its own, and inside
+one it barely moves the medians.  The last
 sessions of a series, fewer than ``min_segment``, may be an *unconfirmed* change
 (``_tail``: a stricter test, as every series is tested every night).  Each change
 carries its size with a 95% interval, its direction from the unit and what differs
@@ -22,6 +23,7 @@ import dataclasses
 import datetime as dt
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -38,8 +40,9 @@ class KnobError(ValueError):
     """A change-point knob that is not a valid value."""
 
 
-#: smallest ``p_value``: the permutation test runs about 5 / p_value permutations
-#: (50,000 at this one, some 0.05 s per series), so a smaller one would take minutes
+#: smallest ``p_value``: the sampled permutation test runs at least 5 / p_value
+#: permutations, up to 20 times as many near it (``_sampled_p``: at this one some
+#: seconds at most for a 200-session series), so a smaller one would take minutes
 MIN_P_VALUE = 1e-4
 #: largest ``session_gap`` in minutes (about two years: one session)
 MAX_SESSION_GAP = 1e6
@@ -120,14 +123,20 @@ class SeriesKey:
     def label(self) -> str:
         return _label(vars(self), self.variable)
 
+    def labelled(self, system: bool) -> str:
+        """``label``, with the system (``<stack>@<system>:<partition>``) where `system`."""
+        return _label(vars(self), self.variable, system)
 
-def _label(key: Mapping, variable: str = '') -> str:
-    """'<check>[ <variant>][ <variable>][ <n> nodes], <stack>@<partition>' of a series
-    (or, without the variable, of a test variant)."""
+
+def _label(key: Mapping, variable: str = '', system: bool = False) -> str:
+    """'<check>[ <variant>][ <variable>][ <n> nodes], <stack>@[<system>:]<partition>'
+    of a series (or, without the variable, of a test variant); the system where
+    `system` (a store that holds more than one)."""
     variant = '' if key['variant'] == '-' else f' {key["variant"]}'
     nodes = f' {key["nodes"]} nodes' if key['nodes'] > 1 else ''
     what = f' {variable}' if variable else ''
-    return f'{key["check"]}{variant}{what}{nodes}, {key["stack"]}@{key["partition"]}'
+    where = f'{key["system"]}:{key["partition"]}' if system else key['partition']
+    return f'{key["check"]}{variant}{what}{nodes}, {key["stack"]}@{where}'
 
 
 KEY_COLUMNS = [f.name for f in dataclasses.fields(SeriesKey)]
@@ -158,6 +167,14 @@ class ChangePoint:
     ends: dt.datetime | None = None
     #: sessions after it that confirm a change (``Knobs.min_segment``)
     needed: int = 0
+    #: the series's label names its system (the store holds more than one)
+    with_system: bool = False
+    #: index of the series's first session after it (among the series's sessions)
+    position: int = -1
+
+    @property
+    def series(self) -> str:
+        return self.key.labelled(self.with_system)
 
     @property
     def kind(self) -> str:
@@ -166,7 +183,7 @@ class ChangePoint:
     def line(self) -> str:
         """E.g. ``RingCheck bw_1048576, openmpi@shm: -41% from 2026-11-24 02:31 (95%
         interval -45% to -37%); changed then: OMPI_MCA_btl unset -> self,tcp``."""
-        text = (f'{self.key.label}: {_pct(self.change)} from {self.at:%Y-%m-%d %H:%M} '
+        text = (f'{self.series}: {_pct(self.change)} from {self.at:%Y-%m-%d %H:%M} '
                 f'(95% interval {_pct(self.low)} to {_pct(self.high)}; {self.direction}')
         if not self.confirmed:
             text += (f', unconfirmed: {self.sessions_after} session(s) after it, '
@@ -179,9 +196,9 @@ class ChangePoint:
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        for internal in ('rids', 'ends', 'needed'):
+        for internal in ('rids', 'ends', 'needed', 'with_system', 'position'):
             d.pop(internal)
-        return d | {'key': dataclasses.asdict(self.key), 'series': self.key.label,
+        return d | {'key': dataclasses.asdict(self.key), 'series': self.series,
                     'at': self.at.isoformat(), 'kind': self.kind,
                     'changed': {k: {'before': a, 'after': b} for k, (a, b) in self.changed.items()},
                     'line': self.line()}
@@ -246,8 +263,14 @@ def provenance_diff(before: Record, after: Record) -> dict[str, tuple[str, str]]
     return out
 
 
+#: Where ``mpi_env`` ('NAME=VALUE NAME=VALUE', values unquoted) is cut: only before a
+#: NAME=, so a value with a space (``OMPI_MCA_plm_rsh_agent=ssh -x``) stays whole.
+_ENV_SPLIT = re.compile(r'\s+(?=[A-Za-z_][A-Za-z0-9_]*=)')
+
+
 def _env(text: str) -> dict[str, str]:
-    return {name: value for name, _, value in (item.partition('=') for item in text.split())}
+    return {name: value for name, _, value in
+            (item.partition('=') for item in _ENV_SPLIT.split(text.strip()) if item)}
 
 
 # ---- sessions and series -------------------------------------------------------------
@@ -388,29 +411,83 @@ def _split_stat(x: np.ndarray, min_segment: int) -> np.ndarray:
     return (k * (m - k) / m * diff ** 2).max(axis=-1)
 
 
+#: series of at most this many sessions get the exact permutation p-value (``_exact_p``:
+#: 2^m prefix sets instead of m! orders, under a millisecond at 12)
+EXACT_MAX = 12
+#: the sampled test's batches stop once the p-value's binomial interval at this
+#: confidence lies on one side of ``p_value``, or at ``MAX_DRAW_FACTOR`` x 5 / p_value
+#: draws (at most ``MAX_DRAWS``), whichever comes first
+DRAW_CONFIDENCE = 0.99
+MAX_DRAW_FACTOR = 20
+MAX_DRAWS = 200_000
+
+
+def _exact_p(pool: np.ndarray, min_segment: int, observed: float) -> float:
+    """The exact share of the m! orders of `pool` whose strongest split is at least
+    `observed`.  The statistic at split k depends only on the set of the first k
+    points, so the orders that stay below it everywhere are counted over the 2^m
+    prefix sets: q(A), the share of the orders of A (as a prefix) that never pass
+    it, is the mean of q(A - {a}) over a in A, or 0 where A itself passes it."""
+    m = len(pool)
+    sums, sizes = np.zeros(1), np.zeros(1, dtype=np.int64)
+    for x in pool:                                     # bit j: point j in the set
+        sums, sizes = np.concatenate([sums, sums + x]), np.concatenate([sizes, sizes + 1])
+    total = float(pool.sum())
+    with np.errstate(divide='ignore', invalid='ignore'):
+        diff = sums / sizes - (total - sums) / (m - sizes)
+        stat = sizes * (m - sizes) / m * diff ** 2
+    passes = (sizes >= min_segment) & (sizes <= m - min_segment) & (stat >= observed)
+    q = np.zeros(1 << m)
+    q[0] = 1.0
+    bits = np.left_shift(1, np.arange(m))
+    order = np.argsort(sizes, kind='stable')
+    bounds = np.searchsorted(sizes[order], np.arange(m + 2))
+    for k in range(1, m + 1):
+        level = order[bounds[k]:bounds[k + 1]]
+        has = (level[:, None] & bits) != 0
+        q[level] = np.where(has, q[level[:, None] ^ bits], 0.0).sum(axis=1) / k
+        q[level[passes[level]]] = 0.0
+    return float(1.0 - q[-1])
+
+
+def _sampled_p(pool: np.ndarray, knobs: Knobs, observed: float, seed: int) -> float:
+    """The permutation p-value from random orders (seeded), in batches: at least
+    max(199, 5 / p_value) of them unless the p-value is sure to exceed ``p_value``
+    sooner, and more while its binomial interval holds ``p_value`` (bounded)."""
+    from scipy.stats import beta
+    m = len(pool)
+    least = max(199, math.ceil(5 / knobs.p_value))
+    most = max(least, min(MAX_DRAW_FACTOR * least, MAX_DRAWS))
+    tail = (1 - DRAW_CONFIDENCE) / 2
+    rng = np.random.default_rng(seed)
+    at_least = done = 0
+    while done < most:
+        batch = min(40 if not done else max(100, done // 2), most - done)
+        shuffled = rng.permuted(np.broadcast_to(pool, (batch, m)), axis=1)
+        at_least += int((_split_stat(shuffled, knobs.min_segment) >= observed).sum())
+        done += batch
+        low = float(beta.ppf(tail, at_least, done - at_least + 1)) if at_least else 0.0
+        high = (float(beta.ppf(1 - tail, at_least + 1, done - at_least))
+                if at_least < done else 1.0)
+        if low > knobs.p_value or (done >= least and high <= knobs.p_value):
+            break
+    return min(1.0, (at_least + 1) / (done + 1))
+
+
 def permutation_p(pool: np.ndarray, knobs: Knobs, seed: int = 0) -> float:
     """The p-value of a change in `pool` (a segment's log session medians): how often a
     random order of its points has a split as strong as the strongest split of the given
     order (E-Divisive's permutation test, with the mean-shift statistic: the choice of
-    the split is part of the test).  Seeded: the same history gives the same answer.
-    The permutations run in batches and stop once the p-value is sure to exceed
-    ``p_value``."""
+    the split is part of the test).  Exact for at most ``EXACT_MAX`` points (every
+    order counted), else sampled and seeded (``_sampled_p``): the same history gives
+    the same answer."""
     m = len(pool)
     if m < 2 * knobs.min_segment or np.ptp(pool) == 0:
         return 1.0
     observed = float(_split_stat(pool, knobs.min_segment)) * (1 - 1e-9)
-    permutations = max(199, math.ceil(5 / knobs.p_value))
-    enough = knobs.p_value * (permutations + 1)       # more as strong: p > p_value
-    rng = np.random.default_rng(seed)
-    at_least = done = 0
-    while done < permutations:
-        batch = min(40 if not done else 100, permutations - done)
-        shuffled = rng.permuted(np.broadcast_to(pool, (batch, m)), axis=1)
-        at_least += int((_split_stat(shuffled, knobs.min_segment) >= observed).sum())
-        done += batch
-        if at_least + 1 > enough:
-            return min(1.0, (at_least + 1) / (done + 1))
-    return (at_least + 1) / (permutations + 1)
+    if m <= EXACT_MAX:
+        return _exact_p(np.asarray(pool, dtype=float), knobs.min_segment, observed)
+    return _sampled_p(pool, knobs, observed, seed)
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> float:
@@ -544,16 +621,21 @@ def _change_point(pts: SeriesPoints, cut: int, lo: int, hi: int, p: float,
         direction='worse' if worse else 'better', p_value=p,
         sessions_before=len(before), sessions_after=len(after), confirmed=confirmed,
         rids=(pts.last_rids[cut - 1], pts.first_rids[cut]),
-        ends=starts[pts.sessions[hi - 1]], needed=knobs.min_segment)
+        ends=starts[pts.sessions[hi - 1]], needed=knobs.min_segment, position=cut)
 
 
 def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None = None,
          until: dt.datetime | None = None,
-         runs: tuple[pl.DataFrame, list[dt.datetime]] | None = None) -> list[ChangePoint]:
+         runs: tuple[pl.DataFrame, list[dt.datetime]] | None = None,
+         with_system: bool | None = None) -> list[ChangePoint]:
     """Every change point of every series over the sessions that start in [since,
-    until), the unconfirmed ones at the end of a series included, in time order."""
+    until), the unconfirmed ones at the end of a series included, in time order.
+    Their labels name the system where the records (`runs`) hold more than one
+    (`with_system`: None)."""
     knobs = knobs or Knobs()
     recs, starts = runs if runs is not None else _runs(history, knobs)
+    if with_system is None:
+        with_system = recs.get_column('system').n_unique() > 1
     found: list[ChangePoint] = []
     for pts in series_points(history, recs, since, until):
         logs = np.log(np.asarray(pts.medians, dtype=float))
@@ -566,7 +648,9 @@ def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None
         if tail is not None:
             found.append(_change_point(pts, tail[0], bounds[-2], len(pts.medians), tail[1],
                                        starts, False, knobs))
-    found.sort(key=lambda c: (c.at, c.key.label))
+    for c in found:
+        c.with_system = with_system
+    found.sort(key=lambda c: (c.at, c.series))
     if found:
         full = history.lookup(sorted({r for c in found for r in c.rids}))
         for c in found:
@@ -618,7 +702,7 @@ class Morning:
                 'lines': self.lines()}
 
 
-def _states(recs: pl.DataFrame) -> dict[str, str]:
+def _states(recs: pl.DataFrame, with_system: bool = False) -> dict[str, str]:
     """test variant label -> 'fail' where any of its records failed (ReFrame's result,
     or the band rule's judgement where the records carry it), else 'pass'."""
     failed = pl.col('result') != 'pass'
@@ -627,30 +711,55 @@ def _states(recs: pl.DataFrame) -> dict[str, str]:
     per = (recs.with_columns(failed=failed)
            .group_by('system', 'check', 'variant', 'partition', 'stack', 'nodes')
            .agg(pl.col('failed').any()))
-    return {_label(row): 'fail' if row['failed'] else 'pass'
+    return {_label(row, system=with_system): 'fail' if row['failed'] else 'pass'
             for row in per.iter_rows(named=True)}
+
+
+def _newly_confirmed(now: Sequence[ChangePoint], then: Sequence[ChangePoint],
+                     ) -> list[ChangePoint]:
+    """The confirmed change points of `now` that `then` (the same series one session
+    shorter) did not confirm: none of the same series and direction at the same
+    session or the one next to it (a new session can move a boundary by one)."""
+    known = {(c.key, c.direction, c.position) for c in then if c.confirmed}
+    return [c for c in now if c.confirmed and not any(
+        (c.key, c.direction, c.position + d) in known for d in (-1, 0, 1))]
 
 
 def since_last_night(history: History, last_night: dt.datetime | None = None,
                      knobs: Knobs | None = None) -> Morning:
     """The morning page of the session that starts at `last_night` (default: the last
-    session of the history) against the session before it."""
+    session of the history): for each system that ran in it, against that system's
+    session before (a store can hold the sessions of several systems, each its own
+    nightly)."""
     knobs = knobs or Knobs()
-    runs = _runs(history, knobs)
-    recs, starts = runs
+    recs, starts = _runs(history, knobs)
     if not starts:
         return Morning(None, 0, 0, [], [], [], [], [])
     last = (len(starts) - 1 if last_night is None
             else max(0, stats_rule.session_of(last_night, starts)))
+    with_system = recs.get_column('system').n_unique() > 1
     night = recs.filter(pl.col('session') == last)
-    before = recs.filter(pl.col('session') == last - 1)
-    now, then = _states(night), (_states(before) if last > 0 else {})
-    found = find(history, knobs, until=(starts[last + 1] if last + 1 < len(starts) else None),
-                 runs=runs)
-    # unconfirmed at the last session, or confirmed by it (its segment after reached
-    # min_segment sessions with the last one)
-    moved = [c for c in found if c.ends == starts[last] and (
-        c.at == starts[last] if not c.confirmed else c.sessions_after == knobs.min_segment)]
+    systems = night.get_column('system').unique()
+    # each system's session before the last one (a system without one is absent)
+    previous = (recs.filter(pl.col('system').is_in(systems.implode())
+                            & (pl.col('session') < last))
+                .group_by('system').agg(previous=pl.col('session').max()))
+    before = recs.join(previous, on='system').filter(pl.col('session') == pl.col('previous'))
+    now, then = _states(night, with_system), _states(before, with_system)
+    # variants new against their system's session before (a system's first session
+    # has none)
+    known = _states(night.join(previous, on='system', how='semi'), with_system)
+    # the series of the last night's test variants, over the sessions up to the last
+    # one, and up to the one before (its systems' sessions before the last)
+    variants = night.select('system', 'check', 'variant', 'partition', 'stack', 'nodes').unique()
+    mine = (recs.join(variants, on=['system', 'check', 'variant', 'partition', 'stack',
+                                    'nodes'], how='semi'), starts)
+    after = starts[last + 1] if last + 1 < len(starts) else None
+    found = find(history, knobs, until=after, runs=mine, with_system=with_system)
+    earlier = find(history, knobs, until=starts[last], runs=mine, with_system=with_system)
+    # unconfirmed from the last session on, or confirmed first with it
+    moved = sorted([c for c in found if not c.confirmed and c.at == starts[last]]
+                   + _newly_confirmed(found, earlier), key=lambda c: (c.at, c.series))
     n_series = 0
     if night.height:
         n_series = (history.values.select('rid', 'variable')
@@ -661,17 +770,16 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
         last_night=starts[last], series=n_series, checks=len(now), changes=moved,
         failing=sorted(c for c, s in now.items() if s == 'fail' and then.get(c) == 'pass'),
         passing=sorted(c for c, s in now.items() if s == 'pass' and then.get(c) == 'fail'),
-        missing=sorted(set(then) - set(now)) if last > 0 else [],
-        new=sorted(set(now) - set(then)) if last > 0 else [])
+        missing=sorted(set(then) - set(now)), new=sorted(set(known) - set(then)))
 
 
 COLUMNS = ('what moved',)
 NOTE = ('The last session against the history (hybridverdict.changes): change points '
         'whose first session is the last one (unconfirmed until the minimum segment of '
-        'sessions lies after them) or that the last session confirmed, with the size '
-        'after/before and its 95% interval and what differed in the provenance; checks '
-        'that newly fail or pass, and test variants missing or new, against the session '
-        'before.')
+        'sessions lies after them) or that the last session confirmed first, with the '
+        'size after/before and its 95% interval and what differed in the provenance; '
+        'checks that newly fail or pass, and test variants missing or new, against the '
+        "session before of the same system (the systems that ran in the last session).")
 
 
 def section_rows(morning: Morning) -> list[list[object]]:

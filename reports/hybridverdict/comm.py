@@ -19,7 +19,7 @@ import dataclasses
 import datetime as dt
 import functools
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from statistics import median
 
@@ -109,15 +109,24 @@ def _fit_each(found: dict, fit: Callable) -> list:
     for key in sorted(found, key=Group.sort_key):
         series = found[key]
         try:
-            series.fit = fit(*series.medians())
+            series = dataclasses.replace(series, fit=fit(*series.medians()))
         except FitError as err:
-            series.error = str(err)
+            series = dataclasses.replace(series, error=str(err))
         out.append(series)
     return out
 
 
-@dataclasses.dataclass
-class Curve(KernelSeries, _Fitted):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _OneBuild(KernelSeries):
+    """A kernel series from one build of one MPI library, its group's (``_where``);
+    keyword-only, so that the fields of each series after them need no defaults."""
+
+    build: str = ''
+    library: str = ''
+
+
+@dataclasses.dataclass(frozen=True)
+class Curve(_OneBuild, _Fitted):
     """Point-to-point times of one kernel on one stack, partition and node count."""
 
     times: dict[int, list[float]]        # bytes -> one-way times (us)
@@ -125,8 +134,6 @@ class Curve(KernelSeries, _Fitted):
     fit: HockneyFit | None = None
     error: str = ''
     nodes: int = 1
-    build: str = ''
-    library: str = ''
 
 
 def _usable(records: Iterable[Record], kernels: tuple[str, ...]) -> Iterable[Record]:
@@ -301,34 +308,45 @@ def _pct(x: float | None) -> str:
     return 'n/a' if x is None else f'{100 * x:.0f}%'
 
 
-RING_OSU_COLUMNS = ('partition', 'stack', 'ring lat 8 B [us]', 'OSU lat 8 B [us]', 'ring/OSU',
-                    'ring bw 1 MiB [MB/s]', 'OSU bw 1 MiB [MB/s]', 'ring/OSU ', 'samples')
+RING_OSU_COLUMNS = ('partition', 'stack', 'ring build', 'OSU build', 'ring lat 8 B [us]',
+                    'OSU lat 8 B [us]', 'ring/OSU', 'ring bw 1 MiB [MB/s]',
+                    'OSU bw 1 MiB [MB/s]', 'ring/OSU ', 'samples')
 
 
 def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
     """The ring kernel's figures beside OSU's, same stack, library, partition and
-    node count."""
-    pairs: dict[tuple, dict[str, Headline]] = defaultdict(dict)
+    node count: a row for each build of the ring against each OSU install (a
+    headline is one build's: a Debug and a Release ring are two rows)."""
+    sides: dict[tuple, dict[str, list[Headline]]] = defaultdict(lambda: defaultdict(list))
     for h in heads:
-        pairs[(h.system, h.partition, h.stack, h.nodes, h.library)][h.family] = h
+        sides[(h.system, h.partition, h.stack, h.nodes, h.library)][h.family].append(h)
     rows: list[list[object]] = []
     data: list[dict] = []
-    for (system, partition, stack, nodes, _lib), sides in sorted(pairs.items()):
-        ring, osu = sides.get('ring'), sides.get('osu')
-        if ring is None or osu is None:
-            continue
-        lat_r = ring.latency / osu.latency if ring.latency and osu.latency else None
-        bw_r = ring.bandwidth / osu.bandwidth if ring.bandwidth and osu.bandwidth else None
-        rows.append([partition, stack, _fmt(ring.latency), _fmt(osu.latency),
-                     _fmt(lat_r, '.2f'), _fmt(ring.bandwidth, '.4g'), _fmt(osu.bandwidth, '.4g'),
-                     _fmt(bw_r, '.2f'), f'{ring.span.records}/{osu.span.records}'])
-        data.append({'system': system, 'partition': partition, 'stack': stack,
-                     'nodes': nodes, 'ring_latency_8B_us': ring.latency,
-                     'osu_latency_8B_us': osu.latency,
-                     'latency_ratio': lat_r, 'ring_bandwidth_1MiB_MBps': ring.bandwidth,
-                     'osu_bandwidth_1MiB_MBps': osu.bandwidth, 'bandwidth_ratio': bw_r,
-                     'samples_ring': ring.span.records, 'samples_osu': osu.span.records})
+    for (system, partition, stack, nodes, library), found in sorted(sides.items()):
+        for ring in sorted(found.get('ring', []), key=lambda h: h.build):
+            for osu in sorted(found.get('osu', []), key=lambda h: h.build):
+                f = _ring_osu_figures(ring, osu)
+                rows.append([partition, stack, ring.build or '-', osu.build or '-',
+                             _fmt(ring.latency), _fmt(osu.latency),
+                             _fmt(f['latency_ratio'], '.2f'), _fmt(ring.bandwidth, '.4g'),
+                             _fmt(osu.bandwidth, '.4g'), _fmt(f['bandwidth_ratio'], '.2f'),
+                             f'{ring.span.records}/{osu.span.records}'])
+                data.append({'system': system, 'partition': partition, 'stack': stack,
+                             'nodes': nodes, 'library': library, 'ring_build': ring.build,
+                             'osu_build': osu.build, **f})
     return rows, data
+
+
+def _ring_osu_figures(ring: Headline, osu: Headline) -> dict[str, float | None]:
+    """The ring's and OSU's figures side by side and their ratios (None: not measured)."""
+    return {'ring_latency_8B_us': ring.latency, 'osu_latency_8B_us': osu.latency,
+            'latency_ratio': (ring.latency / osu.latency
+                              if ring.latency and osu.latency else None),
+            'ring_bandwidth_1MiB_MBps': ring.bandwidth,
+            'osu_bandwidth_1MiB_MBps': osu.bandwidth,
+            'bandwidth_ratio': (ring.bandwidth / osu.bandwidth
+                                if ring.bandwidth and osu.bandwidth else None),
+            'samples_ring': ring.span.records, 'samples_osu': osu.span.records}
 
 
 ACCURACY_COLUMNS = ('partition', 'stack', 'variable', 'ring/OSU (median)', 'min', 'max',
@@ -350,7 +368,7 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
         iv = stats.median_interval(xs)
         rows.append([partition, stack, var, f'{median(xs):.3f}', f'{min(xs):.3f}',
                      f'{max(xs):.3f}', len(xs),
-                     f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {100 * iv.confidence:.0f}%)'])
+                     f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {stats.percent(iv.confidence)})'])
         data.append({'system': system, 'partition': partition, 'stack': stack,
                      'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs),
                      'low': iv.low, 'high': iv.high, 'confidence': iv.confidence,
@@ -360,8 +378,8 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
 
 # ---- the ring's saturation curve ---------------------------------------------------
 
-@dataclasses.dataclass
-class Saturation(KernelSeries):
+@dataclasses.dataclass(frozen=True)
+class Saturation(_OneBuild):
     """Bandwidth per node against k communicating ranks per node, one message size.
 
     A kernel's layouts each measure some k (RingCheck: k = 1 in pure MPI, k = T in
@@ -374,8 +392,6 @@ class Saturation(KernelSeries):
     layouts: dict[int, set[str]]          # k -> "<mode> RxT" of the runs that measured it
     records: int = 0
     nodes: int = 1
-    build: str = ''
-    library: str = ''
 
     def curve(self) -> list[tuple[int, float, float, int]]:
         """(k, median bandwidth, fraction of the maximum, samples) by k."""
@@ -387,6 +403,7 @@ class Saturation(KernelSeries):
 
 def saturation(records: Iterable[Record]) -> list[Saturation]:
     found: dict[tuple, Saturation] = {}
+    counted: Counter[tuple] = Counter()     # key -> the records behind it
     for rec in _usable(records, SATURATION_KERNELS):
         seen: set[tuple] = set()
         layout = f'{rec.mode} {rec.ranks}x{rec.threads}'
@@ -402,10 +419,10 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
                                             layouts=defaultdict(set))
             s.bw[k].append(value)
             s.layouts[k].add(layout)
-            if key not in seen:
-                s.records += 1
-                seen.add(key)
-    return [found[k] for k in sorted(found, key=Group.sort_key)]
+            seen.add(key)
+        counted.update(seen)
+    return [dataclasses.replace(found[k], records=counted[k])
+            for k in sorted(found, key=Group.sort_key)]
 
 
 SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured by',
@@ -441,7 +458,7 @@ SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks 
 S_RATIO = 2.0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Rabenseifner(KernelSeries):
     """Seed 002's Table-1 row and seed 001's T_hybrid / T_MPP from one saturation
     series across nodes: masteronly = one communicating CPU per node (k = 1), pure MPI
@@ -500,14 +517,12 @@ RABENSEIFNER_NOTE = ('Inter-node bandwidth per node of the ring across nodes (ea
 
 # ---- collectives ----------------------------------------------------------------
 
-@dataclasses.dataclass
-class Collective(KernelSeries, _Fitted):
+@dataclasses.dataclass(frozen=True)
+class Collective(_OneBuild, _Fitted):
     size: int
     times: dict[int, list[float]]         # rank count n -> us
     fit: LogFit | None = None
     error: str = ''
-    build: str = ''
-    library: str = ''
 
     @property
     def samples(self) -> int:

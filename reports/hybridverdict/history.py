@@ -25,7 +25,7 @@ MAX_LIMIT = 10_000
 MAX_POINTS = 1_000_000
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Series(KernelSeries):
     mode: str
     layout: str

@@ -7,16 +7,19 @@ block of five fields per performance variable.  A line of another width than its
 header is read by its own shape where a failed first record explains it
 (``_reshaped``: rather fail, naming the line, than guess or lose a valid record);
 other lines that do not fit (truncated, corrupt) are skipped and counted, the first
-named in the warning.  Files are only read, never modified.
+named in the warning.  A line ends at '\n' (or '\r\n') only: a lone '\r' in a field
+is shown escaped, it does not split the record.  Files are only read, never modified.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
+from typing import IO
 
 from harnesscore.schema import KNOWN, PERFVAR_PARTS, header_fields
 
@@ -169,8 +172,8 @@ def header_shapes(files: Iterable[str]) -> Shapes:
     """The variable blocks of the headers of `files`, per check (first lines only)."""
     shapes: Shapes = {}
     for path in files:
-        with open(path, encoding='utf-8', errors='replace') as fp:
-            first = printable(fp.readline().rstrip('\n')).split('|')
+        with open(path, encoding='utf-8', errors='replace', newline='\n') as fp:
+            first = printable(_strip_newline(fp.readline())).split('|')
         if first[0] == 'job_completion_time':
             _add_shape(shapes, path, _Header(first, ReadStats()))
     return shapes
@@ -213,19 +216,57 @@ def _reshaped(header: _Header, fields: list[str], path: str, lineno: int,
     return cache[key]
 
 
+def _strip_newline(line: str) -> str:
+    """`line` without its line end ('\n' or '\r\n')."""
+    return line[:-2] if line.endswith('\r\n') else line.rstrip('\n')
+
+
+class _Bounded(io.RawIOBase):
+    """The first `limit` bytes of a binary file (lines appended later are not read)."""
+
+    def __init__(self, raw: IO[bytes], limit: int):
+        super().__init__()
+        self._raw = raw
+        self._left = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast('B')[:self._left]
+        n = self._raw.readinto(view) or 0
+        self._left -= n
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def _open_text(path: str, limit: int | None) -> IO[str]:
+    """`path` opened as text, lines ending at '\n' only (a lone '\r' is in a field),
+    up to byte `limit` (None: to its end)."""
+    if limit is None:
+        return open(path, encoding='utf-8', errors='replace', newline='\n')
+    raw = io.BufferedReader(_Bounded(open(path, 'rb', buffering=0), limit), 1 << 20)
+    return io.TextIOWrapper(raw, encoding='utf-8', errors='replace', newline='\n')
+
+
 def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
-              source: str = '', shift: int = 0) -> Iterator[Record]:
+              source: str = '', shift: int = 0, limit: int | None = None
+              ) -> Iterator[Record]:
     """The records of the perflog `path`, each with its ``source``
     '<file>:<line>': `source` (default `path`) and the line number plus `shift`
-    (a chunk of another file, parsed apart: ``store``)."""
+    (a chunk of another file, parsed apart: ``store``).  `limit`: read only its
+    first `limit` bytes (``store``: what was appended meanwhile waits)."""
     stats.files += 1
     source = source or path
     shapes = shapes if shapes is not None else {}
     reshaped: dict = {}
-    with open(path, encoding='utf-8', errors='replace') as fp:
+    with _open_text(path, limit) as fp:
         header: _Header | None = None
         for lineno, line in enumerate(fp, 1):
-            line = line.rstrip('\n')
+            line = _strip_newline(line)
             if not line.strip():
                 continue
             # Untrusted text: every control character (terminal escapes among

@@ -90,7 +90,7 @@ class Place:
     size: str
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class KernelSeries:
     """Where the runs behind a series of one kernel ran: the series's first fields."""
 

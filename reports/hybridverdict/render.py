@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 from harnesscore import stats
 from tabulate import tabulate
@@ -20,9 +21,11 @@ COLUMNS = ('kernel', 'size', 'stack', 'partition', 'nodes', 'cores', 'mpi', 'hyb
 VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid per node count: where the two sides ran side by '
                 'side in rounds, the geometric mean of the per-round ratios with its '
                 f'{stats.DECISION_CONFIDENCE:.1%} paired Student t interval on the log '
-                'ratios; otherwise the ratio of the medians with its 95% interval (order '
-                'statistics or a seeded bootstrap) widened by the floor. The interval '
-                'against the band 1 +- floor: TIE inside it, WIN above, LOSS below, '
+                'ratios; otherwise the ratio of the medians with its '
+                f'{stats.DECISION_CONFIDENCE:.1%} interval (each side\'s median at '
+                f'{math.sqrt(stats.DECISION_CONFIDENCE):.2%}: order statistics or a seeded '
+                'bootstrap) widened by the floor. The interval against the band '
+                '[1 / (1 + floor), 1 + floor]: TIE inside it, WIN above, LOSS below, '
                 'INCONCLUSIVE across an edge; noise = the interval\'s relative half-width; '
                 'samples = pure-MPI/hybrid runs; rounds = the rounds paired (or the smaller '
                 'side); stopped = why its rounds ended '

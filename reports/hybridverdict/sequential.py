@@ -36,7 +36,7 @@ from harnesscore.schema import TIME_VARIABLE
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs
-from .verdict import Verdict, judged_as, round_of, verdicts
+from .verdict import Verdict, judged_as, round_of, rounds_run, verdicts
 
 #: ReFrame options that select tests, partitions or environments: the batches
 #: make their own selection, so the user's are not passed on to them.
@@ -74,7 +74,7 @@ class Batch:
     stack: str
     names: set[str] = dataclasses.field(default_factory=set)   # display names less %sample
     pairs: int = 0
-    rounds: int = 0          # the fewest rounds of its pairs
+    rounds: int = 0          # the fewest rounds run of its pairs (``pair_runs``)
 
     def selection(self) -> str:
         """The ``-n`` pattern of its runs, every sample (ReFrame strips spaces)."""
@@ -94,25 +94,66 @@ def _records_of(v: Verdict, records: Sequence[Record]) -> list[Record]:
             and any(size == v.size for size, _ in judged_as(r, TIME_VARIABLE))]
 
 
+def pair_runs(v: Verdict, names: set[str], records: Sequence[Record]) -> list[Record]:
+    """Every run of a pair's two layouts (display names less %sample), the ones
+    left out of its verdict (failed, unverified, ...) too."""
+    return [r for r in records if (r.system, r.partition, r.stack) ==
+            (v.system, v.partition, v.stack) and r.name and _SAMPLE.sub('', r.name) in names]
+
+
+def left_out_note(v: Verdict, runs: Sequence[Record]) -> str:
+    """The runs of a pair left out of its verdict, per side ('' if none): why the
+    rounds run exceed the rounds paired."""
+    notes = []
+    for mode, layout in (('mpi', v.mpi_layout), (v.hybrid_mode, v.hybrid_layout)):
+        side = [r for r in runs if (r.mode, r.layout) == (mode, layout)]
+        out = [r for r in side if not r.usable]
+        if out:
+            why = ', '.join(sorted({r.left_out for r in out}))
+            notes.append(f'{mode} {layout}: {len(out)} of {len(side)} run(s) left out ({why})')
+    return '; '.join(notes)
+
+
 def undecided(records: Sequence[Record], cap: int, floor: float = stats.DEFAULT_FLOOR,
               ) -> tuple[list[Verdict], list[Batch]]:
     """The verdicts still INCONCLUSIVE, and the runs of those below the cap by
-    partition and stack."""
+    partition and stack.  The cap counts the rounds run for the pair, a round
+    one side failed included (``verdict.rounds_run``); a pair at it is stopped
+    for the cap (its ``stopped``)."""
     open_ = [v for v in verdicts(records, floor, max_rounds=cap)
              if v.verdict == stats.INCONCLUSIVE]
     batches: dict[tuple[str, str, str], Batch] = {}
-    for v in open_:
+    for i, v in enumerate(open_):
         if v.stopped == stats.CAP:
             continue
         names = {_SAMPLE.sub('', r.name) for r in _records_of(v, records) if r.name}
         if not names:
             continue
+        ran = max(v.rounds, rounds_run(pair_runs(v, names, records)))
+        if ran >= cap:
+            open_[i] = dataclasses.replace(v, stopped=stats.CAP)
+            continue
         b = batches.setdefault((v.system, v.partition, v.stack),
                                Batch(v.system, v.partition, v.stack))
         b.names |= names
         b.pairs += 1
-        b.rounds = v.rounds if b.pairs == 1 else min(b.rounds, v.rounds)
+        b.rounds = ran if b.pairs == 1 else min(b.rounds, ran)
     return open_, list(batches.values())
+
+
+def capped_notes(open_: Sequence[Verdict], records: Sequence[Record]) -> list[str]:
+    """One line per pair stopped at the cap with runs left out of its verdict."""
+    lines = []
+    for v in open_:
+        if v.stopped != stats.CAP:
+            continue
+        names = {_SAMPLE.sub('', r.name) for r in _records_of(v, records) if r.name}
+        note = left_out_note(v, pair_runs(v, names, records))
+        if note:
+            lines.append(f'{v.kernel} {v.size} on {v.system}:{v.partition} {v.stack}, mpi '
+                         f'{v.mpi_layout} against {v.hybrid_mode} {v.hybrid_layout}: '
+                         f'{v.rounds} round(s) paired; {note}')
+    return lines
 
 
 def seconds_per_run(records: Sequence[Record], wall: float) -> float:
@@ -208,6 +249,8 @@ def more_rounds(args: argparse.Namespace) -> int:
             print(f'==> sequential rounds: no pair left to decide ({len(open_)} '
                   f'INCONCLUSIVE at the cap of {args.max_rounds} rounds); '
                   f'{max(left, 0) / 60:.1f} min of the budget left')
+            for note in capped_notes(open_, records):
+                print(f'==> sequential rounds: at the cap: {note}')
             return rc
         todo = []
         for b in batches:
@@ -310,4 +353,4 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == '__main__':
     sys.exit(main())
 
-__all__ = ['passed_on', 'undecided', 'seconds_per_run', 'main', 'Batch']
+__all__ = ['passed_on', 'undecided', 'capped_notes', 'seconds_per_run', 'main', 'Batch']

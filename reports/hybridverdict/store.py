@@ -11,25 +11,38 @@ and, last, ``part-<N>.json``, which commits it and says where each perflog was r
 up to, so that the next ingest parses only the lines appended since
 (docs/pages/report.md, "The history store").  Every file is new
 (``atomic.write_new``), so no stored record is ever lost or rewritten; a part
-without its JSON (a crash) is ignored and its number skipped.
+without its JSON (a crash) is ignored and its number skipped.  An ingest holds an
+exclusive lock (``flock`` on ``<store>/.lock``) from reading the latest part to
+committing its own, so that two at once store each record once: the second waits,
+then reads from where the first stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import polars as pl
 
 from . import tidy
 from .atomic import write_new
-from .perflog import PROVENANCE_FIELDS, ReadStats, Record, perflog_files, read_file
+from .perflog import (
+    PROVENANCE_FIELDS,
+    ReadStats,
+    Record,
+    Shapes,
+    header_shapes,
+    perflog_files,
+    read_file,
+)
 
 #: The provenance fields stored as columns of their own (``mpi_library`` and
 #: ``build_spec`` are the columns ``library`` and ``build_spec``).  Parts written
@@ -107,6 +120,8 @@ def records_from(recs: pl.DataFrame, values: pl.DataFrame) -> list[Record]:
 
 _PART = re.compile(r'^part-(\d{6,})(-records\.parquet|-values\.parquet|\.json)$')
 _KINDS = {'-records.parquet', '-values.parquet', '.json'}
+#: the file an ingest locks (``Store.ingest``)
+LOCK = '.lock'
 
 
 class StoreError(Exception):
@@ -234,7 +249,38 @@ class Store:
         """
         stats = stats if stats is not None else ReadStats()
         files = perflog_files(paths, stats)     # before the folder: PerflogError if none
+        if not files:
+            return Ingest(None, 0, 0, [], 0)
+        with self._locked():
+            return self._ingest(files, stats)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """An exclusive lock on the store (``LOCK`` in its folder, made if need be),
+        held until the block ends: another ingest waits for it."""
+        path = os.path.join(self.directory, LOCK)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as err:
+            raise StoreError(f'history store {self.directory}: cannot open its lock '
+                             f'{path}: {err}') from err
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as err:
+                raise StoreError(f'history store {self.directory}: cannot lock {path}: '
+                                 f'{err}') from err
+            yield
+        finally:
+            os.close(fd)        # releases the lock
+
+    def _ingest(self, files: list[str], stats: ReadStats) -> Ingest:
+        """``ingest`` of the perflog `files`, the store locked."""
         state = self.state()
+        # every file's header: a failed first record is read by the other headers of
+        # its check, as ``read_perflogs`` reads it
+        shapes = header_shapes(files)
         seen: dict[str, dict] = dict(state.get('files', {}))
         new: list[Record] = []
         reread: list[str] = []
@@ -261,7 +307,7 @@ class Store:
                     reread.append(key)
             if start == st.st_size:
                 continue
-            recs, end, count = _read_from(path, start, lines, stats)
+            recs, end, count = _read_from(path, start, lines, stats, shapes)
             if start == 0:
                 recs = [r for r in recs if _identity(r) not in batch]
                 if state.get('total_records'):
@@ -271,7 +317,6 @@ class Store:
             updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head}
         if not updated:
             return Ingest(None, 0, 0, reread, 0)
-        os.makedirs(self.directory, exist_ok=True)
         number = max(self._numbers(), default=0) + 1
         base = os.path.join(self.directory, f'part-{number:06d}')
         rid = int(state.get('next_rid', 0))
@@ -330,7 +375,7 @@ def _bad_state(state: object) -> str:
 
 
 def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats, source: str,
-                 shift: int) -> list[Record]:
+                 shift: int, shapes: Shapes) -> list[Record]:
     """Records of `chunk` (complete lines of the perflog `source`) read under
     `header`, their sources '<source>:<line + shift>'."""
     fd, tmp = tempfile.mkstemp(prefix='.ingest-', suffix='.log')
@@ -338,16 +383,17 @@ def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats, source: str,
         with os.fdopen(fd, 'wb') as fp:
             fp.write(header)
             fp.write(chunk)
-        return list(read_file(tmp, stats, source=source, shift=shift))
+        return list(read_file(tmp, stats, shapes, source=source, shift=shift))
     finally:
         os.unlink(tmp)
 
 
-def _read_from(path: str, start: int, lines: int, stats: ReadStats
+def _read_from(path: str, start: int, lines: int, stats: ReadStats, shapes: Shapes
                ) -> tuple[list[Record], int, int]:
     """The records of `path` from byte `start` (after `lines` lines) to its last complete
     line; (records, end offset, lines up to it).  A partial last line (being written)
-    is left for the next ingest."""
+    is left for the next ingest; so are the lines appended while it reads: only the
+    bytes up to the size first measured are read."""
     with open(path, 'rb') as fp:
         size = fp.seek(0, os.SEEK_END)
         last = b''
@@ -355,14 +401,20 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats
             fp.seek(size - 1)
             last = fp.read(1)
         if last == b'\n':
-            # the whole file, complete: read as it is, its lines counted block by block
+            # the whole file, complete: read in place up to `size`, its lines counted
+            # block by block
             fp.seek(0)
-            count = sum(block.count(b'\n') for block in iter(lambda: fp.read(1 << 22), b''))
-            return list(read_file(path, stats)), size, count
+            count = 0
+            while fp.tell() < size:
+                block = fp.read(min(1 << 22, size - fp.tell()))
+                if not block:
+                    break
+                count += block.count(b'\n')
+            return list(read_file(path, stats, shapes, limit=size)), size, count
         fp.seek(0)
         header = fp.readline() if start else b''
         fp.seek(start)
-        chunk = fp.read()
+        chunk = fp.read(max(size - start, 0))
     end = chunk.rfind(b'\n') + 1
     if end == 0:
         return [], start, lines
@@ -370,4 +422,5 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats
     # appended lines (or a file whose last line is still being written): parsed under
     # the file's header, their line numbers and source those of `path`
     shift = lines - (1 if header else 0)
-    return _parse_chunk(header, chunk[:end], stats, path, shift), start + end, count
+    return (_parse_chunk(header, chunk[:end], stats, path, shift, shapes), start + end,
+            count)

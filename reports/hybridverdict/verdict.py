@@ -41,19 +41,15 @@ from harnesscore.schema import TIME_VARIABLE, message_time_size
 from harnesscore.stats import INCONCLUSIVE, LOSS, WIN
 from harnesscore.units import bytes_label
 
-from .records import Record, size_key
+from .records import KernelSeries, Record, size_key
 
 DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
 
 
 @dataclasses.dataclass(frozen=True)
-class Where:
+class Where(KernelSeries):
     """Where a pair of layouts ran: the fields every verdict and view of one names first."""
 
-    system: str
-    partition: str
-    stack: str
-    kernel: str
     size: str
 
 
@@ -153,6 +149,14 @@ def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
             [r for r, k in zip(hybrid, rounds_h) if k in common])
 
 
+def rounds_run(*sides: Sequence[Record]) -> int:
+    """The rounds run for a pair: the round numbers its runs name, on either side
+    (0 where none names one).  A round one side failed or lacks was still run,
+    so this counts toward the cap of rounds where the rounds paired (those both
+    sides passed, ``same_rounds``) would not."""
+    return len({n for side in sides for r in side if (n := round_of(r)) is not None})
+
+
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
     """The comparison of T_mpi against T_hybrid and its call."""
@@ -203,7 +207,8 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
                 basis=cmp.basis, method=cmp.interval.method,
                 oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs)),
                 variable=var, gap=cmp.gap, rounds=cmp.interval.n,
-                stopped=stats.stop_reason(verdict, cmp.interval.n, max_rounds)))
+                stopped=stats.stop_reason(
+                    verdict, max(cmp.interval.n, rounds_run(mpi_recs, recs)), max_rounds)))
     if history is not None:
         out = confirm(out, history, noise_floor, variable)
     return out

@@ -231,6 +231,9 @@ static void __attribute__((noreturn)) finish(const char *kernel, int status) {
 /* Whether this fault-injected run corrupts a value (set once in kc_start). */
 static int fault_corrupts = 1;
 int kc_fault_corrupts(void) { return fault_corrupts; }
+/* The named fault of KERNEL_FAULT (set once in kc_start; "" for none). */
+static const char *fault_name = "";
+int kc_fault(const char *name) { return strcmp(fault_name, name) == 0; }
 #endif
 
 void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
@@ -270,6 +273,11 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
 #ifdef KC_FAULT_INJECT
     /* KERNEL_FAULT_HANG (kernel_common.h): the other ranks then wait for rank 0
      * in their first collective. */
+    const char *named = getenv("KERNEL_FAULT");
+    if (named && named[0] != '\0') {
+        fault_name = named;
+        fault_corrupts = 0;
+    }
     const char *hang = getenv("KERNEL_FAULT_HANG");
     if (hang && hang[0] != '\0') {
         fault_corrupts = 0;

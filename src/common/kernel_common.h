@@ -266,11 +266,26 @@ int kc_finalize(kc_ctx *ctx);
  * KERNEL_FAULT_HANG=<kernel> injects a hang instead: rank 0 of that kernel
  * sleeps forever after MPI init (proof that a check's time limit ends a hung
  * run), and no kernel corrupts its values. */
+/* KERNEL_FAULT=<name> injects one named fault instead of the corrupted value
+ * (no kernel corrupts a value then): a defect that a weaker verification let
+ * pass, reproduced on purpose so that a test proves the verification now
+ * catches it.  The names (each kernel checks its own with KC_FAULT):
+ *   spmv_halo_once       the halo is exchanged on the first call only
+ *   spmv_face_as_interior  rows of the upper x face count as interior rows
+ *   md_list_no_skin      neighbour lists (and ghosts) built to the cutoff, no skin
+ *   md_thermo_max        the global energy/virial sums use MPI_MAX, not MPI_SUM
+ *   md_drop_ghost_pairs  half lists leave out the pairs with ghosts
+ *   md_virial_double     the pairs with ghosts count their whole virial, not half
+ *   ring_msg_bytes       masteronly ring sends size bytes, not k x size
+ *   stream_half_triad    the triad covers half the array after the first repetition */
 #ifdef KC_FAULT_INJECT
 int kc_fault_corrupts(void);
+int kc_fault(const char *name);
 #define KC_FAULT_INJECTED kc_fault_corrupts()
+#define KC_FAULT(name) kc_fault(name)
 #else
 #define KC_FAULT_INJECTED 0
+#define KC_FAULT(name) 0
 #endif
 
 #endif

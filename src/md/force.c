@@ -30,8 +30,8 @@ within_cutoff(const double *restrict x, const int *restrict js, int n, double xi
  * j of a row never alias).  Returns the row's energy and virial shares. */
 static inline __attribute__((always_inline)) void
 force_row(int i, const double *restrict x, const int *restrict row, int n2, int n1, int maxn,
-          double rc2, double ecut, int full, double *restrict fl, double *restrict buf,
-          int *restrict bj, double *e_row, double *w_row) {
+          double rc2, double ecut, int full, double wghost, double *restrict fl,
+          double *restrict buf, int *restrict bj, double *e_row, double *w_row) {
     double *restrict tx = buf;
     double *restrict ty = tx + maxn, *restrict tz = ty + maxn;
     double *restrict bx = tz + maxn, *restrict by = bx + maxn, *restrict bz = by + maxn;
@@ -79,7 +79,7 @@ force_row(int i, const double *restrict x, const int *restrict row, int n2, int 
         fl[3 * i + 2] += fz;
     }
     *e_row = e2 + 0.5 * e1;
-    *w_row = w2 + 0.5 * w1;
+    *w_row = w2 + wghost * w1;
 }
 
 /* Half lists with several threads: f of every owned atom is the sum of the
@@ -120,6 +120,9 @@ void md_compute_forces(md_sys *s, double *epot_out, double *vir_out) {
     const size_t stride = 3 * (size_t)s->nbr_rows;
     const int full = s->full;
     const int private_f = !full && nthr > 1;
+    /* a pair with a ghost counts half its virial on each side (KERNEL_FAULT=
+     * md_virial_double: the whole of it) */
+    const double wghost = KC_FAULT("md_virial_double") ? 1.0 : 0.5;
     double *scratch = s->scratch;
     double es = 0.0, ec = 0.0, ws = 0.0, wc = 0.0;
     kc_ctx *ctx = s->ctx;
@@ -150,7 +153,7 @@ void md_compute_forces(md_sys *s, double *epot_out, double *vir_out) {
         for (int i = ib; i < ie; ++i) {
             double e_row, w_row;
             force_row(i, x, nbr + (size_t)i * maxn, numtwo[i], numone[i], maxn, rc2, ecut, full,
-                      fl, buf, bj, &e_row, &w_row);
+                      wghost, fl, buf, bj, &e_row, &w_row);
             acc(&s1, &c1, e_row);
             acc(&s2, &c2, w_row);
         }

@@ -95,7 +95,17 @@ typedef struct {
     thermo end;
     long count, lost;
     double pmax, drift, force_err;
+    long count_0;          /* atoms at step 0, all ranks */
+    double temp_err;       /* |T_0 - --temp| / --temp (absolute if --temp is 0) */
+    double pe_lat, vir_lat; /* the fcc lattice's energy and virial per atom */
+    double pe_err, vir_err; /* |x_0 - x_lattice| / (sum of |pair terms| per atom) */
+    int vir_at_cutoff;     /* a lattice shell lies on the cutoff: virial not compared */
+    long list_0;           /* pairs within cutoff+skin missing from (or repeated in) the step-0 lists */
+    long list_bad;         /* the same for the last step's lists if it rebuilt them */
+    long list_dangerous;   /* else pairs within the cutoff missing from them (counted only) */
+    int list_fresh;        /* the last step rebuilt the lists */
     int ok_count, ok_mom, ok_drift, ok_lost, ok_forces, verified;
+    int ok_temp, ok_lattice, ok_list;
 } verdict;
 
 /* Timings over ranks. */
@@ -153,6 +163,7 @@ void md_update_ghosts(md_sys *s);
 void md_setup_grid(md_sys *s, const options *o);
 void md_sort_owned(md_sys *s);
 void md_build_neighbours(md_sys *s);
+long md_list_mismatches(md_sys *s, double r2);
 
 /* force.c */
 void md_compute_forces(md_sys *s, double *epot_out, double *vir_out);
@@ -168,7 +179,8 @@ void md_global_sums(const md_sys *s, double ke, double pe, double vir, double gl
 thermo md_thermo_of(const double glob[3], double N, double V);
 
 /* verify.c */
-void md_verify(md_sys *s, const options *o, long natoms, double e0, const run_t *r, verdict *v);
+void md_verify(md_sys *s, const options *o, long natoms, const thermo *t0, long count_0,
+               long list_0, const run_t *r, verdict *v);
 
 /* report.c */
 void md_print_start(const md_sys *s, const options *o, long natoms, long ghosts0,

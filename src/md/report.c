@@ -49,6 +49,13 @@ static void print_end(const options *o, long natoms, const run_t *r, const verdi
            v->verified ? "PASSED" : "FAILED", v->count, natoms, v->lost, v->pmax, v->drift,
            o->drift_tol, r->drift_max,
            o->check_forces ? (v->ok_forces ? ", forces match brute force" : ", FORCES DIFFER") : "");
+    printf("md: checks: T_0 rel. err %.3e (limit 1e-12); fcc lattice pe %.17g virial "
+           "%.17g per atom, rel. err %.3e / %.3e (limit 1e-10)%s; neighbour lists: %ld pairs "
+           "within cutoff+skin missing at step 0, %ld at the end%s, %ld within the cutoff "
+           "(dangerous builds)\n",
+           v->temp_err, v->pe_lat, v->vir_lat, v->pe_err, v->vir_err,
+           v->vir_at_cutoff ? " (a shell on the cutoff: virial not compared)" : "", v->list_0,
+           v->list_bad, v->list_fresh ? "" : " (not rebuilt)", v->list_dangerous);
 }
 
 static void json_number_17g(kc_json *j, const char *key, double value) {
@@ -96,6 +103,16 @@ void md_report(const md_sys *s, const options *o, long natoms, const thermo *t0,
     kc_json_int(&j, "atoms_end", v->count);
     kc_json_int(&j, "lost", v->lost);
     if (o->check_forces) kc_json_num(&j, "force_check_rel_err", v->force_err);
+    /* added: the step-0 checks against --temp and the fcc lattice, the lists' check */
+    kc_json_int(&j, "atoms_0", v->count_0);
+    kc_json_num(&j, "temp_0_rel_err", v->temp_err);
+    json_number_17g(&j, "pe_lattice", v->pe_lat);
+    json_number_17g(&j, "virial_lattice", v->vir_lat);
+    kc_json_num(&j, "pe_0_lattice_rel_err", v->pe_err);
+    kc_json_num(&j, "virial_0_lattice_rel_err", v->vir_err);
+    kc_json_int(&j, "list_pairs_missing_0", v->list_0);
+    kc_json_int(&j, "list_pairs_missing", v->list_bad);
+    kc_json_int(&j, "list_pairs_dangerous", v->list_dangerous);
     /* added: per-step times (sums / steps) and the --min-time that set the count */
     kc_json_int(&j, "steps_requested", o->steps);
     kc_json_num(&j, "min_time_s", o->min_time);
@@ -113,12 +130,21 @@ void md_report(const md_sys *s, const options *o, long natoms, const thermo *t0,
 }
 
 void md_fail_verification(const kc_ctx *ctx, const options *o, long natoms, const verdict *v) {
-    char why[256] = "";
+    char why[1024] = "";
     const size_t cap = sizeof why;
-    if (!v->ok_count) snprintf(why + strlen(why), cap - strlen(why), " atoms %ld != %ld;", v->count, natoms);
+    if (v->count != natoms) snprintf(why + strlen(why), cap - strlen(why), " atoms %ld != %ld;", v->count, natoms);
+    if (v->count_0 != natoms) snprintf(why + strlen(why), cap - strlen(why), " atoms at step 0 %ld != %ld;", v->count_0, natoms);
     if (!v->ok_mom) snprintf(why + strlen(why), cap - strlen(why), " |P|/N %.3e >= 1e-10;", v->pmax);
     if (!v->ok_drift) snprintf(why + strlen(why), cap - strlen(why), " energy drift %.3e >= %g;", v->drift, o->drift_tol);
     if (!v->ok_lost) snprintf(why + strlen(why), cap - strlen(why), " %ld atoms outside their sub-box;", v->lost);
+    if (!v->ok_temp)
+        snprintf(why + strlen(why), cap - strlen(why), " step-0 temperature differs from --temp %g by %.3e relative (> 1e-12);", o->temp, v->temp_err);
+    if (!v->ok_lattice)
+        snprintf(why + strlen(why), cap - strlen(why), " step-0 energy/virial per atom differ from the fcc lattice's (%.10g / %.10g) by %.3e / %.3e relative (> 1e-10);",
+                 v->pe_lat, v->vir_lat, v->pe_err, v->vir_err);
+    if (!v->ok_list)
+        snprintf(why + strlen(why), cap - strlen(why), " %ld pairs within cutoff+skin %g missing from (or repeated in) the neighbour lists as built (step 0: %ld, last step: %ld);",
+                 v->list_0 + v->list_bad, o->cutoff + o->skin, v->list_0, v->list_bad);
     if (!v->ok_forces) snprintf(why + strlen(why), cap - strlen(why), " forces differ from brute force by %.3e;", v->force_err);
     kc_fail(ctx, 3, "verification FAILED:%s", why);
 }

@@ -92,7 +92,8 @@ void md_setup(md_sys *s, const options *o, kc_ctx *ctx) {
     s->full = o->full_list;
     s->box = (double)o->L * cbrt(4.0 / o->density);
     s->rc2 = o->cutoff * o->cutoff;
-    s->rn = o->cutoff + o->skin;
+    /* KERNEL_FAULT=md_list_no_skin: lists and ghosts to the cutoff only */
+    s->rn = KC_FAULT("md_list_no_skin") ? o->cutoff : o->cutoff + o->skin;
     s->rn2 = s->rn * s->rn;
     const double r6i = 1.0 / (s->rc2 * s->rc2 * s->rc2);
     s->ecut = 4.0 * r6i * (r6i - 1.0);

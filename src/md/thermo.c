@@ -38,7 +38,8 @@ void md_momentum(const md_sys *s, double p[3]) {
 /* Sums over ranks of the kinetic energy, potential energy and virial. */
 void md_global_sums(const md_sys *s, double ke, double pe, double vir, double glob[3]) {
     double loc[3] = {ke, pe, vir};
-    MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, s->cart);
+    /* KERNEL_FAULT=md_thermo_max: the wrong reduction */
+    MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, KC_FAULT("md_thermo_max") ? MPI_MAX : MPI_SUM, s->cart);
 }
 
 /* Thermodynamic state per atom of the global sums, N atoms in volume V. */

@@ -107,6 +107,7 @@ void spmv_report(const kc_ctx *ctx, const options *o, const problem *P, const ti
     kc_json_bool(&j, "threads_share_core", r->shared_core);
     kc_json_num(&j, "rel_error", r->rel_err);
     kc_json_num(&j, "rel_error_bound", REL_TOL);
+    kc_json_int(&j, "interior_halo_reads", r->interior_halo_reads);
     /* added for --min-time: the count asked for, the calibration, and per-call
      * times (sums over the timed calls / calls, max over ranks) */
     const double calls = (double)tm->calls;

@@ -44,6 +44,7 @@ typedef struct {
     double *sendbuf, *recvbuf;
     MPI_Request req[2 * MAX_NB];
     MPI_Status status[2 * MAX_NB]; /* real array: gcc 12 warns on MPICH's MPI_STATUSES_IGNORE */
+    long exchanges;           /* halo exchanges made (KERNEL_FAULT=spmv_halo_once) */
 } problem;
 
 /* Phases of one call, in seconds. */
@@ -81,6 +82,7 @@ void spmv_run(kc_ctx *ctx, const options *o, problem *P, timing *tm);
 
 /* verify.c */
 double spmv_rel_error(const kc_ctx *ctx, problem *P);
+long spmv_interior_halo_reads(const kc_ctx *ctx, const problem *P);
 int spmv_threads_share_core(const kc_ctx *ctx);
 
 /* report.c */
@@ -88,6 +90,7 @@ typedef struct {
     long long nnz, rows;       /* global */
     kc_stat st[PH_COUNT], wall;
     double gflops, bytes_model, traffic_gbs, rel_err;
+    long interior_halo_reads; /* interior-row entries that read a received ghost */
     int verified, shared_core;
 } spmv_result;
 void spmv_summarise(const kc_ctx *ctx, const problem *P, const timing *tm, spmv_result *r);

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdlib.h>
 
 /* max|y - yref| / max|yref| over all ranks, yref computed from the global
  * coordinates without the CSR matrix and without the halo. */
@@ -32,6 +33,20 @@ double spmv_rel_error(const kc_ctx *ctx, problem *P) {
     double lred[2] = {max_err, max_ref}, gred[2] = {0, 0};
     MPI_Allreduce(lred, gred, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return gred[0] / (gred[1] > 0 ? gred[1] : 1.0);
+}
+
+/* Entries of the interior rows (computed, in funneled, while the halo is still
+ * in flight) that read a ghost value a neighbour sends, summed over ranks:
+ * must be 0, whatever the timing of a run lets slip through. */
+long spmv_interior_halo_reads(const kc_ctx *ctx, const problem *P) {
+    const size_t nghost = (size_t)(P->nx + 2) * (size_t)(P->ny + 2) * (size_t)(P->nz + 2);
+    unsigned char *received = calloc(nghost, 1);
+    if (!received) kc_abort(ctx, "out of memory");
+    for (int q = 0; q < P->nrecv; ++q) received[P->recv_idx[q]] = 1;
+    long bad = 0;
+    for (int e = 0; e < P->rp[P->nint]; ++e) bad += received[P->col[e]];
+    free(received);
+    return kc_sum_over_ranks(ctx, bad);
 }
 
 /* Fewer cores allowed to some rank than it runs threads (e.g. Open MPI binds
