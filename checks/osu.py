@@ -22,12 +22,14 @@ from harnesscore.osu_output import (
     OsuParseError,
     OsuTable,
     expected_sizes,
+    given_path,
     libraries_agree,
     missing_sizes,
     mpi_libraries,
     osu_binary,
     osu_spec,
     parse_osu,
+    rejected_options,
     stack_libraries,
     wrapper_link_check,
 )
@@ -87,6 +89,10 @@ class OsuBase(RunBase, OsuRuns):
             if value < 0:
                 raise ValueError(f'{name}.{var} must be 1 or more (0: the benchmark\'s '
                                  f'default), got {value}')
+        lo = MIN_SIZE[self.benchmark_name]
+        if self.max_size < lo:
+            raise ValueError(f'{name}.max_size must be {lo} or more (the smallest size of '
+                             f'{self.benchmark_name}\'s sweep), got {self.max_size}')
 
     def osu_options(self) -> list[str]:
         lo = MIN_SIZE[self.benchmark_name]
@@ -105,7 +111,7 @@ class OsuBase(RunBase, OsuRuns):
         self.place_ranks()
         self.executable = shlex.quote(path)
         self.executable_opts = shell_words(self.osu_options())
-        self.build_spec = osu_spec(self.osu_prefix())
+        self.build_spec = osu_spec(given_path(self.osu_prefix()))
         # What OSU links, and what the environment's wrapper links: in the
         # job, where the environment (PATH, modules) is in force.
         self.prerun_cmds = [f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
@@ -119,10 +125,19 @@ class OsuBase(RunBase, OsuRuns):
 
     # -- results -------------------------------------------------------------------
 
+    def check_options_accepted(self, text: str, what: str) -> None:
+        """A sanity error where the run printed OSU's usage instead of a table:
+        this OSU does not know the options (5.0-5.3 have no ``-m``)."""
+        why = rejected_options(text, what, self.osu_options())
+        if why:
+            raise sn.SanityError(why)
+
     def table(self) -> OsuTable:
         if not hasattr(self, '_table'):
             with open(os.path.join(self.stagedir, str(sn.evaluate(self.stdout)))) as fp:
                 text = fp.read()
+            self.check_options_accepted(
+                text + self.stage_text(str(sn.evaluate(self.stderr))), self.benchmark_name)
             with sanity_errors(OsuParseError):
                 self._table = parse_osu(text, f'{self.benchmark_name} output')
         return self._table
@@ -147,7 +162,7 @@ class OsuBase(RunBase, OsuRuns):
         self.mpi_library = f'{LIBRARY_PREFIX.get(family, stack)} ({sorted(osu_libs)[0]})'
         table = self.table()
         # The record names the OSU version that printed the table.
-        self.build_spec = osu_spec(self.osu_prefix(), table.version)
+        self.build_spec = osu_spec(given_path(self.osu_prefix()), table.version)
         sn.evaluate(sn.assert_false(
             table.failed, msg=f'{self.benchmark_name}: OSU data validation failed at '
                               f'size(s) {list(table.failed)}'))
@@ -294,6 +309,9 @@ class OsuMbwMrCheck(OsuBase):
 
     @sanity_function
     def validate(self):
+        for k in self.ks:
+            self.check_options_accepted(self.stage_text(f'mbw_k{k}.out'),
+                                        f'osu_mbw_mr with {k} pair(s)')
         noted = self.noted_runs('osu_mbw_mr')
         for k in self.ks:
             pairs = [o for o in self.table_of(k).options if 'pairs:' in o]

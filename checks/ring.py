@@ -13,7 +13,7 @@ import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesscore.osu_output import osu_binary, osu_spec
+from harnesscore.osu_output import given_path, osu_binary, osu_spec
 from harnesscore.rounds import (
     ROUND,
     RoundsError,
@@ -153,7 +153,7 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         self.osu_bw, why = osu_binary(env, 'osu_bw')
         self.skip_if(self.osu_bw is None, why)
         self.place_ranks()
-        self.build_spec = f'{self.build.build_spec}; {osu_spec(self.osu_prefix())}'
+        self.build_spec = f'{self.build.build_spec}; {osu_spec(given_path(self.osu_prefix()))}'
         self.executable = 'bash'
         self.executable_opts = ['accuracy.sh']
 
@@ -200,8 +200,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
                                  msg='the accuracy script failed (status {0})'))
         data = self.rounds_data()
         # The record names the OSU version that printed the tables.
-        self.build_spec = (f'{self.build.build_spec}; '
-                           f'{osu_spec(self.osu_prefix(), str(data[0]["osu_version"]))}')
+        osu = osu_spec(given_path(self.osu_prefix()), str(data[0]['osu_version']))
+        self.build_spec = f'{self.build.build_spec}; {osu}'
         self.check_library(str(data[0]['lib']))
         self.verified = 'true'
         self.flag_oversubscription()

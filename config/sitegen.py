@@ -1474,15 +1474,22 @@ def _fail(message: str, code: int) -> int:
 def main(argv: Sequence[str] | None = None, runner: Runner = run,
          environ: Mapping[str, str] | None = None) -> int:
     args = parse_args(argv)
-    # config/slurm_systems.py reads HARNESS_MODULES_SYSTEM as it checks the file made:
-    # a bad value is the caller's, named before anything is asked.
+    env = dict(os.environ if environ is None else environ)
+    # config/slurm_systems.py reads HARNESS_MODULES_SYSTEM (of this process) as it
+    # checks the file made: a bad value, there or in the environment detected, is the
+    # caller's, named before anything is asked.
     import slurm_systems
+    given = env.get('HARNESS_MODULES_SYSTEM', '')
+    known = slurm_systems.modules_systems()
+    if given.strip() and given.strip() not in known:
+        return _fail(f'HARNESS_MODULES_SYSTEM={given!r}: not a modules system ReFrame '
+                     f'knows; known: {", ".join(known)}', 2)
     try:
         slurm_systems.modules_system_override()
     except ValueError as err:
         return _fail(str(err), 2)
     try:
-        det = detect(args, dict(os.environ if environ is None else environ), runner)
+        det = detect(args, env, runner)
         cluster = build(det, args)
     except SiteError as err:
         return _fail(str(err), 2)

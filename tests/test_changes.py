@@ -313,6 +313,26 @@ def test_a_changed_mpi_variable_whose_value_has_a_space_is_named():
         'OMPI_MCA_plm_rsh_agent': ('ssh -x', ''), 'UCX_TLS': ('sm', '')}
 
 
+def test_a_changed_mpi_variable_whose_value_holds_a_name_is_one_variable():
+    """mpi_env_text quotes a value that needs it: 'ssh -o StrictHostKeyChecking=no'
+    is one value of one variable, no variable StrictHostKeyChecking."""
+    base = records([1.0], random.Random(0), 'SpmvCheck', 0.0)[0]
+    env = ("OMPI_MCA_btl=self,vader OMPI_MCA_plm_rsh_agent='ssh -o StrictHostKeyChecking={}' "
+           'UCX_TLS=sm')
+    before = dataclasses.replace(base, mpi_env=env.format('no'))
+    after = dataclasses.replace(base, mpi_env=env.format('yes'))
+    assert changes.provenance_diff(before, after) == {'OMPI_MCA_plm_rsh_agent': (
+        'ssh -o StrictHostKeyChecking=no', 'ssh -o StrictHostKeyChecking=yes')}
+    tls = dataclasses.replace(base, mpi_env=env.format('no').replace('=sm', '=tcp'))
+    assert changes.provenance_diff(before, tls) == {'UCX_TLS': ('sm', 'tcp')}
+    # an older perflog (unquoted) and a text cut inside a quoted value: split before NAME=
+    old = 'OMPI_MCA_btl=self,vader OMPI_MCA_plm_rsh_agent=ssh -x UCX_TLS=sm'
+    assert changes._env(old) == {'OMPI_MCA_btl': 'self,vader',
+                                 'OMPI_MCA_plm_rsh_agent': 'ssh -x', 'UCX_TLS': 'sm'}
+    assert changes._env("A=1 B='ssh -o C") == {'A': '1', 'B': "'ssh -o C"}
+    assert changes._env('A=<cut:1400 chars> B=1') == {'A': '<cut:1400 chars>', 'B': '1'}
+
+
 def test_a_change_confirmed_more_than_min_segment_sessions_after_it_is_on_that_nights_page():
     # a 7% step in noise of 3%: the permutation test confirms it only once 5 sessions
     # lie after it, and the page must say so that night (not only at exactly 3)
@@ -332,6 +352,45 @@ def test_a_change_confirmed_more_than_min_segment_sessions_after_it_is_on_that_n
     # --last-night --fail-on-change agrees with --fail-on-change that night
     assert cli._written(argparse.Namespace(json=None, fail_on_change=True), {},
                         shown[first]) == cli.EXIT_REGRESSION
+
+
+def test_a_confirmed_change_whose_boundary_moves_by_two_sessions_is_not_new_again():
+    """A ramp (+4% a night for three nights): the change is confirmed at night 12 on
+    night 14, then one more session moves its boundary to 14 and back (by two
+    sessions): the same regression, on the page (and failing the night under
+    HARNESS_CHANGES_FATAL=1) only the night it was first confirmed."""
+    rng = random.Random(1)
+    levels = [1.0] * 12 + [1.04, 1.08, 1.12] + [1.16] * 6
+    recs = [dataclasses.replace(r, values={'t_total': r.values['t_total'] * math.exp(
+        rng.gauss(0, 0.03))}) for r in records(levels, rng, 'RampCheck', 0.0)]
+    hist = changes.History.from_records(recs)
+    found = {i: [c.position for c in changes.find(hist, until=night(i) + dt.timedelta(hours=1))
+                 if c.confirmed] for i in (16, 17)}
+    assert found == {16: [12], 17: [14]}                     # the boundary moved by 2
+    shown = {i: [(c.position, c.confirmed) for c in changes.since_last_night(
+        hist, night(i)).changes] for i in range(10, len(levels))}
+    assert {i: cs for i, cs in shown.items() if cs} == {14: [(12, True)]}
+
+
+def test_a_second_change_after_a_known_one_is_new():
+    """Matched by series, direction and overlapping segments, one to one: a later
+    step whose segment before lies after the known change's boundary is new."""
+    rng = random.Random(1)
+    recs = records([1.0] * 10 + [1.3] * 10, rng, 'StepCheck', 0.02)
+    (known,) = changes.find(changes.History.from_records(recs))
+    assert known.confirmed and known.position == 10
+
+    def at(position: int, before: int, after: int) -> changes.ChangePoint:
+        return dataclasses.replace(known, position=position, sessions_before=before,
+                                   sessions_after=after, rids=(position - 1, position))
+
+    then = [at(10, 10, 8)]
+    assert changes._newly_confirmed([at(12, 12, 7)], then) == []          # moved by 2
+    assert changes._newly_confirmed([at(7, 7, 12)], then) == []           # moved by 3
+    second = at(15, 5, 4)
+    assert changes._newly_confirmed([at(10, 10, 5), second], then) == [second]
+    better = dataclasses.replace(at(12, 12, 7), direction='better')
+    assert changes._newly_confirmed([better], then) == [better]
 
 
 def two_systems(levels_a: list[float], levels_b: list[float], a_last: bool = True,

@@ -116,3 +116,15 @@ def test_an_unwritable_out_starts_no_drawing_process_and_ends_one_it_started(
         write_mod.write_all(rep, str(tmp_path / 'reports'))
     (d,) = drawings
     assert d.pool.ended
+
+
+def test_a_bad_max_rounds_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    # The verdicts' stopped column reads HARNESS_MAX_ROUNDS: a bad value was a
+    # traceback of the report.
+    from hybridverdict.cli import main
+    monkeypatch.setenv('HARNESS_MAX_ROUNDS', 'many')
+    assert main(['--perflogs', str(tmp_path), '--no-history-store',
+                 '--out', str(tmp_path / 'out')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('hybridverdict: error: HARNESS_MAX_ROUNDS must be') and \
+        'Traceback' not in err, err

@@ -114,3 +114,46 @@ def test_one_session_per_var_dir_and_a_killed_ones_lock_is_recovered(tmp_path):
     proc = harness('baseline', **env)
     assert 'in use by another session' not in proc.stderr
     assert lock.read_text().startswith('pid ') and './harness baseline' in lock.read_text()
+
+
+def _functions(*names: str) -> str:
+    """The text of ./harness's functions `names`."""
+    text = (REPO / 'harness').read_text()
+    out = []
+    for name in names:
+        func = text[text.index(f'\n{name}() {{\n'):]
+        out.append(func[:func.index('\n}\n') + 3])
+    return ''.join(out)
+
+
+def test_run_arguments_select_the_stacks_of_the_budget_split(tmp_path):
+    # ./harness run -p openmpi: print_plan read only HARNESS_REFRAME_OPTS, so the
+    # budget was split across every stack, and run dropped its arguments.
+    import sys
+    venv = tmp_path / 'venv'
+    (venv / 'bin').mkdir(parents=True)
+    (venv / 'bin' / 'python').write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
+    (venv / 'bin' / 'reframe').write_text(
+        '#!/bin/bash\nfor a in "$@"; do printf "[%s]" "$a"; done > "$ARGS_LOG"\n')
+    for tool in ('python', 'reframe'):
+        (venv / 'bin' / tool).chmod(0o755)
+    stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
+        'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
+        'more_rounds', 'report_since'))
+    script = (_functions('session', 'run_args', 'cmd_run', 'print_plan') + stubs
+              + 'die() { echo "$*" >&2; exit 3; }\nHARNESS_REPEAT=3\n'
+              'cmd_run -p openmpi\necho "$HARNESS_BUDGET $_parts"\n')
+    env = {k: v for k, v in os.environ.items() if k != 'HARNESS_BUDGET'}
+    env.update(VENV=str(venv), ROOT=str(REPO), ARGS_LOG=str(tmp_path / 'args'),
+               HARNESS_REFRAME_OPTS='--system declared')
+    proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    plan = [sys.executable, '-m', 'harnesslib.plan', '--system', 'declared', '--part-budget',
+            '--budget', '30m']
+    picked = subprocess.run([*plan, '-p', 'openmpi'], capture_output=True, text=True,
+                            timeout=120, env=env).stdout.split()
+    # one openmpi stack on each of the two declared partitions
+    assert picked[2] == '2'
+    assert proc.stdout.splitlines()[-1] == f'{picked[0]}s/part 2', proc.stdout
+    assert (tmp_path / 'args').read_text().endswith('[-r][--system][declared][-p][openmpi]')

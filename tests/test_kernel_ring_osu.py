@@ -126,6 +126,12 @@ BAD_VALUES = [
      r'OsuLatencyCheck\.iters must be 1 or more \(0: .*\), got -3', 'fail'),
     ('OSU warmup negative', 'OsuBwCheck', ['-S', 'warmup=-1'],
      r'OsuBwCheck\.warmup must be 1 or more \(0: .*\), got -1', 'fail'),
+    ('OSU max_size 0', 'OsuLatencyCheck', ['-S', 'max_size=0'],
+     r"OsuLatencyCheck\.max_size must be 1 or more \(the smallest size of osu_latency's "
+     r'sweep\), got 0', 'fail'),
+    ('OSU max_size below allreduce 4 bytes', 'OsuAllreduceCheck',
+     ['-S', 'OsuAllreduceCheck.max_size=2'],
+     r'OsuAllreduceCheck\.max_size must be 4 or more .*got 2', 'fail'),
     ('bw_max below 1 MiB', 'RingOsuAccuracy', ['-S', 'RingOsuAccuracy.bw_max=1000'],
      r'RingOsuAccuracy\.bw_max must be 1048576 \(1 MiB\) or more.*got 1000', 'fail'),
     ('-P ranks_per_node of the OSU collectives', 'OsuAllreduceCheck',
@@ -182,3 +188,17 @@ def test_an_osu_prefix_that_does_not_exist_fails_naming_it(tmp_path, stacks, fol
     assert '.var-links' not in text and ' SKIP ' not in text, text[-5000:]
     rc, text = dry_session(tmp_path / 'var2', stack, 'OsuLatencyCheck', osu='')
     assert rc == 0 and 'SKIP' in text and 'not configured' in text, text[-5000:]
+
+
+def test_the_record_names_an_osu_prefix_with_a_space_as_given(tmp_path, stacks):
+    """ReFrame is given a link in .var-links for a prefix with a space; the
+    records' build_spec names the user's folder, not that link."""
+    stack = stacks[0]
+    osu = fake_osu(tmp_path / 'osu dir' / stack)
+    rc, text = dry_session(tmp_path / 'var', stack, 'OsuLatencyCheck|RingOsuAccuracy',
+                           osu=str(tmp_path / 'osu dir' / '{stack}'))
+    assert rc == 0, text[-5000:]
+    for check in ('OsuLatencyCheck', 'RingOsuAccuracy'):
+        rows = perflog(tmp_path / 'var' / 'perflogs' / 'local' / 'shm' / f'{check}.log')
+        assert rows and all(r['build_spec'].endswith(f'osu-micro-benchmarks@? {osu}')
+                            for r in rows), (check, [r['build_spec'] for r in rows])

@@ -117,7 +117,8 @@ NAMED_FAULTS = {
 @pytest.mark.parametrize('fault', sorted(NAMED_FAULTS))
 def test_a_named_fault_fails_verification(fault_build, fault):
     """Each named fault fails its kernel's own verification (exit 3, "verified":false);
-    the same run with an unknown name (no fault, no corrupted value) verifies."""
+    the same run with KERNEL_FAULT=none (no fault, no corrupted value) verifies and
+    says no fault was injected."""
     stack, build = fault_build
     kernel, mode, ranks, threads = NAMED_FAULTS[fault][:4]
     cmd = [shutil.which(STACKS[stack][1]), '-n', ranks, str(build / kernel), '--mode', mode,
@@ -130,8 +131,21 @@ def test_a_named_fault_fails_verification(fault_build, fault):
     assert bad.returncode == 3, bad.stdout + bad.stderr
     assert f'{kernel}: verification FAILED' in bad.stderr
     assert '"verified":false' in bad.stdout
+    assert '"fault_injected":1' in bad.stdout     # the named fault said, not 0
     assert good.returncode == 0, good.stdout + good.stderr
     assert '"verified":true' in good.stdout and '"verified":false' not in good.stdout
+    assert '"fault_injected":0' in good.stdout
+
+
+def test_an_unknown_fault_name_is_refused(fault_build):
+    # A misspelt KERNEL_FAULT ran with nothing injected and verified: a fault
+    # test of it passed without testing anything.
+    stack, build = fault_build
+    proc = subprocess.run([shutil.which(STACKS[stack][1]), '-n', '1', str(build / 'stream')],
+                          env=mpi_env(KERNEL_FAULT='stream_half_triads'),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert 'KERNEL_FAULT=stream_half_triads is not a named fault' in proc.stderr
 
 
 def test_named_fault_ctest_cases(fault_build):

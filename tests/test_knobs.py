@@ -100,6 +100,15 @@ def test_every_listed_knob_is_read_somewhere():
     assert not unused, f'listed in KNOBS but read by no source: {unused}'
 
 
+def test_every_variable_the_kernels_read_is_listed():
+    """The kernels' own variables (``getenv("KERNEL_...")`` in src/) are knobs too."""
+    getenv = re.compile(r'getenv\("(KERNEL_[A-Z0-9_]+)"\)')
+    read_by_kernels = {name for f in source_files(sources=('src',))
+                       for name in getenv.findall(read(f))}
+    assert {'KERNEL_FAULT', 'KERNEL_FAULT_HANG'} <= read_by_kernels
+    assert sorted(n for n in read_by_kernels if knobs.knob(n) is None) == []
+
+
 def test_the_check_finds_a_knob_missing_from_the_list(tmp_path):
     """The scan itself: a source naming an unknown knob is caught (the name is
     built here so that this file names none)."""

@@ -212,18 +212,39 @@ def test_the_user_files_a_stack_reads_are_named(tmp_path):
     assert user_config_files('srun', {}, home) == []
 
 
-def test_clean_runs_read_only_the_sites_files():
+def test_clean_runs_read_only_the_sites_files(tmp_path):
     assert clean_files_env('mpich') == {'HYDRA_CONFIG_FILE': '/dev/null'}
     assert clean_files_env('mvapich2') == {'HYDRA_CONFIG_FILE': '/dev/null'}
     assert STACK['openmpi'].clean_files('/o/etc') == {
         'OMPI_MCA_mca_base_param_files': '/o/etc/openmpi-mca-params.conf',
         'PRTE_MCA_mca_base_param_files': '/o/etc/prte-mca-params.conf',
         'PMIX_MCA_mca_base_param_files': '/o/etc/pmix-mca-params.conf'}
+    # an Open MPI with PMIx bundled (its file in the sysconfdir) and an external
+    # PRRTE: PRRTE's variable stays unset, so the site's own prte-mca-params.conf
+    # (PRRTE's folder) is read, and so is the user's, which the run records
+    etc, bindir, home = tmp_path / 'etc', tmp_path / 'bin', tmp_path / 'home'
+    for folder in (etc, bindir, home / '.prte'):
+        folder.mkdir(parents=True)
+    (bindir / 'ompi_info').write_text(f'#!/bin/sh\necho "  Sysconfdir: {etc}"\n')
+    (bindir / 'ompi_info').chmod(0o755)
+    (etc / 'pmix-mca-params.conf').write_text('')
+    (home / '.prte/mca-params.conf').write_text('')
+    clean = clean_files_env('openmpi', str(bindir / 'mpirun'))
+    assert clean == {'OMPI_MCA_mca_base_param_files': f'{etc}/openmpi-mca-params.conf',
+                     'PMIX_MCA_mca_base_param_files': f'{etc}/pmix-mca-params.conf'}
+    assert user_config_files('openmpi', clean, str(home)) == [f'{home}/.prte/mca-params.conf']
+    # Open MPI's own variable names its system file even where there is none
+    (etc / 'pmix-mca-params.conf').unlink()
+    assert clean_files_env('openmpi', str(bindir / 'mpirun')) == {
+        'OMPI_MCA_mca_base_param_files': f'{etc}/openmpi-mca-params.conf'}
     launcher = shutil.which('mpirun.openmpi')
     if launcher:
         sysconf = stack_sysconfdir(STACK['openmpi'], launcher)
         assert os.path.isdir(sysconf)
-        assert clean_files_env('openmpi', launcher) == STACK['openmpi'].clean_files(sysconf)
+        full = STACK['openmpi'].clean_files(sysconf)
+        assert clean_files_env('openmpi', launcher) == {
+            var: path for var, path in full.items()
+            if var == 'OMPI_MCA_mca_base_param_files' or os.path.isfile(path)}
     with pytest.raises(ValueError, match='HARNESS_MPI_ENV=clean: no ompi_info beside /nowhere'):
         old_path = os.environ.get('PATH', '')
         try:
@@ -249,3 +270,45 @@ def test_mpi_env_keeps_every_name_and_cuts_long_values_first():
     many = {f'UCX_V{i:03}': 'v' * 20 for i in range(100)}
     text = base.mpi_env_text({**many, 'ZZ_PIN': 'p' * 30}, {'ZZ_PIN'})
     assert len(text) == base.MPI_ENV_LIMIT and text.startswith(f'ZZ_PIN={"p" * 30} ')
+
+
+def test_mpi_env_quotes_a_value_with_a_space_or_an_equals_sign():
+    """A value holding a space and a NAME= is one variable when read back."""
+    env = {'OMPI_MCA_btl': 'self,vader', 'UCX_TLS': 'sm', 'EMPTY': '',
+           'OMPI_MCA_plm_rsh_agent': 'ssh -o StrictHostKeyChecking=no', 'Q': "it's"}
+    text = base.mpi_env_text(env)
+    assert text == ("EMPTY= OMPI_MCA_btl=self,vader "
+                    "OMPI_MCA_plm_rsh_agent='ssh -o StrictHostKeyChecking=no' "
+                    "Q='it'\"'\"'s' UCX_TLS=sm")
+    assert split_mpi_env(text) == env
+    assert 'StrictHostKeyChecking' not in split_mpi_env(text)
+
+
+def test_mpi_env_cuts_count_the_quoting():
+    """The 1000 characters hold the quotes; a quoted value is cut whole to its
+    marker (N: the value's own length), and the text reads back."""
+    spaced = 'a b ' * 150                       # 600 characters, 602 quoted
+    env = {'A_PIN': 'x', 'B_SPACED': spaced, 'C_PLAIN': 'c' * 395}
+    text = base.mpi_env_text(env, {'A_PIN'})
+    assert len(text) <= base.MPI_ENV_LIMIT
+    assert split_mpi_env(text) == {'A_PIN': 'x', 'B_SPACED': '<cut:600 chars>',
+                                   'C_PLAIN': 'c' * 395}
+    # 1000 characters unquoted would fit; quoted (1002) they do not
+    near = {'B': 'a ' * 499}
+    assert len(f"B={near['B']}") == base.MPI_ENV_LIMIT
+    assert split_mpi_env(base.mpi_env_text(near)) == {'B': '<cut:998 chars>'}
+    fits = {'B': 'a ' * 498}                    # quoted: 1000
+    assert len(base.mpi_env_text(fits)) == base.MPI_ENV_LIMIT
+    assert split_mpi_env(base.mpi_env_text(fits)) == fits
+
+
+def test_the_schema_says_what_mpi_env_holds():
+    """The field's description matches docs/pages/checks.md's row."""
+    from harnesscore.schema import RUN_FIELDS
+    doc = next(f.doc for f in RUN_FIELDS if f.name == 'mpi_env')
+    row = next(line for line in (Path(__file__).resolve().parent.parent / 'docs/pages/checks.md')
+               .read_text(encoding='utf-8').splitlines() if line.startswith('  | `mpi_env` |'))
+    for words in ('MPI and OpenMP tuning variables in effect', "binding's", 'LD_PRELOAD',
+                  'user_config_files'):
+        assert words in doc and words in row, words
+    assert 'NAME=<cut:N chars>' in doc and '1000 characters' in doc

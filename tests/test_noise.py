@@ -432,3 +432,13 @@ def test_a_process_name_with_a_line_break_stays_on_the_perflog_line(tmp_path):
     stats = ReadStats()
     (rec,) = read_perflogs([str(log)], stats=stats)
     assert (rec.busy, rec.values, stats.skipped) == (True, {'hybrid_over_mpi': 0.73}, 0)
+
+
+def test_an_osu_too_old_for_the_rounds_options_is_named():
+    # OSU 5.0-5.3 print their usage for -m: RingOsuAccuracy's rounds said only
+    # "no title line".
+    usage = 'Usage: osu_latency [options]\n  -i ITER  number of iterations\n'
+    with pytest.raises(rounds.RoundsError,
+                       match=r'osu_lat_1\.out rejected its options \(it printed its usage\): '
+                             r'this OSU is too old, the checks need OSU 5\.4 or later'):
+        rounds.osu_table(usage, 'osu_lat_1.out')

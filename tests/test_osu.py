@@ -164,3 +164,68 @@ def test_a_slow_ring_fails_its_accuracy_check(tmp_path, stacks):
     assert 'bandwidth_ratio_1MiB FAIL' in row['judgement_detail'], row['judgement_detail']
     assert float(row['bandwidth_ratio_1MiB_value']) < 0.85, row
     assert 'fault_slow=50' in row['build_spec'], row['build_spec']
+
+
+#: A stand-in for an OSU benchmark, linked to the stack's MPI: FAKE_OSU=v53 makes
+#: it answer -m as OSU 5.0-5.3 do (its usage, status 1); FAKE_OSU=noversion
+#: prints a title without a version (an OSU built without autotools' version).
+FAKE_OSU_C = r'''
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    const char *mode = getenv("FAKE_OSU");
+    long lo = 1, hi = 1;
+    int has_m = 0, rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m")) { has_m = 1; sscanf(argv[i + 1], "%ld:%ld", &lo, &hi); }
+    if (rank == 0 && mode && !strcmp(mode, "v53") && has_m) {
+        printf("Usage: osu_latency [options]\n\noptions:\n"
+               "  -i ITER       number of iterations for timing (default 10000)\n");
+        MPI_Finalize();
+        return 1;
+    }
+    if (rank == 0) {
+        printf("# OSU MPI Latency Test%s\n# Size          Latency (us)\n",
+               mode && !strcmp(mode, "noversion") ? "" : " v5.9");
+        for (long s = lo; s <= hi; s *= 2) printf("%-10ld%18.2f\n", s, 1.0);
+    }
+    MPI_Finalize();
+    return 0;
+}
+'''
+
+
+@pytest.fixture(scope='module')
+def fake_osu_prefix(tmp_path_factory, stacks) -> tuple[str, Path]:
+    from conftest import STACKS, mpi_env
+    stack = stacks[0]
+    root = tmp_path_factory.mktemp('fake_osu')
+    (root / stack / 'bin').mkdir(parents=True)
+    (root / 'osu.c').write_text(FAKE_OSU_C)
+    subprocess.run([STACKS[stack][0], '-o', str(root / stack / 'bin' / 'osu_latency'),
+                    str(root / 'osu.c')], check=True, env=mpi_env(), timeout=120)
+    return stack, root
+
+
+@pytest.mark.parametrize('mode, outcome_line, says', [
+    ('v53', ' FAIL ', 'osu_latency rejected the options -m 1:64 -i 200 -x 20 (it printed its '
+                      'usage): this OSU is too old, the checks need OSU 5.4 or later'),
+    ('noversion', '  OK ', ''),
+])
+def test_an_old_or_unversioned_osu(tmp_path, fake_osu_prefix, mode, outcome_line, says):
+    """OSU 5.0-5.3 (no -m) fail saying so; a title without a version is read."""
+    stack, root = fake_osu_prefix
+    proc = run_reframe(tmp_path, '-n', 'OsuLatencyCheck', '--system', 'local:shm', '-r',
+                       '-S', 'max_size=64',
+                       env={'HARNESS_STACKS': stack, 'FAKE_OSU': mode,
+                            'HARNESS_OSU_PREFIX': str(root / '{stack}')}, timeout=300)
+    got = outcome(proc, 'OsuLatencyCheck', stack, 'shm')
+    assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
+    assert says in proc.stdout and 'title line' not in proc.stdout, proc.stdout[-5000:]
+    if mode == 'noversion':
+        [row] = perflog(tmp_path, 'shm', 'OsuLatencyCheck')
+        assert row['build_spec'] == f'osu-micro-benchmarks@? {root / stack}', row

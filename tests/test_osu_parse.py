@@ -129,6 +129,38 @@ def test_the_record_names_the_osu_version():
     assert osu_spec('/opt/osu') == 'osu-micro-benchmarks@? /opt/osu'
 
 
+def test_a_title_without_a_version_is_read_as_major_0():
+    # OSU built without autotools' PACKAGE_VERSION prints no "vX.Y".
+    text = (DATA / 'openmpi_shm_osu_latency.txt').read_text()
+    plain = re.sub(r'(# OSU MPI Latency Test) v\S+', r'\1', text)
+    assert plain != text
+    table = parse_osu(plain)
+    assert (table.title, table.version, table.major) == ('Latency', '', 0)
+    assert table.rows == parse_osu(text).rows
+    assert osu_spec('/opt/osu', table.version) == 'osu-micro-benchmarks@? /opt/osu'
+
+
+#: What OSU 5.0-5.3 print for -m (they have no such option), with status 1.
+OSU_53_USAGE = """Usage: osu_latency [options]
+
+options:
+  -x ITER       number of warmup iterations to skip before timing(default 1000)
+  -i ITER       number of iterations for timing (default 10000)
+  -h            print this help message
+"""
+
+
+def test_an_osu_that_rejects_the_options_is_named_too_old():
+    from harnesscore.osu_output import rejected_options
+    why = rejected_options(OSU_53_USAGE, 'osu_latency', ['-m', '1:64', '-i', '200'])
+    assert why == ('osu_latency rejected the options -m 1:64 -i 200 (it printed its usage): '
+                   'this OSU is too old, the checks need OSU 5.4 or later')
+    # A table is no rejection, whatever else the output holds.
+    text = (DATA / 'openmpi_shm_osu_latency.txt').read_text()
+    assert rejected_options(text, 'osu_latency', ['-m', '1:64']) == ''
+    assert rejected_options(text + OSU_53_USAGE, 'osu_latency', ['-m', '1:64']) == ''
+
+
 def test_values_are_the_printed_numbers():
     table = parse_osu((DATA / 'openmpi_shm_osu_latency.txt').read_text())
     assert table.column(0)[0] == 0.23 and table.column(0)[8] == 0.26

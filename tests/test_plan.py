@@ -436,10 +436,17 @@ def test_the_budget_split_counts_only_the_stacks_p_selects(tmp_path):
     bad = subprocess.run([*cmd, '--prgenv', '('], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "--prgenv '(' is not a regular expression" in bad.stderr
+    # reframe's own words after --, as ./harness passes them, glued -p too
+    words = subprocess.run([*cmd[:3], *cmd[5:], '--', '--system=declared', '-p^nosuchstack$'],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert words.stdout.split() == ['900', '1800', '2'], words.stderr
 
 
 def test_harness_passes_the_stacks_p_selects_to_the_budget_split(tmp_path):
-    # ./harness passes HARNESS_REFRAME_OPTS' -p/--prgenv to the plan, quoted.
+    # ./harness passes HARNESS_REFRAME_OPTS' words, then its arguments, to the
+    # plan after --, quoted: the plan parses them (harnesscore.selection).  Its
+    # arguments were not passed: ./harness nightly -p openmpi split the budget
+    # across every stack.
     text = (REPO / 'harness').read_text()
     func = text[text.index('\nprint_plan() {\n'):]
     func = func[:func.index('\n}\n') + 3]
@@ -451,16 +458,48 @@ def test_harness_passes_the_stacks_p_selects_to_the_budget_split(tmp_path):
         'echo >> "$ARGS_LOG"\necho "900 1800 2"\n')
     (venv / 'bin' / 'python').chmod(0o755)
     script = (func + 'say() { :; }\nwarn() { :; }\ndie() { echo "$*" >&2; exit 3; }\n'
-              'print_plan\necho "$HARNESS_BUDGET"\n')
+              'print_plan -p "my stack" -x Md\necho "$HARNESS_BUDGET"\n')
     opts = '--system declared -p openmpi --prgenv=mpi.h -pgnu -n Spmv'
     proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60,
                           env={'PATH': os.environ['PATH'], 'VENV': str(venv), 'ROOT': str(REPO),
                                'ARGS_LOG': str(log), 'HARNESS_REFRAME_OPTS': opts})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == '900s/part'
-    first = log.read_text().splitlines()[0]
-    assert first.endswith('[-q][--system][declared][--prgenv][openmpi][--prgenv][mpi.h]'
-                          '[--prgenv][gnu][--part-budget]'), first
+    words = ('[--][--system][declared][-p][openmpi][--prgenv=mpi.h][-pgnu][-n][Spmv]'
+             '[-p][my stack][-x][Md]')
+    split, shown = log.read_text().splitlines()[:2]
+    assert split.endswith('[-q][--part-budget]' + words), split
+    assert shown.endswith('[-q]' + words), shown
+
+
+@pytest.mark.parametrize('words', [['-popenmpi', '--system=declared'],
+                                   ['-p', 'openmpi', '--system', 'declared'],
+                                   ['--prgenv=openmpi', '-p=mpich', '--system', 'x',
+                                    '--system=declared']])
+def test_the_plan_reads_reframes_selection_after_the_double_dash(monkeypatch, capsys, words):
+    # The plan reads -p/--prgenv and --system from reframe's words, in every
+    # spelling reframe accepts (harnesscore.selection, as the sequential
+    # rounds read them); the other words are not the plan's.
+    seen = []
+
+    def topologies(config, system, prgenvs=None):
+        seen.append((system, prgenvs))
+        return [P.Topology(cores=2, mem_bytes=2**30, stacks=1)]
+
+    monkeypatch.setattr(plan_cli, '_partition_topologies', topologies)
+    argv = ['--part-budget', '--budget', '30m', '--', '-C', 'other.py', *words, '-nSpmv']
+    assert plan_cli.main(argv) == 0
+    stacks = ['openmpi'] + (['mpich'] if '-p=mpich' in words else [])
+    assert seen == [('declared', stacks)]
+    assert capsys.readouterr().out.split() == ['1800', '1800', '1']
+    # --system before -- is the plan's own; a bad pattern is named, exit 2
+    assert plan_cli.main(['--system', 'mine', '--part-budget', '--', *words]) == 0
+    assert seen[-1][0] == 'mine'
+    assert plan_cli.main(['--part-budget', '--', '-p(']) == 2
+    assert "--prgenv '(' is not a regular expression" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        plan_cli.main(['--part-budget', 'declared'])
+    assert "reframe's options go after --" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('line', ['LMP_1 Loop time of 0 on 1 procs for 100 steps with 500 atoms',

@@ -329,3 +329,40 @@ def test_the_report_judges_the_ring_per_message_size(tmp_path, capsys):
     grid = next(g for g in glance.grids(verdicts(read_perflogs([str(tmp_path / 'logs')])))
                 if g.stack == 'openmpi')
     assert grid.sizes == ['8B', '64KiB', '1MiB']
+
+
+def _rounds_session(root, rounds: int, failed) -> str:
+    """Perflogs of spmv 2x1 against masteronly 1x2 in `rounds` named rounds, too noisy
+    to decide; failed(mode, k): that run failed."""
+    lines, t = [], T0
+    for k in range(rounds):
+        for mode, r, th in (('mpi', 2, 1), ('masteronly', 1, 2)):
+            t += dt.timedelta(seconds=2)
+            value = 1.0 if mode == 'mpi' else (1.0, 0.7, 1.3)[k % 3]
+            lines.append(line('spmv', {'t_total': (value, 's')}, mode=mode, ranks=r,
+                              threads=th, size='16', time=t,
+                              name=f'SpmvCheck %layout={mode}_{r}x{th} %problem=16 %sample={k}',
+                              result='fail' if failed(mode, k) else 'pass'))
+    write(root / 'SpmvCheck.log', [header(['t_total'])] + lines)
+    return str(root)
+
+
+@pytest.mark.parametrize('cap, rounds, failed', [
+    ('5', 5, lambda mode, k: False),                     # HARNESS_MAX_ROUNDS=5
+    ('15', 16, lambda mode, k: k >= 3),                  # rounds 3-15 failed on both sides
+    ('15', 6, lambda mode, k: mode == 'masteronly' and k >= 3),  # below the cap
+])
+def test_the_reports_stopped_agrees_with_the_sequential_rounds(tmp_path, monkeypatch,
+                                                               cap, rounds, failed):
+    """The report's `stopped` column counts the rounds run and caps them as the
+    sequential rounds' driver does (HARNESS_MAX_ROUNDS, a failed round included)."""
+    from harnesscore import plan
+    from hybridverdict import sequential
+    monkeypatch.setenv('HARNESS_MAX_ROUNDS', cap)
+    logs = _rounds_session(tmp_path / 'logs', rounds, failed)
+    stats = ReadStats()
+    recs = read_perflogs([logs], stats=stats)
+    (v,) = build(recs, stats, [logs]).verdicts
+    (driver,), batches = sequential.undecided(recs, plan.max_rounds())
+    assert v.verdict == driver.verdict == 'INCONCLUSIVE'
+    assert v.stopped == driver.stopped == ('budget' if batches else 'cap')

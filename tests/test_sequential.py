@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import subprocess
 
 import perflog_writer as pw
 import pytest
@@ -71,6 +72,29 @@ def test_the_users_selection_is_not_passed_to_the_batches():
     opts = ['-C', 'config/settings.py', '-n', 'SpmvCheck', '--system=local:shm', '-p',
             'mpich', '-S', 'nodes=2', '--failed', '--mode', 'nightly', '-v']
     assert sequential.passed_on(opts) == ['-C', 'config/settings.py', '-S', 'nodes=2', '-v']
+
+
+@pytest.mark.parametrize('spelling', [['-popenmpi'], ['-p=openmpi'], ['-p', 'openmpi'],
+                                      ['--prgenv', 'openmpi'], ['--prgenv=openmpi']])
+def test_a_batch_gets_only_its_own_selection_in_every_spelling(monkeypatch, spelling):
+    # HARNESS_REFRAME_OPTS='-popenmpi' (glued, which ./harness's plan read) was
+    # passed on to a batch beside its own -p ^stack$; so were -nX, -E and the
+    # long forms of -E and -P.
+    argv = ['--since', '2026-11-25T00:00:00', '--deadline', '0', '--', 'reframe', '-C',
+            'config/settings.py', *spelling, '-nSpmv', '--system=local:shm', '-S', 'nodes=2',
+            '-Ex', '--filter-expr', 'y', '--parameterize=a:1', '-v']
+    args = sequential.parse_args(argv)
+    assert args.reframe == ['reframe', '-C', 'config/settings.py', '-S', 'nodes=2', '-v']
+    ran = []
+    monkeypatch.setattr(sequential.subprocess, 'run',
+                        lambda argv, **kw: ran.append(argv) or subprocess.CompletedProcess(
+                            argv, 0))
+    batch = sequential.Batch('local', 'shm', 'mpich', {'SpmvCheck %layout=mpi_2x1'})
+    assert sequential._reframe(args.reframe, batch, 1, 3) == 0
+    (cmd,) = ran
+    assert [w for w in cmd if w.startswith(('-p', '--prgenv'))] == ['-p']
+    assert cmd[cmd.index('-p') + 1] == '^mpich$' and 'openmpi' not in ' '.join(cmd)
+    assert cmd.count('--system') == 1 and cmd.count('-n') == 1
 
 
 def test_bad_arguments_are_refused(monkeypatch, capsys):

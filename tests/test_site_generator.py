@@ -876,6 +876,16 @@ def test_a_bad_harness_modules_system_is_one_clear_error(tmp_path, monkeypatch, 
     assert not runner.calls and not (tmp_path / 's.py').exists()
     monkeypatch.setenv('HARNESS_MODULES_SYSTEM', 'nomod')
     assert sg.main(['--output', str(tmp_path / 's.py')], runner=runner, environ=environ) == 0
+    # the environment given to main (the one detected), not only this process's
+    monkeypatch.delenv('HARNESS_MODULES_SYSTEM')
+    capsys.readouterr()
+    calls = len(runner.calls)
+    assert sg.main(['--output', str(tmp_path / 't.py')], runner=runner,
+                   environ={**environ, 'HARNESS_MODULES_SYSTEM': 'bogus'}) == 2
+    assert capsys.readouterr().err == (
+        f"harness site: error: HARNESS_MODULES_SYSTEM='bogus': not a modules system "
+        f"ReFrame knows; known: {known}\n")
+    assert len(runner.calls) == calls and not (tmp_path / 't.py').exists()
 
 
 # ---- for real: the test cluster --------------------------------------------------------

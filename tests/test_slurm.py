@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -135,3 +136,61 @@ def test_slurm_ends_a_hung_rank_at_the_time_limit_and_the_session_carries_on(
     name = re.search(r'--job-name="(\S+)"', script)
     assert name and any(f'Name={name.group(1)} ' in ln and 'JobState=TIMEOUT' in ln
                         for ln in comp), comp
+
+
+# ---- MdLammpsBenchmark (checks/lammps.py) under Slurm ------------------------------
+
+def lammps_job_script(var: Path) -> str:
+    scripts = list((var / 'stage' / 'local-slurm').glob('*/*/MdLammpsBenchmark/rfm_job.sh'))
+    assert len(scripts) == 1, scripts
+    return scripts[0].read_text()
+
+
+def test_the_lammps_job_holds_its_largest_run_and_records_its_status(tmp_path, stacks):
+    # A dry run (no Slurm needed): the job asks for the 2 ranks of the
+    # script's largest runs (the 1 x 2 run takes the same 2 cores), and
+    # records the script's status (squeue reports none).
+    if 'openmpi' not in stacks:
+        pytest.skip('MdLammpsBenchmark runs with the openmpi stack')
+    proc = run_reframe(tmp_path, '--system', 'local-slurm:shm', '-n', 'MdLammpsBenchmark',
+                       '--dry-run', env={'HARNESS_STACKS': 'openmpi'}, timeout=300)
+    if 'lmp not found' in proc.stdout:
+        pytest.skip("Debian's lmp not installed")
+    assert proc.returncode == 0, explain(proc)
+    text = lammps_job_script(tmp_path)
+    assert re.search(r'^#SBATCH --ntasks=2$', text, re.M), text
+    assert re.search(r'^#SBATCH --cpus-per-task=[12]$', text, re.M), text
+    lines = text.splitlines()
+    status = lines.index('echo "harness: launcher exit status $?" >&2')
+    assert lines.index('bash bench.sh') < status, text
+    bench = (tmp_path / 'stage' / 'local-slurm' / 'shm' / 'openmpi' / 'MdLammpsBenchmark' /
+             'bench.sh').read_text()
+    cpus = int(re.search(r'^#SBATCH --cpus-per-task=(\d+)$', text, re.M).group(1))
+    # Every run of the script fits the job: ranks x CPUs per rank <= 2 x cpus.
+    for ntasks, per_task in (('1', 1), ('2', 1), ('1', 2)):
+        assert f'srun --cpus-per-task={cpus * per_task} --ntasks={ntasks} ' in bench, bench
+
+
+def test_md_against_lammps_runs_every_layout_through_sbatch(slurm_cluster, stacks, tmp_path):
+    if 'openmpi' not in stacks:
+        pytest.skip('MdLammpsBenchmark runs with the openmpi stack')
+    if shutil.which('lmp') is None:
+        pytest.skip("Debian's lmp not installed")
+    proc = run_reframe(tmp_path, '--system', 'local-slurm:shm', '-n', 'MdLammpsBenchmark',
+                       '-r', '-S', 'rounds=1', '-S', 'max_rounds=1',
+                       env={'SLURM_CONF': slurm_cluster['SLURM_CONF'],
+                            'HARNESS_STACKS': 'openmpi'}, timeout=600)
+    out = proc.stdout
+    assert 'More processors requested than permitted' not in out, explain(proc)
+    assert 'the benchmark script failed' not in out, explain(proc)
+    # The job's folder: output/ where the check passed, stage/ where a band failed.
+    job = next(p for top in ('stage', 'output') for p in
+               (tmp_path / top / 'local-slurm' / 'shm' / 'openmpi').glob('MdLammpsBenchmark')
+               if (p / 'rfm_job.err').exists())
+    assert 'harness: launcher exit status 0' in (job / 'rfm_job.err').read_text()
+    # Every run of the round printed its line (the script tees them to stdout).
+    tags = {ln.split()[0] for ln in (job / 'rfm_job.out').read_text().splitlines() if ln}
+    assert {'MD_1x1', 'LMP_1', 'MD_2x1', 'LMP_2', 'MD_1x2'} <= tags, explain(proc)
+    assert re.search(r'\[\s+(OK|FAIL) \].*MdLammpsBenchmark', out), explain(proc)
+    assert 'sanity' not in ''.join(ln for ln in out.splitlines() if 'Failing phase' in ln), \
+        explain(proc)

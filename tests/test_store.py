@@ -377,3 +377,63 @@ def test_a_lone_carriage_return_in_an_appended_line_does_not_split_it(tmp_path):
     assert (st.ingest([str(path)], stats).records, stats.skipped) == (2, 0)
     assert [r.source for r in st.records()] == [f'{path}:{n}' for n in (2, 3, 4)]
     same_records(st.records(), read_perflogs([str(path)]))
+
+
+@pytest.mark.parametrize('lock_file', ['read-only', 'absent'])
+def test_a_store_that_cannot_be_written_still_reports_when_nothing_is_new(
+        tmp_path, capsys, monkeypatch, lock_file):
+    # a read-only store, or a shared one whose lock another user made 0644: the lock is
+    # taken read-only, or (none there, none can be made) not at all; nothing new is
+    # written, so the report goes on.  We run as root: the denial is os.open's.
+    logs = dataset(tmp_path)
+    hist = tmp_path / 'history'
+    n = store.Store(str(hist)).ingest([str(logs)]).records
+    lock = hist / store.LOCK
+    if lock_file == 'absent':
+        lock.unlink()
+    real_open = os.open
+    opened: list[int] = []
+
+    def denied_open(path, flags, *args, **kwargs):
+        if os.fspath(path) == str(lock):
+            if flags & (os.O_CREAT | os.O_RDWR | os.O_WRONLY):
+                raise PermissionError(13, 'Permission denied', str(path))
+            fd = real_open(path, flags, *args, **kwargs)
+            opened.append(flags)
+            return fd
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, 'open', denied_open)
+    done = store.Store(str(hist)).ingest([str(logs)])
+    assert (done.part, done.records) == (None, 0)
+    args = ['--perflogs', str(logs), '--history-store', str(hist), '--out',
+            str(tmp_path / 'out')]
+    assert main(args) == 0
+    assert f'0 new record(s), {n} in all' in capsys.readouterr().err
+    assert opened == ([os.O_RDONLY] * 2 if lock_file == 'read-only' else [])
+    assert lock.exists() == (lock_file == 'read-only')
+
+
+def test_a_read_only_lock_that_nfs_refuses_still_reports(tmp_path, monkeypatch):
+    # NFS emulates flock with a byte-range lock, which refuses LOCK_EX on a
+    # descriptor opened read-only (EBADF): such a store cannot be written either.
+    logs = dataset(tmp_path)
+    hist = tmp_path / 'history'
+    store.Store(str(hist)).ingest([str(logs)])
+    lock = str(hist / store.LOCK)
+    real_open, real_flock = os.open, store.fcntl.flock
+
+    def read_only_open(path, flags, *args, **kwargs):
+        if os.fspath(path) == lock and flags & (os.O_CREAT | os.O_RDWR):
+            raise PermissionError(13, 'Permission denied', lock)
+        return real_open(path, flags, *args, **kwargs)
+
+    def nfs_flock(fd, op):
+        if store.fcntl.fcntl(fd, store.fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            raise OSError(9, 'Bad file descriptor')
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(os, 'open', read_only_open)
+    monkeypatch.setattr(store.fcntl, 'flock', nfs_flock)
+    done = store.Store(str(hist)).ingest([str(logs)])
+    assert (done.part, done.records) == (None, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -252,11 +253,15 @@ def test_the_verdict_note_and_docs_name_the_level_and_band_the_code_uses():
     back_to_back = stats.compare(a, [x * 0.8 for x in a], floor=0.0)
     built = stats.ratio_interval(a, [x * 0.8 for x in a], stats.DECISION_CONFIDENCE)
     assert back_to_back.basis == stats.BACK_TO_BACK and back_to_back.interval == built
-    level = f'{stats.DECISION_CONFIDENCE:.1%}'
+    level = stats.percent(stats.DECISION_CONFIDENCE)
     assert level == '97.5%'
     assert f'the ratio of the medians with its {level} interval' in render.VERDICT_NOTE
-    assert f"each side's median at {math.sqrt(stats.DECISION_CONFIDENCE):.2%}" \
-        in render.VERDICT_NOTE
+    assert f'with its {level} paired Student t interval' in render.VERDICT_NOTE
+    # every level as stats.percent writes it (the report's other sections do)
+    side = stats.percent(math.sqrt(stats.DECISION_CONFIDENCE))
+    assert side == '98.7%'
+    assert f"each side's median at {side}: order statistics" in render.VERDICT_NOTE
+    assert not re.search(r'[0-9]\.[0-9]{2}%', render.VERDICT_NOTE)
     assert '95%' not in render.VERDICT_NOTE
     assert stats.band(0.05) == pytest.approx((1 / 1.05, 1.05))
     assert 'the band [1 / (1 + floor), 1 + floor]' in render.VERDICT_NOTE
@@ -284,6 +289,45 @@ def test_a_pair_stops_at_the_cap_of_rounds_run_when_one_side_failed_its_later_ro
     assert (v.verdict, v.rounds, v.stopped) == ('INCONCLUSIVE', 3, 'cap')
     (v,) = verdicts(runs, max_rounds=25)
     assert v.stopped == 'budget'
+
+
+def _named(r: Record, k: int) -> Record:
+    layout = f'{r.mode}_{r.ranks}x{r.threads}'
+    return dataclasses.replace(r, name=f'SpmvCheck %layout={layout} %problem=16 %sample={k}',
+                               time=T0 + dt.timedelta(seconds=k), source=f'x:{k}')
+
+
+def _noisy_rounds(rounds: int, failed=lambda k: False) -> list[Record]:
+    """spmv 2x1 against masteronly 1x2 in `rounds` named rounds, too noisy to
+    decide; failed(k): round k failed on both sides."""
+    def result(k: int) -> str:
+        return 'fail' if failed(k) else 'pass'
+    return ([_named(rec('mpi', 1.0, result=result(k)), k) for k in range(rounds)]
+            + [_named(hyb((1.0, 0.7, 1.3)[k % 3], result=result(k)), k)
+               for k in range(rounds)])
+
+
+def test_rounds_failed_on_both_sides_count_toward_the_cap():
+    """Rounds 3-15 failed on both sides: 3 paired, 16 run (as the sequential
+    rounds' driver counts them): stopped at the cap, not by the budget."""
+    (v,) = verdicts(_noisy_rounds(16, failed=lambda k: k >= 3), max_rounds=15)
+    assert (v.verdict, v.rounds, v.stopped) == ('INCONCLUSIVE', 3, 'cap')
+    (v,) = verdicts(_noisy_rounds(16, failed=lambda k: k >= 3), max_rounds=17)
+    assert v.stopped == 'budget'
+
+
+def test_the_cap_is_harness_max_rounds_by_default(monkeypatch):
+    monkeypatch.setenv('HARNESS_MAX_ROUNDS', '5')
+    (v,) = verdicts(_noisy_rounds(5))
+    assert (v.verdict, v.rounds, v.stopped) == ('INCONCLUSIVE', 5, 'cap')
+    monkeypatch.setenv('HARNESS_MAX_ROUNDS', '6')
+    assert verdicts(_noisy_rounds(5))[0].stopped == 'budget'
+    monkeypatch.delenv('HARNESS_MAX_ROUNDS')
+    assert verdicts(_noisy_rounds(15))[0].stopped == 'cap'
+    monkeypatch.setenv('HARNESS_MAX_ROUNDS', 'many')
+    with pytest.raises(ValueError, match="HARNESS_MAX_ROUNDS must be an integer from 1 to "
+                                         "100, got 'many'"):
+        verdicts(_noisy_rounds(5))
 
 
 # -- HybridVerdict: an INCONCLUSIVE call against a `verdict` reference -----------

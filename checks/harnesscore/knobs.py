@@ -148,7 +148,8 @@ KNOBS: tuple[Knob, ...] = (
     _plan('HARNESS_PLAN_COSTS', '$HARNESS_VAR_DIR/plan-costs.json', 'the measured seconds '
           'per run the plan estimates from (written after every run and nightly)'),
     _plan('HARNESS_MAX_ROUNDS', '15', 'most rounds of one pair under the sequential rounds '
-          '(1 to 100)', (*_RUN_NIGHTLY, 'python -m hybridverdict.sequential'),
+          '(1 to 100; the report\'s stopped column counts the same cap)',
+          (*_RUN_NIGHTLY, 'python -m hybridverdict.sequential', 'hybridverdict'),
           see='statistics.md'),
     _plan('HARNESS_FIRST_ROUND', '0', 'number of a session\'s first round (the sequential '
           'rounds set it; 0 to 1000)', ('reframe', 'python -m hybridverdict.sequential'),
@@ -202,6 +203,10 @@ KNOBS: tuple[Knob, ...] = (
                'nodes', ('tests/slurm/testbed.sh', 'tests/slurm/cluster.sh')),
     _kernel('KERNEL_FINALIZE_TIMEOUT', '20', 'seconds before a kernel rank stuck in '
             'MPI_Finalize is ended with a warning (0: wait forever)'),
+    _kernel('KERNEL_FAULT', 'unset', '<name>: in a fault-injection build, the one named '
+            'defect injected instead of the corrupted value (the names: kernels.md; none: '
+            'nothing injected; another name is refused)',
+            see='kernels.md'),
     _kernel('KERNEL_FAULT_HANG', 'unset', '<kernel>: in a fault-injection build, rank 0 of '
             'that kernel hangs after MPI init'),
 )

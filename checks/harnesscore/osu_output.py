@@ -23,7 +23,14 @@ import shlex
 from .paths import REPO_DIR
 from .stacks import STACK
 
-_TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test v(?P<version>\S+)\s*$')
+#: The title line; its version is optional (an OSU built without autotools'
+#: PACKAGE_VERSION prints ``# OSU MPI Latency Test``: OsuTable.major 0).
+_TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test(?: v(?P<version>\S+))?\s*$')
+#: The line that starts OSU's help, printed (with status 1) for an option
+#: it does not know: OSU 5.0-5.3 have no ``-m``.
+_USAGE = re.compile(r'^\s*Usage:', re.M)
+#: The oldest OSU whose options the checks use (``-m MIN:MAX``).
+OSU_OLDEST = '5.4'
 _SIZE_ROW = re.compile(r'^\d+\s')
 _NUMBER = r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?'
 _ROW = re.compile(rf'^(?P<size>\d+)(?P<values>(?:\s+{_NUMBER})+)'
@@ -95,7 +102,7 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
                 break
             m = _TITLE.match(line)
             if m:
-                title, version = m.group('name'), m.group('version')
+                title, version = m.group('name'), m.group('version') or ''
             elif title and line.lstrip('#').strip().lower().startswith('size'):
                 columns = _columns(line)
             elif title:
@@ -127,6 +134,15 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
     return OsuTable(title=title, version=version, columns=columns, rows=rows,
                     options=tuple(options), failed=tuple(failed))
 
+
+def rejected_options(text: str, name: str, options: list[str]) -> str:
+    """Why `name` printed no table where OSU printed its usage instead (an
+    option this OSU does not know; 5.0-5.3 have no ``-m``), else ''."""
+    if _USAGE.search(text) is None or any(_TITLE.match(ln.strip()) for ln in text.splitlines()):
+        return ''
+    given = f'the options {" ".join(options)}' if options else 'its options'
+    return (f'{name} rejected {given} (it printed its usage): '
+            f'this OSU is too old, the checks need OSU {OSU_OLDEST} or later')
 
 def expected_sizes(min_size: int, max_size: int) -> list[int]:
     """The sizes OSU runs for ``-m MIN:MAX``: MIN, then doubling up to MAX

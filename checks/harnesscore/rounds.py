@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from .bands import band_bounds, more_rounds
-from .osu_output import OsuParseError, OsuTable, parse_osu
+from .osu_output import OsuParseError, OsuTable, parse_osu, rejected_options
 
 #: the file in which the job script notes how many rounds it ran
 ROUNDS_FILE = 'rounds_done.txt'
@@ -58,6 +58,9 @@ def ring_results(text: str, name: str) -> dict[int, dict]:
 
 
 def osu_table(text: str, name: str) -> OsuTable:
+    why = rejected_options(text, name, [])
+    if why:
+        raise RoundsError(why)
     try:
         return parse_osu(text, name)
     except OsuParseError as err:

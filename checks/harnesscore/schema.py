@@ -71,9 +71,12 @@ RUN_FIELDS: tuple[RunField, ...] = (
              str),
     RunField('busy_detail', 'what made it busy: processes (pid, name, cpu, share), steal', str),
     # -- what the run's MPI was told (harnesslib.launch.mpi_vars)
-    RunField('mpi_env', 'the MPI tuning variables in effect for the run, NAME=VALUE separated '
-             'by spaces: the partition\'s transport, the binding, and any kept from the '
-             'shell (HARNESS_MPI_ENV=keep)', str),
+    RunField('mpi_env', 'the MPI and OpenMP tuning variables in effect for the run (the '
+             'partition\'s transport, any kept from the shell: HARNESS_MPI_ENV=keep), the '
+             'binding\'s, LD_PRELOAD and the user\'s MPI files read (user_config_files): '
+             'NAME=VALUE separated by spaces, sorted, a value shell-quoted where it needs it; '
+             'at most 1000 characters, the longest values cut first to NAME=<cut:N chars>',
+             str),
     # -- provenance: what a performance engineer diffs after a regression
     #    (harnesslib.base.Provenance; '' where unknown, and in older perflogs)
     RunField('src_version', "the kernel sources: `git describe --always --dirty` of the "

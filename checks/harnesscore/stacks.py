@@ -119,7 +119,8 @@ class Stack:
     user_files: tuple[tuple[str, str], ...]
     #: What keeps those files out of a run in ``HARNESS_MPI_ENV=clean`` mode,
     #: the site's own files kept (``{sysconfdir}``: the folder ``sysconfdir_tool``
-    #: prints).
+    #: prints; there, each entry after the first is set only where its file is
+    #: in that folder: ``harnesslib.launch.clean_files_env``).
     clean_files_env: Mapping[str, str]
     #: The tool and options that print its system configuration folder
     #: (``Sysconfdir: <path>``), where ``clean_files_env`` needs it; () if not.
@@ -227,8 +228,10 @@ STACKS: tuple[Stack, ...] = (
         ofi_env=_env(OMPI_MCA_pml='cm', OMPI_MCA_mtl='ofi', FI_PROVIDER=DEVICE),
         tuning_prefixes=('OMPI_MCA_', 'PRTE_MCA_', 'PMIX_MCA_'),
         # Each reads the user's file unless its *_mca_base_param_files names
-        # others; clean runs read only the system's (site's) files (from Open
-        # MPI 5 PRRTE's and PMIx's beside its own; Open MPI 4 ignores them).
+        # others; clean runs read only the system's (site's) files: Open MPI's
+        # always, PRRTE's and PMIx's where they are in its sysconfdir (bundled,
+        # Open MPI 5; an external one keeps its own site file and its user file,
+        # recorded; Open MPI 4 ignores PRTE_).
         user_files=(('OMPI_MCA_mca_base_param_files', '.openmpi/mca-params.conf'),
                     ('PRTE_MCA_mca_base_param_files', '.prte/mca-params.conf'),
                     ('PMIX_MCA_mca_base_param_files', '.pmix/mca-params.conf')),

@@ -337,25 +337,29 @@ def first_launch(script: str) -> str:
 
 def mpi_env_text(effective: Mapping[str, str], protected: Iterable[str] = ()) -> str:
     """The perflog's ``mpi_env``: NAME=VALUE of each recorded variable, sorted,
-    at most ``MPI_ENV_LIMIT`` characters.  Where they do not fit, the longest
-    values are cut first, each to a visible ``NAME=<cut:N chars>``, so that
-    every name stays; the `protected` ones (the partition's, the
-    environment's, the run's own: its pins and binding) are never cut.  Only
-    where the names alone do not fit is the text cut at the limit, after the
-    protected variables, which come first then."""
+    at most ``MPI_ENV_LIMIT`` characters, each value a shell word
+    (``shlex.quote`` where it needs quoting: ``A='ssh -o B=no'``; a value like
+    ``self,vader`` as it is), so that a value holding a space or a ``NAME=``
+    is read back whole.  Where they do not fit, the longest values (quoted)
+    are cut first, each to a visible ``NAME=<cut:N chars>`` (N: the value's
+    own length), so that every name stays; the `protected` ones (the
+    partition's, the environment's, the run's own: its pins and binding) are
+    never cut.  Only where the names alone do not fit is the text cut at the
+    limit, after the protected variables, which come first then."""
     items = {k: str(v).replace('|', '/') for k, v in effective.items()}
+    words = {k: shlex.quote(v) if v else '' for k, v in items.items()}
     keep = set(protected)
 
     def text(values: Mapping[str, str], order: list[str]) -> str:
         return ' '.join(f'{k}={values[k]}' for k in order)
 
     order = sorted(items)
-    out = dict(items)
-    for name in sorted((k for k in items if k not in keep), key=lambda k: -len(items[k])):
+    out = dict(words)
+    for name in sorted((k for k in items if k not in keep), key=lambda k: -len(words[k])):
         if len(field_text(text(out, order), 10 ** 9)) <= MPI_ENV_LIMIT:
             break
         marker = f'<cut:{len(items[name])} chars>'
-        if len(marker) < len(items[name]):
+        if len(marker) < len(words[name]):
             out[name] = marker
     if len(field_text(text(out, order), 10 ** 9)) > MPI_ENV_LIMIT:
         order = [k for k in order if k in keep] + [k for k in order if k not in keep]

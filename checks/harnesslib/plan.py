@@ -13,6 +13,7 @@ import os
 import re
 import sys
 
+from harnesscore import selection
 from harnesscore.paths import REPO_DIR
 from harnesscore.plan import (
     DEFAULT_SESSION_BUDGET,
@@ -75,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the stacks (environments) matching PATTERN, as reframe's "
                          '-p/--prgenv selects them (repeatable): the parts the budget is '
                          'split across; -n selections are not modelled')
+    ap.add_argument('reframe_options', nargs='*', metavar='REFRAME-OPTION',
+                    help="after --: reframe's options (./harness: HARNESS_REFRAME_OPTS and "
+                         'its arguments): their -p/--prgenv select stacks as -p does, their '
+                         '--system the system where --system is not given, in every '
+                         "spelling reframe accepts (-pX, --prgenv=X, ...)")
     ap.add_argument('--cores', type=int, help='plan a declared node instead: cores per node')
     ap.add_argument('--sockets', type=int, default=1)
     ap.add_argument('--numa', type=int, default=1)
@@ -91,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
                          'HARNESS_BUDGET across the partitions and stacks; ./harness exports '
                          'the first as HARNESS_BUDGET=<s>s/part for the checks)')
     args = ap.parse_args(argv)
+    if args.reframe_options and '--' not in (sys.argv[1:] if argv is None else argv):
+        ap.error(f'unrecognized arguments: {" ".join(args.reframe_options)} (reframe\'s '
+                 'options go after --)')
+    # reframe's own selection, parsed as the sequential rounds parse it
+    args.prgenv = [*(args.prgenv or ()),
+                   *selection.values(args.reframe_options, '--prgenv')] or None
+    systems = selection.values(args.reframe_options, '--system')
+    args.system = args.system or (systems[-1] if systems else None)
     for name, top in (('cores', MAX_DECLARED), ('sockets', MAX_DECLARED),
                       ('numa', MAX_DECLARED), ('nodes', MAX_DECLARED),
                       ('samples', MAX_SAMPLES), ('stacks', None)):

@@ -24,6 +24,7 @@ import datetime as dt
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -263,14 +264,42 @@ def provenance_diff(before: Record, after: Record) -> dict[str, tuple[str, str]]
     return out
 
 
-#: Where ``mpi_env`` ('NAME=VALUE NAME=VALUE', values unquoted) is cut: only before a
-#: NAME=, so a value with a space (``OMPI_MCA_plm_rsh_agent=ssh -x``) stays whole.
+#: One ``mpi_env`` item as ``mpi_env_text`` writes it: NAME=, then a cut value's marker
+#: or a shell word (unquoted safe characters and ``shlex.quote``'s quoted pieces).
+_ENV_ITEM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)='
+                       r"""(<cut:[0-9]+ chars>|(?:[^\s'"\\]|'[^']*'|"'")*)"""
+                       r'(?:\s+|$)')
+#: Where an older ``mpi_env`` ('NAME=VALUE NAME=VALUE', values unquoted) is cut: only
+#: before a NAME=, so a value with a space (``OMPI_MCA_plm_rsh_agent=ssh -x``) stays whole.
 _ENV_SPLIT = re.compile(r'\s+(?=[A-Za-z_][A-Za-z0-9_]*=)')
 
 
+def _quoted_env(text: str) -> dict[str, str] | None:
+    """``mpi_env`` as ``mpi_env_text`` writes it, its values shell words; None
+    where the text is not that (an older perflog's unquoted values, a text cut
+    inside a quoted value)."""
+    out: dict[str, str] = {}
+    at = 0
+    while at < len(text):
+        m = _ENV_ITEM.match(text, at)
+        if m is None or m.end() == at:
+            return None
+        name, value = m.groups()
+        out[name] = value if value.startswith('<cut:') else ''.join(shlex.split(value))
+        at = m.end()
+    return out
+
+
 def _env(text: str) -> dict[str, str]:
+    """The variables of an ``mpi_env`` text, name -> value: parsed as shell words
+    where the text is well formed (``mpi_env_text``: ``A='ssh -o B=no'`` is one
+    variable), else split before each NAME= (older perflogs, values unquoted)."""
+    text = text.strip()
+    quoted = _quoted_env(text)
+    if quoted is not None:
+        return quoted
     return {name: value for name, _, value in
-            (item.partition('=') for item in _ENV_SPLIT.split(text.strip()) if item)}
+            (item.partition('=') for item in _ENV_SPLIT.split(text) if item)}
 
 
 # ---- sessions and series -------------------------------------------------------------
@@ -715,14 +744,41 @@ def _states(recs: pl.DataFrame, with_system: bool = False) -> dict[str, str]:
             for row in per.iter_rows(named=True)}
 
 
+def _same_change(now: ChangePoint, then: ChangePoint) -> bool:
+    """Whether `then` (found one session earlier) is `now`'s change: the same series
+    and direction, the same records around the boundary or, where a new session
+    moved the boundary (by any number of sessions), overlapping segments before it
+    and overlapping segments after it."""
+    if (now.key, now.direction) != (then.key, then.direction):
+        return False
+    if now.rids == then.rids:
+        return True
+
+    def segments(c: ChangePoint) -> tuple[tuple[int, int], tuple[int, int]]:
+        return ((c.position - c.sessions_before, c.position),
+                (c.position, c.position + c.sessions_after))
+
+    return all(a0 < b1 and b0 < a1
+               for (a0, a1), (b0, b1) in zip(segments(now), segments(then)))
+
+
 def _newly_confirmed(now: Sequence[ChangePoint], then: Sequence[ChangePoint],
                      ) -> list[ChangePoint]:
     """The confirmed change points of `now` that `then` (the same series one session
-    shorter) did not confirm: none of the same series and direction at the same
-    session or the one next to it (a new session can move a boundary by one)."""
-    known = {(c.key, c.direction, c.position) for c in then if c.confirmed}
-    return [c for c in now if c.confirmed and not any(
-        (c.key, c.direction, c.position + d) in known for d in (-1, 0, 1))]
+    shorter) did not confirm: each confirmed one of `then` is the change of at most
+    one of `now` (``_same_change``, the nearest boundary first), and those of `now`
+    that none is are new."""
+    known = [c for c in then if c.confirmed]
+    found = [c for c in now if c.confirmed]
+    pairs = sorted((abs(c.position - k.position), i, j) for i, c in enumerate(found)
+                   for j, k in enumerate(known) if _same_change(c, k))
+    matched: set[int] = set()
+    used: set[int] = set()
+    for _, i, j in pairs:
+        if i not in matched and j not in used:
+            matched.add(i)
+            used.add(j)
+    return [c for i, c in enumerate(found) if i not in matched]
 
 
 def since_last_night(history: History, last_night: dt.datetime | None = None,

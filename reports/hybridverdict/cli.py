@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from harnesscore import plan
 from harnesscore.paths import var_dir
 
 from . import __version__, changes, history
@@ -226,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == 'changes':
         return changes_main(argv[1:])
     args = parse_args(argv)
+    try:
+        plan.max_rounds()       # the verdicts' cap of rounds (their `stopped` column)
+    except ValueError as err:
+        print(f'hybridverdict: error: {err}', file=sys.stderr)
+        return 2
     perflogs = args.perflogs or ([] if args.run_reports else
                                  [os.path.join(var_dir(), 'perflogs')])
     inputs = perflogs + (args.run_reports or [])

@@ -33,36 +33,14 @@ from collections.abc import Sequence
 from harnesscore import plan, stats
 from harnesscore.paths import var_dir
 from harnesscore.schema import TIME_VARIABLE
+from harnesscore.selection import passed_on
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs
 from .verdict import Verdict, judged_as, round_of, rounds_run, verdicts
 
-#: ReFrame options that select tests, partitions or environments: the batches
-#: make their own selection, so the user's are not passed on to them.
-SELECTION_OPTIONS = {'-n', '--name', '-x', '--exclude', '-t', '--tag', '-p', '--prgenv',
-                     '--system', '-E', '--cpu-only', '--gpu-only', '--failed',
-                     '--maintainer', '-T', '--exclude-tag', '--mode', '--repeat',
-                     '--restore-session', '-P'}
-#: Options among those that take no value.
-_FLAGS = {'--cpu-only', '--gpu-only', '--failed'}
 #: Seconds per run assumed before any run of the session was timed.
 DEFAULT_RUN_S = 5.0
-
-
-def passed_on(options: Sequence[str]) -> list[str]:
-    """The user's ReFrame options less those that select (see SELECTION_OPTIONS)."""
-    out, skip = [], False
-    for opt in options:
-        if skip:
-            skip = False
-            continue
-        name = opt.split('=', 1)[0]
-        if name in SELECTION_OPTIONS:
-            skip = '=' not in opt and name not in _FLAGS
-            continue
-        out.append(opt)
-    return out
 
 
 @dataclasses.dataclass
@@ -335,6 +313,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f'--since: not an ISO time: {args.since!r}')
     if not 0 <= args.noise_floor < 1:     # NaN too
         ap.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
+    # The batches make their own selection (_reframe): the user's ReFrame
+    # selection options are not passed on to them (harnesscore.selection).
     args.reframe = [args.reframe[0], *passed_on(args.reframe[1:])]
     args.costs = args.costs or os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(
         os.path.dirname(os.path.abspath(args.perflogs)), plan.COSTS_FILE)

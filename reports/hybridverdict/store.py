@@ -257,20 +257,25 @@ class Store:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """An exclusive lock on the store (``LOCK`` in its folder, made if need be),
-        held until the block ends: another ingest waits for it."""
+        held until the block ends: another ingest waits for it.  A lock file that
+        cannot be opened for writing is locked read-only (``flock`` needs no write
+        access); where none can be opened or made at all (a read-only store without
+        one), the ingest goes on without it: nothing can be stored there, and a part
+        due fails with its own error."""
         path = os.path.join(self.directory, LOCK)
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as err:
-            raise StoreError(f'history store {self.directory}: cannot open its lock '
-                             f'{path}: {err}') from err
+        fd = _open_lock(self.directory, path)
+        if fd is None:
+            yield
+            return
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except OSError as err:
-                raise StoreError(f'history store {self.directory}: cannot lock {path}: '
-                                 f'{err}') from err
+                # NFS refuses an exclusive lock on a read-only descriptor: a
+                # store that cannot be written goes on as without a lock file.
+                if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
+                    raise StoreError(f'history store {self.directory}: cannot lock {path}: '
+                                     f'{err}') from err
             yield
         finally:
             os.close(fd)        # releases the lock
@@ -317,6 +322,7 @@ class Store:
             updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head}
         if not updated:
             return Ingest(None, 0, 0, reread, 0)
+        os.makedirs(self.directory, exist_ok=True)
         number = max(self._numbers(), default=0) + 1
         base = os.path.join(self.directory, f'part-{number:06d}')
         rid = int(state.get('next_rid', 0))
@@ -359,6 +365,22 @@ _NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
 
 def _identity(r: Record) -> tuple:
     return tuple(getattr(r, c) for c in IDENTITY)
+
+
+def _open_lock(directory: str, path: str) -> int | None:
+    """A descriptor of the lock file `path` of the store `directory`: opened for
+    writing (made, with the folder, if need be), else read-only; None where neither
+    can be (nothing can be written there either)."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return None
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            return os.open(path, flags, 0o666)
+        except OSError:
+            continue
+    return None
 
 
 def _bad_state(state: object) -> str:

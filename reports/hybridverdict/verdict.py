@@ -36,7 +36,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from harnesscore import stats
+from harnesscore import plan, stats
 from harnesscore.schema import TIME_VARIABLE, message_time_size
 from harnesscore.stats import INCONCLUSIVE, LOSS, WIN
 from harnesscore.units import bytes_label
@@ -153,8 +153,35 @@ def rounds_run(*sides: Sequence[Record]) -> int:
     """The rounds run for a pair: the round numbers its runs name, on either side
     (0 where none names one).  A round one side failed or lacks was still run,
     so this counts toward the cap of rounds where the rounds paired (those both
-    sides passed, ``same_rounds``) would not."""
+    sides passed, ``same_rounds``) would not.  The one count of the cap: the
+    report's ``stopped`` (``verdicts``) and the sequential rounds' driver both
+    count with it, over every run of the pair's two layouts (``pair_rounds``)."""
     return len({n for side in sides for r in side if (n := round_of(r)) is not None})
+
+
+_SAMPLE = re.compile(r'\s*%sample=\d+\s*$')
+
+RunsByName = dict[tuple[str, str, str, str], list[Record]]
+
+
+def _runs_by_name(records: Iterable[Record]) -> RunsByName:
+    """Every named run by (system, partition, stack, display name less %sample):
+    one layout's runs of every round, those left out of a verdict (failed,
+    unverified, ...) too."""
+    out: RunsByName = defaultdict(list)
+    for r in records:
+        if r.name:
+            out[(r.system, r.partition, r.stack, _SAMPLE.sub('', r.name))].append(r)
+    return out
+
+
+def pair_rounds(runs: RunsByName, *sides: Sequence[Record]) -> int:
+    """``rounds_run`` over every run of a pair's two layouts (the runs of the
+    same names as `sides`' runs, less %sample; ``sequential.pair_runs``): a
+    round failed on one side or on both was run all the same."""
+    names = {(r.system, r.partition, r.stack, _SAMPLE.sub('', r.name))
+             for side in sides for r in side if r.name}
+    return rounds_run(*sides, *(runs.get(key, []) for key in names))
 
 
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
@@ -184,11 +211,17 @@ def layout_pairs(sides: Sides) -> Iterator[tuple[str, list[Record], str, str, li
 def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
              variable: str = TIME_VARIABLE, history: Sequence[Record] | None = None,
              admit: Callable[[Record], bool] = operator.attrgetter('usable'),
-             max_rounds: int = stats.DEFAULT_MAX_ROUNDS) -> list[Verdict]:
+             max_rounds: int | None = None) -> list[Verdict]:
     """One verdict per hybrid (mode, layout) and pure-MPI layout of a group, from
     the runs `admit` lets in (the usable ones); with `history` (every record
     read), each marked confirmed or not.  `max_rounds` is the cap of the
-    sequential rounds, for why a verdict's rounds stopped."""
+    sequential rounds, for why a verdict's rounds stopped (None:
+    HARNESS_MAX_ROUNDS, ``plan.max_rounds``, as the sequential rounds' driver);
+    the rounds counted toward it are those run, every run of the pair's
+    layouts among `records` (a failed one too, ``pair_rounds``)."""
+    records = list(records)
+    cap = plan.max_rounds() if max_rounds is None else max_rounds
+    runs = _runs_by_name(records)
     out: list[Verdict] = []
     for (g, cores, var), sides in _pairable(records, variable, admit):
         for mpi_layout, mpi_recs, mode, lay, recs in layout_pairs(sides):
@@ -208,7 +241,7 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
                 oversubscribed=any(r.oversubscribed for r in (*mpi_recs, *recs)),
                 variable=var, gap=cmp.gap, rounds=cmp.interval.n,
                 stopped=stats.stop_reason(
-                    verdict, max(cmp.interval.n, rounds_run(mpi_recs, recs)), max_rounds)))
+                    verdict, max(cmp.interval.n, pair_rounds(runs, mpi_recs, recs)), cap)))
     if history is not None:
         out = confirm(out, history, noise_floor, variable)
     return out

@@ -234,6 +234,16 @@ int kc_fault_corrupts(void) { return fault_corrupts; }
 /* The named fault of KERNEL_FAULT (set once in kc_start; "" for none). */
 static const char *fault_name = "";
 int kc_fault(const char *name) { return strcmp(fault_name, name) == 0; }
+/* The named faults (docs/pages/kernels.md); "none": no fault, nothing corrupted. */
+static const char *const FAULT_NAMES[] = {
+    "none", "spmv_halo_once", "spmv_face_as_interior", "md_list_no_skin", "md_thermo_max",
+    "md_drop_ghost_pairs", "md_virial_double", "ring_msg_bytes", "stream_half_triad"};
+
+static int known_fault(const char *name) {
+    for (size_t i = 0; i < sizeof FAULT_NAMES / sizeof FAULT_NAMES[0]; ++i)
+        if (strcmp(FAULT_NAMES[i], name) == 0) return 1;
+    return 0;
+}
 #endif
 
 void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
@@ -275,7 +285,13 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
      * in their first collective. */
     const char *named = getenv("KERNEL_FAULT");
     if (named && named[0] != '\0') {
-        fault_name = named;
+        if (!known_fault(named)) {
+            if (ctx->rank == 0)
+                fprintf(stderr, "%s: KERNEL_FAULT=%s is not a named fault (see "
+                        "docs/pages/kernels.md; none: no fault)\n", kernel, named);
+            finish(kernel, 2);
+        }
+        fault_name = strcmp(named, "none") == 0 ? "" : named;
         fault_corrupts = 0;
     }
     const char *hang = getenv("KERNEL_FAULT_HANG");
@@ -515,7 +531,12 @@ void kc_json_open(kc_json *j, const kc_ctx *ctx) {
     kc_json_int(j, "threads", ctx->threads);
     kc_json_str(j, "thread_level", level_name(ctx->provided));
     kc_json_str(j, "mpi_library", lib);
-    kc_json_int(j, "fault_injected", KC_FAULT_INJECTED);
+#ifdef KC_FAULT_INJECT
+    /* 1 where a value is corrupted or a named fault (KERNEL_FAULT) is active */
+    kc_json_int(j, "fault_injected", kc_fault_corrupts() || fault_name[0] != '\0');
+#else
+    kc_json_int(j, "fault_injected", 0);
+#endif
 
     /* Hosts and cores of every thread of every rank, gathered on rank 0. */
     char host[MPI_MAX_PROCESSOR_NAME] = {0};
