@@ -16,10 +16,15 @@ import statistics
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesscore.rounds import LMP_TAGS, MD_BANDS, MD_RATIOS, MD_TAGS, RoundsError, md_rates
-from harnesslib.base import AlternatingRounds, PerflogFields, RunBase, sanity_errors
+from harnesslib.base import (
+    AlternatingRounds,
+    PerflogFields,
+    RunBase,
+    record_exit_status,
+    sanity_errors,
+)
 from harnesslib.build import KernelBuild
 from harnesslib.launch import (
-    EXIT_STATUS_TAG,
     binding_env,
     hold_node_lock,
     launch_line,
@@ -137,10 +142,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         ]
         with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
             fp.write(LAMMPS_IN_LJ)
-        if self.job.scheduler.registered_name == 'squeue':
-            # squeue reports no exit status (no accounting database): the job
-            # script records the script's, read back by RunBase.exit_status.
-            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+        record_exit_status(self)
         self.write_stage_script('bench.sh', [
             'set -o pipefail', ': > bench.out',
             *self.round_loop('round', body, ['md', 'bench.out'])])

@@ -34,7 +34,14 @@ from harnesscore.osu_output import (
     wrapper_link_check,
 )
 from harnesscore.units import MIB
-from harnesslib.base import TIMED_OUT, OsuRuns, RunBase, sanity_errors, sweep_variables
+from harnesslib.base import (
+    TIMED_OUT,
+    OsuRuns,
+    RunBase,
+    require_at_least,
+    sanity_errors,
+    sweep_variables,
+)
 from harnesslib.launch import LIBRARY_PREFIX, shell_words
 from harnesslib.placement import divisors, system_layouts
 from reframe.core.backends import getlauncher
@@ -83,16 +90,11 @@ class OsuBase(RunBase, OsuRuns):
 
     @run_after('setup')
     def check_iterations(self):
-        name = type(self).__name__
         for var in ('iters', 'warmup'):
-            value = getattr(self, var)
-            if value < 0:
-                raise ValueError(f'{name}.{var} must be 1 or more (0: the benchmark\'s '
-                                 f'default), got {value}')
+            require_at_least(self, var, 0, "1 or more (0: the benchmark's default)")
         lo = MIN_SIZE[self.benchmark_name]
-        if self.max_size < lo:
-            raise ValueError(f'{name}.max_size must be {lo} or more (the smallest size of '
-                             f'{self.benchmark_name}\'s sweep), got {self.max_size}')
+        require_at_least(self, 'max_size', lo,
+                         f"{lo} or more (the smallest size of {self.benchmark_name}'s sweep)")
 
     def osu_options(self) -> list[str]:
         lo = MIN_SIZE[self.benchmark_name]

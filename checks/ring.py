@@ -23,7 +23,14 @@ from harnesscore.rounds import (
     ring_osu_rounds,
 )
 from harnesscore.units import MIB, message_sizes, ring_size
-from harnesslib.base import AlternatingRounds, KernelCheck, OsuRuns, sanity_errors, sweep_variables
+from harnesslib.base import (
+    AlternatingRounds,
+    KernelCheck,
+    OsuRuns,
+    require_at_least,
+    sanity_errors,
+    sweep_variables,
+)
 from harnesslib.compat import reads_output
 from harnesslib.launch import shell_words
 from reframe.core.backends import getlauncher
@@ -138,9 +145,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
 
     @run_after('setup')
     def check_bw_max(self):
-        if self.bw_max < MIB:
-            raise ValueError(f'RingOsuAccuracy.bw_max must be {MIB} (1 MiB) or more: the '
-                             f'bandwidths are compared from 1 MiB, got {self.bw_max}')
+        require_at_least(self, 'bw_max', MIB,
+                         f'{MIB} (1 MiB) or more: the bandwidths are compared from 1 MiB')
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)

@@ -127,6 +127,13 @@ CLUSTER = {
     # report.  'env': variables the stack always needs.  'osu_prefix': the OSU
     # Micro-Benchmarks built with this stack, as seen from the nodes (default:
     # HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
+    # 'sysconfdir' (Open MPI only): its system configuration folder, what
+    # `ompi_info --path sysconfdir` prints with its modules loaded; in
+    # HARNESS_MPI_ENV=clean (the default) its runs then read only the MCA
+    # parameter files there, not the user's own (~/.openmpi/mca-params.conf);
+    # without it they read those too (recorded), and the configuration says so.
+    # MPICH's and MVAPICH2's Hydra reads no user file in clean mode
+    # (HYDRA_CONFIG_FILE=/dev/null), with nothing to declare.
     'stacks': {
         'openmpi': {
             'descr': 'Open MPI 4.1',
@@ -134,6 +141,8 @@ CLUSTER = {
             'cc': 'mpicc',
             'launch': 'srun',
             'pmi': 'pmix',
+            # FILL IN: `ompi_info --path sysconfdir` with the module loaded.
+            'sysconfdir': '/FILL_IN/openmpi/4.1.6/etc',
         },
         'mpich': {
             'descr': 'MPICH 4.1',

@@ -313,15 +313,12 @@ from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems, system_dirs  # noqa: E402
 
 try:
-    _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix)
+    # A cluster's own stacks (modules) keep the user's files out in clean mode
+    # as well: Hydra's always, Open MPI's where the stack names its sysconfdir.
+    _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix,
+                                                MPI_ENV_MODE, _note)
 except ValueError as _err:      # a cluster file or HARNESS_TEST_CLUSTER it cannot use
     _config_error(str(_err))
-# A cluster's own stacks (modules) keep Hydra's user file out as well; their
-# Open MPI's system folder is known only where the module is loaded.
-for _env in _SLURM_ENVS:
-    _names = {k for k, _ in _env['env_vars']}
-    _env['env_vars'] = [*_env['env_vars'], *([k, v] for k, v in _files_env(
-        str(_env['extras'].get('family', ''))).items() if k not in _names)]
 
 
 # ---- declared topologies: big nodes on a small machine ------------------------------

@@ -767,6 +767,9 @@ class FoundStack:
     module_dir: str = ''
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     others: list[str] = dataclasses.field(default_factory=list)
+    # Its system configuration folder (its sysconfdir_tool's answer), or why not.
+    sysconfdir: str = ''
+    sysconfdir_why: str = ''
 
 
 @dataclasses.dataclass
@@ -854,6 +857,33 @@ def _check_tools(stack: Stack, env: Mapping[str, str], cc: str, suffix: str,
     return version or '?', ''
 
 
+def _ask_sysconfdir(stack: Stack, env: Mapping[str, str], runner: Runner) -> tuple[str, str]:
+    """(the system configuration folder of `stack`, '') from its
+    ``sysconfdir_tool`` on PATH in `env` (its modules loaded), or ('', why
+    not); ('', '') for a stack without one."""
+    if not stack.sysconfdir_tool:
+        return '', ''
+    name, *args = stack.sysconfdir_tool
+    tool = shutil.which(name, path=env.get('PATH'))
+    if not tool:
+        return '', f'no {name} on its PATH'
+    res = runner([tool, *args], TIMEOUT, env)
+    found = re.search(r'Sysconfdir:\s*(\S+)', res.out) if res.ok else None
+    if found is None:
+        said = ' '.join(res.out.split())[:80]
+        command = shlex.join([name, *args])
+        return '', (f'{command}: {res.why()}' if not res.ok else
+                    f'{command} says {said!r}' if said else f'{command} says nothing')
+    return found.group(1), ''
+
+
+def _with_sysconfdir(found: FoundStack, stack: Stack, env: Mapping[str, str],
+                     runner: Runner) -> FoundStack:
+    """`found` with its stack's system configuration folder (or why not)."""
+    found.sysconfdir, found.sysconfdir_why = _ask_sysconfdir(stack, env, runner)
+    return found
+
+
 def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: Runner,
                          det: Detection) -> None:
     flag = '--terse' if tool.kind == 'lmod' else '-t'
@@ -885,9 +915,10 @@ def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: R
             if why:
                 reasons.append(f'module {entry.name}: {why}')
                 continue
-            det.stacks[stack_name] = FoundStack(
+            det.stacks[stack_name] = _with_sysconfdir(FoundStack(
                 stack_name, 'module', entry.name, version, 'mpicc', [entry.name],
-                entry.directory, others=[e.name for e in ordered if e is not entry])
+                entry.directory, others=[e.name for e in ordered if e is not entry]),
+                STACK[stack_name], env, runner)
             break
         else:
             det.absent[stack_name] = '; '.join(reasons)
@@ -924,9 +955,9 @@ def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detectio
             suffix = '' if install else stack.suffix or ''
             version, why = _check_tools(stack, env, cc, suffix, runner)
             if not why:
-                det.stacks[stack.name] = FoundStack(
+                det.stacks[stack.name] = _with_sysconfdir(FoundStack(
                     stack.name, how, where, version, shutil.which(cc, path=env.get('PATH')) or cc,
-                    env={'PATH': f'{bindir}:$PATH'} if install else {})
+                    env={'PATH': f'{bindir}:$PATH'} if install else {}), stack, env, runner)
                 break
             reasons.append(f'{where}: {why}')
         if stack.name not in det.stacks and reasons:
@@ -939,9 +970,10 @@ def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detectio
         name, version, _ = _ask(launcher, STACKS, environ, '', runner)
         if name and name not in det.stacks:
             real = os.path.dirname(shutil.which('mpicc', path=path) or '')
-            det.stacks[name] = FoundStack(name, 'path', f'mpicc and {launcher} on PATH ({real})',
-                                          version or '?', os.path.join(real, 'mpicc'),
-                                          env={'PATH': f'{real}:$PATH'})
+            det.stacks[name] = _with_sysconfdir(
+                FoundStack(name, 'path', f'mpicc and {launcher} on PATH ({real})',
+                           version or '?', os.path.join(real, 'mpicc'),
+                           env={'PATH': f'{real}:$PATH'}), STACK[name], environ, runner)
             det.absent.pop(name, None)
 
 
@@ -1292,6 +1324,7 @@ def _stack_entries(det: Detection) -> Block:
         launch, note = _launch(stack, found, det.mpi_plugins, det.mpi_plugins_why)
         for key, value in _launch_keys(stack, launch).items():
             entry.add(key, value, note if key == 'launch' else '')
+        _sysconfdir_entry(entry, stack, found)
         env = {**found.env, **stack.root_env_here()}
         if env:
             entry.add('env', env, 'Variables the stack always needs' + (
@@ -1316,6 +1349,23 @@ def _stack_entries(det: Detection) -> Block:
                       f'{why or "no module, install or wrapper of it"}); uncomment and fill in '
                       'to use it.', commented_out=True)
     return block
+
+
+def _sysconfdir_entry(entry: Block, stack: Stack, found: FoundStack) -> None:
+    """A stack's ``sysconfdir`` where its tool said it, else a FILL IN note."""
+    if not stack.sysconfdir_tool:
+        return
+    tool = ' '.join(stack.sysconfdir_tool)
+    if found.sysconfdir:
+        entry.add('sysconfdir', found.sysconfdir,
+                  f'What `{tool}` says: HARNESS_MPI_ENV=clean runs read only the MCA '
+                  'parameter files there, not the user\'s own.')
+    else:
+        entry.add('sysconfdir', '/FILL_IN/etc',
+                  f'{FILL_IN}: what `{tool}` says with its modules loaded ('
+                  f'{found.sysconfdir_why or "it said nothing"}); without it, '
+                  'HARNESS_MPI_ENV=clean runs read the user\'s own MCA parameter files too.',
+                  commented_out=True)
 
 
 def _launch_keys(stack: Stack, launch: str) -> dict[str, str]:
@@ -1398,7 +1448,9 @@ def validate(text: str, var_dir: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec(compile(text, '<site file>', 'exec'), namespace)  # the text made just above
     import slurm_systems
-    slurm_systems.cluster_config(namespace['CLUSTER'], var_dir, origin='the generated file')
+    # No note on a missing sysconfdir: the file's FILL IN says it.
+    slurm_systems.cluster_config(namespace['CLUSTER'], var_dir, origin='the generated file',
+                                 note=lambda msg: None)
     return namespace['CLUSTER']
 
 
@@ -1476,18 +1528,15 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run,
     args = parse_args(argv)
     env = dict(os.environ if environ is None else environ)
     # config/slurm_systems.py reads HARNESS_MODULES_SYSTEM (of this process) as it
-    # checks the file made: a bad value, there or in the environment detected, is the
+    # checks the file made: a bad value, in the environment detected or there, is the
     # caller's, named before anything is asked.
     import slurm_systems
-    given = env.get('HARNESS_MODULES_SYSTEM', '')
     known = slurm_systems.modules_systems()
-    if given.strip() and given.strip() not in known:
-        return _fail(f'HARNESS_MODULES_SYSTEM={given!r}: not a modules system ReFrame '
-                     f'knows; known: {", ".join(known)}', 2)
-    try:
-        slurm_systems.modules_system_override()
-    except ValueError as err:
-        return _fail(str(err), 2)
+    for given in (env.get('HARNESS_MODULES_SYSTEM', ''),
+                  os.environ.get('HARNESS_MODULES_SYSTEM', '')):
+        if given.strip() and given.strip() not in known:
+            return _fail(f'HARNESS_MODULES_SYSTEM={given!r}: not a modules system ReFrame '
+                         f'knows; known: {", ".join(known)}', 2)
     try:
         det = detect(args, env, runner)
         cluster = build(det, args)

@@ -18,7 +18,9 @@ what it returns to its ``systems`` and ``environments``:
 A cluster has one partition per interconnect, one environment per MPI stack
 and partition, and each stack says how its ranks start inside the allocation:
 ``srun --mpi=<pmi>`` (``launch: 'srun'``) or its own launcher (``launch:
-'own'``).
+'own'``).  In ``HARNESS_MPI_ENV=clean`` mode its environments keep the user's own
+MPI configuration files out, as the ``local`` system's do (``clean_files_env``:
+Open MPI's from the stack's declared ``sysconfdir``).
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from harnesscore.knobs import env_list
-from harnesscore.stacks import STACKS, default_stacks
+from harnesscore.stacks import STACK, STACKS, default_stacks
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
 SRUN_PMI = {s.name: s.srun_pmi for s in STACKS}
@@ -149,7 +152,7 @@ _CLUSTER_KEYS = {'name', 'descr', 'hostnames', 'modules_system', 'scheduler', 'a
 _PARTITION_KEYS = {'descr', 'access', 'nodes', 'max_jobs', 'time_limit', 'processor',
                    'transport_env', 'extras'}
 _STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env',
-               'osu_prefix'}
+               'osu_prefix', 'sysconfdir'}
 
 #: OSU's install prefix of a stack where its spec names none (settings.py
 #: passes its HARNESS_OSU_PREFIX reader): '' leaves the OSU checks skipped.
@@ -158,6 +161,16 @@ OsuPrefix = Callable[[str], str]
 
 def _no_osu(stack: str) -> str:
     return ''
+
+
+#: Where the configuration's notes go (settings.py passes its own).
+Note = Callable[[str], None]
+
+
+def _stderr_note(msg: str) -> None:
+    """A note on stderr in the style of settings.py's, unless HARNESS_QUIET=1."""
+    if os.environ.get('HARNESS_QUIET') != '1':
+        print(f'[harness config] {msg}', file=sys.stderr)
 
 
 def _show(value: object) -> str:
@@ -220,6 +233,45 @@ def modules_systems() -> tuple[str, ...]:
         return _MODULES_SYSTEMS
 
 
+def _sysconfdir(where: str, sspec: dict, family: str) -> str:
+    """A stack's ``sysconfdir`` ('' where it names none): an absolute path, and
+    only for a family whose registry entry has a ``sysconfdir_tool``."""
+    if 'sysconfdir' not in sspec:
+        return ''
+    registry = STACK.get(family)
+    if registry is None or not registry.sysconfdir_tool:
+        having = ', '.join(s.name for s in STACKS if s.sysconfdir_tool)
+        raise ValueError(f'{where}: sysconfdir is only for a stack of family {having} '
+                         f'(what its sysconfdir_tool prints); family {family!r} has none')
+    value = sspec['sysconfdir']
+    if not isinstance(value, str) or not os.path.isabs(value):
+        raise ValueError(f'{where}: sysconfdir must be an absolute path (a string), '
+                         f'got {_show(value)}')
+    return value
+
+
+def clean_files_env(where: str, stack: str, family: str, sysconfdir: str, mpi_env: str,
+                    note: Note = _stderr_note) -> dict[str, str]:
+    """In ``HARNESS_MPI_ENV=clean`` mode (`mpi_env`), what keeps the user's own
+    MPI configuration files out of the runs of a cluster's `stack`, as the
+    local system's (``Stack.clean_files_at``): Hydra's static variable always,
+    Open MPI's from the stack's `sysconfdir`.  An Open MPI without one keeps
+    reading (and recording) the user's files, and `note` says so (`where`:
+    the system and its file)."""
+    registry = STACK.get(family)
+    if mpi_env != 'clean' or registry is None:
+        return {}
+    if registry.sysconfdir_tool and not sysconfdir:
+        files = ', '.join(f'~/{rel}' for _, rel in registry.user_files)
+        tool = ' '.join(registry.sysconfdir_tool)
+        note(f'{where}: stack {stack} ({registry.descr}) names no sysconfdir, so its runs '
+             f'in HARNESS_MPI_ENV=clean still read the user\'s own {files} (recorded in '
+             f'user_config_files); add \'sysconfdir\': ... to it (`{tool}` with its modules '
+             f'loaded), or `./harness site` writes it')
+        return {}
+    return registry.clean_files_at(sysconfdir)
+
+
 def modules_system_override() -> str:
     """HARNESS_MODULES_SYSTEM, stripped ('' when unset or empty: each cluster's own)."""
     given = os.environ.get('HARNESS_MODULES_SYSTEM', '')
@@ -232,9 +284,11 @@ def modules_system_override() -> str:
 
 
 def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER',
-                   osu_prefix: OsuPrefix = _no_osu) -> tuple[dict, list[dict]]:
+                   osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
+                   note: Note = _stderr_note) -> tuple[dict, list[dict]]:
     """A ReFrame system and its environments from a `CLUSTER` dictionary
-    (see config/cluster_template.py)."""
+    (see config/cluster_template.py); `mpi_env` is ``HARNESS_MPI_ENV``'s mode
+    (settings.py passes its own), `note` takes the configuration's notes."""
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
     name = cluster['name']
     prefix = cluster.get('prefix') or os.path.join(var_dir, name)
@@ -244,11 +298,16 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     max_jobs = _integer(origin, 'max_jobs', cluster.get('max_jobs', 8))
     modules_system = modules_system_override() or cluster.get('modules_system', 'nomod')
     stacks: dict[str, dict] = _mapping(origin, 'stacks', cluster['stacks'])
+    # What keeps the user's own MPI configuration files out of each stack's runs.
+    files_env: dict[str, dict[str, str]] = {}
     for stack, sspec in stacks.items():
         swhere = f'{origin}: stack {stack}'
         _require(swhere, sspec, _STACK_KEYS, ('cc',))
         _strings(swhere, 'modules', sspec.get('modules', []))
         _mapping(swhere, 'env', sspec.get('env', {}))
+        family = sspec.get('family', stack)
+        files_env[stack] = clean_files_env(f'system {name} ({origin})', stack, family,
+                                           _sysconfdir(swhere, sspec, family), mpi_env, note)
     partitions, envs = [], []
     system_envs: dict[str, dict] = {}
     for part, pspec in _mapping(origin, 'partitions', cluster['partitions']).items():
@@ -290,7 +349,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
             if launch == 'own' and not sspec.get('launcher'):
                 raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
             pmi = sspec.get('pmi', SRUN_PMI.get(stack, ''))
-            base_env = {**srun_env(launch, pmi), **sspec.get('env', {})}
+            # The stack's own variables and the partition's pins (below) win.
+            base_env = {**files_env[stack], **srun_env(launch, pmi), **sspec.get('env', {})}
             # What this partition pins for the stack (RunBase checks it).
             pinned = {k: str(v) for k, v in transport_env.get(stack, {}).items()}
             env = {
@@ -360,8 +420,8 @@ def _load_error(path: str, err: Exception) -> str:
     return f'{path}: {type(err).__name__}: {message or "(no message)"}{where}'
 
 
-def site_clusters(var_dir: str,
-                  osu_prefix: OsuPrefix = _no_osu) -> tuple[list[dict], list[dict]]:
+def site_clusters(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
+                  note: Note = _stderr_note) -> tuple[list[dict], list[dict]]:
     """The systems and environments of every site file."""
     systems, envs = [], []
     for path in _site_files():
@@ -379,7 +439,8 @@ def site_clusters(var_dir: str,
             raise ValueError(f'{path}: defines no CLUSTER dictionary '
                              f'(see config/cluster_template.py)')
         system, cluster_envs = cluster_config(cluster, var_dir, origin=path,
-                                              osu_prefix=osu_prefix)
+                                              osu_prefix=osu_prefix, mpi_env=mpi_env,
+                                              note=note)
         systems.append(system)
         envs += cluster_envs
     return systems, envs
@@ -418,10 +479,12 @@ def _record_count(origin: str, record: dict[str, str], key: str, default: str = 
 
 
 def test_cluster_spec(record: dict[str, str] | None = None,
-                      origin: str = 'cluster.env') -> dict[str, Any]:
+                      origin: str = 'cluster.env',
+                      sysconfdirs: dict[str, str] | None = None) -> dict[str, Any]:
     """The test cluster as a centre's `CLUSTER` dictionary.  Without a
     record (no cluster started), 2 nodes with this machine's cores;
-    `origin` names the record in errors."""
+    `origin` names the record in errors; `sysconfdirs`: a stack's system
+    configuration folder, by name."""
     record = record or {}
     nodes = _record_count(origin, record, 'NODES', '2')
     if nodes < 1:
@@ -468,6 +531,8 @@ def test_cluster_spec(record: dict[str, str] | None = None,
             spec['launcher'] = s.launchers[0]
         if s.root_env:
             spec['env'] = s.root_env_here()
+        if (sysconfdirs or {}).get(s.name):
+            spec['sysconfdir'] = (sysconfdirs or {})[s.name]
         stacks[s.name] = spec
     return {
         'name': 'test-cluster',
@@ -483,23 +548,52 @@ def test_cluster_spec(record: dict[str, str] | None = None,
     }
 
 
-def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu) -> tuple[dict, list[dict]]:
-    """The `test-cluster` system and its environments."""
+def _local_sysconfdirs(local_envs: list[dict]) -> dict[str, str]:
+    """The system configuration folder of each stack of this machine (the test
+    cluster's modules are its stacks), from its launcher ('' where unknown)."""
+    from harnesslib.launch import stack_sysconfdir
+    found = {}
+    for env in local_envs:
+        stack = STACK.get(str(env.get('extras', {}).get('stack', '')))
+        launcher = str(env.get('extras', {}).get('launcher', ''))
+        if stack is not None and stack.sysconfdir_tool and launcher and stack.name not in found:
+            try:
+                found[stack.name] = stack_sysconfdir(stack, launcher)
+            except ValueError:
+                found[stack.name] = ''
+    return found
+
+
+def _silent(msg: str) -> None:
+    return None
+
+
+def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
+                 note: Note = _stderr_note,
+                 local_envs: list[dict] | None = None) -> tuple[dict, list[dict]]:
+    """The `test-cluster` system and its environments (its stacks' system
+    folders, in clean mode, those of this machine's `local_envs`)."""
     directory = os.environ.get('HARNESS_TEST_CLUSTER', '').strip()
     record = test_cluster_record(directory) if directory else None
     origin = f'HARNESS_TEST_CLUSTER={directory}: {os.path.join(directory, "cluster.env")}'
-    system, envs = cluster_config(test_cluster_spec(record, origin), var_dir,
-                                  origin='test-cluster',
-                                  osu_prefix=osu_prefix)
+    # Only a started test cluster asks its stacks (nor notes what it lacks).
+    sysconfdirs = (_local_sysconfdirs(local_envs or [])
+                   if directory and mpi_env == 'clean' else {})
+    system, envs = cluster_config(test_cluster_spec(record, origin, sysconfdirs), var_dir,
+                                  origin='test-cluster', osu_prefix=osu_prefix,
+                                  mpi_env=mpi_env, note=note if directory else _silent)
     system['hostnames'] = []
     return system, envs
 
 
 def slurm_systems(var_dir: str, local_envs: list[dict], stack_names: list[str],
-                  osu_prefix: OsuPrefix = _no_osu) -> tuple[list[dict], list[dict]]:
+                  osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
+                  note: Note = _stderr_note) -> tuple[list[dict], list[dict]]:
     """Every Slurm system (local test clusters first) and their environments;
-    `osu_prefix` gives a stack's OSU install where a cluster's stack names none."""
+    `osu_prefix` gives a stack's OSU install where a cluster's stack names none;
+    `mpi_env` is ``HARNESS_MPI_ENV``'s mode, `note` takes the notes (settings.py
+    passes its own)."""
     system, envs = local_slurm(var_dir, local_envs, stack_names)
-    cluster, cluster_envs = test_cluster(var_dir, osu_prefix)
-    sites, site_envs = site_clusters(var_dir, osu_prefix)
+    cluster, cluster_envs = test_cluster(var_dir, osu_prefix, mpi_env, note, local_envs)
+    sites, site_envs = site_clusters(var_dir, osu_prefix, mpi_env, note)
     return [system, cluster, *sites], [*envs, *cluster_envs, *site_envs]

@@ -50,7 +50,10 @@ def stored(tmp_path: Path) -> store.Store:
     return st
 
 
-def step_history(tmp_path: Path, nights: int = 40, at: int = 25) -> store.Store:
+@pytest.fixture
+def step_store(tmp_path: Path) -> store.Store:
+    """StepCheck's t_total 30% longer from night 25 of 40, three noisy checks beside it."""
+    nights, at = 40, 25
     rng = random.Random(11)
     env = ['OMPI_MCA_pml=ob1'] * at + ['OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp'] * (
         nights - at)
@@ -64,9 +67,8 @@ def step_history(tmp_path: Path, nights: int = 40, at: int = 25) -> store.Store:
     return stored(tmp_path)
 
 
-def test_a_step_is_found_with_its_size_direction_time_and_what_changed(tmp_path):
-    st = step_history(tmp_path)
-    found = changes.find(changes.History.from_store(st))
+def test_a_step_is_found_with_its_size_direction_time_and_what_changed(step_store):
+    found = changes.find(changes.History.from_store(step_store))
     assert [c.key.check for c in found] == ['StepCheck']
     (c,) = found
     assert c.confirmed and c.key.variable == 't_total' and c.key.variant == 'layout=mpi_2x1'
@@ -130,10 +132,9 @@ def test_the_knobs_change_the_outcome(monkeypatch):
         changes.Knobs.from_env()
 
 
-def test_cli_prints_and_writes_json_and_fails_on_a_regression(tmp_path, capsys):
-    st = step_history(tmp_path)
+def test_cli_prints_and_writes_json_and_fails_on_a_regression(tmp_path, step_store, capsys):
     out = tmp_path / 'changes.json'
-    assert cli.main(['changes', '--store', st.directory, '--json', str(out)]) == 0
+    assert cli.main(['changes', '--store', step_store.directory, '--json', str(out)]) == 0
     printed = capsys.readouterr().out
     assert 'regression: StepCheck layout=mpi_2x1 t_total' in printed
     doc = json.loads(out.read_text())
@@ -143,18 +144,21 @@ def test_cli_prints_and_writes_json_and_fails_on_a_regression(tmp_path, capsys):
     assert c['at'] == night(25).isoformat()
     assert c['changed'] == {'OMPI_MCA_btl': {'before': '', 'after': 'self,tcp'}}
     assert c['low'] <= 0.3 <= c['high'] and doc['knobs']['magnitude'] == 0.05
-    assert cli.main(['changes', '--store', st.directory, '--fail-on-change']) == \
+    assert cli.main(['changes', '--store', step_store.directory, '--fail-on-change']) == \
         cli.EXIT_REGRESSION
-    assert cli.main(['changes', '--store', st.directory, '--fail-on-change',
+    assert cli.main(['changes', '--store', step_store.directory, '--fail-on-change',
                      '--min-magnitude', '0.5']) == 0
     # a time range without the step
-    assert cli.main(['changes', '--store', st.directory, '--until',
+    assert cli.main(['changes', '--store', step_store.directory, '--until',
                      night(20).isoformat(), '--fail-on-change']) == 0
     with pytest.raises(SystemExit):
-        cli.main(['changes', '--store', st.directory, '--since', 'yesterday'])
+        cli.main(['changes', '--store', step_store.directory, '--since', 'yesterday'])
 
 
-def morning_history(tmp_path: Path, nights: int = 30) -> store.Store:
+@pytest.fixture
+def morning_store(tmp_path: Path) -> store.Store:
+    """30 nights, the last with a check of each kind the morning page names."""
+    nights = 30
     rng = random.Random(3)
     logs = tmp_path / 'perflogs'
     last = nights - 1
@@ -173,9 +177,8 @@ def morning_history(tmp_path: Path, nights: int = 30) -> store.Store:
     return stored(tmp_path)
 
 
-def test_the_morning_page_says_what_moved(tmp_path):
-    st = morning_history(tmp_path)
-    page = changes.since_last_night(changes.History.from_store(st))
+def test_the_morning_page_says_what_moved(tmp_path, morning_store):
+    page = changes.since_last_night(changes.History.from_store(morning_store))
     assert page.last_night == night(29)
     lines = page.lines()
     assert lines[0].startswith('regression: Slower layout=mpi_2x1 bw_1048576, openmpi@shm: '
@@ -195,27 +198,27 @@ def test_the_morning_page_says_what_moved(tmp_path):
     write_check(logs / 'Slower2.log', 'Slower', 'bw_1048576', 'MB/s',
                 [None] * 30 + [2950.0] * 2, rng,
                 env=['OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp'] * 32)
-    st.ingest([str(logs)])
-    page = changes.since_last_night(changes.History.from_store(st))
+    morning_store.ingest([str(logs)])
+    page = changes.since_last_night(changes.History.from_store(morning_store))
     moved = [line for line in page.lines() if line.startswith(('regression', 'improvement'))]
     (line,) = moved        # Faster did not run again: its change stays unconfirmed
     assert line.startswith('regression: Slower') and ' from 2026-10-30 02:30 ' in line
     assert 'unconfirmed' not in line and line.endswith('OMPI_MCA_btl unset -> self,tcp')
 
 
-def test_cli_prints_the_morning_page_and_a_knob_makes_its_regression_fatal(tmp_path, capsys):
-    st = morning_history(tmp_path)
+def test_cli_prints_the_morning_page_and_a_knob_makes_its_regression_fatal(tmp_path, capsys,
+                                                                           morning_store):
     out = tmp_path / 'page.json'
-    assert cli.main(['changes', '--store', st.directory, '--last-night', '--json',
+    assert cli.main(['changes', '--store', morning_store.directory, '--last-night', '--json',
                      str(out)]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith('regression: Slower') and 'newly failing: Failing' in printed
     assert json.loads(out.read_text())['newly_failing'] == ['Failing layout=mpi_2x1, '
                                                             'openmpi@shm']
     # the page's regression is unconfirmed (one night): fatal only with the knob
-    assert cli.main(['changes', '--store', st.directory, '--last-night',
+    assert cli.main(['changes', '--store', morning_store.directory, '--last-night',
                      '--fail-on-change']) == cli.EXIT_REGRESSION
-    assert cli.main(['changes', '--store', st.directory, '--fail-on-change']) == 0
+    assert cli.main(['changes', '--store', morning_store.directory, '--fail-on-change']) == 0
 
 
 def test_a_quiet_night_is_one_line(tmp_path):
@@ -228,11 +231,10 @@ def test_a_quiet_night_is_one_line(tmp_path):
     assert page.lines() == ['Since the last night: nothing moved (2 series, 2 checks)']
 
 
-def test_the_report_of_a_nightly_opens_with_the_morning_page(tmp_path):
-    st = morning_history(tmp_path)
-    window = st.records(night(29))
+def test_the_report_of_a_nightly_opens_with_the_morning_page(tmp_path, morning_store):
+    window = morning_store.records(night(29))
     rep = report.build(window, ReadStats(), [str(tmp_path / 'perflogs')], since=night(29),
-                       stored=st.scan(), stored_records=len(st.records()))
+                       stored=morning_store.scan(), stored_records=len(morning_store.records()))
     first = rep.sections[0]
     assert first.key == SINCE_LAST_NIGHT and first.title == 'Since the last night'
     assert first.rows[0][0].startswith('regression: Slower')
@@ -245,8 +247,8 @@ def test_the_report_of_a_nightly_opens_with_the_morning_page(tmp_path):
         assert text.count('regression: Slower') == 1, text
         assert text.index('regression: Slower') < text.index(verdicts)
     # a report over more than the last night (or without a store) has no such section
-    rep = report.build(st.records(night(20)), ReadStats(), [], since=night(20),
-                       stored=st.scan())
+    rep = report.build(morning_store.records(night(20)), ReadStats(), [], since=night(20),
+                       stored=morning_store.scan())
     assert rep.section(SINCE_LAST_NIGHT) is None
 
 

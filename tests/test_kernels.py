@@ -50,6 +50,14 @@ def ctest(build_dir: Path, **env: str) -> None:
     assert '100% tests passed' in proc.stdout
 
 
+def ctest_cases(build_dir: Path, pattern: str, timeout: int) -> str:
+    """ctest's cases matching `pattern`, verbose: they pass; ctest's output."""
+    proc = subprocess.run(['ctest', '-V', '-R', pattern, '--timeout', '120'], cwd=build_dir,
+                          env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
+    return proc.stdout
+
+
 @pytest.fixture(params=present_stacks() or ['none'])
 def stack(request: pytest.FixtureRequest) -> str:
     """Every MPI stack present, one test each."""
@@ -151,11 +159,9 @@ def test_an_unknown_fault_name_is_refused(fault_build):
 def test_named_fault_ctest_cases(fault_build):
     """ctest's named_fault_* cases: each run fails with status 3 and says why."""
     _, build = fault_build
-    proc = subprocess.run(['ctest', '-V', '-R', '^named_fault_', '--timeout', '120'], cwd=build,
-                          env=mpi_env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
-    assert '0 tests failed' in proc.stdout
-    assert proc.stdout.count('failed as expected (3): ') >= 8
+    out = ctest_cases(build, '^named_fault_', timeout=900)
+    assert '0 tests failed' in out
+    assert out.count('failed as expected (3): ') >= 8
 
 
 def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
@@ -183,13 +189,11 @@ def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
 def test_ring_verification_failure_on_every_stack(stack, tmp_path):
     """ctest's ring_fault_* cases: pingpong, bw (3 ranks), ring mpi and multiple."""
     build = cmake_build(stack, tmp_path / 'fault', '-DKERNEL_FAULT_INJECT=ON')
-    proc = subprocess.run(['ctest', '-V', '-R', '^ring_fault_', '--timeout', '120'], cwd=build,
-                          env=mpi_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-20000:] + proc.stderr[-5000:]
-    assert '100% tests passed, 0 tests failed out of 4' in proc.stdout
+    out = ctest_cases(build, '^ring_fault_', timeout=600)
+    assert '100% tests passed, 0 tests failed out of 4' in out
     # Each case failed with status 3 and named the rank and the sender.
-    assert proc.stdout.count('failed as expected (3): ') == 4
-    assert 'first on rank 2 in the message from rank 0' in proc.stdout
+    assert out.count('failed as expected (3): ') == 4
+    assert 'first on rank 2 in the message from rank 0' in out
 
 
 @pytest.mark.parametrize('layout', ['mpi 2 1', 'masteronly 1 2'])

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_reframe
+from conftest import needs, run_reframe
 from harnesscore.stacks import STACK
 from harnesslib import base
 from harnesslib.launch import (
@@ -121,9 +121,8 @@ def test_clean_runs_read_no_user_file_nor_alias_nor_openmp_variable(clean, stack
 
 
 @integration
-def test_hydra_reads_no_user_file_where_the_run_says_dev_null(home, stacks):
-    if 'mpich' not in stacks:
-        pytest.skip('needs MPICH')
+def test_hydra_reads_no_user_file_where_the_run_says_dev_null(home):
+    needs('mpich')
     env = {**os.environ, 'HOME': str(home)}
     env.pop('UCX_TLS', None)
     env.pop('HYDRA_CONFIG_FILE', None)
@@ -160,9 +159,8 @@ def test_kept_variables_are_recorded(var, stacks, home):
 
 
 @integration
-def test_a_run_whose_transport_is_not_its_partitions_fails_naming_it(var, stacks):
-    if 'openmpi' not in stacks:
-        pytest.skip('needs Open MPI')
+def test_a_run_whose_transport_is_not_its_partitions_fails_naming_it(var):
+    needs('openmpi')
     proc = _session(var, '-p', 'openmpi', '-S', 'env_vars=OMPI_MCA_btl:tcp')
     assert proc.returncode != 0
     assert ('local:shm claims shm for openmpi, but this run sets OMPI_MCA_btl=tcp (the '

@@ -251,7 +251,8 @@ def ok(text: str = '', err: str = '') -> sg.CmdResult:
 class FakeCluster:
     """A command runner answering from recorded outputs: `answers` maps an
     argv prefix to a result; module loads put a stub folder per stack first
-    on PATH, whose tools answer with the stack's recorded texts."""
+    on PATH, whose tools answer with the stack's recorded texts (by the
+    tool's name and its arguments, else by its name)."""
 
     def __init__(self, answers: dict[tuple[str, ...], sg.CmdResult],
                  modules: dict[str, Path], tool_texts: dict[Path, dict[str, str]]):
@@ -274,8 +275,10 @@ class FakeCluster:
         # A stub tool answers with its stack's text (found as the shell would).
         found = shutil.which(argv[0], path=env.get('PATH', ''))
         texts = self.tool_texts.get(Path(found).parent) if found else None
-        if texts is not None and os.path.basename(argv[0]) in texts:
-            return ok(texts[os.path.basename(argv[0])])
+        name = os.path.basename(argv[0])
+        for key in (' '.join([name, *argv[1:]]), name):
+            if texts is not None and key in texts:
+                return ok(texts[key])
         best = max((k for k in self.answers if tuple(argv[:len(k)]) == k), key=len,
                    default=None)
         if best is None:
@@ -348,6 +351,10 @@ def nothing_of_this_machine(monkeypatch):
     monkeypatch.setattr(sg, 'LMOD_PATHS', ())
 
 
+#: What Debian's Open MPI 4.1's ``ompi_info --path sysconfdir`` prints.
+OMPI_SYSCONFDIR = 'Sysconfdir: /etc/openmpi\n'
+
+
 @pytest.fixture
 def test_cluster_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, str]]:
     monkeypatch.setattr(sg, 'this_host', lambda: 'vm')
@@ -365,7 +372,8 @@ def test_cluster_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, s
         (str(lmod), 'bash', '--terse', 'avail'): ok(err=data('testcluster_module_avail_lmod.txt')),
     }
     texts = {ompi: {'mpirun': data('openmpi_mpirun_version.txt'),
-                    'ompi_info': data('openmpi_ompi_info_version.txt')},
+                    'ompi_info': data('openmpi_ompi_info_version.txt'),
+                    'ompi_info --path sysconfdir': OMPI_SYSCONFDIR},
              mpich: {'mpiexec': data('mpich_mpiexec_version.txt'),
                      'mpichversion': data('mpich_mpichversion.txt')}}
     runner = FakeCluster(answers, {'openmpi': ompi, 'mpich': mpich}, texts)
@@ -476,7 +484,8 @@ def hpc_runner(tmp_path, monkeypatch) -> tuple[FakeCluster, dict[str, str]]:
         (str(tmod), 'bash', '-t', 'avail'): ok(err=data('hpc_module_avail_tmod5.txt')),
         ('spack', 'find'): ok(f'==> In environment site\nmvapich2 2.3.7 {mv2}\n'),
     }
-    texts = {ompi: {'mpirun': ompi_5},
+    texts = {ompi: {'mpirun': ompi_5,
+                    'ompi_info --path sysconfdir': 'Sysconfdir: /opt/openmpi/5.0.3/etc\n'},
              mpich: {'mpiexec': data('mpich_mpiexec_version.txt'),
                      'mpichversion': data('mpich_mpichversion.txt')},
              mv2_bin: {'mpiexec': data('mpich_mpiexec_version.txt'),
@@ -530,6 +539,51 @@ def test_an_infiniband_cluster_from_written_outputs(tmp_path, hpc_runner, capsys
     assert 'their nodes differ' in text or 'its nodes differ' in text
     assert 'note: left out partition(s) not UP: old' in out
     slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+    assert_ruff_clean(path)
+
+
+def test_an_open_mpi_stack_gets_the_sysconfdir_its_ompi_info_says(tmp_path, test_cluster_runner,
+                                                                   capsys):
+    runner, environ = test_cluster_runner
+    code, text, path, cluster = generate(tmp_path, runner, environ)
+    assert code == 0, capsys.readouterr()
+    # asked of the module's own ompi_info (its module loaded)
+    assert [str(tmp_path / 'bin' / 'openmpi' / 'ompi_info'), '--path', 'sysconfdir'] in \
+        runner.calls
+    stacks = cluster['stacks']
+    assert stacks['openmpi']['sysconfdir'] == '/etc/openmpi'
+    assert 'sysconfdir' not in stacks['mpich']       # Hydra: nothing to declare
+    assert 'What `ompi_info --path sysconfdir` says: HARNESS_MPI_ENV=clean runs read only ' \
+        'the MCA parameter files there' in comments(text)
+    _, envs = slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path,
+                                           mpi_env='clean')
+    ompi = next(e for e in envs if e['name'] == 'openmpi')
+    assert ['OMPI_MCA_mca_base_param_files', '/etc/openmpi/openmpi-mca-params.conf'] in \
+        ompi['env_vars']
+
+
+@pytest.mark.parametrize('answer', [None, '', 'Open MPI v5.0.3\n'],
+                         ids=['fails', 'says-nothing', 'no-sysconfdir'])
+def test_where_ompi_info_does_not_say_sysconfdir_is_left_to_fill_in(tmp_path, hpc_runner,
+                                                                    capsys, answer):
+    runner, environ = hpc_runner
+    ompi = tmp_path / 'bin' / 'openmpi'
+    del runner.tool_texts[ompi]['ompi_info --path sysconfdir']
+    if answer is not None:
+        runner.tool_texts[ompi]['ompi_info'] = answer
+    code, text, path, cluster = generate(tmp_path, runner, environ)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert 'sysconfdir' not in cluster['stacks']['openmpi']
+    assert 'stacks.openmpi.sysconfdir' in fill_ins(out)
+    assert "            # 'sysconfdir': '/FILL_IN/etc',\n" in text
+    assert 'FILL IN: what `ompi_info --path sysconfdir` says with its modules loaded (' \
+        in comments(text)
+    # the file still loads; its clean runs keep (and record) the user's files
+    _, envs = slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path,
+                                           mpi_env='clean', note=lambda msg: None)
+    env = next(e for e in envs if e['name'] == 'openmpi')
+    assert not any(k.endswith('_mca_base_param_files') for k, _ in env['env_vars'])
     assert_ruff_clean(path)
 
 
@@ -708,6 +762,23 @@ def hpc_variant(tmp_path: Path, hpc_runner: tuple[FakeCluster, dict[str, str]], 
     return text, cluster
 
 
+def hpc_processor(tmp_path: Path, hpc_runner: tuple[FakeCluster, dict[str, str]], *argv: str,
+                  **variant: str) -> tuple[str, dict]:
+    """hpc_variant's file and the processor of its compute partition."""
+    text, cluster = hpc_variant(tmp_path, hpc_runner, *argv, **variant)
+    return text, cluster['partitions']['compute']['processor']
+
+
+def numa_node_as_socket() -> tuple[str, str]:
+    """Slurm's configuration with numa_node_as_socket and the InfiniBand cluster's
+    nodes as Slurm then shows them: 8 sockets (the NUMA domains) of 16 cores."""
+    conf = data('hpc_scontrol_config_excerpt.txt').replace(
+        'SlurmdParameters        = (null)', 'SlurmdParameters        = numa_node_as_socket')
+    nodes = data('hpc_scontrol_node.txt').replace('CoresPerSocket=64', 'CoresPerSocket=16').replace(
+        'Sockets=2 Boards=1', 'Sockets=8 Boards=1')
+    return conf, nodes
+
+
 def test_no_accounting_as_newer_slurm_prints_it_is_polled_with_squeue(tmp_path, hpc_runner):
     # Slurm 23.02.5 and later print (null) where accounting_storage/none was
     conf = data('hpc_scontrol_config_excerpt.txt')
@@ -728,8 +799,7 @@ def test_slurm_cpus_that_are_cores_give_one_cpu_per_core(tmp_path, hpc_runner):
     # Slurm schedules whole cores: CPUTot=128 = 2 sockets x 64 cores, 2 threads each
     # (lscpu on the node sees the 256 hardware threads)
     nodes = data('hpc_scontrol_node.txt').replace('ThreadsPerCore=1', 'ThreadsPerCore=2')
-    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=nodes, lscpu=lscpu_of(2, 64, 2, 8))
-    proc = cluster['partitions']['compute']['processor']
+    text, proc = hpc_processor(tmp_path, hpc_runner, nodes=nodes, lscpu=lscpu_of(2, 64, 2, 8))
     assert {k: v for k, v in proc.items() if k != 'topology'} == {
         'num_cpus': 128, 'num_cpus_per_core': 1, 'num_sockets': 2, 'num_cpus_per_socket': 64}
     assert ProcessorInfo(proc).num_cores == 128
@@ -737,8 +807,7 @@ def test_slurm_cpus_that_are_cores_give_one_cpu_per_core(tmp_path, hpc_runner):
         'core not counted): one CPU per core.' in comments(text)
     # where Slurm counts the threads as CPUs, a CPU is a thread
     nodes = nodes.replace('CPUTot=128', 'CPUTot=256').replace('CPUEfctv=128', 'CPUEfctv=256')
-    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=nodes, lscpu=lscpu_of(2, 64, 2, 8))
-    proc = cluster['partitions']['compute']['processor']
+    text, proc = hpc_processor(tmp_path, hpc_runner, nodes=nodes, lscpu=lscpu_of(2, 64, 2, 8))
     assert (proc['num_cpus'], proc['num_cpus_per_core'], proc['num_sockets']) == (256, 2, 2)
     assert ProcessorInfo(proc).num_cores == 128 and len(proc['topology']['numa_nodes']) == 8
     assert 'Slurm counts cores as CPUs' not in comments(text)
@@ -747,56 +816,45 @@ def test_slurm_cpus_that_are_cores_give_one_cpu_per_core(tmp_path, hpc_runner):
 def test_the_sockets_are_the_nodes_not_slurms_boards_or_numa_domains(tmp_path, hpc_runner):
     plain = data('hpc_scontrol_node.txt')
     # scontrol's Sockets is the node's total already: Boards=2 does not double it
-    _, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun',
-                             nodes=plain.replace('Sockets=2 Boards=1', 'Sockets=2 Boards=2'))
-    proc = cluster['partitions']['compute']['processor']
+    _, proc = hpc_processor(tmp_path, hpc_runner, '--no-srun',
+                            nodes=plain.replace('Sockets=2 Boards=1', 'Sockets=2 Boards=2'))
     assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (2, 64)
     assert sg.parse_nodes(plain.replace('Boards=1', 'Boards=2'))[0].size.sockets == 2
     # numa_node_as_socket: Slurm's 8 sockets are the NUMA domains; lscpu says 2
-    conf = data('hpc_scontrol_config_excerpt.txt').replace(
-        'SlurmdParameters        = (null)', 'SlurmdParameters        = numa_node_as_socket')
-    numa = plain.replace('CoresPerSocket=64', 'CoresPerSocket=16').replace(
-        'Sockets=2 Boards=1', 'Sockets=8 Boards=1')
-    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=numa, config=conf)
-    proc = cluster['partitions']['compute']['processor']
+    conf, numa = numa_node_as_socket()
+    text, proc = hpc_processor(tmp_path, hpc_runner, nodes=numa, config=conf)
     assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (2, 64)
     assert proc['topology']['numa_nodes'] == [hex(0xffff << (16 * i)) for i in range(8)]
     assert 'Sockets from lscpu on cn001 (2; Slurm says 8).' in comments(text)
     # a bare "NodeName=... CPUs=128" line: Slurm takes every CPU for a socket
     bare = plain.replace('CoresPerSocket=64', 'CoresPerSocket=1').replace(
         'Sockets=2 Boards=1', 'Sockets=128 Boards=1')
-    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=bare)
-    proc = cluster['partitions']['compute']['processor']
+    text, proc = hpc_processor(tmp_path, hpc_runner, nodes=bare)
     assert (proc['num_cpus'], proc['num_sockets'], proc['num_cpus_per_socket']) == (128, 2, 64)
     # lscpu saw other CPUs than Slurm's (not the node's): Slurm's count stays
-    text, cluster = hpc_variant(tmp_path, hpc_runner, nodes=bare, lscpu=lscpu_of(4, 16, 1, 4))
-    assert cluster['partitions']['compute']['processor']['num_sockets'] == 128
+    text, proc = hpc_processor(tmp_path, hpc_runner, nodes=bare, lscpu=lscpu_of(4, 16, 1, 4))
+    assert proc['num_sockets'] == 128
     assert 'Sockets from lscpu' not in comments(text)
 
 
 def test_numa_domains_as_sockets_are_blocks_only_with_one_thread_per_core(tmp_path, hpc_runner):
-    conf = data('hpc_scontrol_config_excerpt.txt').replace(
-        'SlurmdParameters        = (null)', 'SlurmdParameters        = numa_node_as_socket')
-    one = data('hpc_scontrol_node.txt').replace('CoresPerSocket=64', 'CoresPerSocket=16').replace(
-        'Sockets=2 Boards=1', 'Sockets=8 Boards=1')
+    conf, one = numa_node_as_socket()
     # one thread per core: each domain's CPUs are a block
-    text, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun', nodes=one, config=conf)
-    proc = cluster['partitions']['compute']['processor']
+    text, proc = hpc_processor(tmp_path, hpc_runner, '--no-srun', nodes=one, config=conf)
     assert proc['topology']['numa_nodes'] == [hex(0xffff << (16 * i)) for i in range(8)]
     assert 'their CPUs taken as numbered in blocks' in comments(text)
     # two: Linux numbers CPU N's sibling N + 128, so no block is a domain: left to fill in
     two = one.replace('CoresPerSocket=16', 'CoresPerSocket=8').replace(
         'ThreadsPerCore=1', 'ThreadsPerCore=2')
-    text, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun', nodes=two, config=conf)
-    proc = cluster['partitions']['compute']['processor']
+    text, proc = hpc_processor(tmp_path, hpc_runner, '--no-srun', nodes=two, config=conf)
     assert 'topology' not in proc and proc['num_cpus_per_core'] == 2
     assert 'FILL IN: the NUMA domains (lscpu on a node: not asked (--no-srun); Slurm counts ' \
         'them as sockets (numa_node_as_socket), but with 2 threads per core their CPUs are ' \
         'not numbered in blocks)' in comments(text)
     # the node's lscpu, where it matches, gives the real masks
-    _, cluster = hpc_variant(tmp_path, hpc_runner, nodes=two, config=conf,
-                             lscpu=lscpu_of(2, 32, 2, 8))
-    masks = cluster['partitions']['compute']['processor']['topology']['numa_nodes']
+    _, proc = hpc_processor(tmp_path, hpc_runner, nodes=two, config=conf,
+                            lscpu=lscpu_of(2, 32, 2, 8))
+    masks = proc['topology']['numa_nodes']
     assert masks[0] == hex(0xff | 0xff << 64)
 
 

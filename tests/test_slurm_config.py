@@ -394,6 +394,11 @@ def test_the_test_cluster_loads_each_stack_as_a_module_pinned_to_the_link(tmp_pa
     assert ['UCX_TLS', 'tcp,self'] in by_name['mpich']['env_vars']
     assert by_name['openmpi']['extras']['pmi'] == 'pmix'
     assert by_name['mpich']['extras']['pmi'] == 'pmi2'
+    # clean mode (the default): its modules are this machine's stacks, whose
+    # system folder the local system found; Hydra's user file is kept out
+    files = dict(by_name['openmpi']['env_vars'])['OMPI_MCA_mca_base_param_files']
+    assert files.startswith('/') and files.endswith('/openmpi-mca-params.conf'), files
+    assert ['HYDRA_CONFIG_FILE', '/dev/null'] in by_name['mpich']['env_vars']
 
 
 def test_the_test_cluster_takes_mvapich2_only_with_its_prefix(tmp_path):
@@ -439,3 +444,136 @@ def test_a_test_cluster_record_without_cpus_per_node_is_named(tmp_path, no_clust
     assert systems_error(tmp_path) == \
         f'HARNESS_TEST_CLUSTER={tmp_path}: {tmp_path / "cluster.env"}: ' \
         f'CPUS_PER_NODE missing or empty'
+
+
+# ---- HARNESS_MPI_ENV=clean on a centre's cluster: the user's own MPI files ------
+
+OMPI_FILES = {'OMPI_MCA_mca_base_param_files': 'openmpi-mca-params.conf',
+              'PRTE_MCA_mca_base_param_files': 'prte-mca-params.conf',
+              'PMIX_MCA_mca_base_param_files': 'pmix-mca-params.conf'}
+
+
+def cluster_envs(cluster: dict, **kwargs) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """(stack, target system) -> each variable's values, in order."""
+    _, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py',
+                                           **kwargs)
+    out: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for env in envs:
+        values = out.setdefault((env['name'], env['target_systems'][0]), {})
+        for key, value in env['env_vars']:
+            values.setdefault(key, []).append(value)
+    return out
+
+
+@pytest.mark.parametrize('bundled', [(), ('prte-mca-params.conf', 'pmix-mca-params.conf')],
+                         ids=['openmpi-4', 'bundled-prrte-pmix'])
+def test_clean_mode_keeps_the_users_files_out_of_a_clusters_runs(tmp_path, no_cluster_env,
+                                                                bundled):
+    etc = tmp_path / 'etc'
+    etc.mkdir()
+    for name in bundled:
+        (etc / name).write_text('# the site\'s\n')
+    cluster = template_cluster()
+    cluster['stacks']['openmpi']['sysconfdir'] = str(etc)
+    envs = cluster_envs(cluster)      # clean: the default
+    want = {var: [str(etc / name)] for var, name in OMPI_FILES.items()
+            if var == 'OMPI_MCA_mca_base_param_files' or name in bundled}
+    for target in ('example-hpc', 'example-hpc:ib', 'example-hpc:eth'):
+        got = {k: v for k, v in envs[('openmpi', target)].items() if k in OMPI_FILES}
+        assert got == want, target
+        # Hydra (MPICH's, MVAPICH2's own mpiexec: launch 'own') reads no user file
+        for stack in ('mpich', 'mvapich2'):
+            assert envs[(stack, target)]['HYDRA_CONFIG_FILE'] == ['/dev/null'], (stack, target)
+    # the partition's pinned transport is still there
+    assert envs[('openmpi', 'example-hpc:ib')]['OMPI_MCA_pml'] == ['ucx']
+
+
+def test_keep_mode_adds_no_file_variables_to_a_cluster(no_cluster_env):
+    cluster = template_cluster()
+    envs = cluster_envs(cluster, mpi_env='keep')
+    names = {'HYDRA_CONFIG_FILE', *OMPI_FILES}
+    assert all(not names & set(values) for values in envs.values()), envs
+
+
+def test_a_stacks_env_and_a_partitions_pin_win_over_the_clean_files(no_cluster_env):
+    cluster = template_cluster()
+    cluster['stacks']['openmpi']['env'] = {'OMPI_MCA_mca_base_param_files': '/site/ompi.conf'}
+    cluster['partitions']['ib']['transport_env']['mpich']['HYDRA_CONFIG_FILE'] = '/site/h.conf'
+    envs = cluster_envs(cluster)
+    for target in ('example-hpc', 'example-hpc:ib', 'example-hpc:eth'):
+        assert envs[('openmpi', target)]['OMPI_MCA_mca_base_param_files'] == \
+            ['/site/ompi.conf']
+    assert envs[('mpich', 'example-hpc:ib')]['HYDRA_CONFIG_FILE'] == ['/site/h.conf']
+    assert envs[('mpich', 'example-hpc:eth')]['HYDRA_CONFIG_FILE'] == ['/dev/null']
+    assert envs[('mpich', 'example-hpc')]['HYDRA_CONFIG_FILE'] == ['/dev/null']
+
+
+def test_an_open_mpi_without_sysconfdir_is_noted_once_and_reads_the_users_files(
+        tmp_path, no_cluster_env, capsys):
+    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+    site = tmp_path / 'site_nosys.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    "CLUSTER['stacks']['openmpi'].pop('sysconfdir', None)\n")
+    no_cluster_env.setenv('HARNESS_CLUSTERS', str(site))
+    _, envs = slurm_systems.slurm_systems(str(tmp_path / 'var'), [], [])
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if 'sysconfdir' in ln]
+    assert notes == [
+        f"[harness config] system example-hpc ({site}): stack openmpi (Open MPI) names no "
+        f"sysconfdir, so its runs in HARNESS_MPI_ENV=clean still read the user's own "
+        f"~/.openmpi/mca-params.conf, ~/.prte/mca-params.conf, ~/.pmix/mca-params.conf "
+        f"(recorded in user_config_files); add 'sysconfdir': ... to it (`ompi_info --path "
+        f"sysconfdir` with its modules loaded), or `./harness site` writes it"]
+    ompi = [e for e in envs if e['name'] == 'openmpi' and
+            e['target_systems'][0].startswith('example-hpc')]
+    assert ompi and not any(k in OMPI_FILES for e in ompi for k, _ in e['env_vars'])
+    # keep mode: nothing to say
+    slurm_systems.slurm_systems(str(tmp_path / 'var'), [], [], mpi_env='keep')
+    assert 'sysconfdir' not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('change, message', [
+    (lambda c: c['stacks']['openmpi'].update(sysconfdir=5),
+     'site_x.py: stack openmpi: sysconfdir must be an absolute path (a string), got 5'),
+    (lambda c: c['stacks']['openmpi'].update(sysconfdir='etc/openmpi'),
+     "site_x.py: stack openmpi: sysconfdir must be an absolute path (a string), "
+     "got 'etc/openmpi'"),
+    (lambda c: c['stacks']['openmpi'].update(sysconfdir=['/etc/openmpi']),
+     "site_x.py: stack openmpi: sysconfdir must be an absolute path (a string), "
+     "got ['/etc/openmpi']"),
+    (lambda c: c['stacks']['mpich'].update(sysconfdir='/etc/mpich'),
+     "site_x.py: stack mpich: sysconfdir is only for a stack of family openmpi (what its "
+     "sysconfdir_tool prints); family 'mpich' has none"),
+    (lambda c: c['stacks']['openmpi'].update(family='intelmpi'),
+     "site_x.py: stack openmpi: sysconfdir is only for a stack of family openmpi (what its "
+     "sysconfdir_tool prints); family 'intelmpi' has none"),
+])
+def test_a_bad_sysconfdir_is_named(change, message, no_cluster_env):
+    assert cluster_error(change) == message
+
+
+def test_a_dry_run_exports_the_clean_files_of_a_clusters_stacks(tmp_path):
+    etc = tmp_path / 'ompi-etc'
+    etc.mkdir()
+    (etc / 'pmix-mca-params.conf').write_text('# bundled PMIx\n')
+    site = tmp_path / 'site_clean.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    f"CLUSTER['stacks']['openmpi']['sysconfdir'] = {str(etc)!r}\n")
+    var = tmp_path / 'var'
+    proc = reframe(var, '-c', str(REPO / 'checks'), '--system', 'example-hpc:ib',
+                   '-n', 'StreamCheck%layout=mpi_128x1', '--dry-run',
+                   **{**template_env(), 'HARNESS_CLUSTERS': str(site),
+                      'HARNESS_MPI_ENV': 'clean'})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    stage = var / 'example-hpc' / 'stage' / 'example-hpc' / 'ib'
+    ompi = next((stage / 'openmpi').glob('StreamCheck_*/rfm_job.sh')).read_text()
+    assert f'export OMPI_MCA_mca_base_param_files={etc}/openmpi-mca-params.conf\n' in ompi
+    assert f'export PMIX_MCA_mca_base_param_files={etc}/pmix-mca-params.conf\n' in ompi
+    assert 'PRTE_MCA_mca_base_param_files' not in ompi
+    mv2 = next((stage / 'mvapich2').glob('StreamCheck_*/rfm_job.sh')).read_text()
+    assert 'export HYDRA_CONFIG_FILE=/dev/null\n' in mv2
+    # keep mode: the environments hold none of them
+    proc = reframe(var, '--system', 'example-hpc:ib', '--show-config', 'environments',
+                   **{**template_env(), 'HARNESS_CLUSTERS': str(site), 'HARNESS_MPI_ENV': 'keep'})
+    assert proc.returncode == 0, proc.stderr
+    names = {k for e in json.loads(proc.stdout) for k, _ in e.get('env_vars', [])}
+    assert not names & {'HYDRA_CONFIG_FILE', *OMPI_FILES}

@@ -143,9 +143,25 @@ def test_every_entry_says_consistent_things(stack):
     assert {var for var, _ in stack.user_files} == set(stack.clean_files_env)
     needs_folder = any('{sysconfdir}' in v for v in stack.clean_files_env.values())
     assert needs_folder == bool(stack.sysconfdir_tool)
+    # Only a variable naming a file in that folder can wait for the file.
+    assert set(stack.clean_files_optional) <= set(stack.clean_files_env)
+    assert not stack.clean_files_optional or stack.sysconfdir_tool
     assert not any('{' in v for v in stack.clean_files('/etc/x').values())
     # The test cluster loads the module of the stack's name.
     assert (REPO / 'config' / 'modules' / 'files' / f'{stack.name}.lua').exists()
+
+
+@pytest.mark.parametrize('stack', STACKS, ids=lambda s: s.name)
+def test_clean_files_at_a_folder_wait_only_the_optional_ones_for_their_file(stack, tmp_path):
+    # What the local system (launch.clean_files_env) and a cluster's stack
+    # (slurm_systems, its declared sysconfdir) both set in clean mode.
+    folder = str(tmp_path)
+    assert set(stack.clean_files_at(folder)) == \
+        set(stack.clean_files_env) - set(stack.clean_files_optional)
+    for var in stack.clean_files_optional:
+        with open(stack.clean_files(folder)[var], 'w') as fp:
+            fp.write('# the site\'s\n')
+    assert stack.clean_files_at(folder) == stack.clean_files(folder)
 
 
 def test_debian_packages_are_the_ones_the_harness_installs():

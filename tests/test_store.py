@@ -8,6 +8,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hybridverdict import render, store
@@ -29,6 +30,11 @@ def spmv_lines(n: int, start: int = 0) -> list[str]:
                  mode='mpi' if i % 2 else 'masteronly', ranks=2 if i % 2 else 1,
                  threads=1 if i % 2 else 2, time=T0 + dt.timedelta(minutes=i))
             for i in range(start, start + n)]
+
+
+def spmv_log(path: Path, n: int) -> Path:
+    """A perflog at `path` of `n` spmv runs (spmv_lines) under their header."""
+    return write(path, [header(['t_total', 'fom'])] + spmv_lines(n))
 
 
 def same_records(a, b) -> None:
@@ -66,7 +72,7 @@ def test_report_from_the_store_is_the_report_from_the_perflogs(tmp_path):
 
 
 def test_only_appended_lines_are_parsed(tmp_path):
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])] + spmv_lines(4))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 4)
     st = store.Store(str(tmp_path / 'history'))
     assert st.ingest([str(path.parent)]).records == 4
     # nothing new: nothing parsed, no new part
@@ -93,7 +99,7 @@ def test_only_appended_lines_are_parsed(tmp_path):
 
 def test_a_renamed_or_rewritten_perflog_adds_no_duplicate(tmp_path):
     logs = tmp_path / 'logs'
-    path = write(logs / 'SpmvCheck.log', [header(['t_total', 'fom'])] + spmv_lines(3))
+    path = spmv_log(logs / 'SpmvCheck.log', 3)
     st = store.Store(str(tmp_path / 'history'))
     st.ingest([str(logs)])
     # ReFrame renames a perflog whose header changed and starts a new one
@@ -104,15 +110,14 @@ def test_a_renamed_or_rewritten_perflog_adds_no_duplicate(tmp_path):
     assert done.records == 1
     # a file rewritten with its old records and a new one: only the new one is added
     os.unlink(logs / 'SpmvCheck.log.h0')
-    write(logs / 'Copy.log', [header(['t_total', 'fom'])] + spmv_lines(4))
+    spmv_log(logs / 'Copy.log', 4)
     done = st.ingest([str(logs)])
     assert done.records == 1
     assert len(st.records()) == 5
 
 
 def test_parts_are_never_overwritten_and_uncommitted_ones_are_ignored(tmp_path):
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
-                 + spmv_lines(2))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 2)
     hist = tmp_path / 'history'
     hist.mkdir()
     orphan = hist / 'part-000001-records.parquet'        # a crash before its JSON
@@ -186,8 +191,8 @@ def test_the_store_gives_the_last_named_sessions_as_the_perflogs_do(tmp_path):
 
 def test_two_copies_of_a_perflog_in_one_ingest_store_its_records_once(tmp_path):
     logs = tmp_path / 'logs'
-    write(logs / 'a.log', [header(['t_total', 'fom'])] + spmv_lines(3))
-    write(logs / 'b.log', [header(['t_total', 'fom'])] + spmv_lines(3))
+    spmv_log(logs / 'a.log', 3)
+    spmv_log(logs / 'b.log', 3)
     st = store.Store(str(tmp_path / 'history'))
     assert st.ingest([str(logs), str(logs / 'a.log')]).records == 3
     assert len(st.records()) == 3
@@ -211,8 +216,7 @@ def test_two_checks_of_one_second_are_two_records_in_every_ingest(tmp_path):
 
 
 def corrupt_store(tmp_path, what: str) -> str:
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
-                 + spmv_lines(2))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 2)
     hist = tmp_path / 'history'
     store.Store(str(hist)).ingest([str(path)])
     bad = hist / ('part-000001-values.parquet' if what == 'parquet' else 'part-000001.json')
@@ -247,14 +251,12 @@ def test_the_store_folder_is_made_only_when_there_is_something_to_store(tmp_path
     (tmp_path / 'empty').mkdir()
     assert store.Store(str(hist)).ingest([str(tmp_path / 'empty')]).part is None
     assert not hist.exists()
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
-                 + spmv_lines(2))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 2)
     assert store.Store(str(hist)).ingest([str(path)]).records == 2 and hist.is_dir()
 
 
 def test_appended_lines_are_named_in_warnings_by_their_perflog(tmp_path):
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
-                 + spmv_lines(2))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 2)
     st = store.Store(str(tmp_path / 'history'))
     st.ingest([str(path)])
     with open(path, 'a') as fp:
@@ -304,7 +306,7 @@ print(done.records)
 
 def test_two_ingests_at_once_store_each_record_once(tmp_path):
     logs = tmp_path / 'logs'
-    write(logs / 'SpmvCheck.log', [header(['t_total', 'fom'])] + spmv_lines(50))
+    spmv_log(logs / 'SpmvCheck.log', 50)
     hist, marks = tmp_path / 'history', tmp_path / 'marks'
     marks.mkdir()
     procs = [subprocess.Popen([sys.executable, '-c', INGEST, str(hist), str(logs),
@@ -324,8 +326,7 @@ def test_two_ingests_at_once_store_each_record_once(tmp_path):
 
 
 def test_lines_appended_during_the_first_ingest_are_stored_once(tmp_path, monkeypatch):
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
-                 + spmv_lines(3))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 3)
     read_file = store.read_file
     appended: list[str] = []
 
@@ -366,8 +367,7 @@ def test_a_failed_first_record_is_stored_as_the_perflogs_read_it(tmp_path):
 
 
 def test_a_lone_carriage_return_in_an_appended_line_does_not_split_it(tmp_path):
-    path = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total', 'fom'])]
-                 + spmv_lines(1))
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 1)
     st = store.Store(str(tmp_path / 'history'))
     assert st.ingest([str(path)]).records == 1
     odd, after = spmv_lines(2, start=1)

@@ -24,7 +24,7 @@ from .paths import REPO_DIR
 from .stacks import STACK
 
 #: The title line; its version is optional (an OSU built without autotools'
-#: PACKAGE_VERSION prints ``# OSU MPI Latency Test``: OsuTable.major 0).
+#: PACKAGE_VERSION prints ``# OSU MPI Latency Test``: OsuTable.version '').
 _TITLE = re.compile(r'^#\s*OSU MPI(?:-\S+)? (?P<name>.+?) Test(?: v(?P<version>\S+))?\s*$')
 #: The line that starts OSU's help, printed (with status 1) for an option
 #: it does not know: OSU 5.0-5.3 have no ``-m``.
@@ -54,17 +54,6 @@ class OsuTable:
     options: tuple[str, ...] = ()
     #: Sizes whose data validation failed (7.x ``-c``: ``Fail``).
     failed: tuple[int, ...] = ()
-
-    @property
-    def major(self) -> int:
-        """The major version (5, 6, 7, ...; 0 where the title has none)."""
-        m = re.match(r'\d+', self.version)
-        return int(m.group()) if m else 0
-
-    @property
-    def value_columns(self) -> tuple[str, ...]:
-        """The numeric columns after Size (Validation is not one)."""
-        return tuple(c for c in self.columns[1:] if c != VALIDATION)
 
     def column(self, index: int = 0) -> dict[int, float]:
         """Value of column `index` (0: the first after Size) per size."""

@@ -119,9 +119,11 @@ class Stack:
     user_files: tuple[tuple[str, str], ...]
     #: What keeps those files out of a run in ``HARNESS_MPI_ENV=clean`` mode,
     #: the site's own files kept (``{sysconfdir}``: the folder ``sysconfdir_tool``
-    #: prints; there, each entry after the first is set only where its file is
-    #: in that folder: ``harnesslib.launch.clean_files_env``).
+    #: prints).
     clean_files_env: Mapping[str, str]
+    #: The variables of ``clean_files_env`` set only where their file is in
+    #: that folder (the others always: ``harnesslib.launch.clean_files_env``).
+    clean_files_optional: tuple[str, ...]
     #: The tool and options that print its system configuration folder
     #: (``Sysconfdir: <path>``), where ``clean_files_env`` needs it; () if not.
     sysconfdir_tool: tuple[str, ...]
@@ -169,6 +171,13 @@ class Stack:
         """``clean_files_env`` with its system configuration folder."""
         return _fill(self.clean_files_env, sysconfdir=sysconfdir)
 
+    def clean_files_at(self, sysconfdir: str = '') -> dict[str, str]:
+        """``clean_files`` of the system configuration folder `sysconfdir` as a
+        run gets them: each of ``clean_files_optional`` only where its file is
+        in that folder (``harnesslib.launch.clean_files_env`` says why)."""
+        return {var: path for var, path in self.clean_files(sysconfdir).items()
+                if var not in self.clean_files_optional or os.path.isfile(path)}
+
     def root_env_here(self) -> dict[str, str]:
         """``root_env`` where this process runs as root, else nothing."""
         return dict(self.root_env) if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}
@@ -190,6 +199,7 @@ _MPICH_FAMILY: dict = dict(
     # lines override a partition's pinned transport); /dev/null: no file.
     user_files=(('HYDRA_CONFIG_FILE', '.mpiexec.hydra.conf'),),
     clean_files_env=_env(HYDRA_CONFIG_FILE='/dev/null'),
+    clean_files_optional=(),
     sysconfdir_tool=(),
     srun_pmi='pmi2',
 )
@@ -239,6 +249,8 @@ STACKS: tuple[Stack, ...] = (
             OMPI_MCA_mca_base_param_files='{sysconfdir}/openmpi-mca-params.conf',
             PRTE_MCA_mca_base_param_files='{sysconfdir}/prte-mca-params.conf',
             PMIX_MCA_mca_base_param_files='{sysconfdir}/pmix-mca-params.conf'),
+        clean_files_optional=('PRTE_MCA_mca_base_param_files',
+                              'PMIX_MCA_mca_base_param_files'),
         sysconfdir_tool=('ompi_info', '--path', 'sysconfdir'),
         srun_pmi='pmix',
         slurm_launch='srun',

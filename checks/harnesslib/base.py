@@ -146,6 +146,22 @@ def sanity_errors(*errors: type[Exception]) -> Iterator[None]:
         raise sn.SanityError(str(err)) from None
 
 
+def require_at_least(test: rfm.RegressionTest, var: str, low: int, must: str) -> None:
+    """A ValueError where `test`'s variable `var` (a ``-S`` value) is below `low`,
+    naming it and its value: it `must` be ... (the setup stage fails the test)."""
+    value = getattr(test, var)
+    if value < low:
+        raise ValueError(f'{type(test).__name__}.{var} must be {must}, got {value}')
+
+
+def record_exit_status(test: rfm.RegressionTest) -> None:
+    """Where the scheduler reports no exit status (ReFrame's squeue backend: no
+    accounting database), the job script records its launcher's (or its
+    script's), right after it: ``RunBase.exit_status`` reads it back."""
+    if test.job.scheduler.registered_name == 'squeue':
+        test.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *test.postrun_cmds]
+
+
 class StageFiles(rfm.RegressionTestPlugin):
     """The files a check writes into its stage directory for its job (a
     script of several launches) and reads back from it after the run."""
@@ -195,9 +211,7 @@ class OsuRuns(rfm.RegressionTestPlugin):
     def check_run_timeout(self):
         # 0 would turn `timeout` off (no guard against a hung MPI_Finalize), a
         # negative value make `timeout` itself fail (status 125) instead of OSU.
-        if self.run_timeout <= 0:
-            raise ValueError(f'{type(self).__name__}.run_timeout must be a number of seconds '
-                             f'above 0, got {self.run_timeout}')
+        require_at_least(self, 'run_timeout', 1, 'a number of seconds above 0')
 
     def timeout_options(self) -> list[str]:
         """``timeout``'s options: TERM after ``run_timeout`` s, KILL 10 s later."""
@@ -571,10 +585,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
                 *self.job.launcher.options,
                 f'--cpus-per-task={self.rank_cpus(int(self.threads))}']
         self.prerun_cmds = hold_node_lock(self.current_partition) + self.prerun_cmds
-        if self.job.scheduler.registered_name == 'squeue':
-            # squeue reports no exit status (no accounting database): the
-            # job script records the launcher's, right after it.
-            self.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *self.postrun_cmds]
+        record_exit_status(self)
 
     @run_before('run')
     def check_mpi_env(self):

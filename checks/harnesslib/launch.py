@@ -113,22 +113,20 @@ def clean_files_env(family: str, launcher: str = '') -> dict[str, str]:
     ``clean`` mode (``Stack.clean_files_env``: Hydra reads no file, Open MPI
     only its system's MCA files, its folder found from `launcher`).
 
-    Of a stack with a system folder, each variable after the first (Open MPI's
-    own, always set) names the system's file only where that file is in the
-    folder: PRRTE's and PMIx's are there only where they are bundled, and an
-    external one's site file (elsewhere) must not be dropped.  A variable left
-    unset lets the user's file of that component be read, and recorded
-    (``user_config_files``)."""
+    Of a stack with a system folder, each variable of ``clean_files_optional``
+    (Open MPI's PRRTE and PMIx ones; its own is always set) names the system's
+    file only where that file is in the folder: PRRTE's and PMIx's are there
+    only where they are bundled, and an external one's site file (elsewhere)
+    must not be dropped.  A variable left unset lets the user's file of that
+    component be read, and recorded (``user_config_files``)."""
     stack = STACK.get(family)
     if stack is None:
         return {}
     if not stack.sysconfdir_tool:
-        return stack.clean_files()
+        return stack.clean_files_at()
     if not launcher:
         return {}
-    first = next(iter(stack.clean_files_env), '')
-    return {var: path for var, path in stack.clean_files(stack_sysconfdir(stack, launcher)).items()
-            if var == first or os.path.isfile(path)}
+    return stack.clean_files_at(stack_sysconfdir(stack, launcher))
 
 
 def mpi_env_mode() -> str:

@@ -142,8 +142,19 @@ def _written(args: argparse.Namespace, doc: dict,
     return 0
 
 
-#: the options of the knobs of ``changes.Knobs``, in its field order
-KNOB_OPTIONS = ('--min-segment', '--p-value', '--min-magnitude', '--session-gap')
+#: the options of the knobs of ``changes.Knobs``, in its field order: the option, its
+#: field (the option's dest), type, metavar and help
+KNOB_OPTIONS = (
+    ('--min-segment', 'min_segment', int, 'N',
+     'sessions on each side of a change point (default 3)'),
+    ('--p-value', 'p_value', float, 'P',
+     f'largest p-value of the permutation test, at least {changes.MIN_P_VALUE:g} '
+     '(default 0.01)'),
+    ('--min-magnitude', 'magnitude', float, 'F',
+     'smallest change, a fraction: 0.05 = 5%% (default 0.05)'),
+    ('--session-gap', 'session_gap', float, 'MIN',
+     'minutes between runs that start a new session, at most '
+     f'{changes.MAX_SESSION_GAP:g} (default 60)'))
 
 
 def changes_main(argv: list[str]) -> int:
@@ -164,16 +175,8 @@ def changes_main(argv: list[str]) -> int:
                    help='the history store (default: $HARNESS_VAR_DIR/history, else '
                         'the checkout\'s var/history)')
     p.add_argument('--json', metavar='FILE', help='also write the change points as JSON')
-    p.add_argument('--min-segment', type=int, metavar='N',
-                   help='sessions on each side of a change point (default 3)')
-    p.add_argument('--p-value', type=float, metavar='P',
-                   help='largest p-value of the permutation test, at least '
-                        f'{changes.MIN_P_VALUE:g} (default 0.01)')
-    p.add_argument('--min-magnitude', type=float, metavar='F',
-                   help='smallest change, a fraction: 0.05 = 5%% (default 0.05)')
-    p.add_argument('--session-gap', type=float, metavar='MIN',
-                   help='minutes between runs that start a new session, at most '
-                        f'{changes.MAX_SESSION_GAP:g} (default 60)')
+    for option, field, kind, metavar, text in KNOB_OPTIONS:
+        p.add_argument(option, dest=field, type=kind, metavar=metavar, help=text)
     p.add_argument('--last-night', action='store_true',
                    help='print the morning page of the last session instead ("Since the '
                         'last night": what moved with it, checks newly failing or passing, '
@@ -183,10 +186,10 @@ def changes_main(argv: list[str]) -> int:
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
     bounds = _times(p, args, 'since', 'until')
-    given = {'min_segment': args.min_segment, 'p_value': args.p_value,
-             'magnitude': args.min_magnitude, 'session_gap': args.session_gap}
-    for (name, value), option in zip(given.items(), KNOB_OPTIONS):
-        problem = '' if value is None else changes.Knobs.problem(name, value)
+    given = {field: getattr(args, field) for _, field, *_ in KNOB_OPTIONS}
+    for option, field, *_ in KNOB_OPTIONS:
+        value = given[field]
+        problem = '' if value is None else changes.Knobs.problem(field, value)
         if problem:
             p.error(f'{option} {value}: {problem}')
     try:

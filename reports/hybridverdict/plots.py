@@ -14,7 +14,7 @@ import math
 import multiprocessing
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 
 import matplotlib
 
@@ -88,6 +88,18 @@ def _panels(items: Iterable, key: Callable, cols: int, w: float = 4.2, h: float 
         return None, []
     fig, axes = _grid(len(groups), cols, w, h)
     return fig, list(zip(axes, sorted(groups.items(), key=lambda kv: order(kv[0]))))
+
+
+def _figure(items: Sized, cols: int, w: float, h: float, bottom: float | None = None) -> tuple:
+    """A figure of `cols` panels side by side with the fixed margins (`bottom`: room for
+    long tick labels): the figure and its axes; (None, None) without items."""
+    if not items:
+        return None, None
+    fig, axes = plt.subplots(1, cols, figsize=(w, h))
+    _layout(fig)
+    if bottom is not None:
+        fig.subplots_adjust(bottom=bottom)
+    return fig, axes
 
 
 def _finish(ax, title: str, xlabel: str, ylabel: str, loc: str = 'upper left',
@@ -218,12 +230,10 @@ def heatmaps(rep: Report) -> list[Figure]:
 
 def efficiencies(rep: Report) -> Figure | None:
     effs = rep.efficiencies
-    if not effs:
+    fig, ax = _figure(effs, 1, max(6.0, 0.9 * len(effs) + 2), 3.6, bottom=0.25)
+    if fig is None:
         return None
     names = ('e_mt', 'e_cache', 'e_ni', 'e_mp')
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(effs) + 2), 3.6))
-    _layout(fig)
-    fig.subplots_adjust(bottom=0.25)
     width = 0.2
     for j, name in enumerate(names):
         ys = [getattr(e, name) for e in effs]
@@ -297,17 +307,16 @@ def hockney(rep: Report) -> Figure | None:
 
 
 def saturation(rep: Report) -> Figure | None:
-    series = rep.saturation
-    if not series:
-        return None
     # the largest message of each (stack, partition, kernel): the saturation regime
     top: dict[tuple, comm.Saturation] = {}
-    for s in series:
+    for s in rep.saturation:
         key = (s.system, s.partition, s.stack, s.kernel, s.nodes, s.build, s.library)
         if key not in top or s.size > top[key].size:
             top[key] = s
-    fig, (ax_abs, ax_rel) = plt.subplots(1, 2, figsize=(10, 3.8))
-    _layout(fig)
+    fig, axes = _figure(top, 2, 10, 3.8)
+    if fig is None:
+        return None
+    ax_abs, ax_rel = axes
     for s in top.values():
         pts = s.curve()
         ks = [p[0] for p in pts]
@@ -328,11 +337,10 @@ def saturation(rep: Report) -> Figure | None:
 
 def stacks(rep: Report) -> Figure | None:
     heads = [h for h in rep.headlines if h.latency is not None or h.bandwidth is not None]
-    if not heads:
+    fig, axes = _figure(heads, 2, 10, 3.8, bottom=0.2)
+    if fig is None:
         return None
-    fig, (ax_lat, ax_bw) = plt.subplots(1, 2, figsize=(10, 3.8))
-    _layout(fig)
-    fig.subplots_adjust(bottom=0.2)
+    ax_lat, ax_bw = axes
     labels = [f'{h.stack}\n{h.partition} {h.family}' for h in heads]
     xs = range(len(heads))
     ax_lat.bar(xs, [math.nan if h.latency is None else h.latency for h in heads])

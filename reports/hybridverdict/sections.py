@@ -28,11 +28,21 @@ HISTORY = 'history'           # (series, total)
 VERDICTS = 'verdicts'         # set by report.build
 RABENSEIFNER = 'rabenseifner'
 FIGURE_OBJECTS = (CURVES, HEADLINES, SATURATION, COLLECTIVES, EFFICIENCIES, PHASE_ROWS)
+#: the shared objects that are one analysis of the report window: name -> the analysis
+FROM_WINDOW = {PHASE_ROWS: phases.phase_rows, EFFICIENCIES: spmv_model.efficiencies,
+               OVERLAPS: spmv_model.overlaps, CURVES: comm.p2p_curves,
+               HEADLINES: comm.headlines, SATURATION: comm.saturation,
+               COLLECTIVES: comm.collectives}
 
 
 def _data(items: list, *properties: str) -> list[dict]:
     """A section's JSON data: each item's fields, and the `properties` named."""
     return [dataclasses.asdict(x) | {p: getattr(x, p) for p in properties} for x in items]
+
+
+def _shared(ctx: Context, name: str) -> list:
+    """The shared object `name` of ``FROM_WINDOW``, computed once per report."""
+    return ctx.get(name, lambda: FROM_WINDOW[name](ctx.window))
 
 
 def since_last_night(ctx: Context) -> Section | None:
@@ -50,7 +60,7 @@ def since_last_night(ctx: Context) -> Section | None:
 
 
 def md_phases(ctx: Context) -> Section:
-    md = ctx.get(PHASE_ROWS, lambda: phases.phase_rows(ctx.window))
+    md = _shared(ctx, PHASE_ROWS)
     return Section('MD phase breakdown (Chorley, Walker & Guest, Tables 2-4)',
                    'Median time of each phase on the slowest rank; hybrid/mpi above 1: '
                    'slower in hybrid.', phases.COLUMNS, phases.table_rows(md),
@@ -59,7 +69,7 @@ def md_phases(ctx: Context) -> Section:
 
 
 def spmv_efficiencies(ctx: Context) -> Section:
-    eff = ctx.get(EFFICIENCIES, lambda: spmv_model.efficiencies(ctx.window))
+    eff = _shared(ctx, EFFICIENCIES)
     return Section('SpMV efficiencies (Chow & Hysom)', spmv_model.DIRECTIONS,
                    spmv_model.EFF_COLUMNS, spmv_model.efficiency_rows(eff), _data(eff),
                    s.FIG_EFFICIENCIES, s.SPMV_EFFICIENCIES,
@@ -130,7 +140,7 @@ def network_interface(ctx: Context) -> Section:
 
 
 def spmv_overlap(ctx: Context) -> Section:
-    ovl = ctx.get(OVERLAPS, lambda: spmv_model.overlaps(ctx.window))
+    ovl = _shared(ctx, OVERLAPS)
     return Section('SpMV overlap model (Rabenseifner): masteronly against funneled',
                    'Fractions of a masteronly call; eps = T_masteronly / T_funneled, one '
                    'communicating thread.', spmv_model.OVL_COLUMNS,
@@ -139,7 +149,7 @@ def spmv_overlap(ctx: Context) -> Section:
 
 
 def hockney(ctx: Context) -> Section:
-    curves = ctx.get(CURVES, lambda: comm.p2p_curves(ctx.window))
+    curves = _shared(ctx, CURVES)
     return Section('Hockney fits t = t0 + m / r_inf (Xu & Hwang)',
                    'Least squares on the relative residuals of the median one-way time per '
                    'message size (lat_<m>, or m / bw_<m>); m_1/2 = t0 r_inf; rel. error = RMS '
@@ -151,12 +161,8 @@ def hockney(ctx: Context) -> Section:
                    'osu_bibw) with lat_<bytes> or bw_<bytes>', standalone=True)
 
 
-def _headlines(ctx: Context) -> list[comm.Headline]:
-    return ctx.get(HEADLINES, lambda: comm.headlines(ctx.window))
-
-
 def stack_comparison(ctx: Context) -> Section:
-    rows, data = comm.stack_rows(_headlines(ctx))
+    rows, data = comm.stack_rows(_shared(ctx, HEADLINES))
     return Section('MPI-stack comparison',
                    'Latency at 8 B and bandwidth at 1 MiB and at the largest size, each stack '
                    'against the best stack of the same partition and source (x best: 1.00 is '
@@ -167,7 +173,7 @@ def stack_comparison(ctx: Context) -> Section:
 
 
 def ring_vs_osu(ctx: Context) -> Section:
-    rows, data = comm.ring_osu_rows(_headlines(ctx))
+    rows, data = comm.ring_osu_rows(_shared(ctx, HEADLINES))
     return Section('Ring kernel against OSU',
                    'The ring kernel\'s latency at 8 B and bandwidth at 1 MiB beside the OSU '
                    'benchmarks\' on the same stack and partition, a row per ring build and OSU '
@@ -185,16 +191,14 @@ def ring_osu_accuracy(ctx: Context) -> Section:
 
 
 def saturation(ctx: Context) -> Section:
-    sat = ctx.get(SATURATION, lambda: comm.saturation(ctx.window))
-    rows, data = comm.saturation_rows(sat)
+    rows, data = comm.saturation_rows(_shared(ctx, SATURATION))
     return Section('Ring saturation curve (Rabenseifner)', comm.SATURATION_NOTE,
                    comm.SATURATION_COLUMNS, rows, data, s.FIG_SATURATION, s.SATURATION,
                    'ring or osu_mbw_mr runs with bw_k<k>_<bytes>', standalone=True)
 
 
 def masteronly_across_nodes(ctx: Context) -> Section:
-    sat = ctx.get(SATURATION, lambda: comm.saturation(ctx.window))
-    found = ctx.get(RABENSEIFNER, lambda: comm.rabenseifner(sat))
+    found = ctx.get(RABENSEIFNER, lambda: comm.rabenseifner(_shared(ctx, SATURATION)))
     rows, data = comm.rabenseifner_rows(found)
     return Section('Masteronly against pure MPI across nodes (Rabenseifner)',
                    comm.RABENSEIFNER_NOTE, comm.RABENSEIFNER_COLUMNS, rows, data, '',
@@ -204,7 +208,7 @@ def masteronly_across_nodes(ctx: Context) -> Section:
 
 
 def collectives(ctx: Context) -> Section:
-    coll = ctx.get(COLLECTIVES, lambda: comm.collectives(ctx.window))
+    coll = _shared(ctx, COLLECTIVES)
     rows, data = comm.collective_rows(coll)
     return Section('Collectives: t = a log2 n + b (Xu & Hwang)',
                    'Median latency against the rank count n = ranks per node x nodes, per '

@@ -10,8 +10,8 @@ one pair up by node count.
 
 The speedup is T_mpi / T_hybrid (``t_total``); above 1 hybrid is faster.  The
 call is the one rule of ``stats`` (``stats.speedup_call``: WIN, LOSS, TIE or
-INCONCLUSIVE, the interval of the speedup against the band 1 +- floor; see
-docs/pages/statistics.md); each verdict says how many rounds it stands on, why
+INCONCLUSIVE, the interval of the speedup against the band [1/(1+floor), 1+floor];
+see docs/pages/statistics.md); each verdict says how many rounds it stands on, why
 they stopped and, for paired rounds, the median gap between a round's two runs.
 
 With the history, a verdict is ``confirmed`` when each of the last

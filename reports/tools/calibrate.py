@@ -11,7 +11,8 @@ run's own noise / sqrt(2), from Student's t with 3 degrees of freedom (heavy
 tails); the machine drifts, a random walk from run to run (steps of noise / 2)
 and a 50% slow-down over the session, shared by a round's runs but for the step
 between them; the pair's order alternates by round; the rule judges at each look
-(``stats.looks``) until decided or at the cap.
+(``stats.looks``) until decided or at the cap.  A TIE's band is ``stats.band``,
+[1 / (1 + f), 1 + f] with f the noise floor (``stats.DEFAULT_FLOOR``).
 """
 
 from __future__ import annotations
@@ -164,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = simulate(pairs=args.pairs, planned=args.planned, cap=args.max_rounds,
                     seed=args.seed)
     print(f'paired t on log ratios, {stats.DECISION_CONFIDENCE:.1%} per look, looks at '
-          f'{stats.looks(args.planned, args.max_rounds)} rounds, band 1 +- '
-          f'{stats.DEFAULT_FLOOR:.0%}, {args.pairs} pairs per cell')
+          f'{stats.looks(args.planned, args.max_rounds)} rounds, TIE band '
+          f'[{stats.band()[0]:.3f}, {stats.band()[1]:.3f}], {args.pairs} pairs per cell')
     print(f'{"noise":>6} {"speedup":>8} {"truth":>6} {"decided":>8} {"wrong":>7} '
           f'{"rounds":>7}')
     for r in rows:

@@ -58,28 +58,28 @@ if(KERNEL_FAULT_INJECT)
   # lists without the skin: pairs within cutoff+skin missing from the step-0
   # lists (a run of 21 steps ends 1 step after a rebuild, one of 20 on one);
   # with --check-forces the last step's forces (the run's lists) differ too
-  kernel_test(named_fault_md_list_no_skin_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=md_list_no_skin EXPECT_STATUS 3
+  named_fault(md_list_no_skin _2x1 NP 2 THREADS 1
               EXPECT_FAIL "\"verified\":false.*md: verification FAILED:.* [1-9][0-9]* pairs within cutoff\\+skin 2.8 missing from \\(or repeated in\\) the neighbour lists as built \\(step 0: [1-9][0-9]*, last step: 0\\)"
               COMMAND md --cells-per-side 6 --steps 21)
-  kernel_test(named_fault_md_list_no_skin_rebuilt_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=md_list_no_skin EXPECT_STATUS 3
+  named_fault(md_list_no_skin _rebuilt_2x1 NP 2 THREADS 1
               EXPECT_FAIL "md: verification FAILED:.* pairs within cutoff\\+skin 2.8 missing .*\\(step 0: [1-9][0-9]*, last step: [1-9][0-9]*\\)"
               COMMAND md --cells-per-side 6 --steps 20)
-  kernel_test(named_fault_md_list_no_skin_check_forces_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=md_list_no_skin EXPECT_STATUS 3
+  named_fault(md_list_no_skin _check_forces_2x1 NP 2 THREADS 1
               EXPECT_FAIL "check-forces \\(the run's lists\\): 864 atoms, max \\|f - f_brute\\| / max \\|f_brute\\| = [0-9.]+e-0[0-9].*md: verification FAILED:.* forces differ from brute force"
               COMMAND md --check-forces --cells-per-side 6 --steps 30 --rebuild-every 7)
   # MPI_MAX instead of MPI_SUM in the energy sums: T_0 != --temp
-  kernel_test(named_fault_md_thermo_max_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=md_thermo_max EXPECT_STATUS 3
+  named_fault(md_thermo_max _2x1 NP 2 THREADS 1
               EXPECT_FAIL "md: verification FAILED:.* step-0 temperature differs from --temp 1.44"
               COMMAND md --cells-per-side 5 --steps 10)
   # ghost pairs dropped, ghost virial doubled: step 0 is not the fcc lattice's
-  kernel_test(named_fault_md_drop_ghost_pairs_1x1 NP 1 THREADS 1 ENV KERNEL_FAULT=md_drop_ghost_pairs EXPECT_STATUS 3
+  named_fault(md_drop_ghost_pairs _1x1 NP 1 THREADS 1
               EXPECT_FAIL "md: verification FAILED:.* step-0 energy/virial per atom differ from the fcc lattice's"
               COMMAND md --cells-per-side 5 --steps 10)
-  kernel_test(named_fault_md_virial_double_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=md_virial_double EXPECT_STATUS 3
+  named_fault(md_virial_double _2x1 NP 2 THREADS 1
               EXPECT_FAIL "md: verification FAILED:.* step-0 energy/virial per atom differ from the fcc lattice's \\([-0-9.]+ / [-0-9.]+\\) by [0-9.]+e-[0-9]+ / [0-9.]+e-0[0-9]"
               COMMAND md --cells-per-side 5 --steps 10)
   if(KERNEL_OPENMP)
-    kernel_test(named_fault_md_drop_ghost_pairs_1x2 NP 1 THREADS 2 ENV KERNEL_FAULT=md_drop_ghost_pairs EXPECT_STATUS 3
+    named_fault(md_drop_ghost_pairs _1x2 NP 1 THREADS 2
                 EXPECT_FAIL "md: verification FAILED:.* step-0 energy/virial per atom differ from the fcc lattice's"
                 COMMAND md --mode masteronly --cells-per-side 5 --steps 10)
   endif()

@@ -78,7 +78,7 @@ endif()
 # figures count must be the bytes sent (exit 3).  Named so that ^ring_fault_
 # (the corrupted-byte cases above) does not select it.
 if(KERNEL_FAULT_INJECT AND KERNEL_OPENMP)
-  kernel_test(named_fault_ring_msg_bytes_1x2 NP 1 THREADS 2 ENV KERNEL_FAULT=ring_msg_bytes EXPECT_STATUS 3
+  named_fault(ring_msg_bytes _1x2 NP 1 THREADS 2
               EXPECT_FAIL "\"verified\":false.*ring: verification FAILED: size 8 B: the MPI messages carry 8 bytes per iteration over all ranks \\(msg_bytes 8\\) but the bandwidth counts 16"
               COMMAND ring --pattern ring --mode masteronly --rank-as-node --sizes 8,4096 --iters-scale 0.01 --reps 1)
 endif()

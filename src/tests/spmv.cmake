@@ -67,17 +67,17 @@ kernel_bad_min_time(spmv "_nan" nan)
 # a face of rows read from the halo counted as interior (computed, in
 # funneled, while the halo is still in flight).
 if(KERNEL_FAULT_INJECT)
-  kernel_test(named_fault_spmv_halo_once_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=spmv_halo_once EXPECT_STATUS 3
+  named_fault(spmv_halo_once _2x1 NP 2 THREADS 1
               EXPECT_FAIL "\"verified\":false.*spmv: verification FAILED: max\\|y-yref\\|/max\\|yref\\| = inf"
               COMMAND spmv --n 6 --iters 3)
-  kernel_test(named_fault_spmv_face_as_interior_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=spmv_face_as_interior EXPECT_STATUS 3
+  named_fault(spmv_face_as_interior _2x1 NP 2 THREADS 1
               EXPECT_FAIL "spmv: verification FAILED: [1-9][0-9]* matrix entries of interior rows read a ghost value that a neighbour sends"
               COMMAND spmv --n 6 --iters 3)
   if(KERNEL_OPENMP)
-    kernel_test(named_fault_spmv_halo_once_funneled_2x2 NP 2 THREADS 2 ENV KERNEL_FAULT=spmv_halo_once EXPECT_STATUS 3
+    named_fault(spmv_halo_once _funneled_2x2 NP 2 THREADS 2
                 EXPECT_FAIL "spmv: verification FAILED: max\\|y-yref\\|/max\\|yref\\| = inf"
                 COMMAND spmv --mode funneled --n 6 --iters 3)
-    kernel_test(named_fault_spmv_face_as_interior_funneled_2x2 NP 2 THREADS 2 ENV KERNEL_FAULT=spmv_face_as_interior EXPECT_STATUS 3
+    named_fault(spmv_face_as_interior _funneled_2x2 NP 2 THREADS 2
                 EXPECT_FAIL "spmv: verification FAILED: [1-9][0-9]* matrix entries of interior rows read a ghost value"
                 COMMAND spmv --mode funneled --n 6 --iters 3)
   endif()

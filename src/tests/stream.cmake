@@ -13,7 +13,7 @@ set_tests_properties(stream_thread_limit_1x2 PROPERTIES PASS_REGULAR_EXPRESSION
 # half the array; the check from the initial arrays, the scalar and the count
 # of repetitions catches it (exit 3).
 if(KERNEL_FAULT_INJECT)
-  kernel_test(named_fault_stream_half_triad_2x1 NP 2 THREADS 1 ENV KERNEL_FAULT=stream_half_triad EXPECT_STATUS 3
+  named_fault(stream_half_triad _2x1 NP 2 THREADS 1
               EXPECT_FAIL "\"verified\":false.*stream: verification FAILED: [1-9][0-9]* wrong values in a, b, c after 4 triads"
               COMMAND stream --n 100000 --iters 3)
 endif()

@@ -237,6 +237,17 @@ in_ns() {
                exec "$@"' sh "$host" "$dir/mnt" "$dir/hosts" "$@"
 }
 
+# links_up NS HOST FASTDEV SLOWDEV: in namespace NS, address .HOST on the fast
+# network on FASTDEV and on the slow one on SLOWDEV, both links up (the hub's
+# bridges and a node's veth ends alike).
+links_up() {
+    local ns=$1 host=$2 fast=$3 slow=$4
+    ip -n "$ns" addr add "$FAST_NET.$host/24" dev "$fast"
+    ip -n "$ns" addr add "$SLOW_NET.$host/24" dev "$slow"
+    ip -n "$ns" link set "$fast" up
+    ip -n "$ns" link set "$slow" up
+}
+
 start() {
     parse_start_options "$@"
     if [ -z "$dir" ]; then
@@ -306,10 +317,7 @@ start() {
     ip -n "$hub" link set lo up
     ip -n "$hub" link add brfast type bridge
     ip -n "$hub" link add brslow type bridge
-    ip -n "$hub" addr add "$FAST_NET.$HUB_HOST/24" dev brfast
-    ip -n "$hub" addr add "$SLOW_NET.$HUB_HOST/24" dev brslow
-    ip -n "$hub" link set brfast up
-    ip -n "$hub" link set brslow up
+    links_up "$hub" "$HUB_HOST" brfast brslow
     for i in $(seq 1 "$nodes"); do
         local ns=hc$id-n$i
         record netns "$ns"
@@ -319,10 +327,7 @@ start() {
         ip -n "$hub" link add "s$i" type veth peer name slow0 netns "$ns"
         ip -n "$hub" link set "f$i" master brfast up
         ip -n "$hub" link set "s$i" master brslow up
-        ip -n "$ns" addr add "$FAST_NET.$i/24" dev fast0
-        ip -n "$ns" addr add "$SLOW_NET.$i/24" dev slow0
-        ip -n "$ns" link set fast0 up
-        ip -n "$ns" link set slow0 up
+        links_up "$ns" "$i" fast0 slow0
         ip netns exec "$ns" tc qdisc add dev slow0 root tbf rate "$rate" burst "$burst" \
             latency 50ms
     done
