@@ -42,7 +42,7 @@ from harnesslib.base import (
     sanity_errors,
     sweep_variables,
 )
-from harnesslib.launch import LIBRARY_PREFIX, shell_words
+from harnesslib.launch import LIBRARY_PREFIX, launch_line, shell_words
 from harnesslib.placement import divisors, system_layouts
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
@@ -266,7 +266,8 @@ class OsuMbwMrCheck(OsuBase):
     """osu_mbw_mr with k = 1, 2, ... pairs per node, every k that fits, in one
     job: the saturation curve of the node, ``bw_k<k>_<bytes>`` (MB/s, the
     aggregate of the k pairs).  With several nodes the k senders sit on the
-    first node and their k receivers on the second; on one node the 2k ranks
+    first node and their k receivers on the second (each launch places k
+    ranks per node: ``launch_line``'s `per_node`); on one node the 2k ranks
     share it.  `ranks` is the largest ranks-per-node count of the sweep.
     One job for all k keeps the perflog's variables the same on every line
     of a partition."""
@@ -290,10 +291,19 @@ class OsuMbwMrCheck(OsuBase):
     def end_hung_runs(self):
         # The script launches one run per k with the partition's launcher
         # (the environment's, one core per rank), each ended by `timeout`.
+        # Across nodes each run places k ranks on each node, explicitly: a
+        # stack's own launcher (Hydra, Open MPI's mpirun) would fill the
+        # first node's slots first and put most pairs on one node.  The
+        # ranks go in order, so osu_mbw_mr's pairs (rank i and i + k) span
+        # the two nodes.
+        family = str(self.current_environ.extras.get('family', self.current_environ.name))
+        threads = int(self.threads)
         lines = ['set -o pipefail']
         for k in self.ks:
             per_node = k if self.nodes >= 2 else 2 * k
-            cmd = self.launch(per_node * self.nodes)
+            cmd = launch_line(self.job.launcher, per_node * self.nodes, self.rank_cpus(threads),
+                              per_node=k if self.nodes >= 2 else 0, family=family,
+                              cores_per_rank=self.cores_per_rank(threads))
             lines.append(f'timeout {" ".join(self.timeout_options())} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          + self.note_status(f'k={k}'))

@@ -88,10 +88,14 @@ CLUSTER = {
             # num_cpus_per_core where a core has several hardware threads).
             'nodes': 2,
             'processor': NODE,
-            # Per stack: environment variables that select this interconnect.
+            # Per stack: environment variables that select this interconnect
+            # (every stack: one left out uses whatever link it picks, yet its
+            # records name this partition's, and the configuration says so).
             'transport_env': {
                 'openmpi': {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': 'mlx5_0:1'},
                 'mpich': {'UCX_NET_DEVICES': 'mlx5_0:1'},
+                # FILL IN: the HCA of an MVAPICH2 built for InfiniBand (OFA-IB-CH3).
+                'mvapich2': {'MV2_IBA_HCA': 'mlx5_0'},
             },
         },
         'eth': {
@@ -103,6 +107,10 @@ CLUSTER = {
                 'openmpi': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader,tcp',
                             'OMPI_MCA_btl_tcp_if_include': 'eth0'},
                 'mpich': {'UCX_TLS': 'tcp,self,sm', 'UCX_NET_DEVICES': 'eth0'},
+                # FILL IN: the interface hydra gives an MVAPICH2 built for TCP
+                # (ch3:sock, ch3:nemesis:tcp); one built for InfiniBand only
+                # reaches Ethernet over RoCE (MV2_USE_RoCE=1, MV2_IBA_HCA).
+                'mvapich2': {'HYDRA_IFACE': 'eth0'},
             },
         },
     },
@@ -124,7 +132,11 @@ CLUSTER = {
     # 'family' (default: the stack's name) names one of the stacks of
     # checks/harnesscore/stacks.py (openmpi, mpich, mvapich2): it says how the
     # stack binds ranks and threads and which MPI_Get_library_version it must
-    # report.  'env': variables the stack always needs.  'osu_prefix': the OSU
+    # report.  'env': variables the stack always needs, each value written
+    # for the job script's `export K=V` line: `$VAR`, `${VAR}` and `$(cmd)`
+    # expand there (`'PATH': '/opt/mpi/bin:$PATH'`), the rest is kept as
+    # written (a value with spaces or quotes is put in double quotes, where
+    # `~` does not expand: write $HOME).  'osu_prefix': the OSU
     # Micro-Benchmarks built with this stack, as seen from the nodes (default:
     # HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
     # 'sysconfdir' (Open MPI only): its system configuration folder, what
@@ -133,7 +145,11 @@ CLUSTER = {
     # parameter files there, not the user's own (~/.openmpi/mca-params.conf);
     # without it they read those too (recorded), and the configuration says so.
     # MPICH's and MVAPICH2's Hydra reads no user file in clean mode
-    # (HYDRA_CONFIG_FILE=/dev/null), with nothing to declare.
+    # (HYDRA_CONFIG_FILE=/dev/null), with nothing to declare.  'spack_spec':
+    # the Spack spec that builds the kernels with this stack (e.g.
+    # 'hybrid-kernels@develop build_type=Release +openmp ^openmpi@4.1.6';
+    # docs/pages/spack.md), as HARNESS_<STACK>_SPACK_SPEC does on this machine;
+    # without it they are built with CMake and 'cc'.
     'stacks': {
         'openmpi': {
             'descr': 'Open MPI 4.1',

@@ -1249,8 +1249,10 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
         entry = Block()
         entry.add('descr', link.descr if link else f'Slurm partition {part.name} (link not '
                   f'detected)')
-        entry.add('access', [f'--partition={part.name}'],
-                  f'Slurm partition {part.name} ({count} node(s): {part.nodes or "?"}).')
+        entry.add('access', [f'--partition={part.name}', '--exclusive'],
+                  f'Slurm partition {part.name} ({count} node(s): {part.nodes or "?"}).',
+                  'Whole nodes (--exclusive): runs that hold a few CPUs per node '
+                  '(point-to-point, small collectives) must not share them.')
         entry.add('nodes', per_run, 'Nodes per run: the layouts are R ranks per node x T '
                   'threads on every node.' + ('' if per_run == args.nodes else
                                               f' The partition has only {count}.'))

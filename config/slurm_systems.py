@@ -29,6 +29,7 @@ import glob
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -152,7 +153,7 @@ _CLUSTER_KEYS = {'name', 'descr', 'hostnames', 'modules_system', 'scheduler', 'a
 _PARTITION_KEYS = {'descr', 'access', 'nodes', 'max_jobs', 'time_limit', 'processor',
                    'transport_env', 'extras'}
 _STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env',
-               'osu_prefix', 'sysconfdir'}
+               'osu_prefix', 'sysconfdir', 'spack_spec'}
 
 #: OSU's install prefix of a stack where its spec names none (settings.py
 #: passes its HARNESS_OSU_PREFIX reader): '' leaves the OSU checks skipped.
@@ -177,6 +178,35 @@ def _show(value: object) -> str:
     """`value` for an error message: its repr, on one line, cut short."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + '...'
+
+
+#: What a value's literal text may hold unquoted in ReFrame's ``export K=V``
+#: line (``$`` expansions are found apart, ``_EXPANSION``).
+_SHELL_SAFE = re.compile(r'[\w@%+=:,./~^{}\[\]*?!#-]*', re.ASCII)
+#: A shell expansion in a value: ``$NAME``, ``$1``, ``${...}``, ``$(...)``
+#: (one level of parentheses inside) or ```...```.
+_EXPANSION = re.compile(r'\$(?:[A-Za-z_]\w*|[0-9@*#?$!-]|\{[^}]*\}|\((?:[^()]|\([^()]*\))*\))'
+                        r'|`[^`]*`', re.ASCII)
+
+
+def shell_value(value: str) -> str:
+    """`value` as the right-hand side of ReFrame's ``export K=V`` line (ReFrame
+    writes it verbatim): its literal text quoted for the shell, so that spaces,
+    quotes and backslashes survive, and its ``$VAR``, ``${VAR}``, ``$(cmd)``
+    and ```cmd``` left to expand.  A value that needs no quoting (every value
+    of the documented forms, ``/opt/x/bin:$PATH``) is returned as it is."""
+    parts: list[tuple[bool, str]] = []    # (an expansion?, its text)
+    pos = 0
+    for match in _EXPANSION.finditer(value):
+        parts += [(False, value[pos:match.start()]), (True, match.group())]
+        pos = match.end()
+    parts.append((False, value[pos:]))
+    if all(expands or _SHELL_SAFE.fullmatch(text) for expands, text in parts):
+        return value
+    # Inside double quotes only ", \, ` and $ are special; the literal $ (one
+    # that starts no expansion) is escaped as well.
+    return '"' + ''.join(text if expands else re.sub(r'(["\\`$])', r'\\\1', text)
+                         for expands, text in parts) + '"'
 
 
 def _require(where: str, spec: object, allowed: set[str], needed: tuple[str, ...]) -> None:
@@ -272,6 +302,42 @@ def clean_files_env(where: str, stack: str, family: str, sysconfdir: str, mpi_en
     return registry.clean_files_at(sysconfdir)
 
 
+def _spack_spec(where: str, sspec: dict) -> None:
+    """A stack's ``spack_spec``, where given: a string that is not empty."""
+    if 'spack_spec' in sspec and not (isinstance(sspec['spack_spec'], str)
+                                      and sspec['spack_spec'].strip()):
+        raise ValueError(f'{where}: spack_spec must be a Spack spec (a string that is not '
+                         f'empty), got {_show(sspec["spack_spec"])}')
+
+
+def _note_unused_links(where: str, stacks: dict[str, dict], transport_env: dict[str, dict],
+                       nodes: int, note: Note) -> None:
+    """Notes where a partition's records would claim a link its runs do not use
+    (`where`: the system, its file and the partition): a stack it leaves
+    unpinned while it pins others (across nodes: on one node every stack's
+    ranks meet in shared memory), and, on one node per run, the pins of a link
+    between nodes (its point-to-point runs go through shared memory)."""
+    pinned = [s for s in stacks if transport_env.get(s)]
+    loose = [s for s in stacks if s not in pinned]
+    if pinned and loose and nodes > 1:
+        note(f'{where} pins the link of {", ".join(pinned)} (transport_env) but not of '
+             f'{", ".join(loose)}: those runs use whatever link their stack picks, yet '
+             f'their records name this partition\'s; add transport_env entries for '
+             f'{", ".join(loose)} (config/cluster_template.py)')
+    if nodes != 1:
+        return
+    # A pin is between nodes unless it is the stack's own on one node (shm_env).
+    between = [s for s in pinned
+               if not (STACK.get(stacks[s].get('family', s)) is not None and
+                       {k: str(v) for k, v in transport_env[s].items()}.items()
+                       <= STACK[stacks[s].get('family', s)].shm_env.items())]
+    if between:
+        note(f"{where} has 'nodes': 1 but pins a link between nodes for "
+             f'{", ".join(between)} (transport_env): on one node their point-to-point '
+             f'runs go through shared memory, yet their records name this link; give it '
+             f"'nodes': 2 or more")
+
+
 def modules_system_override() -> str:
     """HARNESS_MODULES_SYSTEM, stripped ('' when unset or empty: each cluster's own)."""
     given = os.environ.get('HARNESS_MODULES_SYSTEM', '')
@@ -305,6 +371,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
         _require(swhere, sspec, _STACK_KEYS, ('cc',))
         _strings(swhere, 'modules', sspec.get('modules', []))
         _mapping(swhere, 'env', sspec.get('env', {}))
+        _spack_spec(swhere, sspec)
         family = sspec.get('family', stack)
         files_env[stack] = clean_files_env(f'system {name} ({origin})', stack, family,
                                            _sysconfdir(swhere, sspec, family), mpi_env, note)
@@ -341,6 +408,8 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                              f'{", ".join(map(str, unknown))}')
         for stack, pinned_env in transport_env.items():
             _mapping(where, f'transport_env[{stack!r}]', pinned_env)
+        _note_unused_links(f'system {name} ({origin}): partition {part}', stacks,
+                           transport_env, nodes, note)
         for stack, sspec in stacks.items():
             swhere = f'{origin}: stack {stack}'
             launch = sspec.get('launch', 'srun')
@@ -351,14 +420,16 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
             pmi = sspec.get('pmi', SRUN_PMI.get(stack, ''))
             # The stack's own variables and the partition's pins (below) win.
             base_env = {**files_env[stack], **srun_env(launch, pmi), **sspec.get('env', {})}
-            # What this partition pins for the stack (RunBase checks it).
+            # What this partition pins for the stack (RunBase checks it, against
+            # the value as the job script's export line has it).
             pinned = {k: str(v) for k, v in transport_env.get(stack, {}).items()}
             env = {
                 'name': stack,
                 'target_systems': [f'{name}:{part}'],
                 'modules': list(sspec.get('modules', [])),
                 'cc': sspec['cc'],
-                'env_vars': [[k, str(v)] for k, v in {**base_env, **pinned}.items()],
+                'env_vars': [[k, shell_value(str(v))]
+                             for k, v in {**base_env, **pinned}.items()],
                 'features': ['mpi', 'openmp', f'stack-{stack}'],
                 'extras': {
                     'stack': stack,
@@ -369,9 +440,11 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     'pmi': pmi,
                     'prefix': '',
                     'transport': part,
-                    'pinned': pinned,
+                    'pinned': {k: shell_value(v) for k, v in pinned.items()},
                     # OSU built for this stack on the cluster (checks/osu.py).
                     'osu_prefix': sspec.get('osu_prefix') or osu_prefix(stack),
+                    # The kernels' Spack spec (harnesslib.build.spack_spec).
+                    **({'spack_spec': sspec['spack_spec']} if sspec.get('spack_spec') else {}),
                 },
             }
             envs.append(env)
@@ -380,7 +453,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
             # specific definitions add their interconnect's variables.
             system_envs.setdefault(stack, {
                 **env, 'target_systems': [name],
-                'env_vars': [[k, str(v)] for k, v in base_env.items()],
+                'env_vars': [[k, shell_value(str(v))] for k, v in base_env.items()],
                 'extras': {**env['extras'], 'transport': '', 'pinned': {}}})
     envs = [*system_envs.values(), *envs]
     system = {

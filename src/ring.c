@@ -55,7 +55,7 @@
 
 #define RING_MAX_SIZE (16L * 1024 * 1024) /* largest message size (per CPU) */
 #define RING_MAX_SIZES 64                 /* entries in --sizes */
-#define RING_MAX_K 64                     /* k * 16 MiB must fit an int count */
+#define RING_MAX_K 64                     /* largest --k (the default k is not capped) */
 #define BW_RECV_CAP (64L * 1024 * 1024)   /* receive window memory of bw */
 #define TAG_DATA 100
 #define TAG_ACK 99
@@ -356,6 +356,10 @@ typedef struct {
     long window, nslots;
     long size;      /* per-CPU message size of the current step */
     size_t msg;     /* bytes per MPI message (masteronly ring: k * size) */
+    /* the message as MPI count and datatype: msg bytes, or where msg exceeds an
+     * int count (masteronly ring, k >= 128 at 16 MiB), msg / size units of size bytes */
+    int count;
+    MPI_Datatype unit;
     unsigned char *sbuf, *rbuf;
     unsigned char **tsbuf, **trbuf;
     MPI_Request *reqs;
@@ -365,18 +369,19 @@ typedef struct {
 
 /* n iterations of the pattern; no timing, no buffer work. */
 static void run_iters(kc_ctx *ctx, exch *e, long n) {
-    const int count = (int)e->msg;
+    const int count = e->count;
+    const MPI_Datatype unit = e->unit;
     switch (e->pat) {
     case PAT_PINGPONG: /* one loop per role, as OSU times it */
         if (e->role == 0) {
             for (long it = 0; it < n; ++it) {
-                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
-                MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+                MPI_Send(e->sbuf, count, unit, e->peer, TAG_DATA, e->comm);
+                MPI_Recv(e->rbuf, count, unit, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
             }
         } else if (e->role == 1) {
             for (long it = 0; it < n; ++it) {
-                MPI_Recv(e->rbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-                MPI_Send(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm);
+                MPI_Recv(e->rbuf, count, unit, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+                MPI_Send(e->sbuf, count, unit, e->peer, TAG_DATA, e->comm);
             }
         }
         break;
@@ -384,14 +389,14 @@ static void run_iters(kc_ctx *ctx, exch *e, long n) {
         if (e->role == 0) {
             for (long it = 0; it < n; ++it) {
                 for (long j = 0; j < e->window; ++j)
-                    MPI_Isend(e->sbuf, count, MPI_BYTE, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
+                    MPI_Isend(e->sbuf, count, unit, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
                 MPI_Waitall((int)e->window, e->reqs, e->stats);
                 MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
             }
         } else if (e->role == 1) {
             for (long it = 0; it < n; ++it) {
                 for (long j = 0; j < e->window; ++j)
-                    MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, count, MPI_BYTE, e->peer,
+                    MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, count, unit, e->peer,
                               TAG_DATA, e->comm, &e->reqs[j]);
                 MPI_Waitall((int)e->window, e->reqs, e->stats);
                 MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
@@ -407,13 +412,13 @@ static void run_iters(kc_ctx *ctx, exch *e, long n) {
                 kc_record_cpu(ctx);
                 if (t < e->kthreads)
                     for (long it = 0; it < n; ++it)
-                        MPI_Sendrecv(e->tsbuf[t], count, MPI_BYTE, e->next, TAG_DATA + t,
-                                     e->trbuf[t], count, MPI_BYTE, e->prev, TAG_DATA + t, e->comm,
+                        MPI_Sendrecv(e->tsbuf[t], count, unit, e->next, TAG_DATA + t,
+                                     e->trbuf[t], count, unit, e->prev, TAG_DATA + t, e->comm,
                                      MPI_STATUS_IGNORE);
             }
         } else {
             for (long it = 0; it < n; ++it)
-                MPI_Sendrecv(e->sbuf, count, MPI_BYTE, e->next, TAG_DATA, e->rbuf, count, MPI_BYTE,
+                MPI_Sendrecv(e->sbuf, count, unit, e->next, TAG_DATA, e->rbuf, count, unit,
                              e->prev, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
         }
         break;
@@ -710,6 +715,13 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
     const int pt2pt = o->pattern != PAT_RING;
     e->size = size;
     e->msg = message_bytes(o, size, k);
+    e->count = (int)e->msg;
+    e->unit = MPI_BYTE;
+    if (e->msg > (size_t)INT_MAX) { /* still one message: k units of size bytes */
+        MPI_Type_contiguous((int)size, MPI_BYTE, &e->unit);
+        MPI_Type_commit(&e->unit);
+        e->count = (int)(e->msg / (size_t)size);
+    }
     e->nslots = bw_slots(o->window, size);
     r->c = size_counts(o, size);
     long bad = 0;
@@ -760,6 +772,7 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
     r->sent_model = model_bytes(o, topo, size, k);
     r->sent_actual = kc_sum_over_ranks(ctx, sent_bytes(e));
     r->msg = e->msg;
+    if (e->unit != MPI_BYTE) MPI_Type_free(&e->unit);
 }
 
 /* ---- reporting ------------------------------------------------------------ */

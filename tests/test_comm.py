@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import types
 
 import pytest
 from hybridverdict import comm
@@ -122,13 +123,15 @@ def test_ring_layouts_each_measure_their_k_and_zero_is_not_measured(tmp_path):
                                'bw_k2_1048576': (0, 'MB/s')}, mode='mpi', ranks=2, threads=1),
                  line('ring', {'bw_k1_1048576': (0, 'MB/s'), 'bw_k2_1048576': (4000.0, 'MB/s')},
                       mode='masteronly', ranks=1, threads=2)])
-    (s,) = comm.saturation(read_perflogs([str(logs)]))
-    assert [(k, bw, frac, n) for k, bw, frac, n in s.curve()] == [
-        (1, 5000.0, 1.0, 1), (2, 4000.0, 0.8, 1)]
-    assert s.layouts == {1: {'mpi 2x1'}, 2: {'masteronly 1x2'}}
-    rows, _ = comm.saturation_rows([s])
+    # a series per layout: masteronly's k = 2 (one CPU sending a twice larger message)
+    # is no point of the pure-MPI curve
+    master, mpi = comm.saturation(read_perflogs([str(logs)]))
+    assert [(k, bw, frac, n) for k, bw, frac, n in mpi.curve()] == [(1, 5000.0, 1.0, 1)]
+    assert [(k, bw, frac, n) for k, bw, frac, n in master.curve()] == [(2, 4000.0, 1.0, 1)]
+    assert (mpi.layouts, master.layouts) == ({1: {'mpi 2x1'}}, {2: {'masteronly 1x2'}})
+    rows, _ = comm.saturation_rows([mpi, master])
     assert [r[4:8] for r in rows] == [[1, 'mpi 2x1', '5000', '100%'],
-                                      [2, 'masteronly 1x2', '4000', '80%']]
+                                      [2, 'masteronly 1x2', '4000', '100%']]
 
 
 def test_zero_latencies_are_not_measured(tmp_path):
@@ -161,3 +164,163 @@ def test_ring_beside_osu_keeps_a_row_per_ring_build():
     assert all(len(r) == len(comm.RING_OSU_COLUMNS) for r in rows)
     assert [(d['ring_build'], d['osu_build'], d['library'], d['latency_ratio']) for d in data] \
         == [('cmake Debug x', 'osu /opt', 'L', 9.0), ('cmake Release x', 'osu /opt', 'L', 1.0)]
+
+
+def record(kernel: str, mode: str, ranks: int, threads: int, values: dict[str, float],
+           nodes: int = 1, cores: int = 2) -> Record:
+    return Record(time=dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc), system='s',
+                  partition='p', stack='x', kernel=kernel, mode=mode, ranks=ranks,
+                  threads=threads, size='16', cores=cores, nodes=nodes, mpi_library='L',
+                  verified=True, oversubscribed=False, result='pass', values=values,
+                  units={}, source='f:1', build_spec='cmake Release x')
+
+
+def ring_bw(bw_by_k: dict[int, float], size: int = 1048576) -> dict[str, float]:
+    return {f'bw_k{k}_{size}': bw for k, bw in bw_by_k.items()}
+
+
+def test_saturation_and_rabenseifner_keep_masteronly_apart_from_pure_mpi():
+    """Across nodes both layouts sweep k = 1..4: masteronly's k is one CPU per node
+    sending a k times larger message, not k CPUs; pooled, k = 4 was the median of
+    3000 and 1200 and the Rabenseifner row compared masteronly with that."""
+    recs = [record('ring', 'mpi', 4, 1, ring_bw({1: 1000, 2: 1800, 4: 3000}), 2, 4),
+            record('ring', 'masteronly', 1, 4, ring_bw({1: 1000, 2: 1100, 4: 1200}), 2, 4)]
+    series = comm.saturation(recs)
+    assert [(s.layout, [(k, bw) for k, bw, _f, _n in s.curve()]) for s in series] == [
+        ('masteronly 1x4', [(1, 1000), (2, 1100), (4, 1200)]),
+        ('mpi 4x1', [(1, 1000), (2, 1800), (4, 3000)])]
+    rows, _ = comm.saturation_rows(series)
+    assert [(r[4], r[5], r[6], r[7]) for r in rows] == [
+        (1, 'masteronly 1x4', '1000', '83%'), (2, 'masteronly 1x4', '1100', '92%'),
+        (4, 'masteronly 1x4', '1200', '100%'), (1, 'mpi 4x1', '1000', '33%'),
+        (2, 'mpi 4x1', '1800', '60%'), (4, 'mpi 4x1', '3000', '100%')]
+    table, data = comm.rabenseifner_rows(comm.rabenseifner(series))
+    assert table == [['s', 'p', 'x', 'ring', '1 MiB', 2, '1000', '3000', 4, '33%', '3.00',
+                      '1.50']]
+    assert data[0]['t_ratio'] == pytest.approx(1.5)
+
+
+def test_rabenseifner_b_hybrid_from_the_masteronly_1xC_run_at_k1():
+    """Seed 001: b_hybrid is one 1-threaded MPI process per node (masteronly 1 x C at
+    k = 1) where measured, else the pure-MPI run's k = 1 (seed 002's ring); b_MPP the
+    pure-MPI C x 1 run's largest k; a layout without its counterpart gives no row."""
+    mpi = record('ring', 'mpi', 4, 1, ring_bw({1: 1000, 2: 1800, 4: 3000}), 2, 4)
+    master = record('ring', 'masteronly', 1, 4, ring_bw({1: 750, 4: 900}), 2, 4)
+    (row,) = comm.rabenseifner(comm.saturation([mpi, master]))
+    assert (row.b_hybrid, row.b_mpp, row.k_max, row.fraction) == (750, 3000, 4, 0.25)
+    # k_sweep=false: the pure-MPI run has its largest k only, masteronly gives k = 1
+    only_top = record('ring', 'mpi', 4, 1, ring_bw({4: 3000}), 2, 4)
+    (row,) = comm.rabenseifner(comm.saturation([only_top, master]))
+    assert (row.b_hybrid, row.b_mpp) == (750, 3000)
+    # masteronly of another C (1 x 2) is no counterpart of 4 x 1
+    other = record('ring', 'masteronly', 1, 2, ring_bw({1: 500}), 2, 4)
+    assert comm.rabenseifner(comm.saturation([only_top, other])) == []
+    # masteronly alone: its k = 4 is no pure-MPI bandwidth
+    assert comm.rabenseifner(comm.saturation([master])) == []
+    # a hybrid layout of several ranks (2 x 2) is neither side
+    assert comm.rabenseifner(comm.saturation([
+        record('ring', 'masteronly', 2, 2, ring_bw({1: 900, 2: 1500}), 2, 4)])) == []
+
+
+@pytest.fixture
+def plot_labels(monkeypatch) -> list[str]:
+    """The labels of every line the figures draw from now on."""
+    import matplotlib.axes
+    labels: list[str] = []
+    draw = matplotlib.axes.Axes.plot
+
+    def spy(self, *args, **kw):
+        labels.append(kw.get('label', ''))
+        return draw(self, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, 'plot', spy)
+    return labels
+
+
+def test_saturation_figure_names_the_layout_where_a_place_has_several(plot_labels):
+    from hybridverdict import plots
+    labels = plot_labels
+    mpi = record('ring', 'mpi', 4, 1, ring_bw({1: 1000, 4: 3000}), 2, 4)
+    master = record('ring', 'masteronly', 1, 4, ring_bw({1: 1000, 4: 1200}), 2, 4)
+    plots.saturation(types.SimpleNamespace(saturation=comm.saturation([mpi, master])))
+    assert sorted(set(labels)) == ['ring x@p 1 MiB masteronly 1x4 2 nodes (n=1)',
+                                   'ring x@p 1 MiB mpi 4x1 2 nodes (n=1)']
+    labels.clear()
+    plots.saturation(types.SimpleNamespace(saturation=comm.saturation([mpi])))
+    assert set(labels) == {'ring x@p 1 MiB 2 nodes (n=1)'}      # one layout: as before
+
+
+def test_collectives_one_series_per_ranks_per_node():
+    """n = 2 on one node (shared memory) and on 1 x 2 nodes (the network) are two
+    series, not one median; a kernel of several ranks-per-node counts names them."""
+    recs = [record('osu_allreduce', 'mpi', 2, 1, {'lat_8': 1.0}, nodes=1),
+            record('osu_allreduce', 'mpi', 1, 1, {'lat_8': 10.0}, nodes=2),
+            record('osu_allreduce', 'mpi', 1, 1, {'lat_8': 10.0}, nodes=2),
+            record('osu_allreduce', 'mpi', 2, 1, {'lat_8': 20.0}, nodes=2)]
+    series = comm.collectives(recs)
+    assert [(c.ranks_per_node, dict(c.times)) for c in series] == [
+        (1, {2: [10.0, 10.0]}), (2, {2: [1.0], 4: [20.0]})]
+    assert series[0].error == 'needs >= 2 rank counts (only n = 2)'
+    rows, data = comm.collective_rows(series)
+    counts = comm.COLLECTIVE_COLUMNS.index('rank counts')
+    assert [r[counts] for r in rows] == ['2 (1 per node)', '2,4 (2 per node)']
+    assert [d['ranks_per_node'] for d in data] == [1, 2]
+    # one ranks-per-node count: the table and JSON as before
+    rows, data = comm.collective_rows(comm.collectives(recs[1:3]))
+    assert [r[counts] for r in rows] == ['2'] and 'ranks_per_node' not in data[0]
+
+
+def test_hockney_fit_with_a_negative_start_up_latency_is_no_fit():
+    recs = [record('osu_latency', 'mpi', 2, 1,
+                   {'lat_1024': 0.3, 'lat_65536': 30.0, 'lat_1048576': 600.0})]
+    (curve,) = comm.p2p_curves(recs)
+    assert curve.fit is None
+    assert comm.hockney_rows([curve])[0][4] == (
+        'no fit: the fitted start-up latency t0 = -0.217 us is not positive: the times do '
+        'not follow t0 + m / r_inf')
+
+
+def one_node_sweep(a: float = 3.0, b: float = 2.0, ranks=(2, 4, 8, 16)) -> list[Record]:
+    """A collective on one 16-core node at each rank count: t = a log2 n + b."""
+    return [record('osu_allreduce', 'mpi', n, 1, {'lat_8': a * (n.bit_length() - 1) + b},
+                   cores=16) for n in ranks]
+
+
+def test_collectives_one_node_sweep_over_rank_counts_is_one_series():
+    """On one node the rank counts 2, 4, 8, 16 are the points of one fit (Xu & Hwang),
+    not a series of one point each."""
+    (c,) = comm.collectives(one_node_sweep())
+    assert (c.ranks_per_node, c.series, sorted(c.times)) == (comm.ONE_NODE, 'one node',
+                                                             [2, 4, 8, 16])
+    assert (c.fit.a, c.fit.b, c.error) == (pytest.approx(3.0), pytest.approx(2.0), '')
+    rows, data = comm.collective_rows([c])
+    assert [r[4:7] for r in rows] == [['2,4,8,16', '3', '2']]
+    assert 'nodes' not in data[0] and 'ranks_per_node' not in data[0]
+
+
+def test_collectives_one_node_sweep_beside_runs_across_nodes():
+    """The one-node sweep is one series; 4 ranks per node on 2 and 4 nodes another,
+    whose 1-node point is the one-node run of 4 ranks; n = 8 on one node and on
+    4 x 2 nodes are never one median; each row and figure line names its series."""
+    across = [record('osu_allreduce', 'mpi', 4, 1, {'lat_8': t}, nodes=nodes, cores=16)
+              for nodes, t in ((2, 40.0), (4, 50.0))]
+    series = comm.collectives(one_node_sweep(ranks=(2, 4, 8)) + across)
+    assert [(c.series, dict(c.times)) for c in series] == [
+        ('one node', {2: [5.0], 4: [8.0], 8: [11.0]}),
+        ('4 per node', {4: [8.0], 8: [40.0], 16: [50.0]})]
+    rows, data = comm.collective_rows(series)
+    assert [r[4] for r in rows] == ['2,4,8 (one node)', '4,8,16 (4 per node)']
+    assert [(d.get('nodes'), d.get('ranks_per_node')) for d in data] == [(1, None), (None, 4)]
+
+
+def test_collectives_figure_names_the_series_where_a_place_has_several(plot_labels):
+    from hybridverdict import plots
+    labels = plot_labels
+    across = record('osu_allreduce', 'mpi', 1, 1, {'lat_8': 30.0}, nodes=2, cores=16)
+    series = comm.collectives(one_node_sweep() + [across])
+    plots.collectives(types.SimpleNamespace(collectives=series))
+    assert {label for label in labels if label} == {'x@p 8 B one node (n=4)',
+                                                    'x@p 8 B 1 per node (n=1)'}
+    labels.clear()
+    plots.collectives(types.SimpleNamespace(collectives=comm.collectives(one_node_sweep())))
+    assert {label for label in labels if label} == {'x@p 8 B (n=4)'}     # as before

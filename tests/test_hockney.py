@@ -45,6 +45,9 @@ def test_small_messages_do_not_lose_the_latency():
     ([8, 1024], [1.0, -2.0], 'times must be positive'),
     ([8, 1024], [1.0, float('nan')], 'times must be positive'),
     ([8, 1024, 2048], [1.0, 2.0], '3 sizes but 2 times'),
+    # the line's intercept below 0: no start-up latency (it fitted t0 = -0.217 us)
+    ([1024, 65536, 1048576], [0.3, 30.0, 600.0], r't0 = -0.217 us is not positive'),
+    ([1024, 2048], [1.0, 2.0], r't0 = 0 us is not positive'),
 ])
 def test_degenerate_input_gives_a_clear_message(sizes, times, message):
     with pytest.raises(FitError, match=message):

@@ -13,6 +13,7 @@ slowed-down ring (fault injection) reports less bandwidth than a normal one.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -202,3 +203,161 @@ def test_the_record_names_an_osu_prefix_with_a_space_as_given(tmp_path, stacks):
         rows = perflog(tmp_path / 'var' / 'perflogs' / 'local' / 'shm' / f'{check}.log')
         assert rows and all(r['build_spec'].endswith(f'osu-micro-benchmarks@? {osu}')
                             for r in rows), (check, [r['build_spec'] for r in rows])
+
+
+# ---- osu_mbw_mr across two nodes: k ranks on each node ------------------------------
+
+TEMPLATE = Path(__file__).resolve().parents[1] / 'config' / 'cluster_template.py'
+#: Per stack of the template's 2-node ib partition (128 cores a node): how its
+#: launches of osu_mbw_mr start ranks, and what says k per node on the line.
+MBW_PLACEMENT = {
+    'mvapich2': ('own', 'mpiexec -n {n} -ppn {k} '),        # Hydra's own mpiexec
+    'mpich': ('srun', 'srun --cpus-per-task=1 --ntasks={n} --ntasks-per-node={k} '),
+    'openmpi': ('own', 'mpirun -np {n} --map-by ppr:{k}:node '),  # Open MPI's mpirun
+}
+
+
+def mbw_mr_lines(tmp_path: Path, stack: str) -> dict[int, str]:
+    """The launch line per k of OsuMbwMrCheck's mbw_mr.sh in a dry run on the
+    template's 2-node ib partition (Open MPI made a stack with ``launch: own``)."""
+    from conftest import run_reframe
+    site = tmp_path / 'site_own.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    "CLUSTER['stacks']['openmpi'].update({'launch': 'own', "
+                    "'launcher': 'mpirun'})\nCLUSTER['stacks']['openmpi'].pop('pmi', None)\n")
+    fake_osu(tmp_path / 'osu' / stack)
+    var = tmp_path / 'var'
+    proc = run_reframe(var, '--system', 'example-hpc:ib', '-n', 'OsuMbwMrCheck', '-p', stack,
+                       '--dry-run',
+                       env={'HARNESS_CLUSTERS': str(site), 'HARNESS_MODULES_SYSTEM': 'nomod',
+                            'HARNESS_BUDGET': '24h/part', 'HARNESS_QUIET': '1',
+                            'HARNESS_OSU_PREFIX': str(tmp_path / 'osu' / '{stack}')},
+                       timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    [script] = (var / 'example-hpc' / 'stage' / 'example-hpc' / 'ib' / stack).glob(
+        'OsuMbwMrCheck*/mbw_mr.sh')
+    lines = {int(m.group(1)): ln for ln in script.read_text().splitlines()
+             if (m := re.search(r'> mbw_k(\d+)\.out', ln))}
+    job = (script.parent / 'rfm_job.sh').read_text()
+    assert '#SBATCH --ntasks=256\n' in job and '#SBATCH --ntasks-per-node=128\n' in job, job
+    return lines
+
+
+@pytest.mark.parametrize('stack', sorted(MBW_PLACEMENT))
+def test_osu_mbw_mr_places_k_ranks_on_each_of_two_nodes(tmp_path, stack):
+    """Each k of the sweep launches 2k ranks, k per node, named on the line: a
+    stack's own launcher (Hydra, Open MPI's mpirun) would fill the first
+    node's 128 slots first and put the pairs of every k < 128 on one node."""
+    launch, want = MBW_PLACEMENT[stack]
+    lines = mbw_mr_lines(tmp_path, stack)
+    assert sorted(lines) == [1, 2, 4, 8, 16, 32, 64, 128], lines
+    for k, line in lines.items():
+        assert want.format(n=2 * k, k=k) in line, (k, line)
+
+
+def fake_slurm_env(tmp_path: Path) -> dict[str, str]:
+    """A 2-node allocation of 128 slots a node, as a launcher inside it sees it."""
+    return mpi_env(SLURM_NODELIST='nodeA,nodeB', SLURM_JOB_NODELIST='nodeA,nodeB',
+                   SLURM_TASKS_PER_NODE='128(x2)', SLURM_JOB_CPUS_PER_NODE='128(x2)',
+                   SLURM_JOB_ID='1', SLURM_JOBID='1', SLURM_NNODES='2',
+                   SLURM_JOB_NUM_NODES='2', HYDRA_BINDING='core',
+                   OMPI_MCA_rmaps_base_mapping_policy='core',
+                   OMPI_MCA_hwloc_base_binding_policy='core')
+
+
+@pytest.mark.parametrize('stack, launcher', [('mvapich2', 'mpiexec.mpich'),
+                                             ('openmpi', 'mpirun.openmpi')])
+def test_the_launchers_place_osu_mbw_mr_pairs_across_the_nodes(tmp_path, stack, launcher):
+    """The launchers' own dry display of the script's lines in a (fake) 2-node
+    allocation: ranks 0..k-1 on the first node, k..2k-1 on the second, so that
+    osu_mbw_mr's pairs (rank i and i + k) span the nodes.  Hydra (MPICH's, as
+    MVAPICH2's) with -bootstrap fork -verbose; Open MPI with --display-map
+    --do-not-launch on a synthetic 128-core node (hwloc's lstopo)."""
+    tool = shutil.which(launcher)
+    if tool is None or (stack == 'openmpi' and not shutil.which('lstopo-no-graphics')):
+        pytest.skip(f'no {launcher} (or lstopo-no-graphics) here')
+    env = fake_slurm_env(tmp_path)
+    if stack == 'openmpi':
+        topo = tmp_path / 'node128.xml'
+        subprocess.run(['lstopo-no-graphics', '--input', 'pack:2 core:64 pu:1', '--of', 'xml',
+                        str(topo)], check=True, capture_output=True, timeout=60)
+        env['OMPI_MCA_hwloc_base_topo_file'] = str(topo)
+    lines = mbw_mr_lines(tmp_path, stack)
+    for k in (1, 4, 64):
+        # The launcher's words between its name and the benchmark.
+        words = shlex.split(lines[k].split(' > ')[0])
+        name = MBW_PLACEMENT[stack][1].split()[0]
+        args = words[words.index(name) + 1:next(
+            i for i, w in enumerate(words) if w.endswith('/osu_mbw_mr'))]
+        if stack == 'mvapich2':
+            cmd = [tool, '-bootstrap', 'fork', '-verbose', *args, 'true']
+        else:
+            cmd = [tool, '--display-map', '--do-not-launch', *args, 'true']
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        text = out.stdout + out.stderr
+        if stack == 'mvapich2':
+            # Each proxy: its host and its first rank (--pmi-id-map 0,<first>).
+            got = re.findall(r'--hostname (\S+) .*?--pmi-id-map 0,(\d+) .*?'
+                             r'--exec-proc-count (\d+)', text)
+            placed = {host: (int(first), int(count)) for host, first, count in got}
+        else:
+            placed, node = {}, ''
+            for ln in text.splitlines():
+                if (m := re.search(r'Data for node: (\S+)', ln)):
+                    node = m.group(1)
+                elif (m := re.search(r'Process rank: (\d+)', ln)):
+                    first, count = placed.get(node, (int(m.group(1)), 0))
+                    placed[node] = (first, count + 1)
+        assert placed == {'nodeA': (0, k), 'nodeB': (k, k)}, (k, args, text[-3000:])
+
+
+def test_the_ring_k_sweep_of_a_192_core_node_stays_within_the_kernels_k(tmp_path):
+    """On 2 nodes of 192 cores RingCheck's k sweep launches ``--k`` only up to
+    the kernel's RING_MAX_K (64; ``ring --k 96`` fails); the run at the
+    largest k (192), the kernel's default, takes no ``--k``."""
+    from conftest import run_reframe
+    from harnesscore.plan import RING_MAX_K, divisors
+    site = tmp_path / 'site_192.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    "NODE.update({'num_cpus': 192, 'num_cpus_per_core': 1, "
+                    "'num_sockets': 2, 'num_cpus_per_socket': 96})\n")
+    var = tmp_path / 'var'
+    proc = run_reframe(var, '--system', 'example-hpc:ib', '-n', 'RingCheck%layout=mpi_192x1',
+                       '-p', 'mpich', '--dry-run',
+                       env={'HARNESS_CLUSTERS': str(site), 'HARNESS_MODULES_SYSTEM': 'nomod',
+                            'HARNESS_BUDGET': '24h/part', 'HARNESS_QUIET': '1'}, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    jobs = list((var / 'example-hpc' / 'stage' / 'example-hpc' / 'ib' / 'mpich').glob(
+        'RingCheck*/rfm_job.sh'))
+    assert jobs
+    for job in jobs:
+        ks = [int(k) for k in re.findall(r' --k (\d+)\b', job.read_text())]
+        assert ks == [k for k in divisors(192) if k <= RING_MAX_K], (job, ks)
+
+
+def _available_gib() -> float:
+    with open('/proc/meminfo') as fp:
+        kib = next((int(line.split()[1]) for line in fp if line.startswith('MemAvailable:')), 0)
+    return kib / 2**20
+
+
+@pytest.mark.integration
+def test_a_masteronly_message_of_more_than_2_gib_is_sent_whole(builds):
+    """A masteronly ring rank of 128 threads sends one message of 128 x 16 MiB
+    = 2 GiB, more than an int count of bytes: on a 128-core node (one rank of
+    128 threads per node) the MPI call was refused (a negative count).  The
+    message goes as 128 units of 16 MiB, verified, its bytes all counted.
+    128 threads on this machine's cores: a functional run, not a timing."""
+    if _available_gib() < 12:
+        pytest.skip('needs 12 GiB of free memory (two ranks with 2 x 2 GiB buffers each)')
+    stack, ring, _ = builds
+    launcher = shutil.which(STACKS[stack][1])
+    proc = subprocess.run(
+        [launcher, '-n', '2', str(ring), '--pattern', 'ring', '--mode', 'masteronly',
+         '--sizes', '16M', '--rank-as-node', '--reps', '1', '--iters', '1', '--skip', '0'],
+        env=mpi_env(OMP_NUM_THREADS='128'), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (res,) = kernel_results(proc.stdout)
+    assert res['verified'] is True and res['size'] == 16 * 2**20, res
+    assert res['threads'] == 128 and res['k'] == 128 and res['msg_bytes'] == 2**31, res
+    assert res['bytes_sent_per_iter'] == 2 * 2**31, res

@@ -228,6 +228,33 @@ def test_the_ring_across_nodes_measures_every_k_and_the_plan_counts_them():
     assert across > 2.5 * single
 
 
+def test_ring_max_k_is_the_kernels():
+    """plan.RING_MAX_K states src/ring.c's RING_MAX_K (the largest --k)."""
+    import re
+    found = re.search(r'^#define RING_MAX_K (\d+)', (REPO / 'src' / 'ring.c').read_text(), re.M)
+    assert found and int(found.group(1)) == P.RING_MAX_K
+
+
+@pytest.mark.parametrize('cores', [144, 192, 256])
+def test_the_ring_k_sweep_stays_within_the_kernels_k(cores, monkeypatch):
+    """A node of more than 2 x RING_MAX_K cores: the swept k (each its own
+    ``--k`` launch, all but the largest) stop at the kernel's limit; the
+    largest, the kernel's default k, stays last; the plan counts those."""
+    for layout in (('mpi', cores, 1), ('masteronly', 1, cores), ('multiple', 1, cores)):
+        ks = P.ring_ks(layout, 2)
+        assert ks[-1] == cores
+        assert ks[:-1] and max(ks[:-1]) <= P.RING_MAX_K, ks
+        assert ks[:-1] == [k for k in P.divisors(cores) if k <= P.RING_MAX_K]
+    two = P.Topology(cores=cores, nodes=2)
+    launches = len(P.ring_ks(('mpi', cores, 1), 2))
+    swept = P.estimate('ring', ('mpi', cores, 1), '8', two)
+    monkeypatch.setattr(P, 'ring_ks', lambda layout, nodes: [layout[1]])
+    assert swept == pytest.approx(launches * P.estimate('ring', ('mpi', cores, 1), '8', two))
+    monkeypatch.undo()
+    # A node within the limit sweeps every divisor, as before.
+    assert P.ring_ks(('mpi', 128, 1), 2) == P.divisors(128)
+
+
 @pytest.mark.parametrize('option', [['--cores', '0'], ['--cores', '-4'], ['--sockets', '0'],
                                     ['--numa', '0'], ['--nodes', '0'], ['--samples', '0'],
                                     ['--samples', '101'], ['--stacks', '0']])

@@ -10,12 +10,14 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
+import types
 
 import polars as pl
 import pytest
 import reframe
-from conftest import run_reframe
+from conftest import REPO, run_reframe
 from harnesscore.schema import KNOWN, REQUIRED, RUN_FIELDS, field_text, fields_after
 from harnesslib import base, build
 from hybridverdict import store
@@ -175,6 +177,16 @@ def test_an_old_store_part_without_the_provenance_columns_still_loads(tmp_path):
 
 # ---- where the checks' values come from ---------------------------------------------
 
+def commit_all(repo) -> str:
+    """`repo` made a git repository of its files, committed: its short HEAD."""
+    git = ['git', '-C', str(repo), '-c', 'user.name=t', '-c', 'user.email=t@t']
+    subprocess.run([*git, 'init', '-q'], check=True)
+    subprocess.run([*git, 'add', '.'], check=True)
+    subprocess.run([*git, 'commit', '-qm', 'x'], check=True)
+    return subprocess.run([*git, 'rev-parse', '--short', 'HEAD'], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
 def test_source_version_is_git_describe_or_a_digest_of_the_sources(tmp_path):
     src = tmp_path / 'src'
     src.mkdir()
@@ -183,15 +195,43 @@ def test_source_version_is_git_describe_or_a_digest_of_the_sources(tmp_path):
     assert re.fullmatch(r'sha256:[0-9a-f]{12}', plain)
     (src / 'a.c').write_text('int main(void) { return 1; }\n')
     assert build.source_version.__wrapped__(str(tmp_path), str(src)) != plain
-    git = ['git', '-C', str(tmp_path), '-c', 'user.name=t', '-c', 'user.email=t@t']
-    subprocess.run([*git, 'init', '-q'], check=True)
-    subprocess.run([*git, 'add', '.'], check=True)
-    subprocess.run([*git, 'commit', '-qm', 'x'], check=True)
-    head = subprocess.run([*git, 'rev-parse', '--short', 'HEAD'], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    (tmp_path / 'README.md').write_text('notes\n')
+    head = commit_all(tmp_path)
     assert build.source_version.__wrapped__(str(tmp_path), str(src)) == head
+    # an edit outside src/ is no change of the kernels
+    (tmp_path / 'README.md').write_text('more notes\n')
+    assert build.source_version.__wrapped__(str(tmp_path), str(src)) == head
+
+
+def test_source_version_of_uncommitted_sources_tells_the_edits_apart(tmp_path):
+    """Two different uncommitted edits of the kernels are two versions (a digest
+    of the sources after ``-dirty-``); an untracked source counts, a file git
+    ignores (a build folder in src/) does not."""
+    src = tmp_path / 'src'
+    src.mkdir()
+    (src / 'a.c').write_text('int main(void) { return 0; }\n')
+    (tmp_path / '.gitignore').write_text('/src/build-*\n')
+    head = commit_all(tmp_path)
+
+    def version() -> str:
+        return build.source_version.__wrapped__(str(tmp_path), str(src))
+
     (src / 'a.c').write_text('int main(void) { return 2; }\n')
-    assert build.source_version.__wrapped__(str(tmp_path), str(src)) == f'{head}-dirty'
+    two = version()
+    assert re.fullmatch(rf'{head}-dirty-[0-9a-f]{{12}}', two), two
+    (src / 'a.c').write_text('int main(void) { return 3; }\n')
+    three = version()
+    assert re.fullmatch(rf'{head}-dirty-[0-9a-f]{{12}}', three) and three != two
+    (src / 'build-x').mkdir()
+    (src / 'build-x' / 'CMakeCache.txt').write_text('ignored\n')
+    assert version() == three
+    (src / 'b.c').write_text('int f(void) { return 1; }\n')
+    assert version() not in (two, three)
+    (src / 'b.c').unlink()
+    (src / 'a.c').write_text('int main(void) { return 2; }\n')
+    assert version() == two      # the same sources, the same version
+    (src / 'a.c').write_text('int main(void) { return 0; }\n')
+    assert version() == head
 
 
 def test_the_compiler_from_cmake_spack_or_the_environment(tmp_path):
@@ -223,6 +263,32 @@ def test_the_compiler_from_cmake_spack_or_the_environment(tmp_path):
                    cwd=tmp_path, check=True)
     assert not (tmp_path / 'INJECTED').exists()
     assert build.compiler_from_probe(out.read_text()) == ''
+
+
+def test_a_cmake_build_records_the_c_flags_of_a_build_type_other_than_release(tmp_path,
+                                                                              stacks):
+    """CMake's flags of Debug, RelWithDebInfo... are no part of the build type's
+    name as Release's are (src/CMakeLists.txt's own): the build_spec says them."""
+    cc = shutil.which(f'mpicc.{stacks[0]}')
+    if not cc:
+        pytest.skip(f'mpicc.{stacks[0]} is not on PATH')
+    flags = {}
+    for build_type in ('Debug', 'Release'):
+        out = tmp_path / build_type
+        subprocess.run(['cmake', '-S', str(REPO / 'src'), '-B', str(out),
+                        f'-DCMAKE_BUILD_TYPE={build_type}', f'-DCMAKE_C_COMPILER={cc}',
+                        f'-DMPI_C_COMPILER={cc}'], check=True, capture_output=True)
+        flags[build_type] = build.cmake_c_flags(str(out))
+    assert flags == {'Debug': '-g', 'Release': '-O3 -march=native -DNDEBUG'}
+    assert build.cmake_c_flags(str(tmp_path / 'none')) is None
+    fixture = types.SimpleNamespace(
+        current_environ=types.SimpleNamespace(name='mpich', cc=cc, extras={'stack': 'mpich'}),
+        build_type='RelWithDebInfo', fault_inject=True, fault_slow=0)
+    spec = build.KernelBuild.cmake_build_spec
+    assert spec(fixture) == f'cmake RelWithDebInfo mpich cc={cc} fault_inject'
+    assert spec(fixture, '-O2 -g -DNDEBUG') == \
+        f"cmake RelWithDebInfo mpich cc={cc} cflags='-O2 -g -DNDEBUG' fault_inject"
+    assert spec(fixture, '') == f"cmake RelWithDebInfo mpich cc={cc} cflags='' fault_inject"
 
 
 def test_the_job_probe_and_the_launch_line_of_a_script(tmp_path):

@@ -7,10 +7,12 @@ by node count; pooled, the medians would mix them and the assertions fail.
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 
 import pytest
 from hybridverdict import comm, history, phases, report, spmv_model, verdict
 from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.records import Record
 from perflog_writer import T0, header, hockney_runs, line, write
 
 NODES = (1, 2, 4)
@@ -96,6 +98,62 @@ def test_md_phase_table_per_node_count(tmp_path):
     assert [(r.nodes, r.t_mpi, round(r.ratio, 6)) for r in rows] == [
         (1, pytest.approx(0.1), 3.0), (2, pytest.approx(0.2), 3.0), (4, pytest.approx(0.4), 3.0)]
     assert all(r[phases.COLUMNS.index('nodes')] in NODES for r in phases.table_rows(rows))
+
+
+def md_run(mode: str, ranks: int, threads: int, force: float, build: str,
+           library: str = 'L') -> Record:
+    return Record(time=T0, system='s', partition='p', stack='mpich', kernel='md', mode=mode,
+                  ranks=ranks, threads=threads, size='6', cores=2, nodes=1,
+                  mpi_library=library, verified=True, oversubscribed=False, result='pass',
+                  values={'t_total': 2.0, 'phase_force': force, 'phase_movout': 0.5},
+                  units={}, source='f:1', build_spec=build)
+
+
+def bar_labels(monkeypatch, rows: list) -> list[tuple[str, list[float]]]:
+    """The bars plots.phases draws for `rows`: (label, heights) each."""
+    import matplotlib.axes
+    from hybridverdict import plots
+    seen = []
+    draw = matplotlib.axes.Axes.bar
+
+    def spy(self, x, height, *args, **kw):
+        seen.append((kw.get('label'), list(height)[:2]))
+        return draw(self, x, height, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, 'bar', spy)
+    plots.phases(SimpleNamespace(phases=rows))
+    return seen
+
+
+def test_md_phase_table_and_figure_name_the_build_of_two_builds(monkeypatch):
+    """A Debug and a Release md at one place: rows and bars name their build (the
+    figure drew one bar group for both, the table two identical-looking row sets)."""
+    recs = [md_run(m, r, t, f, build) for build, hybrid in (('cmake Debug', 3.0),
+                                                           ('cmake Release', 1.5))
+            for m, r, t, f in (('mpi', 2, 1, 1.0), ('masteronly', 1, 2, hybrid))]
+    rows = phases.phase_rows(recs)
+    table = phases.table_rows(rows)
+    assert [(r[0], r[4], r[9]) for r in table] == [
+        ('mpich (cmake Debug)', 'force', '3.000'), ('mpich (cmake Debug)', 'movout', '1.000'),
+        ('mpich (cmake Release)', 'force', '1.500'),
+        ('mpich (cmake Release)', 'movout', '1.000')]
+    assert {(r.build, r.library) for r in rows} == {('cmake Debug', 'L'),
+                                                    ('cmake Release', 'L')}
+    assert bar_labels(monkeypatch, rows) == [
+        ('masteronly 1x2 vs 2x1 mpich (cmake Debug)@p (n=1/1)', [3.0, 1.0]),
+        ('masteronly 1x2 vs 2x1 mpich (cmake Release)@p (n=1/1)', [1.5, 1.0])]
+    # two MPI libraries of one build: the library tells them apart
+    two_libs = phases.phase_rows([md_run(m, r, t, 1.0, 'b', lib) for lib in ('L1', 'L2')
+                                  for m, r, t in (('mpi', 2, 1), ('masteronly', 1, 2))])
+    assert {r[0] for r in phases.table_rows(two_libs)} == {'mpich (L1)', 'mpich (L2)'}
+
+
+def test_md_phase_rows_of_one_build_are_as_before(monkeypatch):
+    rows = phases.phase_rows([md_run('mpi', 2, 1, 1.0, 'b'), md_run('masteronly', 1, 2, 2.0, 'b')])
+    assert all(type(r) is phases.PhaseRow for r in rows)
+    assert [r[0] for r in phases.table_rows(rows)] == ['mpich', 'mpich']
+    assert [label for label, _ in bar_labels(monkeypatch, rows)] == [
+        'masteronly 1x2 vs 2x1 mpich@p (n=1/1)']
 
 
 def test_history_series_per_node_count(tmp_path):

@@ -276,12 +276,17 @@ def write_table1(path: Path) -> list[dict[str, str]]:
     return rows
 
 
+def rabenseifner_by_partition(folder: Path) -> dict:
+    """The Rabenseifner rows of the perflogs in `folder`, by partition."""
+    return {r.partition: r for r in
+            comm.rabenseifner(comm.saturation(read_perflogs([str(folder)])))}
+
+
 def test_rabenseifner_table1_masteronly_share_of_the_inter_node_bandwidth(tmp_path):
     # seed 002, Table 1: columns 1 and 2 (GB/s per node) give column 3, "masteronly
     # bw / max. inter-node bw", as printed (whole percent)
     rows = write_table1(tmp_path)
-    found = {r.partition: r for r in
-             comm.rabenseifner(comm.saturation(read_perflogs([str(tmp_path)])))}
+    found = rabenseifner_by_partition(tmp_path)
     assert len(found) == len(rows)
     for r in rows:
         got = found[slug(r['platform'])]
@@ -303,10 +308,35 @@ def test_rabenseifner_wellein_table1_hybrid_against_mpp_time(tmp_path):
     rows = table('rabenseifner_wellein_seed001_table1.csv')
     write_ring(tmp_path, [('sr8000', slug(r['metric']), 12, 8, float(r['b_hybrid_MBps']) / 12,
                            float(r['b_mpp_MBps']) / 12, 8 * 1024 * 1024) for r in rows])
-    found = {r.partition: r for r in
-             comm.rabenseifner(comm.saturation(read_perflogs([str(tmp_path)])))}
+    found = rabenseifner_by_partition(tmp_path)
     for r in rows:
         got = found[slug(r['metric'])]
+        assert round(got.b_mpp / got.b_hybrid, 2) == float(r['ratio_printed'])
+        assert round(got.t_ratio, 2) == float(r['t_ratio_printed'])
+
+
+def test_rabenseifner_wellein_table1_from_the_hybrid_and_the_mpp_layouts(tmp_path):
+    # seed 001, Table 1 as its two models measure it: b_hybrid with one 1-threaded MPI
+    # process per node (masteronly 1 x 8, k = 1), b_MPP with 96 processes (pure MPI
+    # 8 x 1, k = 8); each layout also logs the k the other measured, with other
+    # figures, which must not enter (masteronly's k = 8 is one CPU sending an 8 times
+    # larger message, pure MPI's k = 1 one of its 8 CPUs)
+    rows = table('rabenseifner_wellein_seed001_table1.csv')
+    size = 8 * 1024 * 1024
+    for r in rows:
+        hybrid, mpp = float(r['b_hybrid_MBps']) / 12, float(r['b_mpp_MBps']) / 12
+        names = [f'bw_k1_{size}', f'bw_k8_{size}']
+        write(tmp_path / f'{slug(r["metric"])}/RingCheck.log', [header(names), *(
+            line('ring', {names[0]: (k1, 'MB/s'), names[1]: (k8, 'MB/s')}, mode=mode,
+                 ranks=ranks, threads=threads, size=str(size), nodes=12, cores=8,
+                 system='sr8000', part=slug(r['metric']), stack='vendor-mpi', time=T0)
+            for mode, ranks, threads, k1, k8 in (('masteronly', 1, 8, hybrid, 1.2 * hybrid),
+                                                 ('mpi', 8, 1, 0.9 * hybrid, mpp)))])
+    found = rabenseifner_by_partition(tmp_path)
+    assert len(found) == len(rows)
+    for r in rows:
+        got = found[slug(r['metric'])]
+        assert (got.k_max, got.nodes) == (8, 12)
         assert round(got.b_mpp / got.b_hybrid, 2) == float(r['ratio_printed'])
         assert round(got.t_ratio, 2) == float(r['t_ratio_printed'])
 

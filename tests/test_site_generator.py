@@ -398,7 +398,10 @@ def test_the_test_cluster_from_its_recorded_outputs(tmp_path, test_cluster_runne
     assert set(cluster['partitions']) == set(spec['partitions']) == {'fast', 'slow'}
     for name, part in cluster['partitions'].items():
         want = spec['partitions'][name]
-        assert part['access'] == want['access'] and part['nodes'] == want['nodes'] == 2
+        # whole nodes: the written file asks for them, as the template does
+        # (the harness's own description of its test cluster does not)
+        assert part['access'] == [*want['access'], '--exclusive']
+        assert part['nodes'] == want['nodes'] == 2
         assert part['transport_env'] == want['transport_env'], name
         assert {k: v for k, v in part['processor'].items() if k != 'topology'} == \
             want['processor']
@@ -422,7 +425,7 @@ def test_the_test_cluster_from_its_recorded_outputs(tmp_path, test_cluster_runne
     slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
     assert_ruff_clean(path)
     # the summary: what was detected, and every FILL IN
-    assert re.search(r'partition fast: --partition=fast, 2 node\(s\) per run, 2 CPUs, '
+    assert re.search(r'partition fast: --partition=fast --exclusive, 2 node\(s\) per run, 2 CPUs, '
                      r'1 socket\(s\), 1 NUMA domain\(s\), 24105MiB; link: TCP over virtual '
                      r'Ethernet fast0', out), out
     assert 'stack openmpi: Open MPI 4.1.4 (module openmpi), cc mpicc, srun --mpi=pmix' in out
@@ -1025,3 +1028,35 @@ def test_modules_systems_are_those_reframe_drives(tmp_path):
                                                           ok(err=says + '\n')}, {}, {}))
         assert (found.kind if found else None) == kind
         assert kind is None or kind in modules_systems()
+
+
+def test_the_written_partitions_ask_for_whole_nodes(tmp_path, hpc_runner, capsys):
+    runner, environ = hpc_runner
+    code, text, path, cluster = generate(tmp_path, runner, environ, '--access=--account=proj1')
+    assert code == 0, capsys.readouterr().out
+    for name, part in cluster['partitions'].items():
+        assert part['access'] == [f'--partition={name}', '--exclusive'], name
+    assert comments(text).count('Whole nodes (--exclusive): runs that hold a few CPUs per '
+                                'node (point-to-point, small collectives) must not share '
+                                'them.') == len(cluster['partitions'])
+    system, _ = slurm_systems.cluster_config(cluster, str(tmp_path / 'var'), origin=path)
+    assert all(p['access'] == ['--account=proj1', f'--partition={p["name"]}', '--exclusive']
+               for p in system['partitions'])
+
+
+def test_a_spaced_install_prefix_reaches_the_job_scripts_path_whole():
+    det = sg.Detection(host='login1', config={'ClusterName': 'c1'})
+    det.partitions = [sg.SlurmPartition('p', 'n[1-2]', 2)]
+    prefix = '/opt/my mpi/mvapich2 2.3.7'
+    det.stacks['mvapich2'] = sg.FoundStack('mvapich2', 'prefix', prefix, '2.3.7',
+                                           f'{prefix}/bin/mpicc',
+                                           env={'PATH': f'{prefix}/bin:$PATH'})
+    cluster = sg.build(det, sg.parse_args(['--no-srun'])).plain()
+    assert cluster['stacks']['mvapich2']['env'] == {'PATH': f'{prefix}/bin:$PATH'}
+    _, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_c1.py')
+    for env in envs:
+        path = dict(env['env_vars'])['PATH']
+        proc = subprocess.run(['/bin/bash', '-c', f'export PATH={path}\nprintf %s "$PATH"'],
+                              env={'PATH': '/usr/bin:/bin'}, capture_output=True, text=True,
+                              timeout=30)
+        assert proc.stdout == f'{prefix}/bin:/usr/bin:/bin', env['target_systems']

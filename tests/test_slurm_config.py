@@ -551,6 +551,18 @@ def test_a_bad_sysconfdir_is_named(change, message, no_cluster_env):
     assert cluster_error(change) == message
 
 
+def clean_stream_dry_run(tmp_path: Path, site: Path, partition: str) -> Path:
+    """A clean-mode dry run of StreamCheck's mpi_128x1 on the template's
+    `partition`, with the cluster file `site`: the partition's stage folder."""
+    var = tmp_path / 'var'
+    proc = reframe(var, '-c', str(REPO / 'checks'), '--system', f'example-hpc:{partition}',
+                   '-n', 'StreamCheck%layout=mpi_128x1', '--dry-run',
+                   **{**template_env(), 'HARNESS_CLUSTERS': str(site),
+                      'HARNESS_MPI_ENV': 'clean'})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    return var / 'example-hpc' / 'stage' / 'example-hpc' / partition
+
+
 def test_a_dry_run_exports_the_clean_files_of_a_clusters_stacks(tmp_path):
     etc = tmp_path / 'ompi-etc'
     etc.mkdir()
@@ -558,13 +570,7 @@ def test_a_dry_run_exports_the_clean_files_of_a_clusters_stacks(tmp_path):
     site = tmp_path / 'site_clean.py'
     site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
                     f"CLUSTER['stacks']['openmpi']['sysconfdir'] = {str(etc)!r}\n")
-    var = tmp_path / 'var'
-    proc = reframe(var, '-c', str(REPO / 'checks'), '--system', 'example-hpc:ib',
-                   '-n', 'StreamCheck%layout=mpi_128x1', '--dry-run',
-                   **{**template_env(), 'HARNESS_CLUSTERS': str(site),
-                      'HARNESS_MPI_ENV': 'clean'})
-    assert proc.returncode == 0, proc.stdout[-5000:]
-    stage = var / 'example-hpc' / 'stage' / 'example-hpc' / 'ib'
+    stage = clean_stream_dry_run(tmp_path, site, 'ib')
     ompi = next((stage / 'openmpi').glob('StreamCheck_*/rfm_job.sh')).read_text()
     assert f'export OMPI_MCA_mca_base_param_files={etc}/openmpi-mca-params.conf\n' in ompi
     assert f'export PMIX_MCA_mca_base_param_files={etc}/pmix-mca-params.conf\n' in ompi
@@ -572,8 +578,145 @@ def test_a_dry_run_exports_the_clean_files_of_a_clusters_stacks(tmp_path):
     mv2 = next((stage / 'mvapich2').glob('StreamCheck_*/rfm_job.sh')).read_text()
     assert 'export HYDRA_CONFIG_FILE=/dev/null\n' in mv2
     # keep mode: the environments hold none of them
-    proc = reframe(var, '--system', 'example-hpc:ib', '--show-config', 'environments',
+    proc = reframe(tmp_path / 'var', '--system', 'example-hpc:ib', '--show-config', 'environments',
                    **{**template_env(), 'HARNESS_CLUSTERS': str(site), 'HARNESS_MPI_ENV': 'keep'})
     assert proc.returncode == 0, proc.stderr
     names = {k for e in json.loads(proc.stdout) for k, _ in e.get('env_vars', [])}
     assert not names & {'HYDRA_CONFIG_FILE', *OMPI_FILES}
+
+
+# ---- what the job script makes of a stack's values -------------------------------
+
+def bash_exports(env_vars: list[list[str]], names: tuple[str, ...]) -> dict[str, str]:
+    """What bash makes of ReFrame's ``export K=V`` lines of `env_vars`
+    (ReFrame writes them verbatim): the values of `names`, with PATH
+    /usr/bin:/bin and HOME '/home/u b' before them."""
+    lines = [f'export {k}={v}' for k, v in env_vars]
+    shown = [f'printf "%s\\0" "${name}"' for name in names]
+    proc = subprocess.run(['/bin/bash', '-c', '\n'.join([*lines, *shown])],
+                          env={'PATH': '/usr/bin:/bin', 'HOME': '/home/u b'},
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return dict(zip(names, proc.stdout.split('\0')[:-1]))
+
+
+SPACED_MPI = '/opt/my mpi/mvapich2 2.3.7'
+SPACED_OMPI = '/opt/my mpi/openmpi 4.1.6/etc'
+
+
+def test_a_stacks_values_reach_the_job_script_as_written(no_cluster_env):
+    cluster = template_cluster()
+    cluster['stacks']['mvapich2']['env'] = {
+        'PATH': f'{SPACED_MPI}/bin:$PATH', 'MV2_ENABLE_AFFINITY': '1',
+        'SITE_TEXT': 'it\'s "quoted" \\ and $ alone',
+        'SITE_BRACES': '${HOME}/a b', 'SITE_CMD': '$(echo a b)/c d'}
+    cluster['stacks']['openmpi']['sysconfdir'] = SPACED_OMPI
+    cluster['stacks']['openmpi']['env'] = {'LD_LIBRARY_PATH': '/opt/x/lib:$LD_LIBRARY_PATH'}
+    cluster['partitions']['ib']['transport_env']['openmpi']['OMPI_MCA_pml_ucx_tls'] = 'rc ud'
+    _, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py',
+                                           mpi_env='clean')
+    for env in envs:
+        system = env['target_systems'][0]
+        if env['name'] == 'mvapich2':
+            got = bash_exports(env['env_vars'], ('PATH', 'SITE_TEXT', 'SITE_BRACES',
+                                                 'SITE_CMD', 'MV2_ENABLE_AFFINITY'))
+            assert got == {'PATH': f'{SPACED_MPI}/bin:/usr/bin:/bin',
+                           'SITE_TEXT': 'it\'s "quoted" \\ and $ alone',
+                           'SITE_BRACES': '/home/u b/a b', 'SITE_CMD': 'a b/c d',
+                           'MV2_ENABLE_AFFINITY': '1'}, system
+        if env['name'] == 'openmpi':
+            got = bash_exports(env['env_vars'], ('OMPI_MCA_mca_base_param_files',))
+            assert got == {'OMPI_MCA_mca_base_param_files':
+                           f'{SPACED_OMPI}/openmpi-mca-params.conf'}, system
+            # what needed no quoting is written as it was
+            assert ['LD_LIBRARY_PATH', '/opt/x/lib:$LD_LIBRARY_PATH'] in env['env_vars']
+        # the pins as the export line has them (RunBase compares the two)
+        values = dict(env['env_vars'])
+        assert all(values[k] == v for k, v in env['extras']['pinned'].items()), system
+    ib = next(e for e in envs if e['name'] == 'openmpi'
+              and e['target_systems'] == ['example-hpc:ib'])
+    assert bash_exports(ib['env_vars'], ('OMPI_MCA_pml_ucx_tls', 'UCX_NET_DEVICES')) == {
+        'OMPI_MCA_pml_ucx_tls': 'rc ud', 'UCX_NET_DEVICES': 'mlx5_0:1'}
+    assert ['UCX_NET_DEVICES', 'mlx5_0:1'] in ib['env_vars']
+
+
+def test_a_dry_run_exports_spaced_paths_that_bash_reads_back(tmp_path):
+    site = tmp_path / 'site_space.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    f"CLUSTER['stacks']['mvapich2']['env'] = {{'PATH': "
+                    f"{SPACED_MPI + '/bin:$PATH'!r}}}\n"
+                    f"CLUSTER['stacks']['openmpi']['sysconfdir'] = {SPACED_OMPI!r}\n")
+    stage = clean_stream_dry_run(tmp_path, site, 'eth')
+    for stack, name, want in (
+            ('mvapich2', 'PATH', f'{SPACED_MPI}/bin:/usr/bin:/bin'),
+            ('openmpi', 'OMPI_MCA_mca_base_param_files',
+             f'{SPACED_OMPI}/openmpi-mca-params.conf')):
+        script = next((stage / stack).glob('StreamCheck_*/rfm_job.sh')).read_text()
+        line = next(ln for ln in script.splitlines() if ln.startswith(f'export {name}='))
+        assert bash_exports([line.removeprefix('export ').split('=', 1)], (name,)) == \
+            {name: want}, line
+
+
+# ---- notes where a record would claim a link it does not use --------------------
+
+def config_notes(cluster: dict, capsys) -> list[str]:
+    slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    return capsys.readouterr().err.splitlines()
+
+
+def test_the_template_pins_every_stack_and_says_nothing(no_cluster_env, capsys):
+    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+    cluster = template_cluster()
+    for part in cluster['partitions'].values():
+        assert set(part['transport_env']) == set(cluster['stacks'])
+    assert config_notes(cluster, capsys) == []
+
+
+def test_a_stack_left_unpinned_among_pinned_ones_is_noted_once(no_cluster_env, capsys):
+    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+    cluster = template_cluster()
+    cluster['partitions']['eth']['transport_env'].pop('mvapich2')
+    cluster['partitions']['eth']['transport_env']['mpich'] = {}
+    assert config_notes(cluster, capsys) == [
+        "[harness config] system example-hpc (site_x.py): partition eth pins the link of "
+        "openmpi (transport_env) but not of mpich, mvapich2: those runs use whatever link "
+        "their stack picks, yet their records name this partition's; add transport_env "
+        "entries for mpich, mvapich2 (config/cluster_template.py)"]
+    # a note, not a refusal; and none under HARNESS_QUIET=1
+    no_cluster_env.setenv('HARNESS_QUIET', '1')
+    assert config_notes(cluster, capsys) == []
+
+
+def test_one_node_pinned_to_a_link_between_nodes_is_noted(no_cluster_env, capsys):
+    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+    cluster = template_cluster()
+    cluster['partitions']['ib']['nodes'] = 1
+    assert config_notes(cluster, capsys) == [
+        "[harness config] system example-hpc (site_x.py): partition ib has 'nodes': 1 but "
+        "pins a link between nodes for openmpi, mpich, mvapich2 (transport_env): on one "
+        "node their point-to-point runs go through shared memory, yet their records name "
+        "this link; give it 'nodes': 2 or more"]
+    # one node pinned to shared memory (the stacks' own pins there) is what it says
+    cluster['partitions']['ib']['transport_env'] = {
+        'openmpi': {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,vader'},
+        'mpich': {'UCX_TLS': 'sm,self'}}
+    assert config_notes(cluster, capsys) == []
+
+
+# ---- a stack's Spack spec ----------------------------------------------------------
+
+def test_a_stack_may_name_the_spack_spec_of_its_kernels(no_cluster_env):
+    cluster = template_cluster()
+    spec = 'hybrid-kernels@develop build_type=Release +openmp ^mvapich2@2.3.7'
+    cluster['stacks']['mvapich2']['spack_spec'] = spec
+    _, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    mv2 = [e for e in envs if e['name'] == 'mvapich2']
+    assert len(mv2) == 3 and all(e['extras']['spack_spec'] == spec for e in mv2)
+    assert not any('spack_spec' in e['extras'] for e in envs if e['name'] != 'mvapich2')
+
+
+@pytest.mark.parametrize('value', [5, '', '  ', ['hybrid-kernels ^mpich']])
+def test_a_bad_spack_spec_is_named(value, no_cluster_env):
+    assert cluster_error(lambda c: c['stacks']['mpich'].update(spack_spec=value)) == (
+        f'site_x.py: stack mpich: spack_spec must be a Spack spec (a string that is not '
+        f'empty), got {value!r}')

@@ -14,12 +14,14 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 import spack_site
 import yaml
 from conftest import REPO, mpi_env, run_reframe
+from harnesslib import build
 
 SPACK = shutil.which('spack')
 _no_spack = pytest.mark.skipif(
@@ -283,3 +285,173 @@ def test_spec_that_does_not_concretise_fails_with_spacks_error(stacks, installed
                             f'HARNESS_{bad.upper()}_SPACK_SPEC':
                                 f'hybrid-kernels@develop ^{bad}@0.0.1'})
     assert len(failed_one_stack(proc, '==> Error', good)) == 2, explain(proc)
+
+
+# ---- a stack's prefix, its links and the OS (stub programs, no MPI needed) ----------------
+
+def stub(path: Path, text: str) -> Path:
+    """An executable that prints `text` whatever its arguments."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")
+    path.chmod(0o755)
+    return path
+
+
+def fake_prefix(root: Path, launcher_says: str) -> Path:
+    """A prefix like Debian's /usr: MPICH's mpichversion beside another stack's
+    mpicc and mpiexec (update-alternatives)."""
+    stub(root / 'bin' / 'mpicc', 'gcc -I/x -lmpi')
+    stub(root / 'bin' / 'mpiexec', launcher_says)
+    stub(root / 'bin' / 'mpichversion', 'MPICH Version:\t4.0.2')
+    return root
+
+
+@pytest.mark.parametrize('how', ['--stack', 'HARNESS_MPICH_PREFIX'])
+def test_a_prefix_whose_launcher_is_another_stacks_is_refused(tmp_path, monkeypatch, capsys,
+                                                              how):
+    usr = fake_prefix(tmp_path / 'usr', 'mpiexec (OpenRTE) 4.1.4\nReport bugs to ...')
+    monkeypatch.setattr(spack_site, 'build_tools', lambda path: {})
+    monkeypatch.setattr(spack_site, 'compilers', lambda path: [])
+    args = ['--config-dir', str(tmp_path / 'cfg'), '--prefix-dir', str(tmp_path / 'pf')]
+    if how == '--stack':
+        args += ['--stack', f'mpich={usr}']
+    else:
+        monkeypatch.setattr(spack_site, 'STACKS', (spack_site.STACK['mpich'],))
+        monkeypatch.setenv('HARNESS_MPICH_PREFIX', str(usr))
+    assert spack_site.main(args) == 2
+    err = capsys.readouterr().err
+    assert (f"mpich: prefix {usr}: {usr}/bin/mpiexec is not MPICH's launcher "
+            f"(its --version says 'mpiexec (OpenRTE) 4.1.4')") in err, err
+    assert not (tmp_path / 'cfg').exists()
+    # MPICH's own launcher there: accepted, with the version of its tools
+    stub(usr / 'bin' / 'mpiexec', 'HYDRA build details:\n    Version: 4.0.2')
+    assert spack_site.parse_stack_arg(f'mpich={usr}', str(tmp_path / 'pf')) == \
+        spack_site.Stack('mpich', '4.0.2', str(usr))
+    # a suffixed wrapper whose launcher is another stack's: refused as well
+    stub(usr / 'bin' / 'mpicc.mine', 'gcc')
+    stub(usr / 'bin' / 'mpiexec.mine', 'mpiexec (Open MPI) 5.0.3')
+    with pytest.raises(spack_site.SiteError, match="mpiexec.mine is not MPICH's launcher"):
+        spack_site.parse_stack_arg(f'mpich={usr}/bin/mpicc.mine', str(tmp_path / 'pf'))
+
+
+def test_a_prefix_of_links_is_not_re_pointed_to_another_stack_without_force(tmp_path):
+    def wrappers(folder: str, *progs: str) -> Path:
+        bindir = tmp_path / folder
+        for prog in progs:
+            stub(bindir / f'{prog}.mpich', 'HYDRA build details:')
+        stub(bindir / 'mpichversion.mpich', 'MPICH Version:\t4.0.2')
+        return bindir / 'mpicc.mpich'
+
+    first = wrappers('a', 'mpicc', 'mpicxx', 'mpiexec')
+    other = wrappers('b', 'mpicc', 'mpiexec')
+    prefix_dir = str(tmp_path / 'pf')
+    spack_site.make_prefix(spack_site.parse_stack_arg(f'mpich={first}', prefix_dir))
+    farm = tmp_path / 'pf' / 'mpich' / 'bin'
+    assert os.readlink(farm / 'mpicxx') == str(tmp_path / 'a' / 'mpicxx.mpich')
+    second = spack_site.parse_stack_arg(f'mpich={other}', prefix_dir)
+    with pytest.raises(spack_site.SiteError, match=r"links to .*/a/mpicc\.mpich, not "
+                       r".*/b/mpicc\.mpich: the prefix is another mpich's; not re-pointing "
+                       r"it \(use --force"):
+        spack_site.make_prefix(second)
+    assert os.readlink(farm / 'mpicc') == str(first)
+    # the same stack again completes nothing and changes nothing
+    spack_site.make_prefix(spack_site.parse_stack_arg(f'mpich={first}', prefix_dir))
+    spack_site.make_prefix(second, force=True)
+    assert os.readlink(farm / 'mpicc') == str(other)
+    assert os.readlink(farm / 'mpiexec') == str(tmp_path / 'b' / 'mpiexec.mpich')
+    # the old stack's mpicxx (and its mpic++ alias) are gone, not left behind
+    assert not os.path.lexists(farm / 'mpicxx') and not os.path.lexists(farm / 'mpic++')
+
+
+OS_RELEASES = {
+    'ubuntu22.04': 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
+    'ubuntu24.04': 'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nVERSION_ID="24.04"\nID=ubuntu\n',
+    'debian12': 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n',
+    'rhel9': 'NAME="Red Hat Enterprise Linux"\nID="rhel"\nID_LIKE="fedora"\n'
+             'VERSION_ID="9.4"\n',
+    'rocky9': 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+              'VERSION_ID="9.3"\n',
+    'opensuse15': 'NAME="openSUSE Leap"\nID="opensuse-leap"\nVERSION_ID="15.5"\n',
+}
+
+
+@pytest.mark.parametrize('want', sorted(OS_RELEASES))
+def test_the_operating_system_is_named_as_spack_names_it(tmp_path, want):
+    """Spack's rule (spack/operating_systems/linux_distro.py): Ubuntu keeps
+    the minor version (ubuntu22.04), the others only the major one."""
+    path = tmp_path / 'os-release'
+    path.write_text(OS_RELEASES[want])
+    assert spack_site.operating_system(str(path)) == want
+
+
+# ---- KernelBuild's Spack spec and environment (no Spack needed) ----------------------------
+
+def kernel_env(**extras: object) -> types.SimpleNamespace:
+    return types.SimpleNamespace(name=str(extras.get('stack', 'mpich')), extras=extras)
+
+
+NO_EXTRAS = types.SimpleNamespace(extras={})
+
+
+def test_a_clusters_stack_is_built_against_its_familys_spack_package():
+    """A cluster's stack named ``ompi5`` (family openmpi) depends on ``openmpi``."""
+    env = kernel_env(stack='ompi5', family='openmpi', spack=True)
+    spec = build.spack_spec(env, NO_EXTRAS, 'Release', False)
+    assert spec.endswith(' ^openmpi') and 'ompi5' not in spec, spec
+    # a stack named like its package, as before
+    assert build.spack_spec(kernel_env(stack='mpich', family='mpich', spack=True), NO_EXTRAS,
+                            'Release', False) == \
+        'hybrid-kernels@develop build_type=Release +openmp ~fault_inject ^mpich'
+
+
+@pytest.mark.parametrize(('build_type', 'fault_inject', 'fault_slow', 'lacks'), [
+    ('Release', True, 0, 'KernelBuild.fault_inject=1 .* must state \\+fault_inject'),
+    ('Release', False, 50, 'KernelBuild.fault_slow=50 .* must state fault_slow=50'),
+    ('Debug', False, 0, 'KernelBuild.build_type=Debug .* must state build_type=Debug'),
+])
+def test_a_users_spack_spec_must_state_the_faults_and_build_type_asked(build_type, fault_inject,
+                                                                       fault_slow, lacks):
+    """A user's spec without them would share the normal build: a fault run
+    without its fault."""
+    user = 'hybrid-kernels@develop ^mpich +fault_inject fault_slow=50 build_type=Debug'
+    env = kernel_env(stack='mpich', family='mpich', spack_spec=user)
+    with pytest.raises(ValueError, match=lacks) as err:
+        build.spack_spec(env, NO_EXTRAS, build_type, fault_inject, fault_slow)
+    assert 'HARNESS_MPICH_SPACK_SPEC' in str(err.value) and repr(user) in str(err.value)
+    # stated in the kernels' part of the spec: used as given
+    stated = 'hybrid-kernels@develop +fault_inject fault_slow=50 build_type=Debug ^mpich'
+    env = kernel_env(stack='mpich', family='mpich', spack_spec=stated)
+    assert build.spack_spec(env, NO_EXTRAS, build_type, fault_inject, fault_slow) == stated
+    # the normal build takes any user spec, as before
+    env = kernel_env(stack='mpich', family='mpich', spack_spec=user)
+    assert build.spack_spec(env, NO_EXTRAS, 'Release', False, 0) == user
+
+
+def test_a_changed_system_configuration_gets_a_new_spack_environment(tmp_path):
+    """After ``harness-spack-site --force`` (an MPI upgrade) the build solves
+    again rather than reusing the old lock file and recording its spec."""
+    repo = tmp_path / 'repo'
+    (repo / 'config/spack/systems/here').mkdir(parents=True)
+    (repo / 'config/spack/repo/packages/hybrid-kernels').mkdir(parents=True)
+    (repo / 'spack.yaml').write_text(
+        'spack:\n  include:\n  - config/spack/systems/$HARNESS_SPACK_SYSTEM\n'
+        '  repos:\n  - config/spack/repo\n  specs: []\n')
+    packages = repo / 'config/spack/systems/here/packages.yaml'
+    packages.write_text('packages: {mpich: {externals: [{spec: mpich@4.0.2, prefix: /usr}]}}\n')
+    recipe = repo / 'config/spack/repo/packages/hybrid-kernels/package.py'
+    recipe.write_text('# v1\n')
+    spec = 'hybrid-kernels@develop ^mpich'
+
+    def envdir(system: str = 'here', spec: str = spec) -> str:
+        return build.spack_env_dir(str(tmp_path / 'envs'), 'mpich', system, spec, str(repo))
+
+    first = envdir()
+    assert first == envdir()           # unchanged: the same environment, its lock kept
+    assert os.path.dirname(first) == str(tmp_path / 'envs')
+    assert os.path.basename(first).startswith('mpich-')
+    assert len({first, envdir('there'), envdir(spec=spec + '@4.1')}) == 3
+    packages.write_text('packages: {mpich: {externals: [{spec: mpich@4.1.2, prefix: /usr}]}}\n')
+    upgraded = envdir()
+    assert upgraded != first
+    recipe.write_text('# v2\n')
+    assert envdir() not in (first, upgraded)

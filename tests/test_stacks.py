@@ -425,3 +425,27 @@ def test_the_bench_and_the_tests_read_the_registry():
     bench = tool('bench')
     assert bench.STACKS == {s.name: s.library_example for s in STACKS if s.library_example}
     assert CONFTEST_STACKS == {s.name: s.suffixed_tools for s in STACKS if s.suffixed_tools}
+
+
+def test_every_stacks_launcher_places_k_ranks_per_node():
+    """``per_node_options``: how each stack's own launcher puts k ranks on each
+    node (``launch.launch_line``'s `per_node`); srun's is --ntasks-per-node; a
+    family the registry does not know is an error naming it."""
+    assert STACK['mpich'].per_node(4) == ['-ppn', '4'] == STACK['mvapich2'].per_node(4, 2)
+    assert STACK['openmpi'].per_node(4) == ['--map-by', 'ppr:4:node']
+    assert STACK['openmpi'].per_node(4, 2) == ['--map-by', 'ppr:4:node:PE=2']
+    for stack in STACKS:
+        filled = stack.per_node(3, 2)
+        assert filled and '3' in ' '.join(filled) and not any('{' in w for w in filled)
+    from reframe.core.backends import getlauncher
+    assert launch.launch_line(getlauncher('mpiexec')(), 8, per_node=4,
+                              family='mvapich2') == 'mpiexec -n 8 -ppn 4'
+    assert launch.launch_line(getlauncher('mpirun')(), 8, per_node=4,
+                              family='openmpi') == 'mpirun -np 8 --map-by ppr:4:node'
+    assert launch.launch_line(getlauncher('srun')(), 8, per_node=4) == (
+        'srun --cpus-per-task=1 --ntasks=8 --ntasks-per-node=4')
+    # Without per_node the line is as before.
+    assert launch.launch_line(getlauncher('mpiexec')(), 8, family='mpich') == 'mpiexec -n 8'
+    with pytest.raises(ValueError, match=r"launcher mpirun of family 'intelmpi': no way known "
+                                         r'to place 4 ranks per node'):
+        launch.launch_line(getlauncher('mpirun')(), 8, per_node=4, family='intelmpi')

@@ -127,6 +127,9 @@ MD_ATOM_STEP = 0.7e-6  # s per atom and step on one core (0.43-0.63 us measured)
 MD_STEP_COMM = 50e-6   # s per step of halo swaps, migration and sums (several ranks)
 MD_OVERHEAD_STEPS = 20
 RING_RUN = 0.5         # s per ring run (3 sizes, 3 repetitions)
+#: The largest k the ring kernel takes with ``--k`` (src/ring.c's RING_MAX_K:
+#: k x 16 MiB must fit an int count; tests/test_plan.py reads the define).
+RING_MAX_K = 64
 T_VERDICT = 0.5        # s per verdict (a local job that prints it)
 T_BUILD = 60.0         # s per stack and partition (CMake build of the kernels)
 
@@ -528,11 +531,15 @@ def estimate(kernel: str, layout: Layout, size, topo: Topology,
 def ring_ks(layout: Layout, nodes: int) -> list[int]:
     """The k (communicating CPUs per node) a ring run measures, largest last:
     across nodes every divisor of the layout's largest k (its ranks per node,
-    or threads per rank in the hybrid modes), Rabenseifner's saturation
-    curve; on one node (every rank its own node) only the largest."""
+    or threads per rank in the hybrid modes) up to ``RING_MAX_K`` (the kernel
+    takes no larger ``--k``; the largest k is its default, given no ``--k``),
+    Rabenseifner's saturation curve; on one node (every rank its own node)
+    only the largest."""
     mode, ranks, threads = layout
     top = ranks if mode in ('mpi', 'serial') else threads
-    return divisors(top) if nodes >= 2 else [top]
+    if nodes < 2:
+        return [top]
+    return [k for k in divisors(top) if k <= RING_MAX_K or k == top]
 
 
 # ---- the plan ----------------------------------------------------------------------

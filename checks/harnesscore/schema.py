@@ -79,8 +79,9 @@ RUN_FIELDS: tuple[RunField, ...] = (
              str),
     # -- provenance: what a performance engineer diffs after a regression
     #    (harnesslib.base.Provenance; '' where unknown, and in older perflogs)
-    RunField('src_version', "the kernel sources: `git describe --always --dirty` of the "
-             "checkout, else 'sha256:' and 12 hex digits of the files under src/", str),
+    RunField('src_version', "the kernel sources: `git describe --always` of the checkout, "
+             "with '-dirty-' and 12 hex digits of src/ where src/ differs from HEAD; else "
+             "'sha256:' and 12 hex digits of the files under src/", str),
     RunField('compiler', "the compiler and its version, e.g. 'gcc 12.2.0' (the kernels' "
              "build; checks without one: the environment's compiler)", str),
     RunField('reframe_version', 'the ReFrame that ran the check (reframe.VERSION)', str),

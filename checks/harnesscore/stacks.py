@@ -81,6 +81,11 @@ class Stack:
     #: Words one of which its launcher's ``--version`` prints (a prefix given
     #: for this stack must hold this stack's launcher).
     launcher_says: tuple[str, ...]
+    #: The options of its launcher that place ``{k}`` ranks on each node of
+    #: the allocation, in rank order (ranks 0..k-1 on the first node; ``{pe}``:
+    #: ``:PE=<cores>`` for ranks of several cores, else ''): an own launcher
+    #: fills the first node's slots first (``harnesslib.launch.launch_line``).
+    per_node_options: tuple[str, ...]
     #: Programs its launcher starts by name from its own folder (linked into
     #: the stack's folder of generic names).
     launcher_helpers: tuple[str, ...]
@@ -153,6 +158,11 @@ class Stack:
             return None
         return f'mpicc{self.suffix}', f'{self.launchers[0]}{self.suffix}'
 
+    def per_node(self, k: int, cores_per_rank: int = 1) -> list[str]:
+        """``per_node_options`` for `k` ranks per node of `cores_per_rank` cores."""
+        pe = f':PE={cores_per_rank}' if cores_per_rank > 1 else ''
+        return [o.replace('{k}', str(k)).replace('{pe}', pe) for o in self.per_node_options]
+
     def tcp_nodes(self, iface: str) -> dict[str, str]:
         """``tcp_nodes_env`` over the network interface `iface`."""
         return _fill(self.tcp_nodes_env, iface=iface)
@@ -192,6 +202,9 @@ _MPICH_FAMILY: dict = dict(
     launchers=('mpiexec', 'mpirun'),
     launcher_kind='hydra',
     launcher_says=('HYDRA',),
+    # Hydra's -ppn: k ranks on each host of its list, in order (its binding
+    # stays HYDRA_BINDING's).
+    per_node_options=('-ppn', '{k}'),
     launcher_helpers=('hydra_pmi_proxy',),
     wrapper_link_flag='-show',
     version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
@@ -213,6 +226,9 @@ STACKS: tuple[Stack, ...] = (
         launchers=('mpirun', 'mpiexec'),
         launcher_kind='orte',
         launcher_says=('Open MPI', 'OpenRTE', 'PRRTE'),
+        # Its mapping policy (the binding's OMPI_MCA_rmaps_base_mapping_policy
+        # core, or slot:PE=t) becomes k per node; the binding policy stays.
+        per_node_options=('--map-by', 'ppr:{k}:node{pe}'),
         launcher_helpers=(),
         binding_env=_env(),
         # Open MPI refuses to run as root unless told.

@@ -17,6 +17,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 import yaml  # ReFrame brings PyYAML
 from harnesscore.paths import REPO_DIR, SRC_DIR
+from harnesscore.stacks import STACK
 from reframe.core.builtins import run_before, sanity_function, variable
 
 from .launch import hold_node_lock
@@ -82,10 +83,7 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         if self.fault_slow:
             tag += f'-fault-slow{self.fault_slow}'
         self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
-        # The perflog separates fields with '|': never let one into a field.
-        faults = (' fault_inject' if self.fault_inject else '') + (
-            f' fault_slow={self.fault_slow}' if self.fault_slow else '')
-        self.build_spec = f'cmake {self.build_type} {stack} cc={env.cc}{faults}'.replace('|', '/')
+        self.build_spec = self.cmake_build_spec()
         launcher = env.extras.get('launcher', '')
         configure = [
             'cmake', '-S', SRC_DIR, '-B', self.build_dir,
@@ -105,6 +103,17 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
             f'mkdir -p {shlex.quote(os.path.dirname(self.build_dir))}',
             f'exec 8>>{shlex.quote(self.build_dir + ".lock")}', 'flock 8']
 
+    def cmake_build_spec(self, cflags: str | None = None) -> str:
+        """'cmake Debug mpich cc=/usr/bin/mpicc.mpich cflags=-g fault_inject':
+        the CMake build, with the build type's C flags where given."""
+        env = self.current_environ
+        stack = env.extras.get('stack', env.name)
+        flags = '' if cflags is None else f' cflags={shlex.quote(cflags)}'
+        faults = (' fault_inject' if self.fault_inject else '') + (
+            f' fault_slow={self.fault_slow}' if self.fault_slow else '')
+        # The perflog separates fields with '|': never let one into a field.
+        return f'cmake {self.build_type} {stack} cc={env.cc}{flags}{faults}'.replace('|', '/')
+
     def configure_spack(self, spec: str):
         """Install the kernels with Spack: a one-spec environment derived from
         the checkout's spack.yaml, installed into the persistent install tree
@@ -113,10 +122,9 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         system = os.environ.get('HARNESS_SPACK_SYSTEM') or self.current_system.name
         tree = os.path.abspath(os.environ.get('HARNESS_SPACK_INSTALL_TREE') or os.path.join(
             self.current_system.prefix, 'spack', 'opt'))
-        tag = hashlib.sha1(f'{system} {spec}'.encode()).hexdigest()[:8]
         stack = self.current_environ.extras.get('stack', self.current_environ.name)
-        self.spack_env = os.path.join(self.current_system.prefix, 'spack', 'envs',
-                                      f'{stack}-{tag}')
+        self.spack_env = spack_env_dir(os.path.join(self.current_system.prefix, 'spack', 'envs'),
+                                       stack, system, spec)
         write_spack_env(self.spack_env, spec, tree)
         self.build_spec = f'spack {spec}'
         self.build_system.commands = spack_build_commands(self.spack_env, system)
@@ -130,6 +138,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
             self.spack_hash = spack_hash(self.build_spec)
         elif self.build_dir:
             self.compiler = cmake_compiler(self.build_dir)
+            if self.build_type.upper() != 'RELEASE':
+                # Release's flags are src/CMakeLists.txt's own; another type's
+                # come from CMake (its defaults, the cache): record them.
+                self.build_spec = self.cmake_build_spec(cmake_c_flags(self.build_dir))
         return sn.all(sn.path_exists(self.executable_path(k)) for k in KERNELS)
 
     def read_spack_result(self):
@@ -168,31 +180,51 @@ COMPILER_NAMES = {'GNU': 'gcc', 'Clang': 'clang', 'AppleClang': 'apple-clang',
 
 @functools.cache
 def source_version(repo: str = REPO_DIR, src: str = SRC_DIR) -> str:
-    """The kernel sources' version: ``git describe --always --dirty`` of `repo`
-    where it is a git checkout, else ``sha256:`` and 12 hex digits of the files
-    under `src` (their paths and contents).  Once per process."""
-    if os.path.exists(os.path.join(repo, '.git')):
-        try:
-            # GIT_OPTIONAL_LOCKS=0: no index refresh written into a checkout
-            # that others may be using
-            out = subprocess.run(['git', '-C', repo, 'describe', '--always', '--dirty'],
-                                 capture_output=True, text=True, timeout=20,
-                                 env={**os.environ, 'GIT_OPTIONAL_LOCKS': '0'})
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
+    """The kernel sources' version: ``git describe --always`` of `repo` where
+    it is a git checkout, with ``-dirty-`` and 12 hex digits of the sources
+    (the files under `src` that git sees, tracked or not ignored) where `src`
+    differs from HEAD (a change elsewhere in the checkout is no change of the
+    kernels); else ``sha256:`` and 12 hex digits of the files under `src`
+    (their paths and contents).  Once per process."""
+    rel = os.path.relpath(src, repo)
+    if os.path.exists(os.path.join(repo, '.git')) and not rel.startswith(os.pardir):
+        # GIT_OPTIONAL_LOCKS=0: no index refresh written into a checkout
+        # that others may be using
+        described = _git(repo, 'describe', '--always')
+        changed = _git(repo, 'status', '--porcelain', '--', rel)
+        if described and changed is not None:
+            if not changed:
+                return described
+            files = _git(repo, 'ls-files', '-z', '--cached', '--others', '--exclude-standard',
+                         '--', rel, strip=False)
+            if files is not None:
+                paths = sorted({os.path.join(repo, f) for f in files.split('\0') if f})
+                return f'{described}-dirty-{tree_digest(src, paths)[:12]}'
     return 'sha256:' + tree_digest(src)[:12]
 
 
-def tree_digest(root: str) -> str:
+def _git(repo: str, *args: str, strip: bool = True) -> str | None:
+    """The output of ``git -C repo ARGS``, None where it fails."""
+    try:
+        out = subprocess.run(['git', '-C', repo, *args], capture_output=True, text=True,
+                             timeout=20, env={**os.environ, 'GIT_OPTIONAL_LOCKS': '0'})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() if strip else out.stdout
+
+
+def tree_digest(root: str, paths: list[str] | None = None) -> str:
     """sha256 of the files under `root`: each one's relative path and content,
-    in sorted order (hidden files and folders left out)."""
+    in sorted order (hidden files and folders left out); or of the files
+    `paths` (under `root`; a missing one counts as unreadable)."""
     digest = hashlib.sha256()
-    paths = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith('.') and d != '__pycache__']
-        paths += [os.path.join(folder, f) for f in files if not f.startswith('.')]
+    if paths is None:
+        paths = []
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith('.') and d != '__pycache__']
+            paths += [os.path.join(folder, f) for f in files if not f.startswith('.')]
     for path in sorted(paths):
         digest.update(os.path.relpath(path, root).encode() + b'\0')
         try:
@@ -220,6 +252,20 @@ def cmake_compiler(build_dir: str) -> str:
     name = ident.group(1) if ident else ''
     return f'{COMPILER_NAMES.get(name, name.lower())} {version.group(1) if version else ""}' \
         .strip()
+
+
+def cmake_c_flags(build_dir: str) -> str | None:
+    """The C flags of `build_dir`'s build type as its last configure had them
+    (``KERNEL_C_FLAGS`` of its CMakeCache.txt, which src/CMakeLists.txt
+    writes), None if the cache does not say."""
+    try:
+        with open(os.path.join(build_dir, 'CMakeCache.txt'), encoding='utf-8',
+                  errors='replace') as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    found = re.search(r'^KERNEL_C_FLAGS:INTERNAL=(.*)$', text, re.M)
+    return ' '.join(found.group(1).split()) if found else None
 
 
 def spack_compiler(spec: str) -> str:
@@ -297,17 +343,75 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool,
     e.g. from ``HARNESS_MPICH_SPACK_SPEC``), when the environment or the
     partition says ``spack: true`` in its extras, or when the user opts in
     with ``HARNESS_SPACK=1`` and ``spack`` is on PATH.  Without either the
-    kernels are built with CMake and the environment's wrapper.
+    kernels are built with CMake and the environment's wrapper.  The MPI
+    dependency is the Spack package of the environment's family (a cluster's
+    stack may have a name of its own).  A user's spec is used as it is: where
+    the build asks for fault_inject, fault_slow or a build type other than
+    Release, the spec must state the same (ValueError otherwise).
     """
+    family = str(env.extras.get('family') or env.extras.get('stack', env.name))
     if env.extras.get('spack_spec'):
-        return str(env.extras['spack_spec'])
+        spec = str(env.extras['spack_spec'])
+        check_user_spec(spec, family, build_type, fault_inject, fault_slow)
+        return spec
     wanted = bool(env.extras.get('spack') or partition.extras.get('spack'))
     if not wanted and not (os.environ.get('HARNESS_SPACK') == '1' and shutil.which('spack')):
         return ''
-    stack = env.extras.get('spack_stack') or env.extras.get('stack', env.name)
+    package = env.extras.get('spack_stack') or (
+        STACK[family].spack_package if family in STACK else family)
     slow = f' fault_slow={fault_slow}' if fault_slow else ''
     return (f'{SPACK_PACKAGE}@develop build_type={build_type} +openmp '
-            f'{"+" if fault_inject else "~"}fault_inject{slow} ^{stack}')
+            f'{"+" if fault_inject else "~"}fault_inject{slow} ^{package}')
+
+
+def check_user_spec(spec: str, family: str, build_type: str, fault_inject: bool,
+                    fault_slow: int) -> None:
+    """A user's spec of the kernels states what the build asks beyond the
+    normal build, or this says which variant it lacks (a spec without them
+    would share the normal build and run it without its faults)."""
+    root = spec.split('^', 1)[0]     # the kernels' own part, not a dependency's
+    said = dict(re.findall(r'\b(build_type|fault_slow)\s*==?\s*(\S+)', root))
+    wants = []
+    if fault_inject and not re.search(r'(?:\+\s*fault_inject\b|\bfault_inject\s*==?\s*'
+                                      r'(?:true|True)\b)', root):
+        wants.append(('KernelBuild.fault_inject=1', '+fault_inject'))
+    if fault_slow and said.get('fault_slow') != str(fault_slow):
+        wants.append((f'KernelBuild.fault_slow={fault_slow}', f'fault_slow={fault_slow}'))
+    if build_type.upper() != 'RELEASE' and said.get('build_type') != build_type:
+        wants.append((f'KernelBuild.build_type={build_type}', f'build_type={build_type}'))
+    if wants:
+        knob = STACK[family].spack_spec_var if family in STACK else 'spack_spec'
+        raise ValueError(
+            f'{" and ".join(w[0] for w in wants)} with the Spack spec {spec!r} '
+            f'({knob} or the environment\'s spack_spec): the spec must state '
+            f'{" ".join(w[1] for w in wants)} (it is used as given)')
+
+
+def spack_env_dir(envs: str, stack: str, system: str, spec: str, repo: str = REPO_DIR) -> str:
+    """The one-spec environment of `spec` under `envs`: ``<stack>-<tag>``,
+    the tag a digest of the system, the spec and what the solve reads from
+    the checkout (spack.yaml, the system's included configuration, the
+    package repository).  A changed system (``harness-spack-site --force``
+    after an MPI upgrade) gets a new environment and a new solve; an
+    unchanged one keeps its lock file and rebuilds nothing."""
+    digest = hashlib.sha1(f'{system} {spec}'.encode())
+    manifest = os.path.join(repo, 'spack.yaml')
+    try:
+        with open(manifest, encoding='utf-8') as fh:
+            text = fh.read()
+    except OSError:
+        text = ''
+    digest.update(b'\0' + text.encode())
+    conf = (yaml.safe_load(text) or {}).get('spack', {}) if text else {}
+    for path in [*conf.get('include', []), *conf.get('repos', [])]:
+        path = os.path.join(repo, str(path).replace('$HARNESS_SPACK_SYSTEM', system)
+                            .replace('${HARNESS_SPACK_SYSTEM}', system))
+        digest.update(b'\0' + path.encode() + b'\0')
+        if os.path.isdir(path):
+            digest.update(tree_digest(path).encode())
+        elif os.path.isfile(path):
+            digest.update(tree_digest(os.path.dirname(path), [path]).encode())
+    return os.path.join(envs, f'{stack}-{digest.hexdigest()[:8]}')
 
 
 def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:

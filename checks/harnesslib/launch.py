@@ -304,12 +304,33 @@ def binding_env(family: str, threads: int, binding: str = 'threads',
 
 # ---- command lines for the scripts a check writes ----------------------------------
 
+def per_node_options(launcher: JobLauncher, family: str, per_node: int,
+                     cores_per_rank: int = 1) -> list[str]:
+    """The options that place `per_node` ranks on each node with `launcher`:
+    srun's ``--ntasks-per-node``, else the stack's own launcher's
+    (``Stack.per_node``, by the environment's `family`: Hydra's ``-ppn``,
+    Open MPI's ``--map-by ppr:K:node``); ValueError naming the family where
+    the registry knows none."""
+    if launcher.registered_name == 'srun':
+        return [f'--ntasks-per-node={per_node}']
+    stack = STACK.get(family)
+    if stack is None:
+        raise ValueError(f'launcher {launcher.registered_name} of family {family!r}: no way '
+                         f'known to place {per_node} ranks per node (the families of '
+                         f'harnesscore.stacks: {", ".join(STACK)})')
+    return stack.per_node(per_node, cores_per_rank)
+
+
 def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
-                env: dict[str, str] | None = None) -> str:
+                env: dict[str, str] | None = None, per_node: int = 0, family: str = '',
+                cores_per_rank: int = 1) -> str:
     """The shell command line that launches `num_tasks` ranks with `launcher`
     (the partition's, as ReFrame would emit it; every word quoted), for job
     scripts a check writes itself.  `env`: variables for this launch only
-    (a layout other than the job's), set with ``env``."""
+    (a layout other than the job's), set with ``env``.  `per_node` > 0: that
+    many ranks on each node, in rank order (``per_node_options``: a stack's
+    own launcher would fill the first node's slots first; `family`, the
+    environment's, and `cores_per_rank` say how)."""
     job = types.SimpleNamespace(num_tasks=num_tasks, num_tasks_per_node=None,
                                 num_cpus_per_task=cpus_per_task, name='', time_limit=None)
     command = launcher.command(job)
@@ -317,6 +338,8 @@ def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
         # ReFrame's srun takes the task count from the job's allocation; a
         # script's launch may use fewer.
         command.append(f'--ntasks={num_tasks}')
+    if per_node > 0:
+        command += per_node_options(launcher, family, per_node, cores_per_rank)
     words = [*(['env', *(f'{k}={v}' for k, v in env.items())] if env else []),
              *command, *launcher.options]
     if launcher.modifier:

@@ -8,9 +8,12 @@ kernels (``P2P_KERNELS``) log ``lat_<bytes>`` (us, one-way) and/or ``bw_<bytes>`
 per node, k communicating ranks per node); collectives ``lat_<bytes>`` at ranks x
 nodes = n; the accuracy check its ``*_ratio_*``.  Every figure is the median of the
 usable runs, their number beside it.  A curve, fit or saturation series holds the
-runs of one ``Record.group`` (one node count, build and MPI library) only; the
-collectives' fit is the exception by design: its abscissa is the rank count, so
-node counts are its points.
+runs of one ``Record.group`` (one node count, build and MPI library) only, a
+saturation series those of one mode and layout too; the collectives' fit is the
+exception by design: its abscissa is the rank count n = ranks x nodes, one series
+for the runs on one node (points: their rank counts) and one per ranks per node across
+nodes (points: its node counts), so that a point never pools placements (n = 2 on one
+node and on 1 x 2 nodes).
 """
 
 from __future__ import annotations
@@ -102,11 +105,11 @@ class _Fitted:
         return {'fit': dataclasses.asdict(self.fit) if self.fit else None, 'error': self.error}
 
 
-def _fit_each(found: dict, fit: Callable) -> list:
-    """The series of `found` (group -> series) in group order, each fitted:
-    fit(x, medians), or the fit's error."""
+def _fit_each(found: dict, fit: Callable, order: Callable = Group.sort_key) -> list:
+    """The series of `found` (group -> series) in group order (`order`: the sort key
+    of found's keys), each fitted: fit(x, medians), or the fit's error."""
     out = []
-    for key in sorted(found, key=Group.sort_key):
+    for key in sorted(found, key=order):
         series = found[key]
         try:
             series = dataclasses.replace(series, fit=fit(*series.medians()))
@@ -382,9 +385,11 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
 class Saturation(_OneBuild):
     """Bandwidth per node against k communicating ranks per node, one message size.
 
-    A kernel's layouts each measure some k (RingCheck: k = 1 in pure MPI, k = T in
-    masteronly R x T; osu_mbw_mr: every k in one job); 0 means "not measured"
-    (ReFrame cannot log NaN) and is left out.
+    One series per mode and layout: a layout's k are not another's (RingCheck: on
+    one node k = 1 in pure MPI, k = T in masteronly R x T; across nodes every k
+    from 1, where masteronly's k is one CPU per rank sending one k times larger
+    message, pure MPI's k ranks per node each sending one; osu_mbw_mr: every k in
+    one job); 0 means "not measured" (ReFrame cannot log NaN) and is left out.
     """
 
     size: int
@@ -392,6 +397,19 @@ class Saturation(_OneBuild):
     layouts: dict[int, set[str]]          # k -> "<mode> RxT" of the runs that measured it
     records: int = 0
     nodes: int = 1
+    mode: str = ''
+    ranks: int = 0                        # per node
+    threads: int = 0                      # per rank
+
+    @property
+    def layout(self) -> str:
+        """"<mode> RxT" of the series's runs."""
+        return f'{self.mode} {self.ranks}x{self.threads}'
+
+    def place(self) -> tuple:
+        """Where the series ran, its layout aside: its group's fields."""
+        return (self.system, self.partition, self.stack, self.kernel, self.size, self.nodes,
+                self.build, self.library)
 
     def curve(self) -> list[tuple[int, float, float, int]]:
         """(k, median bandwidth, fraction of the maximum, samples) by k."""
@@ -412,17 +430,19 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
             if not m or not value > 0:
                 continue
             k, size = m
-            key = rec.group.with_size(size)
+            group = rec.group.with_size(size)
+            key = (group, rec.mode, rec.ranks, rec.threads)
             s = found.get(key)
             if s is None:
-                s = found[key] = Saturation(**_where(key), size=size, bw=defaultdict(list),
-                                            layouts=defaultdict(set))
+                s = found[key] = Saturation(**_where(group), size=size, bw=defaultdict(list),
+                                            layouts=defaultdict(set), mode=rec.mode,
+                                            ranks=rec.ranks, threads=rec.threads)
             s.bw[k].append(value)
             s.layouts[k].add(layout)
             seen.add(key)
         counted.update(seen)
     return [dataclasses.replace(found[k], records=counted[k])
-            for k in sorted(found, key=Group.sort_key)]
+            for k in sorted(found, key=lambda k: (k[0].sort_key(), *k[1:]))]
 
 
 SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured by',
@@ -445,8 +465,8 @@ def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[
 
 SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks (or pairs) '
                    'per node (Rabenseifner); % of the largest bandwidth of the same kernel, '
-                   'stack, partition, node count and message size; "measured by" names the '
-                   'layouts. '
+                   'stack, partition, node count, message size and layout; "measured by" '
+                   'names the layout. '
                    'A node with few cores has few k: more cores show whether one '
                    'communicating rank saturates the interconnect.')
 
@@ -460,9 +480,12 @@ S_RATIO = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class Rabenseifner(KernelSeries):
-    """Seed 002's Table-1 row and seed 001's T_hybrid / T_MPP from one saturation
-    series across nodes: masteronly = one communicating CPU per node (k = 1), pure MPI
-    = the largest k measured (every CPU of the node)."""
+    """Seed 002's Table-1 row and seed 001's T_hybrid / T_MPP from the pure-MPI C x 1
+    saturation series across nodes: pure MPI = its largest k (every CPU of the node),
+    masteronly = one communicating CPU per node (k = 1): the masteronly 1 x C run's
+    (seed 001: one 1-threaded MPI process per node) where measured, else the pure-MPI
+    run's own k = 1 (seed 002: the ring in pure MPI with one CPU of each node
+    communicating)."""
 
     size: int
     nodes: int
@@ -478,18 +501,33 @@ class Rabenseifner(KernelSeries):
         return self.b_mpp / self.b_hybrid / self.s_ratio
 
 
+def _k_curve(s: Saturation) -> dict[int, float]:
+    return {k: bw for k, bw, _frac, _n in s.curve()}
+
+
 def rabenseifner(series: list[Saturation], s_ratio: float = S_RATIO) -> list[Rabenseifner]:
-    """Rows for the saturation series measured across nodes (nodes > 1) with k = 1
-    and a larger k; on one node the ring's "nodes" are ranks sharing memory."""
+    """Rows for the pure-MPI series (threads 1) measured across nodes (nodes > 1) at a k
+    above 1 with a k = 1 of their own or of the masteronly 1 x C run of the same place
+    (C: the pure-MPI ranks per node); other layouts give no row of their own (masteronly
+    at k > 1 is one CPU per node sending a k times larger message, not k CPUs); on one
+    node the ring's "nodes" are ranks sharing memory."""
+    # (place, C) -> the masteronly 1 x C run's bandwidth at k = 1
+    masteronly: dict[tuple, float] = {}
+    for s in series:
+        if s.mode == 'masteronly' and s.ranks == 1 and 1 in s.bw:
+            masteronly[(s.place(), s.threads)] = _k_curve(s)[1]
     out = []
     for s in series:
-        curve = {k: bw for k, bw, _frac, _n in s.curve()}
-        if s.nodes < 2 or 1 not in curve or len(curve) < 2 or curve[1] <= 0:
+        if s.nodes < 2 or s.mode != 'mpi' or s.threads != 1:
             continue
+        curve = _k_curve(s)
         k_max = max(curve)
+        b_hybrid = masteronly.get((s.place(), s.ranks), curve.get(1, 0.0))
+        if k_max < 2 or b_hybrid <= 0:
+            continue
         out.append(Rabenseifner(s.system, s.partition, s.stack, s.kernel, s.size, s.nodes,
-                                k_max, curve[1], curve[k_max], curve[1] / max(curve.values()),
-                                s_ratio))
+                                k_max, b_hybrid, curve[k_max],
+                                b_hybrid / max(b_hybrid, *curve.values()), s_ratio))
     return out
 
 
@@ -517,12 +555,39 @@ RABENSEIFNER_NOTE = ('Inter-node bandwidth per node of the ring across nodes (ea
 
 # ---- collectives ----------------------------------------------------------------
 
+#: ``Collective.ranks_per_node`` of the one-node series (its ranks per node vary)
+ONE_NODE = 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Collective(_OneBuild, _Fitted):
+    """A collective's latency against the rank count n = ranks per node x nodes.
+
+    A series is either the one-node sweep (``ranks_per_node`` ``ONE_NODE``: every
+    run on one node, its points its rank counts, Xu & Hwang's fit over n) or one
+    ranks-per-node count c across nodes (its points n = c x nodes); a point never
+    pools placements (n = 2 on one node, shared memory, and on 1 x 2 nodes, the
+    network, are two series).  A one-node run of c ranks is also its c-per-node
+    series's 1-node point: it is that placement on one node (n = c x 1, one run kind
+    per point), and the series's node scaling starts from it.
+    """
+
     size: int
     times: dict[int, list[float]]         # rank count n -> us
     fit: LogFit | None = None
     error: str = ''
+    ranks_per_node: int = ONE_NODE
+
+    def place(self) -> tuple:
+        """Where the series ran, its placement aside."""
+        return (self.system, self.partition, self.stack, self.kernel, self.size, self.build,
+                self.library)
+
+    @property
+    def series(self) -> str:
+        """Which series of its place: 'one node' or '<c> per node'."""
+        return 'one node' if self.ranks_per_node == ONE_NODE else \
+            f'{self.ranks_per_node} per node'
 
     @property
     def samples(self) -> int:
@@ -534,21 +599,42 @@ SHOWN_SIZES = (8, 1024, 65536, MIB)
 
 
 def collectives(records: Iterable[Record]) -> list[Collective]:
-    found: dict[tuple, Collective] = {}
+    """The one-node series and the ranks-per-node series across nodes (``Collective``),
+    each fitted; a one-node series of one rank count that is the 1-node point of a
+    ranks-per-node series gives no row of its own (nothing to fit, the point shown)."""
+    found: dict[tuple[Group, int], Collective] = {}
     for rec in _usable(records, COLLECTIVE_KERNELS):
         n = rec.ranks * rec.nodes
         for var, value in rec.values.items():
             m = sized(var)
             if not m or m[0] != 'lat' or not value > 0:
                 continue
-            # every node count is a point n of the fit: the group without nodes
-            key = rec.group.with_size(m[1])._replace(nodes=0)
+            # the group without nodes: node counts are points of a series
+            group = rec.group.with_size(m[1])._replace(nodes=0)
+            key = (group, ONE_NODE if rec.nodes == 1 else rec.ranks)
             c = found.get(key)
             if c is None:
-                c = found[key] = Collective(**_where(key, 'nodes'), size=m[1],
-                                            times=defaultdict(list))
+                c = found[key] = Collective(**_where(group, 'nodes'), size=m[1],
+                                            times=defaultdict(list), ranks_per_node=key[1])
             c.times[n].append(value)
-    return _fit_each(found, _fit_ranks)
+    for (group, per_node), c in list(found.items()):
+        if per_node != ONE_NODE:
+            continue
+        joined = {n for n in c.times if (group, n) in found}
+        for n in joined:            # n ranks on one node: the n-per-node series's 1 node
+            found[(group, n)].times[n].extend(c.times[n])
+        if len(c.times) == 1 and joined:
+            del found[(group, per_node)]
+    return _fit_each(found, _fit_ranks, lambda k: (k[0].sort_key(), k[1]))
+
+
+def several_placements(series: list[Collective]) -> set[tuple]:
+    """The (system, partition, stack, kernel, size, build, library) of `series` with
+    more than one series (one node, ranks per node): their series name themselves."""
+    per_place: dict[tuple, set[int]] = defaultdict(set)
+    for c in series:
+        per_place[c.place()].add(c.ranks_per_node)
+    return {place for place, kinds in per_place.items() if len(kinds) > 1}
 
 
 def _fit_ranks(ns: list[int], ts: list[float]) -> LogFit:
@@ -565,18 +651,25 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
     sizes_by_kernel: dict[tuple, set[int]] = defaultdict(set)
     for c in series:
         sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)].add(c.size)
+    # a place of several series: each names its own ('one node', '<c> per node')
+    named = several_placements(series)
     rows: list[list[object]] = []
     data: list[dict] = []
     for c in series:
         sizes = sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)]
         shown = {s for s in SHOWN_SIZES if s in sizes} | {min(sizes), max(sizes)}
         ns, ts = c.medians()
+        per_node: dict[str, int] = {}
+        if c.place() in named:
+            per_node = ({'nodes': 1} if c.ranks_per_node == ONE_NODE
+                        else {'ranks_per_node': c.ranks_per_node})
         data.append({**c.where(), 'bytes': c.size, 'ranks': ns, 'times_us': ts,
-                     **c.fit_data(), 'samples': c.samples})
+                     **per_node, **c.fit_data(), 'samples': c.samples})
         if c.size not in shown:
             continue
         fit = [c.error, '', ''] if c.fit is None else [
             f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%']
-        rows.append([c.stack, c.partition, c.kernel, bytes_label(c.size, ' '),
-                     ','.join(str(n) for n in ns), *fit, c.samples])
+        counts = ','.join(str(n) for n in ns) + (f' ({c.series})' if per_node else '')
+        rows.append([c.stack, c.partition, c.kernel, bytes_label(c.size, ' '), counts, *fit,
+                     c.samples])
     return rows, data

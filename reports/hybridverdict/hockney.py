@@ -83,13 +83,17 @@ def _check_points(xs: Sequence[float], ts: Sequence[float], what: str, need: str
 
 
 def fit_hockney(sizes: Sequence[float], times: Sequence[float]) -> HockneyFit:
-    """Fit t = t0 + m / r_inf to message sizes (B) and times (us)."""
+    """Fit t = t0 + m / r_inf to message sizes (B) and times (us); FitError where the
+    fitted t0 or r_inf is not positive (no start-up latency, no finite bandwidth)."""
     _check_points(sizes, times, 'sizes', 'distinct message sizes', 0,
                   'message sizes must not be negative')
     t0, slope = _weighted_line(sizes, times)
     if slope <= 0:
         raise FitError('the times do not grow with the message size: '
                        'no finite asymptotic bandwidth r_inf')
+    if t0 <= 0:
+        raise FitError(f'the fitted start-up latency t0 = {t0:.3g} us is not positive: '
+                       'the times do not follow t0 + m / r_inf')
     r_inf = 1.0 / slope
     rms, worst = _errors([t0 + m * slope for m in sizes], times)
     return HockneyFit(t0=t0, r_inf=r_inf, m_half=t0 * r_inf, rel_error=rms, max_error=worst,

@@ -4,6 +4,9 @@ Guest, Tables 2-4).
 The md check logs each phase as ``phase_<name>`` (slowest rank, seconds); the
 medians stand side by side with the hybrid/MPI ratio (above 1: slower in hybrid),
 one row set per ``Record.group`` and cores per node, against every pure-MPI layout.
+Where one place (system, partition, stack, size and node count) holds rows of several
+builds or MPI libraries, those rows carry theirs (``BuildPhaseRow``) and the table and
+figure name it; rows of one build are plain ``PhaseRow``s.
 """
 
 from __future__ import annotations
@@ -35,6 +38,45 @@ class PhaseRow(Place):
     def ratio(self) -> float:
         return self.t_hybrid / self.t_mpi if self.t_mpi > 0 else float('inf')
 
+    @property
+    def stack_label(self) -> str:
+        """The stack, and what tells the row from another build's (none here)."""
+        return self.stack
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildPhaseRow(PhaseRow):
+    """A row of a place measured with several builds or MPI libraries: its own."""
+
+    build: str = ''
+    library: str = ''
+    shown: str = ''        # what differs from the place's other rows: build and/or library
+
+    @property
+    def stack_label(self) -> str:
+        return f'{self.stack} ({self.shown})'
+
+
+def _place(r: PhaseRow) -> tuple:
+    return (r.system, r.partition, r.stack, r.size, r.nodes)
+
+
+def _with_builds(rows: list[tuple[PhaseRow, str, str]]) -> list[PhaseRow]:
+    """The rows, each (row, build, library); those of a place with several builds or
+    libraries as ``BuildPhaseRow``s naming theirs."""
+    builds: dict[tuple, set[str]] = defaultdict(set)
+    libraries: dict[tuple, set[str]] = defaultdict(set)
+    for row, build, library in rows:
+        builds[_place(row)].add(build)
+        libraries[_place(row)].add(library)
+    out: list[PhaseRow] = []
+    for row, build, library in rows:
+        shown = [text for text, seen in ((build, builds[_place(row)]),
+                                         (library, libraries[_place(row)])) if len(seen) > 1]
+        out.append(BuildPhaseRow(**dataclasses.asdict(row), build=build, library=library,
+                                 shown=', '.join(shown)) if shown else row)
+    return out
+
 
 def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
     groups: dict[tuple, dict[tuple[str, str], list[Record]]] = defaultdict(
@@ -43,7 +85,7 @@ def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
         if rec.kernel != 'md' or not rec.usable:
             continue
         groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
-    rows: list[PhaseRow] = []
+    rows: list[tuple[PhaseRow, str, str]] = []
     for (g, cores), sides in sorted(groups.items(),
                                     key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
         # every pure-MPI layout of the group is a reference for every hybrid one
@@ -54,11 +96,11 @@ def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
                 b = [r.values[name] for r in recs if name in r.values]
                 if not a or not b:
                     continue
-                rows.append(PhaseRow(g.system, g.partition, g.stack, g.size, phase,
-                                     mpi_layout, f'{mode} {lay}', statistics.median(a),
-                                     statistics.median(b), f'{len(a)}/{len(b)}',
-                                     nodes=g.nodes, cores=cores))
-    return rows
+                rows.append((PhaseRow(g.system, g.partition, g.stack, g.size, phase,
+                                      mpi_layout, f'{mode} {lay}', statistics.median(a),
+                                      statistics.median(b), f'{len(a)}/{len(b)}',
+                                      nodes=g.nodes, cores=cores), g.build, g.library))
+    return _with_builds(rows)
 
 
 COLUMNS = ('stack', 'partition', 'size', 'nodes', 'phase', 'mpi', 'hybrid', 'T_mpi [s]',
@@ -66,6 +108,6 @@ COLUMNS = ('stack', 'partition', 'size', 'nodes', 'phase', 'mpi', 'hybrid', 'T_m
 
 
 def table_rows(rows: list[PhaseRow]) -> list[list[object]]:
-    return [[r.stack, r.partition, r.size, r.nodes, r.phase, r.mpi_layout, r.hybrid,
+    return [[r.stack_label, r.partition, r.size, r.nodes, r.phase, r.mpi_layout, r.hybrid,
              f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}', f'{r.ratio:.3f}', r.samples]
             for r in rows]

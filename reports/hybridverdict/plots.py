@@ -258,7 +258,7 @@ def phases(rep: Report) -> Figure | None:
 
     def bar(r) -> str:           # one bar group per hybrid run, node count and reference
         nodes = f' {r.nodes} nodes' if r.nodes > 1 else ''
-        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack}@{r.partition}'
+        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack_label}@{r.partition}'
 
     for ax, (size, rs) in panels:
         groups = sorted({bar(r) for r in rs})
@@ -310,17 +310,23 @@ def saturation(rep: Report) -> Figure | None:
     # the largest message of each (stack, partition, kernel): the saturation regime
     top: dict[tuple, comm.Saturation] = {}
     for s in rep.saturation:
-        key = (s.system, s.partition, s.stack, s.kernel, s.nodes, s.build, s.library)
+        key = (s.system, s.partition, s.stack, s.kernel, s.nodes, s.build, s.library,
+               s.layout)
         if key not in top or s.size > top[key].size:
             top[key] = s
+    # a place of several layouts: each line names its layout
+    layouts: dict[tuple, set[str]] = defaultdict(set)
+    for key in top:
+        layouts[key[:-1]].add(key[-1])
     fig, axes = _figure(top, 2, 10, 3.8)
     if fig is None:
         return None
     ax_abs, ax_rel = axes
-    for s in top.values():
+    for key, s in top.items():
         pts = s.curve()
         ks = [p[0] for p in pts]
         label = (f'{s.kernel} {s.stack}@{s.partition} {bytes_label(s.size, " ")}'
+                 + (f' {s.layout}' if len(layouts[key[:-1]]) > 1 else '')
                  + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
@@ -362,12 +368,15 @@ def collectives(rep: Report) -> Figure | None:
     for ax, (kernel, cs) in panels:
         sizes = sorted({c.size for c in cs})
         shown = {sizes[0], sizes[-1]}          # the table has more sizes
+        named = comm.several_placements(cs)
         for c in cs:
             if c.size not in shown:
                 continue
             ns, ts = c.medians()
+            series = f' {c.series}' if c.place() in named else ''
             _fitted(ax, ns, ts, None if c.fit is None else [c.fit.time(n) for n in ns],
-                    f'{c.stack}@{c.partition} {bytes_label(c.size, " ")} (n={c.samples})')
+                    f'{c.stack}@{c.partition} {bytes_label(c.size, " ")}{series} '
+                    f'(n={c.samples})')
         _log(ax, 'x', 2)
         _log(ax)
         _finish(ax, kernel, 'ranks n', 'latency [us]')

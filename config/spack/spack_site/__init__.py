@@ -86,11 +86,30 @@ def include_dir(mpicc: str) -> str:
     return ''
 
 
+def check_launcher(name: str, launcher: str, where: str) -> None:
+    """`launcher` must be stack `name`'s own, as config/settings.py requires
+    of a prefix: its ``--version`` says one of the registry's words for the
+    stack (``launcher_says``).  Debian's /usr/bin/mpicc and mpiexec are
+    whichever stack won update-alternatives."""
+    spec = STACK[name]
+    text = _run([launcher, '--version'])
+    if not any(word in text for word in spec.launcher_says):
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
+        raise SiteError(f'{name}: {where}: {launcher} is not {spec.descr}\'s launcher '
+                        f'(its --version says {first[:120]!r}): it holds another MPI stack')
+
+
 def from_prefix(name: str, prefix: str, version: str = '') -> Stack:
     prefix = os.path.abspath(prefix)
     bindir = os.path.join(prefix, 'bin')
     if not os.access(os.path.join(bindir, 'mpicc'), os.X_OK):
         raise SiteError(f'{name}: {prefix} has no bin/mpicc')
+    launcher = next((os.path.join(bindir, exe) for exe in STACK[name].launchers
+                     if os.access(os.path.join(bindir, exe), os.X_OK)), None)
+    if launcher is None:
+        raise SiteError(f'{name}: {prefix} has no bin/{" or bin/".join(STACK[name].launchers)}'
+                        f' (its launcher says which stack the prefix holds)')
+    check_launcher(name, launcher, f'prefix {prefix}')
     return Stack(name, version or stack_version(name, bindir), prefix)
 
 
@@ -113,6 +132,9 @@ def from_wrapper(name: str, mpicc: str, prefix_dir: str, version: str = '') -> S
         links['bin/mpic++'] = links['bin/mpicxx']
     if not any(f'bin/{launcher}' in links for launcher in LAUNCHERS):
         raise SiteError(f'{name}: no mpiexec{suffix} or mpirun{suffix} next to {mpicc}')
+    launcher = next(links[f'bin/{exe}'] for exe in STACK[name].launchers + LAUNCHERS
+                    if f'bin/{exe}' in links)
+    check_launcher(name, launcher, f'wrapper {mpicc}')
     inc = include_dir(mpicc)
     if inc:
         links['include'] = inc
@@ -146,9 +168,29 @@ def parse_stack_arg(arg: str, prefix_dir: str) -> Stack:
     return from_wrapper(name, path, prefix_dir, version)
 
 
-def make_prefix(stack: Stack) -> None:
-    """Create (or complete) the link farm of a stack; never replaces a file
-    that is not one of its own links."""
+#: The links of a stack's link farm (relative to its prefix).
+FARM_LINKS = tuple(f'bin/{prog}' for prog in WRAPPERS + LAUNCHERS) + ('include',)
+
+
+def check_prefix(stack: Stack, force: bool) -> None:
+    """A stack's existing link farm may be completed, but re-pointed to other
+    programs (another system's stack of that name) only with `force`; never
+    replaces a file that is not a link."""
+    for rel, target in stack.links.items():
+        link = os.path.join(stack.prefix, rel)
+        if os.path.islink(link):
+            if os.readlink(link) != target and not force:
+                raise SiteError(f'{link} links to {os.readlink(link)}, not {target}: the '
+                                f'prefix is another {stack.name}\'s; not re-pointing it '
+                                f'(use --force, or another --prefix-dir)')
+        elif os.path.lexists(link):
+            raise SiteError(f'{link} exists and is not a link: not replacing it')
+
+
+def make_prefix(stack: Stack, force: bool = False) -> None:
+    """Create (or complete) the link farm of a stack (``check_prefix``
+    first); with `force`, the farm's links that this stack lacks go."""
+    check_prefix(stack, force)
     for rel, target in stack.links.items():
         link = os.path.join(stack.prefix, rel)
         os.makedirs(os.path.dirname(link), exist_ok=True)
@@ -156,22 +198,39 @@ def make_prefix(stack: Stack) -> None:
             if os.readlink(link) == target:
                 continue
             os.unlink(link)
-        elif os.path.exists(link):
-            raise SiteError(f'{link} exists and is not a link: not replacing it')
         os.symlink(target, link)
+    if force and stack.links:
+        for rel in FARM_LINKS:
+            link = os.path.join(stack.prefix, rel)
+            if rel not in stack.links and os.path.islink(link):
+                os.unlink(link)
 
 
-def operating_system() -> str:
-    """Spack's name of the OS, e.g. debian12 (ID + major VERSION_ID)."""
+#: Spack's (its ``distro``'s) names of some os-release IDs.
+OS_IDS = {'ol': 'oracle', 'opensuse-leap': 'opensuse'}
+
+
+def operating_system(os_release: str = '/etc/os-release') -> str:
+    """Spack's name of the OS (``spack arch -o``) by Spack's rule
+    (spack/operating_systems/linux_distro.py): the os-release ID and the first
+    part of its VERSION_ID, the first two on Ubuntu; e.g. debian12,
+    ubuntu22.04, rhel9, rocky9."""
     info: dict[str, str] = {}
     try:
-        with open('/etc/os-release', encoding='utf-8') as fh:
+        with open(os_release, encoding='utf-8') as fh:
             for line in fh:
                 key, _, val = line.strip().partition('=')
-                info[key] = val.strip('"')
+                try:
+                    info[key] = ''.join(shlex.split(val))
+                except ValueError:
+                    info[key] = val.strip('"\'')
     except OSError:
         pass
-    return info.get('ID', 'linux') + info.get('VERSION_ID', '').split('.')[0]
+    distro = info.get('ID', '').lower().replace(' ', '_')
+    distro = OS_IDS.get(distro, distro) or 'linux'
+    parts = re.split(r'[^\w-]', info.get('VERSION_ID', ''))
+    version = '.'.join(parts[:2]) if 'ubuntu' in distro else parts[0]
+    return distro.replace('-', '_') + version.replace('-', '_')
 
 
 def _tool_version(cmd: list[str], pattern: str) -> str:
@@ -266,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
                         help='a stack by prefix or suffixed mpicc (repeatable); '
                              'default: the stacks config/settings.py finds')
     parser.add_argument('--force', action='store_true',
-                        help='replace the files of an existing system directory')
+                        help='replace the files of an existing system directory, and '
+                             're-point a stack\'s existing prefix of links (dropping the '
+                             'links the new stack lacks)')
     parser.add_argument('--prefixes-only', action='store_true',
                         help='only (re)create the stacks\' prefixes of links, e.g. for the '
                              'committed local configuration on a fresh machine')
@@ -295,8 +356,11 @@ def main(argv: list[str] | None = None) -> int:
         # The tools and the compiler first: a missing one writes nothing.
         files = {} if args.prefixes_only else site_files(stacks, build_tools(None),
                                                           compilers(None))
+        # Every farm checked before any link changes.
         for stack in stacks:
-            make_prefix(stack)
+            check_prefix(stack, args.force)
+        for stack in stacks:
+            make_prefix(stack, args.force)
         written = write_site(os.path.join(args.config_dir, args.system), files,
                              shlex.join(sys.argv[1:] if argv is None else argv),
                              args.force) if files else []
