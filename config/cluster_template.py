@@ -136,7 +136,8 @@ CLUSTER = {
     # for the job script's `export K=V` line: `$VAR`, `${VAR}` and `$(cmd)`
     # expand there (`'PATH': '/opt/mpi/bin:$PATH'`), the rest is kept as
     # written (a value with spaces or quotes is put in double quotes, where
-    # `~` does not expand: write $HOME).  'osu_prefix': the OSU
+    # `~` does not expand: write $HOME; one you quoted yourself is left as it
+    # is).  'osu_prefix': the OSU
     # Micro-Benchmarks built with this stack, as seen from the nodes (default:
     # HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
     # 'sysconfdir' (Open MPI only): its system configuration folder, what

@@ -194,7 +194,12 @@ def shell_value(value: str) -> str:
     writes it verbatim): its literal text quoted for the shell, so that spaces,
     quotes and backslashes survive, and its ``$VAR``, ``${VAR}``, ``$(cmd)``
     and ```cmd``` left to expand.  A value that needs no quoting (every value
-    of the documented forms, ``/opt/x/bin:$PATH``) is returned as it is."""
+    of the documented forms, ``/opt/x/bin:$PATH``) is returned as it is, and so
+    is one the user quoted already (quotes or backslashes that the shell reads
+    as one word: ``"/opt/my mpi/bin":$PATH``, as written before the harness
+    quoted values)."""
+    if any(c in value for c in ('"', "'", '\\')) and _one_shell_word(value):
+        return value
     parts: list[tuple[bool, str]] = []    # (an expansion?, its text)
     pos = 0
     for match in _EXPANSION.finditer(value):
@@ -207,6 +212,14 @@ def shell_value(value: str) -> str:
     # that starts no expansion) is escaped as well.
     return '"' + ''.join(text if expands else re.sub(r'(["\\`$])', r'\\\1', text)
                          for expands, text in parts) + '"'
+
+
+def _one_shell_word(text: str) -> bool:
+    """Whether the shell reads `text` as one word (its quotes matched)."""
+    try:
+        return len(shlex.split(text)) == 1
+    except ValueError:
+        return False
 
 
 def _require(where: str, spec: object, allowed: set[str], needed: tuple[str, ...]) -> None:
@@ -351,10 +364,12 @@ def modules_system_override() -> str:
 
 def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER',
                    osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
-                   note: Note = _stderr_note) -> tuple[dict, list[dict]]:
+                   note: Note = _stderr_note,
+                   link_notes: bool = True) -> tuple[dict, list[dict]]:
     """A ReFrame system and its environments from a `CLUSTER` dictionary
     (see config/cluster_template.py); `mpi_env` is ``HARNESS_MPI_ENV``'s mode
-    (settings.py passes its own), `note` takes the configuration's notes."""
+    (settings.py passes its own), `note` takes the configuration's notes
+    (`link_notes`: also those on links a partition's records would wrongly name)."""
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
     name = cluster['name']
     prefix = cluster.get('prefix') or os.path.join(var_dir, name)
@@ -408,8 +423,9 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                              f'{", ".join(map(str, unknown))}')
         for stack, pinned_env in transport_env.items():
             _mapping(where, f'transport_env[{stack!r}]', pinned_env)
-        _note_unused_links(f'system {name} ({origin}): partition {part}', stacks,
-                           transport_env, nodes, note)
+        if link_notes:
+            _note_unused_links(f'system {name} ({origin}): partition {part}', stacks,
+                               transport_env, nodes, note)
         for stack, sspec in stacks.items():
             swhere = f'{origin}: stack {stack}'
             launch = sspec.get('launch', 'srun')
@@ -440,7 +456,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                     'pmi': pmi,
                     'prefix': '',
                     'transport': part,
-                    'pinned': {k: shell_value(v) for k, v in pinned.items()},
+                    'pinned': pinned,
                     # OSU built for this stack on the cluster (checks/osu.py).
                     'osu_prefix': sspec.get('osu_prefix') or osu_prefix(stack),
                     # The kernels' Spack spec (harnesslib.build.spack_spec).
@@ -654,7 +670,8 @@ def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = '
                    if directory and mpi_env == 'clean' else {})
     system, envs = cluster_config(test_cluster_spec(record, origin, sysconfdirs), var_dir,
                                   origin='test-cluster', osu_prefix=osu_prefix,
-                                  mpi_env=mpi_env, note=note if directory else _silent)
+                                  mpi_env=mpi_env, note=note if directory else _silent,
+                                  link_notes=False)   # its spec is the harness's own
     system['hostnames'] = []
     return system, envs
 

@@ -16,6 +16,7 @@ from conftest import BIN, CONFIG, REPO, mpi_env
 
 sys.path.insert(0, str(REPO / 'config'))
 import slurm_systems  # noqa: E402
+from harnesslib.launch import assigned_value  # noqa: E402
 
 TEMPLATE = REPO / 'config' / 'cluster_template.py'
 
@@ -630,14 +631,35 @@ def test_a_stacks_values_reach_the_job_script_as_written(no_cluster_env):
                            f'{SPACED_OMPI}/openmpi-mca-params.conf'}, system
             # what needed no quoting is written as it was
             assert ['LD_LIBRARY_PATH', '/opt/x/lib:$LD_LIBRARY_PATH'] in env['env_vars']
-        # the pins as the export line has them (RunBase compares the two)
+        # the pins as given, and as the job script assigns them (RunBase compares
+        # the two, and records the value without the quotes)
         values = dict(env['env_vars'])
-        assert all(values[k] == v for k, v in env['extras']['pinned'].items()), system
+        assert all(assigned_value(values[k]) == v
+                   for k, v in env['extras']['pinned'].items()), system
     ib = next(e for e in envs if e['name'] == 'openmpi'
               and e['target_systems'] == ['example-hpc:ib'])
     assert bash_exports(ib['env_vars'], ('OMPI_MCA_pml_ucx_tls', 'UCX_NET_DEVICES')) == {
         'OMPI_MCA_pml_ucx_tls': 'rc ud', 'UCX_NET_DEVICES': 'mlx5_0:1'}
     assert ['UCX_NET_DEVICES', 'mlx5_0:1'] in ib['env_vars']
+    assert ib['extras']['pinned']['OMPI_MCA_pml_ucx_tls'] == 'rc ud'
+    assert assigned_value(dict(ib['env_vars'])['OMPI_MCA_pml_ucx_tls']) == 'rc ud'
+
+
+@pytest.mark.parametrize('value, want', [
+    ('"/opt/my mpi/bin":$PATH', '/opt/my mpi/bin:/usr/bin:/bin'),
+    ("'/opt/a b'", '/opt/a b'),
+    ('/opt/my\\ mpi', '/opt/my mpi'),
+])
+def test_a_value_the_user_quoted_already_is_written_as_it_is(no_cluster_env, value, want):
+    """Quoting that worked when values reached the job script unquoted still
+    does: the harness does not quote it a second time."""
+    cluster = template_cluster()
+    cluster['stacks']['mvapich2']['env'] = {'PATH' if '$PATH' in value else 'SITE': value}
+    _, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    env = next(e for e in envs if e['name'] == 'mvapich2')
+    name = 'PATH' if '$PATH' in value else 'SITE'
+    assert [name, value] in env['env_vars']
+    assert bash_exports(env['env_vars'], (name,)) == {name: want}
 
 
 def test_a_dry_run_exports_spaced_paths_that_bash_reads_back(tmp_path):
@@ -720,3 +742,26 @@ def test_a_bad_spack_spec_is_named(value, no_cluster_env):
     assert cluster_error(lambda c: c['stacks']['mpich'].update(spack_spec=value)) == (
         f'site_x.py: stack mpich: spack_spec must be a Spack spec (a string that is not '
         f'empty), got {value!r}')
+
+
+def test_a_one_node_test_cluster_notes_no_link_for_the_user_to_fix(tmp_path, no_cluster_env,
+                                                                    capsys):
+    """The test cluster's spec is the harness's own (tests/slurm/cluster.sh start
+    --nodes 1 is allowed): no advice to change it on every configuration load."""
+    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+    (tmp_path / 'cluster.env').write_text('NODES=1\n')
+    no_cluster_env.setenv('HARNESS_TEST_CLUSTER', str(tmp_path))
+    slurm_systems.test_cluster('/tmp/unused', mpi_env='keep')
+    assert "has 'nodes': 1" not in capsys.readouterr().err
+
+
+def test_a_quoted_pin_is_the_value_its_run_checks_and_records(tmp_path):
+    """A pin with a space reaches the job script quoted; the run compares and
+    records the value the script assigns ('rc ud'), not the quoted text."""
+    site = tmp_path / 'site_pin.py'
+    site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
+                    "CLUSTER['partitions']['ib']['transport_env']['openmpi']"
+                    "['OMPI_MCA_pml_ucx_tls'] = 'rc ud'\n")
+    stage = clean_stream_dry_run(tmp_path, site, 'ib')
+    script = next((stage / 'openmpi').glob('StreamCheck_*/rfm_job.sh')).read_text()
+    assert 'export OMPI_MCA_pml_ucx_tls="rc ud"\n' in script

@@ -361,6 +361,11 @@ def test_a_prefix_of_links_is_not_re_pointed_to_another_stack_without_force(tmp_
     assert os.readlink(farm / 'mpiexec') == str(tmp_path / 'b' / 'mpiexec.mpich')
     # the old stack's mpicxx (and its mpic++ alias) are gone, not left behind
     assert not os.path.lexists(farm / 'mpicxx') and not os.path.lexists(farm / 'mpic++')
+    # the same programs by another path (/bin -> usr/bin on merged-/usr systems)
+    (tmp_path / 'alias').symlink_to(tmp_path / 'b')
+    spack_site.make_prefix(spack_site.parse_stack_arg(
+        f'mpich={tmp_path / "alias" / "mpicc.mpich"}', prefix_dir))
+    assert os.path.realpath(farm / 'mpicc') == os.path.realpath(other)
 
 
 OS_RELEASES = {

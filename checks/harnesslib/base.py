@@ -38,6 +38,7 @@ from .launch import (
     EXIT_STATUS_TAG,
     LIBRARY_PREFIX,
     USER_FILES_VAR,
+    assigned_value,
     binding_env,
     hold_node_lock,
     launch_line,
@@ -396,9 +397,10 @@ class Provenance(StageFiles):
 
     def own_mpi_vars(self) -> dict[str, str]:
         """The variables the partition, the environment and the run itself set
-        (its pins, its binding, the harness's own)."""
-        return {**(getattr(self.current_partition, 'env_vars', None) or {}),
-                **(self.current_environ.env_vars or {}), **self.env_vars}
+        (its pins, its binding, the harness's own), as the job script assigns them."""
+        configured = {**(getattr(self.current_partition, 'env_vars', None) or {}),
+                      **(self.current_environ.env_vars or {})}
+        return {**{k: assigned_value(str(v)) for k, v in configured.items()}, **self.env_vars}
 
     def effective_mpi_vars(self) -> dict[str, str]:
         """What the run records (``harnesslib.launch.recorded_vars``) of the

@@ -287,6 +287,17 @@ def shell_words(words: list[str]) -> list[str]:
     return [shlex.quote(str(w)) for w in words]
 
 
+def assigned_value(text: str) -> str:
+    """The value ``export K=<text>`` gives K, its expansions (``$PATH``) left
+    as text: a configuration's env_vars reach the job script as written, and a
+    cluster's values are quoted for the shell (``slurm_systems.shell_value``)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return text
+    return words[0] if len(words) == 1 else text
+
+
 def binding_env(family: str, threads: int, binding: str = 'threads',
                 oversubscribe: bool = False) -> dict[str, str]:
     """A run's binding: OpenMP's placement of `threads` threads per rank, one

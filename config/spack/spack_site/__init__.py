@@ -179,7 +179,8 @@ def check_prefix(stack: Stack, force: bool) -> None:
     for rel, target in stack.links.items():
         link = os.path.join(stack.prefix, rel)
         if os.path.islink(link):
-            if os.readlink(link) != target and not force:
+            # the same program by another path (/bin -> usr/bin) is no other stack's
+            if os.path.realpath(link) != os.path.realpath(target) and not force:
                 raise SiteError(f'{link} links to {os.readlink(link)}, not {target}: the '
                                 f'prefix is another {stack.name}\'s; not re-pointing it '
                                 f'(use --force, or another --prefix-dir)')
