@@ -163,7 +163,7 @@ def _check_launcher_family(name: str, spec: Stack, prefix: str, launcher: str) -
         text = proc.stdout + proc.stderr
     except (OSError, subprocess.SubprocessError) as err:
         _config_error(f'{spec.prefix_var}={prefix!r}: cannot run {launcher} --version: {err}')
-    if not any(word in text for word in spec.launcher_says):
+    if not spec.launcher_is_mine(text):
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
         _config_error(
             f'{spec.prefix_var}={prefix!r}: {launcher} is not {spec.descr}\'s launcher '

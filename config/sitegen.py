@@ -490,7 +490,7 @@ def identify_stack(launcher_says: str, version_texts: Iterable[str] = ()) -> str
     """Which stack a launcher's ``--version`` (and the stacks' version tools)
     show, by the registry's words and version patterns; None if none or unsure."""
     texts = [launcher_says, *version_texts]
-    said = [s for s in STACKS if any(w in launcher_says for w in s.launcher_says)]
+    said = [s for s in STACKS if s.launcher_is_mine(launcher_says)]
     if len(said) == 1:
         return said[0].name
     versioned = [s for s in (said or STACKS) if any(s.version_re.search(t) for t in texts)]

@@ -188,6 +188,11 @@ class Stack:
         return {var: path for var, path in self.clean_files(sysconfdir).items()
                 if var not in self.clean_files_optional or os.path.isfile(path)}
 
+    def launcher_is_mine(self, version_text: str) -> bool:
+        """Whether a launcher's ``--version`` text says it is this stack's
+        (one of ``launcher_says``)."""
+        return any(word in version_text for word in self.launcher_says)
+
     def root_env_here(self) -> dict[str, str]:
         """``root_env`` where this process runs as root, else nothing."""
         return dict(self.root_env) if hasattr(os, 'geteuid') and os.geteuid() == 0 else {}

@@ -93,7 +93,7 @@ def check_launcher(name: str, launcher: str, where: str) -> None:
     whichever stack won update-alternatives."""
     spec = STACK[name]
     text = _run([launcher, '--version'])
-    if not any(word in text for word in spec.launcher_says):
+    if not spec.launcher_is_mine(text):
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), '(nothing)')
         raise SiteError(f'{name}: {where}: {launcher} is not {spec.descr}\'s launcher '
                         f'(its --version says {first[:120]!r}): it holds another MPI stack')
