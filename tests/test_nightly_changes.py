@@ -87,6 +87,12 @@ def test_a_quiet_night_passes_and_a_night_without_shared_memory_names_what_chang
     assert 'written:' in base.stdout, explain(base)
 
     quiet = harness('nightly', var)
+    if quiet.returncode == 3:
+        # INCONCLUSIVE, not a failure: one sample far off (a 7x slower 1 MiB ring
+        # run among three on a shared 2-core CI machine) left a band undecided;
+        # the nightly says to rerun, and so does the test, once
+        print(explain(quiet))
+        quiet = harness('nightly', var)
     assert quiet.returncode == 0, explain(quiet)
     assert 'Since the last night: nothing moved' in quiet.stdout, explain(quiet)
 
