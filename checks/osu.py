@@ -21,6 +21,7 @@ import reframe.utility.sanity as sn
 from harnesscore.osu_output import (
     OsuParseError,
     OsuTable,
+    env_family,
     expected_sizes,
     given_path,
     libraries_agree,
@@ -42,7 +43,7 @@ from harnesslib.base import (
     sanity_errors,
     sweep_variables,
 )
-from harnesslib.launch import LIBRARY_PREFIX, launch_line, shell_words
+from harnesslib.launch import LIBRARY_PREFIX, shell_words
 from harnesslib.placement import divisors, system_layouts
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
@@ -147,7 +148,7 @@ class OsuBase(RunBase, OsuRuns):
     @sanity_function
     def validate(self):
         stack = self.current_environ.extras.get('stack', self.current_environ.name)
-        family = self.current_environ.extras.get('family', stack)
+        family = env_family(self.current_environ)
         # The library first: a benchmark linked to another stack explains the rest.
         osu_libs = mpi_libraries(self.stage_text('osu.ldd'))
         sn.evaluate(sn.assert_true(
@@ -296,14 +297,10 @@ class OsuMbwMrCheck(OsuBase):
         # first node's slots first and put most pairs on one node.  The
         # ranks go in order, so osu_mbw_mr's pairs (rank i and i + k) span
         # the two nodes.
-        family = str(self.current_environ.extras.get('family', self.current_environ.name))
-        threads = int(self.threads)
         lines = ['set -o pipefail']
         for k in self.ks:
             per_node = k if self.nodes >= 2 else 2 * k
-            cmd = launch_line(self.job.launcher, per_node * self.nodes, self.rank_cpus(threads),
-                              per_node=k if self.nodes >= 2 else 0, family=family,
-                              cores_per_rank=self.cores_per_rank(threads))
+            cmd = self.launch(per_node * self.nodes, per_node=k if self.nodes >= 2 else 0)
             lines.append(f'timeout {" ".join(self.timeout_options())} {cmd} {self.executable} '
                          f'{" ".join(self.executable_opts)} > mbw_k{k}.out'
                          + self.note_status(f'k={k}'))

@@ -340,10 +340,12 @@ def _note_unused_links(where: str, stacks: dict[str, dict], transport_env: dict[
     if nodes != 1:
         return
     # A pin is between nodes unless it is the stack's own on one node (shm_env).
-    between = [s for s in pinned
-               if not (STACK.get(stacks[s].get('family', s)) is not None and
-                       {k: str(v) for k, v in transport_env[s].items()}.items()
-                       <= STACK[stacks[s].get('family', s)].shm_env.items())]
+    between = []
+    for s in pinned:
+        registry = STACK.get(stacks[s].get('family', s))
+        pins = {k: str(v) for k, v in transport_env[s].items()}
+        if registry is None or not pins.items() <= registry.shm_env.items():
+            between.append(s)
     if between:
         note(f"{where} has 'nodes': 1 but pins a link between nodes for "
              f'{", ".join(between)} (transport_env): on one node their point-to-point '

@@ -230,11 +230,22 @@ def mpi_libraries(ldd_output: str) -> set[str]:
     return out
 
 
+def env_family(environ) -> str:
+    """The family of a ReFrame environment's stack (its extras' ``family``,
+    one of ``harnesscore.stacks``' names for the harness's own stacks; '' where
+    it names none).  Every environment of config/settings.py and
+    config/slurm_systems.py sets it; ReFrame's ``builtin``, which has none,
+    lacks the ``mpi`` feature that every check of the harness asks for.  Here,
+    not in ``harnesslib.launch`` (which uses it), because this module is
+    ReFrame-free."""
+    return str(environ.extras.get('family') or '')
+
+
 def wrapper_link_check(environ) -> str:
     """The shell command that prints what the environment's compiler wrapper
     links (``-L`` folders and ``-l`` libraries): Open MPI's ``-showme:link``,
     MPICH's and MVAPICH2's ``-show``."""
-    stack = STACK.get(str(environ.extras.get('family') or ''))
+    stack = STACK.get(env_family(environ))
     flag = stack.wrapper_link_flag if stack is not None else '-show'
     return f'{shlex.quote(environ.cc)} {flag}'
 

@@ -17,6 +17,7 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from harnesscore.osu_output import env_family
 from harnesscore.paths import REFERENCES_DIR
 from harnesscore.references import references_file, split_name
 from harnesscore.rounds import ROUNDS_FILE, round_loop
@@ -409,7 +410,7 @@ class Provenance(StageFiles):
         own configuration files its stack reads (``launch.user_config_files``)."""
         env = {**os.environ, **self.own_mpi_vars()}
         effective = recorded_vars(env)
-        files = user_config_files(str(self.current_environ.extras.get('family', '')), env,
+        files = user_config_files(env_family(self.current_environ), env,
                                   os.environ.get('HOME') or os.path.expanduser('~'))
         if files:
             effective[USER_FILES_VAR] = ','.join(files)
@@ -607,10 +608,14 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
                 f'{self.current_environ.name}, but this run sets {"; ".join(wrong)}')
         self.mpi_env = mpi_env_text(effective, self.own_mpi_vars())
 
-    def launch(self, num_tasks: int) -> str:
+    def launch(self, num_tasks: int, per_node: int = 0) -> str:
         """The partition's launcher as a command line for `num_tasks` ranks,
-        for the scripts a check writes itself."""
-        return launch_line(self.job.launcher, num_tasks, self.rank_cpus(int(self.threads)))
+        for the scripts a check writes itself; `per_node` > 0: that many on
+        each node, placed as the environment's family does it (``launch_line``)."""
+        threads = int(self.threads)
+        return launch_line(self.job.launcher, num_tasks, self.rank_cpus(threads),
+                           per_node=per_node, family=env_family(self.current_environ),
+                           cores_per_rank=self.cores_per_rank(threads))
 
     def exit_status(self):
         """The run's exit status: the scheduler's, or the job script's record
@@ -624,8 +629,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         """Records MPI_Get_library_version's `lib` as the run's ``mpi_library``;
         a sanity error where it is not this environment's stack."""
         self.mpi_library = lib
-        family = self.current_environ.extras.get('family', self.current_environ.name)
-        prefix = LIBRARY_PREFIX.get(family)
+        prefix = LIBRARY_PREFIX.get(env_family(self.current_environ))
         sn.evaluate(sn.assert_true(
             prefix is None or lib.startswith(prefix),
             msg=f'{self.kernel} was run as stack {self.current_environ.name} but reports '

@@ -16,6 +16,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 import yaml  # ReFrame brings PyYAML
+from harnesscore.osu_output import env_family
 from harnesscore.paths import REPO_DIR, SRC_DIR
 from harnesscore.stacks import STACK
 from reframe.core.builtins import run_before, sanity_function, variable
@@ -349,7 +350,7 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool,
     the build asks for fault_inject, fault_slow or a build type other than
     Release, the spec must state the same (ValueError otherwise).
     """
-    family = str(env.extras.get('family') or env.extras.get('stack', env.name))
+    family = env_family(env) or str(env.extras.get('stack', env.name))
     if env.extras.get('spack_spec'):
         spec = str(env.extras['spack_spec'])
         check_user_spec(spec, family, build_type, fault_inject, fault_slow)

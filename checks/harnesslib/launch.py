@@ -12,6 +12,7 @@ MPI and OpenMP tuning variables and configuration files of a user's shell
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -22,6 +23,7 @@ import types
 from collections.abc import Mapping, MutableMapping
 
 import reframe.core.runtime as rt
+from harnesscore.osu_output import env_family
 from harnesscore.stacks import STACK, STACKS, Stack
 from reframe.core.launchers import JobLauncher
 
@@ -88,8 +90,18 @@ def user_config_files(family: str, env: Mapping[str, str], home: str) -> list[st
 def stack_sysconfdir(stack: Stack, launcher: str) -> str:
     """The system configuration folder of `stack` whose launcher is
     `launcher`, from its ``sysconfdir_tool`` beside it (or on PATH);
-    ValueError, naming the launcher, where there is none or it does not say."""
-    name, *args = stack.sysconfdir_tool
+    ValueError, naming the launcher, where there is none or it does not say.
+    The tool runs once per launcher and PATH in a process: a configuration
+    load asks twice for a local Open MPI (config/settings.py for its own
+    environments, config/slurm_systems.py for the test cluster's module)."""
+    return _sysconfdir(stack.sysconfdir_tool, launcher, os.environ.get('PATH'))
+
+
+@functools.cache
+def _sysconfdir(tool_command: tuple[str, ...], launcher: str, path: str | None) -> str:
+    """``stack_sysconfdir`` with the stack's ``sysconfdir_tool``; `path`, the
+    PATH the tool is looked for on, keys the cache (errors are not kept)."""
+    name, *args = tool_command
     folders = [os.path.dirname(launcher), os.path.dirname(os.path.realpath(launcher))]
     tool = next((p for p in (os.path.join(f, name) for f in folders)
                  if os.access(p, os.X_OK)), None) or shutil.which(name)
@@ -232,7 +244,7 @@ def launcher_family(partition, environ) -> str:
     if partition.launcher_type.registered_name == 'srun' and not own_launcher(partition,
                                                                              environ):
         return 'srun'
-    return str(environ.extras.get('family', ''))
+    return env_family(environ)
 
 
 def rank_binding_env(family: str, cores_per_rank: int = 1,
