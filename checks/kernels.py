@@ -22,7 +22,6 @@ The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shlex
@@ -37,6 +36,7 @@ from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
 from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
+from harnesslib.compat import reads_output
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
     cores_per_node,
@@ -45,6 +45,7 @@ from harnesslib.placement import (
     kernel_parameters,
     partition_plan,
     print_plans,
+    round_order,
     system_sizes,
 )
 from reframe.core.builtins import (
@@ -382,6 +383,24 @@ def _pairs() -> list[Pair]:
     return out
 
 
+def in_round_order(cls, nums: list[int]) -> list[int]:
+    """Variants `nums` of kernel check `cls` in the order
+    ``placement.interleave_samples`` registers them: round by round (the
+    ``sample`` parameter), within a round by ``placement.round_order`` of the
+    check's layouts."""
+    layouts = list(dict.fromkeys(tuple(lay) for lay in cls.param_space['layout']))
+    orders: dict[int, list] = {}
+
+    def key(num: int) -> tuple:
+        params = cls.get_variant_info(num, recurse=True)['params']
+        rnd = int(params.get('sample', 0))
+        order = orders.setdefault(rnd, round_order(layouts, rnd))
+        layout = tuple(params['layout'])
+        return (rnd, order.index(layout) if layout in order else len(order), num)
+
+    return sorted(nums, key=key)
+
+
 def _pair_name(pair: tuple) -> str:
     """``spmv/64/masteronly_1x2``; the ring per message size
     ``ring/8,65536,1048576/masteronly_1x2/64KiB``."""
@@ -448,18 +467,20 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self.ranks, self.threads = hybrid[1], hybrid[2]
         self.descr = (f'{kernel} size {size}: {hybrid[0]} {hybrid[1]}x{hybrid[2]} '
                       f'against mpi {mpi[1]}x1')
+        nums = {side: cls.get_variant_nums(layout=lambda lay, want=layout: lay == want,
+                                           problem=lambda p: str(p) == size)
+                for side, layout in (('mpi', mpi), ('hybrid', hybrid))}
         self._sides: dict[str, list[str]] = {
-            side: [cls.variant_name(num) for num in cls.get_variant_nums(
-                layout=lambda lay, want=layout: lay == want,
-                problem=lambda p: str(p) == size)]
-            for side, layout in (('mpi', mpi), ('hybrid', hybrid))}
-        # The order the runs take is their registration's (round by round,
-        # each pair side by side: placement.interleave_samples); the verdict
-        # runs once every round of both sides is done.
-        for pair in itertools.zip_longest(self._sides['mpi'], self._sides['hybrid']):
-            for name in pair:
-                if name is not None:
-                    self.depends_on(name, udeps.by_env)
+            side: [cls.variant_name(num) for num in side_nums]
+            for side, side_nums in nums.items()}
+        # Selected themselves, the runs take their registration's order
+        # (placement.interleave_samples); selected only as this verdict's
+        # dependencies, ReFrame takes them in the order they are declared
+        # here, which is the same: round by round, the two sides as
+        # placement.round_order puts them.  The verdict runs once every round
+        # of both sides is done.
+        for num in in_round_order(cls, nums['mpi'] + nums['hybrid']):
+            self.depends_on(cls.variant_name(num), udeps.by_env)
 
     def _samples(self, side: str) -> list[float]:
         part = self.current_partition.fullname
@@ -501,7 +522,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         if dep.busy == 'true' and dep.busy_detail:
             self.busy_detail = f'{dep.display_name}: {dep.busy_detail}'[:300]
 
-    @run_before('run')
+    @reads_output('run')          # a dry run has no runs to judge
     def judge_samples(self):
         over = [self.getdep(name).display_name for side in self._sides.values()
                 for name in side if self.getdep(name).oversubscribed == 'true']

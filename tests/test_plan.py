@@ -5,11 +5,12 @@ per process and the estimated time against the default budget."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run_reframe
 from harnesscore import plan as P
 from harnesslib import plan as plan_cli
 
@@ -542,3 +543,75 @@ def test_rounds_refuse_a_zero_time_or_rate_naming_the_line(tmp_path, capsys, lin
         rounds.md_ratios(out.read_text())
     assert rounds.main(['md', str(out)]) == 2
     assert repr(line) in capsys.readouterr().err
+
+
+# -- the order of a verdict's runs, selected by name (a dry run) --------------
+
+def dry_run_order(var_dir, *names: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """A dry run of 3 samples on local:shm selecting `names` (-n each): the
+    session and the spmv n=64 runs in the order it takes them
+    ('masteronly_1x2/0': layout and sample)."""
+    words = [w for name in names for w in ('-n', name)]
+    proc = run_reframe(var_dir, *words, '--dry-run', '--system', 'local:shm',
+                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_REPEAT': '3'}, timeout=300)
+    order = [f'{m[1]}/{m[2]}' for m in re.finditer(
+        r'^\[\s*DRY\s*\] SpmvCheck %layout=(\S+) %problem=64 %sample=(\d+) ',
+        proc.stdout, re.M)]
+    return proc, order
+
+
+@pytest.mark.integration
+def test_a_verdict_selected_alone_runs_its_pair_in_round_order(tmp_path):
+    # Its runs came in zip order, pure MPI first in every round (mpi_2x1/0,
+    # masteronly_1x2/0, mpi_2x1/1, ...), not alternating as when they are
+    # selected themselves; and the dry run failed (exit 1): "sanity error:
+    # SpmvCheck ... logged no t_total".
+    alone, order = dry_run_order(tmp_path / 'alone', 'HybridVerdict%pair=spmv/64/masteronly_1x2')
+    out = alone.stdout + alone.stderr
+    assert alone.returncode == 0 and 'sanity error' not in out, out[-4000:]
+    assert order == ['masteronly_1x2/0', 'mpi_2x1/0', 'mpi_2x1/1', 'masteronly_1x2/1',
+                     'masteronly_1x2/2', 'mpi_2x1/2'], out[-4000:]
+    runs, selected = dry_run_order(tmp_path / 'runs', 'HybridVerdict%pair=spmv/64/masteronly_1x2',
+                                   'SpmvCheck%layout=(mpi_2x1|masteronly_1x2)%problem=64%')
+    assert runs.returncode == 0 and selected == order, runs.stdout[-4000:]
+
+
+@pytest.mark.integration
+def test_a_dry_run_of_verdicts_exits_0_and_the_runs_selected_too_pair_every_layout(tmp_path):
+    # Every dry run with a verdict in it failed: the verdict judged in a dry run.
+    verdicts, order = dry_run_order(tmp_path / 'verdicts', 'HybridVerdict%pair=spmv/64/.*')
+    out = verdicts.stdout + verdicts.stderr
+    assert verdicts.returncode == 0 and 'sanity error' not in out, out[-4000:]
+    assert re.search(r'PASSED.*Ran 12/12 test case', out), out[-4000:]
+    # The first verdict takes the shared pure-MPI runs; the other layout's
+    # runs follow them (docs/pages/statistics.md says so) ...
+    assert order == ['masteronly_1x2/0', 'mpi_2x1/0', 'mpi_2x1/1', 'masteronly_1x2/1',
+                     'masteronly_1x2/2', 'mpi_2x1/2',
+                     'funneled_1x2/0', 'funneled_1x2/1', 'funneled_1x2/2'], out[-4000:]
+    # ... and with the runs selected (as the docs say) every pair is side by side,
+    # in plan.md's order.
+    both, order = dry_run_order(tmp_path / 'both', 'SpmvCheck.*%problem=64%',
+                                'HybridVerdict%pair=spmv/64/.*')
+    assert both.returncode == 0, both.stdout[-4000:]
+    assert order[:8] == ['masteronly_1x2/0', 'mpi_2x1/0', 'funneled_1x2/0',
+                         'serial_1x1_decomp2/0', 'funneled_1x2/1', 'mpi_2x1/1',
+                         'masteronly_1x2/1', 'serial_1x1_decomp2/1'], order
+
+
+@pytest.mark.integration
+def test_every_documented_name_pattern_selects_a_check(tmp_path):
+    # statistics.md's -n 'SpmvCheck%problem=64' matched nothing: -n matches the
+    # name without spaces, and %layout comes first in it.
+    docs = [*(REPO / 'docs' / 'pages').glob('*.md'), REPO / 'README.md']
+    patterns = {pat for page in docs
+                for pat in re.findall(r"(?:-n|--name) '([^']+)'", page.read_text())}
+    assert 'HybridVerdict%pair=md/24/masteronly_1x2' in patterns
+    proc = run_reframe(tmp_path, '--list', '--system', 'local:shm',
+                       env={'HARNESS_STACKS': 'mpich'}, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    names = {m[1].replace(' ', '') for m in
+             re.finditer(r'^\s*(?:- |\^)(\S.*?) /[0-9a-f]{8}\b', proc.stdout, re.M)}
+    assert len(names) > 50, proc.stdout[-4000:]
+    unmatched = sorted(pat for pat in patterns
+                       if '...' not in pat and not any(re.search(pat, n) for n in names))
+    assert not unmatched, f'documented -n patterns that select nothing: {unmatched}'

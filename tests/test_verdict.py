@@ -330,6 +330,48 @@ def test_the_cap_is_harness_max_rounds_by_default(monkeypatch):
         verdicts(_noisy_rounds(5))
 
 
+
+def _mispaired(named: bool = True) -> list[Record]:
+    """3 planned rounds in alternating order, the machine 3x slower from round 1
+    (hybrid 2x faster in every round); pure MPI failed round 1 and hybrid round
+    2: passed runs left mpi {0, 2}, hybrid {0, 1}.  named=False: the same runs
+    without round numbers (older records)."""
+    def at(k: int, mode: str, t: float, result: str) -> Record:
+        r = (rec('mpi', t, result=result) if mode == 'mpi'
+             else hyb(t, result=result))
+        r = _named(r, k)
+        second = 2 * k + (mode == 'mpi') if k % 2 == 0 else 2 * k + (mode != 'mpi')
+        return dataclasses.replace(r, time=T0 + dt.timedelta(seconds=second),
+                                   name=r.name if named else '')
+    runs = []
+    for k, scale in enumerate((1.0, 3.0, 3.0)):
+        runs.append(at(k, 'mpi', scale, 'fail' if k == 1 else 'pass'))
+        runs.append(at(k, 'hybrid', scale / 2, 'fail' if k == 2 else 'pass'))
+    return runs
+
+
+def test_rounds_of_different_numbers_are_never_paired():
+    """Rounds {0, 2} of pure MPI against {0, 1} of hybrid share one round: the
+    samples are judged unpaired, not round 2's MPI run against round 1's hybrid."""
+    (v,) = verdicts(_mispaired())
+    assert (v.basis, v.verdict, v.gap) == ('back-to-back samples', 'INCONCLUSIVE', None)
+    assert (round(v.speedup, 3), round(v.low, 2), round(v.high, 2)) == (2.0, 0.63, 6.3)
+
+
+def test_runs_without_round_numbers_are_paired_by_time_as_before():
+    (v,) = verdicts(_mispaired(named=False))
+    assert (v.basis, v.verdict, v.rounds) == ('paired rounds', 'WIN', 2)
+
+
+def test_the_rounds_both_sides_have_are_paired_by_number():
+    """Rounds {0, 1, 3} against {0, 1, 2}: rounds 0 and 1 paired."""
+    runs = [_named(rec('mpi', 1.0 + k), k) for k in (0, 1, 3)]
+    runs += [_named(hyb((1.0 + k) / 2), k) for k in (0, 1, 2)]
+    (v,) = verdicts(runs)
+    assert (v.basis, v.rounds, v.verdict) == ('paired rounds', 2, 'WIN')
+    assert v.speedup == pytest.approx(2.0)
+
+
 # -- HybridVerdict: an INCONCLUSIVE call against a `verdict` reference -----------
 
 class _RefEntry:

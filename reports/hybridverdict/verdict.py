@@ -132,21 +132,41 @@ def round_of(rec: Record) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _named_rounds(side: Sequence[Record]) -> list[int] | None:
+    """The round of each run of a side, where every run names one and no two
+    share it; else None (older records, several sessions)."""
+    rounds = [round_of(r) for r in side]
+    if None in rounds or len(set(rounds)) < len(rounds):
+        return None
+    return rounds   # type: ignore[return-value]
+
+
 def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
                 ) -> tuple[Sequence[Record], Sequence[Record]]:
     """The runs of the rounds both sides have, where every run names its round
     once per side: the sequential rounds run a pure-MPI layout for every
     undecided pair of it, so it may have rounds that one hybrid layout lacks.
-    Otherwise (older records, several sessions) the sides as they are."""
-    rounds_m, rounds_h = [round_of(r) for r in mpi], [round_of(r) for r in hybrid]
-    if (None in rounds_m or None in rounds_h or len(set(rounds_m)) < len(rounds_m)
-            or len(set(rounds_h)) < len(rounds_h)):
+    Otherwise (older records, several sessions) the sides as they are; so too
+    where fewer than 2 rounds are common (``pairs_by_time`` then keeps them
+    unpaired)."""
+    rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
+    if rounds_m is None or rounds_h is None:
         return mpi, hybrid
     common = set(rounds_m) & set(rounds_h)
     if len(common) < 2 or len(common) == len(mpi) == len(hybrid):
         return mpi, hybrid
     return ([r for r, k in zip(mpi, rounds_m) if k in common],
             [r for r, k in zip(hybrid, rounds_h) if k in common])
+
+
+def pairs_by_time(mpi: Sequence[Record], hybrid: Sequence[Record]) -> bool:
+    """Whether ``stats.compare`` may pair the sides' runs by time (the i-th of
+    each): not where every run names its round once per side and the sides'
+    rounds differ (what ``same_rounds`` leaves with fewer than 2 rounds in
+    common), as the i-th runs would be of different rounds; their samples are
+    then judged unpaired.  Runs without round numbers: by time, as ever."""
+    rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
+    return rounds_m is None or rounds_h is None or set(rounds_m) == set(rounds_h)
 
 
 def rounds_run(*sides: Sequence[Record]) -> int:
@@ -186,10 +206,14 @@ def pair_rounds(runs: RunsByName, *sides: Sequence[Record]) -> int:
 
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
-    """The comparison of T_mpi against T_hybrid and its call."""
+    """The comparison of T_mpi against T_hybrid and its call: the rounds both
+    sides have paired by number (``same_rounds``), never rounds of different
+    numbers (``pairs_by_time``)."""
     mpi, hybrid = same_rounds(mpi, hybrid)
+    times = (([r.logged for r in mpi], [r.logged for r in hybrid])
+             if pairs_by_time(mpi, hybrid) else (None, None))
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
-                        [r.logged for r in mpi], [r.logged for r in hybrid], floor=floor)
+                        *times, floor=floor)
     return cmp, stats.speedup_call(cmp.interval, floor)
 
 
