@@ -70,6 +70,69 @@ def test_a_snapshot_never_counts_itself_its_ancestors_or_other_cores(two_busy_pr
     assert quiet.busy_processes(set(), 0.3, mine) == []
 
 
+def test_a_loop_of_short_lived_processes_makes_the_run_busy():
+    # a build or a script loop: each process ends within the interval, the
+    # parent shell sleeps; its reaped children's time and the newest child count
+    loop = subprocess.Popen(['timeout', '20', 'sh', '-c',
+                             'while :; do timeout 0.1 sh -c "while :; do :; done"; done'],
+                            start_new_session=True)
+    try:
+        time.sleep(0.3)
+        mine = quiet.ancestors(os.getpid())
+        cores = set(range(os.cpu_count() or 1))
+        saw = 0
+        for _ in range(3):
+            found = quiet.busy_processes(cores, 0.3, mine)
+            # the loop's shell or a process started since
+            saw += any(p['pid'] >= loop.pid and p['comm'] in ('sh', 'timeout') for p in found)
+        assert saw >= 2
+    finally:
+        os.killpg(loop.pid, 9)
+        loop.wait(timeout=10)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two cores')
+def test_a_busy_thread_on_the_jobs_core_makes_the_run_busy():
+    # an OpenMP job, a JVM: the main thread sleeps on another core than the job's
+    job_core, other = sorted(os.sched_getaffinity(0))[:2]
+    code = ('import os, threading, time\n'
+            f'os.sched_setaffinity(0, {{{other}}})\n'
+            'def spin():\n'
+            f'    os.sched_setaffinity(0, {{{job_core}}})\n'
+            '    end = time.time() + 20\n'
+            '    while time.time() < end:\n'
+            '        pass\n'
+            't = threading.Thread(target=spin); t.start(); t.join()\n')
+    proc = subprocess.Popen([sys.executable, '-c', code])
+    try:
+        time.sleep(0.5)
+        found = quiet.busy_processes({job_core}, 0.3, quiet.ancestors(os.getpid()))
+        assert [(p['cpu'], p['state']) for p in found if p['pid'] == proc.pid] == [(job_core, 'R')]
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_children_count_with_their_time_in_the_interval_only(monkeypatch):
+    # /proc as two reads 0.2 s apart (20 ticks = one core): shell 10 reaped the
+    # job's rank 11 (95 ticks by the first read) during the interval, shell 20
+    # reaped 15 ticks of children started since; 12 and 21 sleep throughout
+    def stat(ppid: int, ticks: int = 0, child_ticks: int = 0, cpu: int = 0) -> quiet._Stat:
+        return quiet._Stat('sh', 'S', ppid, ticks, child_ticks, 1, 7, cpu)
+
+    first = {10: stat(1), 11: stat(10, 95), 12: stat(10), 20: stat(1), 21: stat(20)}
+    second = {10: stat(1, 0, 100), 12: stat(10), 20: stat(1, 0, 15), 21: stat(20)}
+    reads = iter([{pid: (st, quiet._threads(pid, st)) for pid, st in read.items()}
+                  for read in (first, second)])
+    clock = iter([0.0, 0.2])
+    monkeypatch.setattr(quiet, '_read_all', lambda exclude: next(reads))
+    monkeypatch.setattr(quiet, 'time', type('T', (), {
+        'sleep': staticmethod(lambda s: None), 'monotonic': staticmethod(lambda: next(clock))}))
+    monkeypatch.setattr(quiet, '_CLK_TCK', 100)
+    found = quiet.busy_processes({0}, 0.2, set())
+    assert found == [{'pid': 20, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
+
+
 def test_missing_snapshots_are_unknown_not_quiet(tmp_path):
     fields = quiet.read_quiet(str(tmp_path / 'absent.json'))
     assert fields['busy'] == 'unknown' and fields['busy_procs'] == -1

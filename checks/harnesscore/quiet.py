@@ -24,6 +24,7 @@ import os
 import shlex
 import sys
 import time
+from typing import NamedTuple
 
 from .schema import field_text
 
@@ -73,10 +74,28 @@ def steal_percent(before: list[int] | None, after: list[int] | None) -> float | 
     return 100.0 * (after[7] - before[7]) / total
 
 
-def _proc_stat(pid: int) -> tuple[str, str, int, int, int] | None:
-    """(comm, state, ppid, utime+stime ticks, last cpu) of a process."""
+class _Stat(NamedTuple):
+    """The fields of a /proc/<pid>/stat (or /proc/<pid>/task/<tid>/stat) line
+    that a snapshot reads."""
+    comm: str
+    state: str
+    ppid: int
+    #: utime + stime (fields 14-15): of the whole process in /proc/<pid>/stat
+    #: (all its threads), of the one thread in task/<tid>/stat
+    ticks: int
+    #: cutime + cstime (fields 16-17): of the children it has reaped
+    child_ticks: int
+    #: num_threads (field 20)
+    threads: int
+    #: starttime (field 22): tells a pid reused between the two reads
+    start: int
+    #: processor (field 39): the last CPU of the (main) thread
+    cpu: int
+
+
+def _read_stat(path: str) -> _Stat | None:
     try:
-        with open(f'/proc/{pid}/stat') as fp:
+        with open(path) as fp:
             text = fp.read()
     except OSError:
         return None
@@ -87,10 +106,32 @@ def _proc_stat(pid: int) -> tuple[str, str, int, int, int] | None:
     rest = text[rpar + 2:].split()
     try:
         # rest[0] is field 3 (state): field N is rest[N - 3]
-        return (text[lpar + 1:rpar], rest[0], int(rest[1]), int(rest[11]) + int(rest[12]),
-                int(rest[36]))
+        return _Stat(text[lpar + 1:rpar], rest[0], int(rest[1]), int(rest[11]) + int(rest[12]),
+                     int(rest[13]) + int(rest[14]), int(rest[17]), int(rest[19]), int(rest[36]))
     except (IndexError, ValueError):
         return None
+
+
+def _proc_stat(pid: int) -> _Stat | None:
+    """The /proc/<pid>/stat of a process (comm, state, ppid, ticks, ...)."""
+    return _read_stat(f'/proc/{pid}/stat')
+
+
+#: (state, utime+stime ticks, last cpu) of one thread
+_Thread = tuple[str, int, int]
+
+
+def _threads(pid: int, st: _Stat) -> dict[int, _Thread]:
+    """The threads of a process by thread id; a single-threaded one is its
+    own main thread (no task/ read)."""
+    if st.threads <= 1:
+        return {pid: (st.state, st.ticks, st.cpu)}
+    try:
+        tids = [int(d) for d in os.listdir(f'/proc/{pid}/task') if d.isdigit()]
+    except OSError:
+        return {pid: (st.state, st.ticks, st.cpu)}
+    return {tid: (t.state, t.ticks, t.cpu) for tid in tids
+            if (t := _read_stat(f'/proc/{pid}/task/{tid}/stat')) is not None}
 
 
 def ancestors(pid: int) -> set[int]:
@@ -101,30 +142,100 @@ def ancestors(pid: int) -> set[int]:
         st = _proc_stat(pid)
         if st is None:
             break
-        pid = st[2]
+        pid = st.ppid
+    return out
+
+
+def _runnable(state0: str | None, state: str, ticks0: int, ticks1: int) -> bool:
+    """Runnable (state R) at both reads, or at one of them and CPU time grown;
+    state0 is None for what the first read did not see."""
+    return (state0 == state == 'R') or ('R' in (state0, state) and ticks1 > ticks0)
+
+
+def _read_all(exclude: set[int]) -> dict[int, tuple[_Stat, dict[int, _Thread]]]:
+    pids = [int(d) for d in os.listdir('/proc') if d.isdigit()]
+    return {pid: (st, _threads(pid, st)) for pid in pids if pid not in exclude
+            and (st := _proc_stat(pid)) is not None}
+
+
+def _reaped_before(first: dict[int, tuple[_Stat, dict[int, _Thread]]],
+                   same: set[int]) -> dict[int, int]:
+    """The ticks (own and reaped children's) that the processes of the first
+    read that did not last to the second had used by the first read, summed on
+    the nearest ancestor that lasted (their time goes into its cutime, cstime
+    when it reaps them)."""
+    out: dict[int, int] = {}
+    for pid, (st, _threads) in first.items():
+        if pid in same:
+            continue
+        parent, seen = st.ppid, {pid}
+        while parent in first and parent not in same and parent not in seen:
+            seen.add(parent)
+            parent = first[parent][0].ppid
+        if parent in same:
+            out[parent] = out.get(parent, 0) + st.ticks + st.child_ticks
     return out
 
 
 def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[dict]:
-    """Other processes that used at least BUSY_SHARE of a core on `cores` over
-    `interval` seconds (state R at the start or the end, or CPU time grown)."""
-    pids = [int(d) for d in os.listdir('/proc') if d.isdigit()]
-    first = {pid: st for pid in pids if pid not in exclude
-             and (st := _proc_stat(pid)) is not None}
+    """Other processes that kept a core of `cores` busy over `interval` seconds.
+
+    A process counts, in this order, when (1) it is on `cores` (its last CPU)
+    and was runnable (``_runnable``) or used at least BUSY_SHARE of a core; or
+    (2) its threads on `cores` (each thread's last CPU) were: one of them
+    runnable, or together at least BUSY_SHARE (an OpenMP job, a JVM whose main
+    thread sleeps elsewhere); or (3) it is on `cores` and its time plus that of
+    the time its children used in the interval and it reaped (cutime, cstime,
+    less what they had by the first read: ``_reaped_before``) reached
+    BUSY_SHARE (a build or a script loop of short-lived processes).  A process
+    the first read did not see (started during the interval) counts from zero.
+    """
+    first = _read_all(exclude)
     start = time.monotonic()
     time.sleep(interval)
     elapsed = time.monotonic() - start
+    second = _read_all(exclude)
+
+    def share(ticks: int) -> float:
+        return ticks / _CLK_TCK / elapsed if elapsed > 0 else 0.0
+
+    # (3) counts the children's time of the interval only: what a process that
+    # ended in it had used by the first read is not (the job's own ranks, seen
+    # still ending and then reaped by slurmstepd or init during the 'after')
+    same = {pid for pid, (st, _t) in second.items()
+            if pid in first and first[pid][0].start == st.start}
+    before = _reaped_before(first, same)
     out = []
-    for pid, (comm, state0, _ppid, ticks0, _cpu0) in first.items():
-        st = _proc_stat(pid)
-        if st is None:
+    # those of the first read first, in its order, then those started since
+    order = [pid for pid in first if pid in second] + [pid for pid in second if pid not in first]
+    for pid in order:
+        st, threads = second[pid]
+        st0, threads0 = first.get(pid, (None, {}))
+        if st0 is not None and st0.start != st.start:      # the pid was reused
+            st0, threads0 = None, {}
+        state0 = st0.state if st0 else None
+        own = share(st.ticks - (st0.ticks if st0 else 0))
+        entry = {'pid': pid, 'comm': st.comm, 'cpu': st.cpu, 'state': st.state,
+                 'share': round(own, 2)}
+        if st.cpu in cores and (own >= BUSY_SHARE or _runnable(
+                state0, st.state, st0.ticks if st0 else 0, st.ticks)):
+            out.append(entry)
             continue
-        _comm, state, _ppid, ticks1, cpu = st
-        share = (ticks1 - ticks0) / _CLK_TCK / elapsed if elapsed > 0 else 0.0
-        runnable = (state0 == state == 'R') or ('R' in (state0, state) and ticks1 > ticks0)
-        if (runnable or share >= BUSY_SHARE) and cpu in cores:
-            out.append({'pid': pid, 'comm': comm, 'cpu': cpu, 'state': state,
-                        'share': round(share, 2)})
+        on_cores = []               # (share, state, cpu, runnable) of its threads on cores
+        for tid, (state, ticks, cpu) in threads.items():
+            if cpu in cores:
+                t_state0, t_ticks0, _cpu0 = threads0.get(tid, (None, 0, -1))
+                on_cores.append((share(ticks - t_ticks0), state, cpu,
+                                 _runnable(t_state0, state, t_ticks0, ticks)))
+        if on_cores and (any(t[3] for t in on_cores)
+                         or sum(t[0] for t in on_cores) >= BUSY_SHARE):
+            _share, state, cpu, _run = max(on_cores, key=lambda t: (t[3], t[0]))
+            out.append({**entry, 'cpu': cpu, 'state': state})
+            continue
+        reaped = st.child_ticks - (st0.child_ticks if st0 else 0) - before.get(pid, 0)
+        total = own + share(max(reaped, 0))
+        if st.cpu in cores and total >= BUSY_SHARE:
+            out.append({**entry, 'share': round(total, 2)})
     return out
 
 
