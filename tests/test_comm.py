@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import types
 
@@ -324,3 +325,84 @@ def test_collectives_figure_names_the_series_where_a_place_has_several(plot_labe
     labels.clear()
     plots.collectives(types.SimpleNamespace(collectives=comm.collectives(one_node_sweep())))
     assert {label for label in labels if label} == {'x@p 8 B (n=4)'}     # as before
+
+
+def p2p(kernel: str, values: dict[str, float], stack: str = 'x', system: str = 's',
+        build: str = 'cmake Release x', library: str = 'L') -> Record:
+    return Record(time=dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc), system=system,
+                  partition='shm', stack=stack, kernel=kernel, mode='mpi', ranks=2,
+                  threads=1, size='8', cores=2, nodes=1, mpi_library=library,
+                  verified=True, oversubscribed=False, result='pass', values=values,
+                  units={}, source='f:1', build_spec=build)
+
+
+def test_largest_size_bandwidth_is_compared_at_the_same_size():
+    """openmpi measured 1 and 4 MiB (1000, 4000 MB/s), mpich 1 MiB only (1000 MB/s):
+    mpich's largest (1 MiB) is as good as the best at 1 MiB, not 25% of openmpi's
+    4 MiB; openmpi, alone at 4 MiB, is its own best."""
+    heads = comm.headlines([
+        p2p('osu_bw', {'bw_1048576': 1000.0, 'bw_4194304': 4000.0}, 'openmpi'),
+        p2p('osu_bw', {'bw_1048576': 1000.0}, 'mpich')])
+    rows, data = comm.stack_rows(heads)
+    assert [(d['stack'], d['largest_bytes'], d['largest_vs_best']) for d in data] == [
+        ('mpich', 1048576, 1.0), ('openmpi', 4194304, 1.0)]
+    big = comm.STACK_COLUMNS.index('of best ')
+    assert [(r[2], r[big]) for r in rows] == [('mpich', '100%'), ('openmpi', '100%')]
+    # at one largest size, as before: against the best of it
+    heads = comm.headlines([p2p('osu_bw', {'bw_4194304': 4000.0}, 'openmpi'),
+                            p2p('osu_bw', {'bw_4194304': 1000.0}, 'mpich')])
+    assert [d['largest_vs_best'] for d in comm.stack_rows(heads)[1]] == [0.25, 1.0]
+
+
+def test_comm_tables_name_the_system_and_build_only_where_several():
+    """Two systems (or two builds of one stack) gave identical-looking rows in pairs:
+    the partition names the system where the rows span several ('alpha:shm', as the
+    verdict table), the stack the build or library where its place holds several."""
+    lat = {'lat_8': 1.0, 'lat_1024': 2.0, 'latency_8B': 1.0}
+    recs = [p2p(k, lat, system=sys_) for sys_ in ('alpha', 'beta')
+            for k in ('osu_latency', 'ring-pingpong')]
+    part = comm.STACK_COLUMNS.index('partition')
+    rows, data = comm.stack_rows(comm.headlines(recs))
+    assert [(r[part], r[2]) for r in rows] == [('alpha:shm', 'x'), ('alpha:shm', 'x'),
+                                               ('beta:shm', 'x'), ('beta:shm', 'x')]
+    assert [d['system'] for d in data] == ['alpha', 'alpha', 'beta', 'beta']
+    hockney = comm.hockney_rows(comm.p2p_curves(recs))
+    assert [r[1] for r in hockney] == ['alpha:shm', 'alpha:shm', 'beta:shm', 'beta:shm']
+    rows, _ = comm.ring_osu_rows(comm.headlines(recs))
+    assert [r[0] for r in rows] == ['alpha:shm', 'beta:shm']
+    assert all(len(r) == len(comm.RING_OSU_COLUMNS) for r in rows)
+    # one system, two builds of the OSU benchmarks: the stack names the build
+    recs = [p2p('osu_latency', lat, build=b) for b in ('osu Debug', 'osu Release')]
+    rows, data = comm.stack_rows(comm.headlines(recs))
+    assert [(r[part], r[2]) for r in rows] == [('shm', 'x (osu Debug)'),
+                                               ('shm', 'x (osu Release)')]
+    assert [d['build'] for d in data] == ['osu Debug', 'osu Release']
+    assert [r[0] for r in comm.hockney_rows(comm.p2p_curves(recs))] == [
+        'x (osu Debug)', 'x (osu Release)']
+    # one system and one build: the rows as they always were, no build in the JSON
+    rows, data = comm.stack_rows(comm.headlines(recs[:1]))
+    assert (rows[0][part], rows[0][2]) == ('shm', 'x') and 'build' not in data[0]
+
+
+def test_saturation_collective_and_accuracy_rows_name_the_system_where_several():
+    def on(rec: Record, system: str) -> Record:
+        return dataclasses.replace(rec, system=system)
+
+    ring = record('ring', 'mpi', 2, 1, ring_bw({1: 1000}))
+    rows, _ = comm.saturation_rows(comm.saturation([on(ring, 'alpha'), on(ring, 'beta')]))
+    part = comm.SATURATION_COLUMNS.index('partition')
+    assert [r[part] for r in rows] == ['alpha:p', 'beta:p']
+    coll = record('osu_allreduce', 'mpi', 2, 1, {'lat_8': 3.0})
+    rows, _ = comm.collective_rows(comm.collectives([on(coll, 'alpha'), on(coll, 'beta')]))
+    assert [r[comm.COLLECTIVE_COLUMNS.index('partition')] for r in rows] == ['alpha:p',
+                                                                             'beta:p']
+    acc = record('ring-vs-osu', 'mpi', 2, 1, {'lat_ratio_8': 1.1})
+    rows, _ = comm.accuracy_rows([on(acc, 'alpha'), on(acc, 'beta')])
+    assert [r[0] for r in rows] == ['alpha:p', 'beta:p']
+    # two builds of one system: the stack names the build, the JSON too
+    rows, data = comm.saturation_rows(comm.saturation(
+        [ring, dataclasses.replace(ring, build_spec='cmake Debug x')]))
+    assert [r[0] for r in rows] == ['x (cmake Debug x)', 'x (cmake Release x)']
+    assert [d['build'] for d in data] == ['cmake Debug x', 'cmake Release x']
+    rows, _ = comm.saturation_rows(comm.saturation([ring]))
+    assert (rows[0][0], rows[0][part]) == ('x', 'p')

@@ -206,3 +206,53 @@ def test_runs_on_different_node_counts_get_their_own_heatmap(tmp_path):
     assert all(glance.nodes(v) == g.nodes for g in grids for v in g.cells.values())
     ((_, text),) = glance.sentences(spread)
     assert '1/2 nodes' in text[0]
+
+
+def _apart(system: str, build: str, call: str, speedup: float) -> Verdict:
+    return dataclasses.replace(_verdict('32', call, speedup), system=system, build=build)
+
+
+#: one stack and partition: two systems (alpha wins, beta loses), then two builds of alpha
+#: (Release wins, Debug loses); each pair a verdict of its own (``Verdict.key``)
+TWO_SYSTEMS = [_apart('alpha', 'cmake Release', 'WIN', 2.0),
+               _apart('beta', 'cmake Release', 'LOSS', 0.5)]
+TWO_BUILDS = [_apart('alpha', 'cmake Release', 'WIN', 2.0),
+              _apart('alpha', 'cmake Debug', 'LOSS', 0.5)]
+
+
+def test_two_systems_or_builds_of_one_stack_keep_their_own_heatmap_and_sentence():
+    """Audit: the grids keyed (kernel, stack, partition, nodes) let beta's LOSS overwrite
+    alpha's WIN (one heatmap, '0 WIN, 1 LOSS'); the sentences named neither system."""
+    grids = glance.grids(TWO_SYSTEMS)
+    assert [(g.title, glance.calls_text(g.cells.values())) for g in grids] == [
+        ('spmv openmpi@alpha:shm, 1 node', '1 WIN, 0 LOSS, 0 TIE'),
+        ('spmv openmpi@beta:shm, 1 node', '0 WIN, 1 LOSS, 0 TIE')]
+    ((_, text),) = glance.sentences(TWO_SYSTEMS)
+    assert 'openmpi@alpha:shm, openmpi@beta:shm)' in text[0]
+    assert ' at size 32 on openmpi@alpha:shm (2.00x' in text[1]
+    assert ' at size 32 on openmpi@beta:shm (0.50x' in text[2]
+    grids = glance.grids(TWO_BUILDS)
+    assert [(g.title, glance.calls_text(g.cells.values())) for g in grids] == [
+        ('spmv openmpi (cmake Debug)@shm, 1 node', '0 WIN, 1 LOSS, 0 TIE'),
+        ('spmv openmpi (cmake Release)@shm, 1 node', '1 WIN, 0 LOSS, 0 TIE')]
+    # one system and one build: as before
+    assert [g.title for g in glance.grids(TWO_SYSTEMS[:1])] == ['spmv openmpi@shm, 1 node']
+
+
+def test_the_verdict_matrix_has_a_column_per_system_and_build():
+    """Audit: the matrix keyed its columns (partition, stack): of two systems' or builds'
+    verdicts it showed the last one only."""
+    from types import SimpleNamespace
+
+    from hybridverdict import html
+
+    def columns(found: list[Verdict]) -> tuple[list[str], list[str]]:
+        page = html.verdict_matrix(SimpleNamespace(verdicts=found))
+        heads = [htmllib.unescape(h) for h in re.findall(r'<th>(.*?)</th>', page)]
+        return heads, re.findall(r'<td class="(WIN|LOSS|TIE)"', page)
+
+    assert columns(TWO_SYSTEMS) == (['openmpi<br>alpha:shm', 'openmpi<br>beta:shm'],
+                                    ['WIN', 'LOSS'])
+    assert columns(TWO_BUILDS) == (['openmpi (cmake Debug)<br>shm',
+                                    'openmpi (cmake Release)<br>shm'], ['LOSS', 'WIN'])
+    assert columns(TWO_SYSTEMS[:1]) == (['openmpi<br>shm'], ['WIN'])       # as before

@@ -6,7 +6,9 @@ by node count; pooled, the medians would mix them and the assertions fail.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -257,3 +259,23 @@ def test_functional_verdicts_of_oversubscribed_runs_per_node_count(tmp_path, cap
     text = md.read_text()
     assert '## Functional verdicts of oversubscribed runs (not findings)' in text
     assert 'No pure-MPI/hybrid pair in these runs.' in text
+
+
+def test_a_zero_time_md_phase_has_no_ratio(monkeypatch):
+    """Audit: a phase of 0 s in pure MPI showed as `inf` (0/0 and x/0 alike) and made the
+    verdict JSON hold `Infinity`; its ratio is n/a (None, null), drawn as no bar."""
+    from hybridverdict import sections
+    recs = [md_run('mpi', 2, 1, 0.0, 'b'), md_run('masteronly', 1, 2, 0.0, 'b')]
+    recs[0] = dataclasses.replace(recs[0], values={**recs[0].values, 'phase_movout': 0.0})
+    rows = phases.phase_rows(recs)                 # force 0/0, movout 0.5/0
+    assert [(r.phase, r.ratio) for r in rows] == [('force', None), ('movout', None)]
+    ratio = phases.COLUMNS.index('hybrid/mpi')
+    assert [r[ratio] for r in phases.table_rows(rows)] == ['n/a', 'n/a']
+    assert [d['ratio'] for d in sections._data(rows, 'ratio')] == [None, None]
+    ((_, heights),) = bar_labels(monkeypatch, rows)
+    assert all(math.isnan(h) for h in heights)
+    # a phase of pure MPI with time keeps its ratio, 0 s in hybrid too
+    recs[1] = dataclasses.replace(recs[0], mode='masteronly', ranks=1, threads=2,
+                                  values={**recs[0].values, 'phase_force': 0.0})
+    recs[0] = md_run('mpi', 2, 1, 2.0, 'b')
+    assert [r.ratio for r in phases.phase_rows(recs)] == [0.0, 0.0]

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import re
 
@@ -226,6 +227,21 @@ def test_sections_without_data_say_what_they_need(tmp_path, capsys):
         assert 'Hockney fits' in text and 'Ring saturation curve' in text
 
 
+def test_history_limit_0_says_none_drawn_not_no_data(tmp_path, capsys):
+    """--history-limit 0 draws no series of the verified runs: the History section says
+    so, not that it lacks verified runs."""
+    out = tmp_path / 'o'
+    assert main(['--perflogs', str(dataset(tmp_path)), '--out', str(out),
+                 '--history-limit', '0']) == 0
+    terminal = capsys.readouterr().out
+    assert 'History of the performance variables: 0 of ' in terminal
+    assert 'History of the performance variables' not in terminal.split(
+        'No data in these runs for: ')[-1]
+    md = written(out)['md'].split('## History of the performance variables')[1]
+    assert 'No data: needs verified runs' not in md
+    assert re.search(r'0 of \d+ series drawn \(--history-limit 0\)', md)
+
+
 def test_figures_in_one_or_two_processes_are_the_same_set(tmp_path):
     from hybridverdict import plots
     rep = dataset_report(tmp_path)
@@ -366,3 +382,58 @@ def test_the_reports_stopped_agrees_with_the_sequential_rounds(tmp_path, monkeyp
     (driver,), batches = sequential.undecided(recs, plan.max_rounds())
     assert v.verdict == driver.verdict == 'INCONCLUSIVE'
     assert v.stopped == driver.stopped == ('budget' if batches else 'cap')
+
+
+def _system_pair(system: str, build: str, speedup: float):
+    from hybridverdict.verdict import Verdict
+    return Verdict(system=system, partition='shm', stack='mpich', kernel='spmv', size='16',
+                   cores=2, hybrid_mode='masteronly', hybrid_layout='1x2', mpi_layout='2x1',
+                   t_mpi=2.0, t_hybrid=2.0 / speedup, n_mpi=3, n_hybrid=3, speedup=speedup,
+                   noise=0.0, verdict='WIN' if speedup > 1 else 'LOSS',
+                   mpi_library='MPICH Version: 4.0.2', build=build)
+
+
+def test_the_verdict_table_and_speedup_lines_name_the_system_and_build(monkeypatch):
+    """Audit: the table's rows of two systems (or builds) of one stack and partition
+    looked the same, and the speedup figure drew them as one zig-zag line."""
+    from types import SimpleNamespace
+
+    import matplotlib.axes
+    from hybridverdict import plots, render
+    labels: list[str] = []
+    draw = matplotlib.axes.Axes.errorbar
+
+    def spy(self, *args, **kw):
+        labels.append(kw.get('label', ''))
+        return draw(self, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, 'errorbar', spy)
+    where = render.COLUMNS.index('stack'), render.COLUMNS.index('partition')
+    cases = {
+        'systems': ([_system_pair('alpha', 'b', 2.0), _system_pair('beta', 'b', 0.5)],
+                    [('mpich', 'alpha:shm'), ('mpich', 'beta:shm')],
+                    ['mpich@alpha:shm', 'mpich@beta:shm']),
+        'builds': ([_system_pair('alpha', 'Release', 2.0), _system_pair('alpha', 'Debug', 0.5)],
+                   [('mpich (Release)', 'shm'), ('mpich (Debug)', 'shm')],
+                   ['mpich (Debug)@shm', 'mpich (Release)@shm']),
+        'one': ([_system_pair('alpha', 'b', 2.0)], [('mpich', 'shm')], ['mpich@shm'])}
+    for name, (found, cells, lines) in cases.items():
+        assert [(r[where[0]], r[where[1]]) for r in render.rows(found)] == cells, name
+        labels.clear()
+        plots.speedup(SimpleNamespace(verdicts=found))
+        assert labels == [f'masteronly 1x2 vs 2x1 {w} (n=6)' for w in lines], name
+
+
+def test_the_verdict_json_holds_no_infinity(tmp_path):
+    """Audit: a zero-time MD phase made the JSON's phase ratio `Infinity` (not JSON);
+    non-finite floats are written as null, as in the tidy JSON."""
+    from hybridverdict import render
+    rep = dataset_report(tmp_path)
+    md = next(s for s in rep.sections if s.key == 'md_phases')
+    md.data.append({'ratio': math.inf, 'nan': math.nan, 'ok': [1.5, (2.0,)]})
+    text = render.verdict_json(rep)
+    assert 'Infinity' not in text and 'NaN' not in text
+    strict = json.loads(text, parse_constant=lambda c: pytest.fail(f'{c} in the JSON'))
+    assert strict['sections'][md.title][-1] == {
+        'ratio': None, 'nan': None, 'ok': [1.5, [2.0]]}
+    assert render.finite({'a': (math.inf, -math.inf, 1.0)}) == {'a': [None, None, 1.0]}

@@ -173,3 +173,25 @@ def test_a_floor_outside_0_1_is_an_argument_error(tmp_path: Path,
         main(['--perflogs', a, b, '--floor', floor])
     assert exit_.value.code == 2
     assert f'error: --floor must be in [0, 1), got {float(floor)}' in capsys.readouterr().err
+
+
+def test_pairs_of_two_systems_or_builds_are_labelled_apart():
+    """Audit: the pair label named partition and stack only, so two systems' (or two
+    builds') pairs of one stack looked the same; named only where they differ."""
+    from hybridverdict.verdict import Verdict
+
+    def pair(system: str, build: str) -> Verdict:
+        return Verdict(system=system, partition='shm', stack='mpich', kernel='spmv',
+                       size='64', cores=2, hybrid_mode='masteronly', hybrid_layout='1x2',
+                       mpi_layout='2x1', t_mpi=1.0, t_hybrid=0.5, n_mpi=9, n_hybrid=9,
+                       speedup=2.0, noise=0.01, verdict='WIN', mpi_library='L', build=build)
+
+    def labels(found: list[Verdict]) -> list[str]:
+        return [p.label for p in stability.pair_up(found, found)]
+
+    tail = 'masteronly 1x2 vs mpi 2x1'
+    assert labels([pair('alpha', 'b'), pair('beta', 'b')]) == [
+        f'spmv 64 alpha:shm/mpich {tail}', f'spmv 64 beta:shm/mpich {tail}']
+    assert labels([pair('alpha', 'Release'), pair('alpha', 'Debug')]) == [
+        f'spmv 64 shm/mpich (Release) {tail}', f'spmv 64 shm/mpich (Debug) {tail}']
+    assert labels([pair('alpha', 'b')]) == [f'spmv 64 shm/mpich {tail}']     # as before

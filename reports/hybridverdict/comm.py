@@ -25,10 +25,12 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from statistics import median
+from typing import NamedTuple
 
 from harnesscore import stats
 from harnesscore.units import MIB, bytes_label
 
+from .apart import Apart
 from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
 from .records import Group, KernelSeries, Record
 
@@ -86,6 +88,13 @@ def _where(group: Group, *left_out: str) -> dict:
     """The fields of a group that name where an analysis's figure comes from (all
     but its size and those `left_out`)."""
     return {k: v for k, v in group._asdict().items() if k not in ('size', *left_out)}
+
+
+def _own(apart: Apart, item: object, *keys: str) -> dict[str, str]:
+    """The fields `keys` (build, library) of an item whose row names them
+    (``Apart.shown``), for JSON data that has no such keys otherwise ({} where the row
+    names neither)."""
+    return {k: getattr(item, k) for k in keys} if apart.shown(item) else {}
 
 
 class _Fitted:
@@ -184,15 +193,20 @@ HOCKNEY_COLUMNS = ('stack', 'partition', 'kernel', 'sizes', 't0 [us]', 'r_inf [M
                    'm_1/2 [B]', 'rel. error', 'max error', 'nodes', 'samples', 'dates')
 
 
+def _curve_place(c: Curve) -> tuple:
+    return (c.system, c.partition, c.stack, c.kernel, c.nodes)
+
+
 def hockney_rows(curves: list[Curve]) -> list[list[object]]:
+    apart = Apart.of(curves, _curve_place)
     rows: list[list[object]] = []
     for c in curves:
         f = c.fit
         fit = [f'no fit: {c.error}', '', '', '', ''] if f is None else [
             f'{f.t0:.3g}', f'{f.r_inf:.4g}', f'{f.m_half:.3g}', f'{100 * f.rel_error:.1f}%',
             f'{100 * f.max_error:.1f}%']
-        rows.append([c.stack, c.partition, c.kernel, len(c.times), *fit, c.nodes,
-                     c.span.records, _dates(c.span)])
+        rows.append([apart.stack(c), apart.partition(c), c.kernel, len(c.times), *fit,
+                     c.nodes, c.span.records, _dates(c.span)])
     return rows
 
 
@@ -275,31 +289,50 @@ STACK_COLUMNS = ('partition', 'source', 'stack', 'latency 8 B [us]', 'x best',
                  'samples')
 
 
+def _head_place(h: Headline) -> tuple:
+    return (h.system, h.partition, h.family, h.stack, h.nodes)
+
+
 def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
-    """The MPI-stack comparison: each stack against the best of its partition."""
+    """The MPI-stack comparison: each stack against the best of its partition; the
+    bandwidth at the largest size against the best at that same size (of the stacks
+    that measured it: a stack alone at its largest size is its own best, as a stack
+    alone in its partition is)."""
     def figures(h: Headline) -> dict[str, float | None]:
-        return {'lat': h.latency, 'bw': h.bandwidth, 'big': h.largest and h.largest[1]}
+        return {'lat': h.latency, 'bw': h.bandwidth}
 
     # the best of each figure in its group: the lowest latency, the highest bandwidths
     best: dict[tuple, dict[str, float]] = defaultdict(dict)
+    # the highest bandwidth at each size in its group: (group, bytes) -> MB/s
+    best_at: dict[tuple, float] = {}
     for h in heads:
-        group = best[(h.system, h.partition, h.family, h.nodes)]
+        where = (h.system, h.partition, h.family, h.nodes)
+        group = best[where]
         for k, x in figures(h).items():
             if x is not None:
                 group[k] = (min if k == 'lat' else max)(group.get(k, x), x)
+        for size, xs in h.bw_sized.items():
+            at = (*where, size)
+            best_at[at] = max(best_at.get(at, median(xs)), median(xs))
+    apart = Apart.of(heads, _head_place)
     rows: list[list[object]] = []
     data: list[dict] = []
     for h in heads:
-        group = best[(h.system, h.partition, h.family, h.nodes)]
+        where = (h.system, h.partition, h.family, h.nodes)
+        group = best[where]
         lat, bw, big = h.latency, h.bandwidth, h.largest
-        rel_lat, rel_bw, rel_big = (x / group[k] if x is not None and group.get(k) else None
-                                    for k, x in figures(h).items())
-        rows.append([h.partition, h.family, h.stack, _fmt(lat), _fmt(rel_lat, '.2f'),
-                     _fmt(bw, '.4g'), _pct(rel_bw), bytes_label(big[0], ' ') if big else 'n/a',
+        rel_lat, rel_bw = (x / group[k] if x is not None and group.get(k) else None
+                           for k, x in figures(h).items())
+        top = best_at.get((*where, big[0])) if big else None
+        rel_big = big[1] / top if big and top else None
+        rows.append([apart.partition(h), h.family, apart.stack(h), _fmt(lat),
+                     _fmt(rel_lat, '.2f'), _fmt(bw, '.4g'), _pct(rel_bw),
+                     bytes_label(big[0], ' ') if big else 'n/a',
                      _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.span.records])
         data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
                      'source': h.family,
-                     'stack': h.stack, 'library': h.span.library, 'latency_8B_us': lat,
+                     'stack': h.stack, 'library': h.span.library, **_own(apart, h, 'build'),
+                     'latency_8B_us': lat,
                      'latency_vs_best': rel_lat, 'bandwidth_1MiB_MBps': bw,
                      'bandwidth_vs_best': rel_bw, 'largest_bytes': big[0] if big else None,
                      'bandwidth_largest_MBps': big[1] if big else None,
@@ -323,20 +356,26 @@ def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]
     sides: dict[tuple, dict[str, list[Headline]]] = defaultdict(lambda: defaultdict(list))
     for h in heads:
         sides[(h.system, h.partition, h.stack, h.nodes, h.library)][h.family].append(h)
+    pairs = [(ring, osu) for _, found in sorted(sides.items())
+             for ring in sorted(found.get('ring', []), key=lambda h: h.build)
+             for osu in sorted(found.get('osu', []), key=lambda h: h.build)]
+    # the library where a stack's headlines hold several (the builds have columns of
+    # their own); the system where the rows span several
+    libraries = Apart.of(heads, lambda h: (h.system, h.partition, h.stack, h.nodes),
+                         build=lambda h: '')
+    systems = Apart.of(ring for ring, _ in pairs)
     rows: list[list[object]] = []
     data: list[dict] = []
-    for (system, partition, stack, nodes, library), found in sorted(sides.items()):
-        for ring in sorted(found.get('ring', []), key=lambda h: h.build):
-            for osu in sorted(found.get('osu', []), key=lambda h: h.build):
-                f = _ring_osu_figures(ring, osu)
-                rows.append([partition, stack, ring.build or '-', osu.build or '-',
-                             _fmt(ring.latency), _fmt(osu.latency),
-                             _fmt(f['latency_ratio'], '.2f'), _fmt(ring.bandwidth, '.4g'),
-                             _fmt(osu.bandwidth, '.4g'), _fmt(f['bandwidth_ratio'], '.2f'),
-                             f'{ring.span.records}/{osu.span.records}'])
-                data.append({'system': system, 'partition': partition, 'stack': stack,
-                             'nodes': nodes, 'library': library, 'ring_build': ring.build,
-                             'osu_build': osu.build, **f})
+    for ring, osu in pairs:
+        f = _ring_osu_figures(ring, osu)
+        rows.append([systems.partition(ring), libraries.stack(ring), ring.build or '-',
+                     osu.build or '-', _fmt(ring.latency), _fmt(osu.latency),
+                     _fmt(f['latency_ratio'], '.2f'), _fmt(ring.bandwidth, '.4g'),
+                     _fmt(osu.bandwidth, '.4g'), _fmt(f['bandwidth_ratio'], '.2f'),
+                     f'{ring.span.records}/{osu.span.records}'])
+        data.append({'system': ring.system, 'partition': ring.partition, 'stack': ring.stack,
+                     'nodes': ring.nodes, 'library': ring.library, 'ring_build': ring.build,
+                     'osu_build': osu.build, **f})
     return rows, data
 
 
@@ -356,26 +395,41 @@ ACCURACY_COLUMNS = ('partition', 'stack', 'variable', 'ring/OSU (median)', 'min'
                     'samples', '95% interval of the median')
 
 
+class _Ratios(NamedTuple):
+    """Where the ring-vs-osu check's values of one ratio variable come from."""
+
+    system: str
+    partition: str
+    stack: str
+    variable: str
+    nodes: int
+    build: str
+    library: str
+
+
 def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[dict]]:
     """The ring-vs-osu check's own ratios."""
-    found: dict[tuple, list[float]] = defaultdict(list)
+    found: dict[_Ratios, list[float]] = defaultdict(list)
     for rec in _usable(records, (ACCURACY_KERNEL,)):
         g = rec.group
         for var, value in rec.values.items():
             if 'ratio' in var and value > 0:
-                found[(g.system, g.partition, g.stack, var, g.nodes, g.build,
-                       g.library)].append(value)
+                found[_Ratios(g.system, g.partition, g.stack, var, g.nodes, g.build,
+                              g.library)].append(value)
+    # the build and library where one (system, partition, stack, variable, nodes) has several
+    apart = Apart.of(found, lambda k: k[:5])
     rows: list[list[object]] = []
     data: list[dict] = []
-    for (system, partition, stack, var, nodes, _b, _l), xs in sorted(found.items()):
+    for k, xs in sorted(found.items()):
         iv = stats.median_interval(xs)
-        rows.append([partition, stack, var, f'{median(xs):.3f}', f'{min(xs):.3f}',
-                     f'{max(xs):.3f}', len(xs),
+        rows.append([apart.partition(k), apart.stack(k), k.variable, f'{median(xs):.3f}',
+                     f'{min(xs):.3f}', f'{max(xs):.3f}', len(xs),
                      f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {stats.percent(iv.confidence)})'])
-        data.append({'system': system, 'partition': partition, 'stack': stack,
-                     'nodes': nodes, 'variable': var, 'median': median(xs), 'samples': len(xs),
-                     'low': iv.low, 'high': iv.high, 'confidence': iv.confidence,
-                     'method': iv.method})
+        data.append({'system': k.system, 'partition': k.partition, 'stack': k.stack,
+                     'nodes': k.nodes, 'variable': k.variable, 'median': median(xs),
+                     'samples': len(xs), 'low': iv.low, 'high': iv.high,
+                     'confidence': iv.confidence, 'method': iv.method,
+                     **_own(apart, k, 'build', 'library')})
     return rows, data
 
 
@@ -450,17 +504,24 @@ SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured 
 
 
 def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[dict]]:
+    apart = Apart.of(series, _saturation_place)
     rows: list[list[object]] = []
     data: list[dict] = []
     for s in series:
         for k, bw, frac, n in s.curve():
             by = ', '.join(sorted(s.layouts[k]))
-            rows.append([s.stack, s.partition, s.kernel, bytes_label(s.size, ' '), k, by,
-                         f'{bw:.4g}', f'{100 * frac:.0f}%', s.nodes, n])
-            data.append({**s.where(), 'nodes': s.nodes, 'bytes': s.size, 'k': k,
-                         'measured_by': by, 'bandwidth_MBps': bw, 'fraction_of_max': frac,
-                         'samples': n})
+            rows.append([apart.stack(s), apart.partition(s), s.kernel,
+                         bytes_label(s.size, ' '), k, by, f'{bw:.4g}', f'{100 * frac:.0f}%',
+                         s.nodes, n])
+            data.append({**s.where(), **_own(apart, s, 'build', 'library'), 'nodes': s.nodes,
+                         'bytes': s.size, 'k': k, 'measured_by': by, 'bandwidth_MBps': bw,
+                         'fraction_of_max': frac, 'samples': n})
     return rows, data
+
+
+def _saturation_place(s: Saturation) -> tuple:
+    """A series's place and layout, its build and library aside."""
+    return (*s.place()[:-2], s.mode, s.ranks, s.threads)
 
 
 SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks (or pairs) '
@@ -653,6 +714,7 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
         sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)].add(c.size)
     # a place of several series: each names its own ('one node', '<c> per node')
     named = several_placements(series)
+    apart = Apart.of(series, lambda c: (*c.place()[:-2], c.ranks_per_node))
     rows: list[list[object]] = []
     data: list[dict] = []
     for c in series:
@@ -663,13 +725,14 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
         if c.place() in named:
             per_node = ({'nodes': 1} if c.ranks_per_node == ONE_NODE
                         else {'ranks_per_node': c.ranks_per_node})
-        data.append({**c.where(), 'bytes': c.size, 'ranks': ns, 'times_us': ts,
+        data.append({**c.where(), **_own(apart, c, 'build', 'library'), 'bytes': c.size,
+                     'ranks': ns, 'times_us': ts,
                      **per_node, **c.fit_data(), 'samples': c.samples})
         if c.size not in shown:
             continue
         fit = [c.error, '', ''] if c.fit is None else [
             f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%']
         counts = ','.join(str(n) for n in ns) + (f' ({c.series})' if per_node else '')
-        rows.append([c.stack, c.partition, c.kernel, bytes_label(c.size, ' '), counts, *fit,
-                     c.samples])
+        rows.append([apart.stack(c), apart.partition(c), c.kernel, bytes_label(c.size, ' '),
+                     counts, *fit, c.samples])
     return rows, data

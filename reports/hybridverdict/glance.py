@@ -1,7 +1,9 @@
 """The verdicts at a glance: heatmap grids and the sentences that say where hybrid wins.
 
-``grids`` arranges the verdicts of each (kernel, stack, partition, node count) as
-hybrid layouts (rows) x problem sizes (columns), for the heatmaps ``plots`` draws;
+``grids`` arranges the verdicts of each (kernel, stack, partition, node count), and
+system, build and MPI library, as hybrid layouts (rows) x problem sizes (columns), for
+the heatmaps ``plots`` draws (``apart.Apart`` names the system, build and library where they
+differ);
 ``sentences`` says per kernel how often hybrid wins, loses, ties and is undecided
 (INCONCLUSIVE, never counted among the ties: a TIE is a decided call, equal within
 the floor), where it wins and loses most, by how much and at which sizes.
@@ -13,6 +15,7 @@ import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+from .apart import Apart
 from .records import size_key
 from .verdict import Verdict
 
@@ -44,11 +47,13 @@ class Grid:
     layouts: list[str]                   # row labels: "<mode> <R>x<T>" [vs mpi <R>x<T>]
     sizes: list[str]                     # column labels, in size order
     cells: dict[tuple[str, str], Verdict]  # (layout, size) -> verdict
+    system: str = ''
+    where: str = ''                      # 'stack@partition' and what else tells it apart
 
     @property
     def title(self) -> str:
-        return (f'{self.kernel} {self.stack}@{self.partition}, {self.nodes} '
-                f'node{"s" if self.nodes != 1 else ""}')
+        return (f'{self.kernel} {self.where or f"{self.stack}@{self.partition}"}, '
+                f'{self.nodes} node{"s" if self.nodes != 1 else ""}')
 
 
 def calls_text(found: Iterable[Verdict]) -> str:
@@ -70,17 +75,22 @@ def _row_key(text: str) -> tuple:
 
 
 def grids(found: Iterable[Verdict]) -> list[Grid]:
-    """One grid per (kernel, stack, partition, nodes), in that order."""
-    groups: dict[tuple[str, str, str, int], list[Verdict]] = defaultdict(list)
+    """One grid per (kernel, stack, partition, nodes), in that order, and per system,
+    build and MPI library (named in the title where they differ: ``Apart``)."""
+    found = list(found)
+    apart = Apart.of(found)
+    groups: dict[tuple[str, str, str, int, str, str, str], list[Verdict]] = defaultdict(list)
     for v in found:
-        groups[(v.kernel, v.stack, v.partition, nodes(v))].append(v)
+        groups[(v.kernel, v.stack, v.partition, nodes(v), v.system, v.build,
+                v.mpi_library)].append(v)
     out = []
-    for (kernel, stack, part, n), vs in sorted(groups.items()):
+    for (kernel, stack, part, n, system, *_), vs in sorted(groups.items()):
         with_mpi = len({v.mpi_layout for v in vs}) > 1
         cells = {(label(v, with_mpi), v.size): v for v in vs}
         out.append(Grid(kernel, stack, part, n,
                         layouts=sorted({k[0] for k in cells}, key=_row_key),
-                        sizes=sorted({v.size for v in vs}, key=size_key), cells=cells))
+                        sizes=sorted({v.size for v in vs}, key=size_key), cells=cells,
+                        system=system, where=apart.where(vs[0])))
     return out
 
 
@@ -91,9 +101,9 @@ def ratio_text(speedup: float) -> str:
     return f'{speedup:.2f}x, pure MPI {100 * (1 / speedup - 1):.0f}% faster'
 
 
-def _where(v: Verdict, contexts: int) -> str:
+def _where(v: Verdict, contexts: int, apart: Apart) -> str:
     n = nodes(v)
-    return (f' on {v.stack}@{v.partition}' + (f', {n} nodes' if n != 1 else '')
+    return (f' on {apart.where(v)}' + (f', {n} nodes' if n != 1 else '')
             if contexts > 1 else '')
 
 
@@ -129,15 +139,18 @@ def counts_text(wins: int, losses: int, ties: int, undecided: int) -> str:
             f'(INCONCLUSIVE) in {undecided}')
 
 
-def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
-    """A few sentences on where hybrid wins and loses for one kernel."""
-    contexts = len({(v.stack, v.partition, nodes(v)) for v in vs})
+def kernel_sentences(kernel: str, vs: list[Verdict], apart: Apart | None = None) -> list[str]:
+    """A few sentences on where hybrid wins and loses for one kernel (`apart`: what
+    tells its places apart, of all the report's verdicts; by default of `vs`)."""
+    apart = Apart.of(vs) if apart is None else apart
+    contexts = len({(v.stack, v.partition, nodes(v), v.system, v.build, v.mpi_library)
+                    for v in vs})
     wins = [v for v in vs if v.verdict == 'WIN']
     losses = [v for v in vs if v.verdict == 'LOSS']
     ties = sum(v.verdict == 'TIE' for v in vs)
     undecided = sum(v.verdict == 'INCONCLUSIVE' for v in vs)
     every = {v.size for v in vs}
-    where = sorted({f'{v.stack}@{v.partition}' for v in vs})
+    where = sorted({apart.where(v) for v in vs})
     node_counts = sorted({nodes(v) for v in vs})
     span = (f'{len({v.size for v in vs})} size(s), {len({label(v) for v in vs})} hybrid '
             f'layout(s), {", ".join(where)}'
@@ -146,14 +159,16 @@ def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
            f'{len(vs)} comparisons with pure MPI at equal cores ({span}).']
 
     def most(word: str, v: Verdict, calls: list[Verdict]) -> str:
-        return (f'Hybrid {word} most with {label(v)} at size {v.size}{_where(v, contexts)} '
-                f'({ratio_text(v.speedup)}). ' + _by_layout(calls, word, every))
+        return (f'Hybrid {word} most with {label(v)} at size {v.size}'
+                f'{_where(v, contexts, apart)} ({ratio_text(v.speedup)}). '
+                + _by_layout(calls, word, every))
     if wins:
         out.append(most('wins', max(wins, key=lambda v: v.speedup), wins))
     else:
         best = max(vs, key=lambda v: v.speedup)
         out.append(f'Hybrid wins nowhere; its best is {label(best)} at size {best.size}'
-                   f'{_where(best, contexts)} ({ratio_text(best.speedup)}, {best.verdict}).')
+                   f'{_where(best, contexts, apart)} ({ratio_text(best.speedup)}, '
+                   f'{best.verdict}).')
     if losses:
         out.append(most('loses', min(losses, key=lambda v: v.speedup), losses))
     elif undecided:
@@ -179,7 +194,9 @@ def kernel_sentences(kernel: str, vs: list[Verdict]) -> list[str]:
 
 def sentences(found: Iterable[Verdict]) -> list[tuple[str, list[str]]]:
     """(kernel, its sentences) for every kernel with verdicts, in kernel order."""
+    found = list(found)
+    apart = Apart.of(found)
     by_kernel: dict[str, list[Verdict]] = defaultdict(list)
     for v in found:
         by_kernel[v.kernel].append(v)
-    return [(k, kernel_sentences(k, vs)) for k, vs in sorted(by_kernel.items())]
+    return [(k, kernel_sentences(k, vs, apart)) for k, vs in sorted(by_kernel.items())]

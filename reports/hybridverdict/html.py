@@ -9,6 +9,7 @@ import html
 from collections import defaultdict
 
 from . import glance, plots, render
+from .apart import Apart
 from .records import size_key
 from .report import Report
 from .section import FIG_HEATMAPS, FIG_SPEEDUP, LEADING
@@ -40,15 +41,21 @@ def table(columns: tuple[str, ...] | list[str], rows: list[list[object]]) -> str
 
 
 def verdict_matrix(rep: Report) -> str:
-    """kernel x size x hybrid layout (rows) against stack x partition (columns)."""
-    cols = sorted({(v.partition, v.stack) for v in rep.verdicts})
+    """kernel x size x hybrid layout (rows) against stack x partition (columns), a
+    column per system, build and MPI library too (named where they differ)."""
+    apart = Apart.of(rep.verdicts)
+    names: dict[tuple, tuple[str, str]] = {}
     cells: dict[tuple, dict[tuple, object]] = defaultdict(dict)
     for v in rep.verdicts:
+        col = (v.partition, v.stack, v.system, v.build, v.mpi_library)
+        names[col] = (apart.stack(v), apart.partition(v))
         nodes = f' ({v.nodes} nodes)' if v.nodes > 1 else ''
         cells[(v.kernel, v.size, f'{v.hybrid_mode} {v.hybrid_layout}', v.mpi_layout + nodes)][
-            (v.partition, v.stack)] = v
+            col] = v
+    cols = sorted(names)
     head = ('<tr><th class="l">kernel</th><th class="l">size</th><th class="l">hybrid vs mpi'
-            '</th>' + ''.join(f'<th>{_e(s)}<br>{_e(p)}</th>' for p, s in cols) + '</tr>')
+            '</th>' + ''.join(f'<th>{_e(names[c][0])}<br>{_e(names[c][1])}</th>'
+                              for c in cols) + '</tr>')
     body = []
     for key in sorted(cells, key=lambda k: (k[0], size_key(k[1]), k[2])):
         kernel, size, hyb, mpi = key

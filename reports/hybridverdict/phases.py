@@ -16,7 +16,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .records import Place, Record
+from .apart import Apart
+from .records import Group, Place, Record
 from .verdict import layout_pairs
 
 #: the md check's phases, then Chorley's two others (hloop, startup), shown where logged
@@ -35,8 +36,10 @@ class PhaseRow(Place):
     cores: int = 0         # cores used per node (R x T)
 
     @property
-    def ratio(self) -> float:
-        return self.t_hybrid / self.t_mpi if self.t_mpi > 0 else float('inf')
+    def ratio(self) -> float | None:
+        """T_hybrid / T_mpi; None (n/a) where pure MPI took no time: 0/0 is no ratio,
+        x/0 no number to show or plot."""
+        return self.t_hybrid / self.t_mpi if self.t_mpi > 0 else None
 
     @property
     def stack_label(self) -> str:
@@ -57,25 +60,9 @@ class BuildPhaseRow(PhaseRow):
         return f'{self.stack} ({self.shown})'
 
 
-def _place(r: PhaseRow) -> tuple:
-    return (r.system, r.partition, r.stack, r.size, r.nodes)
-
-
-def _with_builds(rows: list[tuple[PhaseRow, str, str]]) -> list[PhaseRow]:
-    """The rows, each (row, build, library); those of a place with several builds or
-    libraries as ``BuildPhaseRow``s naming theirs."""
-    builds: dict[tuple, set[str]] = defaultdict(set)
-    libraries: dict[tuple, set[str]] = defaultdict(set)
-    for row, build, library in rows:
-        builds[_place(row)].add(build)
-        libraries[_place(row)].add(library)
-    out: list[PhaseRow] = []
-    for row, build, library in rows:
-        shown = [text for text, seen in ((build, builds[_place(row)]),
-                                         (library, libraries[_place(row)])) if len(seen) > 1]
-        out.append(BuildPhaseRow(**dataclasses.asdict(row), build=build, library=library,
-                                 shown=', '.join(shown)) if shown else row)
-    return out
+def _place(g: Group) -> tuple:
+    """A group's place: its builds and libraries are told apart (``BuildPhaseRow``)."""
+    return (g.system, g.partition, g.stack, g.size, g.nodes)
 
 
 def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
@@ -85,7 +72,7 @@ def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
         if rec.kernel != 'md' or not rec.usable:
             continue
         groups[(rec.group, rec.total_cores)][(rec.mode, rec.layout)].append(rec)
-    rows: list[tuple[PhaseRow, str, str]] = []
+    rows: list[tuple[PhaseRow, Group]] = []
     for (g, cores), sides in sorted(groups.items(),
                                     key=lambda kv: (kv[0][0].sort_key(), kv[0][1])):
         # every pure-MPI layout of the group is a reference for every hybrid one
@@ -99,8 +86,11 @@ def phase_rows(records: Iterable[Record]) -> list[PhaseRow]:
                 rows.append((PhaseRow(g.system, g.partition, g.stack, g.size, phase,
                                       mpi_layout, f'{mode} {lay}', statistics.median(a),
                                       statistics.median(b), f'{len(a)}/{len(b)}',
-                                      nodes=g.nodes, cores=cores), g.build, g.library))
-    return _with_builds(rows)
+                                      nodes=g.nodes, cores=cores), g))
+    # the rows of a place with several builds or libraries as BuildPhaseRows naming theirs
+    apart = Apart.of((g for _, g in rows), _place)
+    return [BuildPhaseRow(**dataclasses.asdict(row), build=g.build, library=g.library,
+                          shown=apart.shown(g)) if apart.shown(g) else row for row, g in rows]
 
 
 COLUMNS = ('stack', 'partition', 'size', 'nodes', 'phase', 'mpi', 'hybrid', 'T_mpi [s]',
@@ -109,5 +99,6 @@ COLUMNS = ('stack', 'partition', 'size', 'nodes', 'phase', 'mpi', 'hybrid', 'T_m
 
 def table_rows(rows: list[PhaseRow]) -> list[list[object]]:
     return [[r.stack_label, r.partition, r.size, r.nodes, r.phase, r.mpi_layout, r.hybrid,
-             f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}', f'{r.ratio:.3f}', r.samples]
+             f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}',
+             'n/a' if r.ratio is None else f'{r.ratio:.3f}', r.samples]
             for r in rows]

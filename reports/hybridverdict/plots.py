@@ -26,7 +26,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from . import comm, glance, history, verdict  # noqa: E402
 from . import section as sec  # noqa: E402
-from .records import size_key  # noqa: E402
+from .apart import Apart  # noqa: E402
+from .records import KernelSeries, size_key  # noqa: E402
 from .report import Report  # noqa: E402
 
 DPI = 80
@@ -130,17 +131,25 @@ def _num(size: str) -> float | None:
         return None
 
 
+def _series_place(x: KernelSeries) -> tuple:
+    """One kernel on one system, partition and stack: where a series's build and MPI
+    library are named if it holds several (OSU and the ring kernels have builds of
+    their own)."""
+    return (x.system, x.partition, x.stack, x.kernel)
+
+
 def speedup(rep: Report) -> Figure | None:
     fig, panels = _panels(rep.verdicts, lambda v: v.kernel, 2, 6.0, 4.2)
     if fig is None:
         return None
     samples = 0
+    apart = Apart.of(rep.verdicts)       # a line per system, build and library
     for ax, (kernel, vs) in panels:
         lines: dict[str, list] = defaultdict(list)
         for v in vs:
             nodes = f' {v.nodes} nodes' if v.nodes > 1 else ''
             lines[f'{v.hybrid_mode} {v.hybrid_layout} vs {v.mpi_layout}{nodes} '
-                  f'{v.stack}@{v.partition}'].append(v)
+                  f'{apart.where(v)}'].append(v)
             samples += v.n_mpi + v.n_hybrid
         sizes = sorted({v.size for v in vs}, key=size_key)
         numeric = all(_num(s) is not None for s in sizes)
@@ -163,13 +172,15 @@ def speedup(rep: Report) -> Figure | None:
 def scaling(rep: Report) -> Figure | None:
     """Speedup against node count per size (the papers' figures), one panel per kernel;
     only pairs measured on two or more node counts."""
-    fig, panels = _panels(verdict.across_nodes(rep.verdicts), lambda c: c.kernel, 2, 6.0, 4.2)
+    crossings = verdict.across_nodes(rep.verdicts)
+    fig, panels = _panels(crossings, lambda c: c.kernel, 2, 6.0, 4.2)
     if fig is None:
         return None
+    apart = Apart.of(crossings)
     for ax, (kernel, cs) in panels:
         for c in cs:
             ax.plot(c.nodes, c.speedups, marker='o',
-                    label=f'size {c.size} {c.hybrid} vs {c.mpi_layout} {c.stack}@{c.partition}')
+                    label=f'size {c.size} {c.hybrid} vs {c.mpi_layout} {apart.where(c)}')
         if max(n for c in cs for n in c.nodes) / min(n for c in cs for n in c.nodes) > 8:
             _log(ax, 'x', 2)
         _finish(ax, kernel, 'nodes', 'speedup T_mpi / T_hybrid', 'best', one=True)
@@ -234,6 +245,7 @@ def efficiencies(rep: Report) -> Figure | None:
     if fig is None:
         return None
     names = ('e_mt', 'e_cache', 'e_ni', 'e_mp')
+    apart = Apart.of(effs)
     width = 0.2
     for j, name in enumerate(names):
         ys = [getattr(e, name) for e in effs]
@@ -241,7 +253,7 @@ def efficiencies(rep: Report) -> Figure | None:
                [math.nan if y is None else y for y in ys], width, label=name)
     _one(ax)
     ax.set_xticks(range(len(effs)),
-                  [f'{e.stack}@{e.partition}\nsize {e.size} {e.layout}'
+                  [f'{apart.where(e)}\nsize {e.size} {e.layout}'
                    + (f' {e.nodes} nodes' if e.nodes > 1 else '') + f'\nruns {e.samples}'
                    for e in effs], fontsize=7)
     ax.set_ylabel('efficiency')
@@ -264,7 +276,8 @@ def phases(rep: Report) -> Figure | None:
         groups = sorted({bar(r) for r in rs})
         width = 0.8 / max(1, len(groups))
         for j, g in enumerate(groups):
-            ratio = {r.phase: r.ratio for r in rs if bar(r) == g}
+            ratio = {r.phase: math.nan if r.ratio is None else r.ratio
+                     for r in rs if bar(r) == g}
             n = next(r.samples for r in rs if bar(r) == g)
             ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
                    [ratio.get(p, math.nan) for p in PHASE_ORDER], width, label=f'{g} (n={n})')
@@ -272,7 +285,7 @@ def phases(rep: Report) -> Figure | None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)
         ax.set_title(f'md, cells per side {size}')
-        ratios = [r.ratio for r in rs if 0 < r.ratio < math.inf]
+        ratios = [r.ratio for r in rs if r.ratio is not None and 0 < r.ratio < math.inf]
         if ratios and max(ratios) / min(ratios) > 20:
             _log(ax)
             ax.set_ylabel('T_hybrid / T_mpi (log scale)')
@@ -288,6 +301,7 @@ def hockney(rep: Report) -> Figure | None:
                           lambda c: (c.system, c.partition, c.nodes), 2, 5.5, 4.0)
     if fig is None:
         return None
+    apart = Apart.of([c for c in rep.curves if c.times], _series_place)
     for ax, ((system, part, nodes), cs) in panels:
         for c in cs:
             sizes, times = c.medians()
@@ -295,7 +309,7 @@ def hockney(rep: Report) -> Figure | None:
                    ': no fit')
             _fitted(ax, [max(m, 1) for m in sizes], times,
                     None if c.fit is None else [c.fit.time(m) for m in sizes],
-                    f'{c.kernel} {c.stack} (n={c.span.records}){fit}', ms=4)
+                    f'{c.kernel} {apart.stack(c)} (n={c.span.records}){fit}', ms=4)
         _log(ax, 'x', 2)
         ax.xaxis.set_major_locator(LogLocator(base=4, numticks=8))
         ax.xaxis.set_major_formatter(_BYTES)
@@ -321,11 +335,12 @@ def saturation(rep: Report) -> Figure | None:
     fig, axes = _figure(top, 2, 10, 3.8)
     if fig is None:
         return None
+    apart = Apart.of(top.values(), _series_place)
     ax_abs, ax_rel = axes
     for key, s in top.items():
         pts = s.curve()
         ks = [p[0] for p in pts]
-        label = (f'{s.kernel} {s.stack}@{s.partition} {bytes_label(s.size, " ")}'
+        label = (f'{s.kernel} {apart.where(s)} {bytes_label(s.size, " ")}'
                  + (f' {s.layout}' if len(layouts[key[:-1]]) > 1 else '')
                  + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
@@ -347,7 +362,8 @@ def stacks(rep: Report) -> Figure | None:
     if fig is None:
         return None
     ax_lat, ax_bw = axes
-    labels = [f'{h.stack}\n{h.partition} {h.family}' for h in heads]
+    apart = Apart.of(heads, lambda h: (h.system, h.partition, h.stack, h.family))
+    labels = [f'{apart.stack(h)}\n{apart.partition(h)} {h.family}' for h in heads]
     xs = range(len(heads))
     ax_lat.bar(xs, [math.nan if h.latency is None else h.latency for h in heads])
     ax_lat.set_ylabel('latency at 8 B [us]')
@@ -369,13 +385,14 @@ def collectives(rep: Report) -> Figure | None:
         sizes = sorted({c.size for c in cs})
         shown = {sizes[0], sizes[-1]}          # the table has more sizes
         named = comm.several_placements(cs)
+        apart = Apart.of(cs, _series_place)
         for c in cs:
             if c.size not in shown:
                 continue
             ns, ts = c.medians()
             series = f' {c.series}' if c.place() in named else ''
             _fitted(ax, ns, ts, None if c.fit is None else [c.fit.time(n) for n in ns],
-                    f'{c.stack}@{c.partition} {bytes_label(c.size, " ")}{series} '
+                    f'{apart.where(c)} {bytes_label(c.size, " ")}{series} '
                     f'(n={c.samples})')
         _log(ax, 'x', 2)
         _log(ax)

@@ -11,6 +11,7 @@ from harnesscore import stats
 from tabulate import tabulate
 
 from . import glance, section
+from .apart import Apart
 from .report import Report
 from .verdict import Verdict
 
@@ -36,7 +37,11 @@ VERDICT_NOTE = ('Speedup = T_mpi / T_hybrid per node count: where the two sides 
 
 
 def rows(found: list[Verdict]) -> list[list[object]]:
-    return [[v.kernel, v.size, v.stack, v.partition, v.nodes, v.cores, v.mpi_layout,
+    """The verdict table; stack and partition name the build, MPI library and system
+    where they differ (``apart.Apart``)."""
+    apart = Apart.of(found)
+    return [[v.kernel, v.size, apart.stack(v), apart.partition(v), v.nodes, v.cores,
+             v.mpi_layout,
              f'{v.hybrid_mode} {v.hybrid_layout}', f'{v.t_mpi:.4g}', f'{v.t_hybrid:.4g}',
              f'{v.speedup:.3f}', f'±{100 * v.noise:.1f}%', f'{v.n_mpi}/{v.n_hybrid}',
              v.rounds, v.stopped or '-', '-' if v.gap is None else f'{v.gap:.0f}',
@@ -119,11 +124,24 @@ def markdown(rep: Report) -> str:
     return '\n'.join(lines)
 
 
+def finite(data: object) -> object:
+    """`data` with every non-finite float (inf, NaN) as None: JSON has no Infinity or
+    NaN (the tidy JSON writes them as null too)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
+
+
 def verdict_json(rep: Report) -> str:
-    """Verdicts and the data of every analysis, as JSON."""
-    return json.dumps({
+    """Verdicts and the data of every analysis, as JSON (strict: non-finite floats as
+    null, so it never holds Infinity or NaN)."""
+    return json.dumps(finite({
         'version': rep.meta.version, 'meta': rep.meta.as_dict(),
         'records': rep.meta.records, 'skipped': rep.meta.skipped,
         'verdicts': [dataclasses.asdict(v) for v in rep.verdicts],
         'sections': {sec.title: sec.data for sec in rep.sections if sec.data},
-    }, indent=1, default=str)
+    }), indent=1, default=str, allow_nan=False)

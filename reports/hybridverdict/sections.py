@@ -226,11 +226,17 @@ def history_section(ctx: Context) -> Section:
         return history.history(ctx.records, limit=ctx.history_limit,
                                max_points=ctx.history_points)
     series, total = ctx.get(HISTORY, compute)
+    rows = history.rows(series)
+    if not rows and total:
+        # none drawn by choice (--history-limit 0), not for want of verified runs: a row
+        # says so, so that the section is not one without data
+        rows = [[f'0 of {total} series drawn (--history-limit {ctx.history_limit})',
+                 *[''] * (len(history.COLUMNS) - 1)]]
     return Section('History of the performance variables',
                    f'{len(series)} of {total} series (reference band first, then values '
                    'outside it, then the longest; at most the history limit); band = ref x '
                    '(1 + lower) .. ref x (1 + upper) as ReFrame logs it.', history.COLUMNS,
-                   history.rows(series), [], s.FIG_HISTORY, s.HISTORY, 'verified runs')
+                   rows, [], s.FIG_HISTORY, s.HISTORY, 'verified runs')
 
 
 #: the registry: every analysis section of the report, in report order

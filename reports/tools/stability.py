@@ -36,6 +36,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hybridverdict.apart import Apart
 from hybridverdict.perflog import PerflogError, ReadStats, read_perflogs
 from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 from tabulate import tabulate
@@ -55,12 +56,14 @@ class Pair:
 
     first: Verdict | None
     second: Verdict | None
+    apart: Apart = Apart()    # what tells it from the others: system, build, library
 
     @property
     def label(self) -> str:
         v = self.first or self.second
         assert v is not None
-        where = f'{v.partition}/{v.stack}' + (f' {v.nodes}N' if v.nodes != 1 else '')
+        where = (f'{self.apart.partition(v)}/{self.apart.stack(v)}'
+                 + (f' {v.nodes}N' if v.nodes != 1 else ''))
         return (f'{v.kernel} {v.size} {where} {v.hybrid_mode} {v.hybrid_layout} '
                 f'vs mpi {v.mpi_layout}')
 
@@ -110,11 +113,13 @@ def session_verdicts(perflogs: str, name: str,
 
 
 def pair_up(first: Sequence[Verdict], second: Sequence[Verdict]) -> list[Pair]:
-    """The verdicts of the two sessions lined up by key, in the first session's order."""
+    """The verdicts of the two sessions lined up by key, in the first session's order;
+    their labels name the system, build and MPI library where those differ."""
     one = {v.key: v for v in first}
     two = {v.key: v for v in second}
     keys = list(one) + [k for k in two if k not in one]
-    return [Pair(one.get(k), two.get(k)) for k in keys]
+    apart = Apart.of([*first, *second])
+    return [Pair(one.get(k), two.get(k), apart) for k in keys]
 
 
 def _cell(v: Verdict | None) -> tuple[str, str]:
