@@ -6,19 +6,22 @@ fails, and every record says which variables (and user files) were in effect
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import needs, run_reframe
 from harnesscore.stacks import STACK
-from harnesslib import base
+from harnesslib import base, launch
 from harnesslib.launch import (
     binding_var_names,
     clean_files_env,
     clean_mpi_env,
+    hold_node_lock,
     recorded_vars,
     stack_sysconfdir,
     user_config_files,
@@ -310,3 +313,52 @@ def test_the_schema_says_what_mpi_env_holds():
                   'user_config_files'):
         assert words in doc and words in row, words
     assert 'NAME=<cut:N chars>' in doc and '1000 characters' in doc
+
+
+# ---- the node lock ----------------------------------------------------------------
+
+LOCAL = SimpleNamespace(scheduler=SimpleNamespace(registered_name='local'))
+
+
+def test_the_node_lock_is_the_machines_not_the_var_dirs(tmp_path, monkeypatch):
+    # two sessions with two HARNESS_VAR_DIRs took two locks and shared the cores
+    import reframe.core.runtime as rt
+    lines = {}
+    for var in ('a', 'b'):
+        monkeypatch.setattr(rt, 'runtime', lambda var=var: SimpleNamespace(
+            system=SimpleNamespace(prefix=str(tmp_path / var))))
+        lines[var] = hold_node_lock(LOCAL)
+    assert lines['a'] == lines['b']
+    assert not any(str(tmp_path) in line for line in lines['a'])
+    slurm = SimpleNamespace(scheduler=SimpleNamespace(registered_name='slurm'))
+    assert hold_node_lock(slurm) == []
+
+
+def node_lock_job(lines: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(['bash', '-c', '\n'.join([*lines, 'echo locked'])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_node_lock_waits_and_another_users_file_is_locked_read_only(tmp_path,
+                                                                         monkeypatch):
+    lock = tmp_path / 'node.lock'
+    monkeypatch.setattr(launch, 'NODE_LOCK', str(lock))
+    lines = hold_node_lock(LOCAL)
+    job = node_lock_job(lines)                  # made if missing
+    assert job.communicate(timeout=30) == ('locked\n', '') and lock.exists()
+    lock.chmod(0o444)                           # another user's (we may be root: no
+    with open(lock) as held:                    # denial, only a read-only open)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        job = node_lock_job(lines)
+        with pytest.raises(subprocess.TimeoutExpired):
+            job.wait(timeout=1)                 # a second job waits for the first
+    assert job.communicate(timeout=30) == ('locked\n', '')
+
+
+def test_a_node_lock_that_cannot_be_opened_fails_the_job_naming_it(tmp_path, monkeypatch):
+    lock = tmp_path / 'no-such-dir' / 'node.lock'
+    monkeypatch.setattr(launch, 'NODE_LOCK', str(lock))
+    job = node_lock_job(hold_node_lock(LOCAL))
+    out, err = job.communicate(timeout=30)
+    assert job.returncode == 1 and out == ''
+    assert f'harness: cannot take the node lock {lock}' in err.splitlines()

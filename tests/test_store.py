@@ -437,3 +437,37 @@ def test_a_read_only_lock_that_nfs_refuses_still_reports(tmp_path, monkeypatch):
     monkeypatch.setattr(store.fcntl, 'flock', nfs_flock)
     done = store.Store(str(hist)).ingest([str(logs)])
     assert (done.part, done.records) == (None, 0)
+
+
+@pytest.mark.parametrize('failing', ['values', 'json'])
+def test_a_full_disk_during_ingest_is_one_line_and_leaves_the_store_as_it_was(
+        tmp_path, capsys, monkeypatch, failing):
+    # polars reports a full disk as a ComputeError, the JSON's write as an OSError:
+    # either is one line and exit 2, and the part's files written so far are removed
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 2)
+    hist = tmp_path / 'history'
+    store.Store(str(hist)).ingest([str(path)])
+    before = sorted(os.listdir(hist))
+    write(path, [header(['t_total', 'fom'])] + spmv_lines(4))     # two new runs
+    real_write_new = store.write_new
+
+    def full_disk(target, data):
+        if target.endswith(f'-{failing}.parquet'):
+            raise store.pl.exceptions.ComputeError(
+                'parquet: File out of specification: underlying IO error: No space left '
+                'on device (os error 28)')
+        if target.endswith('.json') and failing == 'json':
+            raise OSError(28, 'No space left on device')
+        return real_write_new(target, data)
+
+    monkeypatch.setattr(store, 'write_new', full_disk)
+    with pytest.raises(store.StoreError, match='cannot write part 2: .*No space left'):
+        store.Store(str(hist)).ingest([str(path)])
+    assert sorted(os.listdir(hist)) == before
+    assert main(['--perflogs', str(path), '--history-store', str(hist),
+                 '--out', str(tmp_path / 'out')]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and 'history store' in err[0] and 'No space left' in err[0]
+    assert sorted(os.listdir(hist)) == before
+    monkeypatch.setattr(store, 'write_new', real_write_new)
+    assert store.Store(str(hist)).ingest([str(path)]).records == 2

@@ -22,7 +22,6 @@ import subprocess
 import types
 from collections.abc import Mapping, MutableMapping
 
-import reframe.core.runtime as rt
 from harnesscore.osu_output import env_family
 from harnesscore.stacks import STACK, STACKS, Stack
 from reframe.core.launchers import JobLauncher
@@ -372,15 +371,27 @@ def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
 
 # ---- the node lock ----------------------------------------------------------------
 
+#: The lock of the machine (``hold_node_lock``): one per host, not per var dir, so
+#: that two sessions (two var dirs, two users) never share the cores either.
+NODE_LOCK = '/tmp/hybrid-harness-node.lock'
+
+
 def hold_node_lock(partition) -> list[str]:
     """Shell lines that take the node's lock for the rest of the job script.
 
     On a local partition several jobs can run at once (one per partition, or
-    with the async policy); they would share the cores and spoil each other's
-    timings.  Every build and run holds this lock, so the local machine runs
-    one of them at a time whatever execution policy ReFrame uses.
+    with the async policy, or another session's); they would share the cores
+    and spoil each other's timings.  Every build and run holds this lock
+    (``NODE_LOCK``), so the local machine runs one of them at a time whatever
+    execution policy ReFrame uses and whichever session started it.  The file
+    is made if missing (readable by all); another user's is locked read-only
+    (``flock`` needs no write access); one that cannot be opened at all fails
+    the job with a line naming it, never a hang.
     """
     if partition.scheduler.registered_name != 'local':
         return []
-    lock = os.path.join(rt.runtime().system.prefix, 'node.lock')
-    return [f'exec 9>>{shlex.quote(lock)}', 'flock 9']
+    lock = shlex.quote(NODE_LOCK)
+    fail = shlex.quote(f'harness: cannot take the node lock {NODE_LOCK}')
+    return [f'(umask 022; : >>{lock}) 2>/dev/null',
+            f'exec 9<{lock} || {{ echo {fail} >&2; exit 1; }}',
+            f'flock 9 || {{ echo {fail} >&2; exit 1; }}']

@@ -16,20 +16,25 @@ where a variant ran with several builds, MPI libraries or node counts, its
 reference comes from those of its latest run, and the others are named.  It prints
 the difference from the existing file and replaces it only with ``--force``,
 keeping the previous version under ``<prefix>/previous/``; both are written whole
-or not at all (``hybridverdict.atomic``).
+or not at all (``hybridverdict.atomic``), a symlinked file through its link.  The new
+references are merged into the file as read again under an exclusive lock (``flock``
+on ``<prefix>/.lock``), held until it is replaced: two baselines at once (two var
+dirs, one checkout) each merge into what the other wrote.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
+import fcntl
 import math
 import os
 import statistics
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import yaml
 from harnesscore import references
@@ -42,6 +47,8 @@ from .changes import record_sessions
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
 DEFAULT_FLOOR = 0.05
+#: the file a baseline locks in its prefix (``locked``)
+LOCK = '.lock'
 #: Sessions below which the drift between sessions is poorly measured.
 FEW_SESSIONS = 5
 
@@ -260,7 +267,8 @@ DIFF_COLUMNS = ('test', 'partition', 'stack', 'variant', 'variable', 'old', 'old
 
 def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: bool,
                      now: dt.datetime) -> str | None:
-    """Write the file; return where the previous version was kept (if any)."""
+    """Write the file; return where the previous version was kept (if any).  A
+    symlinked file is replaced where its link points (the link stays)."""
     kept = None
     if os.path.exists(path):
         previous = os.path.join(os.path.dirname(path), 'previous')
@@ -272,19 +280,52 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
         kept = atomic.unique_stem(previous, stem, ('.yaml',)) + '.yaml'
         with open(path, 'rb') as old:
             atomic.write_new(kept, old.read())
-    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    target = os.path.realpath(path)
+    os.makedirs(os.path.dirname(target) or '.', exist_ok=True)
     header = (f'# Performance references of this system, written by hybridverdict-baseline\n'
               f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
               f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
     text = header + yaml.safe_dump(to_document(entries), sort_keys=False,
                                    default_flow_style=None, width=100)
     try:
-        atomic.write_replacing(path, text)
+        atomic.write_replacing(target, text)
     except BaseException:
         if kept is not None:   # the file is unchanged: no copy of it to keep
             os.unlink(kept)
         raise
     return kept
+
+
+@contextlib.contextmanager
+def locked(prefix: str) -> Iterator[None]:
+    """An exclusive lock on the references folder `prefix` (``LOCK`` in it, made with
+    the folder if need be) until the block ends: another baseline waits for it.  A
+    lock file that cannot be opened for writing is locked read-only (``flock`` needs
+    no write access); where none can be opened or made at all (a read-only folder),
+    or NFS refuses the read-only lock, it goes on without: nothing can be written
+    there, and the write fails with its own error."""
+    path = os.path.join(prefix, LOCK)
+    fd = None
+    with contextlib.suppress(OSError):
+        os.makedirs(prefix, exist_ok=True)
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            fd = os.open(path, flags, 0o666)
+            break
+        except OSError:
+            continue
+    if fd is None:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
+                raise ReferencesError(f'cannot lock {path}: {err.strerror or err}') from err
+        yield
+    finally:
+        os.close(fd)        # releases the lock
 
 
 def _iso_time(text: str) -> dt.datetime:
@@ -431,7 +472,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.dry_run:
                 print('   dry run: nothing written')
                 continue
-            kept = write_references(path, merge(old, new), args.force, now)
+            # merged into the file as it is now, read and replaced under the prefix's
+            # lock: another baseline (another var dir) may have written it meanwhile
+            with locked(args.prefix):
+                kept = write_references(path, merge(read_references(path), new),
+                                        args.force, now)
             print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
         except BrokenPipeError:
             return _stdout_closed()

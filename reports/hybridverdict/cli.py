@@ -15,6 +15,7 @@ import sys
 
 from harnesscore import plan
 from harnesscore.paths import var_dir
+from polars.exceptions import PolarsError
 
 from . import __version__, changes, history
 from .atomic import write_replacing
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or os.path.join(var_dir(), 'reports')
     try:
         paths = write_all(rep, out_dir, tidy_formats=args.tidy)
-    except OSError as err:
+    except (OSError, PolarsError) as err:       # polars' full disk is a ComputeError
         print(f'hybridverdict: cannot write the report: {err}', file=sys.stderr)
         return 2
     print(f'\nreport written to {paths["md"]} (and '

@@ -11,7 +11,8 @@ and, last, ``part-<N>.json``, which commits it and says where each perflog was r
 up to, so that the next ingest parses only the lines appended since
 (docs/pages/report.md, "The history store").  Every file is new
 (``atomic.write_new``), so no stored record is ever lost or rewritten; a part
-without its JSON (a crash) is ignored and its number skipped.  An ingest holds an
+without its JSON (a crash) is ignored and its number skipped, and one that cannot be
+written (a full disk) is removed: a ``StoreError``, the store as it was.  An ingest holds an
 exclusive lock (``flock`` on ``<store>/.lock``) from reading the latest part to
 committing its own, so that two at once store each record once: the second waits,
 then reads from where the first stopped.
@@ -327,20 +328,29 @@ class Store:
         base = os.path.join(self.directory, f'part-{number:06d}')
         rid = int(state.get('next_rid', 0))
         tables = frames(new, first_rid=rid)
-        try:
-            for kind, df in (('records', tables.records), ('values', tables.values)):
-                write_new(f'{base}-{kind}.parquet',
-                          lambda fp, df=df: df.write_parquet(fp, compression='zstd'))
-        except FileExistsError as err:
-            raise StoreError(f'history store {self.directory}: part {number} appeared '
-                             'meanwhile (another ingest running?)') from err
         description = {
             'part': number, 'created': dt.datetime.now(dt.timezone.utc).isoformat(),
             'records': len(new), 'values': tables.values.height, 'first_rid': rid,
             'next_rid': rid + len(new),
             'total_records': int(state.get('total_records', 0)) + len(new),
             'files': seen | updated}
-        write_new(base + '.json', json.dumps(description, indent=0))   # commits the part
+        written: list[str] = []
+        try:
+            for kind, df in (('records', tables.records), ('values', tables.values)):
+                written.append(write_new(
+                    f'{base}-{kind}.parquet',
+                    lambda fp, df=df: df.write_parquet(fp, compression='zstd')))
+            # commits the part
+            written.append(write_new(base + '.json', json.dumps(description, indent=0)))
+        except FileExistsError as err:
+            _remove(written)
+            raise StoreError(f'history store {self.directory}: part {number} appeared '
+                             'meanwhile (another ingest running?)') from err
+        except (OSError, pl.exceptions.PolarsError) as err:
+            # a full disk: the store stays as it was, without this part's files
+            _remove(written)
+            raise StoreError(f'history store {self.directory}: cannot write part {number}: '
+                             f'{" ".join(str(err).split())}') from err
         size = sum(os.path.getsize(base + k) for k in _KINDS)
         return Ingest(base + '.json', len(new), tables.values.height, reread, size)
 
@@ -365,6 +375,13 @@ _NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
 
 def _identity(r: Record) -> tuple:
     return tuple(getattr(r, c) for c in IDENTITY)
+
+
+def _remove(paths: list[str]) -> None:
+    """Remove the files `paths` (this ingest's own), those already gone aside."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _open_lock(directory: str, path: str) -> int | None:

@@ -1,7 +1,8 @@
 """Writing a report's files: all new, each whole or not at all, none over an existing one.
 
 The stem is ``verdict-<UTC time>``, with ``-1``, ``-2``, ... where a file of it
-exists (``atomic.unique_stem``); each file is written by ``atomic.write_new``.  The
+exists (``atomic.unique_stem``); each file is written by ``atomic.write_new``, and
+where one cannot be (a full disk) those of the set written before it are removed.  The
 tidy table is Parquet by default; CSV and JSON, about ten times larger, only on
 request (``tidy_formats``).
 """
@@ -9,6 +10,7 @@ request (``tidy_formats``).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime as dt
 import os
 import time
@@ -34,7 +36,8 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
     The figures are drawn by this process and a forked second one (where the system
     has fork and two cores) while polars writes the tidy files in a worker thread
     (outside the interpreter lock).  `timings`, if given, receives the seconds each
-    step took.
+    step took.  Where any step fails, the files of the report this call wrote so far
+    are removed (never another file): no partial report set is left.
     """
     unknown = set(tidy_formats) - set(TIDY_KINDS)
     if unknown:
@@ -43,13 +46,15 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
     clock = Clock(timings)
     os.makedirs(out_dir, exist_ok=True)   # an unwritable --out fails before the fork
     drawing = plots.Drawing(rep)      # then: a second process draws half the figures
+    #: the files this call wrote (the worker thread's too), removed if a step fails
+    written: list[str] = []
     try:
         now = now or dt.datetime.now(dt.timezone.utc)
         base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}', SUFFIXES.values())
         kinds = ['md', 'json', 'html'] + [TIDY_KINDS[f] for f in dict.fromkeys(tidy_formats)]
         paths = {kind: base + SUFFIXES[kind] for kind in kinds}
-        write_new(paths['md'], render.markdown(rep))
-        write_new(paths['json'], render.verdict_json(rep))
+        written.append(write_new(paths['md'], render.markdown(rep)))
+        written.append(write_new(paths['json'], render.verdict_json(rep)))
         clock.lap('Markdown and verdict JSON')
         df = tidy.table(rep.records)
         meta = rep.meta.as_dict() | {'rows': df.height}
@@ -59,22 +64,31 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
             start = time.perf_counter()
             if 'parquet' in paths:
                 tidy.write_parquet(df, paths['parquet'], meta)
+                written.append(paths['parquet'])
             if 'csv' in paths:
                 tidy.write_csv(df, paths['csv'])
+                written.append(paths['csv'])
             if 'tidy_json' in paths:
                 tidy.write_json(df, paths['tidy_json'], meta)
+                written.append(paths['tidy_json'])
             return time.perf_counter() - start
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             tidy_done = pool.submit(tidy_files)
             figures = drawing.result()
             clock.lap(f'figures ({sum(len(f) for f in figures.values())} PNG, in two processes)')
-            write_new(paths['html'], html.page(rep, figures))
+            written.append(write_new(paths['html'], html.page(rep, figures)))
             clock.lap('HTML page')
             tidy_secs = tidy_done.result()
         clock.lap('waiting for the tidy files')
         if timings is not None:
             timings[f'  (tidy {", ".join(tidy_formats)}, in the worker thread)'] = tidy_secs
+    except BaseException:
+        # the worker thread has ended (the pool's block waits for it): its files too
+        for path in written:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
     finally:
         _close(drawing)    # its process too when a write failed before ``result()``
     return paths

@@ -1,0 +1,76 @@
+"""Writing a report's files (``hybridverdict.write``): a write that fails leaves no
+partial report set, only the files that were there before."""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+import pytest
+from hybridverdict import plots, tidy
+from hybridverdict import write as write_mod
+from hybridverdict.cli import main
+from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.report import build
+from test_cli import pair
+
+FULL = 'No space left on device'
+
+
+@pytest.fixture
+def one_process(monkeypatch):
+    """The figures drawn in this process (no fork on a shared machine)."""
+    real = plots.Drawing
+    monkeypatch.setattr(write_mod.plots, 'Drawing',
+                        lambda rep, parallel=True: real(rep, parallel=False))
+
+
+def full_disk_at(monkeypatch, failing: str) -> None:
+    """The write of the report's `failing` file (a suffix) fails as a full disk
+    does: the HTML's with an OSError, polars' tidy Parquet with a ComputeError."""
+    real_write_new, real_parquet = write_mod.write_new, tidy.write_parquet
+
+    def write_new(path, data):
+        if path.endswith(failing):
+            raise OSError(28, FULL)
+        return real_write_new(path, data)
+
+    def write_parquet(df, path, meta):
+        if path.endswith(failing):
+            raise pl.exceptions.ComputeError(f'parquet: underlying IO error: {FULL}')
+        return real_parquet(df, path, meta)
+
+    monkeypatch.setattr(write_mod, 'write_new', write_new)
+    monkeypatch.setattr(tidy, 'write_parquet', write_parquet)
+
+
+@pytest.mark.parametrize('failing', ['.html', '-tidy.parquet'])
+def test_a_failed_write_leaves_no_partial_report_set(tmp_path, monkeypatch, one_process,
+                                                     failing):
+    logs = pair(tmp_path)
+    stats = ReadStats()
+    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    out = tmp_path / 'reports'
+    out.mkdir()
+    # an earlier report stays as it was
+    earlier = write_mod.write_all(rep, str(out))
+    before = {p: open(p, 'rb').read() for p in earlier.values()}
+    full_disk_at(monkeypatch, failing)
+    for _ in range(2):      # each retry too
+        with pytest.raises((OSError, pl.exceptions.PolarsError), match=FULL):
+            write_mod.write_all(rep, str(out))
+        assert {str(p): p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize('failing', ['.html', '-tidy.parquet'])
+def test_a_failed_write_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, one_process,
+                                               failing):
+    logs = pair(tmp_path)
+    full_disk_at(monkeypatch, failing)
+    out = tmp_path / 'reports'
+    assert main(['--perflogs', str(logs.parent), '--out', str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [line for line in err if not line.startswith('hybridverdict: warning')]
+    assert len(err) == 1 and err[0].startswith('hybridverdict: cannot write the report: ')
+    assert FULL in err[0]
+    assert os.listdir(out) == []
