@@ -279,3 +279,53 @@ def test_a_zero_time_md_phase_has_no_ratio(monkeypatch):
                                   values={**recs[0].values, 'phase_force': 0.0})
     recs[0] = md_run('mpi', 2, 1, 2.0, 'b')
     assert [r.ratio for r in phases.phase_rows(recs)] == [0.0, 0.0]
+
+
+def test_md_phase_table_and_figure_name_the_system_of_two_systems(monkeypatch):
+    """Audit: of records of two systems the phase table and figure showed `p` where the
+    verdict table shows `alpha:p`: two systems' rows and bars looked alike."""
+    recs = [dataclasses.replace(md_run(m, r, t, f, 'b'), system=system)
+            for system, hybrid in (('alpha', 3.0), ('beta', 1.5))
+            for m, r, t, f in (('mpi', 2, 1, 1.0), ('masteronly', 1, 2, hybrid))]
+    rows = phases.phase_rows(recs)
+    where = slice(phases.COLUMNS.index('stack'), phases.COLUMNS.index('partition') + 1)
+    assert [(*r[where], r[4], r[9]) for r in phases.table_rows(rows)] == [
+        ('mpich', 'alpha:p', 'force', '3.000'), ('mpich', 'alpha:p', 'movout', '1.000'),
+        ('mpich', 'beta:p', 'force', '1.500'), ('mpich', 'beta:p', 'movout', '1.000')]
+    assert bar_labels(monkeypatch, rows) == [
+        ('masteronly 1x2 vs 2x1 mpich@alpha:p (n=1/1)', [3.0, 1.0]),
+        ('masteronly 1x2 vs 2x1 mpich@beta:p (n=1/1)', [1.5, 1.0])]
+    # and a second build of one of them: both named
+    recs += [md_run(m, r, t, 2.0, 'other') for m, r, t in (('mpi', 2, 1), ('masteronly', 1, 2))]
+    recs = [dataclasses.replace(r, system='alpha') if r.build_spec == 'other' else r
+            for r in recs]
+    assert {tuple(r[where]) for r in phases.table_rows(phases.phase_rows(recs))} == {
+        ('mpich (b)', 'alpha:p'), ('mpich (other)', 'alpha:p'), ('mpich', 'beta:p')}
+
+
+def test_history_labels_name_the_system_build_and_library_of_series_alike(tmp_path):
+    """Audit: two builds or two systems of one series key read alike in the history's
+    table and figure titles ('stream 1 mpi 2x1 mpich@shm: bw' twice)."""
+    def logs(name: str, lines: list[str]) -> list[str]:
+        write(tmp_path / name / 'Stream.log', [header(['bw']), *lines])
+        series, _ = history.history(read_perflogs([str(tmp_path / name)]))
+        labels = [row[0] for row in history.rows(series)]
+        assert labels == [s.label for s in series] and len(set(labels)) == len(labels)
+        return sorted(labels)
+
+    runs = [line('stream', {'bw': (100.0, 'MB/s')}, system=system,
+                 time=T0 + dt.timedelta(hours=i)) for i, system in enumerate(('a', 'b'))]
+    assert logs('one', runs[:1]) == ['stream 1 mpi 2x1 mpich@shm: bw']     # as before
+    assert logs('systems', runs) == ['stream 1 mpi 2x1 mpich@a:shm: bw',
+                                     'stream 1 mpi 2x1 mpich@b:shm: bw']
+    debug = runs[0].replace('cmake Release', 'cmake Debug')
+    assert logs('builds', [runs[0], debug]) == [
+        'stream 1 mpi 2x1 mpich (cmake Debug mpich)@shm: bw',
+        'stream 1 mpi 2x1 mpich (cmake Release mpich)@shm: bw']
+    lib2 = runs[0].replace('MPICH Version: 4.0.2', 'MPICH Version: 4.1.0')
+    assert logs('libraries', [runs[0], lib2]) == [
+        'stream 1 mpi 2x1 mpich (MPICH Version: 4.0.2)@shm: bw',
+        'stream 1 mpi 2x1 mpich (MPICH Version: 4.1.0)@shm: bw']
+    # another kernel of one build keeps its label beside a kernel of two
+    osu = line('osu_bw', {'bw': (100.0, 'MB/s')}, system='a').replace('cmake Release', 'spack')
+    assert 'osu_bw 1 mpi 2x1 mpich@shm: bw' in logs('kernels', [runs[0], debug, osu])

@@ -439,3 +439,59 @@ def test_an_inconclusive_hybrid_verdict_is_never_judged_against_its_verdict_refe
     assert references('TIE') == references(None) == entry
     assert references('INCONCLUSIVE', scoped=True) == refs
     assert references('LOSS', scoped=True) == entry
+
+
+# ---- scaling of two systems or builds of one stack: each named (Apart) ----------------
+
+def _across(system: str = 'local', build: str = 'cmake Release mpich',
+            library: str = 'MPICH Version: 4.0.2', t_hyb: float = 0.5) -> list[Record]:
+    kw = dict(system=system, build_spec=build, mpi_library=library)
+    return [r for n in (1, 2) for r in (rec('mpi', 1.0, nodes=n, **kw), hyb(t_hyb, nodes=n, **kw))]
+
+
+def _scaling_labels(monkeypatch, found) -> list[str]:
+    """The line labels plots.scaling draws for the verdicts `found`."""
+    from types import SimpleNamespace
+
+    import matplotlib.axes
+    from hybridverdict import plots
+    seen: list[str] = []
+    draw = matplotlib.axes.Axes.plot
+
+    def spy(self, *args, **kw):
+        seen.append(kw.get('label'))
+        return draw(self, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, 'plot', spy)
+    plots.scaling(SimpleNamespace(verdicts=found))
+    return [label for label in seen if label]
+
+
+def test_crossovers_of_two_systems_or_builds_name_theirs(monkeypatch):
+    """Audit: a Crossover had no build or library: the scaling figure drew two builds'
+    lines with one label ('... mpich@shm'), and its table and sentences named neither
+    the build nor, of two systems, the system."""
+    from hybridverdict.verdict import CROSSOVER_COLUMNS, Crossover, across_nodes, crossover_rows
+    where = slice(CROSSOVER_COLUMNS.index('stack'), CROSSOVER_COLUMNS.index('partition') + 1)
+    builds = verdicts(_across() + _across(build='cmake Debug mpich', t_hyb=2.0))
+    cross = across_nodes(builds)
+    assert [(c.build, c.calls) for c in cross] == [('cmake Debug mpich', ('LOSS', 'LOSS')),
+                                                   ('cmake Release mpich', ('WIN', 'WIN'))]
+    assert [r[where] for r in crossover_rows(cross)] == [['mpich (cmake Debug mpich)', 'shm'],
+                                                         ['mpich (cmake Release mpich)', 'shm']]
+    assert '(mpich (cmake Debug mpich)@shm): hybrid loses' in cross[0].sentence
+    assert _scaling_labels(monkeypatch, builds) == [
+        'size 16 masteronly 1x2 vs 2x1 mpich (cmake Debug mpich)@shm',
+        'size 16 masteronly 1x2 vs 2x1 mpich (cmake Release mpich)@shm']
+    libs = across_nodes(verdicts(_across() + _across(library='MPICH 4.1', t_hyb=2.0)))
+    assert [r[where][0] for r in crossover_rows(libs)] == [
+        'mpich (MPICH 4.1)', 'mpich (MPICH Version: 4.0.2)']
+    systems = across_nodes(verdicts(_across('alpha') + _across('beta', t_hyb=2.0)))
+    assert [r[where] for r in crossover_rows(systems)] == [['mpich', 'alpha:shm'],
+                                                           ['mpich', 'beta:shm']]
+    assert '(mpich@beta:shm): hybrid loses' in systems[1].sentence
+    # one system and one build: as before (a plain Crossover, its JSON fields unchanged)
+    (one,) = across_nodes(verdicts(_across()))
+    assert type(one) is Crossover
+    assert crossover_rows([one])[0][where] == ['mpich', 'shm']
+    assert '(mpich@shm): hybrid wins' in one.sentence

@@ -5,6 +5,9 @@ A series is one variable of one kernel run (``SERIES_KEY``: the fields of
 counts, builds or libraries; its band is what ReFrame logs beside each value, ref x
 (1 + lower) .. ref x (1 + upper).  Of the thousands of series the report draws at
 most ``limit``, each reduced to at most ``max_points`` points (``series`` says which).
+A series's label names its system where the drawn series span several ('alpha:shm'),
+and its build and MPI library where its kernel's series of one system, partition and
+stack hold several ('mpich (cmake Debug)'; ``apart.Apart``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from .apart import Apart
 from .records import KernelSeries, Record
 
 DEFAULT_LIMIT = 16
@@ -42,12 +46,14 @@ class Series(KernelSeries):
     high: list[float | None]
     out_of_band: int              # samples outside their band (all samples, not the drawn)
     failed: int                   # samples of runs that failed (sanity or performance)
+    where: str = ''               # 'mpich@shm' as the drawn series name it (``Apart.where``)
 
     @property
     def label(self) -> str:
         nodes = f' {self.nodes} nodes' if self.nodes > 1 else ''
-        return (f'{self.kernel} {self.size} {self.mode} {self.layout}{nodes} {self.stack}@'
-                f'{self.partition}: {self.variable}')
+        where = self.where or f'{self.stack}@{self.partition}'
+        return (f'{self.kernel} {self.size} {self.mode} {self.layout}{nodes} {where}: '
+                f'{self.variable}')
 
     @property
     def has_band(self) -> bool:
@@ -62,6 +68,13 @@ SERIES_KEY = ('system', 'partition', 'stack', 'kernel', 'mode', 'layout', 'size'
 RECORD_COLUMNS = ('rid', 'time', 'system', 'partition', 'stack', 'kernel', 'mode', 'ranks',
                   'threads', 'size', 'nodes', 'build_spec', 'library', 'verified', 'result')
 VALUE_COLUMNS = ('rid', 'vpos', 'variable', 'value', 'unit', 'ref', 'lower', 'upper')
+
+
+def _place(s: Series) -> tuple:
+    """One kernel on one system, partition and stack: where a series's build and MPI
+    library are named if it holds several (OSU and the ring kernels have builds of
+    their own)."""
+    return (s.system, s.partition, s.stack, s.kernel)
 
 
 def _band(side: str) -> pl.Expr:
@@ -146,7 +159,9 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
     chosen = found[:limit]
     chosen.sort(key=lambda s: (s.kernel, s.variable, s.system, s.partition, s.stack, s.mode,
                                s.size, s.nodes))
-    return chosen, total
+    # what tells the drawn series apart: their systems, builds and libraries (``label``)
+    apart = Apart.of(chosen, _place)
+    return [dataclasses.replace(s, where=apart.where(s)) for s in chosen], total
 
 
 def history(records: Sequence[Record], limit: int = DEFAULT_LIMIT,

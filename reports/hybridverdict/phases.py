@@ -6,7 +6,9 @@ medians stand side by side with the hybrid/MPI ratio (above 1: slower in hybrid)
 one row set per ``Record.group`` and cores per node, against every pure-MPI layout.
 Where one place (system, partition, stack, size and node count) holds rows of several
 builds or MPI libraries, those rows carry theirs (``BuildPhaseRow``) and the table and
-figure name it; rows of one build are plain ``PhaseRow``s.
+figure name it; rows of one build are plain ``PhaseRow``s.  Where the rows span several
+systems, the table and figure name each row's system with its partition ('alpha:shm',
+``Apart.partition``).
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ COLUMNS = ('stack', 'partition', 'size', 'nodes', 'phase', 'mpi', 'hybrid', 'T_m
 
 
 def table_rows(rows: list[PhaseRow]) -> list[list[object]]:
-    return [[r.stack_label, r.partition, r.size, r.nodes, r.phase, r.mpi_layout, r.hybrid,
-             f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}',
+    apart = Apart.of(rows)       # the system where the rows span several
+    return [[r.stack_label, apart.partition(r), r.size, r.nodes, r.phase, r.mpi_layout,
+             r.hybrid, f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}',
              'n/a' if r.ratio is None else f'{r.ratio:.3f}', r.samples]
             for r in rows]

@@ -267,10 +267,11 @@ def phases(rep: Report) -> Figure | None:
     fig, panels = _panels(rep.phases, lambda r: r.size, 3, order=size_key)
     if fig is None:
         return None
+    apart = Apart.of(rep.phases)         # the system where the rows span several
 
     def bar(r) -> str:           # one bar group per hybrid run, node count and reference
         nodes = f' {r.nodes} nodes' if r.nodes > 1 else ''
-        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack_label}@{r.partition}'
+        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack_label}@{apart.partition(r)}'
 
     for ax, (size, rs) in panels:
         groups = sorted({bar(r) for r in rs})

@@ -41,6 +41,7 @@ from harnesscore.schema import TIME_VARIABLE, message_time_size
 from harnesscore.stats import INCONCLUSIVE, LOSS, WIN
 from harnesscore.units import bytes_label
 
+from .apart import Apart
 from .records import KernelSeries, Record, size_key
 
 DEFAULT_NOISE_FLOOR = stats.DEFAULT_FLOOR
@@ -317,9 +318,15 @@ class Crossover(Where):
     loses_from: int | None
 
     @property
+    def named(self) -> tuple[str, str]:
+        """Its stack and partition as the table and sentence name them: ('mpich', 'shm')."""
+        return self.stack, self.partition
+
+    @property
     def sentence(self) -> str:
+        stack, partition = self.named
         what = (f'{self.kernel} size {self.size}, {self.hybrid} against mpi {self.mpi_layout} '
-                f'({self.stack}@{self.partition})')
+                f'({stack}@{partition})')
         span = (f'{self.nodes[0]}' if len(self.nodes) == 1
                 else f'{self.nodes[0]}-{self.nodes[-1]}')
 
@@ -344,6 +351,22 @@ class Crossover(Where):
         return f'{what}: no crossover in {span} nodes ({listed(zip(self.nodes, self.calls))}).'
 
 
+@dataclasses.dataclass(frozen=True)
+class NamedCrossover(Crossover):
+    """A crossover among those of several systems, or of a place (system, partition and
+    stack) of several builds or MPI libraries: its build and library, and its stack and
+    partition named as ``Apart`` names them."""
+
+    build: str = ''
+    mpi_library: str = ''
+    stack_shown: str = ''       # 'mpich (cmake Debug)' where its place has several builds
+    partition_shown: str = ''   # 'alpha:shm' where the crossovers span several systems
+
+    @property
+    def named(self) -> tuple[str, str]:
+        return self.stack_shown, self.partition_shown
+
+
 def _tail_start(nodes: Sequence[int], calls: Sequence[str], want: str) -> int | None:
     """The smallest node count with the call `want` from which no larger node count has
     another decided call (INCONCLUSIVE ones neither break nor start the tail)."""
@@ -356,29 +379,47 @@ def _tail_start(nodes: Sequence[int], calls: Sequence[str], want: str) -> int | 
     return start
 
 
-def crossovers(found: Iterable[Verdict]) -> list[Crossover]:
-    """Per pair (everything but the node count), its verdicts in node order; the cores
-    per node and the layouts are the same at every node count (weak scaling per node)."""
+def _pairs_by_nodes(found: Iterable[Verdict]) -> list[tuple[Crossover, Verdict]]:
+    """Each pair's crossover (``crossovers``), with its first verdict."""
     series: dict[tuple, list[Verdict]] = defaultdict(list)
     for v in found:
         series[(v.system, v.partition, v.stack, v.kernel, v.size, v.build, v.mpi_library,
                 v.cores, v.hybrid_mode, v.hybrid_layout, v.mpi_layout)].append(v)
-    out = []
+    out: list[tuple[Crossover, Verdict]] = []
     for key in sorted(series, key=lambda k: k[:4] + (size_key(k[4]),) + k[5:]):
         vs = sorted(series[key], key=lambda v: v.nodes)
         nodes = tuple(v.nodes for v in vs)
         calls = tuple(v.verdict for v in vs)
         v0 = vs[0]
-        out.append(Crossover(v0.system, v0.partition, v0.stack, v0.kernel, v0.size,
-                             f'{v0.hybrid_mode} {v0.hybrid_layout}', v0.mpi_layout, nodes,
-                             tuple(v.speedup for v in vs), calls,
-                             _tail_start(nodes, calls, WIN), _tail_start(nodes, calls, LOSS)))
+        out.append((Crossover(v0.system, v0.partition, v0.stack, v0.kernel, v0.size,
+                              f'{v0.hybrid_mode} {v0.hybrid_layout}', v0.mpi_layout, nodes,
+                              tuple(v.speedup for v in vs), calls,
+                              _tail_start(nodes, calls, WIN), _tail_start(nodes, calls, LOSS)),
+                    v0))
     return out
 
 
+def _named(pairs: Sequence[tuple[Crossover, Verdict]]) -> list[Crossover]:
+    """The crossovers, those told apart by their system, build or library (``Apart``, among
+    these crossovers) as ``NamedCrossover``s naming theirs; the others as they are."""
+    apart = Apart.of(v for _, v in pairs)
+    return [NamedCrossover(**dataclasses.asdict(c), build=v.build, mpi_library=v.mpi_library,
+                           stack_shown=apart.stack(v), partition_shown=apart.partition(v))
+            if apart.systems or apart.shown(v) else c for c, v in pairs]
+
+
+def crossovers(found: Iterable[Verdict]) -> list[Crossover]:
+    """Per pair (everything but the node count), its verdicts in node order; the cores
+    per node and the layouts are the same at every node count (weak scaling per node).
+    Where they span several systems, or a place holds several builds or MPI libraries,
+    each names its own (``NamedCrossover``)."""
+    return _named(_pairs_by_nodes(found))
+
+
 def across_nodes(found: Iterable[Verdict]) -> list[Crossover]:
-    """The ``crossovers`` of the pairs measured on 2 or more node counts."""
-    return [c for c in crossovers(found) if len(c.nodes) > 1]
+    """The ``crossovers`` of the pairs measured on 2 or more node counts (told apart
+    among themselves)."""
+    return _named([(c, v) for c, v in _pairs_by_nodes(found) if len(c.nodes) > 1])
 
 
 CROSSOVER_COLUMNS = ('kernel', 'size', 'stack', 'partition', 'hybrid', 'mpi',
@@ -386,7 +427,7 @@ CROSSOVER_COLUMNS = ('kernel', 'size', 'stack', 'partition', 'hybrid', 'mpi',
 
 
 def crossover_rows(rows: list[Crossover]) -> list[list[object]]:
-    return [[c.kernel, c.size, c.stack, c.partition, c.hybrid, c.mpi_layout,
+    return [[c.kernel, c.size, *c.named, c.hybrid, c.mpi_layout,
              ', '.join(f'{n}: {s:.2f} {v}' for n, s, v in zip(c.nodes, c.speedups, c.calls)),
              '-' if c.wins_from is None else c.wins_from,
              '-' if c.loses_from is None else c.loses_from] for c in rows]
