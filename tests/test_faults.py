@@ -515,3 +515,175 @@ def test_atomic_write_leaves_the_old_file_on_error(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ['f.yaml']
     atomic.write_replacing(str(path), 'new\n')
     assert hashlib.sha1(path.read_bytes()).hexdigest() == hashlib.sha1(b'new\n').hexdigest()
+
+
+# ---- ./harness sessions: records lost, signals, another reframe beside it ----------
+# (not rows of CASES: each runs a whole ./harness session and looks at more than its
+# output: the processes and the lock it leaves, the files it writes)
+
+QUICK = '--nocolor --system local:shm -n StreamCheck%layout=mpi_2x1'
+STREAM_VARIABLES = ('fom', 't_total', 't_comp', 't_comm')
+
+
+def session_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """One Open MPI stack, a few StreamCheck runs: the quickest ./harness run."""
+    needs('openmpi')
+    return mpi_env(**{'HARNESS_VAR_DIR': str(tmp_path / 'var'), 'HARNESS_STACKS': 'openmpi',
+                      'HARNESS_NO_APT': '1', 'HARNESS_REPEAT': '3', 'HARNESS_SNAPSHOTS': '0',
+                      'HARNESS_MAX_ROUNDS': '3', 'HARNESS_REFRAME_OPTS': QUICK,
+                      'RFM_REFERENCE_PREFIX': str(tmp_path / 'refs'), **extra})
+
+
+def stream_header() -> str:
+    """StreamCheck's perflog header, as ReFrame writes it."""
+    from harnesscore.schema import PERFVAR_PARTS, RUN_FIELDS
+    return '|'.join([*(f.name for f in RUN_FIELDS),
+                     *(f'{v}_{p}' for v in STREAM_VARIABLES for p in PERFVAR_PARTS)])
+
+
+@pytest.mark.integration
+def test_records_reframe_could_not_write_fail_the_session(tmp_path):
+    """A full disk lost the perflog records: ReFrame said '--- Logging error ---'
+    and PASSED, and the session was green with a report of none of them.  Here
+    the perflog is at the size limit (RLIMIT_FSIZE; ReFrame is told EFBIG, as
+    ENOSPC on a full disk) with its own header, so nothing else changes."""
+    env = session_env(tmp_path, HARNESS_REPEAT='1')
+    log = tmp_path / 'var' / 'perflogs' / 'local' / 'shm' / 'StreamCheck.log'
+    log.parent.mkdir(parents=True)
+    # at the limit: its header, then lines of blanks (which every reader skips);
+    # the limit is well above what the session's other files (the kernels'
+    # shared-memory segments among them) need
+    limit = 64 << 20
+    header = stream_header() + '\n'
+    chunk, rest = divmod(limit - len(header), 1 << 20)
+    with log.open('w') as fh:
+        fh.write(header)
+        for size in [1 << 20] * chunk + ([rest] if rest else []):
+            fh.write(' ' * (size - 1) + '\n')
+    proc = subprocess.run(['bash', '-c', f'ulimit -f {limit // 1024}; exec "$0" run',
+                           str(REPO / 'harness')], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert 'Logging error' in text, text[-6000:]      # the fault did happen
+    assert re.search(r'^harness: error: only 0 of 1 performance records of this session '
+                     r'reached the perflogs in .*/var/perflogs \(missing: StreamCheck '
+                     r'%layout=mpi_2x1 %problem=\d+ %sample=0 @local:shm\+openmpi\)',
+                     text, re.M), text[-6000:]
+    assert proc.returncode != 0
+    assert log.stat().st_size == limit
+
+
+def _start(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    """./harness run in a session of its own (its own terminal, as it were), with
+    the default signal dispositions a terminal gives it."""
+    import signal
+    out = tmp_path / 'out'
+
+    def default_signals() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    with out.open('wb') as fh:
+        proc = subprocess.Popen([str(REPO / 'harness'), 'run'], cwd=tmp_path, env=env,
+                                stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=default_signals)
+    return proc, out
+
+
+def _when_running(proc: subprocess.Popen[bytes], out: Path) -> None:
+    """Until ReFrame runs the first StreamCheck case."""
+    import time
+    for _ in range(1200):
+        if b'[ RUN      ] StreamCheck' in out.read_bytes() or proc.poll() is not None:
+            return
+        time.sleep(0.1)
+
+
+def _left(sid: int) -> list[str]:
+    """The processes left in the session `sid`, killed (a test must not leave them)."""
+    import time
+    time.sleep(1)
+    ps = subprocess.run(['ps', '-o', 'pid=,args=', '-s', str(sid)], capture_output=True,
+                        text=True).stdout.splitlines()
+    if ps:
+        subprocess.run(['pkill', '-KILL', '-s', str(sid)], check=False)
+    return ps
+
+
+@pytest.mark.integration
+def test_ctrl_c_stops_the_session_after_reframe(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) while ReFrame runs: ReFrame
+    stops ('cancelled by user'), and the harness used to go on with more rounds
+    (new ReFrame sessions), the plan's costs and a report, exit status 1."""
+    import signal
+    env = session_env(tmp_path)
+    proc, out = _start(tmp_path, env)
+    try:
+        _when_running(proc, out)
+        os.killpg(proc.pid, signal.SIGINT)
+        rc = proc.wait(timeout=120)
+    finally:
+        left = _left(proc.pid)
+    text = out.read_text(errors='replace')
+    assert rc == 130, (rc, text[-6000:])
+    assert 'harness: warning: the session was stopped by SIGINT: no more ReFrame sessions, ' \
+           'no report' in text, text[-6000:]
+    assert 'more rounds of the undecided pairs, within' not in text, text[-6000:]
+    assert text.count('[ReFrame Setup]') == 1, text[-6000:]     # no other session
+    assert '[4/4] verdict' not in text and 'Traceback' not in text, text[-6000:]
+    assert not (tmp_path / 'var' / 'plan-costs.json').exists()
+    assert not left, left
+
+
+@pytest.mark.integration
+def test_a_killed_harness_stops_reframe_and_frees_the_var_dir(tmp_path):
+    """SIGTERM to the harness alone (kill, timeout, cron): it was killed at once,
+    ReFrame went on running and held the session lock ('in use by another
+    session' naming the dead harness)."""
+    import signal
+    env = session_env(tmp_path)
+    proc, out = _start(tmp_path, env)
+    try:
+        _when_running(proc, out)
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = proc.wait(timeout=120)
+    finally:
+        left = _left(proc.pid)
+    text = out.read_text(errors='replace')
+    assert rc == 128 + signal.SIGTERM, (rc, text[-6000:])
+    assert 'stopped by SIGTERM' in text and 'Traceback' not in text, text[-6000:]
+    assert not left, left
+    lock = tmp_path / 'var' / '.session.lock'
+    free = subprocess.run(['flock', '-n', '-E', '99', str(lock), 'true'], check=False)
+    assert free.returncode == 0, lock.read_text()
+
+
+@pytest.mark.integration
+def test_a_session_that_ran_nothing_is_not_passed_by_another_reframes_report(tmp_path):
+    """A reframe run by hand in the same var dir wrote its run report while the
+    harness's session ran nothing: the harness took that report as its own."""
+    import hashlib
+    env = session_env(tmp_path, HARNESS_REFRAME_OPTS='--nocolor -n NoSuchCheck')
+    venv = tmp_path / 'venv'
+    (venv / 'bin').mkdir(parents=True)
+    (venv / 'bin' / 'python').write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    # ReFrame, and beside it the other reframe's report of a session that ran
+    other = ('{"session_info": {"num_cases": 1, "num_skipped": 0}, "runs": []}')
+    (venv / 'bin' / 'reframe').write_text(
+        '#!/bin/sh\n[ "$1" = --version ] || { mkdir -p "$HARNESS_VAR_DIR/reports"; '
+        f"echo '{other}' > \"$HARNESS_VAR_DIR/reports/run-report-7.json\"; }}\n"
+        f'exec {BIN / "reframe"} "$@"\n')
+    for name in ('python', 'reframe'):
+        (venv / 'bin' / name).chmod(0o755)
+    for name in ('hybridverdict', 'hybridverdict-baseline'):
+        (venv / 'bin' / name).symlink_to(BIN / name)
+    (venv / '.harness-installed').write_text(
+        hashlib.sha1((REPO / 'pyproject.toml').read_bytes()).hexdigest() + '\n')
+    proc = subprocess.run([str(REPO / 'harness'), 'run'], cwd=tmp_path,
+                          env={**env, 'HARNESS_VENV': str(venv)}, capture_output=True,
+                          text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert (tmp_path / 'var' / 'reports' / 'run-report-7.json').exists()
+    assert 'ReFrame wrote no run report: the session ran nothing' in text, text[-6000:]
+    assert proc.returncode != 0

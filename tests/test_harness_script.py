@@ -140,11 +140,13 @@ def test_run_arguments_select_the_stacks_of_the_budget_split(tmp_path):
     stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
         'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
         'more_rounds', 'report_since'))
-    script = (_functions('session', 'run_args', 'cmd_run', 'print_plan') + stubs
+    script = (_functions('session', 'run_args', 'cmd_run', 'print_plan', 'on_signal',
+                         'in_group', 'stop_if_signalled', 'session_report') + stubs
               + 'die() { echo "$*" >&2; exit 3; }\nHARNESS_REPEAT=3\n'
               'cmd_run -p openmpi\necho "$HARNESS_BUDGET $_parts"\n')
     env = {k: v for k, v in os.environ.items() if k != 'HARNESS_BUDGET'}
     env.update(VENV=str(venv), ROOT=str(REPO), ARGS_LOG=str(tmp_path / 'args'),
+               HARNESS_VAR_DIR=str(tmp_path / 'var'),
                HARNESS_REFRAME_OPTS='--system declared')
     proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=120,
                           env=env)

@@ -86,9 +86,17 @@ def test_a_batch_gets_only_its_own_selection_in_every_spelling(monkeypatch, spel
     args = sequential.parse_args(argv)
     assert args.reframe == ['reframe', '-C', 'config/settings.py', '-S', 'nodes=2', '-v']
     ran = []
-    monkeypatch.setattr(sequential.subprocess, 'run',
-                        lambda argv, **kw: ran.append(argv) or subprocess.CompletedProcess(
-                            argv, 0))
+
+    class Ran:
+        """ReFrame, done at once."""
+
+        def __init__(self, argv: list[str], **_kw: object) -> None:
+            ran.append(argv)
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(sequential.subprocess, 'Popen', Ran)
     batch = sequential.Batch('local', 'shm', 'mpich', {'SpmvCheck %layout=mpi_2x1'})
     assert sequential._reframe(args.reframe, batch, 1, 3) == 0
     (cmd,) = ran
@@ -212,3 +220,43 @@ def test_rounds_a_side_fails_stop_the_batches_at_the_cap(tmp_path, monkeypatch, 
     assert 'no pair left to decide (1 INCONCLUSIVE at the cap of 15 rounds)' in out
     assert 'at the cap: spmv 16 on local:shm mpich' in out
     assert 'masteronly 1x2: 12 of 15 run(s) left out (failed)' in out
+
+
+@pytest.mark.parametrize('signal_name, whom', [('INT', '0'), ('TERM', '$PPID')])
+def test_a_signal_stops_the_rounds_after_the_batch_running(tmp_path, signal_name, whom):
+    """Ctrl-C during a batch (SIGINT to the process group: the rounds and their
+    ReFrame), or SIGTERM to the rounds alone: the batch stops on it as ReFrame
+    does ('cancelled by user'), no other batch starts, the costs are not
+    updated, no traceback (it was a KeyboardInterrupt traceback, or a killed
+    ReFrame and a dead driver), exit status 128+signal."""
+    import os
+    import signal
+    import sys
+    log = tmp_path / 'perflogs' / 'SpmvCheck.log'
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    lines, _ = _lines(3, lambda mode, r: False, start=now - dt.timedelta(minutes=2))
+    pw.write(log, [pw.header(['t_total'])] + lines)
+    calls = tmp_path / 'calls'
+    # ReFrame: stops on the signal after a moment, as it does (its jobs cancelled)
+    reframe = tmp_path / 'reframe'
+    reframe.write_text(f'''#!/bin/bash
+echo "$*" >> {calls}
+trap 'sleep 0.5; echo "run session stopped: cancelled by user"; echo done >> {calls}; exit 1' \\
+    INT TERM
+kill -{signal_name} {whom}
+for _ in $(seq 100); do sleep 0.1; done
+''')
+    reframe.chmod(0o755)
+    costs = tmp_path / 'costs.json'
+    argv = [sys.executable, '-m', 'hybridverdict.sequential', '--since',
+            (now - dt.timedelta(minutes=3)).isoformat(), '--deadline',
+            str(now.timestamp() + 3600), '--perflogs', str(log.parent), '--costs', str(costs),
+            '--max-rounds', '15', '--', str(reframe)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          start_new_session=True, env={**os.environ, 'PYTHONUNBUFFERED': '1'})
+    signum = getattr(signal, f'SIG{signal_name}')
+    assert proc.returncode == 128 + signum, proc.stdout + proc.stderr
+    assert 'Traceback' not in proc.stderr, proc.stderr
+    assert f'sequential: stopped by SIG{signal_name}: no more rounds' in proc.stderr
+    assert calls.read_text().count('\n') == 2 and calls.read_text().endswith('done\n')
+    assert not costs.exists()

@@ -13,7 +13,11 @@ each is decided, at the cap, or the next batch's estimate (this session's own
 seconds per run) does not fit before the deadline (docs/pages/statistics.md).  The
 rule's confidence per look is calibrated for these looks
 (``python reports/tools/calibrate.py``).  Exit status: 0, or the first non-zero
-status of a ReFrame batch; 2 on bad arguments or unreadable records.
+status of a ReFrame batch; 2 on bad arguments or unreadable records; 128 plus
+the signal's number after Ctrl-C (SIGINT), SIGTERM or SIGHUP: the ReFrame batch
+running then stops on it (the signal reaches it from the terminal or the
+harness, and SIGTERM and SIGHUP are passed on), no other batch starts and the
+plan's costs are not updated.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +46,18 @@ from .verdict import Verdict, judged_as, round_of, rounds_run, verdicts
 
 #: Seconds per run assumed before any run of the session was timed.
 DEFAULT_RUN_S = 5.0
+
+
+class Stopped(Exception):
+    """A signal (SIGTERM, SIGHUP; SIGINT is KeyboardInterrupt) stopped the rounds."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
 
 
 @dataclasses.dataclass
@@ -269,7 +286,20 @@ def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:
     env = dict(os.environ, HARNESS_FIRST_ROUND=str(first), HARNESS_REPEAT=str(step))
     print(f'+ HARNESS_FIRST_ROUND={first} HARNESS_REPEAT={step} {shlex.join(argv)}',
           flush=True)
-    return subprocess.run(argv, env=env, check=False).returncode
+    proc = subprocess.Popen(argv, env=env)
+    try:
+        return proc.wait()
+    except (KeyboardInterrupt, Stopped) as err:
+        # Ctrl-C reached ReFrame too (its process group); SIGTERM and SIGHUP
+        # are passed on.  ReFrame stops on it (its jobs cancelled): wait.
+        if isinstance(err, Stopped):
+            proc.send_signal(err.signum)
+        while proc.poll() is None:
+            try:
+                proc.wait()
+            except (KeyboardInterrupt, Stopped):
+                continue
+        raise
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -327,7 +357,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f'sequential: {err}', file=sys.stderr)
         return 2
-    return run(args)
+    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return run(args)
+    except (KeyboardInterrupt, Stopped) as err:
+        signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
+        print(f'sequential: stopped by {signal.Signals(signum).name}: no more rounds, the '
+              f'plan\'s measured costs not updated', file=sys.stderr)
+        return 128 + signum
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == '__main__':
