@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import fcntl
 import os
 import subprocess
 import sys
@@ -421,7 +422,7 @@ def test_a_read_only_lock_that_nfs_refuses_still_reports(tmp_path, monkeypatch):
     hist = tmp_path / 'history'
     store.Store(str(hist)).ingest([str(logs)])
     lock = str(hist / store.LOCK)
-    real_open, real_flock = os.open, store.fcntl.flock
+    real_open, real_flock = os.open, fcntl.flock
 
     def read_only_open(path, flags, *args, **kwargs):
         if os.fspath(path) == lock and flags & (os.O_CREAT | os.O_RDWR):
@@ -429,12 +430,12 @@ def test_a_read_only_lock_that_nfs_refuses_still_reports(tmp_path, monkeypatch):
         return real_open(path, flags, *args, **kwargs)
 
     def nfs_flock(fd, op):
-        if store.fcntl.fcntl(fd, store.fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
             raise OSError(9, 'Bad file descriptor')
         return real_flock(fd, op)
 
     monkeypatch.setattr(os, 'open', read_only_open)
-    monkeypatch.setattr(store.fcntl, 'flock', nfs_flock)
+    monkeypatch.setattr(fcntl, 'flock', nfs_flock)
     done = store.Store(str(hist)).ingest([str(logs)])
     assert (done.part, done.records) == (None, 0)
 

@@ -45,6 +45,12 @@ def stack_place(x: Placed) -> tuple:
     return (x.system, x.partition, x.stack)
 
 
+def kernel_place(x: Any) -> tuple:
+    """One kernel on one system, partition and stack: the place of a kernel series's
+    build and library (OSU and the ring kernels have builds of their own)."""
+    return (x.system, x.partition, x.stack, x.kernel)
+
+
 @dataclasses.dataclass(frozen=True)
 class Apart:
     """What tells items apart (the module's rule), found by ``of`` among the items that

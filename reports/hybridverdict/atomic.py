@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -114,4 +115,46 @@ def unique_stem(directory: str, stem: str, suffixes: Iterable[str]) -> str:
         n += 1
 
 
-__all__ = ['Content', 'unique_stem', 'write_new', 'write_replacing']
+@contextlib.contextmanager
+def locked(directory: str, name: str,
+           refused: Callable[[str, OSError], Exception]) -> Iterator[None]:
+    """An exclusive lock on the folder `directory` (the file `name` in it, made with
+    the folder if need be) until the block ends: another holder waits for it.  A
+    lock file that cannot be opened for writing is locked read-only (``flock``
+    needs no write access); where none can be opened or made at all (a read-only
+    folder without one), the block runs without it: nothing can be written there,
+    and a write fails with its own error.  NFS refuses an exclusive lock on a
+    read-only descriptor: that too runs without; any other refusal raises
+    ``refused(path, error)``."""
+    path = os.path.join(directory, name)
+    fd = _open_lock(directory, path)
+    if fd is None:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
+                raise refused(path, err) from err
+        yield
+    finally:
+        os.close(fd)        # releases the lock
+
+
+def _open_lock(directory: str, path: str) -> int | None:
+    """A descriptor of the lock file `path` in `directory`: opened for writing
+    (made, with the folder, if need be), else read-only; None where neither can be."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return None
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            return os.open(path, flags, 0o666)
+        except OSError:
+            continue
+    return None
+
+
+__all__ = ['Content', 'locked', 'unique_stem', 'write_new', 'write_replacing']

@@ -28,13 +28,12 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
-import fcntl
 import math
 import os
 import statistics
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import yaml
 from harnesscore import references
@@ -296,36 +295,12 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
     return kept
 
 
-@contextlib.contextmanager
-def locked(prefix: str) -> Iterator[None]:
-    """An exclusive lock on the references folder `prefix` (``LOCK`` in it, made with
-    the folder if need be) until the block ends: another baseline waits for it.  A
-    lock file that cannot be opened for writing is locked read-only (``flock`` needs
-    no write access); where none can be opened or made at all (a read-only folder),
-    or NFS refuses the read-only lock, it goes on without: nothing can be written
-    there, and the write fails with its own error."""
-    path = os.path.join(prefix, LOCK)
-    fd = None
-    with contextlib.suppress(OSError):
-        os.makedirs(prefix, exist_ok=True)
-    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
-        try:
-            fd = os.open(path, flags, 0o666)
-            break
-        except OSError:
-            continue
-    if fd is None:
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as err:
-            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
-                raise ReferencesError(f'cannot lock {path}: {err.strerror or err}') from err
-        yield
-    finally:
-        os.close(fd)        # releases the lock
+def locked(prefix: str) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on the references folder `prefix` (``LOCK`` in it:
+    ``atomic.locked``) until the block ends: another baseline waits for it; where
+    none can be had (a read-only folder), the write fails with its own error."""
+    return atomic.locked(prefix, LOCK, lambda path, err: ReferencesError(
+        f'cannot lock {path}: {err.strerror or err}'))
 
 
 def _iso_time(text: str) -> dt.datetime:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .apart import Apart
+from .apart import Apart, kernel_place
 from .records import KernelSeries, Record
 
 DEFAULT_LIMIT = 16
@@ -68,13 +68,6 @@ SERIES_KEY = ('system', 'partition', 'stack', 'kernel', 'mode', 'layout', 'size'
 RECORD_COLUMNS = ('rid', 'time', 'system', 'partition', 'stack', 'kernel', 'mode', 'ranks',
                   'threads', 'size', 'nodes', 'build_spec', 'library', 'verified', 'result')
 VALUE_COLUMNS = ('rid', 'vpos', 'variable', 'value', 'unit', 'ref', 'lower', 'upper')
-
-
-def _place(s: Series) -> tuple:
-    """One kernel on one system, partition and stack: where a series's build and MPI
-    library are named if it holds several (OSU and the ring kernels have builds of
-    their own)."""
-    return (s.system, s.partition, s.stack, s.kernel)
 
 
 def _band(side: str) -> pl.Expr:
@@ -160,7 +153,7 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
     chosen.sort(key=lambda s: (s.kernel, s.variable, s.system, s.partition, s.stack, s.mode,
                                s.size, s.nodes))
     # what tells the drawn series apart: their systems, builds and libraries (``label``)
-    apart = Apart.of(chosen, _place)
+    apart = Apart.of(chosen, kernel_place)
     return [dataclasses.replace(s, where=apart.where(s)) for s in chosen], total
 
 

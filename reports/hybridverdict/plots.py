@@ -26,8 +26,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from . import comm, glance, history, verdict  # noqa: E402
 from . import section as sec  # noqa: E402
-from .apart import Apart  # noqa: E402
-from .records import KernelSeries, size_key  # noqa: E402
+from .apart import Apart, kernel_place  # noqa: E402
+from .records import size_key  # noqa: E402
 from .report import Report  # noqa: E402
 
 DPI = 80
@@ -129,13 +129,6 @@ def _num(size: str) -> float | None:
         return float(size)
     except ValueError:
         return None
-
-
-def _series_place(x: KernelSeries) -> tuple:
-    """One kernel on one system, partition and stack: where a series's build and MPI
-    library are named if it holds several (OSU and the ring kernels have builds of
-    their own)."""
-    return (x.system, x.partition, x.stack, x.kernel)
 
 
 def speedup(rep: Report) -> Figure | None:
@@ -302,7 +295,7 @@ def hockney(rep: Report) -> Figure | None:
                           lambda c: (c.system, c.partition, c.nodes), 2, 5.5, 4.0)
     if fig is None:
         return None
-    apart = Apart.of([c for c in rep.curves if c.times], _series_place)
+    apart = Apart.of([c for c in rep.curves if c.times], kernel_place)
     for ax, ((system, part, nodes), cs) in panels:
         for c in cs:
             sizes, times = c.medians()
@@ -336,7 +329,7 @@ def saturation(rep: Report) -> Figure | None:
     fig, axes = _figure(top, 2, 10, 3.8)
     if fig is None:
         return None
-    apart = Apart.of(top.values(), _series_place)
+    apart = Apart.of(top.values(), kernel_place)
     ax_abs, ax_rel = axes
     for key, s in top.items():
         pts = s.curve()
@@ -386,7 +379,7 @@ def collectives(rep: Report) -> Figure | None:
         sizes = sorted({c.size for c in cs})
         shown = {sizes[0], sizes[-1]}          # the table has more sizes
         named = comm.several_placements(cs)
-        apart = Apart.of(cs, _series_place)
+        apart = Apart.of(cs, kernel_place)
         for c in cs:
             if c.size not in shown:
                 continue

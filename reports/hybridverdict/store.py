@@ -23,18 +23,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import polars as pl
 
 from . import tidy
-from .atomic import write_new
+from .atomic import locked, write_new
 from .perflog import (
     PROVENANCE_FIELDS,
     ReadStats,
@@ -255,31 +254,12 @@ class Store:
         with self._locked():
             return self._ingest(files, stats)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """An exclusive lock on the store (``LOCK`` in its folder, made if need be),
-        held until the block ends: another ingest waits for it.  A lock file that
-        cannot be opened for writing is locked read-only (``flock`` needs no write
-        access); where none can be opened or made at all (a read-only store without
-        one), the ingest goes on without it: nothing can be stored there, and a part
-        due fails with its own error."""
-        path = os.path.join(self.directory, LOCK)
-        fd = _open_lock(self.directory, path)
-        if fd is None:
-            yield
-            return
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError as err:
-                # NFS refuses an exclusive lock on a read-only descriptor: a
-                # store that cannot be written goes on as without a lock file.
-                if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
-                    raise StoreError(f'history store {self.directory}: cannot lock {path}: '
-                                     f'{err}') from err
-            yield
-        finally:
-            os.close(fd)        # releases the lock
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        """An exclusive lock on the store (``LOCK`` in its folder: ``atomic.locked``):
+        another ingest waits for it; a read-only store without one goes on without it
+        (a part due fails with its own error)."""
+        return locked(self.directory, LOCK, lambda path, err: StoreError(
+            f'history store {self.directory}: cannot lock {path}: {err}'))
 
     def _ingest(self, files: list[str], stats: ReadStats) -> Ingest:
         """``ingest`` of the perflog `files`, the store locked."""
@@ -382,22 +362,6 @@ def _remove(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.unlink(path)
-
-
-def _open_lock(directory: str, path: str) -> int | None:
-    """A descriptor of the lock file `path` of the store `directory`: opened for
-    writing (made, with the folder, if need be), else read-only; None where neither
-    can be (nothing can be written there either)."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
-        return None
-    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
-        try:
-            return os.open(path, flags, 0o666)
-        except OSError:
-            continue
-    return None
 
 
 def _bad_state(state: object) -> str:
