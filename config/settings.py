@@ -10,7 +10,12 @@ Every partition names ReFrame's ``mpirun`` launcher and every environment
 makes it its stack's: a folder of links to the stack's own tools first on
 ``PATH``, and the binding in the variables its launcher reads
 (``harnesslib.launch``), so any ReFrame check launches its stack this way.
-The processor topology is detected by ReFrame.  Everything goes under
+The processor topology of the local partitions is read from /sys when the
+file loads (``harnesscore.plan.host_processor``: physical cores, sockets, NUMA
+nodes, hardware threads per core), for the CPUs the launchers bind ranks to; a
+session whose affinity mask is narrower (taskset) stops here, saying so.
+ReFrame's own detection never runs for them (its ``mpirun`` launcher is not
+"local").  Everything goes under
 ``$HARNESS_VAR_DIR`` (default ``<checkout>/var``).
 
 Run it as ``reframe -C config/settings.py -c checks -r``.
@@ -28,9 +33,17 @@ from harnesscore import paths, quiet
 from harnesscore.bands import soft_zone
 from harnesscore.knobs import env_list
 from harnesscore.paths import REFERENCES_DIR
-from harnesscore.plan import budget_from_env, first_round, max_rounds, samples_per_run
+from harnesscore.plan import (
+    budget_from_env,
+    first_round,
+    host_processor,
+    max_rounds,
+    narrowed_affinity,
+    samples_per_run,
+)
 from harnesscore.references import ReferencesError, references_file, validate_references_file
 from harnesscore.schema import perflog_format, perfvar_format
+from harnesscore.selection import values as option_values
 from harnesscore.stacks import STACK, Stack, install_hint
 from harnesslib.launch import (
     clean_files_env,
@@ -136,6 +149,32 @@ if MPI_ENV_MODE == 'clean':
         _note(f'HARNESS_MPI_ENV=clean: the runs do not inherit {", ".join(_removed)} from '
               f'this shell (HARNESS_MPI_ENV=keep passes them on; each partition sets its '
               f'own transport)')
+
+def _runs_on_this_machine() -> bool:
+    """Whether this session's system starts its runs on this machine's CPUs
+    with the MPI launchers: ``local`` or ``declared``, named by ``--system``
+    (``RFM_SYSTEM``) or, where none is named, ``local`` (it matches every
+    host).  A Slurm system's runs start in its allocations."""
+    named = option_values(sys.argv[1:], '--system') or [os.environ.get('RFM_SYSTEM', '')]
+    system = named[-1].strip().split(':')[0]
+    return system in ('', 'local', 'declared')
+
+
+def _local_processor() -> dict:
+    """This machine's processor for the local partitions (``host_processor``:
+    hardware threads of one core are one core).  A session that runs here with
+    an affinity mask narrower than the CPUs the launchers bind ranks to
+    (``narrowed_affinity``: taskset, numactl; hwloc honours only a cgroup's
+    cpuset) stops: its runs would leave the CPUs it plans and watches."""
+    why = narrowed_affinity()
+    if why and _runs_on_this_machine():
+        _config_error(why)
+    return host_processor()
+
+
+#: The local partitions' processor (ReFrame does not detect it: their launcher
+#: is ``mpirun``, not ReFrame's ``local``).
+_LOCAL_PROCESSOR = _local_processor()
 
 _PARTITIONS = {
     'shm': 'shared memory between the ranks of one node (each stack\'s default)',
@@ -387,7 +426,8 @@ site_configuration = {
             **system_dirs(VAR_DIR, STAGE_DIR),
             'partitions': [
                 _local_partition(part, descr, ['local', f'transport-{part}'],
-                                 {'transport': part, 'nodes': 1})
+                                 {'transport': part, 'nodes': 1},
+                                 processor=_LOCAL_PROCESSOR)
                 for part, descr in _PARTITIONS.items()
             ],
         },

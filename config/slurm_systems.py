@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harnesscore.knobs import env_list
+from harnesscore.plan import host_processor  # the local partitions' too (settings.py)
 from harnesscore.stacks import STACK, STACKS, default_stacks
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
@@ -50,30 +51,6 @@ def system_dirs(prefix: str, stagedir: str = '') -> dict[str, str]:
     """A system's folders: `prefix`, its stage (``prefix/stage`` unless given), its output."""
     return {'prefix': prefix, 'stagedir': stagedir or os.path.join(prefix, 'stage'),
             'outputdir': os.path.join(prefix, 'output')}
-
-
-def host_processor() -> dict[str, int]:
-    """This machine's processor in ReFrame's terms, from /sys (the local
-    cluster's only node is this machine)."""
-    cpus = sorted(os.sched_getaffinity(0))
-    cores, sockets = set(), set()
-    for cpu in cpus:
-        topo = f'/sys/devices/system/cpu/cpu{cpu}/topology'
-        try:
-            with open(f'{topo}/physical_package_id') as fp:
-                sock = fp.read().strip()
-            with open(f'{topo}/core_id') as fp:
-                core = fp.read().strip()
-        except OSError:
-            sock, core = '0', str(cpu)
-        sockets.add(sock)
-        cores.add((sock, core))
-    return {
-        'num_cpus': len(cpus),
-        'num_cpus_per_core': max(1, len(cpus) // max(1, len(cores))),
-        'num_sockets': max(1, len(sockets)),
-        'num_cpus_per_socket': max(1, len(cpus) // max(1, len(sockets))),
-    }
 
 
 def srun_env(launch: str, pmi: str) -> dict[str, str]:

@@ -150,3 +150,16 @@ def test_a_stacks_link_folder_names_its_own_tools(tmp_path):
     other = checks.stack_bindir(str(tmp_path / 'links'), 'mvapich2', '/usr/bin/mpicc.mpich',
                                 '/usr/bin/mpiexec.mpich', 'mvapich2')
     assert other != bindir
+
+
+def test_layouts_without_a_partition_count_physical_cores(monkeypatch, tmp_path):
+    # No partition with a topology (imported outside ReFrame): the layouts of
+    # this machine counted its hardware threads; on 1 core of 2 threads
+    # mpi_2x1 and 1x2 bound two threads to the one core.
+    from harnesscore import plan
+    from test_plan import ONE_CORE_TWO_THREADS, fake_host
+    monkeypatch.setattr(plan, 'SYS_ROOT', fake_host(tmp_path, ONE_CORE_TWO_THREADS),
+                        raising=False)
+    monkeypatch.setattr(os, 'sched_getaffinity', lambda _pid: {0, 1})
+    monkeypatch.setattr(placement, '_partitions', lambda: [])
+    assert placement.system_layouts() == [(1, 1)]

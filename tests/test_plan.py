@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO, run_reframe
@@ -362,6 +363,9 @@ def _node(cores: int, extras: dict, *, local: bool = True, sockets: int = 2,
 def _cpus(monkeypatch, cpus: int) -> None:
     monkeypatch.setattr(P.os, 'sched_getaffinity', lambda _pid: set(range(cpus)))
     monkeypatch.setattr(P.os, 'cpu_count', lambda: cpus)
+    # A /sys that says nothing of them: each CPU a core of its own (this
+    # machine's hardware threads would change the count).
+    monkeypatch.setattr(P, 'SYS_ROOT', '/nonexistent-sys-root', raising=False)
 
 
 @pytest.mark.parametrize('cpus', [2, 16, 64])
@@ -615,3 +619,127 @@ def test_every_documented_name_pattern_selects_a_check(tmp_path):
     unmatched = sorted(pat for pat in patterns
                        if '...' not in pat and not any(re.search(pat, n) for n in names))
     assert not unmatched, f'documented -n patterns that select nothing: {unmatched}'
+
+
+# ---- this machine's cores (/sys faked in a folder: P.SYS_ROOT) ----------------------
+
+def fake_host(root: Path, cpus: dict[int, tuple[int, int, int]]) -> str:
+    """A folder faking a host's /sys: each CPU's (package, core_id, NUMA node),
+    all of them online."""
+    nodes: dict[int, list[int]] = {}
+    for cpu, (package, core, node) in cpus.items():
+        topo = root / f'sys/devices/system/cpu/cpu{cpu}/topology'
+        topo.mkdir(parents=True)
+        (topo / 'physical_package_id').write_text(f'{package}\n')
+        (topo / 'core_id').write_text(f'{core}\n')
+        nodes.setdefault(node, []).append(cpu)
+    for node, members in nodes.items():
+        folder = root / f'sys/devices/system/node/node{node}'
+        folder.mkdir(parents=True)
+        (folder / 'cpulist').write_text(','.join(map(str, members)) + '\n')
+    (root / 'sys/devices/system/cpu/online').write_text(
+        ','.join(map(str, sorted(cpus))) + '\n')
+    return str(root)
+
+
+#: 1 core of 2 hardware threads (the auditor's fake node).
+ONE_CORE_TWO_THREADS = {0: (0, 0, 0), 1: (0, 0, 0)}
+#: 8 cores of 2 hardware threads, Linux's numbering: CPU i and i + 8 share a core.
+EIGHT_CORES_SIXTEEN_THREADS = {cpu: (0, cpu % 8, 0) for cpu in range(16)}
+#: 2 sockets x 2 cores x 2 threads, 2 NUMA nodes per socket (one core each).
+TWO_SOCKETS = {cpu: (cpu % 4 // 2, cpu % 2, cpu % 4) for cpu in range(8)}
+
+
+def _on_host(monkeypatch, tmp_path, cpus: dict[int, tuple[int, int, int]]) -> None:
+    monkeypatch.setattr(P, 'SYS_ROOT', fake_host(tmp_path / 'host', cpus), raising=False)
+    monkeypatch.setattr(P.os, 'sched_getaffinity', lambda _pid: set(cpus))
+    monkeypatch.setattr(P.os, 'cpu_count', lambda: len(cpus))
+
+
+def _local_partition(processor: dict | None = None, extras: dict | None = None) -> object:
+    from types import SimpleNamespace
+
+    from reframe.core.systems import ProcessorInfo
+    return SimpleNamespace(processor=ProcessorInfo(processor or {}), extras=extras or {},
+                           fullname='local:shm', environs=['env'],
+                           scheduler=SimpleNamespace(registered_name='local'))
+
+
+def test_hardware_threads_of_one_core_are_one_core(monkeypatch, tmp_path):
+    # A local partition without processor info counted the logical CPUs: on
+    # 1 core of 2 threads mpi_2x1 ran, both ranks bound to the one core.
+    _on_host(monkeypatch, tmp_path, ONE_CORE_TWO_THREADS)
+    assert P.cores_per_node(_local_partition()) == 1
+    # declared:cores16 on 8 cores of 16 threads: oversubscribed (it ran bound).
+    _on_host(monkeypatch, tmp_path / 'big', EIGHT_CORES_SIXTEEN_THREADS)
+    declared = P.Topology.from_partition(_local_partition(
+        {'num_cpus': 16, 'num_cpus_per_core': 1}, {'declared_topology': True}))
+    assert declared.cores == 16 and declared.oversubscribed
+    assert P.host_cores() == 8
+
+
+def test_host_processor_reads_cores_sockets_and_numa_from_sys(tmp_path):
+    root = fake_host(tmp_path, TWO_SOCKETS)
+    proc = P.host_processor(range(8), root)
+    assert proc == {
+        'num_cpus': 8, 'num_cpus_per_core': 2, 'num_sockets': 2, 'num_cpus_per_socket': 4,
+        'topology': {'numa_nodes': ['0x11', '0x22', '0x44', '0x88'],
+                     'sockets': ['0x33', '0xcc'],
+                     'cores': ['0x11', '0x22', '0x44', '0x88']}}
+    # The plan's node: 4 cores, 2 sockets, 4 NUMA domains (a local partition
+    # had 1 socket and 1 NUMA domain whatever the machine).
+    topo = P.Topology.from_partition(_local_partition(proc))
+    assert (topo.cores, topo.sockets, topo.numa) == (4, 2, 4)
+    # Only the CPUs asked for: one thread of each core; unequal threads per
+    # core are described by their cores.
+    assert P.host_processor([0, 1, 2, 3], root)['num_cpus_per_core'] == 1
+    assert P.host_cores([0, 1, 2, 3, 4], root) == 4
+    # Nothing in /sys: each CPU a core of its own, NUMA unknown.
+    bare = P.host_processor([0, 1], str(tmp_path / 'none'))
+    assert (bare['num_cpus'], bare['num_cpus_per_core'], bare['num_sockets']) == (2, 1, 1)
+    assert 'numa_nodes' not in bare['topology']
+
+
+def _cgroup(root: Path, version: int, path: str, cpus: dict[str, str]) -> None:
+    """A process in cgroup `path` of a v1 cpuset or a v2 hierarchy, with the
+    cpuset files `cpus` (folder relative to the mount: CPU list)."""
+    mount = '/sys/fs/cgroup/cpuset' if version == 1 else '/sys/fs/cgroup'
+    (root / 'proc/self').mkdir(parents=True, exist_ok=True)
+    (root / 'proc/self/cgroup').write_text(
+        f'4:cpuset:{path}\n1:name=systemd:/\n' if version == 1 else f'0::{path}\n')
+    kind = 'cgroup cgroup rw,cpuset' if version == 1 else 'cgroup2 cgroup2 rw'
+    (root / 'proc/self/mountinfo').write_text(
+        f'20 1 0:20 / / rw - ext4 /dev/root rw\n'
+        f'31 20 0:28 / {mount} rw,relatime - {kind}\n')
+    name = 'cpuset.effective_cpus' if version == 1 else 'cpuset.cpus.effective'
+    for folder, text in cpus.items():
+        where = root / mount.lstrip('/') / folder.lstrip('/')
+        where.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text + '\n')
+
+
+def test_an_affinity_narrower_than_the_launchers_cpus_is_named(tmp_path):
+    # taskset -c 1: the plan and the quiet snapshot counted CPU 1 while hwloc
+    # (both launchers) bound the rank to CPU 0: every CPU in the cgroup.
+    root = tmp_path / 'v1'
+    fake_host(root, {cpu: (0, cpu, 0) for cpu in range(4)})
+    _cgroup(root, 1, '/', {'/': '0-3'})
+    why = P.narrowed_affinity({1}, str(root))
+    assert why.startswith('this process may only run on CPUs 1 (its affinity mask'), why
+    assert 'bind ranks to any of CPUs 0-3' in why and 'run without taskset' in why
+    assert '\n' not in why
+    assert P.narrowed_affinity({0, 1, 2, 3}, str(root)) == ''
+    # A Slurm job's cgroup (v2; its cpuset on the job's folder, the step's
+    # inherits it): the launchers bind within it, as the mask says.
+    root = tmp_path / 'v2'
+    fake_host(root, {cpu: (0, cpu, 0) for cpu in range(4)})
+    _cgroup(root, 2, '/slurm/job_7/step_0', {'/': '0-3', '/slurm/job_7': '2-3'})
+    assert P.launcher_cpus(str(root)) == {2, 3}
+    assert P.narrowed_affinity({2, 3}, str(root)) == ''
+    assert 'CPUs 3 (its' in P.narrowed_affinity({3}, str(root))
+    # No cgroup to read: the online CPUs.
+    root = tmp_path / 'bare'
+    fake_host(root, {cpu: (0, cpu, 0) for cpu in range(2)})
+    assert P.launcher_cpus(str(root)) == {0, 1}
+    assert P.cpu_list('0-2,5,7-8') == {0, 1, 2, 5, 7, 8}
+    assert P.cpu_list_text({8, 0, 1, 2, 5, 7}) == '0-2,5,7-8'

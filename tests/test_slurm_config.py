@@ -765,3 +765,63 @@ def test_a_quoted_pin_is_the_value_its_run_checks_and_records(tmp_path):
     stage = clean_stream_dry_run(tmp_path, site, 'ib')
     script = next((stage / 'openmpi').glob('StreamCheck_*/rfm_job.sh')).read_text()
     assert 'export OMPI_MCA_pml_ucx_tls="rc ud"\n' in script
+
+
+def test_the_test_cluster_and_the_local_partitions_share_one_processor(tmp_path, monkeypatch,
+                                                                       no_cluster_env):
+    # One function reads /sys for both (harnesscore.plan.host_processor): on
+    # 2 cores of 2 threads each, 2 cores of 2 CPUs each, 1 socket.
+    from harnesscore import plan
+    from test_plan import fake_host
+    root = fake_host(tmp_path, {0: (0, 0, 0), 1: (0, 1, 0), 2: (0, 0, 0), 3: (0, 1, 0)})
+    monkeypatch.setattr(plan, 'SYS_ROOT', root, raising=False)
+    monkeypatch.setattr(os, 'sched_getaffinity', lambda _pid: {0, 1, 2, 3})
+    spec = slurm_systems.test_cluster_spec({'SHARED_CORES': '1'})
+    proc = spec['partitions']['fast']['processor']
+    assert (proc['num_cpus'], proc['num_cpus_per_core'], proc['num_sockets']) == (4, 2, 1)
+    assert proc == plan.host_processor()
+
+
+def test_the_local_partitions_declare_this_machines_processor(tmp_path):
+    # ReFrame never detected it (their launcher is mpirun, not 'local'): the
+    # layouts counted hardware threads as cores, 1 socket and 1 NUMA domain.
+    proc = reframe(tmp_path, '--show-config', 'systems/0/partitions')
+    assert proc.returncode == 0, proc.stderr
+    parts = json.loads(proc.stdout)
+    assert [p['name'] for p in parts if 'processor' not in p] == []
+    from harnesscore.plan import host_processor
+    for part in parts:
+        assert part['processor'] == host_processor(), part['name']
+
+
+def _on_one_cpu(cpu: int):
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two CPUs')
+def test_a_local_session_under_a_narrower_affinity_stops_saying_why(tmp_path):
+    # taskset -c 1 reframe ... -r passed with the kernel bound to CPU 0: hwloc
+    # (both launchers) binds within the cgroup's CPUs, not the affinity mask.
+    cpu = max(os.sched_getaffinity(0))
+    args = [str(BIN / 'reframe'), '--nocolor', '-C', str(CONFIG)]
+    env = mpi_env(HARNESS_VAR_DIR=str(tmp_path))
+    for system in ([], ['--system', 'local:shm'], ['--system=declared']):
+        proc = subprocess.run([*args, *system, '--show-config', 'systems/0/name'],
+                              capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
+                              preexec_fn=_on_one_cpu(cpu))
+        assert proc.returncode == 2, (system, proc.stdout, proc.stderr)
+        from harnesscore.plan import cpu_list_text, launcher_cpus
+        lines = [ln for ln in proc.stderr.splitlines() if 'error' in ln]
+        assert lines == [f'harness config: error: this process may only run on CPUs {cpu} '
+                         f'(its affinity mask: taskset, numactl), but the MPI launchers '
+                         f'bind ranks to any of CPUs {cpu_list_text(launcher_cpus())} '
+                         f'(online, within its cgroup\'s cpuset): the runs would leave the '
+                         f'CPUs the harness plans and watches; run without taskset/numactl, '
+                         f'or inside a cgroup or Slurm allocation of the CPUs to use'], \
+            proc.stderr
+        assert 'Traceback' not in proc.stderr
+    # A Slurm system's runs start in its allocation: nothing to stop.
+    proc = subprocess.run([*args, '--system', 'local-slurm', '--show-config', 'systems/0/name'],
+                          capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
+                          preexec_fn=_on_one_cpu(cpu))
+    assert proc.returncode == 0 and json.loads(proc.stdout) == 'local-slurm', proc.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 
 import reframe.core.runtime as rt
 from harnesscore import plan as _plan
@@ -90,8 +89,8 @@ def system_layouts() -> list[tuple[int, int]]:
     for part in _partitions():
         with contextlib.suppress(ValueError):   # a partition of unknown topology
             cores.add(cores_per_node(part))
-    if not cores:
-        cores.add(len(os.sched_getaffinity(0)))
+    if not cores:   # no runtime, or no partition with a topology: this machine's cores
+        cores.add(_plan.host_cores())
     return sorted({lay for c in cores for lay in _divisor_layouts(c)},
                   key=lambda rt_: (rt_[1], rt_[0]))
 
