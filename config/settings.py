@@ -11,7 +11,7 @@ makes it its stack's: a folder of links to the stack's own tools first on
 ``PATH``, and the binding in the variables its launcher reads
 (``harnesslib.launch``), so any ReFrame check launches its stack this way.
 The processor topology of the local partitions is read from /sys when the
-file loads (``harnesscore.plan.host_processor``: physical cores, sockets, NUMA
+file loads (``harnesscore.host.host_processor``: physical cores, sockets, NUMA
 nodes, hardware threads per core), for the CPUs the launchers bind ranks to; a
 session whose affinity mask is narrower (taskset) stops here, saying so.
 ReFrame's own detection never runs for them (its ``mpirun`` launcher is not
@@ -31,16 +31,10 @@ from typing import NoReturn
 
 from harnesscore import paths, quiet
 from harnesscore.bands import soft_zone
+from harnesscore.host import host_processor, narrowed_affinity
 from harnesscore.knobs import env_list
 from harnesscore.paths import REFERENCES_DIR
-from harnesscore.plan import (
-    budget_from_env,
-    first_round,
-    host_processor,
-    max_rounds,
-    narrowed_affinity,
-    samples_per_run,
-)
+from harnesscore.plan import budget_from_env, first_round, max_rounds, samples_per_run
 from harnesscore.references import ReferencesError, references_file, validate_references_file
 from harnesscore.schema import perflog_format, perfvar_format
 from harnesscore.selection import values as option_values

@@ -37,8 +37,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from harnesscore.host import host_processor  # the local partitions' too (settings.py)
 from harnesscore.knobs import env_list
-from harnesscore.plan import host_processor  # the local partitions' too (settings.py)
 from harnesscore.stacks import STACK, STACKS, default_stacks
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.

@@ -156,9 +156,9 @@ def test_layouts_without_a_partition_count_physical_cores(monkeypatch, tmp_path)
     # No partition with a topology (imported outside ReFrame): the layouts of
     # this machine counted its hardware threads; on 1 core of 2 threads
     # mpi_2x1 and 1x2 bound two threads to the one core.
-    from harnesscore import plan
+    from harnesscore import host
     from test_plan import ONE_CORE_TWO_THREADS, fake_host
-    monkeypatch.setattr(plan, 'SYS_ROOT', fake_host(tmp_path, ONE_CORE_TWO_THREADS),
+    monkeypatch.setattr(host, 'SYS_ROOT', fake_host(tmp_path, ONE_CORE_TWO_THREADS),
                         raising=False)
     monkeypatch.setattr(os, 'sched_getaffinity', lambda _pid: {0, 1})
     monkeypatch.setattr(placement, '_partitions', lambda: [])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, run_reframe
+from harnesscore import host as H
 from harnesscore import plan as P
 from harnesslib import plan as plan_cli
 
@@ -365,7 +366,7 @@ def _cpus(monkeypatch, cpus: int) -> None:
     monkeypatch.setattr(P.os, 'cpu_count', lambda: cpus)
     # A /sys that says nothing of them: each CPU a core of its own (this
     # machine's hardware threads would change the count).
-    monkeypatch.setattr(P, 'SYS_ROOT', '/nonexistent-sys-root', raising=False)
+    monkeypatch.setattr(H, 'SYS_ROOT', '/nonexistent-sys-root', raising=False)
 
 
 @pytest.mark.parametrize('cpus', [2, 16, 64])
@@ -621,7 +622,7 @@ def test_every_documented_name_pattern_selects_a_check(tmp_path):
     assert not unmatched, f'documented -n patterns that select nothing: {unmatched}'
 
 
-# ---- this machine's cores (/sys faked in a folder: P.SYS_ROOT) ----------------------
+# ---- this machine's cores (/sys faked in a folder: H.SYS_ROOT) ----------------------
 
 def fake_host(root: Path, cpus: dict[int, tuple[int, int, int]]) -> str:
     """A folder faking a host's /sys: each CPU's (package, core_id, NUMA node),
@@ -651,7 +652,7 @@ TWO_SOCKETS = {cpu: (cpu % 4 // 2, cpu % 2, cpu % 4) for cpu in range(8)}
 
 
 def _on_host(monkeypatch, tmp_path, cpus: dict[int, tuple[int, int, int]]) -> None:
-    monkeypatch.setattr(P, 'SYS_ROOT', fake_host(tmp_path / 'host', cpus), raising=False)
+    monkeypatch.setattr(H, 'SYS_ROOT', fake_host(tmp_path / 'host', cpus), raising=False)
     monkeypatch.setattr(P.os, 'sched_getaffinity', lambda _pid: set(cpus))
     monkeypatch.setattr(P.os, 'cpu_count', lambda: len(cpus))
 
@@ -675,12 +676,12 @@ def test_hardware_threads_of_one_core_are_one_core(monkeypatch, tmp_path):
     declared = P.Topology.from_partition(_local_partition(
         {'num_cpus': 16, 'num_cpus_per_core': 1}, {'declared_topology': True}))
     assert declared.cores == 16 and declared.oversubscribed
-    assert P.host_cores() == 8
+    assert H.host_cores() == 8
 
 
 def test_host_processor_reads_cores_sockets_and_numa_from_sys(tmp_path):
     root = fake_host(tmp_path, TWO_SOCKETS)
-    proc = P.host_processor(range(8), root)
+    proc = H.host_processor(range(8), root)
     assert proc == {
         'num_cpus': 8, 'num_cpus_per_core': 2, 'num_sockets': 2, 'num_cpus_per_socket': 4,
         'topology': {'numa_nodes': ['0x11', '0x22', '0x44', '0x88'],
@@ -692,10 +693,10 @@ def test_host_processor_reads_cores_sockets_and_numa_from_sys(tmp_path):
     assert (topo.cores, topo.sockets, topo.numa) == (4, 2, 4)
     # Only the CPUs asked for: one thread of each core; unequal threads per
     # core are described by their cores.
-    assert P.host_processor([0, 1, 2, 3], root)['num_cpus_per_core'] == 1
-    assert P.host_cores([0, 1, 2, 3, 4], root) == 4
+    assert H.host_processor([0, 1, 2, 3], root)['num_cpus_per_core'] == 1
+    assert H.host_cores([0, 1, 2, 3, 4], root) == 4
     # Nothing in /sys: each CPU a core of its own, NUMA unknown.
-    bare = P.host_processor([0, 1], str(tmp_path / 'none'))
+    bare = H.host_processor([0, 1], str(tmp_path / 'none'))
     assert (bare['num_cpus'], bare['num_cpus_per_core'], bare['num_sockets']) == (2, 1, 1)
     assert 'numa_nodes' not in bare['topology']
 
@@ -724,22 +725,22 @@ def test_an_affinity_narrower_than_the_launchers_cpus_is_named(tmp_path):
     root = tmp_path / 'v1'
     fake_host(root, {cpu: (0, cpu, 0) for cpu in range(4)})
     _cgroup(root, 1, '/', {'/': '0-3'})
-    why = P.narrowed_affinity({1}, str(root))
+    why = H.narrowed_affinity({1}, str(root))
     assert why.startswith('this process may only run on CPUs 1 (its affinity mask'), why
     assert 'bind ranks to any of CPUs 0-3' in why and 'run without taskset' in why
     assert '\n' not in why
-    assert P.narrowed_affinity({0, 1, 2, 3}, str(root)) == ''
+    assert H.narrowed_affinity({0, 1, 2, 3}, str(root)) == ''
     # A Slurm job's cgroup (v2; its cpuset on the job's folder, the step's
     # inherits it): the launchers bind within it, as the mask says.
     root = tmp_path / 'v2'
     fake_host(root, {cpu: (0, cpu, 0) for cpu in range(4)})
     _cgroup(root, 2, '/slurm/job_7/step_0', {'/': '0-3', '/slurm/job_7': '2-3'})
-    assert P.launcher_cpus(str(root)) == {2, 3}
-    assert P.narrowed_affinity({2, 3}, str(root)) == ''
-    assert 'CPUs 3 (its' in P.narrowed_affinity({3}, str(root))
+    assert H.launcher_cpus(str(root)) == {2, 3}
+    assert H.narrowed_affinity({2, 3}, str(root)) == ''
+    assert 'CPUs 3 (its' in H.narrowed_affinity({3}, str(root))
     # No cgroup to read: the online CPUs.
     root = tmp_path / 'bare'
     fake_host(root, {cpu: (0, cpu, 0) for cpu in range(2)})
-    assert P.launcher_cpus(str(root)) == {0, 1}
-    assert P.cpu_list('0-2,5,7-8') == {0, 1, 2, 5, 7, 8}
-    assert P.cpu_list_text({8, 0, 1, 2, 5, 7}) == '0-2,5,7-8'
+    assert H.launcher_cpus(str(root)) == {0, 1}
+    assert H.cpu_list('0-2,5,7-8') == {0, 1, 2, 5, 7, 8}
+    assert H.cpu_list_text({8, 0, 1, 2, 5, 7}) == '0-2,5,7-8'

@@ -769,17 +769,17 @@ def test_a_quoted_pin_is_the_value_its_run_checks_and_records(tmp_path):
 
 def test_the_test_cluster_and_the_local_partitions_share_one_processor(tmp_path, monkeypatch,
                                                                        no_cluster_env):
-    # One function reads /sys for both (harnesscore.plan.host_processor): on
+    # One function reads /sys for both (harnesscore.host.host_processor): on
     # 2 cores of 2 threads each, 2 cores of 2 CPUs each, 1 socket.
-    from harnesscore import plan
+    from harnesscore import host
     from test_plan import fake_host
     root = fake_host(tmp_path, {0: (0, 0, 0), 1: (0, 1, 0), 2: (0, 0, 0), 3: (0, 1, 0)})
-    monkeypatch.setattr(plan, 'SYS_ROOT', root, raising=False)
+    monkeypatch.setattr(host, 'SYS_ROOT', root, raising=False)
     monkeypatch.setattr(os, 'sched_getaffinity', lambda _pid: {0, 1, 2, 3})
     spec = slurm_systems.test_cluster_spec({'SHARED_CORES': '1'})
     proc = spec['partitions']['fast']['processor']
     assert (proc['num_cpus'], proc['num_cpus_per_core'], proc['num_sockets']) == (4, 2, 1)
-    assert proc == plan.host_processor()
+    assert proc == host.host_processor()
 
 
 def test_the_local_partitions_declare_this_machines_processor(tmp_path):
@@ -789,7 +789,7 @@ def test_the_local_partitions_declare_this_machines_processor(tmp_path):
     assert proc.returncode == 0, proc.stderr
     parts = json.loads(proc.stdout)
     assert [p['name'] for p in parts if 'processor' not in p] == []
-    from harnesscore.plan import host_processor
+    from harnesscore.host import host_processor
     for part in parts:
         assert part['processor'] == host_processor(), part['name']
 
@@ -810,7 +810,7 @@ def test_a_local_session_under_a_narrower_affinity_stops_saying_why(tmp_path):
                               capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
                               preexec_fn=_on_one_cpu(cpu))
         assert proc.returncode == 2, (system, proc.stdout, proc.stderr)
-        from harnesscore.plan import cpu_list_text, launcher_cpus
+        from harnesscore.host import cpu_list_text, launcher_cpus
         lines = [ln for ln in proc.stderr.splitlines() if 'error' in ln]
         assert lines == [f'harness config: error: this process may only run on CPUs {cpu} '
                          f'(its affinity mask: taskset, numactl), but the MPI launchers '

@@ -17,6 +17,7 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from harnesscore.host import host_cores
 from harnesscore.osu_output import env_family
 from harnesscore.paths import REFERENCES_DIR
 from harnesscore.references import references_file, split_name
@@ -547,7 +548,8 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
     def declared_oversubscription(self) -> bool:
         """True where the configuration says the runs share cores on purpose:
         a local partition that declares more cores than this machine has
-        (``extras['declared_topology']``), or a test cluster whose nodes share
+        (``extras['declared_topology']``; its physical cores, ``host_cores``,
+        as the plan counts them), or a test cluster whose nodes share
         this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
         on fewer cores than nodes x cores per node).  Such runs test the path:
         they are flagged oversubscribed and kept out of verdicts."""
@@ -556,7 +558,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
             return True
         return (bool(part.extras.get('declared_topology')) and
                 part.scheduler.registered_name == 'local' and
-                self.cores > len(os.sched_getaffinity(0)))
+                self.cores > host_cores())
 
     def flag_oversubscription(self, clashes: list[str] | None = None) -> bool:
         """Sets the perflog's ``oversubscribed`` and returns it: more threads
@@ -719,20 +721,36 @@ class KernelCheck(RunBase):
         return []
 
     def _shared_cores(self, res: dict) -> list[str]:
-        """Cores on which two threads of this run ran (empty if none)."""
-        seen: dict[tuple[str, int], str] = {}
+        """Cores on which two threads of this run ran (empty if none).
+
+        A thread's core is the RESULT line's ``cores`` entry (the core of its
+        logical CPU: two hardware threads of one core give the same core)
+        where the kernel gives one for every thread that has a CPU, else its
+        ``cpus`` entry, as from kernels that report no cores."""
+        cpus_of = res.get('cpus') or []
+        cores_of = res.get('cores')
+        known = (isinstance(cores_of, list) and len(cores_of) == len(cpus_of) and all(
+            isinstance(cores, list) and len(cores) == len(cpus) and all(
+                cpu is None or cpu < 0 or (isinstance(core, int) and core >= 0)
+                for cpu, core in zip(cpus, cores))
+            for cpus, cores in zip(cpus_of, cores_of)))
+        seen: dict[tuple[str, int], tuple[str, int]] = {}
         clashes = []
         hosts = res.get('hosts') or []
-        for r, cpus in enumerate(res.get('cpus') or []):
+        for r, cpus in enumerate(cpus_of):
             host = hosts[r] if r < len(hosts) else '?'
             for t, cpu in enumerate(cpus):
                 if cpu is None or cpu < 0:
                     continue
                 who = f'rank {r} thread {t}'
-                if (host, cpu) in seen:
-                    clashes.append(f'{who} and {seen[(host, cpu)]} on {host} core {cpu}')
-                else:
-                    seen[(host, cpu)] = who
+                core = cores_of[r][t] if known else cpu
+                if (host, core) not in seen:
+                    seen[(host, core)] = (who, cpu)
+                    continue
+                other, other_cpu = seen[(host, core)]
+                where = (f'core {cpu}' if cpu == other_cpu else
+                         f'core {core} (hardware threads cpu {cpu} and cpu {other_cpu})')
+                clashes.append(f'{who} and {other} on {host} {where}')
         return clashes
 
     @sanity_function

@@ -10,6 +10,7 @@ import functools
 
 import reframe.core.runtime as rt
 from harnesscore import plan as _plan
+from harnesscore.host import host_cores
 from harnesscore.plan import (  # noqa: F401  (the checks' API)
     MAX_FIRST_ROUND,
     MAX_SAMPLES,
@@ -90,7 +91,7 @@ def system_layouts() -> list[tuple[int, int]]:
         with contextlib.suppress(ValueError):   # a partition of unknown topology
             cores.add(cores_per_node(part))
     if not cores:   # no runtime, or no partition with a topology: this machine's cores
-        cores.add(_plan.host_cores())
+        cores.add(host_cores())
     return sorted({lay for c in cores for lay in _divisor_layouts(c)},
                   key=lambda rt_: (rt_[1], rt_[0]))
 

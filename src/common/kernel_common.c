@@ -246,6 +246,71 @@ static int known_fault(const char *name) {
 }
 #endif
 
+/* ---- Cores of the logical CPUs ------------------------------------------
+ * Read once in kc_start, before any timer: sched_getcpu() gives a logical CPU
+ * (a hardware thread), and two threads on the two hardware threads of one core
+ * share that core as much as two threads on one CPU do. */
+
+/* A non-negative integer from /sys/devices/system/cpu/cpu<cpu>/topology/<name>,
+ * or -1 (no such file, or not a non-negative integer). */
+static long topology_value(int cpu, const char *name) {
+    char path[96];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[32];
+    const int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!got) return -1;
+    line[strcspn(line, "\n")] = '\0';
+    long v = -1;
+    return kc_parse_long(line, 0, LONG_MAX, &v) == 0 ? v : -1;
+}
+
+/* A logical CPU and where it sits: package, die (0 where the kernel has no
+ * die_id) and core (core_id); pkg < 0 where the package or the core is unreadable. */
+typedef struct {
+    long pkg, die, core;
+    int cpu;
+} cpu_place;
+
+static int cmp_place(const void *a, const void *b) {
+    const cpu_place *x = a, *y = b;
+    if (x->pkg != y->pkg) return (x->pkg > y->pkg) - (x->pkg < y->pkg);
+    if (x->die != y->die) return (x->die > y->die) - (x->die < y->die);
+    if (x->core != y->core) return (x->core > y->core) - (x->core < y->core);
+    return (x->cpu > y->cpu) - (x->cpu < y->cpu);
+}
+
+/* ctx->cpu_core and ctx->ncpus (kc_ctx): every configured logical CPU's core. */
+static void read_cpu_cores(kc_ctx *ctx) {
+    const long conf = sysconf(_SC_NPROCESSORS_CONF);
+    const int n = conf > 0 && conf < INT_MAX ? (int)conf : 1;
+    ctx->ncpus = n;
+    ctx->cpu_core = malloc((size_t)n * sizeof *ctx->cpu_core);
+    cpu_place *place = malloc((size_t)n * sizeof *place);
+    if (!ctx->cpu_core || !place) kc_abort(ctx, "out of memory");
+    for (int c = 0; c < n; ++c) {
+        cpu_place p = {.pkg = topology_value(c, "physical_package_id"),
+                       .die = topology_value(c, "die_id"),
+                       .core = topology_value(c, "core_id"),
+                       .cpu = c};
+        if (p.die < 0) p.die = 0;   /* kernels before 5.2 have no die_id */
+        if (p.core < 0) p.pkg = -1;
+        place[c] = p;
+    }
+    /* Sorted by core, then CPU: each core's CPUs in a row, its lowest first. */
+    qsort(place, (size_t)n, sizeof *place, cmp_place);
+    int first = -1;
+    for (int i = 0; i < n; ++i) {
+        const cpu_place *p = &place[i], *q = i > 0 ? &place[i - 1] : NULL;
+        if (!q || p->pkg != q->pkg || p->die != q->die || p->core != q->core)
+            first = p->cpu;
+        ctx->cpu_core[p->cpu] = p->pkg < 0 ? -1 : first;
+    }
+    free(place);
+}
+
 void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opts,
               kc_mode *mode) {
     char errbuf[KC_ERR_CAP];
@@ -321,6 +386,7 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
     }
     ctx->threads = team;
 #endif
+    read_cpu_cores(ctx);
     ctx->thread_cpu = malloc((size_t)ctx->threads * sizeof *ctx->thread_cpu);
     if (!ctx->thread_cpu) kc_abort(ctx, "out of memory");
     for (int t = 0; t < ctx->threads; ++t) ctx->thread_cpu[t] = -1;
@@ -520,6 +586,19 @@ static void library_version(char *out, size_t cap) {
     out[o] = '\0';
 }
 
+/* "key":[[rank 0's values],...]: v[displs[r] .. displs[r] + counts[r]) per rank. */
+static void json_per_thread(kc_json *j, const char *key, const int *v, const int *counts,
+                            const int *displs, int nranks) {
+    jappend(jkey(j, key), "[");
+    for (int r = 0; r < nranks; ++r) {
+        jappend(j, r ? ",[" : "[");
+        for (int t = 0; t < counts[r]; ++t)
+            jappend(j, t ? ",%d" : "%d", v[displs[r] + t]);
+        jappend(j, "]");
+    }
+    jappend(j, "]");
+}
+
 void kc_json_open(kc_json *j, const kc_ctx *ctx) {
     *j = (kc_json){.first = 1};
     jappend(j, "{");
@@ -550,14 +629,23 @@ void kc_json_open(kc_json *j, const kc_ctx *ctx) {
     }
     MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME,
                MPI_CHAR, 0, MPI_COMM_WORLD);
-    int *counts = NULL, *displs = NULL;
+    /* The core of each thread's CPU (the table read in kc_start). */
+    int *core = malloc((size_t)ctx->threads * sizeof *core);
+    if (!core) kc_abort(ctx, "out of memory");
+    for (int t = 0; t < ctx->threads; ++t) {
+        const int cpu = ctx->thread_cpu[t];
+        core[t] = cpu >= 0 && cpu < ctx->ncpus ? ctx->cpu_core[cpu] : -1;
+    }
+    int *counts = NULL, *displs = NULL, *cores = NULL;
     const long total = kc_gather_counts(ctx, MPI_COMM_WORLD, ctx->threads, &counts, &displs);
     if (ctx->rank == 0) {
         cpus = malloc((size_t)(total ? total : 1) * sizeof *cpus);
-        if (!cpus) kc_abort(ctx, "out of memory");
+        cores = malloc((size_t)(total ? total : 1) * sizeof *cores);
+        if (!cpus || !cores) kc_abort(ctx, "out of memory");
     }
     MPI_Gatherv(ctx->thread_cpu, ctx->threads, MPI_INT, cpus, counts, displs, MPI_INT,
                 0, MPI_COMM_WORLD);
+    MPI_Gatherv(core, ctx->threads, MPI_INT, cores, counts, displs, MPI_INT, 0, MPI_COMM_WORLD);
     if (ctx->rank == 0) {
         jappend(jkey(j, "hosts"), "[");
         for (int r = 0; r < ctx->nranks; ++r) {
@@ -565,19 +653,10 @@ void kc_json_open(kc_json *j, const kc_ctx *ctx) {
             jstring(j, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
         }
         jappend(j, "]");
-        jappend(jkey(j, "cpus"), "[");
-        for (int r = 0; r < ctx->nranks; ++r) {
-            jappend(j, r ? ",[" : "[");
-            for (int t = 0; t < counts[r]; ++t)
-                jappend(j, t ? ",%d" : "%d", cpus[displs[r] + t]);
-            jappend(j, "]");
-        }
-        jappend(j, "]");
+        json_per_thread(j, "cpus", cpus, counts, displs, ctx->nranks);
+        json_per_thread(j, "cores", cores, counts, displs, ctx->nranks);
     }
-    free(hosts);
-    free(cpus);
-    free(counts);
-    free(displs);
+    KC_FREE_ALL(hosts, cpus, cores, core, counts, displs);
 }
 
 void kc_json_emit(kc_json *j, const kc_ctx *ctx) {
@@ -700,8 +779,9 @@ void kc_block(long n, int part, int parts, int *lo, int *hi) {
 }
 
 int kc_finalize(kc_ctx *ctx) {
-    free(ctx->thread_cpu);
-    ctx->thread_cpu = NULL;
+    KC_FREE_ALL(ctx->thread_cpu, ctx->cpu_core);
+    ctx->thread_cpu = ctx->cpu_core = NULL;
+    ctx->ncpus = 0;
     fflush(stdout);
     fflush(stderr);
     arm_finalize_watchdog(ctx->kernel, 0);

@@ -38,7 +38,12 @@ typedef struct {
                            * OMP_NUM_THREADS); OMP_THREAD_LIMIT, OMP_DYNAMIC or the
                            * runtime may give a smaller team (threads) */
     int provided;         /* MPI thread level provided */
-    int *thread_cpu;      /* [threads]: core each thread ran on (kc_record_cpus) */
+    int *thread_cpu;      /* [threads]: logical CPU each thread ran on (kc_record_cpu) */
+    int *cpu_core;        /* [ncpus]: the core of each logical CPU of this node, read at
+                           * start-up (kc_start): the lowest logical CPU of the same
+                           * physical_package_id, die_id and core_id (so a CPU without a
+                           * hardware-thread sibling is its own core); -1 where unreadable */
+    int ncpus;            /* entries of cpu_core */
 } kc_ctx;
 
 /* The name of a mode ("mpi", "masteronly", ...). */
@@ -122,9 +127,9 @@ void kc_abort(const kc_ctx *ctx, const char *fmt, ...)
 /* Allocate or abort; memory is not touched (first touch is the caller's). */
 void *kc_malloc(const kc_ctx *ctx, size_t bytes);
 
-/* Record the core each OpenMP thread runs on.  Call it from inside a parallel
- * region of the timed phase (every thread calls it); outside a parallel
- * region it records thread 0 only. */
+/* Record the logical CPU each OpenMP thread runs on (sched_getcpu; no file is
+ * read).  Call it from inside a parallel region of the timed phase (every
+ * thread calls it); outside a parallel region it records thread 0 only. */
 void kc_record_cpu(kc_ctx *ctx);
 
 /* Logical AND of `ok` over all ranks. */
@@ -167,8 +172,11 @@ void kc_json_fom(kc_json *j, double fom, const char *unit);
 
 /* How every RESULT line starts: a new builder with the keys every RESULT line
  * must carry and that the context knows: kernel, mode, ranks, threads,
- * thread_level, mpi_library, fault_injected, hosts, cpus.  Collective: every
- * rank must call it (it gathers the cores and hosts). */
+ * thread_level, mpi_library, fault_injected, hosts, cpus (the logical CPU of
+ * each thread, [[rank 0 threads], ...]) and cores (the same shape: the core
+ * of each of those CPUs, ctx->cpu_core, -1 where unknown; two hardware threads
+ * of one core give the same core).  Collective: every rank must call it (it
+ * gathers the CPUs, cores and hosts). */
 void kc_json_open(kc_json *j, const kc_ctx *ctx);
 
 /* Prints "RESULT {...}" on stdout (rank 0 only) and frees the builder. */
