@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -145,6 +146,41 @@ def test_a_named_fault_fails_verification(fault_build, fault):
     assert '"fault_injected":0' in good.stdout
 
 
+def _md_run(fault_build, *args: str) -> subprocess.CompletedProcess[str]:
+    """md of the fault build with no fault injected (KERNEL_FAULT=none), 1 rank."""
+    stack, build = fault_build
+    return subprocess.run([shutil.which(STACKS[stack][1]), '-n', '1', str(build / 'md'), *args],
+                          env=mpi_env(OMP_NUM_THREADS='1', KERNEL_FAULT='none'),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize('temp, scale', [('4.22', 'e_kin_0'), ('1.44', 'e_total_0')])
+def test_md_energy_drift_is_relative_to_a_scale_that_cannot_vanish(fault_build, temp, scale):
+    """At --temp 4.22 E_0 is -0.015 per atom: |E_end - E_0| / |E_0| made an absolute
+    drift of 1e-4 per atom a relative 6.9e-3 and FAILED a correct run. The scale is
+    max(|E_0|, E_kin_0): E_kin_0 there, |E_0| (as before) at the default 1.44."""
+    proc = _md_run(fault_build, '--cells-per-side', '5', '--steps', '250', '--dt', '0.001',
+                   '--temp', temp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = kernel_results(proc.stdout)[0]
+    assert r['verified'] is True
+    assert r['drift'] < 1e-4
+    assert r['drift'] == pytest.approx(abs(r['e_total_end'] - r['e_total_0']) / abs(r[scale]),
+                                       rel=1e-2)
+
+
+def test_md_long_run_drift_bound_grows_with_the_steps(fault_build):
+    """A fixed rebuild interval leaks energy steadily through its dangerous builds
+    (counted, not failed): --temp 1.7 drifts ~1.9e-3 in 20000 steps, which the fixed
+    --drift-tol 1e-3 failed. Beyond 5000 steps the bound is --drift-tol x steps/5000."""
+    proc = _md_run(fault_build, '--cells-per-side', '4', '--temp', '1.7', '--steps', '20000')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = kernel_results(proc.stdout)[0]
+    assert r['verified'] is True and r['drift_tol'] == 0.001
+    assert 0.001 < r['drift'] < 0.004
+    assert '(limit 0.001 x 20000/5000 steps = 0.004)' in proc.stdout
+
+
 def test_an_unknown_fault_name_is_refused(fault_build):
     # A misspelt KERNEL_FAULT ran with nothing injected and verified: a fault
     # test of it passed without testing anything.
@@ -215,3 +251,93 @@ def test_ring_results_give_a_time_per_exchange_for_every_message_size(layout, st
         assert r['k'] == (int(threads) if mode == 'masteronly' else 1)   # rank-as-node
         assert r['t_call_s'] > 0
         assert r['t_call_s'] == pytest.approx(r['t_total_s'] / (r['reps'] * r['iters']))
+
+
+# -- the core of each thread (RESULT "cores") and the clash check on it -----------
+
+def sys_core(cpu: int) -> int:
+    """The core of logical CPU `cpu` as /sys gives it: the lowest CPU of the same
+    physical_package_id, die_id (0 where absent) and core_id."""
+    def place(c: int) -> tuple[str, ...]:
+        topo = Path(f'/sys/devices/system/cpu/cpu{c}/topology')
+        die = topo / 'die_id'
+        return (topo.joinpath('physical_package_id').read_text().strip(),
+                die.read_text().strip() if die.exists() else '0',
+                topo.joinpath('core_id').read_text().strip())
+    return min(c for c in range(os.cpu_count() or 1)
+               if Path(f'/sys/devices/system/cpu/cpu{c}/topology').is_dir()
+               and place(c) == place(cpu))
+
+
+@pytest.fixture(scope='module')
+def plain_build(stacks, tmp_path_factory) -> tuple[str, Path]:
+    return stacks[-1], cmake_build(stacks[-1], tmp_path_factory.mktemp('plain'))
+
+
+@pytest.mark.parametrize('layout', ['mpi 2 1', 'masteronly 1 2'])
+def test_result_gives_the_core_of_each_threads_cpu(plain_build, layout):
+    """"cores" has the shape of "cpus" and gives, for each thread, the core of its
+    CPU as /sys says (on a machine without hardware threads: the CPU itself)."""
+    stack, build = plain_build
+    mode, ranks, threads = layout.split()
+    proc = subprocess.run([shutil.which(STACKS[stack][1]), '-n', ranks, str(build / 'stream'),
+                           '--mode', mode, *KERNEL_RUNS['stream']],
+                          env=mpi_env(OMP_NUM_THREADS=threads), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    res = kernel_results(proc.stdout)[-1]
+    assert [len(c) for c in res['cores']] == [len(c) for c in res['cpus']] \
+        == [int(threads)] * int(ranks)
+    assert res['cores'] == [[sys_core(cpu) for cpu in cpus] for cpus in res['cpus']], res
+
+
+def test_two_hardware_threads_of_one_core_are_found_sharing_it(plain_build, tmp_path):
+    """The clash check on a fake node of 1 core with 2 hardware threads (cpu1's
+    core_id made cpu0's in a private mount namespace): two threads on cpu0 and
+    cpu1 are on one core, and the run is oversubscribed.  Before, the check
+    compared logical CPUs and passed it."""
+    from harnesslib.base import KernelCheck
+    stack, build = plain_build
+    if os.geteuid() != 0 or not shutil.which('unshare') or not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip('needs root, unshare and cpus 0 and 1')
+    mounts = []
+    for name in ('physical_package_id', 'die_id', 'core_id'):
+        real = Path(f'/sys/devices/system/cpu/cpu0/topology/{name}')
+        if real.exists():
+            (tmp_path / name).write_text(real.read_text())
+            mounts.append(f'mount --bind {shlex.quote(str(tmp_path / name))} '
+                          f'/sys/devices/system/cpu/cpu1/topology/{name} || exit 99; ')
+    script = ''.join(mounts) + 'exec "$@"'
+    cmd = ['unshare', '-m', '--propagation', 'private', 'sh', '-c', script, 'sh',
+           shutil.which(STACKS[stack][1]), '-n', '1', str(build / 'stream'),
+           '--mode', 'masteronly', *KERNEL_RUNS['stream']]
+    proc = subprocess.run(cmd, env=mpi_env(OMP_NUM_THREADS='2', OMP_PLACES='{0},{1}',
+                                           OMP_PROC_BIND='close'),
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode == 99:
+        pytest.skip(f'cannot fake a core_id here: {proc.stderr.strip()}')
+    assert proc.returncode == 0, proc.stderr
+    res = kernel_results(proc.stdout)[-1]
+    assert res['cpus'] == [[0, 1]] and res['cores'] == [[0, 0]], res
+    assert KernelCheck._shared_cores(None, res) == [
+        f'rank 0 thread 1 and rank 0 thread 0 on {res["hosts"][0]} core 0 '
+        '(hardware threads cpu 1 and cpu 0)']
+
+
+def test_shared_cores_compares_cores_where_the_kernel_gives_them():
+    from harnesslib.base import KernelCheck
+    shared = KernelCheck._shared_cores
+    # The auditor's fake node: 2 ranks on the 2 hardware threads of one core.
+    smt = {'hosts': ['vm', 'vm'], 'cpus': [[0], [1]], 'cores': [[0], [0]]}
+    assert shared(None, smt) == [
+        'rank 1 thread 0 and rank 0 thread 0 on vm core 0 (hardware threads cpu 1 and cpu 0)']
+    assert shared(None, {**smt, 'hosts': ['a', 'b']}) == []          # one core on each host
+    # Without SMT the cores are the CPUs: the clashes (and their words) as before.
+    one = {'hosts': ['vm'], 'cpus': [[1, 1]], 'cores': [[1, 1]]}
+    assert shared(None, one) == ['rank 0 thread 1 and rank 0 thread 0 on vm core 1']
+    assert shared(None, {'hosts': ['vm'], 'cpus': [[0, 1]], 'cores': [[0, 1]]}) == []
+    # No cores (an older kernel), or a thread's core unknown: the CPUs, as before.
+    assert shared(None, {'hosts': ['vm'], 'cpus': [[0, 1]]}) == []
+    assert shared(None, {'hosts': ['vm'], 'cpus': [[0, 1]], 'cores': [[0, -1]]}) == []
+    assert shared(None, {'hosts': ['vm'], 'cpus': [[1, 1]], 'cores': [[0, -1]]}) == [
+        'rank 0 thread 1 and rank 0 thread 0 on vm core 1']

@@ -47,7 +47,8 @@ static double md_step(md_sys *s, const options *o, long step, double N, kc_timer
 /* The timed steps.  --min-time: the first min(--steps, --rebuild-every) steps
  * calibrate; the count becomes max(--steps, enough steps for min_time seconds),
  * the same on every rank. */
-void md_run_steps(md_sys *s, const options *o, double N, double e0, run_t *r) {
+void md_run_steps(md_sys *s, const options *o, double N, const thermo *t0, run_t *r) {
+    const double e0 = t0->e, escale = md_drift_scale(t0);
     kc_timer tm;
     const long calib = o->min_time > 0.0 ? (o->steps < o->rebuild ? o->steps : o->rebuild) : 0;
     long steps = o->steps;
@@ -59,7 +60,7 @@ void md_run_steps(md_sys *s, const options *o, double N, double e0, run_t *r) {
     kc_calls_start(&calls);
     const double t_start = tm.last;
     for (long step = 1; step <= steps; ++step) {
-        const double dr = fabs(md_step(s, o, step, N, &tm, r) - e0) / fabs(e0);
+        const double dr = fabs(md_step(s, o, step, N, &tm, r) - e0) / escale;
         if (dr > r->drift_max) r->drift_max = dr;
         if (step == calib) {
             const double t_calib = kc_now() - t_start;

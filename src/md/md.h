@@ -18,6 +18,9 @@
 #include <math.h>
 
 #define MD_MAX_STEPS 1000000000L /* --steps' limit, and --min-time's cap */
+/* Steps that --drift-tol bounds as it is; a longer run's bound is --drift-tol x
+ * steps / MD_DRIFT_REF_STEPS (md_drift_bound in verify.c says why). */
+#define MD_DRIFT_REF_STEPS 5000L
 
 typedef struct {
     kc_mode mode;
@@ -82,7 +85,7 @@ typedef struct {
     long steps;            /* steps run (--steps, or more with --min-time) */
     double t_loop;         /* this rank's wall time of the steps */
     double tph[T_COUNT];   /* this rank's phase sums */
-    double drift_max;      /* largest relative energy drift seen */
+    double drift_max;      /* largest energy drift seen (md_drift_scale) */
     double epot, vir;      /* this rank's share after the last step */
     long calib_steps;      /* --min-time: steps that set the count (0: none) */
     double calib_pace;     /* their seconds per step on this rank */
@@ -95,6 +98,7 @@ typedef struct {
     thermo end;
     long count, lost;
     double pmax, drift, force_err;
+    double drift_bound;    /* the drift's bound for the steps run (md_drift_bound) */
     long count_0;          /* atoms at step 0, all ranks */
     double temp_err;       /* |T_0 - --temp| / --temp (absolute if --temp is 0) */
     double pe_lat, vir_lat; /* the fcc lattice's energy and virial per atom */
@@ -169,7 +173,7 @@ long md_list_mismatches(md_sys *s, double r2);
 void md_compute_forces(md_sys *s, double *epot_out, double *vir_out);
 
 /* integrate.c */
-void md_run_steps(md_sys *s, const options *o, double N, double e0, run_t *r);
+void md_run_steps(md_sys *s, const options *o, double N, const thermo *t0, run_t *r);
 
 /* thermo.c */
 double md_half_kick(double *v, const double *f, double h, int n);
@@ -177,6 +181,7 @@ double md_kinetic(const md_sys *s);
 void md_momentum(const md_sys *s, double p[3]);
 void md_global_sums(const md_sys *s, double ke, double pe, double vir, double glob[3]);
 thermo md_thermo_of(const double glob[3], double N, double V);
+double md_drift_scale(const thermo *t0);
 
 /* verify.c */
 void md_verify(md_sys *s, const options *o, long natoms, const thermo *t0, long count_0,

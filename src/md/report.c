@@ -44,10 +44,16 @@ static void print_end(const options *o, long natoms, const run_t *r, const verdi
            st[T_FORCE].max, st[T_MOVOUT].max, st[T_SUM].max, st[T_MOVEA].max, st[T_MOVEB].max,
            st[T_NEIGH].max, t->t_total);
     printf("md: %.6g atom-steps/s\n", t->fom);
+    /* the limit is --drift-tol, and the bound grown with the steps where the
+     * drift needed it (a run over MD_DRIFT_REF_STEPS steps, drift >= --drift-tol) */
+    char grown[96] = "";
+    if (v->drift_bound != o->drift_tol && !(v->drift < o->drift_tol))
+        snprintf(grown, sizeof grown, " x %ld/%ld steps = %g", r->steps, MD_DRIFT_REF_STEPS,
+                 v->drift_bound);
     printf("md: verification %s: atoms %ld of %ld, lost %ld, |P|/N %.3e (limit 1e-10), "
-           "drift %.3e (limit %g), max drift %.3e%s\n",
+           "drift %.3e (limit %g%s), max drift %.3e%s\n",
            v->verified ? "PASSED" : "FAILED", v->count, natoms, v->lost, v->pmax, v->drift,
-           o->drift_tol, r->drift_max,
+           o->drift_tol, grown, r->drift_max,
            o->check_forces ? (v->ok_forces ? ", forces match brute force" : ", FORCES DIFFER") : "");
     printf("md: checks: T_0 rel. err %.3e (limit 1e-12); fcc lattice pe %.17g virial "
            "%.17g per atom, rel. err %.3e / %.3e (limit 1e-10)%s; neighbour lists: %ld pairs "
@@ -135,7 +141,11 @@ void md_fail_verification(const kc_ctx *ctx, const options *o, long natoms, cons
     if (v->count != natoms) snprintf(why + strlen(why), cap - strlen(why), " atoms %ld != %ld;", v->count, natoms);
     if (v->count_0 != natoms) snprintf(why + strlen(why), cap - strlen(why), " atoms at step 0 %ld != %ld;", v->count_0, natoms);
     if (!v->ok_mom) snprintf(why + strlen(why), cap - strlen(why), " |P|/N %.3e >= 1e-10;", v->pmax);
-    if (!v->ok_drift) snprintf(why + strlen(why), cap - strlen(why), " energy drift %.3e >= %g;", v->drift, o->drift_tol);
+    if (!v->ok_drift && v->drift_bound != o->drift_tol)
+        snprintf(why + strlen(why), cap - strlen(why), " energy drift %.3e >= %g (--drift-tol %g x steps/%ld);",
+                 v->drift, v->drift_bound, o->drift_tol, MD_DRIFT_REF_STEPS);
+    else if (!v->ok_drift)
+        snprintf(why + strlen(why), cap - strlen(why), " energy drift %.3e >= %g;", v->drift, o->drift_tol);
     if (!v->ok_lost) snprintf(why + strlen(why), cap - strlen(why), " %ld atoms outside their sub-box;", v->lost);
     if (!v->ok_temp)
         snprintf(why + strlen(why), cap - strlen(why), " step-0 temperature differs from --temp %g by %.3e relative (> 1e-12);", o->temp, v->temp_err);

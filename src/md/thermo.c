@@ -49,3 +49,16 @@ thermo md_thermo_of(const double glob[3], double N, double V) {
                     .temp = 2.0 * glob[0] / (3.0 * N - 3.0),
                     .press = (2.0 * glob[0] + glob[2]) / (3.0 * V)}; /* as LAMMPS: dof T = 2 KE */
 }
+
+/* The scale of the energy drift |E - E_0| / scale: the larger of |E_0| and the
+ * kinetic energy per atom at step 0 (1 if both are 0: a gas at rest without
+ * pairs, whose drift is then absolute).  |E_0| alone vanishes where the kinetic
+ * and potential energies cancel (--temp ~4.2 at the default density: E_0 ~
+ * -0.015 per atom), and the same absolute error then became a relative one of
+ * 7e-3; E_kin_0 cannot vanish at --temp > 0.  Where |E_0| is the larger (the
+ * default --temp 1.44: |E_0| 4.18 > E_kin_0 2.16) the drift is |E - E_0| / |E_0|
+ * exactly as before. */
+double md_drift_scale(const thermo *t0) {
+    const double scale = fmax(fabs(t0->e), t0->ke);
+    return scale > 0.0 ? scale : 1.0;
+}

@@ -52,6 +52,26 @@ set_tests_properties(md_dilute_memory PROPERTIES ENVIRONMENT "${KERNEL_TEST_ENV}
 kernel_test(md_nan_momentum NP 1 THREADS 1 EXPECT_STATUS 3
             EXPECT_FAIL "\"momentum\":null.*md: verification FAILED:.* \\|P\\|/N nan >= 1e-10"
             COMMAND md --cells-per-side 6 --dt 0.05 --steps 50)
+# the energy drift is relative to max(|E_0|, E_kin_0): at --temp 4.22 E_0 is
+# -0.015 per atom and |E_0| alone made an absolute drift of 1e-4 a relative one
+# of 7e-3 (FAILED); a gas at rest without pairs (E_0 = E_kin_0 = 0) gave 0/0
+kernel_test(md_drift_near_zero_energy_1x1 NP 1 THREADS 1
+            COMMAND md --cells-per-side 5 --steps 250 --dt 0.001 --temp 4.22)
+kernel_test(md_drift_gas_at_rest_1x1 NP 1 THREADS 1
+            COMMAND md --cells-per-side 4 --density 1e-9 --temp 0 --steps 2)
+# a run over 5000 steps: the drift bound grows as --drift-tol x steps/5000, so
+# the steady leak of a fixed rebuild interval's dangerous builds (--temp 1.7:
+# 1e-7 per step, drift ~1.9e-3 after 20000 steps) passes, as the documented
+# in.lj run of 60000 steps does (1.8e-3; the fixed 1e-3 failed both) ...
+kernel_test(md_drift_long_run_1x1 NP 1 THREADS 1
+            COMMAND md --cells-per-side 4 --temp 1.7 --steps 20000)
+set_tests_properties(md_drift_long_run_1x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "drift [0-9.e-]+ \\(limit 0\\.001 x 20000/5000 steps = 0\\.004\\).*\"verified\":true")
+# ... while a skin far too thin for the rebuild interval (1.6e-6 per step)
+# still fails against the grown bound
+kernel_test(md_drift_long_run_thin_skin_1x1 NP 1 THREADS 1 EXPECT_STATUS 3
+            EXPECT_FAIL "md: verification FAILED:.* energy drift [0-9.e-]+ >= 0\\.0012 \\(--drift-tol 0\\.001 x steps/5000\\)"
+            COMMAND md --cells-per-side 4 --rebuild-every 40 --steps 6000)
 # Fault-injection builds only: named faults (KERNEL_FAULT) that the drift,
 # momentum and count checks let pass must fail verification (exit 3).
 if(KERNEL_FAULT_INJECT)
