@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 from conftest import REPO
 
@@ -126,17 +127,23 @@ def _functions(*names: str) -> str:
     return ''.join(out)
 
 
+def _venv(tmp_path: Path, **tools: str) -> Path:
+    """A virtual environment for ./harness's functions (its VENV): its python is
+    this one, and each of `tools` a bash script of that body."""
+    import sys
+    venv = tmp_path / 'venv'
+    (venv / 'bin').mkdir(parents=True)
+    for name, body in {'python': f'exec {sys.executable} "$@"', **tools}.items():
+        (venv / 'bin' / name).write_text(f'#!/bin/bash\n{body}\n')
+        (venv / 'bin' / name).chmod(0o755)
+    return venv
+
+
 def test_run_arguments_select_the_stacks_of_the_budget_split(tmp_path):
     # ./harness run -p openmpi: print_plan read only HARNESS_REFRAME_OPTS, so the
     # budget was split across every stack, and run dropped its arguments.
     import sys
-    venv = tmp_path / 'venv'
-    (venv / 'bin').mkdir(parents=True)
-    (venv / 'bin' / 'python').write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
-    (venv / 'bin' / 'reframe').write_text(
-        '#!/bin/bash\nfor a in "$@"; do printf "[%s]" "$a"; done > "$ARGS_LOG"\n')
-    for tool in ('python', 'reframe'):
-        (venv / 'bin' / tool).chmod(0o755)
+    venv = _venv(tmp_path, reframe='for a in "$@"; do printf "[%s]" "$a"; done > "$ARGS_LOG"')
     stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
         'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
         'more_rounds', 'report_since'))
@@ -159,3 +166,58 @@ def test_run_arguments_select_the_stacks_of_the_budget_split(tmp_path):
     assert picked[2] == '2'
     assert proc.stdout.splitlines()[-1] == f'{picked[0]}s/part 2', proc.stdout
     assert (tmp_path / 'args').read_text().endswith('[-r][--system][declared][-p][openmpi]')
+
+
+def test_check_session_counts_every_record_of_the_session_in_the_perflogs(tmp_path):
+    # check_session (hybridverdict.session_check): a record of a check without
+    # the harness's fields (no kernel, no session) counts as well as a kernel's;
+    # a lost one is named, and a run report older than the session is not its own.
+    import json
+    import time
+
+    from harnesscore.schema import header_fields
+    venv = _venv(tmp_path)
+    reports, logs = tmp_path / 'var' / 'reports', tmp_path / 'var' / 'perflogs' / 'sys' / 'p'
+    reports.mkdir(parents=True)
+    logs.mkdir(parents=True)
+    (reports / 'run-report-9.json').write_text('{}')       # another reframe's, before
+    time.sleep(0.05)
+    (tmp_path / 'marker').touch()
+    time.sleep(0.05)
+    names = ('Spmv %a=1', 'Own %b=2', 'Lost %c=3')
+    cases = [{'system': 'sys', 'partition': 'p', 'environ': 'e', 'display_name': name,
+              'perfvalues': {'sys:p:t': [1.0, 0, None, None, 's', 'pass']}} for name in names]
+    (reports / 'run-report-3.json').write_text(json.dumps(
+        {'session_info': {'num_cases': 3, 'num_skipped': 0}, 'runs': [{'testcases': cases}]}))
+    fields = header_fields()
+
+    def line(name: str, kernel: str, session: str) -> str:
+        row = dict.fromkeys(fields, 'null')
+        row.update(job_completion_time='2026-11-26T12:00:01+0000', system='sys', partition='p',
+                   environ='e', name=name, kernel=kernel, session=session)
+        return '|'.join(row[f] for f in fields) + '|1.0|s|0|None|None|'
+    header = '|'.join(fields) + '|t_value|t_unit|t_ref|t_lower_thres|t_upper_thres|'
+    (logs / 'Spmv.log').write_text(f'{header}\n{line(names[0], "spmv", "S1")}\n')
+    (logs / 'Own.log').write_text(f'{header}\n{line(names[1], "null", "null")}\n')
+    script = _functions('check_session') + 'check_session "$@"\n'
+    env = {**os.environ, 'VENV': str(venv), 'HARNESS_VAR_DIR': str(tmp_path / 'var'),
+           'HARNESS_SESSION': 'S1', 'SESSION_SINCE': '2026-11-26T12:00:00+00:00'}
+
+    def check(report: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(['bash', '-c', script, 'check_session', str(tmp_path / 'marker'),
+                               str(reports / report)], capture_output=True, text=True,
+                              env=env, timeout=60)
+    proc = check('run-report-{sessionid}.json')
+    assert proc.returncode == 1
+    assert proc.stderr == (f'harness: error: only 2 of 3 performance records of this session '
+                           f'reached the perflogs in {tmp_path}/var/perflogs (missing: Lost '
+                           f'%c=3 @sys:p+e): ReFrame could not write them (a full disk, or a '
+                           f'perflog it may not write: see its "Logging error" above)\n')
+    with (logs / 'Own.log').open('a') as fh:
+        fh.write(line(names[2], 'null', '') + '\n')
+    assert check('run-report-{sessionid}.json').returncode == 0
+    (reports / 'run-report-3.json').unlink()
+    proc = check('run-report-{sessionid}.json')
+    assert proc.returncode == 1
+    assert proc.stderr == ('harness: warning: ReFrame wrote no run report: the session ran '
+                           'nothing (see above)\n')

@@ -252,6 +252,21 @@ def _open_text(path: str, limit: int | None) -> IO[str]:
     return io.TextIOWrapper(raw, encoding='utf-8', errors='replace', newline='\n')
 
 
+def _lines(path: str, limit: int | None) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each line of the perflog `path` up to byte
+    `limit` (None: to its end) but the blank ones, headers among them."""
+    with _open_text(path, limit) as fp:
+        for lineno, line in enumerate(fp, 1):
+            line = _strip_newline(line)
+            if not line.strip():
+                continue
+            # Untrusted text: every control character (terminal escapes among
+            # them) is shown escaped (``records.printable``; the search is cheap).
+            if has_control(line):
+                line = printable(line)
+            yield lineno, line.split('|')
+
+
 def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
               source: str = '', shift: int = 0, limit: int | None = None
               ) -> Iterator[Record]:
@@ -263,47 +278,38 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
     source = source or path
     shapes = shapes if shapes is not None else {}
     reshaped: dict = {}
-    with _open_text(path, limit) as fp:
-        header: _Header | None = None
-        for lineno, line in enumerate(fp, 1):
-            line = _strip_newline(line)
-            if not line.strip():
+    header: _Header | None = None
+    for lineno, fields in _lines(path, limit):
+        if fields[0] == 'job_completion_time':
+            header = _Header(fields, stats)
+            _add_shape(shapes, source, header)
+            continue
+        if header is None:
+            stats.skip('no header', where=f'{source}:{lineno + shift}')
+            continue
+        # The perf-variable block ends with a '|': tolerate one empty field.
+        if fields[-1] == '' and len(fields) != header.width:
+            fields.pop()
+        line_header = header
+        if len(fields) != header.width:
+            found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped,
+                              stats)
+            if found is None:
+                stats.skip('field count differs from header (truncated or corrupt)',
+                           where=f'{source}:{lineno + shift}')
                 continue
-            # Untrusted text: every control character (terminal escapes among
-            # them) is shown escaped (``records.printable``; the search is cheap).
-            if has_control(line):
-                line = printable(line)
-            fields = line.split('|')
-            if fields[0] == 'job_completion_time':
-                header = _Header(fields, stats)
-                _add_shape(shapes, source, header)
-                continue
-            if header is None:
-                stats.skip('no header', where=f'{source}:{lineno + shift}')
-                continue
-            # The perf-variable block ends with a '|': tolerate one empty field.
-            if fields[-1] == '' and len(fields) != header.width:
-                fields.pop()
-            line_header = header
-            if len(fields) != header.width:
-                found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped,
-                                  stats)
-                if found is None:
-                    stats.skip('field count differs from header (truncated or corrupt)',
-                               where=f'{source}:{lineno + shift}')
-                    continue
-                line_header = found
-            if (line_header.kernel is not None
-                    and fields[line_header.kernel] in NO_KERNEL):
-                continue  # a build or other non-kernel test: nothing to pair
-            where = f'{source}:{lineno + shift}'
-            try:
-                rec = line_header.parse(fields, where)
-            except UNPARSABLE as err:
-                stats.unparsable(err, where)
-                continue
-            if stats.keep(rec):
-                yield rec
+            line_header = found
+        if (line_header.kernel is not None
+                and fields[line_header.kernel] in NO_KERNEL):
+            continue  # a build or other non-kernel test: nothing to pair
+        where = f'{source}:{lineno + shift}'
+        try:
+            rec = line_header.parse(fields, where)
+        except UNPARSABLE as err:
+            stats.unparsable(err, where)
+            continue
+        if stats.keep(rec):
+            yield rec
 
 
 def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
@@ -316,7 +322,20 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
             if since is None or rec.time >= since]
 
 
+def run_fields(path: str) -> Iterator[dict[str, str]]:
+    """Every line of the perflog `path` under a header, a kernel's record or not
+    (a build's, another check's), as its fields by their header's names (those
+    of a short line's header after its last field left out): what a line says,
+    read as ``read_file`` reads it, not a record (``session_check`` counts them)."""
+    header: list[str] | None = None
+    for _lineno, fields in _lines(path, None):
+        if fields[0] == 'job_completion_time':
+            header = fields
+        elif header is not None:
+            yield dict(zip(header, fields))
+
+
 # The records' names, read from here by the report and the tests (``records``).
 __all__ = ['PROVENANCE_FIELDS', 'PerflogError', 'ReadStats', 'Record', 'Ref', 'header_fields',
            'parse_time', 'perflog_files', 'printable', 'provenance', 'read_file',
-           'read_perflogs', 'size_key']
+           'read_perflogs', 'run_fields', 'size_key']

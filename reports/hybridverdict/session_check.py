@@ -1,0 +1,148 @@
+"""Whether a ReFrame session of ``./harness`` ran and kept its records: the
+check after its ReFrame run (``./harness``'s check_session)::
+
+    python -m hybridverdict.session_check MARKER REPORT PERFLOGS SESSION SINCE
+
+The session that started after the file MARKER was made wrote its run report
+REPORT (the file it was told to write: a report of another reframe in the same
+var dir is not this session's; a '{sessionid}' in a --report-file the user gave
+stands for any number), ran at least one test case (a session that ran nothing
+must not pass), and every test case of it with performance values has its
+record in the perflogs under PERFLOGS (a full disk loses them with no more than
+a logging error from ReFrame).  A record is this session's where its session is
+SESSION (HARNESS_SESSION), or, where it has none (an older perflog, a check
+without the harness's fields), where it completed since SINCE (the session's
+start, ISO time).  The perflogs are read by ``perflog.run_fields``: every line
+of a test, a kernel's or not, usable or not, since the question is whether a
+record was written, not whether a report may use it.  Exit status 0, else 1
+with one line that says why.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import os
+import re
+import sys
+
+from .perflog import PerflogError, perflog_files, printable, run_fields
+
+#: The perflog fields that name a test case as its run report does: system,
+#: partition, environment and display name.
+KEY = ('system', 'partition', 'environ', 'name')
+
+
+def run_report(marker: str, pattern: str) -> str:
+    """The run report the session wrote ('' if none): `pattern`, or where it
+    holds '{sessionid}', the highest numbered of its files written after
+    `marker`."""
+    if '{sessionid}' not in pattern:
+        return pattern if os.path.isfile(pattern) else ''
+    folder = os.path.dirname(pattern) or '.'
+    name = re.compile(re.escape(os.path.basename(pattern)).replace(
+        re.escape('{sessionid}'), r'(\d+)') + '$')
+    try:
+        found = [(int(m.group(1)), os.path.join(folder, f)) for f in os.listdir(folder)
+                 if (m := name.match(f))]
+    except OSError:
+        found = []
+    newer = [item for item in found
+             if os.path.getmtime(item[1]) > os.path.getmtime(marker)]
+    return max(newer)[1] if newer else ''
+
+
+def _start(text: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(text, '%Y-%m-%dT%H:%M:%S%z')
+    except ValueError:
+        return None
+
+
+def reached(perflogs: str, marker: str, session: str, since: str) -> collections.Counter:
+    """The session's records in the perflogs under `perflogs` written since
+    `marker`, counted by test case (``KEY``): those of `session`, and those
+    without a session that completed since `since`."""
+    begun = _start(since)
+    got: collections.Counter = collections.Counter()
+    try:
+        files = perflog_files([perflogs])
+    except PerflogError:
+        return got                                   # no perflogs folder
+    for path in files:
+        try:
+            if os.path.getmtime(path) < os.path.getmtime(marker):
+                continue
+            rows = list(run_fields(path))
+        except OSError:
+            continue
+        for row in rows:
+            if not all(k in row for k in KEY):
+                continue
+            mine = row.get('session', '')
+            if mine in ('', 'null', 'None'):
+                done = _start(row['job_completion_time'])
+                if not (done and begun and done >= begun):
+                    continue
+            elif mine != session:
+                continue
+            got[tuple(row[k] for k in KEY)] += 1
+    return got
+
+
+def _case(tc: dict) -> tuple:
+    """A test case of the run report by ``KEY``, its texts as the perflog's
+    reader shows them (``printable``: untrusted text)."""
+    return tuple(printable(v) if isinstance(v, str) else v
+                 for v in (tc['system'], tc['partition'], tc['environ'], tc['display_name']))
+
+
+def check(marker: str, pattern: str, perflogs: str, session: str, since: str) -> str:
+    """Why the session fails the check ('' if it passes)."""
+    report = run_report(marker, pattern)
+    if not report:
+        return ('harness: warning: ReFrame wrote no run report: the session ran nothing '
+                '(see above)')
+    try:
+        with open(report, encoding='utf-8') as fh:
+            data = json.load(fh)
+        info = data['session_info']
+        ran = int(info['num_cases']) - int(info.get('num_skipped') or 0)
+        cases = [tc for run in data.get('runs') or [] for tc in run.get('testcases') or []]
+        want: collections.Counter = collections.Counter(
+            _case(tc) for tc in cases if tc.get('perfvalues'))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        return f'harness: error: cannot read the run report {report!r}: {err}'
+    if ran < 1:
+        return (f'harness: error: the session ran no test case ({info["num_cases"]} '
+                f'selected, {info.get("num_skipped") or 0} skipped): check '
+                f'HARNESS_STACKS and HARNESS_REFRAME_OPTS')
+    if not want:
+        return ''
+    got = reached(perflogs, marker, session, since)
+    found = sum(min(n, got[key]) for key, n in want.items())
+    if found == sum(want.values()):
+        return ''
+    lost = sorted(key for key, n in want.items() if got[key] < n)
+    names = '; '.join(f'{k[3]} @{k[0]}:{k[1]}+{k[2]}' for k in lost[:3])
+    more = f' and {len(lost) - 3} more' if len(lost) > 3 else ''
+    return (f'harness: error: only {found} of {sum(want.values())} performance records '
+            f'of this session reached the perflogs in {perflogs} (missing: {names}{more}): '
+            f'ReFrame could not write them (a full disk, or a perflog it may not write: '
+            f'see its "Logging error" above)')
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 5:
+        sys.exit('usage: python -m hybridverdict.session_check MARKER REPORT PERFLOGS '
+                 'SESSION SINCE')
+    why = check(*args)
+    if why:
+        sys.exit(why)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
