@@ -358,12 +358,13 @@ def test_seeds_through_the_report(table9, chorley, tmp_path):
     assert len(rep.verdicts) == 48 + 5
     md = render.markdown(rep)
     sections = {s.key: s for s in rep.sections}
-    # Table 9: one row per size; Table 2: Merlin's Infiniband at 128 and 512 cores
+    # Table 9: one row per size; Table 2: Merlin's Infiniband at 128 and 512 cores (four
+    # systems: each crossover names its system, apart.Apart)
     assert len(sections['scaling'].rows) == 8 + 1
-    assert ('md size large, masteronly 1x8 against mpi 8x1 (mpi@infiniband): hybrid loses at '
-            'every node count measured (16-64 nodes') in md
-    assert ('spmv size 32000, masteronly 1x4 against mpi 4x1 (ibm-mpi@sp): hybrid loses from '
-            '27 nodes on') in md
+    assert ('md size large, masteronly 1x8 against mpi 8x1 (mpi@merlin:infiniband): hybrid '
+            'loses at every node count measured (16-64 nodes') in md
+    assert ('spmv size 32000, masteronly 1x4 against mpi 4x1 (ibm-mpi@ibm-sp:sp): hybrid loses '
+            'from 27 nodes on') in md
     # Chorley: one phase row set per fabric and node count (Table 2's 16 and 64 nodes)
     md_rows = sections['md_phases'].data
     assert {(d['system'], d['partition'], d['nodes']) for d in md_rows} == {
