@@ -624,15 +624,18 @@ def test_every_documented_name_pattern_selects_a_check(tmp_path):
 
 # ---- this machine's cores (/sys faked in a folder: H.SYS_ROOT) ----------------------
 
-def fake_host(root: Path, cpus: dict[int, tuple[int, int, int]]) -> str:
-    """A folder faking a host's /sys: each CPU's (package, core_id, NUMA node),
-    all of them online."""
+def fake_host(root: Path, cpus: dict[int, tuple[int, int, int]],
+              dies: dict[int, int] | None = None) -> str:
+    """A folder faking a host's /sys: each CPU's (package, core_id, NUMA node)
+    and, where `dies` gives it, its die_id; all of them online."""
     nodes: dict[int, list[int]] = {}
     for cpu, (package, core, node) in cpus.items():
         topo = root / f'sys/devices/system/cpu/cpu{cpu}/topology'
         topo.mkdir(parents=True)
         (topo / 'physical_package_id').write_text(f'{package}\n')
         (topo / 'core_id').write_text(f'{core}\n')
+        if dies is not None:
+            (topo / 'die_id').write_text(f'{dies[cpu]}\n')
         nodes.setdefault(node, []).append(cpu)
     for node, members in nodes.items():
         folder = root / f'sys/devices/system/node/node{node}'
@@ -699,6 +702,17 @@ def test_host_processor_reads_cores_sockets_and_numa_from_sys(tmp_path):
     bare = H.host_processor([0, 1], str(tmp_path / 'none'))
     assert (bare['num_cpus'], bare['num_cpus_per_core'], bare['num_sockets']) == (2, 1, 1)
     assert 'numa_nodes' not in bare['topology']
+
+
+def test_cores_of_two_dies_of_one_package_are_not_merged(tmp_path):
+    # Linux before 6.9 numbers core_id within a die: one package of 2 dies of 4
+    # cores each, no SMT, is 8 cores (as the kernels count them, by package, die
+    # and core), not 4 cores of 2 threads.
+    cpus = {cpu: (0, cpu % 4, 0) for cpu in range(8)}
+    root = fake_host(tmp_path, cpus, dies={cpu: cpu // 4 for cpu in range(8)})
+    proc = H.host_processor(range(8), root)
+    assert (proc['num_cpus'], proc['num_cpus_per_core'], proc['num_sockets']) == (8, 1, 1)
+    assert H.host_cores(range(8), root) == 8
 
 
 def _cgroup(root: Path, version: int, path: str, cpus: dict[str, str]) -> None:

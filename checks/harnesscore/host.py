@@ -163,23 +163,25 @@ def _mask(cpus: Iterable[int]) -> str:
 def host_processor(cpus: Iterable[int] | None = None, root: str | None = None) -> dict:
     """The processor of this machine in ReFrame's terms, for the CPUs `cpus`
     (default: this process's affinity mask), from /sys: its physical cores
-    (the distinct (package, core_id) of the CPUs: hardware threads of one core
-    are one core), sockets (packages), NUMA nodes (``topology.numa_nodes``,
+    (the distinct (package, die, core_id) of the CPUs, as the kernels count
+    them: hardware threads of one core are one core, and core_id counts within
+    a die on a package of several), sockets (packages), NUMA nodes (``topology.numa_nodes``,
     where /sys has them) and hardware threads per core.  Where the cores have
     unequal numbers of threads among `cpus`, it declares one CPU per core (the
     harness counts cores: ``num_cpus // num_cpus_per_core``)."""
     chosen = sorted(affinity_cpus() if cpus is None else set(cpus))
     if not chosen:
         raise ValueError('host_processor: no CPUs')
-    cores: dict[tuple[str, str], list[int]] = {}
+    cores: dict[tuple[str, str, str], list[int]] = {}
     sockets: dict[str, list[int]] = {}
     for cpu in chosen:
         topo = f'sys/devices/system/cpu/cpu{cpu}/topology'
         package = (_read_text(root, f'{topo}/physical_package_id') or '').strip()
         core = (_read_text(root, f'{topo}/core_id') or '').strip()
+        die = (_read_text(root, f'{topo}/die_id') or '').strip() or '0'
         if not package or not core:
             package, core = '0', f'cpu{cpu}'    # unknown: a core of its own
-        cores.setdefault((package, core), []).append(cpu)
+        cores.setdefault((package, die, core), []).append(cpu)
         sockets.setdefault(package, []).append(cpu)
     threads, uneven = divmod(len(chosen), len(cores))
     if uneven:
