@@ -406,3 +406,59 @@ def test_saturation_collective_and_accuracy_rows_name_the_system_where_several()
     assert [d['build'] for d in data] == ['cmake Debug x', 'cmake Release x']
     rows, _ = comm.saturation_rows(comm.saturation([ring]))
     assert (rows[0][0], rows[0][part]) == ('x', 'p')
+
+
+def test_stack_comparison_names_the_node_count():
+    """One stack on 1 and on 2 nodes gave two rows alike but for their figures
+    ('| shm | osu | mpich | 0.501 |' and '| shm | osu | mpich | 5.01 |')."""
+    heads = comm.headlines([dataclasses.replace(p2p('osu_latency', {'latency_8B': lat}),
+                                                nodes=nodes)
+                            for nodes, lat in ((1, 0.5), (2, 5.0))])
+    rows, data = comm.stack_rows(heads)
+    nodes = comm.STACK_COLUMNS.index('nodes')
+    assert [(r[2], r[3], r[nodes]) for r in rows] == [('x', '0.5', 1), ('x', '5', 2)]
+    assert [d['nodes'] for d in data] == [1, 2]
+    assert comm.STACK_COLUMNS[-2:] == ('nodes', 'samples')
+    assert all(len(r) == len(comm.STACK_COLUMNS) for r in rows)
+
+
+def test_rabenseifner_rows_name_the_build_where_several():
+    """Two builds of one stack across nodes gave two identical-looking rows."""
+    recs = [record('ring', 'mpi', 4, 1, ring_bw({1: 1000, 4: 3000}), 2, 4)]
+    recs.append(dataclasses.replace(recs[0], build_spec='cmake Debug x',
+                                    values=ring_bw({1: 500, 4: 3000})))
+    table, data = comm.rabenseifner_rows(comm.rabenseifner(comm.saturation(recs)))
+    assert [r[:3] + r[6:7] for r in table] == [['s', 'p', 'x (cmake Debug x)', '500'],
+                                               ['s', 'p', 'x (cmake Release x)', '1000']]
+    assert [d['build'] for d in data] == ['cmake Debug x', 'cmake Release x']
+    # one build: the row and its JSON as they always were
+    table, data = comm.rabenseifner_rows(comm.rabenseifner(comm.saturation(recs[:1])))
+    assert table[0][:3] == ['s', 'p', 'x'] and 'build' not in data[0]
+    assert list(data[0]) == ['system', 'partition', 'stack', 'kernel', 'size', 'nodes',
+                             'k_max', 'b_hybrid', 'b_mpp', 'fraction', 's_ratio', 't_ratio']
+
+
+def test_ring_beside_osu_pairs_a_stack_whose_two_sides_log_their_library_differently():
+    """The ring logs MPI_Get_library_version, OSU '<prefix> (<lib>)': paired only by
+    equal library strings, the table had no row although both ran."""
+    lat = {'latency_8B': 1.0}
+    ring = p2p('ring-pingpong', {'latency_8B': 1.5}, library='MPICH Version: 4.0.2')
+    osu = p2p('osu_latency', lat, build='osu /opt', library='MPICH (libmpich.so.12)')
+    rows, data = comm.ring_osu_rows(comm.headlines([ring, osu]))
+    assert [r[:4] + r[6:7] for r in rows] == [['shm', 'x', 'cmake Release x', 'osu /opt',
+                                               '1.50']]
+    assert [(d['library'], d['osu_library'], d['latency_ratio']) for d in data] == [
+        ('MPICH Version: 4.0.2', 'MPICH (libmpich.so.12)', 1.5)]
+    # two ring libraries against one OSU install: each side names its library where
+    # its side of the stack has several
+    ring2 = dataclasses.replace(ring, mpi_library='MPICH Version: 4.1')
+    rows, _ = comm.ring_osu_rows(comm.headlines([ring, ring2, osu]))
+    assert [r[1:4] for r in rows] == [
+        ['x', 'cmake Release x (MPICH Version: 4.0.2)', 'osu /opt'],
+        ['x', 'cmake Release x (MPICH Version: 4.1)', 'osu /opt']]
+    # a ring library that OSU logged too pairs with that install only
+    same = dataclasses.replace(osu, mpi_library='MPICH Version: 4.0.2', build_spec='osu /b')
+    rows, _ = comm.ring_osu_rows(comm.headlines([ring, ring2, osu, same]))
+    assert [r[1:4] for r in rows] == [
+        ['x (MPICH Version: 4.0.2)', 'cmake Release x', 'osu /b'],
+        ['x', 'cmake Release x (MPICH Version: 4.1)', 'osu /opt (MPICH (libmpich.so.12))']]

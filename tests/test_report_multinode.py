@@ -329,3 +329,32 @@ def test_history_labels_name_the_system_build_and_library_of_series_alike(tmp_pa
     # another kernel of one build keeps its label beside a kernel of two
     osu = line('osu_bw', {'bw': (100.0, 'MB/s')}, system='a').replace('cmake Release', 'spack')
     assert 'osu_bw 1 mpi 2x1 mpich@shm: bw' in logs('kernels', [runs[0], debug, osu])
+
+
+def test_spmv_efficiency_and_ni_rows_name_the_system_and_build_where_several(tmp_path):
+    """Copies of one system's SpMV runs on system beta and from a Debug build: the rows of
+    the efficiency and network-interface tables looked identical ('mpich', 'shm' three
+    times); they name the system where several, the build where one place holds several."""
+    recs = spmv_logs(tmp_path, {1: 2.0, 2: 1.5})
+    recs = [*recs, *(dataclasses.replace(r, system='beta') for r in recs),
+            *(dataclasses.replace(r, build_spec='cmake Debug mpich') for r in recs)]
+    rows = spmv_model.efficiency_rows(spmv_model.efficiencies(recs))
+    assert [r[:4] for r in rows] == [
+        ['mpich', 'beta:shm', '64', 1], ['mpich', 'beta:shm', '64', 2],
+        ['mpich (cmake Debug mpich)', 'local:shm', '64', 1],
+        ['mpich (cmake Release mpich)', 'local:shm', '64', 1],
+        ['mpich (cmake Debug mpich)', 'local:shm', '64', 2],
+        ['mpich (cmake Release mpich)', 'local:shm', '64', 2]]
+    ni = spmv_model.network_interface(recs)
+    assert [r[:2] for r in spmv_model.ni_rows(ni)] == [
+        ['mpich', 'beta:shm'], ['mpich (cmake Debug mpich)', 'local:shm'],
+        ['mpich (cmake Release mpich)', 'local:shm']]
+    assert [(n.system, n.build) for n in ni] == [('beta', 'cmake Release mpich'),
+                                                 ('local', 'cmake Debug mpich'),
+                                                 ('local', 'cmake Release mpich')]
+    # one system and one build: the rows as they always were
+    one = [r for r in recs if r.system == 'local' and r.build_spec == 'cmake Release mpich']
+    assert {tuple(r[:2]) for r in spmv_model.efficiency_rows(spmv_model.efficiencies(one))} \
+        == {('mpich', 'shm')}
+    assert [r[:2] for r in spmv_model.ni_rows(spmv_model.network_interface(one))] == [
+        ['mpich', 'shm']]

@@ -437,3 +437,26 @@ def test_the_verdict_json_holds_no_infinity(tmp_path):
     assert strict['sections'][md.title][-1] == {
         'ratio': None, 'nan': None, 'ok': [1.5, [2.0]]}
     assert render.finite({'a': (math.inf, -math.inf, 1.0)}) == {'a': [None, None, 1.0]}
+
+
+def test_ring_against_osu_has_rows_where_the_two_log_their_library_differently(tmp_path,
+                                                                               capsys):
+    """The checks' own records: the ring logs MPI_Get_library_version ('MPICH Version:
+    4.0.2'), OSU '<prefix> (<lib>)'; paired by equal strings, the section said "No
+    data" although both ran."""
+    logs = tmp_path / 'logs'
+    write_runs(logs / 'RingPingpong.log', 'ring-pingpong', hockney_runs(0.6, 4000.0, SIZES))
+    osu = write_runs(logs / 'OsuLatency.log', 'osu_latency', hockney_runs(0.5, 5000.0, SIZES))
+    osu.write_text(osu.read_text().replace('|MPICH Version: 4.0.2|', '|MPICH (libmpich.so.12)|'))
+    out = tmp_path / 'o'
+    assert main(['--perflogs', str(logs), '--out', str(out)]) == 0
+    capsys.readouterr()
+    files = written(out)
+    section = files['md'].split('## Ring kernel against OSU')[1].split('\n## ')[0]
+    assert 'No data' not in section
+    (row,) = [r for r in section.splitlines() if r.startswith('| shm')]
+    assert [c.strip() for c in row.split('|')[1:5]] == ['shm', 'mpich', 'cmake Release mpich',
+                                                        'cmake Release mpich']
+    (data,) = json.loads(files['json'])['sections']['Ring kernel against OSU']
+    assert (data['library'], data['osu_library']) == ('MPICH Version: 4.0.2',
+                                                      'MPICH (libmpich.so.12)')

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from hybridverdict.spmv_model import efficiencies, overlaps
+from hybridverdict.spmv_model import efficiencies, overlap_rows, overlaps
 from test_verdict import rec
 
 
@@ -73,3 +75,18 @@ def test_prediction_takes_e_cache_from_one_node_and_e_mp_from_p_nodes():
     # (0.8 / 0.8 + (0.5 / 0.6) * 0.6) / (0.8 + 0.6) = 1.5 / 1.4
     assert e.predicted == pytest.approx(1.5 / 1.4)
     assert e.measured == pytest.approx(1.6 / 1.4)      # not the same: a prediction
+
+
+def test_overlap_rows_name_the_system_and_build_where_several():
+    """The overlap table's rows of two systems or two builds looked identical."""
+    runs = [spmv('masteronly', 1, 2, total=1.0, comp=0.5, comm=0.5, interior=0.5),
+            spmv('funneled', 1, 2, total=0.8, comp=0.5, comm=0.5)]
+    assert [r[:2] for r in overlap_rows(overlaps(runs))] == [['mpich', 'shm']]
+    runs += [*(replace(r, system='beta') for r in runs),
+             *(replace(r, build_spec='cmake Debug mpich') for r in runs)]
+    found = overlaps(runs)
+    assert [(o.system, o.build) for o in found] == [('beta', ''), ('local', ''),
+                                                   ('local', 'cmake Debug mpich')]
+    assert [r[:2] for r in overlap_rows(found)] == [
+        ['mpich', 'beta:shm'], ['mpich', 'local:shm'],
+        ['mpich (cmake Debug mpich)', 'local:shm']]

@@ -286,7 +286,7 @@ def headlines(records: Iterable[Record]) -> list[Headline]:
 
 STACK_COLUMNS = ('partition', 'source', 'stack', 'latency 8 B [us]', 'x best',
                  'bw 1 MiB [MB/s]', 'of best', 'largest', 'bw largest [MB/s]', 'of best ',
-                 'samples')
+                 'nodes', 'samples')
 
 
 def _head_place(h: Headline) -> tuple:
@@ -328,7 +328,8 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
         rows.append([apart.partition(h), h.family, apart.stack(h), _fmt(lat),
                      _fmt(rel_lat, '.2f'), _fmt(bw, '.4g'), _pct(rel_bw),
                      bytes_label(big[0], ' ') if big else 'n/a',
-                     _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.span.records])
+                     _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.nodes,
+                     h.span.records])
         data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
                      'source': h.family,
                      'stack': h.stack, 'library': h.span.library, **_own(apart, h, 'build'),
@@ -349,34 +350,71 @@ RING_OSU_COLUMNS = ('partition', 'stack', 'ring build', 'OSU build', 'ring lat 8
                     'OSU bw 1 MiB [MB/s]', 'ring/OSU ', 'samples')
 
 
-def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
-    """The ring kernel's figures beside OSU's, same stack, library, partition and
-    node count: a row for each build of the ring against each OSU install (a
-    headline is one build's: a Debug and a Release ring are two rows)."""
+def _stack_place(h: Headline) -> tuple:
+    """Where a ring build and an OSU install are compared: one stack on one system,
+    partition and node count."""
+    return (h.system, h.partition, h.stack, h.nodes)
+
+
+def ring_osu_pairs(heads: list[Headline]) -> list[tuple[Headline, Headline]]:
+    """Each ring headline beside the OSU headlines of its place (``_stack_place``): those
+    of its own MPI library where one has it, else those whose library no ring headline
+    of the place has.  The ring logs MPI_Get_library_version ('MPICH Version: 4.0.2'),
+    OSU its install's '<prefix> (<lib>)' ('MPICH (libmpich.so.12)'): the strings of one
+    stack match only where both logged the same one."""
     sides: dict[tuple, dict[str, list[Headline]]] = defaultdict(lambda: defaultdict(list))
     for h in heads:
-        sides[(h.system, h.partition, h.stack, h.nodes, h.library)][h.family].append(h)
-    pairs = [(ring, osu) for _, found in sorted(sides.items())
-             for ring in sorted(found.get('ring', []), key=lambda h: h.build)
-             for osu in sorted(found.get('osu', []), key=lambda h: h.build)]
-    # the library where a stack's headlines hold several (the builds have columns of
-    # their own); the system where the rows span several
-    libraries = Apart.of(heads, lambda h: (h.system, h.partition, h.stack, h.nodes),
-                         build=lambda h: '')
+        sides[_stack_place(h)][h.family].append(h)
+    pairs: list[tuple[Headline, Headline]] = []
+    for _, found in sorted(sides.items()):
+        rings, osus = found.get('ring', []), found.get('osu', [])
+        ring_libraries = {h.library for h in rings}
+        osu_libraries = {h.library for h in osus}
+        pairs += sorted(((ring, osu) for ring in rings for osu in osus
+                         if osu.library == ring.library
+                         or (ring.library not in osu_libraries
+                             and osu.library not in ring_libraries)),
+                        key=lambda p: (p[0].library, p[0].build, p[1].build, p[1].library))
+    return pairs
+
+
+def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
+    """The ring kernel's figures beside OSU's, same stack, partition and node count
+    (``ring_osu_pairs``): a row for each build of the ring against each OSU install (a
+    headline is one build's: a Debug and a Release ring are two rows)."""
+    pairs = ring_osu_pairs(heads)
+    # of a pair of one library, the library where a stack's headlines hold several (the
+    # builds have columns of their own); the system where the rows span several
+    libraries = Apart.of(heads, _stack_place, build=lambda h: '')
     systems = Apart.of(ring for ring, _ in pairs)
+    # of a pair of two library strings, each side's where its side of the place has
+    # several
+    side = {fam: Apart.of((h for h in heads if h.family == fam), _stack_place,
+                          build=lambda h: '') for fam in ('ring', 'osu')}
     rows: list[list[object]] = []
     data: list[dict] = []
     for ring, osu in pairs:
         f = _ring_osu_figures(ring, osu)
-        rows.append([systems.partition(ring), libraries.stack(ring), ring.build or '-',
-                     osu.build or '-', _fmt(ring.latency), _fmt(osu.latency),
+        one = ring.library == osu.library
+        ring_build, osu_build = (_side_build(h, '' if one else side[h.family].shown(h))
+                                 for h in (ring, osu))
+        rows.append([systems.partition(ring), libraries.stack(ring) if one else ring.stack,
+                     ring_build, osu_build, _fmt(ring.latency), _fmt(osu.latency),
                      _fmt(f['latency_ratio'], '.2f'), _fmt(ring.bandwidth, '.4g'),
                      _fmt(osu.bandwidth, '.4g'), _fmt(f['bandwidth_ratio'], '.2f'),
                      f'{ring.span.records}/{osu.span.records}'])
         data.append({'system': ring.system, 'partition': ring.partition, 'stack': ring.stack,
-                     'nodes': ring.nodes, 'library': ring.library, 'ring_build': ring.build,
+                     'nodes': ring.nodes, 'library': ring.library,
+                     **({} if one else {'osu_library': osu.library}), 'ring_build': ring.build,
                      'osu_build': osu.build, **f})
     return rows, data
+
+
+def _side_build(h: Headline, library: str) -> str:
+    """A ring build's or OSU install's cell: its build ('-': none), and `library` beside
+    it where shown ('cmake Release mpich (MPICH Version: 4.0.2)')."""
+    build = h.build or '-'
+    return f'{build} ({library})' if library else build
 
 
 def _ring_osu_figures(ring: Headline, osu: Headline) -> dict[str, float | None]:
@@ -540,7 +578,7 @@ S_RATIO = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Rabenseifner(KernelSeries):
+class Rabenseifner(_OneBuild):
     """Seed 002's Table-1 row and seed 001's T_hybrid / T_MPP from the pure-MPI C x 1
     saturation series across nodes: pure MPI = its largest k (every CPU of the node),
     masteronly = one communicating CPU per node (k = 1): the masteronly 1 x C run's
@@ -588,7 +626,8 @@ def rabenseifner(series: list[Saturation], s_ratio: float = S_RATIO) -> list[Rab
             continue
         out.append(Rabenseifner(s.system, s.partition, s.stack, s.kernel, s.size, s.nodes,
                                 k_max, b_hybrid, curve[k_max],
-                                b_hybrid / max(b_hybrid, *curve.values()), s_ratio))
+                                b_hybrid / max(b_hybrid, *curve.values()), s_ratio,
+                                build=s.build, library=s.library))
     return out
 
 
@@ -597,11 +636,21 @@ RABENSEIFNER_COLUMNS = ('system', 'partition', 'stack', 'kernel', 'message', 'no
                         'b_MPP/b_hybrid', 'T_hybrid/T_MPP')
 
 
+def _rabenseifner_place(r: Rabenseifner) -> tuple:
+    return (r.system, r.partition, r.stack, r.kernel, r.size, r.nodes)
+
+
 def rabenseifner_rows(rows: list[Rabenseifner]) -> tuple[list[list[object]], list[dict]]:
-    table = [[r.system, r.partition, r.stack, r.kernel, bytes_label(r.size, ' '), r.nodes,
-              f'{r.b_hybrid:.4g}', f'{r.b_mpp:.4g}', r.k_max, f'{100 * r.fraction:.0f}%',
-              f'{r.b_mpp / r.b_hybrid:.2f}', f'{r.t_ratio:.2f}'] for r in rows]
-    data = [dataclasses.asdict(r) | {'t_ratio': r.t_ratio} for r in rows]
+    """The table (its system column names the system always; the stack names the build
+    and library where a place holds several) and the JSON (``build``, ``library`` only
+    there)."""
+    apart = Apart.of(rows, _rabenseifner_place)
+    table = [[r.system, r.partition, apart.stack(r), r.kernel, bytes_label(r.size, ' '),
+              r.nodes, f'{r.b_hybrid:.4g}', f'{r.b_mpp:.4g}', r.k_max,
+              f'{100 * r.fraction:.0f}%', f'{r.b_mpp / r.b_hybrid:.2f}', f'{r.t_ratio:.2f}']
+             for r in rows]
+    data = [{k: v for k, v in dataclasses.asdict(r).items() if k not in ('build', 'library')}
+            | _own(apart, r, 'build', 'library') | {'t_ratio': r.t_ratio} for r in rows]
     return table, data
 
 

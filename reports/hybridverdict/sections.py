@@ -176,8 +176,9 @@ def ring_vs_osu(ctx: Context) -> Section:
     rows, data = comm.ring_osu_rows(_shared(ctx, HEADLINES))
     return Section('Ring kernel against OSU',
                    'The ring kernel\'s latency at 8 B and bandwidth at 1 MiB beside the OSU '
-                   'benchmarks\' on the same stack and partition, a row per ring build and OSU '
-                   'install of the same MPI library; samples = ring/OSU runs.',
+                   'benchmarks\' on the same stack, partition and node count, a row per ring '
+                   'build and OSU install (each logs the library as it names it: the kernels '
+                   'MPI_Get_library_version, OSU its linked library); samples = ring/OSU runs.',
                    comm.RING_OSU_COLUMNS, rows, data, '', s.RING_VS_OSU,
                    'ring-pingpong/ring-bw and osu_latency/osu_bw runs on the same stack and '
                    'partition', standalone=True)

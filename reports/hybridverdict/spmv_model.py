@@ -25,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from . import overlap
+from .apart import Apart
 from .records import Group, Place, Record
 
 #: the node count e_ni is measured on (Chow & Hysom, Table 8)
@@ -59,6 +60,8 @@ class NetworkInterface(Place):
     comm_mpi: float         # median t_comm^mpi(m1), s
     comm_hybrid: float      # median t_comm^hyb(m2), s
     samples: str
+    build: str = ''
+    library: str = ''
 
     @property
     def e_ni(self) -> float:
@@ -72,6 +75,8 @@ class Overlap(Place):
     measured: float | None   # T_masteronly / T_funneled
     samples: str = ''        # runs behind it: masteronly/funneled
     nodes: int = 1
+    build: str = ''
+    library: str = ''
 
 
 def _median(recs: list[Record] | None, var: str) -> float | None:
@@ -119,7 +124,7 @@ def network_interface(records: Iterable[Record]) -> list[NetworkInterface]:
             if comm_mpi and comm_hyb:
                 out.append(NetworkInterface(g.system, g.partition, g.stack, g.size,
                                             f'{hr}x{ht}', f'{mr}x{mt}', comm_mpi, comm_hyb,
-                                            f'{len(mpi)}/{len(hyb)}'))
+                                            f'{len(mpi)}/{len(hyb)}', g.build, g.library))
     return out
 
 
@@ -178,7 +183,7 @@ def overlaps(records: Iterable[Record]) -> list[Overlap]:
             out.append(Overlap(g.system, g.partition, g.stack, g.size, f'{ranks}x{threads}',
                                pred, measured,
                                f'{len(master)}/{len(funneled) if funneled else 0}',
-                               nodes=g.nodes))
+                               nodes=g.nodes, build=g.build, library=g.library))
     return out
 
 
@@ -195,26 +200,43 @@ OVL_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'layout', 'f_comm', 'f_com
                'f_comm,equiv', 'eps_min', 'samples')
 
 
+# Each table's rows name what tells them apart (``Apart``): the system where they span
+# several ('alpha:shm'), the build and MPI library where one place (the row's other
+# columns) holds several ('mpich (cmake Debug)').
+
+def _efficiency_place(e: Efficiency | Overlap) -> tuple:
+    return (e.system, e.partition, e.stack, e.size, e.nodes, e.layout)
+
+
+def _ni_place(n: NetworkInterface) -> tuple:
+    return (n.system, n.partition, n.stack, n.size, n.layout, n.mpi_layout)
+
+
 def efficiency_rows(rows: list[Efficiency]) -> list[list[object]]:
-    return [[e.stack, e.partition, e.size, e.nodes, e.layout, _fmt(e.e_mt), _fmt(e.e_cache),
-             _fmt(e.e_ni), _fmt(e.e_mp), _fmt(e.predicted), _fmt(e.measured), e.samples]
+    apart = Apart.of(rows, _efficiency_place)
+    return [[apart.stack(e), apart.partition(e), e.size, e.nodes, e.layout, _fmt(e.e_mt),
+             _fmt(e.e_cache), _fmt(e.e_ni), _fmt(e.e_mp), _fmt(e.predicted),
+             _fmt(e.measured), e.samples]
             for e in rows]
 
 
 def overlap_rows(rows: list[Overlap]) -> list[list[object]]:
+    apart = Apart.of(rows, _efficiency_place)
     out = []
     for o in rows:
         p = o.prediction
-        out.append([o.stack, o.partition, o.size, o.nodes, o.layout, _fmt(p.f_comm),
-                    _fmt(p.f_comp_non), _fmt(p.f_comp_overlap), _fmt(p.eps),
+        out.append([apart.stack(o), apart.partition(o), o.size, o.nodes, o.layout,
+                    _fmt(p.f_comm), _fmt(p.f_comp_non), _fmt(p.f_comp_overlap), _fmt(p.eps),
                     _fmt(o.measured), _fmt(p.eps_max), _fmt(p.f_comm_best),
                     _fmt(p.f_comm_equiv), _fmt(p.eps_min), o.samples])
     return out
 
 
 def ni_rows(rows: list[NetworkInterface]) -> list[list[object]]:
-    return [[n.stack, n.partition, n.size, n.layout, n.mpi_layout, f'{n.comm_mpi:.4g}',
-             f'{n.comm_hybrid:.4g}', _fmt(n.e_ni), n.samples] for n in rows]
+    apart = Apart.of(rows, _ni_place)
+    return [[apart.stack(n), apart.partition(n), n.size, n.layout, n.mpi_layout,
+             f'{n.comm_mpi:.4g}', f'{n.comm_hybrid:.4g}', _fmt(n.e_ni), n.samples]
+            for n in rows]
 
 
 DIRECTIONS = ('e_mt, e_cache and e_ni above 1 favour hybrid; e_mp below 1 favours hybrid. '
