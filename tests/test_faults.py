@@ -662,6 +662,29 @@ def test_a_killed_harness_stops_reframe_and_frees_the_var_dir(tmp_path):
 
 
 @pytest.mark.integration
+def test_a_sigkill_to_the_harnesss_process_group_stops_reframe_too(tmp_path):
+    """SIGKILL to the harness's process group (timeout -s KILL, timeout -k, a CI
+    cancelling its job): ReFrame ran in a process group of its own, ran on and
+    held the var dir's lock ('in use by another session' naming a dead pid)."""
+    import signal
+    env = session_env(tmp_path)
+    proc, out = _start(tmp_path, env)
+    try:
+        _when_running(proc, out)
+        assert proc.poll() is None, out.read_text(errors='replace')[-6000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+        rc = proc.wait(timeout=120)
+    finally:
+        left = _left(proc.pid)
+    assert rc == -signal.SIGKILL
+    running = [ps for ps in left if '<defunct>' not in ps]     # not yet reaped: ended
+    assert not running, running
+    lock = tmp_path / 'var' / '.session.lock'
+    free = subprocess.run(['flock', '-n', '-E', '99', str(lock), 'true'], check=False)
+    assert free.returncode == 0, lock.read_text()
+
+
+@pytest.mark.integration
 def test_a_session_that_ran_nothing_is_not_passed_by_another_reframes_report(tmp_path):
     """A reframe run by hand in the same var dir wrote its run report while the
     harness's session ran nothing: the harness took that report as its own."""

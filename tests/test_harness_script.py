@@ -221,3 +221,155 @@ def test_check_session_counts_every_record_of_the_session_in_the_perflogs(tmp_pa
     assert proc.returncode == 1
     assert proc.stderr == ('harness: warning: ReFrame wrote no run report: the session ran '
                            'nothing (see above)\n')
+
+
+def _one_case_report(path: Path, perf: bool = True) -> None:
+    """A ReFrame run report of one test case (with a performance value)."""
+    import json
+    case = {'system': 'sys', 'partition': 'p', 'environ': 'e', 'display_name': 'Spmv %a=1',
+            'perfvalues': {'sys:p:t': [1.0, 0, None, None, 's', 'pass']} if perf else {}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({'session_info': {'num_cases': 1, 'num_skipped': 0},
+                                'runs': [{'testcases': [case]}]}))
+
+
+def _perflog(path: Path, session: str) -> None:
+    """A perflog of the one record of `_one_case_report`, of `session`."""
+    from harnesscore.schema import header_fields
+    fields = header_fields()
+    row = dict.fromkeys(fields, 'null')
+    row.update(job_completion_time='2026-11-26T12:00:01+0000', system='sys', partition='p',
+               environ='e', name='Spmv %a=1', kernel='spmv', session=session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('|'.join(fields) + '|t_value|t_unit|t_ref|t_lower_thres|t_upper_thres|\n'
+                    + '|'.join(row[f] for f in fields) + '|1.0|s|0|None|None|\n')
+
+
+def _check_session(tmp_path: Path, report: str, session: str
+                   ) -> subprocess.CompletedProcess[str]:
+    """./harness's check_session of the session begun at tmp_path/marker."""
+    script = _functions('check_session') + 'check_session "$@"\n'
+    venv = tmp_path / 'venv' if (tmp_path / 'venv').exists() else _venv(tmp_path)
+    env = {**os.environ, 'VENV': str(venv), 'HARNESS_VAR_DIR': str(tmp_path / 'var'),
+           'HARNESS_SESSION': session, 'SESSION_SINCE': '2026-11-26T12:00:00+00:00'}
+    return subprocess.run(['bash', '-c', script, 'check_session', str(tmp_path / 'marker'),
+                           report], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=tmp_path)
+
+
+def test_check_session_reads_harness_session_as_the_checks_write_it(tmp_path):
+    # The checks record HARNESS_SESSION stripped, '|' as '/' (base.session_id:
+    # field_text); check_session compared the raw value: HARNESS_SESSION='nightly|ci '
+    # failed a good session ('only 0 of 1 performance records ...').
+    import time
+    (tmp_path / 'marker').touch()
+    time.sleep(0.05)
+    report = tmp_path / 'var' / 'reports' / 'mine.json'
+    _one_case_report(report)
+    log = tmp_path / 'var' / 'perflogs' / 'sys' / 'p' / 'Spmv.log'
+    _perflog(log, 'nightly/ci')
+    proc = _check_session(tmp_path, str(report), 'nightly|ci ')
+    assert proc.returncode == 0, proc.stderr
+    assert _check_session(tmp_path, str(report), 'nightly/ci').returncode == 0
+    # another session's record is still not this one's
+    _perflog(log, 'other')
+    proc = _check_session(tmp_path, str(report), 'nightly|ci ')
+    assert proc.returncode == 1 and 'only 0 of 1 performance records' in proc.stderr
+
+
+def test_check_session_finds_a_report_file_with_variables_as_reframe_writes_it(tmp_path):
+    # ReFrame expands $VAR in --report-file and normalises the path; the harness
+    # looked for the literal text: 'ReFrame wrote no run report'.
+    import time
+    (tmp_path / 'marker').touch()
+    time.sleep(0.05)
+    _one_case_report(tmp_path / 'var' / 'reports' / 'mine-4.json', perf=False)
+    _one_case_report(tmp_path / 'var' / 'fixed.json', perf=False)
+    for pattern in ('${HARNESS_VAR_DIR}/reports/mine-{sessionid}.json',
+                    '$HARNESS_VAR_DIR/reports/../fixed.json', 'var//./fixed.json',
+                    '$(echo var)/reports/mine-{sessionid}.json'):
+        proc = _check_session(tmp_path, pattern, 'S1')
+        assert proc.returncode == 0, (pattern, proc.stderr)
+    proc = _check_session(tmp_path, '${HARNESS_VAR_DIR}/reports/none-{sessionid}.json', 'S1')
+    assert proc.returncode == 1 and 'ReFrame wrote no run report' in proc.stderr
+
+
+def test_check_session_a_fixed_report_file_of_an_earlier_session_is_not_its_own(tmp_path):
+    # A fixed --report-file left by an earlier session (ReFrame writes none when
+    # it ran nothing) passed the session; only '{sessionid}' files were dated.
+    import time
+    report = tmp_path / 'var' / 'mine.json'
+    _one_case_report(report, perf=False)
+    time.sleep(0.05)
+    (tmp_path / 'marker').touch()
+    proc = _check_session(tmp_path, str(report), 'S1')
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ('harness: warning: ReFrame wrote no run report: the session ran '
+                           'nothing (see above)\n')
+    time.sleep(0.05)
+    _one_case_report(report, perf=False)                # this session's
+    assert _check_session(tmp_path, str(report), 'S1').returncode == 0
+
+
+def _signalled(tmp_path: Path, script: str) -> subprocess.Popen[str]:
+    """`script` (bash) in a session of its own, as a terminal starts it."""
+    import signal
+
+    def default_signals() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return subprocess.Popen(['bash', '-c', script], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=default_signals,
+                            env={**os.environ, 'HARNESS_VAR_DIR': str(tmp_path)})
+
+
+_STEP = ('set -euo pipefail\nSIGNALLED=""\nSTEP_PID=""\nwarn() { echo "warn: $*" >&2; }\n'
+         + "trap 'on_signal INT' INT\ntrap 'on_signal TERM' TERM\n")
+
+
+def test_a_step_runs_in_the_harnesss_process_group(tmp_path):
+    # in_group ran ReFrame in a process group of its own (set -m): a SIGKILL to
+    # the harness's group (timeout -s KILL, a CI) left ReFrame running, holding
+    # the var dir's lock.  Ctrl-C (SIGINT to the group) stops the step through
+    # the harness, as SIGTERM (a background step ignores SIGINT): exit 130.
+    import signal
+    import time
+    script = (_functions('on_signal', 'pass_on', 'in_group', 'stop_if_signalled') + _STEP
+              + 'in_group bash -c \'trap "echo TERM > got; exit 1" TERM; ps -o pgid= $$ > pgid;'
+              ' for _ in $(seq 300); do sleep 0.1; done\' || echo "status $?"\n'
+              'stop_if_signalled\necho ended\n')
+    for sig, rc in ((signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)):
+        (tmp_path / 'pgid').unlink(missing_ok=True)
+        proc = _signalled(tmp_path, script)
+        for _ in range(300):
+            if (tmp_path / 'pgid').exists() and (tmp_path / 'pgid').read_text().strip():
+                break
+            time.sleep(0.05)
+        assert int((tmp_path / 'pgid').read_text()) == proc.pid
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == rc, (sig, out, err)
+        for _ in range(50):             # the killed ones reaped
+            left = subprocess.run(['ps', '-o', 'pid=,stat=,args=', '-s', str(proc.pid)],
+                                  capture_output=True, text=True).stdout.splitlines()
+            if not left:
+                break
+            time.sleep(0.1)
+        assert not left, (sig, left)
+    assert (tmp_path / 'got').read_text() == 'TERM\n'
+    assert out == 'status 1\n' and 'warn: the session was stopped by SIGINT' in err, (out, err)
+
+
+def test_ctrl_c_during_the_plan_stops_the_session(tmp_path):
+    # Ctrl-C while the plan was made: 'cannot make the plan', exit status 1 (the
+    # docs: 130, 'stopped by SIGINT').
+    venv = _venv(tmp_path, python='kill -INT 0; sleep 5; exit 1')
+    script = (_functions('on_signal', 'pass_on', 'in_group', 'stop_if_signalled', 'print_plan')
+              + _STEP + f'VENV={venv}\nROOT={REPO}\nsay() {{ :; }}\n'
+              'die() { echo "die: $*" >&2; exit 1; }\nprint_plan\necho planned\n')
+    proc = _signalled(tmp_path, script)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert 'warn: the session was stopped by SIGINT' in err and 'cannot make' not in err, err

@@ -74,3 +74,23 @@ def test_a_failed_write_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, on
     assert len(err) == 1 and err[0].startswith('hybridverdict: cannot write the report: ')
     assert FULL in err[0]
     assert os.listdir(out) == []
+
+
+def test_ctrl_c_while_the_report_is_written_is_130_one_line_and_no_partial_set(
+        tmp_path, capsys, monkeypatch, one_process):
+    # Ctrl-C in ./harness's [4/4] step: a KeyboardInterrupt traceback before.
+    logs = pair(tmp_path)
+    real = write_mod.write_new
+
+    def interrupted(path, data):
+        if path.endswith('.html'):
+            raise KeyboardInterrupt
+        return real(path, data)
+
+    monkeypatch.setattr(write_mod, 'write_new', interrupted)
+    out = tmp_path / 'reports'
+    assert main(['--perflogs', str(logs.parent), '--out', str(out)]) == 130
+    err = [line for line in capsys.readouterr().err.splitlines()
+           if not line.startswith('hybridverdict: warning')]
+    assert err == ['hybridverdict: interrupted (Ctrl-C): no report written']
+    assert os.listdir(out) == []

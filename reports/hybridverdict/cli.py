@@ -227,6 +227,16 @@ def changes_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``hybridverdict``: the report (``_main``); Ctrl-C ends it with status 130 and
+    one line, no traceback (a report set half written is removed: ``write.write_all``)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print('hybridverdict: interrupted (Ctrl-C): no report written', file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == 'changes':
         return changes_main(argv[1:])

@@ -17,7 +17,9 @@ status of a ReFrame batch; 2 on bad arguments or unreadable records; 128 plus
 the signal's number after Ctrl-C (SIGINT), SIGTERM or SIGHUP: the ReFrame batch
 running then stops on it (the signal reaches it from the terminal or the
 harness, and SIGTERM and SIGHUP are passed on), no other batch starts and the
-plan's costs are not updated.
+plan's costs are not updated.  Under ``./harness`` the rounds and their ReFrame
+ignore SIGINT (a background command's), and the harness passes Ctrl-C on as
+SIGTERM.
 """
 
 from __future__ import annotations

@@ -4,18 +4,20 @@ check after its ReFrame run (``./harness``'s check_session)::
     python -m hybridverdict.session_check MARKER REPORT PERFLOGS SESSION SINCE
 
 The session that started after the file MARKER was made wrote its run report
-REPORT (the file it was told to write: a report of another reframe in the same
-var dir is not this session's; a '{sessionid}' in a --report-file the user gave
-stands for any number), ran at least one test case (a session that ran nothing
-must not pass), and every test case of it with performance values has its
-record in the perflogs under PERFLOGS (a full disk loses them with no more than
-a logging error from ReFrame).  A record is this session's where its session is
-SESSION (HARNESS_SESSION), or, where it has none (an older perflog, a check
+REPORT (the file it was told to write, its variables expanded and the path
+normalised as ReFrame does; a report of another reframe in the same var dir is
+not this session's, nor one written before MARKER; a '{sessionid}' in a
+--report-file the user gave stands for any number), ran at least one test case
+(a session that ran nothing must not pass), and every test case of it with
+performance values has its record in the perflogs under PERFLOGS (a full disk
+loses them with no more than a logging error from ReFrame).  A record is this
+session's where its session is SESSION (HARNESS_SESSION, as the checks write
+it: ``session_field``), or, where it has none (an older perflog, a check
 without the harness's fields), where it completed since SINCE (the session's
 start, ISO time).  The perflogs are read by ``perflog.run_fields``: every line
 of a test, a kernel's or not, usable or not, since the question is whether a
 record was written, not whether a report may use it.  Exit status 0, else 1
-with one line that says why.
+with one line that says why; 130, quietly, on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ import datetime as dt
 import json
 import os
 import re
+import subprocess
 import sys
+
+from harnesscore.schema import field_text
 
 from .perflog import PerflogError, perflog_files, printable, run_fields
 
@@ -34,12 +39,37 @@ from .perflog import PerflogError, perflog_files, printable, run_fields
 KEY = ('system', 'partition', 'environ', 'name')
 
 
+def report_path(pattern: str) -> str:
+    """The --report-file `pattern` as ReFrame 4.10 opens it (cli.py:
+    ``os.path.normpath(osext.expandvars(...))``): its environment variables
+    expanded (``$VAR``, ``${VAR}``; a ``$(cmd)`` or backquoted command is run
+    as ReFrame runs it, by the shell, and each one replaced by the first's
+    output), the path normalised."""
+    command = re.compile(r'`(.*)`|\$\((.*)\)')
+    found = command.search(pattern)
+    if found is None:
+        return os.path.normpath(os.path.expandvars(pattern))
+    try:
+        out = subprocess.run(found.group(1) or found.group(2), shell=True, check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return os.path.normpath(pattern)           # ReFrame failed on it as well
+    return os.path.normpath(command.sub(out.replace('\n', ' ').strip(), pattern))
+
+
 def run_report(marker: str, pattern: str) -> str:
-    """The run report the session wrote ('' if none): `pattern`, or where it
-    holds '{sessionid}', the highest numbered of its files written after
-    `marker`."""
+    """The run report the session wrote ('' if none): `pattern` (``report_path``),
+    or where it holds '{sessionid}', the highest numbered of its files; written
+    after `marker` (a file of that name left by an earlier session is not this
+    session's)."""
+    pattern = report_path(pattern)
+    since = os.path.getmtime(marker)
     if '{sessionid}' not in pattern:
-        return pattern if os.path.isfile(pattern) else ''
+        try:
+            return pattern if (os.path.isfile(pattern)
+                               and os.path.getmtime(pattern) > since) else ''
+        except OSError:
+            return ''
     folder = os.path.dirname(pattern) or '.'
     name = re.compile(re.escape(os.path.basename(pattern)).replace(
         re.escape('{sessionid}'), r'(\d+)') + '$')
@@ -48,9 +78,17 @@ def run_report(marker: str, pattern: str) -> str:
                  if (m := name.match(f))]
     except OSError:
         found = []
-    newer = [item for item in found
-             if os.path.getmtime(item[1]) > os.path.getmtime(marker)]
+    newer = [item for item in found if os.path.getmtime(item[1]) > since]
     return max(newer)[1] if newer else ''
+
+
+def session_field(session: str) -> str:
+    """HARNESS_SESSION as the perflogs hold it and ``run_fields`` reads it: as
+    the checks write it (``harnesslib.base.session_id``: stripped, then
+    ``field_text``: '|' as '/', one line, cut to its limit), its control
+    characters escaped (``printable``).  '' where it is blank: each ReFrame
+    then records a session of its own."""
+    return printable(field_text(session.strip()))
 
 
 def _start(text: str) -> dt.datetime | None:
@@ -63,7 +101,9 @@ def _start(text: str) -> dt.datetime | None:
 def reached(perflogs: str, marker: str, session: str, since: str) -> collections.Counter:
     """The session's records in the perflogs under `perflogs` written since
     `marker`, counted by test case (``KEY``): those of `session`, and those
-    without a session that completed since `since`."""
+    without a session that completed since `since` (all that completed since
+    `since` where `session` is blank: ``session_field``)."""
+    own = session_field(session)
     begun = _start(since)
     got: collections.Counter = collections.Counter()
     try:
@@ -81,11 +121,11 @@ def reached(perflogs: str, marker: str, session: str, since: str) -> collections
             if not all(k in row for k in KEY):
                 continue
             mine = row.get('session', '')
-            if mine in ('', 'null', 'None'):
+            if mine in ('', 'null', 'None') or not own:
                 done = _start(row['job_completion_time'])
                 if not (done and begun and done >= begun):
                     continue
-            elif mine != session:
+            elif mine != own:
                 continue
             got[tuple(row[k] for k in KEY)] += 1
     return got
@@ -138,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 5:
         sys.exit('usage: python -m hybridverdict.session_check MARKER REPORT PERFLOGS '
                  'SESSION SINCE')
-    why = check(*args)
+    try:
+        why = check(*args)
+    except KeyboardInterrupt:
+        return 130                      # Ctrl-C: ./harness says that it stopped
     if why:
         sys.exit(why)
     return 0
