@@ -13,8 +13,10 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,24 +115,143 @@ def test_a_busy_thread_on_the_jobs_core_makes_the_run_busy():
         proc.wait(timeout=10)
 
 
-def test_children_count_with_their_time_in_the_interval_only(monkeypatch):
-    # /proc as two reads 0.2 s apart (20 ticks = one core): shell 10 reaped the
-    # job's rank 11 (95 ticks by the first read) during the interval, shell 20
-    # reaped 15 ticks of children started since; 12 and 21 sleep throughout
-    def stat(ppid: int, ticks: int = 0, child_ticks: int = 0, cpu: int = 0) -> quiet._Stat:
-        return quiet._Stat('sh', 'S', ppid, ticks, child_ticks, 1, 7, cpu)
+def _stat(ppid: int, ticks: int = 0, child_ticks: int = 0, cpu: int = 0, threads: int = 1,
+          state: str = 'S') -> quiet._Stat:
+    return quiet._Stat('sh', state, ppid, ticks, child_ticks, threads, 7, cpu)
 
-    first = {10: stat(1), 11: stat(10, 95), 12: stat(10), 20: stat(1), 21: stat(20)}
-    second = {10: stat(1, 0, 100), 12: stat(10), 20: stat(1, 0, 15), 21: stat(20)}
-    reads = iter([{pid: (st, quiet._threads(pid, st)) for pid, st in read.items()}
+
+#: a read of /proc: pid -> (its /proc/<pid>/stat, its threads or None: single-threaded)
+_Read = dict[int, tuple[quiet._Stat, dict[int, tuple[str, int, int]] | None]]
+
+
+def _fake_reads(monkeypatch, first: _Read, second: _Read) -> None:
+    """/proc as two reads 0.2 s apart (20 ticks = one core)."""
+    def threads(pid: int, st: quiet._Stat, tids: dict | None) -> dict:
+        return tids if tids is not None else {pid: (st.state, st.ticks, st.cpu)}
+
+    reads = iter([{pid: (st, threads(pid, st, tids)) for pid, (st, tids) in read.items()}
                   for read in (first, second)])
     clock = iter([0.0, 0.2])
     monkeypatch.setattr(quiet, '_read_all', lambda exclude: next(reads))
     monkeypatch.setattr(quiet, 'time', type('T', (), {
         'sleep': staticmethod(lambda s: None), 'monotonic': staticmethod(lambda: next(clock))}))
     monkeypatch.setattr(quiet, '_CLK_TCK', 100)
+
+
+def test_children_count_with_their_time_in_the_interval_only(monkeypatch):
+    # shell 10 reaped the job's rank 11 (95 ticks by the first read) during the
+    # interval, shell 20 reaped 15 ticks of children started since; 12 and 21
+    # sleep throughout
+    first = {10: (_stat(1), None), 11: (_stat(10, 95), None), 12: (_stat(10), None),
+             20: (_stat(1), None), 21: (_stat(20), None)}
+    second = {10: (_stat(1, 0, 100), None), 12: (_stat(10), None),
+              20: (_stat(1, 0, 15), None), 21: (_stat(20), None)}
+    _fake_reads(monkeypatch, first, second)
     found = quiet.busy_processes({0}, 0.2, set())
     assert found == [{'pid': 20, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
+
+
+def test_reaped_time_counts_only_where_the_children_ran_on_the_cores(monkeypatch):
+    # shells on cpu 0 that each reaped 15 ticks (0.75 of a core) in the
+    # interval: 30's children run on cpu 1 (31 seen there); nothing of 40's and
+    # 50's was seen, 40 may run on cpus 0-1, 50 on cpu 0 only; 60's children
+    # were seen on cpu 0 (61, a grandchild 62) and cpu 1 (63): half of it counts
+    first = {30: (_stat(1), None), 31: (_stat(30, cpu=1), None), 40: (_stat(1), None),
+             50: (_stat(1), None), 60: (_stat(1), None), 61: (_stat(60), None),
+             62: (_stat(61), None), 63: (_stat(60, cpu=1), None), 64: (_stat(60, cpu=1), None)}
+    second = {30: (_stat(1, 0, 15), None), 31: (_stat(30, cpu=1), None),
+              40: (_stat(1, 0, 15), None), 50: (_stat(1, 0, 15), None),
+              60: (_stat(1, 0, 30), None), 61: (_stat(60), None), 62: (_stat(61), None),
+              63: (_stat(60, cpu=1), None), 64: (_stat(60, cpu=1), None)}
+    _fake_reads(monkeypatch, first, second)
+    affinity = {40: {0, 1}, 50: {0}}
+    monkeypatch.setattr(quiet, '_affinity', affinity.get, raising=False)
+    found = quiet.busy_processes({0}, 0.2, set())
+    assert found == [{'pid': 50, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75},
+                     {'pid': 60, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
+
+
+def test_threads_count_where_they_ran_not_on_the_main_threads_core(monkeypatch):
+    # main threads sleeping on cpu 0 (5 ticks each): 70's worker 71 spun on
+    # cpu 1 and ended in the interval (10 more ticks: half a core), 80's worker
+    # 81 spins on cpu 1 throughout; 90's worker 91 spun on cpu 0 and ended
+    def threads(*tids: tuple[int, str, int, int]) -> dict[int, tuple[str, int, int]]:
+        return {tid: (state, ticks, cpu) for tid, state, ticks, cpu in tids}
+
+    first = {70: (_stat(1, 85, threads=2), threads((70, 'S', 5, 0), (71, 'R', 80, 1))),
+             80: (_stat(1, 85, threads=2), threads((80, 'S', 5, 0), (81, 'R', 80, 1))),
+             90: (_stat(1, 85, threads=2), threads((90, 'S', 5, 0), (91, 'R', 80, 0)))}
+    second = {70: (_stat(1, 95), threads((70, 'S', 5, 0))),
+              80: (_stat(1, 105, threads=2), threads((80, 'S', 5, 0), (81, 'R', 100, 1))),
+              90: (_stat(1, 95), threads((90, 'S', 5, 0)))}
+    _fake_reads(monkeypatch, first, second)
+    found = quiet.busy_processes({0}, 0.2, set())
+    assert found == [{'pid': 90, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.5}]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two cores')
+def test_a_thread_ending_on_another_core_does_not_make_the_main_threads_core_busy():
+    # the main thread sleeps on the job's core, a worker that has spun 0.6 s of
+    # CPU on another core ends 0.3 s into the interval: the first read sees two
+    # threads, the second one, whose /proc/<pid>/stat counts the ended worker
+    job_core, other = sorted(os.sched_getaffinity(0))[:2]
+    code = ('import os, sys, threading, time\n'
+            f'os.sched_setaffinity(0, {{{job_core}}})\n'
+            'stop = threading.Event()\n'
+            'def spin():\n'
+            f'    os.sched_setaffinity(0, {{{other}}})\n'
+            '    told = False\n'
+            '    while not stop.is_set():\n'
+            '        if not told and time.thread_time() >= 0.6:\n'
+            '            print("ready", flush=True); told = True\n'
+            't = threading.Thread(target=spin); t.start()\n'
+            'sys.stdin.readline(); stop.set(); t.join(); time.sleep(30)\n')
+    proc = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline() == 'ready\n'
+        stdin = proc.stdin
+
+        def stop() -> None:
+            stdin.write('stop\n')
+            stdin.flush()
+        timer = threading.Timer(0.3, stop)
+        timer.start()
+        found = quiet.busy_processes({job_core}, 1.0, quiet.ancestors(os.getpid()))
+        timer.join()
+        assert len(os.listdir(f'/proc/{proc.pid}/task')) == 1      # the worker ended
+        assert [p for p in found if p['pid'] == proc.pid] == []
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or shutil.which('taskset') is None,
+                    reason='needs two cores and taskset')
+def test_a_loop_whose_children_run_on_another_core_does_not_make_its_core_busy():
+    # a shell loop on the job's core whose short children all run on another
+    # core (taskset): their reaped time was not used on the job's core
+    job_core, other = sorted(os.sched_getaffinity(0))[:2]
+    loop = subprocess.Popen(['taskset', '-c', str(job_core), 'timeout', '20', 'sh', '-c',
+                             f'while :; do taskset -c {other} timeout 0.05 '
+                             'sh -c "while :; do :; done"; done'],
+                            start_new_session=True)
+    try:
+        time.sleep(0.5)
+        # the loop's shell: timeout's child
+        shell = [pid for pid in map(int, filter(str.isdigit, os.listdir('/proc')))
+                 if (st := quiet._proc_stat(pid)) is not None and st.ppid == loop.pid]
+        assert len(shell) == 1
+        mine = quiet.ancestors(os.getpid())
+        # a child caught between its fork and its taskset is on the job's core
+        # for a moment: once in four is let pass
+        flagged = sum(any(p['pid'] == shell[0] for p in
+                          quiet.busy_processes({job_core}, 0.3, mine)) for _ in range(4))
+        assert flagged <= 1
+    finally:
+        os.killpg(loop.pid, 9)
+        loop.wait(timeout=10)
 
 
 def test_missing_snapshots_are_unknown_not_quiet(tmp_path):

@@ -122,16 +122,25 @@ _Thread = tuple[str, int, int]
 
 
 def _threads(pid: int, st: _Stat) -> dict[int, _Thread]:
-    """The threads of a process by thread id; a single-threaded one is its
-    own main thread (no task/ read)."""
-    if st.threads <= 1:
-        return {pid: (st.state, st.ticks, st.cpu)}
+    """The threads of a process by thread id, each from its own
+    task/<tid>/stat (a single-threaded one's main thread too: its
+    /proc/<pid>/stat also counts the threads that have ended, which no
+    thread's ticks do)."""
     try:
-        tids = [int(d) for d in os.listdir(f'/proc/{pid}/task') if d.isdigit()]
+        tids = ([pid] if st.threads <= 1 else
+                [int(d) for d in os.listdir(f'/proc/{pid}/task') if d.isdigit()])
     except OSError:
-        return {pid: (st.state, st.ticks, st.cpu)}
+        tids = [pid]
     return {tid: (t.state, t.ticks, t.cpu) for tid in tids
             if (t := _read_stat(f'/proc/{pid}/task/{tid}/stat')) is not None}
+
+
+def _affinity(pid: int) -> set[int] | None:
+    """The CPUs a process may run on; None where unreadable."""
+    try:
+        return set(os.sched_getaffinity(pid))
+    except (AttributeError, OSError):
+        return None
 
 
 def ancestors(pid: int) -> set[int]:
@@ -177,18 +186,51 @@ def _reaped_before(first: dict[int, tuple[_Stat, dict[int, _Thread]]],
     return out
 
 
+def _placed(seen: list[int], cores: set[int], pid: int) -> float:
+    """The part (0 to 1) of a time that no read can place on a core (threads
+    that ended, reaped children) that goes to `cores`: that of `seen`, the last
+    CPUs the reads saw them (or their siblings) on, in `cores`; where the reads
+    saw none, 1 when the affinity of `pid` (which they inherit) is within
+    `cores`, else 0."""
+    if seen:
+        return sum(cpu in cores for cpu in seen) / len(seen)
+    allowed = _affinity(pid)
+    return 1.0 if allowed and allowed <= cores else 0.0
+
+
+def _descendant_cpus(pid: int, kids: list[dict[int, list[int]]],
+                     reads: list[dict[int, tuple[_Stat, dict[int, _Thread]]]]) -> list[int]:
+    """The last CPUs of the descendants of `pid` at each read (`kids`: the
+    children of each pid at that read)."""
+    cpus = []
+    for children, read in zip(kids, reads):
+        todo, seen = list(children.get(pid, [])), {pid}
+        while todo:
+            child = todo.pop()
+            if child not in seen:
+                seen.add(child)
+                cpus.append(read[child][0].cpu)
+                todo.extend(children.get(child, []))
+    return cpus
+
+
 def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[dict]:
     """Other processes that kept a core of `cores` busy over `interval` seconds.
 
     A process counts, in this order, when (1) it is on `cores` (its last CPU)
-    and was runnable (``_runnable``) or used at least BUSY_SHARE of a core; or
-    (2) its threads on `cores` (each thread's last CPU) were: one of them
-    runnable, or together at least BUSY_SHARE (an OpenMP job, a JVM whose main
-    thread sleeps elsewhere); or (3) it is on `cores` and its time plus that of
-    the time its children used in the interval and it reaped (cutime, cstime,
-    less what they had by the first read: ``_reaped_before``) reached
-    BUSY_SHARE (a build or a script loop of short-lived processes).  A process
-    the first read did not see (started during the interval) counts from zero.
+    and was runnable (``_runnable``) or used at least BUSY_SHARE of a core on
+    `cores`; or (2) its threads on `cores` (each thread's last CPU) were: one
+    of them runnable, or together at least BUSY_SHARE (an OpenMP job, a JVM
+    whose main thread sleeps elsewhere); or (3) it is on `cores` and its time
+    on `cores` plus that of the time its children used in the interval and it
+    reaped (cutime, cstime, less what they had by the first read:
+    ``_reaped_before``) reached BUSY_SHARE (a build or a script loop of
+    short-lived processes).  A process the first read did not see (started
+    during the interval) counts from zero.  Time on `cores`: a single-threaded
+    process's; of a multi-threaded one, that of its threads on `cores` and the
+    part (``_placed``) of that of its threads that ended in the interval by
+    their CPU at the first read.  The reaped time counts by the part
+    (``_placed``) of the descendants seen at the reads that were on `cores`.
     """
     first = _read_all(exclude)
     start = time.monotonic()
@@ -196,7 +238,7 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
     elapsed = time.monotonic() - start
     second = _read_all(exclude)
 
-    def share(ticks: int) -> float:
+    def share(ticks: float) -> float:
         return ticks / _CLK_TCK / elapsed if elapsed > 0 else 0.0
 
     # (3) counts the children's time of the interval only: what a process that
@@ -205,6 +247,10 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
     same = {pid for pid, (st, _t) in second.items()
             if pid in first and first[pid][0].start == st.start}
     before = _reaped_before(first, same)
+    kids: list[dict[int, list[int]]] = [{}, {}]
+    for children, read in zip(kids, (first, second)):
+        for pid, (st, _t) in read.items():
+            children.setdefault(st.ppid, []).append(pid)
     out = []
     # those of the first read first, in its order, then those started since
     order = [pid for pid in first if pid in second] + [pid for pid in second if pid not in first]
@@ -214,27 +260,50 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
         if st0 is not None and st0.start != st.start:      # the pid was reused
             st0, threads0 = None, {}
         state0 = st0.state if st0 else None
-        own = share(st.ticks - (st0.ticks if st0 else 0))
+        ticks = st.ticks - (st0.ticks if st0 else 0)    # all its threads, ended ones too
+        own = share(ticks)
+        placed: float = ticks       # its ticks on `cores`
+        if st.threads > 1 or (st0 is not None and st0.threads > 1):
+            # never the process's total on its main thread's CPU: each thread
+            # where it ran, those that ended where the first read saw them
+            live_on = live_off = 0
+            for tid, (_state, t_ticks, cpu) in threads.items():
+                used = t_ticks - threads0.get(tid, (None, 0, -1))[1]
+                if cpu in cores:
+                    live_on += used
+                else:
+                    live_off += used
+            placed = live_on
+            ended = ticks - live_on - live_off
+            if ended > 0:
+                placed += ended * _placed(
+                    [t[2] for tid, t in threads0.items() if tid not in threads], cores, pid)
         entry = {'pid': pid, 'comm': st.comm, 'cpu': st.cpu, 'state': st.state,
                  'share': round(own, 2)}
-        if st.cpu in cores and (own >= BUSY_SHARE or _runnable(
+        if st.cpu in cores and (share(placed) >= BUSY_SHARE or _runnable(
                 state0, st.state, st0.ticks if st0 else 0, st.ticks)):
             out.append(entry)
             continue
         on_cores = []               # (share, state, cpu, runnable) of its threads on cores
-        for tid, (state, ticks, cpu) in threads.items():
+        for tid, (state, t_ticks, cpu) in threads.items():
             if cpu in cores:
                 t_state0, t_ticks0, _cpu0 = threads0.get(tid, (None, 0, -1))
-                on_cores.append((share(ticks - t_ticks0), state, cpu,
-                                 _runnable(t_state0, state, t_ticks0, ticks)))
+                on_cores.append((share(t_ticks - t_ticks0), state, cpu,
+                                 _runnable(t_state0, state, t_ticks0, t_ticks)))
         if on_cores and (any(t[3] for t in on_cores)
                          or sum(t[0] for t in on_cores) >= BUSY_SHARE):
             _share, state, cpu, _run = max(on_cores, key=lambda t: (t[3], t[0]))
             out.append({**entry, 'cpu': cpu, 'state': state})
             continue
+        if st.cpu not in cores:
+            continue
         reaped = st.child_ticks - (st0.child_ticks if st0 else 0) - before.get(pid, 0)
-        total = own + share(max(reaped, 0))
-        if st.cpu in cores and total >= BUSY_SHARE:
+        total = share(placed)
+        if reaped > 0:
+            # where its children ran: where the reads saw its descendants
+            total += share(reaped * _placed(_descendant_cpus(pid, kids, [first, second]),
+                                            cores, pid))
+        if total >= BUSY_SHARE:
             out.append({**entry, 'share': round(total, 2)})
     return out
 
