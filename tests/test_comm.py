@@ -449,16 +449,53 @@ def test_ring_beside_osu_pairs_a_stack_whose_two_sides_log_their_library_differe
                                                '1.50']]
     assert [(d['library'], d['osu_library'], d['latency_ratio']) for d in data] == [
         ('MPICH Version: 4.0.2', 'MPICH (libmpich.so.12)', 1.5)]
-    # two ring libraries against one OSU install: each side names its library where
-    # its side of the stack has several
+    # two ring libraries against one OSU install: the install is of one of them, which
+    # nothing says, and the stack has no row (test_ring_beside_osu_pairs_no_other_mpi_
+    # version); this asserted two rows, one of them across versions
     ring2 = dataclasses.replace(ring, mpi_library='MPICH Version: 4.1')
-    rows, _ = comm.ring_osu_rows(comm.headlines([ring, ring2, osu]))
-    assert [r[1:4] for r in rows] == [
-        ['x', 'cmake Release x (MPICH Version: 4.0.2)', 'osu /opt'],
-        ['x', 'cmake Release x (MPICH Version: 4.1)', 'osu /opt']]
-    # a ring library that OSU logged too pairs with that install only
+    assert comm.ring_osu_rows(comm.headlines([ring, ring2, osu])) == ([], [])
+    # a ring library that OSU logged too pairs with that install only, and the one left
+    # with the install left; each side names its library where its side of the stack
+    # has several
     same = dataclasses.replace(osu, mpi_library='MPICH Version: 4.0.2', build_spec='osu /b')
     rows, _ = comm.ring_osu_rows(comm.headlines([ring, ring2, osu, same]))
     assert [r[1:4] for r in rows] == [
         ['x (MPICH Version: 4.0.2)', 'cmake Release x', 'osu /b'],
         ['x', 'cmake Release x (MPICH Version: 4.1)', 'osu /opt (MPICH (libmpich.so.12))']]
+
+
+def test_ring_beside_osu_pairs_no_other_mpi_version():
+    """After an MPICH upgrade the ring was built against 4.0.2 and 4.2.0 and OSU
+    installed against each, all OSU installs logging 'MPICH (libmpich.so.12)': every
+    ring build paired with every install, 4.0.2 against 4.2.0 shown as ring/OSU
+    overhead (ratios 0.33 and 3.00).  Nothing tells the installs apart: no row."""
+    def ring(version: str, lat: float) -> Record:
+        return p2p('ring-pingpong', {'latency_8B': lat}, stack='mpich',
+                   build='cmake Release mpich', library=f'MPICH Version: {version}')
+
+    def osu(version: str, lat: float, library: str = 'MPICH (libmpich.so.12)') -> Record:
+        return p2p('osu_latency', {'latency_8B': lat}, stack='mpich',
+                   build=f'osu /opt/osu-mpich-{version}', library=library)
+
+    upgrade = [ring('4.0.2', 1.0), ring('4.2.0', 3.0), osu('4.0.2', 1.0), osu('4.2.0', 3.0)]
+    assert comm.ring_osu_rows(comm.headlines(upgrade)) == ([], [])
+    # one OSU install of the two ring versions: not told which either
+    assert comm.ring_osu_rows(comm.headlines(upgrade[:3])) == ([], [])
+    # the installs logging libraries of their own: none left to guess
+    told = [ring('4.0.2', 1.0), ring('4.2.0', 3.0), osu('4.0.2', 1.0, 'MPICH Version: 4.0.2'),
+            osu('4.2.0', 3.0, 'MPICH Version: 4.2.0')]
+    _, data = comm.ring_osu_rows(comm.headlines(told))
+    assert [(d['library'], d['osu_build'], d['latency_ratio']) for d in data] == [
+        ('MPICH Version: 4.0.2', 'osu /opt/osu-mpich-4.0.2', 1.0),
+        ('MPICH Version: 4.2.0', 'osu /opt/osu-mpich-4.2.0', 1.0)]
+    # one ring version, its Debug and Release builds, against the installs of one
+    # library string: each build against each install, as before
+    debug = dataclasses.replace(upgrade[0], build_spec='cmake Debug mpich')
+    rows, _ = comm.ring_osu_rows(comm.headlines([upgrade[0], debug] + upgrade[2:]))
+    assert [r[2:4] for r in rows] == [['cmake Debug mpich', 'osu /opt/osu-mpich-4.0.2'],
+                                      ['cmake Debug mpich', 'osu /opt/osu-mpich-4.2.0'],
+                                      ['cmake Release mpich', 'osu /opt/osu-mpich-4.0.2'],
+                                      ['cmake Release mpich', 'osu /opt/osu-mpich-4.2.0']]
+    # the installs logging two library strings against one ring version: no row
+    other = osu('4.2.0', 3.0, 'MPICH (libmpich.so.14)')
+    assert comm.ring_osu_rows(comm.headlines(upgrade[:1] + [upgrade[2], other])) == ([], [])

@@ -359,9 +359,14 @@ def _stack_place(h: Headline) -> tuple:
 def ring_osu_pairs(heads: list[Headline]) -> list[tuple[Headline, Headline]]:
     """Each ring headline beside the OSU headlines of its place (``_stack_place``): those
     of its own MPI library where one has it, else those whose library no ring headline
-    of the place has.  The ring logs MPI_Get_library_version ('MPICH Version: 4.0.2'),
-    OSU its install's '<prefix> (<lib>)' ('MPICH (libmpich.so.12)'): the strings of one
-    stack match only where both logged the same one."""
+    of the place has, where the place tells them apart.  The ring logs
+    MPI_Get_library_version ('MPICH Version: 4.0.2'), OSU its install's
+    '<prefix> (<lib>)' ('MPICH (libmpich.so.12)'): the strings of one stack match only
+    where both logged the same one.  Those left unmatched pair only where one ring
+    library string is left and the OSU installs left all log one library string: after
+    an upgrade (rings on 4.0.2 and 4.2.0, OSU installs of each, all 'MPICH
+    (libmpich.so.12)') nothing says which install is which version, and the place has no
+    such row rather than cross-version ones."""
     sides: dict[tuple, dict[str, list[Headline]]] = defaultdict(lambda: defaultdict(list))
     for h in heads:
         sides[_stack_place(h)][h.family].append(h)
@@ -370,10 +375,14 @@ def ring_osu_pairs(heads: list[Headline]) -> list[tuple[Headline, Headline]]:
         rings, osus = found.get('ring', []), found.get('osu', [])
         ring_libraries = {h.library for h in rings}
         osu_libraries = {h.library for h in osus}
+        # the library strings left once the exact matches are taken
+        ring_left = ring_libraries - osu_libraries
+        osu_left = osu_libraries - ring_libraries
+        told_apart = len(ring_left) == 1 and len(osu_left) == 1
         pairs += sorted(((ring, osu) for ring in rings for osu in osus
                          if osu.library == ring.library
-                         or (ring.library not in osu_libraries
-                             and osu.library not in ring_libraries)),
+                         or (told_apart and ring.library in ring_left
+                             and osu.library in osu_left)),
                         key=lambda p: (p[0].library, p[0].build, p[1].build, p[1].library))
     return pairs
 
