@@ -613,21 +613,34 @@ def _left(sid: int) -> list[str]:
     return ps
 
 
+def _signalled(tmp_path, send) -> tuple[int, str, list[str]]:
+    """A ./harness run given a signal by `send(pid)` once ReFrame runs: its exit
+    status, its output and the processes it left (killed)."""
+    proc, out = _start(tmp_path, session_env(tmp_path))
+    try:
+        _when_running(proc, out)
+        assert proc.poll() is None, out.read_text(errors='replace')[-6000:]
+        send(proc.pid)
+        rc = proc.wait(timeout=120)
+    finally:
+        left = _left(proc.pid)
+    return rc, out.read_text(errors='replace'), left
+
+
+def _lock_is_free(tmp_path) -> None:
+    """The var dir's session lock can be taken (no process holds it)."""
+    lock = tmp_path / 'var' / '.session.lock'
+    free = subprocess.run(['flock', '-n', '-E', '99', str(lock), 'true'], check=False)
+    assert free.returncode == 0, lock.read_text()
+
+
 @pytest.mark.integration
 def test_ctrl_c_stops_the_session_after_reframe(tmp_path):
     """Ctrl-C (SIGINT to the terminal's process group) while ReFrame runs: ReFrame
     stops ('cancelled by user'), and the harness used to go on with more rounds
     (new ReFrame sessions), the plan's costs and a report, exit status 1."""
     import signal
-    env = session_env(tmp_path)
-    proc, out = _start(tmp_path, env)
-    try:
-        _when_running(proc, out)
-        os.killpg(proc.pid, signal.SIGINT)
-        rc = proc.wait(timeout=120)
-    finally:
-        left = _left(proc.pid)
-    text = out.read_text(errors='replace')
+    rc, text, left = _signalled(tmp_path, lambda pid: os.killpg(pid, signal.SIGINT))
     assert rc == 130, (rc, text[-6000:])
     assert 'harness: warning: the session was stopped by SIGINT: no more ReFrame sessions, ' \
            'no report' in text, text[-6000:]
@@ -644,21 +657,11 @@ def test_a_killed_harness_stops_reframe_and_frees_the_var_dir(tmp_path):
     ReFrame went on running and held the session lock ('in use by another
     session' naming the dead harness)."""
     import signal
-    env = session_env(tmp_path)
-    proc, out = _start(tmp_path, env)
-    try:
-        _when_running(proc, out)
-        os.kill(proc.pid, signal.SIGTERM)
-        rc = proc.wait(timeout=120)
-    finally:
-        left = _left(proc.pid)
-    text = out.read_text(errors='replace')
+    rc, text, left = _signalled(tmp_path, lambda pid: os.kill(pid, signal.SIGTERM))
     assert rc == 128 + signal.SIGTERM, (rc, text[-6000:])
     assert 'stopped by SIGTERM' in text and 'Traceback' not in text, text[-6000:]
     assert not left, left
-    lock = tmp_path / 'var' / '.session.lock'
-    free = subprocess.run(['flock', '-n', '-E', '99', str(lock), 'true'], check=False)
-    assert free.returncode == 0, lock.read_text()
+    _lock_is_free(tmp_path)
 
 
 @pytest.mark.integration
@@ -667,21 +670,11 @@ def test_a_sigkill_to_the_harnesss_process_group_stops_reframe_too(tmp_path):
     cancelling its job): ReFrame ran in a process group of its own, ran on and
     held the var dir's lock ('in use by another session' naming a dead pid)."""
     import signal
-    env = session_env(tmp_path)
-    proc, out = _start(tmp_path, env)
-    try:
-        _when_running(proc, out)
-        assert proc.poll() is None, out.read_text(errors='replace')[-6000:]
-        os.killpg(proc.pid, signal.SIGKILL)
-        rc = proc.wait(timeout=120)
-    finally:
-        left = _left(proc.pid)
+    rc, _text, left = _signalled(tmp_path, lambda pid: os.killpg(pid, signal.SIGKILL))
     assert rc == -signal.SIGKILL
     running = [ps for ps in left if '<defunct>' not in ps]     # not yet reaped: ended
     assert not running, running
-    lock = tmp_path / 'var' / '.session.lock'
-    free = subprocess.run(['flock', '-n', '-E', '99', str(lock), 'true'], check=False)
-    assert free.returncode == 0, lock.read_text()
+    _lock_is_free(tmp_path)
 
 
 @pytest.mark.integration

@@ -294,6 +294,43 @@ def test_check_session_finds_a_report_file_with_variables_as_reframe_writes_it(t
     assert proc.returncode == 1 and 'ReFrame wrote no run report' in proc.stderr
 
 
+def test_check_session_does_not_run_a_report_files_command_again(tmp_path, monkeypatch):
+    # A $(cmd) in --report-file was run again by check_session, to another output:
+    # '--report-file=.../run-$(date +%s).json' of a session that wrote
+    # run-<its second>.json failed it, 'ReFrame wrote no run report'.  Each command
+    # is any part of one name now, never run; the newest file after the marker.
+    import time
+
+    from hybridverdict import session_check
+    (tmp_path / 'marker').touch()
+    time.sleep(0.05)
+    reports = tmp_path / 'var' / 'reports'
+    _one_case_report(reports / 'run-1795707622.json', perf=False)
+    time.sleep(0.05)
+    _one_case_report(reports / 'run-1795707623-x.json', perf=False)
+    _one_case_report(tmp_path / 'other' / 'run-5.json', perf=False)
+    ran = tmp_path / 'ran'
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('HARNESS_VAR_DIR', str(tmp_path / 'var'))
+    newest, other = 'var/reports/run-1795707623-x.json', 'other/run-5.json'
+    for pattern, want in (
+            (f'$HARNESS_VAR_DIR/reports/run-$(touch {ran}; date +%s).json', newest),
+            (f'${{HARNESS_VAR_DIR}}/reports/run-`touch {ran}`{{sessionid}}.json',
+             'var/reports/run-1795707622.json'),
+            (f'{reports}/run-$(date +%s)-$(echo x).json', newest),
+            (f'$(touch {ran}; echo var)/reports/run-$(echo $(date +%s))*.json', None),
+            ('$(echo var)/../$(echo other)/run-{sessionid}.json', other),
+            ('$(echo var)/reports/../../other/run-$(date).json', other),
+            ('$(echo var/reports)/run-1795707622.json', None),     # one name each
+            (f'{reports}/run-$(date +%s).txt', None)):
+        found = session_check.run_report(str(tmp_path / 'marker'), pattern)
+        assert (os.path.relpath(found, tmp_path) if found else None) == want, pattern
+        assert not ran.exists(), pattern
+    args = [str(tmp_path / 'marker'), '$HARNESS_VAR_DIR/reports/run-$(date +%s).json',
+            str(tmp_path / 'var' / 'perflogs'), 'S1', '2026-11-26T12:00:00+00:00']
+    assert session_check.main(args) == 0
+
+
 def test_check_session_a_fixed_report_file_of_an_earlier_session_is_not_its_own(tmp_path):
     # A fixed --report-file left by an earlier session (ReFrame writes none when
     # it ran nothing) passed the session; only '{sessionid}' files were dated.

@@ -188,6 +188,16 @@ def test_command_line_prints_the_plan(capsys):
     assert plan_cli.main(['--cores', '16', '--budget', 'soon']) == 2
 
 
+def test_ctrl_c_during_the_plan_is_130_and_one_line(capsys, monkeypatch):
+    # Ctrl-C while the plan was made (reading the configuration with ReFrame, the
+    # plan itself): a 31-line KeyboardInterrupt traceback.
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(plan_cli, 'session_plan', interrupted)
+    assert plan_cli.main(['--cores', '16', '--budget', '30m']) == 130
+    assert capsys.readouterr().err == 'plan: interrupted (Ctrl-C)\n'
+
+
 def test_declared_node_bigger_than_the_machine():
     # spmv refuses more threads per rank than online CPUs: on a declared
     # 16-core node run on 2 CPUs, the plan leaves T > 2 out, saying why.

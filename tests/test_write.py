@@ -94,3 +94,36 @@ def test_ctrl_c_while_the_report_is_written_is_130_one_line_and_no_partial_set(
            if not line.startswith('hybridverdict: warning')]
     assert err == ['hybridverdict: interrupted (Ctrl-C): no report written']
     assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize('signame', ['SIGTERM', 'SIGHUP'])
+def test_sigterm_while_the_report_is_written_is_143_one_line_and_no_partial_set(
+        tmp_path, capsys, monkeypatch, one_process, signame):
+    # `timeout -s TERM` (or a closed terminal) while the report was written: the
+    # process died of the signal, leaving .md, .json and -tidy.parquet without .html.
+    import signal
+    signum = getattr(signal, signame)
+    logs = pair(tmp_path)
+    real = write_mod.write_new
+
+    def signalled(path, data):
+        if path.endswith('.html'):
+            # never the default action here: it would end the test run itself
+            assert signal.getsignal(signum) is not signal.SIG_DFL, f'no {signame} handler'
+            os.kill(os.getpid(), signum)
+        return real(path, data)
+
+    monkeypatch.setattr(write_mod, 'write_new', signalled)
+    out = tmp_path / 'reports'
+    before = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        assert main(['--perflogs', str(logs.parent), '--out', str(out)]) == 128 + signum
+        # the handlers given back
+        assert all(signal.getsignal(sig) is signal.SIG_DFL for sig in before)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    err = [line for line in capsys.readouterr().err.splitlines()
+           if not line.startswith('hybridverdict: warning')]
+    assert err == [f'hybridverdict: stopped by {signame}: no report written']
+    assert os.listdir(out) == []

@@ -63,6 +63,16 @@ def _partition_topologies(config: str, system: str | None,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The plan (``_main``); Ctrl-C ends it with status 130 and one line, no
+    traceback (./harness then says the session was stopped)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print('plan: interrupted (Ctrl-C)', file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(
         prog='python -m harnesslib.plan',
         description='The plan of a session: runs per partition, the runs left out and '

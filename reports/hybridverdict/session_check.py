@@ -7,8 +7,9 @@ The session that started after the file MARKER was made wrote its run report
 REPORT (the file it was told to write, its variables expanded and the path
 normalised as ReFrame does; a report of another reframe in the same var dir is
 not this session's, nor one written before MARKER; a '{sessionid}' in a
---report-file the user gave stands for any number), ran at least one test case
-(a session that ran nothing must not pass), and every test case of it with
+--report-file the user gave stands for any number, a ``$(cmd)`` or backquoted
+command for any part of one name, not run again: the newest such file), ran at
+least one test case (a session that ran nothing must not pass), and every test case of it with
 performance values has its record in the perflogs under PERFLOGS (a full disk
 loses them with no more than a logging error from ReFrame).  A record is this
 session's where its session is SESSION (HARNESS_SESSION, as the checks write
@@ -24,10 +25,10 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import glob
 import json
 import os
 import re
-import subprocess
 import sys
 
 from harnesscore.schema import field_text
@@ -39,31 +40,53 @@ from .perflog import PerflogError, perflog_files, printable, run_fields
 KEY = ('system', 'partition', 'environ', 'name')
 
 
+#: A ``$(cmd)`` (one level of nested parentheses) or backquoted command of a
+#: --report-file: never run again here, each one stands for any file name part.
+COMMAND = re.compile(r'`[^`]*`|\$\((?:[^()]|\([^()]*\))*\)')
+
+#: What a command of the pattern is while the path is normalised (no path holds it).
+_OUTPUT = '\0'
+
+
 def report_path(pattern: str) -> str:
     """The --report-file `pattern` as ReFrame 4.10 opens it (cli.py:
     ``os.path.normpath(osext.expandvars(...))``): its environment variables
-    expanded (``$VAR``, ``${VAR}``; a ``$(cmd)`` or backquoted command is run
-    as ReFrame runs it, by the shell, and each one replaced by the first's
-    output), the path normalised."""
-    command = re.compile(r'`(.*)`|\$\((.*)\)')
-    found = command.search(pattern)
-    if found is None:
-        return os.path.normpath(os.path.expandvars(pattern))
-    try:
-        out = subprocess.run(found.group(1) or found.group(2), shell=True, check=True,
-                             capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return os.path.normpath(pattern)           # ReFrame failed on it as well
-    return os.path.normpath(command.sub(out.replace('\n', ' ').strip(), pattern))
+    expanded (``$VAR``, ``${VAR}``), the path normalised.  A ``$(cmd)`` or
+    backquoted command is not run (it would run again, to another output, and
+    may do anything): each one is left as ``_OUTPUT``, any part of one file or
+    folder name (``run_report``)."""
+    texts = COMMAND.split(pattern)
+    return os.path.normpath(_OUTPUT.join(os.path.expandvars(t) for t in texts))
+
+
+def _newest_match(path: str, since: float) -> str:
+    """The newest file written after `since` whose path `path` (``report_path``,
+    with a command) matches: each command's output any text within one name
+    (no '/'), each '{sessionid}' a number."""
+    parts = re.split('(' + re.escape(_OUTPUT) + '|' + re.escape('{sessionid}') + ')', path)
+    wild = ''.join('*' if p in (_OUTPUT, '{sessionid}') else glob.escape(p) for p in parts)
+    exact = re.compile(''.join('[^/]*' if p == _OUTPUT else r'\d+' if p == '{sessionid}'
+                               else re.escape(p) for p in parts))
+    found = []
+    for name in glob.glob(wild):
+        try:
+            if exact.fullmatch(name) and os.path.isfile(name) \
+                    and (when := os.path.getmtime(name)) > since:
+                found.append((when, name))
+        except OSError:
+            continue
+    return max(found)[1] if found else ''
 
 
 def run_report(marker: str, pattern: str) -> str:
     """The run report the session wrote ('' if none): `pattern` (``report_path``),
-    or where it holds '{sessionid}', the highest numbered of its files; written
-    after `marker` (a file of that name left by an earlier session is not this
-    session's)."""
+    or where it holds '{sessionid}', the highest numbered of its files, or where
+    it holds a command, the newest of its files; written after `marker` (a file
+    of that name left by an earlier session is not this session's)."""
     pattern = report_path(pattern)
     since = os.path.getmtime(marker)
+    if _OUTPUT in pattern:
+        return _newest_match(pattern, since)
     if '{sessionid}' not in pattern:
         try:
             return pattern if (os.path.isfile(pattern)
