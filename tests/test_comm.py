@@ -44,6 +44,23 @@ def test_one_message_size_is_reported_not_fitted(tmp_path):
     assert 'no fit: needs >= 2' in comm.hockney_rows([curve])[0][4]
 
 
+def test_a_fit_of_two_points_prints_no_error(tmp_path):
+    # a 2-parameter fit through two points is exact: its "0.0%" read as a perfect model
+    write_runs(tmp_path / 'two/Lat.log', 'osu_latency',
+               hockney_runs(1.0, 1000.0, [8, 4096]), part='two')
+    write_runs(tmp_path / 'three/Lat.log', 'osu_latency',
+               hockney_runs(1.0, 1000.0, [8, 512, 4096], noise=0.05), part='three')
+    rows = {r[1]: r for r in comm.hockney_rows(comm.p2p_curves(
+        read_perflogs([str(tmp_path)])))}
+    assert rows['two'][7:9] == ['n/a (2 points)', 'n/a (2 points)']
+    assert all(x.endswith('%') and x != '0.0%' for x in rows['three'][7:9]), rows['three']
+    lines = [line('osu_allreduce', {'lat_8': (1.0 + 2.0 * (n.bit_length() - 1), 'us')},
+                  ranks=2, nodes=n // 2) for n in (2, 4)]
+    write(tmp_path / 'c/Allreduce.log', [header(['lat_8']), *lines])
+    (c,) = comm.collectives(read_perflogs([str(tmp_path / 'c')]))
+    assert comm.collective_rows([c])[0][0][-2] == 'n/a (2 points)'
+
+
 def test_stack_comparison_relative_to_the_best_of_the_partition(tmp_path):
     for stack, lat, bw in (('openmpi', 0.5, 9000.0), ('mpich', 1.0, 6000.0)):
         write_runs(tmp_path / f'{stack}/OsuLatency.log', 'osu_latency',

@@ -31,7 +31,7 @@ from harnesscore import stats
 from harnesscore.units import MIB, bytes_label
 
 from .apart import Apart
-from .hockney import FitError, HockneyFit, LogFit, fit_hockney, fit_log2
+from .hockney import FitError, HockneyFit, LogFit, error_text, fit_hockney, fit_log2
 from .records import Group, KernelSeries, Record
 
 LAT_KERNELS = ('ring-pingpong', 'osu_latency')
@@ -203,8 +203,8 @@ def hockney_rows(curves: list[Curve]) -> list[list[object]]:
     for c in curves:
         f = c.fit
         fit = [f'no fit: {c.error}', '', '', '', ''] if f is None else [
-            f'{f.t0:.3g}', f'{f.r_inf:.4g}', f'{f.m_half:.3g}', f'{100 * f.rel_error:.1f}%',
-            f'{100 * f.max_error:.1f}%']
+            f'{f.t0:.3g}', f'{f.r_inf:.4g}', f'{f.m_half:.3g}', error_text(f, f.rel_error),
+            error_text(f, f.max_error)]
         rows.append([apart.stack(c), apart.partition(c), c.kernel, len(c.times), *fit,
                      c.nodes, c.span.records, _dates(c.span)])
     return rows
@@ -789,7 +789,7 @@ def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[
         if c.size not in shown:
             continue
         fit = [c.error, '', ''] if c.fit is None else [
-            f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', f'{100 * c.fit.rel_error:.1f}%']
+            f'{c.fit.a:.3g}', f'{c.fit.b:.3g}', error_text(c.fit, c.fit.rel_error)]
         counts = ','.join(str(n) for n in ns) + (f' ({c.series})' if per_node else '')
         rows.append([apart.stack(c), apart.partition(c), c.kernel, bytes_label(c.size, ' '),
                      counts, *fit, c.samples])

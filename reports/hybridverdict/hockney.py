@@ -5,7 +5,8 @@ r_inf in B/us = MB/s; m_1/2 = t0 r_inf), and t(n) = a log2(n) + b for collective
 over n ranks.  Both minimise the squared *relative* residuals (t_fit - t) / t:
 plain least squares on t would be ruled by the largest messages and leave t0 to
 chance.  The fit's relative error is their RMS (Xu & Hwang saw theirs within 20%),
-its largest one is given too (docs/pages/science.md).
+its largest one is given too (docs/pages/science.md); a fit of two points passes
+through both, so its error says nothing of the model (``error_text``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ class LogFit:
 
     def time(self, n: float) -> float:
         return self.a * math.log2(n) + self.b
+
+
+#: The parameters of each model: a fit of no more points is exact by construction.
+PARAMETERS = 2
+
+
+def error_text(fit: HockneyFit | LogFit, error: float) -> str:
+    """A fit's relative error as the tables print it: 'n/a (2 points)' where the fit
+    has no more points than parameters (its 0.0% would read as a perfect model)."""
+    if fit.points <= PARAMETERS:
+        return f'n/a ({fit.points} points)'
+    return f'{100 * error:.1f}%'
 
 
 def _weighted_line(xs: Sequence[float], ts: Sequence[float]) -> tuple[float, float]:
