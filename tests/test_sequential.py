@@ -192,11 +192,22 @@ def test_the_cap_counts_the_rounds_run_a_side_failed_included(tmp_path):
     assert [v.stopped for v in open_] == [stats.BUDGET] and b.rounds == 6
 
 
-def test_rounds_a_side_fails_stop_the_batches_at_the_cap(tmp_path, monkeypatch, capsys):
+def _three_rounds(tmp_path, reframe: str) -> tuple:
+    """A session of three rounds of the pair, none failed, its last run about now:
+    its perflog, its last run's time and the rounds' options (the costs in
+    costs.json, up to 15 rounds, `reframe` the ReFrame command)."""
     log = tmp_path / 'perflogs' / 'SpmvCheck.log'
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     lines, end = _lines(3, lambda mode, r: False, start=now - dt.timedelta(minutes=2))
     pw.write(log, [pw.header(['t_total'])] + lines)
+    options = ['--since', (now - dt.timedelta(minutes=3)).isoformat(), '--deadline',
+               str(now.timestamp() + 3600), '--perflogs', str(log.parent), '--costs',
+               str(tmp_path / 'costs.json'), '--max-rounds', '15', '--', reframe]
+    return log, end, options
+
+
+def test_rounds_a_side_fails_stop_the_batches_at_the_cap(tmp_path, monkeypatch, capsys):
+    log, end, argv = _three_rounds(tmp_path, 'reframe')
     calls = []
 
     def batch(command, b, step, first):
@@ -210,10 +221,6 @@ def test_rounds_a_side_fails_stop_the_batches_at_the_cap(tmp_path, monkeypatch, 
         return 0
 
     monkeypatch.setattr(sequential, '_reframe', batch)
-    since = (now - dt.timedelta(minutes=3)).isoformat()
-    deadline = now.timestamp() + 3600
-    argv = ['--since', since, '--deadline', str(deadline), '--perflogs', str(log.parent),
-            '--costs', str(tmp_path / 'costs.json'), '--max-rounds', '15', '--', 'reframe']
     assert sequential.main(argv) == 0
     assert calls == [(3, 2), (5, 2), (7, 2), (9, 2), (11, 2), (13, 2)]
     out = capsys.readouterr().out
@@ -232,13 +239,10 @@ def test_a_signal_stops_the_rounds_after_the_batch_running(tmp_path, signal_name
     import os
     import signal
     import sys
-    log = tmp_path / 'perflogs' / 'SpmvCheck.log'
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    lines, _ = _lines(3, lambda mode, r: False, start=now - dt.timedelta(minutes=2))
-    pw.write(log, [pw.header(['t_total'])] + lines)
     calls = tmp_path / 'calls'
     # ReFrame: stops on the signal after a moment, as it does (its jobs cancelled)
     reframe = tmp_path / 'reframe'
+    _, _, options = _three_rounds(tmp_path, str(reframe))
     reframe.write_text(f'''#!/bin/bash
 echo "$*" >> {calls}
 trap 'sleep 0.5; echo "run session stopped: cancelled by user"; echo done >> {calls}; exit 1' \\
@@ -248,10 +252,7 @@ for _ in $(seq 100); do sleep 0.1; done
 ''')
     reframe.chmod(0o755)
     costs = tmp_path / 'costs.json'
-    argv = [sys.executable, '-m', 'hybridverdict.sequential', '--since',
-            (now - dt.timedelta(minutes=3)).isoformat(), '--deadline',
-            str(now.timestamp() + 3600), '--perflogs', str(log.parent), '--costs', str(costs),
-            '--max-rounds', '15', '--', str(reframe)]
+    argv = [sys.executable, '-m', 'hybridverdict.sequential', *options]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                           start_new_session=True, env={**os.environ, 'PYTHONUNBUFFERED': '1'})
     signum = getattr(signal, f'SIG{signal_name}')

@@ -76,20 +76,30 @@ def test_a_failed_write_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, on
     assert os.listdir(out) == []
 
 
-def test_ctrl_c_while_the_report_is_written_is_130_one_line_and_no_partial_set(
-        tmp_path, capsys, monkeypatch, one_process):
-    # Ctrl-C in ./harness's [4/4] step: a KeyboardInterrupt traceback before.
+def stopped_at_html(tmp_path, monkeypatch, stop) -> list[str]:
+    """The report's options (a pair's perflogs, --out tmp_path/reports), its
+    HTML's write calling `stop` first."""
     logs = pair(tmp_path)
     real = write_mod.write_new
 
-    def interrupted(path, data):
+    def write_new(path, data):
         if path.endswith('.html'):
-            raise KeyboardInterrupt
+            stop()
         return real(path, data)
 
-    monkeypatch.setattr(write_mod, 'write_new', interrupted)
+    monkeypatch.setattr(write_mod, 'write_new', write_new)
+    return ['--perflogs', str(logs.parent), '--out', str(tmp_path / 'reports')]
+
+
+def test_ctrl_c_while_the_report_is_written_is_130_one_line_and_no_partial_set(
+        tmp_path, capsys, monkeypatch, one_process):
+    # Ctrl-C in ./harness's [4/4] step: a KeyboardInterrupt traceback before.
+    def interrupted():
+        raise KeyboardInterrupt
+
+    argv = stopped_at_html(tmp_path, monkeypatch, interrupted)
     out = tmp_path / 'reports'
-    assert main(['--perflogs', str(logs.parent), '--out', str(out)]) == 130
+    assert main(argv) == 130
     err = [line for line in capsys.readouterr().err.splitlines()
            if not line.startswith('hybridverdict: warning')]
     assert err == ['hybridverdict: interrupted (Ctrl-C): no report written']
@@ -103,21 +113,17 @@ def test_sigterm_while_the_report_is_written_is_143_one_line_and_no_partial_set(
     # process died of the signal, leaving .md, .json and -tidy.parquet without .html.
     import signal
     signum = getattr(signal, signame)
-    logs = pair(tmp_path)
-    real = write_mod.write_new
 
-    def signalled(path, data):
-        if path.endswith('.html'):
-            # never the default action here: it would end the test run itself
-            assert signal.getsignal(signum) is not signal.SIG_DFL, f'no {signame} handler'
-            os.kill(os.getpid(), signum)
-        return real(path, data)
+    def signalled():
+        # never the default action here: it would end the test run itself
+        assert signal.getsignal(signum) is not signal.SIG_DFL, f'no {signame} handler'
+        os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(write_mod, 'write_new', signalled)
+    argv = stopped_at_html(tmp_path, monkeypatch, signalled)
     out = tmp_path / 'reports'
     before = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        assert main(['--perflogs', str(logs.parent), '--out', str(out)]) == 128 + signum
+        assert main(argv) == 128 + signum
         # the handlers given back
         assert all(signal.getsignal(sig) is signal.SIG_DFL for sig in before)
     finally:

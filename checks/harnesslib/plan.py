@@ -24,6 +24,7 @@ from harnesscore.plan import (
     samples_per_run,
     session_plan,
 )
+from harnesscore.stopping import run_main
 
 # ---- command line ----------------------------------------------------------------
 
@@ -64,12 +65,9 @@ def _partition_topologies(config: str, system: str | None,
 
 def main(argv: list[str] | None = None) -> int:
     """The plan (``_main``); Ctrl-C ends it with status 130 and one line, no
-    traceback (./harness then says the session was stopped)."""
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:
-        print('plan: interrupted (Ctrl-C)', file=sys.stderr)
-        return 130
+    traceback (./harness then says the session was stopped); SIGTERM and SIGHUP
+    keep their action (by default the plan dies of them)."""
+    return run_main(_main, argv, 'plan: interrupted (Ctrl-C)', signals=())
 
 
 def _main(argv: list[str] | None) -> int:

@@ -11,13 +11,11 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import signal
 import sys
-import threading
-from typing import Any
 
 from harnesscore import plan
 from harnesscore.paths import var_dir
+from harnesscore.stopping import run_main
 from polars.exceptions import PolarsError
 
 from . import __version__, changes, history
@@ -229,71 +227,12 @@ def changes_main(argv: list[str]) -> int:
                            'changes': [c.as_dict() for c in found]}, confirmed)
 
 
-class Signalled(BaseException):
-    """SIGTERM or SIGHUP stopped the report (a BaseException, as KeyboardInterrupt:
-    no ``except Exception`` swallows it; ``write.write_all`` removes its files)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-#: The signals that stop the report as Ctrl-C does (where they are not ignored).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-#: The process whose SIGTERM and SIGHUP raise ``Signalled`` (0: none).
-_owner = 0
-
-
-def _stop(signum: int, _frame: object) -> None:
-    if os.getpid() != _owner:       # a forked process before ``_default_in_child``
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return
-    raise Signalled(signum)
-
-
-def _default_in_child() -> None:
-    """A process forked from the report (the figures' second one, the one its pool
-    starts in place of a dead one) dies of SIGTERM and SIGHUP as before: a Python
-    handler would wait for the bytecode of a child blocked on a lock of another
-    thread, and the pool's terminate() for that child."""
-    for sig in STOP_SIGNALS:
-        if signal.getsignal(sig) is _stop:
-            signal.signal(sig, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_default_in_child)
-
-
-def _on_stop_signals() -> dict[int, Any]:
-    """SIGTERM and SIGHUP raise ``Signalled`` in this process (where their action
-    is the default, and in the main thread: Python's handlers live there); the
-    handlers they had."""
-    global _owner
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    _owner = os.getpid()
-    return {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS
-            if signal.getsignal(sig) is signal.SIG_DFL}
-
-
 def main(argv: list[str] | None = None) -> int:
     """``hybridverdict``: the report (``_main``); Ctrl-C ends it with status 130 and
     one line, no traceback, SIGTERM and SIGHUP with 128 plus the signal's number (a
     report set half written is removed: ``write.write_all``)."""
-    handlers = _on_stop_signals()
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:
-        print('hybridverdict: interrupted (Ctrl-C): no report written', file=sys.stderr)
-        return 130
-    except Signalled as err:
-        print(f'hybridverdict: stopped by {err}: no report written', file=sys.stderr)
-        return 128 + err.signum
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    return run_main(_main, argv, 'hybridverdict: interrupted (Ctrl-C): no report written',
+                    'hybridverdict: stopped by {signal}: no report written')
 
 
 def _main(argv: list[str] | None) -> int:

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from harnesscore import plan, stats
 from harnesscore.paths import var_dir
 from harnesscore.schema import TIME_VARIABLE
 from harnesscore.selection import passed_on
+from harnesscore.stopping import Signalled, run_main
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs
@@ -48,18 +48,6 @@ from .verdict import Verdict, judged_as, round_of, rounds_run, verdicts
 
 #: Seconds per run assumed before any run of the session was timed.
 DEFAULT_RUN_S = 5.0
-
-
-class Stopped(Exception):
-    """A signal (SIGTERM, SIGHUP; SIGINT is KeyboardInterrupt) stopped the rounds."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _stop(signum: int, _frame: object) -> None:
-    raise Stopped(signum)
 
 
 @dataclasses.dataclass
@@ -291,15 +279,15 @@ def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:
     proc = subprocess.Popen(argv, env=env)
     try:
         return proc.wait()
-    except (KeyboardInterrupt, Stopped) as err:
+    except (KeyboardInterrupt, Signalled) as err:
         # Ctrl-C reached ReFrame too (its process group); SIGTERM and SIGHUP
         # are passed on.  ReFrame stops on it (its jobs cancelled): wait.
-        if isinstance(err, Stopped):
+        if isinstance(err, Signalled):
             proc.send_signal(err.signum)
         while proc.poll() is None:
             try:
                 proc.wait()
-            except (KeyboardInterrupt, Stopped):
+            except (KeyboardInterrupt, Signalled):
                 continue
         raise
 
@@ -359,17 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f'sequential: {err}', file=sys.stderr)
         return 2
-    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        return run(args)
-    except (KeyboardInterrupt, Stopped) as err:
-        signum = err.signum if isinstance(err, Stopped) else signal.SIGINT
-        print(f'sequential: stopped by {signal.Signals(signum).name}: no more rounds, the '
-              f'plan\'s measured costs not updated', file=sys.stderr)
-        return 128 + signum
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    # SIGTERM and SIGHUP stop the rounds even where they came in ignored (nohup)
+    stopped = ('sequential: stopped by {signal}: no more rounds, the plan\'s measured '
+               'costs not updated')
+    return run_main(run, args, stopped.format(signal='SIGINT'), stopped, always=True)
 
 
 if __name__ == '__main__':

@@ -32,8 +32,9 @@ import re
 import sys
 
 from harnesscore.schema import field_text
+from harnesscore.stopping import run_main
 
-from .perflog import PerflogError, perflog_files, printable, run_fields
+from .perflog import PerflogError, parse_time, perflog_files, printable, run_fields
 
 #: The perflog fields that name a test case as its run report does: system,
 #: partition, environment and display name.
@@ -59,50 +60,41 @@ def report_path(pattern: str) -> str:
     return os.path.normpath(_OUTPUT.join(os.path.expandvars(t) for t in texts))
 
 
-def _newest_match(path: str, since: float) -> str:
-    """The newest file written after `since` whose path `path` (``report_path``,
-    with a command) matches: each command's output any text within one name
-    (no '/'), each '{sessionid}' a number."""
+def _written(path: str, since: float) -> list[tuple[float, int, str]]:
+    """The files written after `since` whose path `path` (``report_path``)
+    matches, each as (when it was written, its first '{sessionid}' number or -1,
+    its path): each command's output any text within one name (no '/'), each
+    '{sessionid}' a number."""
     parts = re.split('(' + re.escape(_OUTPUT) + '|' + re.escape('{sessionid}') + ')', path)
     wild = ''.join('*' if p in (_OUTPUT, '{sessionid}') else glob.escape(p) for p in parts)
-    exact = re.compile(''.join('[^/]*' if p == _OUTPUT else r'\d+' if p == '{sessionid}'
+    exact = re.compile(''.join('[^/]*' if p == _OUTPUT else r'(\d+)' if p == '{sessionid}'
                                else re.escape(p) for p in parts))
     found = []
     for name in glob.glob(wild):
         try:
-            if exact.fullmatch(name) and os.path.isfile(name) \
+            if (m := exact.fullmatch(name)) and os.path.isfile(name) \
                     and (when := os.path.getmtime(name)) > since:
-                found.append((when, name))
+                found.append((when, int(m.group(1)) if m.groups() else -1, name))
         except OSError:
             continue
-    return max(found)[1] if found else ''
+    return found
 
 
 def run_report(marker: str, pattern: str) -> str:
     """The run report the session wrote ('' if none): `pattern` (``report_path``),
-    or where it holds '{sessionid}', the highest numbered of its files, or where
-    it holds a command, the newest of its files; written after `marker` (a file
-    of that name left by an earlier session is not this session's)."""
+    or where it holds '{sessionid}', the highest numbered of its files (ReFrame's
+    next number, in the folder named), or where it holds a command, the newest of
+    its files; written after `marker` (a file of that name left by an earlier
+    session is not this session's)."""
     pattern = report_path(pattern)
     since = os.path.getmtime(marker)
-    if _OUTPUT in pattern:
-        return _newest_match(pattern, since)
-    if '{sessionid}' not in pattern:
-        try:
-            return pattern if (os.path.isfile(pattern)
-                               and os.path.getmtime(pattern) > since) else ''
-        except OSError:
-            return ''
+    if _OUTPUT in pattern or '{sessionid}' not in pattern:
+        newest = [(when, name) for when, _, name in _written(pattern, since)]
+        return max(newest)[1] if newest else ''
     folder = os.path.dirname(pattern) or '.'
-    name = re.compile(re.escape(os.path.basename(pattern)).replace(
-        re.escape('{sessionid}'), r'(\d+)') + '$')
-    try:
-        found = [(int(m.group(1)), os.path.join(folder, f)) for f in os.listdir(folder)
-                 if (m := name.match(f))]
-    except OSError:
-        found = []
-    newer = [item for item in found if os.path.getmtime(item[1]) > since]
-    return max(newer)[1] if newer else ''
+    numbered = [(number, name) for _, number, name in
+                _written(os.path.join(folder, os.path.basename(pattern)), since)]
+    return max(numbered)[1] if numbered else ''
 
 
 def session_field(session: str) -> str:
@@ -115,8 +107,9 @@ def session_field(session: str) -> str:
 
 
 def _start(text: str) -> dt.datetime | None:
+    """The time `text` (``parse_time``), None if it is none ('null', '')."""
     try:
-        return dt.datetime.strptime(text, '%Y-%m-%dT%H:%M:%S%z')
+        return parse_time(text)
     except ValueError:
         return None
 
@@ -133,9 +126,13 @@ def reached(perflogs: str, marker: str, session: str, since: str) -> collections
         files = perflog_files([perflogs])
     except PerflogError:
         return got                                   # no perflogs folder
+    try:
+        made = os.path.getmtime(marker)
+    except OSError:
+        return got                                   # no marker: no file is since it
     for path in files:
         try:
-            if os.path.getmtime(path) < os.path.getmtime(marker):
+            if os.path.getmtime(path) < made:
                 continue
             rows = list(run_fields(path))
         except OSError:
@@ -201,10 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 5:
         sys.exit('usage: python -m hybridverdict.session_check MARKER REPORT PERFLOGS '
                  'SESSION SINCE')
-    try:
-        why = check(*args)
-    except KeyboardInterrupt:
-        return 130                      # Ctrl-C: ./harness says that it stopped
+    # Ctrl-C: 130, quietly (./harness says that it stopped)
+    return run_main(_checked, args, None, signals=())
+
+
+def _checked(args: list[str]) -> int:
+    why = check(*args)
     if why:
         sys.exit(why)
     return 0

@@ -1,0 +1,89 @@
+"""How a command line stops on Ctrl-C, SIGTERM or SIGHUP: one line, no traceback,
+exit status 128 plus the signal's number (130 for Ctrl-C): ``run_main``.  The
+commands of the report (``hybridverdict``, its sequential rounds, the session
+check) and the plan (``harnesslib.plan``) stop so; ./harness then says that the
+session was stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+#: The signals that stop a command as Ctrl-C does (where it handles them).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Signalled(BaseException):
+    """SIGTERM or SIGHUP stopped the command (a BaseException, as KeyboardInterrupt:
+    no ``except Exception`` swallows it; ``hybridverdict.write.write_all`` removes
+    its files)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: The process whose SIGTERM and SIGHUP raise ``Signalled`` (0: none).
+_owner = 0
+
+
+def _stop(signum: int, _frame: object) -> None:
+    if os.getpid() != _owner:       # a forked process before ``_default_in_child``
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    raise Signalled(signum)
+
+
+def _default_in_child() -> None:
+    """A process forked from the command (the report's second one drawing its
+    figures, the one its pool starts in place of a dead one) dies of SIGTERM and
+    SIGHUP as before: a Python handler would wait for the bytecode of a child
+    blocked on a lock of another thread, and the pool's terminate() for that
+    child."""
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is _stop:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_in_child)
+
+
+def _raising(signals: Iterable[int] = STOP_SIGNALS, always: bool = False) -> dict[int, Any]:
+    """`signals` raise ``Signalled`` in this process (where their action is the
+    default, or `always`: where they are ignored or handled too; in the main
+    thread only: Python's handlers live there); the handlers they had."""
+    global _owner
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    _owner = os.getpid()
+    return {sig: signal.signal(sig, _stop) for sig in signals
+            if always or signal.getsignal(sig) is signal.SIG_DFL}
+
+
+def run_main(main: Callable[[Any], int], argv: Any, interrupted: str | None,
+             stopped: str = '', signals: Iterable[int] = STOP_SIGNALS,
+             always: bool = False) -> int:
+    """``main(argv)``, its exit status; Ctrl-C (KeyboardInterrupt) ends it with 130
+    and the line `interrupted` on stderr (none where None), one of `signals`
+    (``_raising``, `always` as there; () for none: their default action) with 128
+    plus its number and the line `stopped`, its '{signal}' the signal's name
+    (SIGTERM).  The signals' handlers are given back."""
+    handlers = _raising(signals, always)
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        if interrupted is not None:
+            print(interrupted, file=sys.stderr)
+        return 130
+    except Signalled as err:
+        print(stopped.format(signal=str(err)), file=sys.stderr)
+        return 128 + err.signum
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
