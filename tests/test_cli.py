@@ -118,6 +118,40 @@ def test_an_unwritable_out_starts_no_drawing_process_and_ends_one_it_started(
     assert d.pool.ended
 
 
+def test_the_commands_load_their_libraries_where_ctrl_c_is_one_line():
+    # Ctrl-C in the first second of `hybridverdict` (polars, matplotlib loading
+    # before main ran) was a KeyboardInterrupt traceback
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / 'pyproject.toml').read_text()
+    scripts = dict(re.findall(r'^([\w-]+) = "([\w.:]+)"$', text, re.M))
+    for name in ('hybridverdict', 'hybridverdict-baseline'):
+        module, func = scripts[name].split(':')
+        code = (f'import sys, {module}; assert callable({module}.{func}); '
+                'print(sorted(m for m in ("polars", "matplotlib", "numpy", "yaml") '
+                'if m in sys.modules))')
+        out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                             check=True).stdout
+        assert out.strip() == '[]', (name, scripts[name], out)
+
+
+def test_the_second_process_leaves_ctrl_c_to_the_report(monkeypatch):
+    # Ctrl-C reaches the process group: the figures' second process printed
+    # "Process ForkPoolWorker-1:" and its traceback beside the report's one line
+    import signal
+    monkeypatch.setattr(plots, 'SECOND_PROCESS', ('sigint',))
+    monkeypatch.setattr(plots, 'all_figures', lambda rep, keys=None: (
+        {k: str(signal.getsignal(signal.SIGINT)) for k in keys} if keys == ('sigint',)
+        else {}))
+    monkeypatch.setattr(plots.os, 'cpu_count', lambda: 2)
+    drawing = plots.Drawing(None)           # type: ignore[arg-type]
+    assert drawing.pool is not None
+    assert drawing.result() == {'sigint': str(signal.SIG_IGN)}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_bad_max_rounds_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
     # The verdicts' stopped column reads HARNESS_MAX_ROUNDS: a bad value was a
     # traceback of the report.

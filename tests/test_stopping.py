@@ -47,6 +47,25 @@ def test_ctrl_c_is_130_with_its_line_or_quietly(capsys):
     assert capsys.readouterr().err == ''
 
 
+def test_a_ctrl_c_while_stopping_is_ignored(capsys, default_signals):
+    # polars raised a KeyboardInterrupt of its own and Python's handler one more
+    # while the first line was printed: a traceback after it ("During handling of
+    # the above exception"); so did a second Ctrl-C
+    def main(_argv) -> int:
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+        os.kill(os.getpid(), signal.SIGINT)     # the second, held until the stop
+        raise KeyboardInterrupt                 # the first
+    try:
+        assert run_main(main, None, 'x: interrupted (Ctrl-C)') == 130
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        except KeyboardInterrupt:
+            pytest.fail('the second Ctrl-C raised after the stop')
+    assert capsys.readouterr().err == 'x: interrupted (Ctrl-C)\n'
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # given back
+
+
 def test_the_signals_not_handled_keep_their_action(default_signals):
     seen = {}
 

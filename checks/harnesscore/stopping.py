@@ -66,6 +66,19 @@ def _raising(signals: Iterable[int] = STOP_SIGNALS, always: bool = False) -> dic
             if always or signal.getsignal(sig) is signal.SIG_DFL}
 
 
+def _ignore_from_now(signals: Iterable[int], before: dict[int, Any]) -> None:
+    """Ctrl-C and `signals` ignored from here on, the handlers they had added to
+    `before`: a stop is one line, whatever comes after it (a second Ctrl-C;
+    polars raises a KeyboardInterrupt of its own before Python's handler raises
+    one more).  ``signal.signal`` runs the handlers pending first: its caller
+    tries again where one raises."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, *signals):
+        if sig not in before:
+            before[sig] = signal.signal(sig, signal.SIG_IGN)
+
+
 def run_main(main: Callable[[Any], int], argv: Any, interrupted: str | None,
              stopped: str = '', signals: Iterable[int] = STOP_SIGNALS,
              always: bool = False) -> int:
@@ -74,16 +87,25 @@ def run_main(main: Callable[[Any], int], argv: Any, interrupted: str | None,
     (``_raising``, `always` as there; () for none: their default action) with 128
     plus its number and the line `stopped`, its '{signal}' the signal's name
     (SIGTERM).  The signals' handlers are given back."""
+    signals = tuple(signals)
     handlers = _raising(signals, always)
     try:
         return main(argv)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Signalled) as err:
+        ignored: dict[int, Any] = {}
+        while True:
+            try:
+                _ignore_from_now(signals, ignored)
+                break
+            except (KeyboardInterrupt, Signalled):
+                continue                # one more, pending: it ran, and is done
+        handlers = ignored | handlers
+        if isinstance(err, Signalled):
+            print(stopped.format(signal=str(err)), file=sys.stderr)
+            return 128 + err.signum
         if interrupted is not None:
             print(interrupted, file=sys.stderr)
         return 130
-    except Signalled as err:
-        print(stopped.format(signal=str(err)), file=sys.stderr)
-        return 128 + err.signum
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

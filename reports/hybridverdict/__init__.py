@@ -4,7 +4,8 @@ Where does hybrid MPI+OpenMP win, lose or tie against pure MPI at equal cores,
 per kernel, problem size, MPI stack and interconnect (ReFrame partition)?  The
 data flows perflog/runreport -> records -> verdict and the analyses (the registry
 ``sections.ANALYSES``) -> report -> render, html, plots, tidy -> write; ``store``
-keeps the history, ``cli`` is the ``hybridverdict`` command (docs/pages/report.md).
+keeps the history, ``cli`` is the ``hybridverdict`` command (``__main__`` starts it,
+and ``hybridverdict-baseline``: docs/pages/report.md).
 """
 
 __version__ = '0.1.0'

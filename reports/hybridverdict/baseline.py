@@ -42,6 +42,7 @@ from harnesscore.paths import references_dir, var_dir
 from tabulate import tabulate
 
 from . import atomic
+from .__main__ import baseline_main as main  # noqa: F401  (the command, re-exported)
 from .changes import record_sessions
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
@@ -388,7 +389,8 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def baseline(argv: list[str] | None) -> int:
+    """The baseline (``hybridverdict-baseline``, the command: ``__main__.baseline_main``)."""
     args = parser().parse_args(argv)
     night = args.night_samples
     if night is None:

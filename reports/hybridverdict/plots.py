@@ -13,6 +13,7 @@ import io
 import math
 import multiprocessing
 import os
+import signal
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sized
 
@@ -467,7 +468,10 @@ class Drawing:
             try:
                 ctx = multiprocessing.get_context('fork')
                 _SHARED['report'] = rep
-                self.pool = ctx.Pool(1)
+                # Ctrl-C reaches the whole process group: the second process
+                # ignores it (no traceback of its own), this one ends it (result)
+                self.pool = ctx.Pool(1, initializer=signal.signal,
+                                     initargs=(signal.SIGINT, signal.SIG_IGN))
                 self.pending = self.pool.apply_async(_draw_shared, (SECOND_PROCESS,))
             except (ValueError, OSError):
                 self.pool = None
