@@ -220,19 +220,22 @@ TWO_BUILDS = [_apart('alpha', 'cmake Release', 'WIN', 2.0),
               _apart('alpha', 'cmake Debug', 'LOSS', 0.5)]
 
 
+def heatmaps(found: list[Verdict]) -> list[tuple[str, str]]:
+    """Each heatmap of the verdicts `found`: its title and its calls."""
+    return [(g.title, glance.calls_text(g.cells.values())) for g in glance.grids(found)]
+
+
 def test_two_systems_or_builds_of_one_stack_keep_their_own_heatmap_and_sentence():
     """Audit: the grids keyed (kernel, stack, partition, nodes) let beta's LOSS overwrite
     alpha's WIN (one heatmap, '0 WIN, 1 LOSS'); the sentences named neither system."""
-    grids = glance.grids(TWO_SYSTEMS)
-    assert [(g.title, glance.calls_text(g.cells.values())) for g in grids] == [
+    assert heatmaps(TWO_SYSTEMS) == [
         ('spmv openmpi@alpha:shm, 1 node', '1 WIN, 0 LOSS, 0 TIE'),
         ('spmv openmpi@beta:shm, 1 node', '0 WIN, 1 LOSS, 0 TIE')]
     ((_, text),) = glance.sentences(TWO_SYSTEMS)
     assert 'openmpi@alpha:shm, openmpi@beta:shm)' in text[0]
     assert ' at size 32 on openmpi@alpha:shm (2.00x' in text[1]
     assert ' at size 32 on openmpi@beta:shm (0.50x' in text[2]
-    grids = glance.grids(TWO_BUILDS)
-    assert [(g.title, glance.calls_text(g.cells.values())) for g in grids] == [
+    assert heatmaps(TWO_BUILDS) == [
         ('spmv openmpi (cmake Debug)@shm, 1 node', '0 WIN, 1 LOSS, 0 TIE'),
         ('spmv openmpi (cmake Release)@shm, 1 node', '1 WIN, 0 LOSS, 0 TIE')]
     # one system and one build: as before

@@ -59,6 +59,21 @@ def ctest_cases(build_dir: Path, pattern: str, timeout: int) -> str:
     return proc.stdout
 
 
+def run_kernel(stack: str, build: Path, kernel: str, ranks: str, *args: str,
+               **env: str) -> subprocess.CompletedProcess[str]:
+    """`kernel` of `build` on `ranks` ranks under the stack's launcher, with mpi_env(**env)."""
+    return subprocess.run([shutil.which(STACKS[stack][1]), '-n', ranks, str(build / kernel), *args],
+                          env=mpi_env(**env), capture_output=True, text=True, timeout=120)
+
+
+def run_layout(stack: str, build: Path, kernel: str,
+               layout: str) -> subprocess.CompletedProcess[str]:
+    """`kernel` with its KERNEL_RUNS arguments in `layout`: 'MODE RANKS THREADS'."""
+    mode, ranks, threads = layout.split()
+    return run_kernel(stack, build, kernel, ranks, '--mode', mode, *KERNEL_RUNS[kernel],
+                      OMP_NUM_THREADS=threads)
+
+
 @pytest.fixture(params=present_stacks() or ['none'])
 def stack(request: pytest.FixtureRequest) -> str:
     """Every MPI stack present, one test each."""
@@ -90,11 +105,7 @@ def fault_build(stacks, tmp_path_factory) -> tuple[str, Path]:
 @pytest.mark.parametrize('layout', ['mpi 2 1', 'masteronly 1 2'])
 def test_a_corrupted_value_fails_verification(fault_build, kernel, layout):
     stack, build = fault_build
-    mode, ranks, threads = layout.split()
-    launcher = shutil.which(STACKS[stack][1])
-    proc = subprocess.run([launcher, '-n', ranks, str(build / kernel), '--mode', mode,
-                           *KERNEL_RUNS[kernel]], env=mpi_env(OMP_NUM_THREADS=threads),
-                          capture_output=True, text=True, timeout=120)
+    proc = run_layout(stack, build, kernel, layout)
     assert proc.returncode != 0
     assert f'{kernel}: verification FAILED' in proc.stderr
     assert '"verified":false' in proc.stdout
@@ -129,13 +140,10 @@ def test_a_named_fault_fails_verification(fault_build, fault):
     the same run with KERNEL_FAULT=none (no fault, no corrupted value) verifies and
     says no fault was injected."""
     stack, build = fault_build
-    kernel, mode, ranks, threads = NAMED_FAULTS[fault][:4]
-    cmd = [shutil.which(STACKS[stack][1]), '-n', ranks, str(build / kernel), '--mode', mode,
-           *NAMED_FAULTS[fault][4]]
-    runs = {}
-    for name in (fault, 'none'):
-        runs[name] = subprocess.run(cmd, env=mpi_env(OMP_NUM_THREADS=threads, KERNEL_FAULT=name),
-                                    capture_output=True, text=True, timeout=120)
+    kernel, mode, ranks, threads, args = NAMED_FAULTS[fault]
+    runs = {name: run_kernel(stack, build, kernel, ranks, '--mode', mode, *args,
+                             OMP_NUM_THREADS=threads, KERNEL_FAULT=name)
+            for name in (fault, 'none')}
     bad, good = runs[fault], runs['none']
     assert bad.returncode == 3, bad.stdout + bad.stderr
     assert f'{kernel}: verification FAILED' in bad.stderr
@@ -149,9 +157,7 @@ def test_a_named_fault_fails_verification(fault_build, fault):
 def _md_run(fault_build, *args: str) -> subprocess.CompletedProcess[str]:
     """md of the fault build with no fault injected (KERNEL_FAULT=none), 1 rank."""
     stack, build = fault_build
-    return subprocess.run([shutil.which(STACKS[stack][1]), '-n', '1', str(build / 'md'), *args],
-                          env=mpi_env(OMP_NUM_THREADS='1', KERNEL_FAULT='none'),
-                          capture_output=True, text=True, timeout=120)
+    return run_kernel(stack, build, 'md', '1', *args, OMP_NUM_THREADS='1', KERNEL_FAULT='none')
 
 
 @pytest.mark.parametrize('temp, scale', [('4.22', 'e_kin_0'), ('1.44', 'e_total_0')])
@@ -185,9 +191,7 @@ def test_an_unknown_fault_name_is_refused(fault_build):
     # A misspelt KERNEL_FAULT ran with nothing injected and verified: a fault
     # test of it passed without testing anything.
     stack, build = fault_build
-    proc = subprocess.run([shutil.which(STACKS[stack][1]), '-n', '1', str(build / 'stream')],
-                          env=mpi_env(KERNEL_FAULT='stream_half_triads'),
-                          capture_output=True, text=True, timeout=120)
+    proc = run_kernel(stack, build, 'stream', '1', KERNEL_FAULT='stream_half_triads')
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert 'KERNEL_FAULT=stream_half_triads is not a named fault' in proc.stderr
 
@@ -203,10 +207,10 @@ def test_named_fault_ctest_cases(fault_build):
 def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
     stack, build = fault_build
     launcher = shutil.which(STACKS[stack][1])
-    env = mpi_env(OMP_NUM_THREADS='1', KERNEL_FAULT_HANG='stream')
+    hang = {'OMP_NUM_THREADS': '1', 'KERNEL_FAULT_HANG': 'stream'}
     proc = subprocess.Popen([launcher, '-n', '2', str(build / 'stream'), *KERNEL_RUNS['stream']],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            env=mpi_env(**hang), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=8)
         pytest.fail(f'stream ended ({proc.returncode}) instead of hanging:\n{out}\n{err}')
@@ -216,8 +220,7 @@ def test_kernel_fault_hang_hangs_rank_0_of_that_kernel_only(fault_build):
     assert 'stream: KERNEL_FAULT_HANG=stream: rank 0 hangs on purpose' in err
     assert 'RESULT' not in out
     # The hang is then the only fault: another kernel of the same build verifies.
-    ring = subprocess.run([launcher, '-n', '2', str(build / 'ring'), *KERNEL_RUNS['ring']],
-                          env=env, capture_output=True, text=True, timeout=120)
+    ring = run_kernel(stack, build, 'ring', '2', *KERNEL_RUNS['ring'], **hang)
     assert ring.returncode == 0, ring.stderr
     assert '"verified":true' in ring.stdout and '"verified":false' not in ring.stdout
 
@@ -239,12 +242,9 @@ def test_ring_results_give_a_time_per_exchange_for_every_message_size(layout, st
     time per exchange t_call_s = t_total_s / (reps x iters)."""
     stack = stacks[0]
     build = cmake_build(stack, tmp_path / 'build')
-    mode, ranks, threads = layout.split()
-    proc = subprocess.run([shutil.which(STACKS[stack][1]), '-n', ranks, str(build / 'ring'),
-                           '--mode', mode, *KERNEL_RUNS['ring']],
-                          env=mpi_env(OMP_NUM_THREADS=threads), capture_output=True, text=True,
-                          timeout=120)
+    proc = run_layout(stack, build, 'ring', layout)
     assert proc.returncode == 0, proc.stderr
+    mode, _, threads = layout.split()
     results = kernel_results(proc.stdout)
     assert [r['size'] for r in results] == [8, 4096]
     for r in results:
@@ -279,12 +279,9 @@ def test_result_gives_the_core_of_each_threads_cpu(plain_build, layout):
     """"cores" has the shape of "cpus" and gives, for each thread, the core of its
     CPU as /sys says (on a machine without hardware threads: the CPU itself)."""
     stack, build = plain_build
-    mode, ranks, threads = layout.split()
-    proc = subprocess.run([shutil.which(STACKS[stack][1]), '-n', ranks, str(build / 'stream'),
-                           '--mode', mode, *KERNEL_RUNS['stream']],
-                          env=mpi_env(OMP_NUM_THREADS=threads), capture_output=True, text=True,
-                          timeout=120)
+    proc = run_layout(stack, build, 'stream', layout)
     assert proc.returncode == 0, proc.stderr
+    _, ranks, threads = layout.split()
     res = kernel_results(proc.stdout)[-1]
     assert [len(c) for c in res['cores']] == [len(c) for c in res['cpus']] \
         == [int(threads)] * int(ranks)

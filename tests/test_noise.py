@@ -19,7 +19,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import reframe.utility.sanity as sn
@@ -46,6 +48,47 @@ def two_busy_processes() -> Iterator[list[int]]:
             p.kill()
         for p in procs:
             p.wait(timeout=10)
+
+
+@pytest.fixture
+def two_cores() -> tuple[int, int]:
+    """Two cores of this process's: the job's and another one (skipped with fewer)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip('needs two cores')
+    return cores[0], cores[1]
+
+
+@contextmanager
+def _running(cmd: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]]:
+    """`cmd` started in a session of its own, killed with its whole session after the block."""
+    proc = subprocess.Popen(cmd, start_new_session=True, text=True, **popen)
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def _worker_thread(main_core: int, worker_core: int) -> Iterator[subprocess.Popen[str]]:
+    """A Python process whose main thread sleeps on `main_core` while a worker thread spins
+    on `worker_core`: it prints "ready" once the worker has spun 0.6 s of CPU; a line on its
+    stdin ends the worker (the process sleeps on, 30 s)."""
+    code = ('import os, sys, threading, time\n'
+            f'os.sched_setaffinity(0, {{{main_core}}})\n'
+            'stop = threading.Event()\n'
+            'def spin():\n'
+            f'    os.sched_setaffinity(0, {{{worker_core}}})\n'
+            '    told = False\n'
+            '    while not stop.is_set():\n'
+            '        if not told and time.thread_time() >= 0.6:\n'
+            '            print("ready", flush=True); told = True\n'
+            't = threading.Thread(target=spin); t.start()\n'
+            'sys.stdin.readline(); stop.set(); t.join(); time.sleep(30)\n')
+    with _running([sys.executable, '-c', code], stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE) as proc:
+        yield proc
 
 
 def test_two_busy_processes_make_the_run_busy(two_busy_processes, tmp_path):
@@ -75,10 +118,8 @@ def test_a_snapshot_never_counts_itself_its_ancestors_or_other_cores(two_busy_pr
 def test_a_loop_of_short_lived_processes_makes_the_run_busy():
     # a build or a script loop: each process ends within the interval, the
     # parent shell sleeps; its reaped children's time and the newest child count
-    loop = subprocess.Popen(['timeout', '20', 'sh', '-c',
-                             'while :; do timeout 0.1 sh -c "while :; do :; done"; done'],
-                            start_new_session=True)
-    try:
+    with _running(['timeout', '20', 'sh', '-c',
+                   'while :; do timeout 0.1 sh -c "while :; do :; done"; done']) as loop:
         time.sleep(0.3)
         mine = quiet.ancestors(os.getpid())
         cores = set(range(os.cpu_count() or 1))
@@ -88,31 +129,15 @@ def test_a_loop_of_short_lived_processes_makes_the_run_busy():
             # the loop's shell or a process started since
             saw += any(p['pid'] >= loop.pid and p['comm'] in ('sh', 'timeout') for p in found)
         assert saw >= 2
-    finally:
-        os.killpg(loop.pid, 9)
-        loop.wait(timeout=10)
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two cores')
-def test_a_busy_thread_on_the_jobs_core_makes_the_run_busy():
+def test_a_busy_thread_on_the_jobs_core_makes_the_run_busy(two_cores):
     # an OpenMP job, a JVM: the main thread sleeps on another core than the job's
-    job_core, other = sorted(os.sched_getaffinity(0))[:2]
-    code = ('import os, threading, time\n'
-            f'os.sched_setaffinity(0, {{{other}}})\n'
-            'def spin():\n'
-            f'    os.sched_setaffinity(0, {{{job_core}}})\n'
-            '    end = time.time() + 20\n'
-            '    while time.time() < end:\n'
-            '        pass\n'
-            't = threading.Thread(target=spin); t.start(); t.join()\n')
-    proc = subprocess.Popen([sys.executable, '-c', code])
-    try:
+    job_core, other = two_cores
+    with _worker_thread(main_core=other, worker_core=job_core) as proc:
         time.sleep(0.5)
         found = quiet.busy_processes({job_core}, 0.3, quiet.ancestors(os.getpid()))
         assert [(p['cpu'], p['state']) for p in found if p['pid'] == proc.pid] == [(job_core, 'R')]
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def _stat(ppid: int, ticks: int = 0, child_ticks: int = 0, cpu: int = 0, threads: int = 1,
@@ -120,35 +145,37 @@ def _stat(ppid: int, ticks: int = 0, child_ticks: int = 0, cpu: int = 0, threads
     return quiet._Stat('sh', state, ppid, ticks, child_ticks, threads, 7, cpu)
 
 
-#: a read of /proc: pid -> (its /proc/<pid>/stat, its threads or None: single-threaded)
-_Read = dict[int, tuple[quiet._Stat, dict[int, tuple[str, int, int]] | None]]
+#: a read of /proc: pid -> its /proc/<pid>/stat (single-threaded) or (that, its threads)
+_Read = dict[int, quiet._Stat | tuple[quiet._Stat, dict[int, tuple[str, int, int]]]]
 
 
-def _fake_reads(monkeypatch, first: _Read, second: _Read) -> None:
-    """/proc as two reads 0.2 s apart (20 ticks = one core)."""
-    def threads(pid: int, st: quiet._Stat, tids: dict | None) -> dict:
-        return tids if tids is not None else {pid: (st.state, st.ticks, st.cpu)}
+def _busy_on_cpu0(monkeypatch, first: _Read, second: _Read) -> list[dict]:
+    """quiet.busy_processes on cpu 0 of /proc faked as two reads 0.2 s apart (20 ticks =
+    one core)."""
+    def with_threads(pid: int, proc: quiet._Stat | tuple) -> tuple[quiet._Stat, dict]:
+        if isinstance(proc, quiet._Stat):
+            return proc, {pid: (proc.state, proc.ticks, proc.cpu)}
+        return proc
 
-    reads = iter([{pid: (st, threads(pid, st, tids)) for pid, (st, tids) in read.items()}
+    reads = iter([{pid: with_threads(pid, proc) for pid, proc in read.items()}
                   for read in (first, second)])
     clock = iter([0.0, 0.2])
     monkeypatch.setattr(quiet, '_read_all', lambda exclude: next(reads))
     monkeypatch.setattr(quiet, 'time', type('T', (), {
         'sleep': staticmethod(lambda s: None), 'monotonic': staticmethod(lambda: next(clock))}))
     monkeypatch.setattr(quiet, '_CLK_TCK', 100)
+    return quiet.busy_processes({0}, 0.2, set())
 
 
 def test_children_count_with_their_time_in_the_interval_only(monkeypatch):
     # shell 10 reaped the job's rank 11 (95 ticks by the first read) during the
     # interval, shell 20 reaped 15 ticks of children started since; 12 and 21
     # sleep throughout
-    first = {10: (_stat(1), None), 11: (_stat(10, 95), None), 12: (_stat(10), None),
-             20: (_stat(1), None), 21: (_stat(20), None)}
-    second = {10: (_stat(1, 0, 100), None), 12: (_stat(10), None),
-              20: (_stat(1, 0, 15), None), 21: (_stat(20), None)}
-    _fake_reads(monkeypatch, first, second)
-    found = quiet.busy_processes({0}, 0.2, set())
-    assert found == [{'pid': 20, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
+    first = {10: _stat(1), 11: _stat(10, 95), 12: _stat(10), 20: _stat(1), 21: _stat(20)}
+    second = {**first, 10: _stat(1, 0, 100), 20: _stat(1, 0, 15)}
+    del second[11]
+    assert _busy_on_cpu0(monkeypatch, first, second) == [
+        {'pid': 20, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
 
 
 def test_reaped_time_counts_only_where_the_children_ran_on_the_cores(monkeypatch):
@@ -156,19 +183,15 @@ def test_reaped_time_counts_only_where_the_children_ran_on_the_cores(monkeypatch
     # interval: 30's children run on cpu 1 (31 seen there); nothing of 40's and
     # 50's was seen, 40 may run on cpus 0-1, 50 on cpu 0 only; 60's children
     # were seen on cpu 0 (61, a grandchild 62) and cpu 1 (63): half of it counts
-    first = {30: (_stat(1), None), 31: (_stat(30, cpu=1), None), 40: (_stat(1), None),
-             50: (_stat(1), None), 60: (_stat(1), None), 61: (_stat(60), None),
-             62: (_stat(61), None), 63: (_stat(60, cpu=1), None), 64: (_stat(60, cpu=1), None)}
-    second = {30: (_stat(1, 0, 15), None), 31: (_stat(30, cpu=1), None),
-              40: (_stat(1, 0, 15), None), 50: (_stat(1, 0, 15), None),
-              60: (_stat(1, 0, 30), None), 61: (_stat(60), None), 62: (_stat(61), None),
-              63: (_stat(60, cpu=1), None), 64: (_stat(60, cpu=1), None)}
-    _fake_reads(monkeypatch, first, second)
+    first = {30: _stat(1), 31: _stat(30, cpu=1), 40: _stat(1), 50: _stat(1), 60: _stat(1),
+             61: _stat(60), 62: _stat(61), 63: _stat(60, cpu=1), 64: _stat(60, cpu=1)}
+    second = {**first, 30: _stat(1, 0, 15), 40: _stat(1, 0, 15), 50: _stat(1, 0, 15),
+              60: _stat(1, 0, 30)}
     affinity = {40: {0, 1}, 50: {0}}
     monkeypatch.setattr(quiet, '_affinity', affinity.get, raising=False)
-    found = quiet.busy_processes({0}, 0.2, set())
-    assert found == [{'pid': 50, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75},
-                     {'pid': 60, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
+    assert _busy_on_cpu0(monkeypatch, first, second) == [
+        {'pid': 50, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75},
+        {'pid': 60, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.75}]
 
 
 def test_threads_count_where_they_ran_not_on_the_main_threads_core(monkeypatch):
@@ -184,32 +207,17 @@ def test_threads_count_where_they_ran_not_on_the_main_threads_core(monkeypatch):
     second = {70: (_stat(1, 95), threads((70, 'S', 5, 0))),
               80: (_stat(1, 105, threads=2), threads((80, 'S', 5, 0), (81, 'R', 100, 1))),
               90: (_stat(1, 95), threads((90, 'S', 5, 0)))}
-    _fake_reads(monkeypatch, first, second)
-    found = quiet.busy_processes({0}, 0.2, set())
-    assert found == [{'pid': 90, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.5}]
+    assert _busy_on_cpu0(monkeypatch, first, second) == [
+        {'pid': 90, 'comm': 'sh', 'cpu': 0, 'state': 'S', 'share': 0.5}]
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two cores')
-def test_a_thread_ending_on_another_core_does_not_make_the_main_threads_core_busy():
+def test_a_thread_ending_on_another_core_does_not_make_the_main_threads_core_busy(two_cores):
     # the main thread sleeps on the job's core, a worker that has spun 0.6 s of
     # CPU on another core ends 0.3 s into the interval: the first read sees two
     # threads, the second one, whose /proc/<pid>/stat counts the ended worker
-    job_core, other = sorted(os.sched_getaffinity(0))[:2]
-    code = ('import os, sys, threading, time\n'
-            f'os.sched_setaffinity(0, {{{job_core}}})\n'
-            'stop = threading.Event()\n'
-            'def spin():\n'
-            f'    os.sched_setaffinity(0, {{{other}}})\n'
-            '    told = False\n'
-            '    while not stop.is_set():\n'
-            '        if not told and time.thread_time() >= 0.6:\n'
-            '            print("ready", flush=True); told = True\n'
-            't = threading.Thread(target=spin); t.start()\n'
-            'sys.stdin.readline(); stop.set(); t.join(); time.sleep(30)\n')
-    proc = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
+    job_core, other = two_cores
+    with _worker_thread(main_core=job_core, worker_core=other) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
         assert proc.stdout.readline() == 'ready\n'
         stdin = proc.stdin
 
@@ -222,22 +230,17 @@ def test_a_thread_ending_on_another_core_does_not_make_the_main_threads_core_bus
         timer.join()
         assert len(os.listdir(f'/proc/{proc.pid}/task')) == 1      # the worker ended
         assert [p for p in found if p['pid'] == proc.pid] == []
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or shutil.which('taskset') is None,
                     reason='needs two cores and taskset')
-def test_a_loop_whose_children_run_on_another_core_does_not_make_its_core_busy():
+def test_a_loop_whose_children_run_on_another_core_does_not_make_its_core_busy(two_cores):
     # a shell loop on the job's core whose short children all run on another
     # core (taskset): their reaped time was not used on the job's core
-    job_core, other = sorted(os.sched_getaffinity(0))[:2]
-    loop = subprocess.Popen(['taskset', '-c', str(job_core), 'timeout', '20', 'sh', '-c',
-                             f'while :; do taskset -c {other} timeout 0.05 '
-                             'sh -c "while :; do :; done"; done'],
-                            start_new_session=True)
-    try:
+    job_core, other = two_cores
+    with _running(['taskset', '-c', str(job_core), 'timeout', '20', 'sh', '-c',
+                   f'while :; do taskset -c {other} timeout 0.05 '
+                   'sh -c "while :; do :; done"; done']) as loop:
         time.sleep(0.5)
         # the loop's shell: timeout's child
         shell = [pid for pid in map(int, filter(str.isdigit, os.listdir('/proc')))
@@ -249,9 +252,6 @@ def test_a_loop_whose_children_run_on_another_core_does_not_make_its_core_busy()
         flagged = sum(any(p['pid'] == shell[0] for p in
                           quiet.busy_processes({job_core}, 0.3, mine)) for _ in range(4))
         assert flagged <= 1
-    finally:
-        os.killpg(loop.pid, 9)
-        loop.wait(timeout=10)
 
 
 def test_missing_snapshots_are_unknown_not_quiet(tmp_path):

@@ -575,17 +575,28 @@ def dry_run_order(var_dir, *names: str) -> tuple[subprocess.CompletedProcess[str
     return proc, order
 
 
+def verdict_dry_run(var_dir, *names: str) -> tuple[str, list[str]]:
+    """dry_run_order of a selection with verdicts in it, which exits 0 and judges
+    nothing (no sanity error): its stdout and stderr, and the order of its runs."""
+    proc, order = dry_run_order(var_dir, *names)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and 'sanity error' not in out, out[-4000:]
+    return out, order
+
+
+#: the runs of HybridVerdict%pair=spmv/64/masteronly_1x2 in round order (3 samples)
+MASTERONLY_ROUNDS = ['masteronly_1x2/0', 'mpi_2x1/0', 'mpi_2x1/1', 'masteronly_1x2/1',
+                     'masteronly_1x2/2', 'mpi_2x1/2']
+
+
 @pytest.mark.integration
 def test_a_verdict_selected_alone_runs_its_pair_in_round_order(tmp_path):
     # Its runs came in zip order, pure MPI first in every round (mpi_2x1/0,
     # masteronly_1x2/0, mpi_2x1/1, ...), not alternating as when they are
     # selected themselves; and the dry run failed (exit 1): "sanity error:
     # SpmvCheck ... logged no t_total".
-    alone, order = dry_run_order(tmp_path / 'alone', 'HybridVerdict%pair=spmv/64/masteronly_1x2')
-    out = alone.stdout + alone.stderr
-    assert alone.returncode == 0 and 'sanity error' not in out, out[-4000:]
-    assert order == ['masteronly_1x2/0', 'mpi_2x1/0', 'mpi_2x1/1', 'masteronly_1x2/1',
-                     'masteronly_1x2/2', 'mpi_2x1/2'], out[-4000:]
+    out, order = verdict_dry_run(tmp_path / 'alone', 'HybridVerdict%pair=spmv/64/masteronly_1x2')
+    assert order == MASTERONLY_ROUNDS, out[-4000:]
     runs, selected = dry_run_order(tmp_path / 'runs', 'HybridVerdict%pair=spmv/64/masteronly_1x2',
                                    'SpmvCheck%layout=(mpi_2x1|masteronly_1x2)%problem=64%')
     assert runs.returncode == 0 and selected == order, runs.stdout[-4000:]
@@ -594,14 +605,11 @@ def test_a_verdict_selected_alone_runs_its_pair_in_round_order(tmp_path):
 @pytest.mark.integration
 def test_a_dry_run_of_verdicts_exits_0_and_the_runs_selected_too_pair_every_layout(tmp_path):
     # Every dry run with a verdict in it failed: the verdict judged in a dry run.
-    verdicts, order = dry_run_order(tmp_path / 'verdicts', 'HybridVerdict%pair=spmv/64/.*')
-    out = verdicts.stdout + verdicts.stderr
-    assert verdicts.returncode == 0 and 'sanity error' not in out, out[-4000:]
+    out, order = verdict_dry_run(tmp_path / 'verdicts', 'HybridVerdict%pair=spmv/64/.*')
     assert re.search(r'PASSED.*Ran 12/12 test case', out), out[-4000:]
     # The first verdict takes the shared pure-MPI runs; the other layout's
     # runs follow them (docs/pages/statistics.md says so) ...
-    assert order == ['masteronly_1x2/0', 'mpi_2x1/0', 'mpi_2x1/1', 'masteronly_1x2/1',
-                     'masteronly_1x2/2', 'mpi_2x1/2',
+    assert order == [*MASTERONLY_ROUNDS,
                      'funneled_1x2/0', 'funneled_1x2/1', 'funneled_1x2/2'], out[-4000:]
     # ... and with the runs selected (as the docs say) every pair is side by side,
     # in plan.md's order.

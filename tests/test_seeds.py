@@ -282,14 +282,26 @@ def rabenseifner_by_partition(folder: Path) -> dict:
             comm.rabenseifner(comm.saturation(read_perflogs([str(folder)])))}
 
 
+def each_row_found(found: dict[str, comm.Rabenseifner], rows: list[dict[str, str]],
+                   key: str) -> list[tuple[dict[str, str], comm.Rabenseifner]]:
+    """Each of a seed table's `rows` with its Rabenseifner row in `found` (by partition:
+    slug(row[key])), which has one for each row and no other."""
+    assert len(found) == len(rows)
+    return [(r, found[slug(r[key])]) for r in rows]
+
+
+def assert_seed001_ratios_as_printed(got: comm.Rabenseifner, r: dict[str, str]) -> None:
+    """b_MPP/b_hybrid and T_hybrid/T_MPP as seed 001's Table 1 row `r` prints them."""
+    assert round(got.b_mpp / got.b_hybrid, 2) == float(r['ratio_printed'])
+    assert round(got.t_ratio, 2) == float(r['t_ratio_printed'])
+
+
 def test_rabenseifner_table1_masteronly_share_of_the_inter_node_bandwidth(tmp_path):
     # seed 002, Table 1: columns 1 and 2 (GB/s per node) give column 3, "masteronly
     # bw / max. inter-node bw", as printed (whole percent)
     rows = write_table1(tmp_path)
     found = rabenseifner_by_partition(tmp_path)
-    assert len(found) == len(rows)
-    for r in rows:
-        got = found[slug(r['platform'])]
+    for r, got in each_row_found(found, rows, 'platform'):
         assert round(100 * got.fraction) == int(r['printed_percent']), r['platform']
         assert got.nodes == int(r['nodes']) and got.k_max == int(r['cpus_per_node'])
     # seed 002, Sect. 6: "the master thread cannot saturate the inter-node network" on
@@ -308,11 +320,8 @@ def test_rabenseifner_wellein_table1_hybrid_against_mpp_time(tmp_path):
     rows = table('rabenseifner_wellein_seed001_table1.csv')
     write_ring(tmp_path, [('sr8000', slug(r['metric']), 12, 8, float(r['b_hybrid_MBps']) / 12,
                            float(r['b_mpp_MBps']) / 12, 8 * 1024 * 1024) for r in rows])
-    found = rabenseifner_by_partition(tmp_path)
-    for r in rows:
-        got = found[slug(r['metric'])]
-        assert round(got.b_mpp / got.b_hybrid, 2) == float(r['ratio_printed'])
-        assert round(got.t_ratio, 2) == float(r['t_ratio_printed'])
+    for r, got in each_row_found(rabenseifner_by_partition(tmp_path), rows, 'metric'):
+        assert_seed001_ratios_as_printed(got, r)
 
 
 def test_rabenseifner_wellein_table1_from_the_hybrid_and_the_mpp_layouts(tmp_path):
@@ -332,13 +341,9 @@ def test_rabenseifner_wellein_table1_from_the_hybrid_and_the_mpp_layouts(tmp_pat
                  system='sr8000', part=slug(r['metric']), stack='vendor-mpi', time=T0)
             for mode, ranks, threads, k1, k8 in (('masteronly', 1, 8, hybrid, 1.2 * hybrid),
                                                  ('mpi', 8, 1, 0.9 * hybrid, mpp)))])
-    found = rabenseifner_by_partition(tmp_path)
-    assert len(found) == len(rows)
-    for r in rows:
-        got = found[slug(r['metric'])]
+    for r, got in each_row_found(rabenseifner_by_partition(tmp_path), rows, 'metric'):
         assert (got.k_max, got.nodes) == (8, 12)
-        assert round(got.b_mpp / got.b_hybrid, 2) == float(r['ratio_printed'])
-        assert round(got.t_ratio, 2) == float(r['t_ratio_printed'])
+        assert_seed001_ratios_as_printed(got, r)
 
 
 def test_ring_on_one_node_gives_no_inter_node_row(tmp_path):

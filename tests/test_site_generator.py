@@ -37,6 +37,9 @@ import test_multinode as mn  # noqa: E402  (the multi-node test cluster's helper
 from harnesscore.stacks import STACK  # noqa: E402
 
 DATA = REPO / 'tests' / 'data' / 'site'
+#: the masks of 128 CPUs in 8 NUMA domains of 16, numbered in blocks (the HPC node of
+#: DATA's files, Slurm's 8 sockets of numa_node_as_socket)
+EIGHT_NUMA_BLOCKS = [hex(0xffff << (16 * i)) for i in range(8)]
 #: The multi-node test cluster of tests/test_multinode.py, 2 nodes started for
 #: this module (pytest names a fixture after the attribute that holds it).
 site_cluster = mn.cluster
@@ -113,7 +116,7 @@ def test_node_probe_sections_cpus_and_interfaces():
     assert net['lo'].arp_type == 772
     hpc = sg.parse_lscpu(data('hpc_lscpu_8numa.txt'))
     assert hpc is not None and (hpc.cpus, hpc.cores, hpc.sockets) == (128, 128, 2)
-    assert hpc.numa_masks == [hex(0xffff << (16 * i)) for i in range(8)]
+    assert hpc.numa_masks == EIGHT_NUMA_BLOCKS
 
 
 def test_interconnect_tools():
@@ -512,9 +515,8 @@ def test_an_infiniband_cluster_from_written_outputs(tmp_path, hpc_runner, capsys
     assert set(cluster['partitions']) == {'compute', 'debug'}
     compute = cluster['partitions']['compute']
     assert compute['processor'] == {'num_cpus': 128, 'num_cpus_per_core': 1, 'num_sockets': 2,
-                                    'num_cpus_per_socket': 64, 'topology': {
-                                        'numa_nodes': [hex(0xffff << (16 * i))
-                                                       for i in range(8)]}}
+                                    'num_cpus_per_socket': 64,
+                                    'topology': {'numa_nodes': EIGHT_NUMA_BLOCKS}}
     # MVAPICH2's way onto a port is not in the registry: left to fill in
     assert compute['transport_env'] == {
         'openmpi': {'OMPI_MCA_pml': 'ucx', 'UCX_NET_DEVICES': 'mlx5_0:1'},
@@ -827,7 +829,7 @@ def test_the_sockets_are_the_nodes_not_slurms_boards_or_numa_domains(tmp_path, h
     conf, numa = numa_node_as_socket()
     text, proc = hpc_processor(tmp_path, hpc_runner, nodes=numa, config=conf)
     assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (2, 64)
-    assert proc['topology']['numa_nodes'] == [hex(0xffff << (16 * i)) for i in range(8)]
+    assert proc['topology']['numa_nodes'] == EIGHT_NUMA_BLOCKS
     assert 'Sockets from lscpu on cn001 (2; Slurm says 8).' in comments(text)
     # a bare "NodeName=... CPUs=128" line: Slurm takes every CPU for a socket
     bare = plain.replace('CoresPerSocket=64', 'CoresPerSocket=1').replace(
@@ -844,7 +846,7 @@ def test_numa_domains_as_sockets_are_blocks_only_with_one_thread_per_core(tmp_pa
     conf, one = numa_node_as_socket()
     # one thread per core: each domain's CPUs are a block
     text, proc = hpc_processor(tmp_path, hpc_runner, '--no-srun', nodes=one, config=conf)
-    assert proc['topology']['numa_nodes'] == [hex(0xffff << (16 * i)) for i in range(8)]
+    assert proc['topology']['numa_nodes'] == EIGHT_NUMA_BLOCKS
     assert 'their CPUs taken as numbered in blocks' in comments(text)
     # two: Linux numbers CPU N's sibling N + 128, so no block is a domain: left to fill in
     two = one.replace('CoresPerSocket=16', 'CoresPerSocket=8').replace(

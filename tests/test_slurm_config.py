@@ -219,6 +219,13 @@ def no_cluster_env(monkeypatch):
     return monkeypatch
 
 
+@pytest.fixture
+def notes_env(no_cluster_env):
+    """no_cluster_env with HARNESS_QUIET unset: the configuration prints its notes."""
+    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+    return no_cluster_env
+
+
 def systems_error(tmp_path: Path) -> str:
     """The one-line message of what settings.py calls (slurm_systems.slurm_systems)."""
     with pytest.raises(ValueError) as err:
@@ -510,12 +517,11 @@ def test_a_stacks_env_and_a_partitions_pin_win_over_the_clean_files(no_cluster_e
 
 
 def test_an_open_mpi_without_sysconfdir_is_noted_once_and_reads_the_users_files(
-        tmp_path, no_cluster_env, capsys):
-    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+        tmp_path, notes_env, capsys):
     site = tmp_path / 'site_nosys.py'
     site.write_text(f'exec(open({str(TEMPLATE)!r}).read())\n'
                     "CLUSTER['stacks']['openmpi'].pop('sysconfdir', None)\n")
-    no_cluster_env.setenv('HARNESS_CLUSTERS', str(site))
+    notes_env.setenv('HARNESS_CLUSTERS', str(site))
     _, envs = slurm_systems.slurm_systems(str(tmp_path / 'var'), [], [])
     notes = [ln for ln in capsys.readouterr().err.splitlines() if 'sysconfdir' in ln]
     assert notes == [
@@ -686,16 +692,14 @@ def config_notes(cluster: dict, capsys) -> list[str]:
     return capsys.readouterr().err.splitlines()
 
 
-def test_the_template_pins_every_stack_and_says_nothing(no_cluster_env, capsys):
-    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+def test_the_template_pins_every_stack_and_says_nothing(notes_env, capsys):
     cluster = template_cluster()
     for part in cluster['partitions'].values():
         assert set(part['transport_env']) == set(cluster['stacks'])
     assert config_notes(cluster, capsys) == []
 
 
-def test_a_stack_left_unpinned_among_pinned_ones_is_noted_once(no_cluster_env, capsys):
-    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+def test_a_stack_left_unpinned_among_pinned_ones_is_noted_once(notes_env, capsys):
     cluster = template_cluster()
     cluster['partitions']['eth']['transport_env'].pop('mvapich2')
     cluster['partitions']['eth']['transport_env']['mpich'] = {}
@@ -705,12 +709,11 @@ def test_a_stack_left_unpinned_among_pinned_ones_is_noted_once(no_cluster_env, c
         "their stack picks, yet their records name this partition's; add transport_env "
         "entries for mpich, mvapich2 (config/cluster_template.py)"]
     # a note, not a refusal; and none under HARNESS_QUIET=1
-    no_cluster_env.setenv('HARNESS_QUIET', '1')
+    notes_env.setenv('HARNESS_QUIET', '1')
     assert config_notes(cluster, capsys) == []
 
 
-def test_one_node_pinned_to_a_link_between_nodes_is_noted(no_cluster_env, capsys):
-    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
+def test_one_node_pinned_to_a_link_between_nodes_is_noted(notes_env, capsys):
     cluster = template_cluster()
     cluster['partitions']['ib']['nodes'] = 1
     assert config_notes(cluster, capsys) == [
@@ -744,13 +747,12 @@ def test_a_bad_spack_spec_is_named(value, no_cluster_env):
         f'empty), got {value!r}')
 
 
-def test_a_one_node_test_cluster_notes_no_link_for_the_user_to_fix(tmp_path, no_cluster_env,
+def test_a_one_node_test_cluster_notes_no_link_for_the_user_to_fix(tmp_path, notes_env,
                                                                     capsys):
     """The test cluster's spec is the harness's own (tests/slurm/cluster.sh start
     --nodes 1 is allowed): no advice to change it on every configuration load."""
-    no_cluster_env.delenv('HARNESS_QUIET', raising=False)
     (tmp_path / 'cluster.env').write_text('NODES=1\n')
-    no_cluster_env.setenv('HARNESS_TEST_CLUSTER', str(tmp_path))
+    notes_env.setenv('HARNESS_TEST_CLUSTER', str(tmp_path))
     slurm_systems.test_cluster('/tmp/unused', mpi_env='keep')
     assert "has 'nodes': 1" not in capsys.readouterr().err
 
