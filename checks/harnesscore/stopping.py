@@ -7,11 +7,12 @@ session was stopped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 #: The signals that stop a command as Ctrl-C does (where it handles them).
@@ -30,6 +31,8 @@ class Signalled(BaseException):
 
 #: The process whose SIGTERM and SIGHUP raise ``Signalled`` (0: none).
 _owner = 0
+#: The stop signals held back (``held_back``; None: none is).
+_held: list[int] | None = None
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -37,7 +40,26 @@ def _stop(signum: int, _frame: object) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
+    if _held is not None:
+        _held.append(signum)
+        return
     raise Signalled(signum)
+
+
+@contextlib.contextmanager
+def held_back() -> Iterator[None]:
+    """SIGTERM and SIGHUP (where they raise ``Signalled``) held back in the block
+    and raised after it: a child started in it (``subprocess.Popen``, which a
+    signal would leave without a handle to pass the signal on to) is known to
+    its caller when the signal comes."""
+    global _held
+    _held = []
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+    if held:
+        raise Signalled(held[0])
 
 
 def _default_in_child() -> None:

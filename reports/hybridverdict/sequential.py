@@ -40,7 +40,7 @@ from harnesscore import plan, stats
 from harnesscore.paths import var_dir
 from harnesscore.schema import TIME_VARIABLE
 from harnesscore.selection import passed_on
-from harnesscore.stopping import Signalled, run_main
+from harnesscore.stopping import Signalled, held_back, run_main
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs
@@ -276,12 +276,16 @@ def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:
     env = dict(os.environ, HARNESS_FIRST_ROUND=str(first), HARNESS_REPEAT=str(step))
     print(f'+ HARNESS_FIRST_ROUND={first} HARNESS_REPEAT={step} {shlex.join(argv)}',
           flush=True)
-    proc = subprocess.Popen(argv, env=env)
+    proc = None
     try:
+        with held_back():           # a SIGTERM as ReFrame starts is passed on to it
+            proc = subprocess.Popen(argv, env=env)
         return proc.wait()
     except (KeyboardInterrupt, Signalled) as err:
         # Ctrl-C reached ReFrame too (its process group); SIGTERM and SIGHUP
         # are passed on.  ReFrame stops on it (its jobs cancelled): wait.
+        if proc is None:
+            raise
         if isinstance(err, Signalled):
             proc.send_signal(err.signum)
         while proc.poll() is None:
