@@ -9,3 +9,10 @@ and ``hybridverdict-baseline``: docs/pages/report.md).
 """
 
 __version__ = '0.1.0'
+
+#: The lines of the report (``cli.main``) and of the baseline (``baseline.main``)
+#: stopped by Ctrl-C, and by SIGTERM or SIGHUP (``harnesscore.stopping.run_main``).
+REPORT_STOPPED = ('hybridverdict: interrupted (Ctrl-C): no report written',
+                  'hybridverdict: stopped by {signal}: no report written')
+BASELINE_STOPPED = ('hybridverdict-baseline: interrupted (Ctrl-C)',
+                    'hybridverdict-baseline: stopped by {signal}')

@@ -1,5 +1,5 @@
 """The commands: ``hybridverdict`` (and ``python -m hybridverdict``), the report
-(``cli``), and ``hybridverdict-baseline`` (``baseline``).  Each loads its modules
+(``cli``), and ``hybridverdict-baseline`` (``baseline``).  Each loads its module
 under ``harnesscore.stopping.run_main``: Ctrl-C, SIGTERM or SIGHUP while polars
 and matplotlib load (about a second) is one line too, never a traceback.
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 
 from harnesscore.stopping import run_main
+
+from . import BASELINE_STOPPED, REPORT_STOPPED
 
 
 def _report(argv: list[str] | None) -> int:
@@ -22,18 +24,13 @@ def _baseline(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``hybridverdict``: the report; Ctrl-C ends it with status 130 and one line,
-    SIGTERM and SIGHUP with 128 plus the signal's number (a report set half
-    written is removed: ``write.write_all``)."""
-    return run_main(_report, argv, 'hybridverdict: interrupted (Ctrl-C): no report written',
-                    'hybridverdict: stopped by {signal}: no report written')
+    """``hybridverdict``: ``cli.main``, its modules loaded under its stop lines."""
+    return run_main(_report, argv, *REPORT_STOPPED)
 
 
 def baseline_main(argv: list[str] | None = None) -> int:
-    """``hybridverdict-baseline``: so too (each references file is written whole or
-    not at all: ``atomic``)."""
-    return run_main(_baseline, argv, 'hybridverdict-baseline: interrupted (Ctrl-C)',
-                    'hybridverdict-baseline: stopped by {signal}')
+    """``hybridverdict-baseline``: ``baseline.main``, so too."""
+    return run_main(_baseline, argv, *BASELINE_STOPPED)
 
 
 if __name__ == '__main__':

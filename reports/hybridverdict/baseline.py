@@ -39,10 +39,10 @@ import yaml
 from harnesscore import references
 from harnesscore import stats as stats_rule
 from harnesscore.paths import references_dir, var_dir
+from harnesscore.stopping import run_main
 from tabulate import tabulate
 
-from . import atomic
-from .__main__ import baseline_main as main  # noqa: F401  (the command, re-exported)
+from . import BASELINE_STOPPED, atomic
 from .changes import record_sessions
 from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
 
@@ -389,8 +389,15 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``hybridverdict-baseline`` (``baseline``): Ctrl-C, SIGTERM and SIGHUP end it
+    with one line and 128 plus the signal's number (each references file is
+    written whole or not at all: ``atomic``); the command starts in ``__main__``."""
+    return run_main(baseline, argv, *BASELINE_STOPPED)
+
+
 def baseline(argv: list[str] | None) -> int:
-    """The baseline (``hybridverdict-baseline``, the command: ``__main__.baseline_main``)."""
+    """The baseline, stopped by nothing (``main``)."""
     args = parser().parse_args(argv)
     night = args.night_samples
     if night is None:

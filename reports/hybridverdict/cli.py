@@ -15,10 +15,10 @@ import sys
 
 from harnesscore import plan
 from harnesscore.paths import var_dir
+from harnesscore.stopping import run_main
 from polars.exceptions import PolarsError
 
-from . import __version__, changes, history
-from .__main__ import main  # noqa: F401  (the command, re-exported: tests and callers)
+from . import REPORT_STOPPED, __version__, changes, history
 from .atomic import write_replacing
 from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
 from .render import terminal
@@ -227,8 +227,16 @@ def changes_main(argv: list[str]) -> int:
                            'changes': [c.as_dict() for c in found]}, confirmed)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``hybridverdict``: the report (``report``); Ctrl-C ends it with status 130 and
+    one line, no traceback, SIGTERM and SIGHUP with 128 plus the signal's number (a
+    report set half written is removed: ``write.write_all``).  The command starts
+    in ``__main__``, which loads this module under the same lines."""
+    return run_main(report, argv, *REPORT_STOPPED)
+
+
 def report(argv: list[str] | None) -> int:
-    """The report (``hybridverdict``, the command: ``__main__.main``)."""
+    """The report, stopped by nothing (``main``)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == 'changes':
         return changes_main(argv[1:])
