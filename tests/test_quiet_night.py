@@ -154,6 +154,40 @@ def test_soft_zone_warns_inside_the_band(monkeypatch):
     assert bands.soft_zone() == 1.0
 
 
+def test_a_warn_names_the_soft_limit_the_interval_is_beyond():
+    # a two-sided band [90, 110]: soft limits 93 and 107
+    above = bands.judge_band('bw', [108.4, 108.5, 108.6], 100.0, -0.10, 0.10, soft=0.7)
+    assert above.state == bands.WARN and above.soft == (pytest.approx(93), pytest.approx(107))
+    assert above.describe().endswith('(in the soft zone: beyond 107)')
+    below = bands.judge_band('bw', [91.4, 91.5, 91.6], 100.0, -0.10, 0.10, soft=0.7)
+    assert below.state == bands.WARN
+    assert below.describe().endswith('(in the soft zone: beyond 93)')
+    # a negative reference: the band [-110, -90], soft limits -107 and -93
+    neg = bands.judge_band('bw', [-91.4, -91.5, -91.6], -100.0, -0.10, 0.10, soft=0.7)
+    assert neg.state == bands.WARN and neg.describe().endswith('(in the soft zone: beyond -93)')
+    # a band open below: its one soft limit
+    upper = bands.judge_band('t', [1.084, 1.085, 1.086], 1.0, None, 0.10, soft=0.7)
+    assert upper.state == bands.WARN
+    assert upper.describe().endswith('(in the soft zone: beyond 1.07)')
+
+
+def test_a_pass_whose_interval_only_reaches_into_the_soft_zone_stays_a_pass():
+    j = bands.judge_band('bw', [106.0, 106.5, 107.0], 100.0, -0.10, 0.10, soft=0.7)
+    assert j.decision.state == 'PASS'
+    # the interval [104.7, 108.3] crosses the soft limit 107: not entirely beyond it
+    assert j.decision.interval.low < 107.0 < j.decision.interval.high
+    assert j.state == 'PASS' and 'soft zone' not in j.describe()
+
+
+def test_inconclusive_outranks_warn_in_a_runs_state():
+    # the docstring and docs/pages/statistics.md: fail, else inconclusive, else warn
+    states = [bands.INCONCLUSIVE, bands.WARN]
+    assert bands.overall([_Judged(s) for s in states]) == 'inconclusive'
+    assert bands.overall([_Judged(s) for s in reversed(states)]) == 'inconclusive'
+    assert bands.overall([_Judged(s) for s in (bands.WARN, bands.FAIL)]) == 'fail'
+    assert bands.overall([_Judged(s) for s in (bands.DEFERRED, bands.WARN)]) == 'warn'
+
+
 # ---- the nightly's summary ---------------------------------------------------------------
 
 def _nightly():

@@ -155,6 +155,50 @@ def test_ratio_interval_of_large_unpaired_lists_uses_order_statistics():
     assert iv.low < 1.05 < iv.high
 
 
+def test_ratio_interval_ends_are_each_sides_order_statistics():
+    # both sides vary: the low end is the numerator's low order statistic over the
+    # denominator's high one, the high end the reverse (each side at sqrt(95%))
+    num = [13.0, 11.0, 19.0, 12.0, 15.0, 10.0, 17.0, 14.0, 16.0, 18.0]
+    den = [8.0, 5.0, 9.0, 4.0, 7.0, 3.0, 6.0, 2.0, 1.5, 8.5]
+    assert stats.median_ci_ranks(10, math.sqrt(stats.CONFIDENCE)) == (2, 9)
+    sa, sb = sorted(num), sorted(den)
+    iv = stats.ratio_interval(num, den)
+    assert iv.method == 'order statistics of each side'
+    assert iv.median == pytest.approx(statistics.median(num) / statistics.median(den))
+    assert iv.low == pytest.approx(sa[1] / sb[8]) == pytest.approx(11.0 / 8.5)
+    assert iv.high == pytest.approx(sa[8] / sb[1]) == pytest.approx(18.0 / 2.0)
+    assert iv.low < iv.median < iv.high
+    assert iv.confidence == pytest.approx(stats.coverage(10, 2) ** 2)
+
+
+def test_paired_rounds_are_paired_by_time_not_by_list_order():
+    # the machine drifts; hybrid 20% faster throughout; rounds of 1 minute apart
+    drift = [1.0, 1.3, 0.9, 1.2, 1.1, 0.8, 1.25]
+    mpi = [1.2 * d * (1 + 0.01 * (i % 3)) for i, d in enumerate(drift)]
+    hyb = [1.0 * d for d in drift]
+    t_mpi, t_hyb = [at(2 * i) for i in range(7)], [at(2 * i + 1) for i in range(7)]
+    in_order = stats.compare(mpi, hyb, t_mpi, t_hyb)
+    assert in_order.basis == stats.PAIRED
+    # the same records listed in another order on each side (as a perflog read
+    # from several files gives them): the same rounds, the same result
+    order_m, order_h = [3, 6, 0, 5, 1, 4, 2], [5, 2, 6, 0, 4, 1, 3]
+    shuffled = stats.compare([mpi[i] for i in order_m], [hyb[i] for i in order_h],
+                             [t_mpi[i] for i in order_m], [t_hyb[i] for i in order_h])
+    assert shuffled.basis == stats.PAIRED
+    assert shuffled.ratio == pytest.approx(in_order.ratio)
+    assert (shuffled.interval.low, shuffled.interval.high) == (
+        pytest.approx(in_order.interval.low), pytest.approx(in_order.interval.high))
+    assert shuffled.gap == in_order.gap == 60.0
+
+
+def test_the_gap_between_a_rounds_two_runs_is_positive_whichever_runs_first():
+    mpi, hyb = [1.2, 1.25, 1.21], [1.0, 1.02, 1.01]
+    mpi_first = stats.compare(mpi, hyb, [at(0), at(10), at(20)], [at(2), at(12), at(22)])
+    hyb_first = stats.compare(mpi, hyb, [at(2), at(12), at(22)], [at(0), at(10), at(20)])
+    assert mpi_first.basis == hyb_first.basis == stats.PAIRED
+    assert mpi_first.gap == hyb_first.gap == 120.0
+
+
 def test_bad_samples_are_refused():
     with pytest.raises(stats.StatsError, match='no samples'):
         stats.median_interval([])
@@ -241,6 +285,14 @@ def test_more_rounds_after_a_fail_only_below_95_percent_as_the_docs_say():
     assert bands.more_rounds({'x': [0.5, 0.0, 0.51, 0.5, 0.49]}, band) == ['x']
     assert bands.more_rounds({'x': [0.5, 0.0, 0.51, 0.5, 0.49, 0.5]}, band) == []
     assert bands.more_rounds({'x': [0.98, 1.2, 0.9]}, band) == ['x']     # still crossed
+
+
+def test_a_pass_on_a_single_round_needs_no_more_rounds():
+    # one round inside the band passes: only a FAIL below 95% asks for more
+    assert bands.more_rounds({'x': [1.0]}, {'x': (0.9, 1.1)}) == []
+    assert bands.more_rounds({'x': [1.5]}, {'x': (0.9, 1.1)}) == ['x']
+    assert bands.more_rounds({'x': [1.0], 'y': [0.5]},
+                             {'x': (0.9, 1.1), 'y': (0.9, 1.1)}) == ['y']
 
 
 @pytest.mark.parametrize('confidence, shown', [(0.95, '95%'), (0.975, '97.5%'), (0.99, '99%'),

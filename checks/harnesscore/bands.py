@@ -96,7 +96,10 @@ class Judgement:
                 f'[{iv.low:.4g}, {iv.high:.4g}] n={iv.n} ({iv.method}) band [{lo}, {hi}] '
                 f'spread +-{100 * self.decision.spread:.1f}%')
         if self.state == WARN:
-            edge = next(x for x in self.soft if x is not None)
+            # the soft limit the interval lies beyond: the upper one where it is
+            # above it, else the lower one (``decide``'s order of the sides)
+            soft_low, soft_high = self.soft
+            edge = soft_high if soft_high is not None and iv.low > soft_high else soft_low
             text += f' (in the soft zone: beyond {edge:.4g})'
         if self.withheld:
             text += ' (FAIL withheld: the machine was busy)'
