@@ -495,3 +495,44 @@ def test_the_sampled_permutation_test_decides_as_the_exact_one_near_the_threshol
     assert checked >= 5
     assert changes._exact_p(np.array(STEP_9), 3, float(changes._split_stat(
         np.array(STEP_9), 3)) * (1 - 1e-9)) == pytest.approx(2 / 126)
+
+
+@pytest.mark.parametrize('first, second, kept', [(1.038, 1.042, 20), (1.042, 1.038, 10)])
+def test_of_two_sub_magnitude_steps_the_smaller_is_merged_first(first, second, kept):
+    """Two steps of about 4% (each below the 5% magnitude): the smaller one is the
+    weakest and merged first, which leaves the larger, measured against the median
+    of the merged segment: about 6%."""
+    rng = random.Random(3)
+    found = changes.find(changes.History.from_records(records(
+        [1.0] * 10 + [first] * 10 + [first * second] * 10, rng, 'Stairs', 0.001)))
+    assert [(c.position, c.confirmed) for c in found] == [(kept, True)]
+    assert found[0].change == pytest.approx(0.06, abs=0.005)
+
+
+def test_an_unconfirmed_tail_is_judged_against_the_sessions_own_sample_noise():
+    """Twenty sessions whose medians agree exactly while their samples spread 10%:
+    a last session 8% up is within that noise, not an unconfirmed change."""
+    rng = random.Random(1)
+    recs = []
+    for i, level in enumerate([1.0] * 20 + [1.08]):
+        for k, f in enumerate((0.9, 1.0, 1.1)):
+            r = records([level], rng, 'Flat', 0.0)[k]
+            recs.append(dataclasses.replace(r, time=night(i) + dt.timedelta(seconds=20 * k),
+                                            values={'t_total': level * f}))
+    assert changes.find(changes.History.from_records(recs)) == []
+
+
+def test_a_known_change_is_matched_to_the_nearest_of_the_changes_it_overlaps():
+    """The known change at 12 overlaps both a change at 9 and one at 12 of the
+    next session: it is the one at 12 (the nearest), so the one at 9 is new."""
+    rng = random.Random(1)
+    (known,) = changes.find(changes.History.from_records(
+        records([1.0] * 12 + [1.3] * 7, rng, 'S', 0.02)))
+
+    def at(position: int, before: int, after: int) -> changes.ChangePoint:
+        return dataclasses.replace(known, position=position, sessions_before=before,
+                                   sessions_after=after, rids=(position - 1, position))
+
+    early = at(9, 9, 5)
+    assert changes._newly_confirmed([early, at(12, 3, 8)], [at(12, 12, 7)]) == [early]
+    assert changes._newly_confirmed([at(12, 3, 8), early], [at(12, 12, 7)]) == [early]

@@ -516,3 +516,16 @@ def test_ring_beside_osu_pairs_no_other_mpi_version():
     # the installs logging two library strings against one ring version: no row
     other = osu('4.2.0', 3.0, 'MPICH (libmpich.so.14)')
     assert comm.ring_osu_rows(comm.headlines(upgrade[:1] + [upgrade[2], other])) == ([], [])
+
+
+def test_headline_bandwidth_ignores_the_bidirectional_osu_bibw():
+    """osu_bibw measures both directions at once (about twice osu_bw): it
+    enters neither the 1 MiB nor the largest-size headline bandwidth."""
+    heads = comm.headlines([
+        p2p('osu_bw', {'bandwidth_1MiB': 8000.0, 'bw_4194304': 9000.0}),
+        p2p('osu_bibw', {'bandwidth_1MiB': 15000.0, 'bw_4194304': 17000.0}),
+        p2p('osu_bibw', {'bandwidth_1MiB': 16000.0, 'bw_8388608': 18000.0})])
+    assert len(heads) == 1
+    assert heads[0].bandwidth == 8000.0
+    assert heads[0].largest == (4194304, 9000.0)
+    assert comm.headlines([p2p('osu_bibw', {'bandwidth_1MiB': 15000.0})])[0].bandwidth is None

@@ -163,3 +163,34 @@ def test_layouts_without_a_partition_count_physical_cores(monkeypatch, tmp_path)
     monkeypatch.setattr(os, 'sched_getaffinity', lambda _pid: {0, 1})
     monkeypatch.setattr(placement, '_partitions', lambda: [])
     assert placement.system_layouts() == [(1, 1)]
+
+
+def test_the_session_budget_is_split_over_every_partition_and_stack(monkeypatch):
+    # Two partitions, one with three stacks and one with none declared: the
+    # session's 40m is shared by 3 + 1 parts, 10m each.
+    parts = [SimpleNamespace(environs=['a', 'b', 'c']), SimpleNamespace(environs=[])]
+    monkeypatch.setattr(placement, '_partitions', lambda: parts)
+    monkeypatch.setattr(placement._plan, 'Topology',
+                        SimpleNamespace(from_partition=lambda part, nodes: 'topo'))
+    seen = []
+    monkeypatch.setattr(placement, '_cached_plan',
+                        lambda topo, samples, budget_s, batch: seen.append(budget_s))
+    monkeypatch.setenv('HARNESS_BUDGET', '40m')
+    placement.partition_plan(parts[0])
+    monkeypatch.setenv('HARNESS_BUDGET', '7m/part')
+    placement.partition_plan(parts[1])
+    assert seen == [600.0, 420.0]
+
+
+@pytest.mark.parametrize('cores', [1, 4])
+def test_a_point_to_point_pair_on_two_nodes_puts_one_rank_on_each(cores):
+    part = SimpleNamespace(fullname='sys:two')
+    assert placement.pt2pt_placement(part, cores, 2) == (1, 2, '')
+    assert placement.pt2pt_placement(part, cores, 3) == (1, 2, '')
+
+
+def test_a_point_to_point_pair_on_one_node_needs_two_cores():
+    part = SimpleNamespace(fullname='sys:one')
+    assert placement.pt2pt_placement(part, 4, 1) == (2, 1, '')
+    assert placement.pt2pt_placement(part, 1, 1) == (
+        0, 0, 'needs 2 cores per node, sys:one has 1')

@@ -37,6 +37,17 @@ def test_md_rule_is_the_kernels():
     assert P.md_min_cells(128) == 14 and P.md_min_cells(16) == 7
 
 
+def test_md_rule_names_the_grid_whose_split_it_used():
+    # 360 ranks: MPICH's balanced grid is 9x8x5 (sub-boxes 2.99 wide at L=16),
+    # Open MPI's greedy one 10x6x6 (2.69): the narrower one decides and is named.
+    assert P.dims_create(360) == (9, 8, 5) and P._dims_greedy(360) == (10, 6, 6)
+    why = P.md_infeasible(16, 360)
+    assert why.startswith('md L=16 on 360 ranks (10x6x6): sub-boxes 2.69 wide'), why
+    assert why.endswith('needs L >= 17')
+    assert P.md_min_cells(360) == 17
+    assert P.md_infeasible(17, 360) == ''
+
+
 @pytest.mark.parametrize('n', [1, 2, 6, 12, 16, 24, 36, 48, 64, 96, 128, 210])
 def test_dims_create_is_balanced(n):
     dims = P.dims_create(n)
@@ -446,6 +457,22 @@ def test_the_plan_counts_a_ring_verdict_per_message_size():
     assert plan.seconds == P.T_BUILD + plan.run_seconds + 15 * P.T_VERDICT
     assert P.pair_verdicts('ring', '8,65536,1048576') == len(message_sizes('8,65536,1048576'))
     assert P.pair_verdicts('ring', '8,4096') == 2 and P.pair_verdicts('md', 12) == 1
+
+
+def test_a_ring_size_range_includes_its_maximum():
+    from harnesscore.units import message_sizes
+    assert message_sizes('8:64') == [8, 16, 32, 64]
+    assert message_sizes('8:100') == [8, 16, 32, 64]
+    assert message_sizes('1K:1K') == [1024]
+
+
+@pytest.mark.parametrize('n, label', [
+    (8, '8B'), (1024, '1KiB'), (1536, '1536B'), (65536, '64KiB'),
+    (2**20, '1MiB'), (3 * 2**19, '1536KiB'), (2**20 + 1, '1048577B'),
+])
+def test_bytes_label_names_whole_kib_and_mib_only(n, label):
+    from harnesscore.units import bytes_label
+    assert bytes_label(n) == label
 
 
 def test_an_unknown_numa_count_is_one_domain_per_socket():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from harnesscore.references import references_file, split_name
+from harnesscore.references import lower_is_better, references_file, split_name
 from hybridverdict import baseline
 
 
@@ -21,6 +21,16 @@ def test_split_name_drops_the_sample_and_keeps_the_parameters():
     assert split_name('X %.repeat_no=1 %p=3') == ('X', 'p=3')
     with pytest.raises(ValueError):
         split_name('  ')
+
+
+@pytest.mark.parametrize('unit', ['s', 'ms', 'us', 'ns', ' us '])
+def test_every_time_unit_is_lower_is_better(unit):
+    assert lower_is_better(unit)
+
+
+@pytest.mark.parametrize('unit', ['MB/s', 'GFLOP/s', 'ratio', ''])
+def test_rates_and_ratios_are_higher_is_better(unit):
+    assert not lower_is_better(unit)
 
 
 def test_references_file_refuses_a_system_name_that_is_a_path(tmp_path):

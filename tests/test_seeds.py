@@ -390,3 +390,20 @@ def test_scaling_figure_from_table9(table9):
     # one node only: no scaling figure
     one = build([r for r in table9 if r.nodes == 1], ReadStats(), ['one node'])
     assert plots.scaling(one) is None
+
+
+def test_phase_rows_take_the_median_of_the_passing_md_runs_only():
+    from test_verdict import rec
+
+    def md(mode: str, ranks: int, threads: int, force: float, result: str = 'pass') -> Record:
+        return rec(mode, 10.0, ranks=ranks, threads=threads, kernel='md', size='12',
+                   result=result, values={'t_total': 10.0, 'phase_force': force},
+                   units={'t_total': 's', 'phase_force': 's'})
+
+    runs = [md('mpi', 2, 1, 1.0), md('mpi', 2, 1, 1.0), md('mpi', 2, 1, 4.0),
+            md('masteronly', 1, 2, 2.0), md('masteronly', 1, 2, 2.0),
+            md('masteronly', 1, 2, 2.0), md('masteronly', 1, 2, 100.0, result='fail')]
+    assert not runs[-1].usable
+    (row,) = phases.phase_rows(runs)
+    assert (row.phase, row.mpi_layout, row.hybrid) == ('force', '2x1', 'masteronly 1x2')
+    assert (row.t_mpi, row.t_hybrid, row.samples) == (1.0, 2.0, '3/3')

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hybridverdict.spmv_model import efficiencies, overlap_rows, overlaps
+from hybridverdict.spmv_model import efficiencies, network_interface, overlap_rows, overlaps
 from test_verdict import rec
 
 
@@ -61,6 +61,17 @@ def test_e_ni_comes_from_the_two_node_runs_not_from_every_node_count():
     assert e4.e_mp == pytest.approx(0.5)                # 0.1 / 0.2 at 4 nodes
     (e,) = efficiencies(four)
     assert e.e_ni is None                               # no 2-node runs: n/a
+
+
+def test_network_interface_keeps_only_the_two_node_runs():
+    one = on(1, spmv('mpi', 2, 1, 1.0, 0.8, 0.3), spmv('masteronly', 1, 2, 1.0, 0.8, 0.3))
+    two = on(2, spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 0.8, 0.05))
+    four = on(4, spmv('mpi', 2, 1, 1.0, 0.8, 0.2), spmv('masteronly', 1, 2, 1.0, 0.8, 0.1))
+    (row,) = network_interface(one + two + four)
+    assert (row.layout, row.mpi_layout) == ('1x2', '2x1')
+    assert (row.comm_mpi, row.comm_hybrid) == (0.2, 0.05)
+    assert row.e_ni == pytest.approx(4.0)
+    assert network_interface(one + four) == []
 
 
 def test_prediction_takes_e_cache_from_one_node_and_e_mp_from_p_nodes():

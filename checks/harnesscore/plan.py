@@ -380,7 +380,13 @@ def md_box(cells: int) -> float:
 def _md_side(cells: int, ranks: int) -> float:
     """The width of md's sub-boxes at `cells` per side on `ranks` ranks: under
     both MPI_Dims_create algorithms the stacks use, the larger largest split."""
-    return md_box(cells) / max(dims_create(ranks)[0], _dims_greedy(ranks)[0])
+    return md_box(cells) / _md_grid(ranks)[0]
+
+
+def _md_grid(ranks: int) -> tuple[int, int, int]:
+    """Of the grids both MPI_Dims_create algorithms give `ranks`, the one
+    with the larger largest split (the narrower sub-boxes)."""
+    return max(dims_create(ranks), _dims_greedy(ranks), key=lambda dims: dims[0])
 
 
 def md_infeasible(cells: int, ranks: int) -> str:
@@ -391,7 +397,7 @@ def md_infeasible(cells: int, ranks: int) -> str:
                 f'{0.5 * box:.3g}')
     side = _md_side(cells, ranks)
     if side < MD_CUTOFF + MD_SKIN:
-        grid = 'x'.join(map(str, dims_create(ranks)))
+        grid = 'x'.join(map(str, _md_grid(ranks)))
         return (f'md L={cells} on {ranks} ranks ({grid}): sub-boxes {side:.3g} wide < '
                 f'cutoff+skin {MD_CUTOFF + MD_SKIN:g}; needs L >= '
                 f'{md_min_cells(ranks)}')
