@@ -626,3 +626,21 @@ def test_an_osu_too_old_for_the_rounds_options_is_named():
                        match=r'osu_lat_1\.out rejected its options \(it printed its usage\): '
                              r'this OSU is too old, the checks need OSU 5\.4 or later'):
         rounds.osu_table(usage, 'osu_lat_1.out')
+
+
+@pytest.mark.parametrize('state0, state, ticks0, ticks1, runnable', [
+    ('R', 'R', 5, 5, True),        # runnable throughout, no tick: it waited for the core
+    ('S', 'R', 5, 5, False), ('R', 'S', 5, 5, False), (None, 'R', 0, 0, False),
+    ('S', 'R', 5, 6, True), ('R', 'S', 5, 6, True), (None, 'R', 0, 1, True),
+    ('S', 'S', 5, 50, False)])
+def test_runnable_at_both_reads_counts_without_cpu_ticks(state0, state, ticks0, ticks1,
+                                                         runnable):
+    assert quiet._runnable(state0, state, ticks0, ticks1) is runnable
+
+
+def test_a_process_runnable_throughout_without_ticks_makes_the_run_busy(monkeypatch):
+    # 40 stays runnable on cpu 0 but got no tick in the interval (the job held
+    # the core): it competes for the core all the same; 50 sleeps throughout
+    first = {40: _stat(1, 7, state='R'), 50: _stat(1, 7)}
+    assert _busy_on_cpu0(monkeypatch, first, dict(first)) == [
+        {'pid': 40, 'comm': 'sh', 'cpu': 0, 'state': 'R', 'share': 0.0}]

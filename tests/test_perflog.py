@@ -248,3 +248,61 @@ def test_a_lone_carriage_return_in_a_field_does_not_split_the_record(tmp_path):
     (tmp_path / 'x.log').write_bytes((HEADER + '\r\n' + line() + '\r\n').encode())
     (rec,) = read_perflogs([str(tmp_path)])
     assert rec.values == {'fom': 2.5, 't_total': 1.0}
+
+
+# ---- mutation audit: truncated lines, unnamable blocks, --since's bound ----
+
+def test_a_line_missing_its_last_variable_block_is_skipped_as_truncated(tmp_path):
+    """A two-variable header and a line cut after its first block: one block
+    of five is not the shape a failed first record leaves (that is under a
+    header without variables), so the line is skipped, never named by a guess."""
+    good = line()
+    cut = '|'.join(good.split('|')[:-6]) + '|'
+    path = write(tmp_path / 'SpmvCheck.log', HEADER, good, cut, line(t=2.0))
+    stats = ReadStats()
+    recs = read_perflogs([str(tmp_path)], stats=stats)
+    assert [r.values for r in recs] == [{'fom': 2.5, 't_total': 1.0},
+                                        {'fom': 2.5, 't_total': 2.0}]
+    assert stats.skipped == 1 and f'first at {path}:3' in stats.warnings()[0]
+
+
+def test_a_line_of_part_of_a_block_under_a_header_without_variables_is_skipped(tmp_path):
+    """Under a header from a failed first record, a line of 7 fields past the
+    run fields (a passed run's line cut inside its second block) has no shape:
+    skipped and counted, not read as one variable (no header has one)."""
+    cut = '|'.join(line().split('|')[:len(header_fields()) + 7]) + '|'
+    path = write(tmp_path / 'local/shm/SpmvCheck.log', RUN_HEADER, failed_line(), cut,
+                 failed_line())
+    stats = ReadStats()
+    recs = read_perflogs([str(tmp_path)], stats=stats)
+    assert [r.result for r in recs] == ['fail', 'fail']
+    assert stats.skipped == 1 and f'first at {path}:3' in stats.warnings()[0]
+
+
+def test_blocks_that_two_headers_of_the_check_name_differently_fail_in_one_line(
+        tmp_path, capsys):
+    """A line with 2 blocks under a header without variables, and two headers
+    of the same check with 2 variables of other names: which names its blocks
+    have cannot be told; the report stops naming file and line (PerflogError,
+    exit 2), never a traceback."""
+    from hybridverdict.cli import main as cli_main
+    path = write(tmp_path / 'logs/local/shm/SpmvCheck.log', RUN_HEADER, failed_line(), line())
+    write(tmp_path / 'logs/local/tcp/SpmvCheck.log', HEADER, line(part='tcp'))
+    write(tmp_path / 'logs/local/ib/SpmvCheck.log', HEADER.replace('fom_', 'gflops_'),
+          line(part='ib'))
+    with pytest.raises(PerflogError, match=rf'{path}:3: a record with 2 performance '
+                                           r'variable\(s\) under a header with 0, and 2 '
+                                           r'different headers of SpmvCheck with 2'):
+        read_perflogs([str(tmp_path / 'logs')])
+    assert cli_main(['--perflogs', str(tmp_path / 'logs'), '--out', str(tmp_path / 'out')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'hybridverdict: {path}:3: a record with 2 performance')
+    assert err.count('\n') == 1 and 'Traceback' not in err
+
+
+def test_since_keeps_a_run_completed_exactly_at_it(tmp_path):
+    # --since: 'only runs completed at or after this time'
+    write(tmp_path / 'x.log', HEADER, line(time='2026-11-22T09:59:59+0000'),
+          line(time='2026-11-22T10:00:00+0000'), line(time='2026-11-22T10:00:01+0000'))
+    since = dt.datetime(2026, 11, 22, 10, tzinfo=dt.timezone.utc)
+    assert [r.time.second for r in read_perflogs([str(tmp_path)], since=since)] == [0, 1]

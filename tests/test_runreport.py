@@ -122,8 +122,9 @@ def test_a_run_in_both_perflog_and_report_counts_once(tmp_path):
     write(tmp_path / 'Spmv.log', [header(['fom', 't_total']),
                                   line('spmv', {'fom': (2.5, 'GFLOP/s'), 't_total': (2.0, 's')},
                                        size='16')])
-    report(tmp_path / 'run-report-0.json', [case(t=2.0), case('masteronly', 1, 2,
-                                                                when=UNIX + 20)])
+    # the perflog's build (perflog_writer's); a run logs the same build_spec in both
+    report(tmp_path / 'run-report-0.json', [case(t=2.0, build_spec='cmake Release mpich'),
+                                            case('masteronly', 1, 2, when=UNIX + 20)])
     both = merge(read_perflogs([str(tmp_path / 'Spmv.log')]),
                  read_run_reports([str(tmp_path)], ReadStats()))
     assert sorted(r.mode for r in both) == ['masteronly', 'mpi']
@@ -157,3 +158,49 @@ def test_a_report_given_twice_is_read_once(tmp_path):
     path = report(tmp_path / 'run-report-1.json', [case()])
     stats = ReadStats()
     assert len(read_run_reports([str(tmp_path), path], stats)) == 1 and stats.files == 1
+
+
+def test_runs_of_another_node_count_build_or_size_in_the_same_second_are_kept(tmp_path):
+    """Audit: merge's key lacked the node count and the build: a run-report run
+    on 2 nodes (or of a Debug build) that completed in the same second as a
+    perflog's run on 1 node was dropped as its duplicate."""
+    write(tmp_path / 'Spmv.log', [header(['fom', 't_total']),
+                                  line('spmv', {'fom': (2.5, 'GFLOP/s'), 't_total': (2.0, 's')},
+                                       size='16')])
+    release = 'cmake Release mpich'
+    report(tmp_path / 'run-report-0.json', [
+        case(t=2.0, build_spec=release),                      # the perflog's run
+        case(t=3.0, build_spec=release, nodes=2),
+        case(t=4.0, build_spec='cmake Debug mpich'),
+        case(t=5.0, build_spec=release, size='32')])
+    from_log = read_perflogs([str(tmp_path / 'Spmv.log')])
+    from_report = read_run_reports([str(tmp_path)], ReadStats())
+    assert {r.time for r in from_log + from_report} == {T0}
+    both = merge(from_log, from_report)
+    assert sorted((r.nodes, r.build_spec, r.size, r.values['t_total']) for r in both) == [
+        (1, 'cmake Debug mpich', '16', 4.0), (1, release, '16', 2.0),
+        (1, release, '32', 5.0), (2, release, '16', 3.0)]
+    assert both[0] is from_log[0]                          # the perflog's record kept
+
+
+def test_a_run_report_run_completed_exactly_at_since_joins_the_stored_window(tmp_path):
+    """--since: 'only runs completed at or after this time', for a run report's
+    runs beside a history store too (they join the window, not the store)."""
+    import datetime as dt
+
+    from hybridverdict.cli import main as cli_main
+    write(tmp_path / 'logs/Spmv.log', [header(['t_total']), line(
+        'spmv', {'t_total': (2.0, 's')}, size='16', time=T0 - dt.timedelta(hours=1))])
+    (tmp_path / 'rr').mkdir()
+    report(tmp_path / 'rr/run-report-0.json', [
+        case(t=2.0, when=UNIX - 1), case(t=2.0, when=UNIX),
+        case('masteronly', 1, 2, t=1.0, when=UNIX + 20)])
+    out = tmp_path / 'out'
+    assert cli_main(['--perflogs', str(tmp_path / 'logs'), '--run-reports', str(tmp_path / 'rr'),
+                     '--history-store', str(tmp_path / 'store'), '--since', T0.isoformat(),
+                     '--out', str(out)]) == 0
+    (path,) = out.glob('verdict-*.json')
+    found = json.loads(path.read_text())
+    assert found['meta']['records'] == 2
+    assert [(v['n_mpi'], v['n_hybrid'], v['verdict']) for v in found['verdicts']] == [
+        (1, 1, 'WIN')]

@@ -495,3 +495,58 @@ def test_crossovers_of_two_systems_or_builds_name_theirs(monkeypatch):
     assert type(one) is Crossover
     assert crossover_rows([one])[0][where] == ['mpich', 'shm']
     assert '(mpich@shm): hybrid wins' in one.sentence
+
+
+# ---- mutation audit: confirmation, the ring's unmeasured sizes, functional verdicts ----
+
+def test_a_call_each_session_made_alone_confirms_only_the_report_s_own_call():
+    """Three sessions each a clear WIN alone (1.08, 2.0, 1.08): pooled, the
+    report's call is INCONCLUSIVE, which no session made: not confirmed."""
+    history = []
+    for day, speedup in enumerate((1.08, 2.0, 1.08)):
+        for i, jitter in enumerate((1.0, 1.004, 0.997)):
+            when = T0 + dt.timedelta(days=day, minutes=2 * i)
+            history += [rec('mpi', speedup * jitter, time=when, session=f's{day}'),
+                        hyb(1.0, time=when + dt.timedelta(minutes=1), session=f's{day}')]
+    (v,) = verdicts(history, history=history)
+    assert (v.verdict, v.sessions) == ('INCONCLUSIVE', 'WIN WIN WIN')
+    assert not v.confirmed
+    (alone,) = verdicts(history[-6:], history=history)     # the last session: WIN
+    assert alone.verdict == 'WIN' and alone.confirmed
+
+
+def test_a_ring_size_one_run_did_not_time_is_judged_on_the_other_runs():
+    """A hybrid run's t_msg_8 of 0 (below the timer's resolution): that run is
+    left out of the 8 B verdict, never a failed report, and counts at 1 KiB."""
+    runs = []
+    for i in range(3):
+        t = T0 + dt.timedelta(seconds=10 * i)
+        runs += [ring('mpi', {8: 1.0, 1024: 2.0}, time=t),
+                 ring('masteronly', {8: 0.0 if i == 0 else 1.0, 1024: 2.0},
+                      time=t + dt.timedelta(seconds=1))]
+    found = verdicts(runs)
+    assert [(v.size, v.n_mpi, v.n_hybrid) for v in found] == [('8B', 3, 2), ('1KiB', 3, 3)]
+    assert found[0].t_hybrid == pytest.approx(1.0) and found[0].verdict == 'TIE'
+
+
+def test_functional_verdicts_take_the_clean_runs_beside_the_oversubscribed_ones():
+    """Only the hybrid side ran oversubscribed: the pair gets a functional
+    verdict from both sides, the clean pure-MPI runs included."""
+    from hybridverdict.verdict import functional
+    runs = ([rec('mpi', 2.0, time=at(i)) for i in range(3)]
+            + [hyb(1.0, oversubscribed=True, time=at(i)) for i in range(3)])
+    assert verdicts(runs) == []
+    (v,) = functional(runs)
+    assert (v.verdict, v.n_mpi, v.n_hybrid, v.oversubscribed) == ('WIN', 3, 3, True)
+
+
+def test_a_pair_with_a_verdict_gets_no_functional_verdict_too():
+    """One pure-MPI run of four was oversubscribed: verdicts() judges the pair
+    on the other three; functional() must not judge it again with that run."""
+    from hybridverdict.verdict import functional
+    runs = ([rec('mpi', 2.0, oversubscribed=i == 3, time=at(i)) for i in range(4)]
+            + [hyb(1.0, time=at(i)) for i in range(3)])
+    (v,) = verdicts(runs)
+    assert (v.verdict, v.n_mpi) == ('WIN', 3)
+    assert functional(runs) == []
+    assert functional(runs, judged=[]) != []     # judged by the same rule otherwise

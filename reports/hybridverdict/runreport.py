@@ -145,11 +145,15 @@ def read_run_reports(paths: Iterable[str], stats: ReadStats) -> list[Record]:
 
 
 def _key(r: Record) -> tuple:
+    """What a perflog record and a run-report record of the same run share exactly:
+    where it ran, the kernel, its layout, size, node count and build, and the second
+    it completed (a perflog's time has whole seconds, a report's is cut to them)."""
     return (r.system, r.partition, r.stack, r.kernel, r.mode, r.ranks, r.threads, r.size,
-            int(r.time.timestamp()))
+            r.nodes, r.build_spec, int(r.time.timestamp()))
 
 
 def merge(first: list[Record], second: list[Record]) -> list[Record]:
-    """`first` plus the records of `second` that are not in it (same run and second)."""
+    """`first` plus the records of `second` that are not in it (same run: ``_key``);
+    a run of another node count or build in the same second is another run."""
     seen = {_key(r) for r in first}
     return first + [r for r in second if _key(r) not in seen]
