@@ -644,3 +644,48 @@ def test_a_process_runnable_throughout_without_ticks_makes_the_run_busy(monkeypa
     first = {40: _stat(1, 7, state='R'), 50: _stat(1, 7)}
     assert _busy_on_cpu0(monkeypatch, first, dict(first)) == [
         {'pid': 40, 'comm': 'sh', 'cpu': 0, 'state': 'R', 'share': 0.0}]
+
+
+def test_a_round_missing_a_bandwidth_size_is_a_rounds_error_naming_it(tmp_path):
+    write_rounds(tmp_path, [1.0], [1.0])
+    ring_bw = tmp_path / 'ring_bw_1.out'
+    ring_bw.write_text(''.join(ln + '\n' for ln in ring_bw.read_text().splitlines()
+                               if json.loads(ln[len('RESULT '):])['size'] != 4 << 20))
+    with pytest.raises(rounds.RoundsError, match=r'sizes missing \(\[4194304\]\)'):
+        rounds.ring_osu_rounds(str(tmp_path), 1, SIZES)
+    assert rounds.main(['ring', str(tmp_path), '1', str(4 << 20), '0.1', '0.05', '0.05']) == 2
+
+
+def test_a_ring_result_that_does_not_say_it_verified_is_refused():
+    with pytest.raises(rounds.RoundsError, match='did not verify'):
+        rounds.ring_results('RESULT {"size": 8, "latency_us": 1.0}\n', 'ring_lat_1.out')
+
+
+def test_the_latency_floor_is_a_fraction_of_the_median_osu_latency():
+    # one slow OSU round does not narrow the band of every round
+    data = [{'osu_lat': v} for v in (1.0, 1.0, 4.0)]
+    assert rounds.ring_osu_bands(data, [], 0.05, 0.5, 0.1)['latency_ratio_8B'] == \
+        (1.0, -0.5, 0.5)
+
+
+def test_bandwidths_are_judged_up_to_and_at_the_largest_size():
+    assert rounds.bw_sizes(4 << 20) == [1 << 20, 2 << 20, 4 << 20]
+    assert rounds.bw_sizes((1 << 20) - 1) == []
+
+
+def test_the_loop_of_rounds_starts_no_round_that_would_end_past_its_budget(tmp_path):
+    # every round "takes" 10 s (the body sets bash's clock) and leaves the bands
+    # undecided: after 2 rounds (20 s) a third would end at 30 s, past 25 s
+    undecided = {'MD_1x1': [2.2e6, 1.8e6], 'LMP_1': [2e6, 2e6], 'MD_2x1': [2.2e6, 1.8e6],
+                 'LMP_2': [2e6, 2e6], 'MD_1x2': [2e6, 2e6]}
+    (tmp_path / 'bench.out').write_text(md_output(undecided))
+    lines = rounds.round_loop('n', ['SECONDS=$(( start + n * 10 ))'], rounds=1, max_rounds=5,
+                              budget_s=25, question=['md', 'bench.out'])
+    (tmp_path / 'loop.sh').write_text('\n'.join(lines) + '\n')
+    subprocess.run(['bash', 'loop.sh'], cwd=tmp_path, check=True)
+    assert (tmp_path / rounds.ROUNDS_FILE).read_text().strip() == '2'
+
+
+def test_an_unreadable_question_is_an_error_not_a_decision(tmp_path):
+    # exit 2 (an error), not a traceback's 1 ("every band decided")
+    assert rounds.main(['ring', str(tmp_path), 'two', str(4 << 20), '0.1', '0.05', '0.05']) == 2

@@ -74,6 +74,13 @@ def test_the_users_selection_is_not_passed_to_the_batches():
     assert sequential.passed_on(opts) == ['-C', 'config/settings.py', '-S', 'nodes=2', '-v']
 
 
+@pytest.mark.parametrize('restore', [['--restore-session'], ['--restore-session', 'old.json'],
+                                     ['--restore-session=old.json']])
+def test_a_restored_session_is_not_passed_to_the_batches(restore: list[str]) -> None:
+    # its value is optional: an option after it is not its value, and is passed on
+    assert sequential.passed_on([*restore, '-v']) == ['-v']
+
+
 @pytest.mark.parametrize('spelling', [['-popenmpi'], ['-p=openmpi'], ['-p', 'openmpi'],
                                       ['--prgenv', 'openmpi'], ['--prgenv=openmpi']])
 def test_a_batch_gets_only_its_own_selection_in_every_spelling(monkeypatch, spelling):

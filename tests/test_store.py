@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from hybridverdict import render, store
+from hybridverdict import history, render, store
 from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
+from hybridverdict.records import Record
 from hybridverdict.report import build, recent_sessions
-from perflog_writer import T0, header, line, write
+from perflog_writer import T0, header, line, write, write_runs
 from test_perflog import HEADER as RUN_AND_PERF_HEADER
 from test_perflog import RUN_HEADER, failed_line
 from test_perflog import line as perflog_line
@@ -472,3 +473,61 @@ def test_a_full_disk_during_ingest_is_one_line_and_leaves_the_store_as_it_was(
     assert sorted(os.listdir(hist)) == before
     monkeypatch.setattr(store, 'write_new', real_write_new)
     assert store.Store(str(hist)).ingest([str(path)]).records == 2
+
+
+# ---- the history drawn from the store's tables (hybridverdict.history) ---------------
+
+def _stream(tmp_path: Path, runs: list[dict], **kw: str) -> list[Record]:
+    """The records of a perflog of stream runs (``write_runs``), 10 s apart."""
+    name = '-'.join(f'{k}{v}' for k, v in kw.items()) or 'stream'
+    write_runs(tmp_path / f'{name}.log', 'stream', runs, **kw)
+    return read_perflogs([str(tmp_path / f'{name}.log')])
+
+
+def test_history_draws_only_verified_runs(tmp_path: Path) -> None:
+    recs = _stream(tmp_path, [{'fom': (10.0, 'GB/s')}] * 3)
+    recs[1] = dataclasses.replace(recs[1], verified=False, values={'fom': 99.0})
+    (s,), _ = history.history(recs)
+    assert (s.samples, s.values) == (2, [10.0, 10.0])
+
+
+def test_history_offers_a_variable_first_logged_by_the_latest_run(tmp_path: Path) -> None:
+    recs = _stream(tmp_path, [{'fom': (10.0, 'GB/s'), 'bw': (5.0, 'MB/s')}] * 2)
+    recs[0] = dataclasses.replace(recs[0], values={'fom': 10.0}, units={'fom': 'GB/s'})
+    series, total = history.history(recs)
+    assert total == 2 and sorted(s.variable for s in series) == ['bw', 'fom']
+
+
+def test_history_draws_the_series_of_most_runs_among_many(tmp_path: Path) -> None:
+    recs = [r for size in range(4) for r in _stream(tmp_path, [{'fom': (1.0, 'GB/s')}],
+                                                    size=str(size))]
+    recs += _stream(tmp_path, [{'fom': (1.0, 'GB/s')}] * 3, size='9')
+    (s,), total = history.history(recs, limit=1)
+    assert (total, s.size, s.samples) == (5, '9', 3)
+
+
+def test_history_draws_a_series_back_in_its_band_before_a_steadier_one(tmp_path: Path) -> None:
+    band = (10.0, -0.1, 0.1)
+    recs = _stream(tmp_path, [{'fom': (10.0, 'GB/s', *band)}] * 5, stack='openmpi')
+    recs += _stream(tmp_path, [{'fom': (v, 'GB/s', *band)} for v in (10.0, 5.0, 10.0)])
+    (s,), _ = history.history(recs, limit=1)
+    assert (s.stack, s.out_of_band, s.values[-1]) == ('mpich', 1, 10.0)
+
+
+def test_history_draws_a_long_series_as_medians_of_consecutive_runs(tmp_path: Path) -> None:
+    recs = _stream(tmp_path, [{'fom': (v, 'GB/s')} for v in (1.0, 3.0, 5.0, 7.0, 9.0, 30.0)])
+    (s,), _ = history.history(recs, max_points=4)
+    assert (s.samples, s.values) == (6, [2.0, 6.0, 19.5])
+
+
+def test_history_counts_a_run_of_any_result_but_pass_as_failed(tmp_path: Path) -> None:
+    recs = _stream(tmp_path, [{'fom': (10.0, 'GB/s')}] * 3)
+    recs[1] = dataclasses.replace(recs[1], result='abort')
+    (s,), _ = history.history(recs)
+    assert s.failed == 1
+
+
+def test_history_table_shows_the_latest_band(tmp_path: Path) -> None:
+    recs = _stream(tmp_path, [{'fom': (v, 'GB/s', v, -0.1, 0.1)} for v in (10.0, 20.0)])
+    (row,) = history.rows(history.history(recs)[0])
+    assert row[history.COLUMNS.index('band')] == '18 .. 22'
