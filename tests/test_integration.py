@@ -91,7 +91,6 @@ def test_verdict_table_pairs_every_kernel_stack_and_partition(session, stacks, t
     assert len(list(tmp_path.glob('verdict-*.md'))) == 1
 
 
-
 def test_run_report_gives_the_same_verdicts_as_the_perflogs(session, tmp_path):
     var, _ = session
     found = {}
@@ -104,6 +103,7 @@ def test_run_report_gives_the_same_verdicts_as_the_perflogs(session, tmp_path):
                              if ln.split() and ln.split()[-1] in ('WIN', 'LOSS', 'TIE'))
         assert len(list((tmp_path / name).glob('verdict-*.html'))) == 1
     assert found['perflogs'] and found['perflogs'] == found['report']
+
 
 def test_verdict_listing_has_one_ring_verdict_per_message_size(tmp_path):
     proc = run_reframe(tmp_path, '-n', 'HybridVerdict', '--list', '--system', 'local:shm')

@@ -147,6 +147,25 @@ def test_a_name_is_the_knob_it_stands_for(name, knob):
     assert (found.name if found else None) == knob
 
 
+def test_the_listed_defaults_are_the_ones_the_code_takes(monkeypatch):
+    """What ./harness --help and docs/pages/knobs.md say holds when a knob is unset."""
+    from harnesscore import bands, plan, quiet
+    from harnesslib import launch
+    from hybridverdict import baseline
+    from hybridverdict.changes import Knobs
+    for k in knobs.KNOBS:
+        monkeypatch.delenv(k.name, raising=False)
+    changes = Knobs.from_env({})
+    taken = {'HARNESS_REPEAT': plan.samples_per_run(), 'HARNESS_MAX_ROUNDS': plan.max_rounds(),
+             'HARNESS_FIRST_ROUND': plan.first_round(), 'HARNESS_SOFT_ZONE': bands.soft_zone(),
+             'HARNESS_SNAPSHOT_S': quiet.sample_interval(),
+             'HARNESS_FALSE_ALARM': baseline._env_rate(),
+             **{name: getattr(changes, field) for field, name in Knobs.ENV.items()}}
+    for name, value in taken.items():
+        assert float(knobs.knob(name).default) == value, name
+    assert knobs.knob('HARNESS_MPI_ENV').default == launch.mpi_env_mode()
+
+
 def test_help_text_and_markdown_name_every_knob():
     text, table = knobs.help_text(), knobs.markdown_table()
     for k in knobs.KNOBS:

@@ -307,3 +307,26 @@ def test_an_osu_prefix_that_is_no_folder_is_an_error_naming_it(tmp_path, monkeyp
             f'osu_prefix of environment mpich: the OSU prefix {tmp_path}/file of mpich is '
             f'not a directory')):
         lib.osu_binary(env(str(tmp_path / 'file')), 'osu_latency')
+
+
+def test_a_benchmark_file_that_is_not_executable_is_passed_over(tmp_path):
+    lib = harnesslib()
+    pt2pt = tmp_path / 'libexec' / 'osu-micro-benchmarks' / 'mpi' / 'pt2pt'
+    pt2pt.mkdir(parents=True)
+    (pt2pt / 'osu_latency').write_text('not a program\n')
+    (tmp_path / 'bin').mkdir()
+    (tmp_path / 'bin' / 'osu_latency').write_text('#!/bin/sh\n')
+    (tmp_path / 'bin' / 'osu_latency').chmod(0o755)
+    assert lib.osu_binary(env(str(tmp_path)), 'osu_latency') == (
+        str(tmp_path / 'bin' / 'osu_latency'), '')
+
+
+def test_a_missing_osu_prefix_of_the_environment_is_not_blamed_on_the_knob(tmp_path,
+                                                                           monkeypatch):
+    # HARNESS_OSU_PREFIX names another folder: the prefix is the environment's own
+    lib = harnesslib()
+    monkeypatch.setenv('HARNESS_OSU_PREFIX', str(tmp_path / 'osu' / '{stack}'))
+    with pytest.raises(lib.OsuPrefixError, match=re.escape(
+            f'osu_prefix of environment mpich: the OSU prefix {tmp_path}/site/osu of mpich '
+            'does not exist')):
+        lib.osu_binary(env(str(tmp_path / 'site' / 'osu')), 'osu_latency')

@@ -1062,3 +1062,128 @@ def test_a_spaced_install_prefix_reaches_the_job_scripts_path_whole():
                               env={'PATH': '/usr/bin:/bin'}, capture_output=True, text=True,
                               timeout=30)
         assert proc.stdout == f'{prefix}/bin:/usr/bin:/bin', env['target_systems']
+
+
+# ---- decisions pinned one by one (the mutation audit of config/sitegen.py) --------------
+
+def test_a_named_partition_is_the_only_one_written(tmp_path, test_cluster_runner, capsys):
+    runner, environ = test_cluster_runner
+    code, _, _, cluster = generate(tmp_path, runner, environ, '--partitions', 'slow')
+    assert code == 0, capsys.readouterr()
+    assert set(cluster['partitions']) == {'slow'}
+
+
+def test_a_partition_that_is_not_up_is_left_out():
+    # Slurm's states: UP, DOWN, DRAIN (no new jobs) and INACTIVE (none at all)
+    text = ''.join(f'PartitionName={s.lower()} Nodes=n1 TotalNodes=1 State={s}\n'
+                   for s in ('UP', 'DOWN', 'DRAIN', 'INACTIVE'))
+    assert [(p.name, p.up) for p in sg.parse_partitions(text)] == [
+        ('up', True), ('down', False), ('drain', False), ('inactive', False)]
+
+
+def test_scontrols_partitions_win_over_sinfos(tmp_path, hpc_runner):
+    # sinfo answers too: the partitions (and their MaxTime) are still scontrol's
+    runner, _ = hpc_runner
+    runner.answers[('sinfo',)] = ok('compute|up|3|128|2|64|1|250000|cn[001-003]\n'
+                                    'debug|up|2|128|2|64|1|250000|cn[001-002]\n')
+    _, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun')
+    assert cluster['time_limit'] == '20m'
+
+
+def test_a_partition_of_fewer_nodes_than_asked_runs_on_the_ones_it_has():
+    det = sg.Detection(host='login1', config={'ClusterName': 'c1'})
+    det.partitions = [sg.SlurmPartition('small', 'n1', 1)]
+    cluster = sg.build(det, sg.parse_args(['--no-srun', '--nodes', '2'])).plain()
+    assert cluster['partitions']['small']['nodes'] == 1
+
+
+def test_nodes_of_one_size_and_unequal_memory_are_written_with_the_least():
+    # the plan sizes the runs for the memory: every node of the partition must have it
+    big, small = (sg.NodeSize(128, 2, 64, 1, mem, 128) for mem in (512000, 256000))
+    nodes = [sg.SlurmNode(f'n{i}', f'n{i}', '', s, [], ['p'])
+             for i, s in enumerate((big, small, big))]
+    size, note = sg._node_size(sg.Detection(host='x'), sg.SlurmPartition('p'), nodes)
+    assert size is not None and size.memory_mib == 256000 and note == ''
+
+
+def processor(size: sg.NodeSize, topo: sg.CpuTopology | None = None,
+              config: dict[str, str] | None = None) -> tuple[dict, str]:
+    """sg._processor of one node size: the processor and its notes as one line."""
+    det = sg.Detection(host='login1', config=config or {})
+    proc, notes = sg._processor(size, topo, det, 'cn001', 'not asked (--no-srun)')
+    return proc, ' '.join(notes)
+
+
+def test_cores_counted_as_cpus_give_one_cpu_per_core_with_cores_set_aside_or_from_sinfo():
+    # CPUTot 128 = 2 x 64 cores (2 threads each), 2 of them set aside (CPUEfctv 126)
+    proc, _ = processor(sg.NodeSize(126, 2, 64, 2, 0, 128))
+    assert (proc['num_cpus'], proc['num_cpus_per_core']) == (126, 1)
+    # sinfo alone (no CPUTot): its CPUs are the node's
+    size = sg.parse_sinfo('p|up|2|128|2|64|2|256000|n[1-2]\n')[0].size
+    assert size is not None
+    assert processor(size)[0]['num_cpus_per_core'] == 1
+
+
+def test_lscpus_sockets_count_on_a_node_with_cores_set_aside():
+    # numa_node_as_socket: Slurm's 8 sockets; lscpu sees the node's 128 CPUs on 2
+    proc, notes = processor(sg.NodeSize(126, 8, 16, 1, 0, 128), sg.CpuTopology(128, 128, 2, []))
+    assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (2, 63)
+    assert 'Sockets from lscpu on cn001 (2; Slurm says 8).' in notes
+
+
+def test_the_sockets_written_always_hold_every_cpu():
+    # 127 CPUs (a core set aside) do not split over 2 sockets
+    for size in (sg.NodeSize(127, 2, 64, 1, 0, 128), sg.NodeSize(126, 8, 16, 1, 0, 128)):
+        proc, _ = processor(size)
+        assert proc['num_sockets'] * proc['num_cpus_per_socket'] == proc['num_cpus'], size
+    # NUMA domains as sockets that do not divide the CPUs: one domain of them all
+    proc, _ = processor(sg.NodeSize(126, 8, 16, 1, 0, 128),
+                        config={'SlurmdParameters': 'numa_node_as_socket'})
+    assert proc['topology'] == {'numa_nodes': [hex((1 << 126) - 1)]}
+
+
+def test_numa_masks_of_an_lscpu_that_saw_other_cpus_are_left_to_fill_in():
+    proc, notes = processor(sg.NodeSize(128, 2, 64, 1, 0, 128),
+                            sg.parse_lscpu(lscpu_of(4, 16, 1, 4)))
+    assert 'topology' not in proc
+    assert 'FILL IN: the NUMA domains (lscpu on cn001 saw 64 CPUs)' in notes
+
+
+def test_a_partition_named_after_ethernet_takes_the_interface_slurm_reaches():
+    ib = sg.Link('ib', 'mlx5_0:1', 'InfiniBand port mlx5_0:1')
+    eth0, eth1 = (sg.Link('tcp', f'eth{i}', f'eth{i}', f'eth{i}', [f'10.{i}.0.1/24'])
+                  for i in (0, 1))
+    chosen, why = sg.choose_links('eth', [], [ib, eth0, eth1], '10.1.0.1')
+    assert chosen == [eth1] and why == 'the partition is named after it'
+
+
+def test_every_high_speed_link_of_a_node_gets_its_partition():
+    ports = [sg.Link('ib', f'mlx5_{i}:1', f'InfiniBand port mlx5_{i}:1') for i in (0, 1)]
+    eth = sg.Link('tcp', 'eno1', 'eno1', 'eno1', ['10.0.0.1/24'])
+    chosen, _ = sg.choose_links('compute', [], [*ports, eth], '10.0.0.1')
+    assert chosen == ports
+
+
+def test_an_interface_that_is_down_is_no_link():
+    sections = {'ip': '2: eth0    inet 10.0.0.1/24 brd 10.0.0.255 scope global eth0\n'
+                      '3: eth1    inet 10.1.0.1/24 brd 10.1.0.255 scope global eth1\n',
+                'net': 'eth0 1 up 10000 phys\neth1 1 down -1 phys\n'}
+    assert [x.device for x in sg.node_links(sections)] == ['eth0']
+
+
+def test_a_slurm_listing_only_pmix_versions_starts_open_mpi_with_srun():
+    plugins = sg.parse_mpi_plugins('srun: MPI plugin types are...\nsrun: none\nsrun: pmix_v4\n')
+    assert 'pmix' in plugins
+    found = sg.FoundStack('openmpi', 'module', 'openmpi/5.0.3')
+    assert sg._launch(STACK['openmpi'], found, plugins, '')[0] == 'srun'
+
+
+def test_a_stack_slurm_cannot_start_uses_its_own_launcher_unless_debians():
+    # Slurm offers pmix only: MPICH's pmi2 is not there
+    module = sg.FoundStack('mpich', 'module', 'mpich/4.1.2')
+    launch, note = sg._launch(STACK['mpich'], module, {'pmix'}, '')
+    assert launch == 'own' and 'Slurm does not offer --mpi=pmi2' in note
+    # Debian's MPICH: srun --mpi=pmi2 assumed, to fill in
+    debian = sg.FoundStack('mpich', 'debian', 'mpicc.mpich + mpiexec.mpich')
+    launch, note = sg._launch(STACK['mpich'], debian, {'pmix'}, '')
+    assert launch == 'srun' and note.startswith('FILL IN: srun --mpi=pmi2 assumed')

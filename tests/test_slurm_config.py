@@ -235,7 +235,6 @@ def systems_error(tmp_path: Path) -> str:
     return message
 
 
-
 @pytest.mark.parametrize('text, message', [
     ('CLUSTER = {\n', 'SyntaxError: '),
     ('import harness_no_such_module\n',

@@ -204,7 +204,22 @@ def test_default_stacks_take_a_prefixed_stack_only_with_its_prefix():
     assert stacks.default_stacks({s.prefix_var: ' ' for s in STACKS}) == debian
 
 
+def test_an_infiniband_port_pins_each_stack_the_way_it_is_told():
+    # UCX takes the port (mlx5_0:1); MVAPICH2's MV2_IBA_HCA the HCA (mlx5_0)
+    assert STACK['openmpi'].ib('mlx5_0:1') == {'OMPI_MCA_pml': 'ucx',
+                                               'UCX_NET_DEVICES': 'mlx5_0:1'}
+    assert STACK['mpich'].ib('mlx5_0:1') == {'UCX_NET_DEVICES': 'mlx5_0:1'}
+    assert STACK['mvapich2'].ib('mlx5_0:1') == {'MV2_IBA_HCA': 'mlx5_0'}
+
+
+def test_the_install_hint_names_the_prefix_only_of_stacks_debian_lacks():
+    hint = stacks.install_hint()
+    for stack in STACKS:
+        assert (stack.prefix_var in hint) == (not stack.debian_packages), stack.name
+        assert all(p in hint for p in stack.debian_packages), stack.name
+
 # ---- no other source names a stack ---------------------------------------------------
+
 
 def _docstrings(tree: ast.AST) -> set[int]:
     found = set()

@@ -330,7 +330,6 @@ def test_the_cap_is_harness_max_rounds_by_default(monkeypatch):
         verdicts(_noisy_rounds(5))
 
 
-
 def _mispaired(named: bool = True) -> list[Record]:
     """3 planned rounds in alternating order, the machine 3x slower from round 1
     (hybrid 2x faster in every round); pure MPI failed round 1 and hybrid round
