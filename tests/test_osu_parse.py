@@ -217,16 +217,22 @@ def env(prefix: str, stack: str = 'mpich'):
     return types.SimpleNamespace(name=stack, extras={'stack': stack, 'osu_prefix': prefix})
 
 
+def program(path: Path) -> Path:
+    """An executable file at `path` (its folders made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('#!/bin/sh\n')
+    path.chmod(0o755)
+    return path
+
+
+PT2PT = Path('libexec', 'osu-micro-benchmarks', 'mpi', 'pt2pt')
+
+
 def test_osu_binary_is_found_under_libexec_or_bin(tmp_path):
     lib = harnesslib()
-    pt2pt = tmp_path / 'libexec' / 'osu-micro-benchmarks' / 'mpi' / 'pt2pt'
-    pt2pt.mkdir(parents=True)
-    (pt2pt / 'osu_bw').write_text('#!/bin/sh\n')
-    (pt2pt / 'osu_bw').chmod(0o755)
-    assert lib.osu_binary(env(str(tmp_path)), 'osu_bw') == (str(pt2pt / 'osu_bw'), '')
-    (tmp_path / 'bin').mkdir()
-    (tmp_path / 'bin' / 'osu_bcast').write_text('#!/bin/sh\n')
-    (tmp_path / 'bin' / 'osu_bcast').chmod(0o755)
+    bw = program(tmp_path / PT2PT / 'osu_bw')
+    assert lib.osu_binary(env(str(tmp_path)), 'osu_bw') == (str(bw), '')
+    program(tmp_path / 'bin' / 'osu_bcast')
     assert lib.osu_binary(env(str(tmp_path)), 'osu_bcast')[0] == str(tmp_path / 'bin/osu_bcast')
 
 
@@ -311,14 +317,10 @@ def test_an_osu_prefix_that_is_no_folder_is_an_error_naming_it(tmp_path, monkeyp
 
 def test_a_benchmark_file_that_is_not_executable_is_passed_over(tmp_path):
     lib = harnesslib()
-    pt2pt = tmp_path / 'libexec' / 'osu-micro-benchmarks' / 'mpi' / 'pt2pt'
-    pt2pt.mkdir(parents=True)
-    (pt2pt / 'osu_latency').write_text('not a program\n')
-    (tmp_path / 'bin').mkdir()
-    (tmp_path / 'bin' / 'osu_latency').write_text('#!/bin/sh\n')
-    (tmp_path / 'bin' / 'osu_latency').chmod(0o755)
-    assert lib.osu_binary(env(str(tmp_path)), 'osu_latency') == (
-        str(tmp_path / 'bin' / 'osu_latency'), '')
+    (tmp_path / PT2PT).mkdir(parents=True)
+    (tmp_path / PT2PT / 'osu_latency').write_text('not a program\n')
+    latency = program(tmp_path / 'bin' / 'osu_latency')
+    assert lib.osu_binary(env(str(tmp_path)), 'osu_latency') == (str(latency), '')
 
 
 def test_a_missing_osu_prefix_of_the_environment_is_not_blamed_on_the_knob(tmp_path,
