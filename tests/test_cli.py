@@ -49,6 +49,13 @@ def pair(tmp_path):
                  line(mode='masteronly', ranks=1, threads=2, t=1.0))
 
 
+def pair_report(tmp_path):
+    """The report of `pair`'s perflog, built in this process."""
+    logs = pair(tmp_path)
+    stats = ReadStats()
+    return build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+
+
 @pytest.mark.parametrize('value', ['abc', '-1', 'inf'])
 def test_a_bad_change_knob_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch, value):
     # the report's morning page reads HARNESS_CHANGE_* where it has a history store
@@ -88,9 +95,7 @@ class SpyPool:
 
 def test_an_unwritable_out_starts_no_drawing_process_and_ends_one_it_started(
         tmp_path, monkeypatch):
-    logs = pair(tmp_path)
-    stats = ReadStats()
-    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    rep = pair_report(tmp_path)
     drawings: list[plots.Drawing] = []
     real = plots.Drawing
 

@@ -158,7 +158,7 @@ def test_a_bad_since_or_noise_floor_is_an_argument_error(tmp_path, capsys, optio
     assert capsys.readouterr().err.endswith(f'error: {message}\n')
 
 
-def _lines(rounds, failed, first=0, start=pw.T0):
+def _lines(rounds, failed, first=0, start=pw.T0, size='16', stack='mpich'):
     """Perflog lines of spmv 2x1 against masteronly 1x2 (noisy, so INCONCLUSIVE),
     `rounds` rounds from `first`; failed(mode, round) says which runs failed."""
     lines, t = [], start
@@ -166,9 +166,9 @@ def _lines(rounds, failed, first=0, start=pw.T0):
         for mode, ranks, threads in (('mpi', 2, 1), ('masteronly', 1, 2)):
             t += dt.timedelta(seconds=2)
             value = 1.0 if mode == 'mpi' else (1.0, 0.7, 1.3)[r % 3]
-            name = f'SpmvCheck %layout={mode}_{ranks}x{threads} %problem=16 %sample={r}'
+            name = f'SpmvCheck %layout={mode}_{ranks}x{threads} %problem={size} %sample={r}'
             lines.append(pw.line('spmv', {'t_total': (value, 's')}, mode=mode, ranks=ranks,
-                                 threads=threads, size='16', time=t, name=name,
+                                 threads=threads, size=size, time=t, name=name, stack=stack,
                                  result='fail' if failed(mode, r) else 'pass'))
     return lines, t
 
@@ -297,3 +297,126 @@ def test_a_sigterm_as_reframe_starts_is_passed_on_to_it(tmp_path, monkeypatch):
         for proc in started:
             proc.kill()
             proc.wait()
+
+
+def test_a_pair_whose_rounds_run_reached_the_cap_gets_no_batch(tmp_path):
+    # 15 rounds run, the hybrid side failing from round 3: at a cap of 15
+    recs = _failing(tmp_path, 15, lambda mode, r: mode == 'masteronly' and r >= 3)
+    open_, batches = sequential.undecided(recs, cap=15)
+    assert [v.stopped for v in open_] == [stats.CAP] and batches == []
+
+
+def test_a_batch_of_two_pairs_counts_the_rounds_of_each_pair_alone(tmp_path):
+    def session(other_rounds: int) -> list:
+        lines, end = _lines(3, lambda mode, r: False)
+        more, _ = _lines(other_rounds, lambda mode, r: False, start=end, size='64')
+        pw.write(tmp_path / 'SpmvCheck.log', [pw.header(['t_total'])] + lines + more)
+        return read_perflogs([str(tmp_path)])
+    # the other pair at the cap: this one's batch still has its 3 rounds
+    _, (b,) = sequential.undecided(session(15), cap=15)
+    assert (b.pairs, b.rounds) == (1, 3)
+    assert all('%problem=16' in n for n in b.names)
+    # both below it: the batch's rounds are its pairs' fewest
+    _, (b,) = sequential.undecided(session(10), cap=15)
+    assert (b.pairs, b.rounds) == (2, 3)
+
+
+def _batches(monkeypatch, log, end, returns=(0,), failed=lambda mode, r: False) -> list:
+    """Fake ReFrame batches (their (first, step)): each adds its rounds to `log`
+    (none where `failed` is None) and returns the next of `returns`."""
+    calls: list[tuple[int, int]] = []
+
+    def batch(command, b, step, first):
+        calls.append((first, step))
+        assert len(calls) < 20, 'the batches never stop'
+        if failed is not None:
+            more, _ = _lines(step, failed, first=first,
+                             start=end + dt.timedelta(seconds=10 * len(calls)))
+            with open(log, 'a') as fh:
+                fh.write('\n'.join(more) + '\n')
+        return returns[min(len(calls), len(returns)) - 1]
+
+    monkeypatch.setattr(sequential, '_reframe', batch)
+    return calls
+
+
+def test_the_last_batch_stops_at_the_cap_not_past_it(tmp_path, monkeypatch):
+    log, end, argv = _three_rounds(tmp_path, 'reframe')
+    argv[argv.index('--max-rounds') + 1] = '4'
+    calls = _batches(monkeypatch, log, end, failed=lambda mode, r: mode == 'masteronly')
+    assert sequential.main(argv) == 0
+    assert calls == [(3, 1)]
+
+
+def test_a_batch_that_adds_no_record_is_not_run_again(tmp_path, monkeypatch, capsys):
+    log, end, argv = _three_rounds(tmp_path, 'reframe')
+    calls = _batches(monkeypatch, log, end, failed=None)
+    assert sequential.main(argv) == 1
+    assert calls == [(3, 2)]
+    assert 'the last batches added no record; stopping' in capsys.readouterr().err
+
+
+def test_a_failed_batch_is_the_exit_status_after_later_batches_pass(tmp_path, monkeypatch):
+    log, end, argv = _three_rounds(tmp_path, 'reframe')
+    calls = _batches(monkeypatch, log, end, returns=(1, 0),
+                     failed=lambda mode, r: mode == 'masteronly')
+    assert sequential.main(argv) == 1
+    assert len(calls) > 1
+
+
+def test_a_batch_that_does_not_fit_the_budget_is_not_started(tmp_path, monkeypatch, capsys):
+    log, end, argv = _three_rounds(tmp_path, 'reframe')
+    argv[argv.index('--deadline') + 1] = str(end.timestamp() + 60)
+    calls = _batches(monkeypatch, log, end)
+    looks = []
+    real = sequential.seconds_per_run
+
+    def per_run(records, wall):
+        looks.append(wall)
+        assert len(looks) < 5, 'the rounds never stop'
+        return real(records, wall)
+
+    monkeypatch.setattr(sequential, 'seconds_per_run', per_run)
+    assert sequential.main(argv) == 0
+    assert calls == []
+    assert 'would take ~' in capsys.readouterr().out
+
+
+def test_the_batch_numbers_its_rounds_after_its_own_stacks_rounds(tmp_path, monkeypatch):
+    log, end, argv = _three_rounds(tmp_path, 'reframe')
+    # another stack of the partition ran rounds 0-8 (decided or not, another batch)
+    other, _ = _lines(9, lambda mode, r: False, start=end, stack='openmpi')
+    with open(log, 'a') as fh:
+        fh.write('\n'.join(other) + '\n')
+    calls: list[tuple[str, int]] = []
+
+    def batch(command, b, step, first):
+        calls.append((b.stack, first))
+        return 0
+
+    monkeypatch.setattr(sequential, '_reframe', batch)
+    sequential.main(argv)
+    assert ('mpich', 3) in calls and ('mpich', 9) not in calls
+
+
+def test_seconds_per_run_is_the_sessions_own(tmp_path):
+    recs = _session(tmp_path, [1.0, 0.7, 1.3])
+    assert sequential.seconds_per_run(recs, 60.0) == 10.0
+    assert sequential.seconds_per_run([], 60.0) == sequential.DEFAULT_RUN_S
+
+
+def test_a_gap_between_sessions_is_not_a_runs_cost(tmp_path):
+    lines, end = _lines(1, lambda mode, r: False)
+    later, _ = _lines(1, lambda mode, r: False, first=1, start=end + dt.timedelta(hours=6))
+    pw.write(tmp_path / 'SpmvCheck.log', [pw.header(['t_total'])] + lines + later)
+    costs = sequential.run_costs(read_perflogs([str(tmp_path)]))
+    assert costs == {'local:shm': {'spmv masteronly_1x2 16': 2.0}}
+
+
+def test_measured_costs_keep_the_other_runs_of_the_partition(tmp_path):
+    costs = tmp_path / 'plan-costs.json'
+    costs.write_text('{"local:shm": {"spmv funneled_1x2 16": 9.0}}')
+    assert sequential.update_costs(_session(tmp_path, [1.0, 0.7, 1.3]), str(costs)) == 2
+    import json
+    assert json.loads(costs.read_text())['local:shm'] == {
+        'spmv funneled_1x2 16': 9.0, 'spmv mpi_2x1 16': 2.0, 'spmv masteronly_1x2 16': 2.0}

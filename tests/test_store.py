@@ -99,13 +99,17 @@ def test_only_appended_lines_are_parsed(tmp_path):
     assert st.state()['total_records'] == 7
 
 
-def test_a_renamed_or_rewritten_perflog_adds_no_duplicate(tmp_path):
+def test_a_renamed_or_rewritten_perflog_is_not_parsed_again_nor_adds_a_duplicate(tmp_path):
     logs = tmp_path / 'logs'
     path = spmv_log(logs / 'SpmvCheck.log', 3)
     st = store.Store(str(tmp_path / 'history'))
     st.ingest([str(logs)])
-    # ReFrame renames a perflog whose header changed and starts a new one
+    # ReFrame renames a perflog whose header changed and starts a new one: the
+    # renamed file is known by its inode, not parsed again
     os.rename(path, logs / 'SpmvCheck.log.h0')
+    stats = ReadStats()
+    done = st.ingest([str(logs)], stats)
+    assert (done.part, stats.records, done.reread) == (None, 0, [])
     write(logs / 'SpmvCheck.log', [header(['t_total'])] + [
         line('spmv', {'t_total': (9.0, 's')}, time=T0 + dt.timedelta(hours=1))])
     done = st.ingest([str(logs)])
@@ -531,3 +535,34 @@ def test_history_table_shows_the_latest_band(tmp_path: Path) -> None:
     recs = _stream(tmp_path, [{'fom': (v, 'GB/s', v, -0.1, 0.1)} for v in (10.0, 20.0)])
     (row,) = history.rows(history.history(recs)[0])
     assert row[history.COLUMNS.index('band')] == '18 .. 22'
+
+
+def test_a_perflog_left_out_of_an_ingest_is_still_read_from_where_it_stopped(tmp_path):
+    logs = tmp_path / 'logs'
+    one, two = spmv_log(logs / 'One.log', 3), spmv_log(logs / 'Two.log', 3)
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(logs)])
+    with open(one, 'a') as fp:
+        fp.write(spmv_lines(1, start=3)[0] + '\n')
+    st.ingest([str(one)])                       # Two.log not given this time
+    with open(two, 'a') as fp:
+        fp.write(spmv_lines(1, start=3)[0] + '\n')
+    stats = ReadStats()
+    done = st.ingest([str(logs)], stats)
+    assert (done.records, stats.records, done.reread) == (1, 1, [])
+
+
+def test_a_perflog_rewritten_shorter_in_place_is_read_again(tmp_path):
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 4)
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(path)])
+    inode = path.stat().st_ino
+    # the same file (its inode, header and first record), cut, then one new record
+    new = line('spmv', {'t_total': (9.0, 's'), 'fom': (2.0, 'GFLOP/s')},
+               time=T0 + dt.timedelta(hours=1))
+    with open(path, 'w') as fp:
+        fp.write('\n'.join([header(['t_total', 'fom']), spmv_lines(1)[0], new]) + '\n')
+    assert path.stat().st_ino == inode
+    done = st.ingest([str(path)])
+    assert done.records == 1 and done.reread == [str(path)]
+    assert [r.values['t_total'] for r in st.records(T0 + dt.timedelta(hours=1))] == [9.0]

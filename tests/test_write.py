@@ -10,9 +10,7 @@ import pytest
 from hybridverdict import plots, tidy
 from hybridverdict import write as write_mod
 from hybridverdict.cli import main
-from hybridverdict.perflog import ReadStats, read_perflogs
-from hybridverdict.report import build
-from test_cli import pair
+from test_cli import pair, pair_report
 
 FULL = 'No space left on device'
 
@@ -47,9 +45,7 @@ def full_disk_at(monkeypatch, failing: str) -> None:
 @pytest.mark.parametrize('failing', ['.html', '-tidy.parquet'])
 def test_a_failed_write_leaves_no_partial_report_set(tmp_path, monkeypatch, one_process,
                                                      failing):
-    logs = pair(tmp_path)
-    stats = ReadStats()
-    rep = build(read_perflogs([str(logs)], stats=stats), stats, [str(logs)])
+    rep = pair_report(tmp_path)
     out = tmp_path / 'reports'
     out.mkdir()
     # an earlier report stays as it was
@@ -133,3 +129,20 @@ def test_sigterm_while_the_report_is_written_is_143_one_line_and_no_partial_set(
            if not line.startswith('hybridverdict: warning')]
     assert err == [f'hybridverdict: stopped by {signame}: no report written']
     assert os.listdir(out) == []
+
+
+def test_a_failed_write_removes_the_csv_and_json_tidy_files_too(tmp_path, monkeypatch,
+                                                                one_process):
+    rep = pair_report(tmp_path)
+    out = tmp_path / 'reports'
+    full_disk_at(monkeypatch, '.html')
+    with pytest.raises(OSError, match=FULL):
+        write_mod.write_all(rep, str(out), tidy_formats=('parquet', 'csv', 'json'))
+    assert list(out.iterdir()) == []
+
+
+def test_an_unknown_tidy_format_is_refused_before_anything_is_written(tmp_path):
+    rep = pair_report(tmp_path)
+    with pytest.raises(ValueError, match='unknown tidy format'):
+        write_mod.write_all(rep, str(tmp_path / 'reports'), tidy_formats=('xlsx',))
+    assert not (tmp_path / 'reports').exists()
