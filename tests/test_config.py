@@ -171,3 +171,19 @@ def test_every_tool_reads_the_var_dir_the_runs_write(tmp_path, monkeypatch):
     proc = subprocess.run([sys.executable, '-c', code, str(CONFIG)], env=env, cwd=tmp_path,
                           capture_output=True, text=True)
     assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / 'night') == var_dir()
+
+
+def test_the_perflog_handler_writes_the_schemas_fields_then_each_variables_parts(tmp_path):
+    # in the order the harness's own writers (tests/perflog_writer.py, reports/tools/
+    # bench.py) and readers take: every run field, the session last, then per variable
+    # value, unit, ref, lower and upper threshold
+    from harnesscore.schema import PERFVAR_PARTS, header_fields
+    conf, err = load(tmp_path)
+    assert conf, err
+    handler, = (h for h in conf['logging'][0]['handlers_perflog'] if h['type'] == 'filelog')
+    fields = header_fields()
+    assert fields[-1] == 'session'
+    line = handler['format'] % {**{f'check_{f}': f for f in fields}, 'check_perfvalues': 'V'}
+    assert line == '|'.join(fields) + '|V'
+    block = handler['format_perfvars'] % {f'check_perf_{p}': p for p in PERFVAR_PARTS}
+    assert block == 'value|unit|ref|lower_thres|upper_thres|'

@@ -206,6 +206,11 @@ def test_a_ring_size_without_a_time_gets_no_verdict_and_unjudged_pairs_are_per_s
     from hybridverdict.verdict import unjudged
     runs = [ring('mpi', {8: 2e-6, 1048576: 0.0}), ring('masteronly', {8: 1e-6, 1048576: 1e-3})]
     assert [v.size for v in verdicts(runs)] == ['8B']     # 0: the size was not measured
+    # a variable named like one but not of a size in bytes is no message size
+    odd = [ring('mpi', {8: 2e-6}), ring('masteronly', {8: 1e-6})]
+    for r in odd:
+        r.values['t_msg_max'] = r.values['t_msg_8']
+    assert [v.size for v in verdicts(odd)] == ['8B']
     over = [ring('mpi', {8: 2e-6, 1048576: 1e-3}),
             ring('masteronly', {8: 1e-6, 1048576: 1e-3}, oversubscribed=True)]
     assert verdicts(over) == []
