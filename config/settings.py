@@ -33,7 +33,6 @@ from harnesscore import paths, quiet
 from harnesscore.bands import soft_zone
 from harnesscore.host import host_processor, narrowed_affinity
 from harnesscore.knobs import env_list
-from harnesscore.paths import REFERENCES_DIR
 from harnesscore.plan import budget_from_env, first_round, max_rounds, samples_per_run
 from harnesscore.references import ReferencesError, references_file, validate_references_file
 from harnesscore.schema import perflog_format, perfvar_format
@@ -131,11 +130,10 @@ except ValueError as _err:
     _config_error(str(_err))
 
 
-def _note(msg: str) -> None:
-    # Only where the user asked to hear it (not HARNESS_QUIET=1).
-    if os.environ.get('HARNESS_QUIET') != '1':
-        print(f'[harness config] {msg}', file=sys.stderr)
-
+# config/'s own modules (nightly, slurm_systems): ReFrame loads this file under a
+# mangled name, so the directory goes on sys.path first.
+sys.path.append(_HERE)
+from slurm_systems import note as _note  # noqa: E402
 
 if MPI_ENV_MODE == 'clean':
     _removed = clean_mpi_env(os.environ)
@@ -338,9 +336,7 @@ def _environments() -> tuple[list[dict], list[str]]:
 _ENVS, _STACK_NAMES = _environments()
 
 # Slurm systems (local-slurm, the test cluster; config/site_*.py, a centre's
-# clusters) live in their own module: ReFrame loads this file under a mangled
-# name, so the directory goes on sys.path first.
-sys.path.append(_HERE)
+# clusters) live in their own module.
 from nightly import modes as nightly_modes  # noqa: E402
 from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems, system_dirs  # noqa: E402
@@ -397,8 +393,7 @@ def _check_references(systems: list[str]) -> None:
     """Each system's references file, if it has one, must be one ReFrame can
     read: otherwise ReFrame would skip every test with a warning and end
     'PASSED Ran 0/0' with exit status 0."""
-    prefix = os.environ.get('RFM_REFERENCE_PREFIX', '').strip() or REFERENCES_DIR
-    prefix = os.path.join(_caller_cwd(), prefix)
+    prefix = os.path.join(_caller_cwd(), paths.references_dir())
     for system in systems:
         path = references_file(prefix, system)
         if os.path.isfile(path):

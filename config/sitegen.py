@@ -38,7 +38,7 @@ for _folder in (_HERE, *(os.path.join(os.path.dirname(_HERE), d) for d in ('chec
         sys.path.append(_folder)
 import cluster_template  # noqa: E402
 from harnesscore.knobs import split_list  # noqa: E402
-from harnesscore.stacks import STACK, STACKS, Stack  # noqa: E402
+from harnesscore.stacks import STACK, STACKS, Stack, sysconfdir_in  # noqa: E402
 from hybridverdict import atomic  # noqa: E402
 
 #: Width of the written file (ruff's line length).
@@ -498,8 +498,7 @@ def identify_stack(launcher_says: str, version_texts: Iterable[str] = ()) -> str
 
 
 def stack_version(stack: Stack, texts: Iterable[str]) -> str:
-    m = next(filter(None, map(stack.version_re.search, texts)), None)
-    return next(g for g in m.groups() if g) if m else ''
+    return next(filter(None, map(stack.version_in, texts)), '')
 
 
 def hostname_pattern(host: str) -> str:
@@ -868,13 +867,13 @@ def _ask_sysconfdir(stack: Stack, env: Mapping[str, str], runner: Runner) -> tup
     if not tool:
         return '', f'no {name} on its PATH'
     res = runner([tool, *args], TIMEOUT, env)
-    found = re.search(r'Sysconfdir:\s*(\S+)', res.out) if res.ok else None
-    if found is None:
+    found = sysconfdir_in(res.out) if res.ok else ''
+    if not found:
         said = ' '.join(res.out.split())[:80]
         command = shlex.join([name, *args])
         return '', (f'{command}: {res.why()}' if not res.ok else
                     f'{command} says {said!r}' if said else f'{command} says nothing')
-    return found.group(1), ''
+    return found, ''
 
 
 def _with_sysconfdir(found: FoundStack, stack: Stack, env: Mapping[str, str],
@@ -1533,12 +1532,11 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run,
     # checks the file made: a bad value, in the environment detected or there, is the
     # caller's, named before anything is asked.
     import slurm_systems
-    known = slurm_systems.modules_systems()
-    for given in (env.get('HARNESS_MODULES_SYSTEM', ''),
-                  os.environ.get('HARNESS_MODULES_SYSTEM', '')):
-        if given.strip() and given.strip() not in known:
-            return _fail(f'HARNESS_MODULES_SYSTEM={given!r}: not a modules system ReFrame '
-                         f'knows; known: {", ".join(known)}', 2)
+    try:
+        for environment in (env, os.environ):
+            slurm_systems.modules_system_override(environment)
+    except ValueError as err:
+        return _fail(str(err), 2)
     try:
         det = detect(args, env, runner)
         cluster = build(det, args)

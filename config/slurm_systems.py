@@ -34,7 +34,7 @@ import shlex
 import shutil
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harnesscore.host import host_processor  # the local partitions' too (settings.py)
@@ -141,12 +141,12 @@ def _no_osu(stack: str) -> str:
     return ''
 
 
-#: Where the configuration's notes go (settings.py passes its own).
+#: Where the configuration's notes go (``note``; sitegen and the tests pass their own).
 Note = Callable[[str], None]
 
 
-def _stderr_note(msg: str) -> None:
-    """A note on stderr in the style of settings.py's, unless HARNESS_QUIET=1."""
+def note(msg: str) -> None:
+    """A note of the configuration on stderr, unless HARNESS_QUIET=1."""
     if os.environ.get('HARNESS_QUIET') != '1':
         print(f'[harness config] {msg}', file=sys.stderr)
 
@@ -271,7 +271,7 @@ def _sysconfdir(where: str, sspec: dict, family: str) -> str:
 
 
 def clean_files_env(where: str, stack: str, family: str, sysconfdir: str, mpi_env: str,
-                    note: Note = _stderr_note) -> dict[str, str]:
+                    note: Note = note) -> dict[str, str]:
     """In ``HARNESS_MPI_ENV=clean`` mode (`mpi_env`), what keeps the user's own
     MPI configuration files out of the runs of a cluster's `stack`, as the
     local system's (``Stack.clean_files_at``): Hydra's static variable always,
@@ -330,9 +330,10 @@ def _note_unused_links(where: str, stacks: dict[str, dict], transport_env: dict[
              f"'nodes': 2 or more")
 
 
-def modules_system_override() -> str:
-    """HARNESS_MODULES_SYSTEM, stripped ('' when unset or empty: each cluster's own)."""
-    given = os.environ.get('HARNESS_MODULES_SYSTEM', '')
+def modules_system_override(environ: Mapping[str, str] = os.environ) -> str:
+    """HARNESS_MODULES_SYSTEM of `environ`, stripped ('' when unset or empty: each
+    cluster's own)."""
+    given = environ.get('HARNESS_MODULES_SYSTEM', '')
     value = given.strip()
     known = modules_systems()
     if value and value not in known:
@@ -343,7 +344,7 @@ def modules_system_override() -> str:
 
 def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER',
                    osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
-                   note: Note = _stderr_note,
+                   note: Note = note,
                    link_notes: bool = True) -> tuple[dict, list[dict]]:
     """A ReFrame system and its environments from a `CLUSTER` dictionary
     (see config/cluster_template.py); `mpi_env` is ``HARNESS_MPI_ENV``'s mode
@@ -489,7 +490,7 @@ def _load_error(path: str, err: Exception) -> str:
 
 
 def site_clusters(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
-                  note: Note = _stderr_note) -> tuple[list[dict], list[dict]]:
+                  note: Note = note) -> tuple[list[dict], list[dict]]:
     """The systems and environments of every site file."""
     systems, envs = [], []
     for path in _site_files():
@@ -637,7 +638,7 @@ def _silent(msg: str) -> None:
 
 
 def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
-                 note: Note = _stderr_note,
+                 note: Note = note,
                  local_envs: list[dict] | None = None) -> tuple[dict, list[dict]]:
     """The `test-cluster` system and its environments (its stacks' system
     folders, in clean mode, those of this machine's `local_envs`)."""
@@ -657,7 +658,7 @@ def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = '
 
 def slurm_systems(var_dir: str, local_envs: list[dict], stack_names: list[str],
                   osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
-                  note: Note = _stderr_note) -> tuple[list[dict], list[dict]]:
+                  note: Note = note) -> tuple[list[dict], list[dict]]:
     """Every Slurm system (local test clusters first) and their environments;
     `osu_prefix` gives a stack's OSU install where a cluster's stack names none;
     `mpi_env` is ``HARNESS_MPI_ENV``'s mode, `note` takes the notes (settings.py

@@ -20,6 +20,12 @@ NIGHT0 = dt.datetime(2026, 10, 1, 2, 30, tzinfo=dt.timezone.utc)
 SAMPLES = 3
 
 
+def history_of(records: list[Record]) -> changes.History:
+    """The history of records in memory (record id = position)."""
+    tables = store.frames(records)
+    return changes.History(*tables.lazy(), lambda rids: {i: records[i] for i in rids})
+
+
 def night(i: int) -> dt.datetime:
     return NIGHT0 + dt.timedelta(days=i)
 
@@ -106,7 +112,7 @@ def test_noise_and_single_outlier_nights_give_no_change_point():
         if rng.random() < 0.3:     # an occasional single outlier night
             levels[rng.randrange(60)] = rng.choice([0.6, 1.5])
         recs += records(levels, rng, f'Noise{s:03d}', 0.05)
-    found = changes.find(changes.History.from_records(recs))
+    found = changes.find(history_of(recs))
     with_change = {c.key.check for c in found if c.confirmed}
     assert len(with_change) <= 5, [c.line() for c in found]
     assert len({c.key.check for c in found}) <= 5
@@ -114,7 +120,7 @@ def test_noise_and_single_outlier_nights_give_no_change_point():
 
 def test_the_knobs_change_the_outcome(monkeypatch):
     rng = random.Random(5)
-    hist = changes.History.from_records(records([1.0] * 30 + [1.03] * 30, rng, 'Small', 0.01))
+    hist = history_of(records([1.0] * 30 + [1.03] * 30, rng, 'Small', 0.01))
     assert changes.find(hist) == []                      # 3% < the default 5%
     (c,) = changes.find(hist, changes.Knobs(magnitude=0.02))
     assert c.at == night(30) and c.low <= 0.03 <= c.high
@@ -123,7 +129,7 @@ def test_the_knobs_change_the_outcome(monkeypatch):
     assert len(changes.find(hist, changes.Knobs.from_env())) == 1
     assert changes.Knobs.from_env(magnitude=0.05).magnitude == 0.05   # an option wins
     # a longer minimum segment: a step 4 sessions before the end is not one yet
-    late = changes.History.from_records(records([1.0] * 36 + [1.3] * 4, rng, 'Late', 0.01))
+    late = history_of(records([1.0] * 36 + [1.3] * 4, rng, 'Late', 0.01))
     assert [c.confirmed for c in changes.find(late)] == [True]
     (c,) = changes.find(late, changes.Knobs(min_segment=5))
     assert not c.confirmed and c.at == night(36) and c.sessions_after == 4
@@ -342,7 +348,7 @@ def test_a_change_confirmed_more_than_min_segment_sessions_after_it_is_on_that_n
     levels = [1.0] * 30 + [1.07] * 8
     recs = [dataclasses.replace(r, values={'t_total': r.values['t_total'] * math.exp(
         rng.gauss(0, 0.03))}) for r in records(levels, rng, 'LateCheck', 0.0)]
-    hist = changes.History.from_records(recs)
+    hist = history_of(recs)
     first = next(i for i in range(30, 38) if any(
         c.confirmed for c in changes.find(hist, until=night(i) + dt.timedelta(hours=1))))
     assert first - 30 + 1 > changes.Knobs().min_segment       # confirmed late
@@ -365,7 +371,7 @@ def test_a_confirmed_change_whose_boundary_moves_by_two_sessions_is_not_new_agai
     levels = [1.0] * 12 + [1.04, 1.08, 1.12] + [1.16] * 6
     recs = [dataclasses.replace(r, values={'t_total': r.values['t_total'] * math.exp(
         rng.gauss(0, 0.03))}) for r in records(levels, rng, 'RampCheck', 0.0)]
-    hist = changes.History.from_records(recs)
+    hist = history_of(recs)
     found = {i: [c.position for c in changes.find(hist, until=night(i) + dt.timedelta(hours=1))
                  if c.confirmed] for i in (16, 17)}
     assert found == {16: [12], 17: [14]}                     # the boundary moved by 2
@@ -379,7 +385,7 @@ def test_a_second_change_after_a_known_one_is_new():
     step whose segment before lies after the known change's boundary is new."""
     rng = random.Random(1)
     recs = records([1.0] * 10 + [1.3] * 10, rng, 'StepCheck', 0.02)
-    (known,) = changes.find(changes.History.from_records(recs))
+    (known,) = changes.find(history_of(recs))
     assert known.confirmed and known.position == 10
 
     def at(position: int, before: int, after: int) -> changes.ChangePoint:
@@ -405,7 +411,7 @@ def two_systems(levels_a: list[float], levels_b: list[float], a_last: bool = Tru
                                                            -2 if a_last else 2)):
         recs += [dataclasses.replace(r, system=system, time=r.time + dt.timedelta(hours=hours))
                  for r in records(levels, rng, 'RingCheck', 0.02)]
-    return changes.History.from_records(sorted(recs, key=lambda r: r.time))
+    return history_of(sorted(recs, key=lambda r: r.time))
 
 
 def test_each_system_is_compared_with_its_own_session_before():
@@ -423,7 +429,7 @@ def test_each_system_is_compared_with_its_own_session_before():
     recs = [dataclasses.replace(r, result='fail') if r.system == 'sysb'
             and r.time >= night(7) else r for r in
             sorted(hist.lookup(range(48)).values(), key=lambda r: r.time)]
-    page = changes.since_last_night(changes.History.from_records(recs))
+    page = changes.since_last_night(history_of(recs))
     assert page.lines() == ['newly failing: RingCheck, openmpi@sysb:shm']
 
 
@@ -503,7 +509,7 @@ def test_of_two_sub_magnitude_steps_the_smaller_is_merged_first(first, second, k
     weakest and merged first, which leaves the larger, measured against the median
     of the merged segment: about 6%."""
     rng = random.Random(3)
-    found = changes.find(changes.History.from_records(records(
+    found = changes.find(history_of(records(
         [1.0] * 10 + [first] * 10 + [first * second] * 10, rng, 'Stairs', 0.001)))
     assert [(c.position, c.confirmed) for c in found] == [(kept, True)]
     assert found[0].change == pytest.approx(0.06, abs=0.005)
@@ -519,14 +525,14 @@ def test_an_unconfirmed_tail_is_judged_against_the_sessions_own_sample_noise():
             r = records([level], rng, 'Flat', 0.0)[k]
             recs.append(dataclasses.replace(r, time=night(i) + dt.timedelta(seconds=20 * k),
                                             values={'t_total': level * f}))
-    assert changes.find(changes.History.from_records(recs)) == []
+    assert changes.find(history_of(recs)) == []
 
 
 def test_a_known_change_is_matched_to_the_nearest_of_the_changes_it_overlaps():
     """The known change at 12 overlaps both a change at 9 and one at 12 of the
     next session: it is the one at 12 (the nearest), so the one at 9 is new."""
     rng = random.Random(1)
-    (known,) = changes.find(changes.History.from_records(
+    (known,) = changes.find(history_of(
         records([1.0] * 12 + [1.3] * 7, rng, 'S', 0.02)))
 
     def at(position: int, before: int, after: int) -> changes.ChangePoint:

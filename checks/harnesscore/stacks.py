@@ -188,6 +188,11 @@ class Stack:
         return {var: path for var, path in self.clean_files(sysconfdir).items()
                 if var not in self.clean_files_optional or os.path.isfile(path)}
 
+    def version_in(self, text: str) -> str:
+        """The version ``version_re`` finds in a tool's `text`, '' where none."""
+        m = self.version_re.search(text)
+        return next(g for g in m.groups() if g) if m else ''
+
     def launcher_is_mine(self, version_text: str) -> bool:
         """Whether a launcher's ``--version`` text says it is this stack's
         (one of ``launcher_says``)."""
@@ -346,3 +351,10 @@ def install_hint() -> str:
     packaged = ' or '.join('/'.join(s.debian_packages) for s in STACKS if s.debian_packages)
     prefixed = ' or '.join(s.prefix_var for s in STACKS if not s.debian_packages)
     return f"install Debian's {packaged}" + (f', or set {prefixed}' if prefixed else '')
+
+
+def sysconfdir_in(text: str) -> str:
+    """The folder a stack's ``sysconfdir_tool`` names in its `text`
+    (``Sysconfdir: <path>``), '' where none."""
+    found = re.search(r'Sysconfdir:\s*(\S+)', text)
+    return found.group(1) if found else ''

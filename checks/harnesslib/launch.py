@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ import types
 from collections.abc import Mapping, MutableMapping
 
 from harnesscore.osu_output import env_family
-from harnesscore.stacks import STACK, STACKS, Stack
+from harnesscore.stacks import STACK, STACKS, Stack, sysconfdir_in
 from reframe.core.launchers import JobLauncher
 
 #: Prefixes of the MPI tuning variables: what a shell's rc file or a module
@@ -112,11 +111,11 @@ def _sysconfdir(tool_command: tuple[str, ...], launcher: str, path: str | None) 
                              check=False).stdout
     except (OSError, subprocess.SubprocessError) as err:
         raise ValueError(f'HARNESS_MPI_ENV=clean: cannot run {tool}: {err}') from None
-    found = re.search(r'Sysconfdir:\s*(\S+)', out)
+    found = sysconfdir_in(out)
     if not found:
         raise ValueError(f'HARNESS_MPI_ENV=clean: {shlex.join([tool, *args])} says '
                          f'{out.strip()[:120]!r}, not a sysconfdir')
-    return found.group(1)
+    return found
 
 
 def clean_files_env(family: str, launcher: str = '') -> dict[str, str]:

@@ -242,13 +242,6 @@ class History:
             return dict(zip(rows.get_column('rid').to_list(), records_from(rows, vals)))
         return lookup
 
-    @classmethod
-    def from_records(cls, records: Sequence[Record]) -> History:
-        """The history of records in memory (record id = position)."""
-        from .store import frames
-        tables = frames(records)
-        return cls(*tables.lazy(), lambda rids: {i: records[i] for i in rids})
-
 
 def provenance_diff(before: Record, after: Record) -> dict[str, tuple[str, str]]:
     """What differs in the provenance of two records: field -> (before, after), and

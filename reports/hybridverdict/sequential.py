@@ -44,7 +44,7 @@ from harnesscore.stopping import Signalled, held_back, run_main
 
 from . import atomic
 from .perflog import PerflogError, Record, parse_time, read_perflogs
-from .verdict import Verdict, judged_as, round_of, rounds_run, verdicts
+from .verdict import Verdict, judged_as, name_less_sample, round_of, rounds_run, verdicts
 
 #: Seconds per run assumed before any run of the session was timed.
 DEFAULT_RUN_S = 5.0
@@ -67,9 +67,6 @@ class Batch:
         return f'^({alts})%sample=\\d+$'
 
 
-_SAMPLE = re.compile(r'\s*%sample=\d+\s*$')
-
-
 def _records_of(v: Verdict, records: Sequence[Record]) -> list[Record]:
     want = {('mpi', v.mpi_layout), (v.hybrid_mode, v.hybrid_layout)}
     return [r for r in records
@@ -83,7 +80,7 @@ def pair_runs(v: Verdict, names: set[str], records: Sequence[Record]) -> list[Re
     """Every run of a pair's two layouts (display names less %sample), the ones
     left out of its verdict (failed, unverified, ...) too."""
     return [r for r in records if (r.system, r.partition, r.stack) ==
-            (v.system, v.partition, v.stack) and r.name and _SAMPLE.sub('', r.name) in names]
+            (v.system, v.partition, v.stack) and r.name and name_less_sample(r.name) in names]
 
 
 def left_out_note(v: Verdict, runs: Sequence[Record]) -> str:
@@ -111,7 +108,7 @@ def undecided(records: Sequence[Record], cap: int, floor: float = stats.DEFAULT_
     for i, v in enumerate(open_):
         if v.stopped == stats.CAP:
             continue
-        names = {_SAMPLE.sub('', r.name) for r in _records_of(v, records) if r.name}
+        names = {name_less_sample(r.name) for r in _records_of(v, records) if r.name}
         if not names:
             continue
         ran = max(v.rounds, rounds_run(pair_runs(v, names, records)))
@@ -132,7 +129,7 @@ def capped_notes(open_: Sequence[Verdict], records: Sequence[Record]) -> list[st
     for v in open_:
         if v.stopped != stats.CAP:
             continue
-        names = {_SAMPLE.sub('', r.name) for r in _records_of(v, records) if r.name}
+        names = {name_less_sample(r.name) for r in _records_of(v, records) if r.name}
         note = left_out_note(v, pair_runs(v, names, records))
         if note:
             lines.append(f'{v.kernel} {v.size} on {v.system}:{v.partition} {v.stack}, mpi '

@@ -182,6 +182,13 @@ def rounds_run(*sides: Sequence[Record]) -> int:
 
 _SAMPLE = re.compile(r'\s*%sample=\d+\s*$')
 
+
+def name_less_sample(name: str) -> str:
+    """A run's display name without its trailing ``%sample=N``: the same test
+    variant in every round."""
+    return _SAMPLE.sub('', name)
+
+
 RunsByName = dict[tuple[str, str, str, str], list[Record]]
 
 
@@ -192,7 +199,7 @@ def _runs_by_name(records: Iterable[Record]) -> RunsByName:
     out: RunsByName = defaultdict(list)
     for r in records:
         if r.name:
-            out[(r.system, r.partition, r.stack, _SAMPLE.sub('', r.name))].append(r)
+            out[(r.system, r.partition, r.stack, name_less_sample(r.name))].append(r)
     return out
 
 
@@ -200,7 +207,7 @@ def pair_rounds(runs: RunsByName, *sides: Sequence[Record]) -> int:
     """``rounds_run`` over every run of a pair's two layouts (the runs of the
     same names as `sides`' runs, less %sample; ``sequential.pair_runs``): a
     round failed on one side or on both was run all the same."""
-    names = {(r.system, r.partition, r.stack, _SAMPLE.sub('', r.name))
+    names = {(r.system, r.partition, r.stack, name_less_sample(r.name))
              for side in sides for r in side if r.name}
     return rounds_run(*sides, *(runs.get(key, []) for key in names))
 

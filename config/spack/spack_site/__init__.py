@@ -69,9 +69,9 @@ def stack_version(name: str, bindir: str, suffix: str = '') -> str:
         exe = os.path.join(bindir, tool[0])
         if not os.access(exe, os.X_OK):
             continue
-        match = STACK[name].version_re.search(_run([exe, *tool[1:]]))
-        if match:
-            return next(g for g in match.groups() if g)
+        version = STACK[name].version_in(_run([exe, *tool[1:]]))
+        if version:
+            return version
     raise SiteError(f'{name}: cannot tell its version from the tools in {bindir} '
                     f'(tried {", ".join(t[0] for t in tools)}); '
                     f'give it as --stack {name}@VERSION=PATH')
