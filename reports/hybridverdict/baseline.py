@@ -39,6 +39,7 @@ import yaml
 from harnesscore import references
 from harnesscore import stats as stats_rule
 from harnesscore.paths import references_dir, var_dir
+from harnesscore.plan import MAX_SAMPLES
 from harnesscore.stopping import run_main
 from tabulate import tabulate
 
@@ -341,8 +342,9 @@ def _env_rate() -> float:
 def _count(text: str) -> int:
     digits = text.strip()
     # ASCII digits only: str.isdigit also takes '²', which int() refuses
-    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= 100:
-        raise argparse.ArgumentTypeError(f'must be an integer from 1 to 100: {text!r}')
+    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f'must be an integer from 1 to {MAX_SAMPLES}: '
+                                         f'{text!r}')
     return int(digits)
 
 

@@ -323,9 +323,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.reframe = args.reframe[1:]
     if not args.reframe:
         ap.error('give the reframe command after --')
-    if not 1 <= args.max_rounds <= 100:
-        ap.error(f'--max-rounds (HARNESS_MAX_ROUNDS) must be from 1 to 100, got '
-                 f'{args.max_rounds}')
+    if not 1 <= args.max_rounds <= plan.MAX_ROUNDS:
+        ap.error(f'--max-rounds (HARNESS_MAX_ROUNDS) must be from 1 to {plan.MAX_ROUNDS}, '
+                 f'got {args.max_rounds}')
     if args.step < 1:
         ap.error(f'--step must be at least 1, got {args.step}')
     try:
