@@ -3,13 +3,19 @@ reference, and a symlinked references file stays a link."""
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
-from hybridverdict import baseline
+from harnesscore import stats
+from hybridverdict import atomic, baseline
+from hybridverdict.perflog import read_perflogs
+from perflog_writer import T0, header, line, write
 from test_references import stream_perflogs
 
 #: baseline B, which says when it waits for the prefix's lock (never, before the lock)
@@ -81,3 +87,73 @@ def test_a_symlinked_references_file_is_replaced_through_its_link(tmp_path):
                           '--prefix', str(refs), '--force']) == 0
     assert (refs / 'local.yaml').is_symlink()
     assert classes(shared) == ['RingCheck', 'StreamCheck']
+
+
+NAME = 'StreamCheck %layout=mpi_2x1'
+KEY = ('local:shm', 'mpich', 'layout=mpi_2x1', 'fom')
+
+
+def test_a_variant_run_on_other_nodes_takes_its_reference_from_its_latest_runs(tmp_path):
+    # the latest run first in the file: the latest is the latest by time
+    log = write(tmp_path / 'StreamCheck.log', [header(['fom'])] + [
+        line('stream', {'fom': (value, 'GB/s')}, name=NAME, nodes=nodes,
+             time=T0 + dt.timedelta(minutes=minutes))
+        for value, nodes, minutes in [(10.0, 1, 10), (5.0, 2, 0)]])
+    left_out: list[str] = []
+    samples = baseline.collect(read_perflogs([str(log)]), left_out)['local']['StreamCheck']
+    assert {key: s.values for key, s in samples.items()} == {KEY: [10.0]}
+    assert len(left_out) == 1 and '2 node(s)' in left_out[0], left_out
+
+
+def test_the_references_keep_a_variables_name_as_logged(tmp_path):
+    log = write(tmp_path / 'Osu.log', [header(['latency_8B']), line(
+        'osu_latency', {'latency_8B': (0.5, 'us')}, name='OsuCheck %pair=x')])
+    samples = baseline.collect(read_perflogs([str(log)]))['local']['OsuCheck']
+    assert [key[3] for key in samples] == ['latency_8B']
+
+
+def test_a_rate_may_fall_and_a_time_grow_by_the_band_sized_in_log_scale():
+    sessions = [[95.0, 100.0, 105.0], [97.0, 102.0, 99.0], [101.0, 96.0, 104.0]]
+    band = stats.reference_band(sessions, 3, 0.01, 1).log_tolerance
+    for unit, lower_is_better in (('GB/s', False), ('s', True)):
+        samples = baseline.Samples(unit, [v for s in sessions for v in s],
+                                   [i for i, s in enumerate(sessions) for _ in s])
+        ref = baseline.reference_tuple(samples, 0.01, 0.01, 3)
+        limit = 1 + (ref[2] if lower_is_better else ref[1])
+        assert math.isclose(limit, math.exp(band if lower_is_better else -band),
+                            abs_tol=1e-4), (unit, ref, band)
+
+
+def test_a_write_that_fails_keeps_no_copy_of_the_unchanged_file(tmp_path, monkeypatch):
+    path = tmp_path / 'local.yaml'
+    path.write_text('')
+    entries = {'StreamCheck': {KEY: [10.0, -0.1, None, 'GB/s']}}
+
+    def fail(target: str, text: str) -> None:
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(atomic, 'write_replacing', fail)
+    with pytest.raises(OSError):
+        baseline.write_references(str(path), entries, force=True, now=T0)
+    assert path.read_text() == '' and list((tmp_path / 'previous').iterdir()) == []
+
+
+def test_the_baseline_leaves_out_a_run_completed_at_until(tmp_path, capsys):
+    logs = stream_perflogs(tmp_path)     # one run, completed at 2026-01-01T00:00:00Z
+    assert baseline.main(['--perflogs', logs, '--prefix', str(tmp_path / 'refs'), '--dry-run',
+                          '--until', '2026-01-01T00:00:00Z']) == 2
+    assert 'no verified runs that passed' in capsys.readouterr().err
+
+
+def test_a_new_tolerance_alone_shows_as_changed():
+    old = {'StreamCheck': {KEY: [10.0, -0.1, None, 'GB/s']}}
+    new = {'StreamCheck': {KEY: [10.0, -0.2, None, 'GB/s']}}
+    assert [row[-1] for row in baseline.diff_rows(old, new)] == ['changed']
+
+
+def test_a_system_without_runs_is_an_error_before_any_file_is_written(tmp_path, capsys):
+    refs = tmp_path / 'refs'
+    assert baseline.main(['--perflogs', stream_perflogs(tmp_path), '--prefix', str(refs),
+                          '--system', 'local', '--system', 'other']) == 2
+    assert 'of system(s) other in' in capsys.readouterr().err
+    assert not (refs / 'local.yaml').exists()

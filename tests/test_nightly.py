@@ -4,23 +4,26 @@ Real sessions on this machine (one stack, one partition, STREAM only), each in
 its own HARNESS_VAR_DIR: the mode's JUnit report, results database and
 perflogs are written, `-S require_reference=true` reaches the checks, and
 the exit status is non-zero exactly when a check failed, and 3 when no check
-failed but a fixed-band assertion was inconclusive.
+failed but a fixed-band assertion was inconclusive.  Without ReFrame: the
+decisions of the judgement summary (config/nightly.py) on written perflogs.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
 import time
+import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import BIN, CONFIG, REPO, baseline, mpi_env, perflog, run_reframe
-
-pytestmark = pytest.mark.integration
+from perflog_writer import T0, header, line, write
+from reframe.utility import import_module_from_file
 
 
 def nightly(var: Path, stack: str, opts: str,
@@ -68,6 +71,7 @@ def sessions(tmp_path_factory, stacks):
     return var, good, good_junit, bad
 
 
+@pytest.mark.integration
 def test_nightly_writes_a_junit_report_whose_failures_match_the_exit_status(sessions):
     var, good, good_junit, _ = sessions
     assert len(good_junit) == 1, good.stdout
@@ -79,6 +83,7 @@ def test_nightly_writes_a_junit_report_whose_failures_match_the_exit_status(sess
     assert f'JUnit report: {good_junit[0]}' in good.stdout
 
 
+@pytest.mark.integration
 def test_nightly_fails_on_a_failing_check_and_keeps_the_older_report(sessions):
     var, _, good_junit, bad = sessions
     assert bad.returncode != 0, bad.stdout[-5000:]
@@ -91,6 +96,7 @@ def test_nightly_fails_on_a_failing_check_and_keeps_the_older_report(sessions):
     assert 'did not verify its result' in new.read_text()
 
 
+@pytest.mark.integration
 def test_nightly_requires_references(sessions):
     var, good, _, _ = sessions
     reports = sorted((var / 'reports').glob('run-report-*.json'),
@@ -104,6 +110,7 @@ def test_nightly_requires_references(sessions):
     assert good.stdout.count('(r:') >= 2 * len(cases), good.stdout[-3000:]
 
 
+@pytest.mark.integration
 def test_nightly_stores_every_session_and_appends_the_perflogs(sessions):
     var, _, _, _ = sessions
     assert (var / 'results.db').is_file()
@@ -124,6 +131,7 @@ def test_nightly_stores_every_session_and_appends_the_perflogs(sessions):
     assert len(rows) == 5, rows
 
 
+@pytest.mark.integration
 def test_nightly_mode_options(tmp_path):
     proc = subprocess.run([str(BIN / 'reframe'), '-C', str(CONFIG), '--mode', 'nightly',
                            '--show-config', 'modes'], capture_output=True, text=True,
@@ -136,6 +144,7 @@ def test_nightly_mode_options(tmp_path):
     assert f'--perflogdir={tmp_path}/perflogs' in opts
 
 
+@pytest.mark.integration
 def test_nightly_with_inconclusive_checks_says_so_and_exits_3(sessions, stacks):
     """Two busy processes and a STREAM reference twice the fastest rate logged
     so far: the rule's FAIL is withheld on the busy machine, ReFrame passes,
@@ -166,6 +175,7 @@ def test_nightly_with_inconclusive_checks_says_so_and_exits_3(sessions, stacks):
     assert junit_counts(junit)[0] == 0
 
 
+@pytest.mark.integration
 def test_a_selection_selects_the_same_cases_in_nightly_as_in_run(tmp_path, stacks):
     # ReFrame drops a -p given beside --mode: the nightly of one stack ran
     # every stack's checks (and failed on the other's references).
@@ -190,6 +200,7 @@ def test_a_selection_selects_the_same_cases_in_nightly_as_in_run(tmp_path, stack
     assert cases['run'] == cases['nightly']
 
 
+@pytest.mark.integration
 def test_the_nightly_options_give_reframe_no_command_to_run(tmp_path):
     # ReFrame expands $(...) in --report-junit and --perflogdir as in its
     # configuration's paths: the var dir reaches it as a link, as there.
@@ -208,9 +219,76 @@ def test_the_nightly_options_give_reframe_no_command_to_run(tmp_path):
     assert not (tmp_path / 'INJECTED').exists()
 
 
+@pytest.mark.integration
 def test_the_judgements_refuse_a_since_that_is_not_a_time(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / 'config' / 'nightly.py'), 'judgements',
                            '--perflogs', str(tmp_path), '--since', 'garbage'],
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr == "config/nightly.py: error: --since: not an ISO time: 'garbage'\n"
+
+
+# ---- the nightly's decisions, without ReFrame ---------------------------------------------
+
+def _nightly() -> types.ModuleType:
+    return import_module_from_file(str(REPO / 'config' / 'nightly.py'))
+
+
+#: one run: (name, stack, judgement, time)
+Run = tuple[str, str, str, dt.datetime]
+
+
+def _summary(tmp_path: Path, runs: list[Run], since: str | None = None) -> tuple[str, int]:
+    """The judgement summary of a perflog of StreamCheck's `runs`."""
+    write(tmp_path / 'local' / 'shm' / 'StreamCheck.log', [header(['fom'])] + [
+        line('stream', {'fom': (10.0, 'GB/s', 12.0, -0.2, None)}, name=name, stack=stack,
+             time=time, after_result={'judgement': judged, 'judgement_detail': 'fom: x'})
+        for name, stack, judged, time in runs])
+    lines, status = _nightly().judgement_summary(str(tmp_path), since)
+    return '\n'.join(lines), status
+
+
+MPI = 'StreamCheck %layout=mpi_2x1'
+
+
+def test_a_variant_its_last_sample_passed_is_not_inconclusive(tmp_path):
+    text, status = _summary(tmp_path, [(f'{MPI} %sample={i}', 'mpich', judged, T0)
+                                       for i, judged in enumerate(['deferred', 'deferred',
+                                                                   'pass'])])
+    assert status == 0 and 'INCONCLUSIVE' not in text, text
+
+
+def test_one_inconclusive_judgement_makes_the_night_inconclusive(tmp_path):
+    text, status = _summary(tmp_path, [(MPI, 'mpich', 'inconclusive', T0)])
+    assert status == _nightly().EXIT_INCONCLUSIVE, text
+    assert f'INCONCLUSIVE {MPI} @shm+mpich' in text
+
+
+def test_another_stacks_judgement_does_not_decide_a_variants_deferred_samples(tmp_path):
+    runs = [(f'{MPI} %sample={i}', 'mpich', 'deferred', T0) for i in range(2)]
+    text, status = _summary(tmp_path, runs + [(f'{MPI} %sample=2', 'openmpi', 'pass', T0)])
+    assert status == _nightly().EXIT_INCONCLUSIVE, text
+    # one variant undecided, however many of its samples were deferred
+    assert 'nightly INCONCLUSIVE: 1 fixed-band assertion(s)' in text
+
+
+def test_a_failed_judgement_is_listed_and_leaves_the_failure_to_reframe(tmp_path):
+    # a FAIL fails the check in ReFrame (exit status 1): the summary adds no 3
+    text, status = _summary(tmp_path, [(MPI, 'mpich', 'fail', T0),
+                                       (MPI, 'openmpi', 'inconclusive', T0)])
+    assert status == 0, text
+    assert f'FAIL {MPI} @shm+mpich: fom: x' in text
+
+
+def test_the_summary_leaves_out_the_runs_before_since(tmp_path):
+    yesterday = T0 - dt.timedelta(days=1)
+    text, status = _summary(tmp_path, [(MPI, 'mpich', 'inconclusive', yesterday),
+                                       (MPI, 'mpich', 'pass', T0)], since=T0.isoformat())
+    assert status == 0 and '1 run(s)' in text, text
+
+
+def test_the_nightly_requires_references_and_fails_on_a_check_file_that_does_not_load(
+        tmp_path):
+    opts = _nightly().options(str(tmp_path))
+    assert ['-S', 'require_reference=true'] == opts[opts.index('-S'):opts.index('-S') + 2]
+    assert '--warn-as-error' in opts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 
@@ -124,3 +125,35 @@ def test_atomic_files_get_the_mode_open_would_give(tmp_path):
     finally:
         os.umask(old)
     assert oct(os.stat(path).st_mode & 0o777) == oct(0o644)
+
+
+def test_a_failed_run_is_a_failed_row(tmp_path):
+    write_runs(tmp_path / 'logs/Spmv.log', 'spmv', [{'fom': (2.5, 'GFLOP/s')}], result='fail')
+    df = tidy.table(read_perflogs([str(tmp_path / 'logs')]))
+    assert df['result'].to_list() == ['fail']
+
+
+def test_json_of_no_rows_is_json(tmp_path):
+    tidy.write_json(tidy.table([]), str(tmp_path / 'e.json'), {'rows': 0})
+    j = json.loads((tmp_path / 'e.json').read_text())
+    assert (j['meta'], j['columns'], j['data']) == ({'rows': 0}, EXPECTED, [])
+
+
+def test_json_nulls_non_finite_values_and_escapes_control_characters_of_plain_tables(tmp_path):
+    df = pl.DataFrame({'library': ['MPICH\tVersion:\n4.0.2', 'plain', 'plain'],
+                       'value': [float('nan'), float('inf'), 1.0]})
+    tidy.write_json(df, str(tmp_path / 'e.json'), {})
+    j = json.loads((tmp_path / 'e.json').read_text())      # strict: no raw control character
+    assert j['data'] == [['MPICH\tVersion:\n4.0.2', None], ['plain', None], ['plain', 1.0]]
+    tidy.write_json(df[1:], str(tmp_path / 'f.json'), {})  # nothing to escape
+    assert json.loads((tmp_path / 'f.json').read_text())['data'] == [['plain', None],
+                                                                    ['plain', 1.0]]
+
+
+def test_each_row_has_its_own_variables_unit_whatever_the_order_of_the_units(tmp_path):
+    write_runs(tmp_path / 'logs/Spmv.log', 'spmv',
+               [{'fom': (2.5, 'GFLOP/s'), 't_total': (1.25, 's')}])
+    (rec,) = read_perflogs([str(tmp_path / 'logs')])
+    # the same units, in another order than the values (no reader makes one today)
+    rec = dataclasses.replace(rec, units={'t_total': 's', 'fom': 'GFLOP/s'})
+    assert tidy.table([rec])['unit'].to_list() == ['GFLOP/s', 's']

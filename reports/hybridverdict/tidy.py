@@ -56,8 +56,8 @@ def variables(records: Sequence[Record], first: int = 0, key: str = 'i',
     position in it (``vpos``), the variable, value, unit and reference
     (``ref``, ``lower``, ``upper``; null where it has none)."""
     # a record's units have the keys of its values, in the same order (both readers
-    # build them so); if not, look each unit up
-    if all(r.units.keys() == r.values.keys() for r in records):
+    # build them so); if not, look each unit up (key views compare as sets: lists)
+    if all(list(r.units) == list(r.values) for r in records):
         units = [u for r in records for u in r.units.values()]
     else:
         units = [r.units.get(v, '') for r in records for v in r.values]
