@@ -194,3 +194,48 @@ def test_a_point_to_point_pair_on_one_node_needs_two_cores():
     assert placement.pt2pt_placement(part, 4, 1) == (2, 1, '')
     assert placement.pt2pt_placement(part, 1, 1) == (
         0, 0, 'needs 2 cores per node, sys:one has 1')
+
+
+def test_a_two_thread_open_mpi_rank_is_bound_to_two_cores_with_close_threads():
+    # Open MPI's 'core' mapping gives a 2-thread rank one core: its threads would share it.
+    ompi = load_checks().binding_env('openmpi', 2)
+    assert ompi['OMPI_MCA_rmaps_base_mapping_policy'] == 'slot:PE=2'
+    assert (ompi['OMP_PLACES'], ompi['OMP_PROC_BIND']) == ('cores', 'close')
+
+
+def test_only_single_thread_layouts_run_pure_mpi_and_only_hybrid_ones_have_serial_runs(
+        monkeypatch):
+    monkeypatch.setattr(placement, 'system_layouts', lambda: [(4, 1), (2, 2), (1, 4)])
+    assert placement.runs_for(('masteronly', 'funneled')) == [
+        ('mpi', 4, 1), ('masteronly', 2, 2), ('funneled', 2, 2),
+        ('masteronly', 1, 4), ('funneled', 1, 4)]
+    assert placement.serial_runs() == [('serial', 2, 2), ('serial', 1, 4)]
+
+
+def test_a_system_is_declared_only_where_every_partition_declares_its_topology(monkeypatch):
+    declared = SimpleNamespace(extras={'declared_topology': True})
+    real = SimpleNamespace(extras={})
+    for parts, want in (([declared, declared], True), ([declared, real], False), ([], False)):
+        monkeypatch.setattr(placement, '_partitions', lambda parts=parts: parts)
+        assert placement.declared_system() is want
+
+
+def test_a_launch_line_of_one_rank_per_node_places_it():
+    from reframe.core.backends import getlauncher
+
+    line = load_checks().launch_line(getlauncher('srun')(), 2, per_node=1)
+    assert line.split()[-2:] == ['--ntasks=2', '--ntasks-per-node=1']
+
+
+@pytest.mark.parametrize('mode, registered, launcher, want', [
+    ('srun', 'srun', 'srun', 'srun'),
+    ('own', 'srun', '/opt/mv2/bin/mpirun', 'mvapich2'),
+    ('srun', 'mpirun', 'mpirun', 'mvapich2'),
+])
+def test_a_run_binds_with_the_variables_of_the_launcher_that_starts_it(mode, registered,
+                                                                       launcher, want):
+    part = SimpleNamespace(launcher_type=SimpleNamespace(registered_name=registered))
+    environ = SimpleNamespace(extras={'launch': mode, 'launcher': launcher,
+                                      'family': 'mvapich2'})
+    assert launch.launcher_family(part, environ) == want
+    assert launch.own_launcher(part, environ) == ('mpirun' if mode == 'own' else '')

@@ -255,6 +255,21 @@ def test_clean_runs_read_only_the_sites_files(tmp_path):
             os.environ['PATH'] = old_path
 
 
+@pytest.mark.parametrize('value, want', [(None, 'clean'), (' ', 'clean'), (' keep ', 'keep')])
+def test_the_users_mpi_variables_are_taken_out_unless_the_session_keeps_them(
+        monkeypatch, value, want):
+    if value is None:
+        monkeypatch.delenv('HARNESS_MPI_ENV', raising=False)
+    else:
+        monkeypatch.setenv('HARNESS_MPI_ENV', value)
+    assert launch.mpi_env_mode() == want
+
+
+def test_an_open_mpi_of_unknown_launcher_keeps_its_sites_files():
+    # no launcher, no sysconfdir: naming a file of no folder would drop the site's
+    assert clean_files_env('openmpi') == {}
+
+
 def test_mpi_env_keeps_every_name_and_cuts_long_values_first():
     pinned = {'OMPI_MCA_btl': 'self,vader', 'OMPI_MCA_pml': 'ob1', 'OMP_NUM_THREADS': '2'}
     effective = {**pinned, 'FI_PROVIDER_PATH': '/opt/x/' * 200,
@@ -332,6 +347,12 @@ def test_the_node_lock_is_the_machines_not_the_var_dirs(tmp_path, monkeypatch):
     assert not any(str(tmp_path) in line for line in lines['a'])
     slurm = SimpleNamespace(scheduler=SimpleNamespace(registered_name='slurm'))
     assert hold_node_lock(slurm) == []
+
+
+def test_a_slurm_partition_without_accounting_takes_no_node_lock():
+    # local-slurm and the test cluster schedule with squeue: Slurm keeps their cores apart
+    squeue = SimpleNamespace(scheduler=SimpleNamespace(registered_name='squeue'))
+    assert hold_node_lock(squeue) == []
 
 
 def node_lock_job(lines: list[str]) -> subprocess.Popen:

@@ -60,6 +60,21 @@ def test_local_slurm_environments_launch_with_each_stacks_pmi(tmp_path, stacks):
         assert ['UCX_TLS', 'tcp,self'] in envs['mpich']['env_vars']
 
 
+def test_local_slurm_runs_the_local_stacks_through_srun_but_an_own_launcher_stack_itself():
+    local = [{'name': stack, 'target_systems': ['local', 'local:tcp', 'other'],
+              'env_vars': [['UCX_TLS', 'tcp']], 'extras': {'stack': stack, 'launch': 'x'}}
+             for stack in ('openmpi', 'mvapich2')]
+    system, envs = slurm_systems.local_slurm('/tmp/unused', local, ['openmpi', 'mvapich2'])
+    assert [p['environs'] for p in system['partitions']] == [['openmpi', 'mvapich2']] * 2
+    by_stack = {e['name']: e for e in envs}
+    assert by_stack['openmpi']['target_systems'] == ['local-slurm', 'local-slurm:tcp']
+    assert by_stack['openmpi']['extras']['launch'] == 'srun'
+    assert by_stack['openmpi']['env_vars'] == [['UCX_TLS', 'tcp'], ['SLURM_MPI_TYPE', 'pmix'],
+                                               ['SLURM_CPU_BIND', 'cores']]
+    assert by_stack['mvapich2']['extras']['launch'] == 'x'
+    assert by_stack['mvapich2']['env_vars'] == [['UCX_TLS', 'tcp']]
+
+
 def test_template_shows_one_partition_per_interconnect(tmp_path):
     proc = reframe(tmp_path, '--system', 'example-hpc', '--show-config', 'systems/0',
                    **template_env())
@@ -493,6 +508,35 @@ def test_clean_mode_keeps_the_users_files_out_of_a_clusters_runs(tmp_path, no_cl
             assert envs[(stack, target)]['HYDRA_CONFIG_FILE'] == ['/dev/null'], (stack, target)
     # the partition's pinned transport is still there
     assert envs[('openmpi', 'example-hpc:ib')]['OMPI_MCA_pml'] == ['ucx']
+
+
+def test_srun_stacks_get_their_pmi_and_core_binding_and_own_launchers_neither(no_cluster_env):
+    cluster = template_cluster()
+    del cluster['stacks']['mpich']['pmi']     # the registry's default
+    envs = cluster_envs(cluster, mpi_env='keep')
+    pmi = {'openmpi': 'pmix', 'mpich': slurm_systems.SRUN_PMI['mpich']}
+    for target in ('example-hpc', 'example-hpc:ib', 'example-hpc:eth'):
+        for stack, want in pmi.items():
+            assert envs[(stack, target)]['SLURM_MPI_TYPE'] == [want], (stack, target)
+            assert envs[(stack, target)]['SLURM_CPU_BIND'] == ['cores'], (stack, target)
+        assert not {'SLURM_MPI_TYPE', 'SLURM_CPU_BIND'} & set(envs[('mvapich2', target)])
+
+
+def test_a_partitions_time_limit_wins_over_the_clusters(no_cluster_env):
+    cluster = template_cluster()
+    cluster['time_limit'] = '1h'
+    cluster['partitions']['ib']['time_limit'] = '5m'
+    system, _ = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    assert {p['name']: p['time_limit'] for p in system['partitions']} == {'ib': '5m',
+                                                                          'eth': '1h'}
+
+
+def test_a_partitions_own_extras_cannot_change_its_node_count_or_transport(no_cluster_env):
+    cluster = template_cluster()
+    cluster['partitions']['ib']['nodes'] = 4
+    cluster['partitions']['ib']['extras'] = {'nodes': 1, 'transport': 'eth', 'site': 'x'}
+    system, _ = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    assert system['partitions'][0]['extras'] == {'nodes': 4, 'transport': 'ib', 'site': 'x'}
 
 
 def test_keep_mode_adds_no_file_variables_to_a_cluster(no_cluster_env):
