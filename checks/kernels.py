@@ -22,8 +22,6 @@ The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
 import statistics
 
@@ -35,7 +33,7 @@ from harnesscore import plan as planning
 from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
-from harnesslib.base import KernelCheck, PerflogFields, SystemReferences
+from harnesslib.base import KernelCheck, PerflogFields, SystemReferences, sanity_results
 from harnesslib.compat import reads_output
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
@@ -161,11 +159,10 @@ class SpmvCheck(KernelCheck, PlannedRun):
         ]
 
     def stream_result(self) -> dict:
-        lines = sn.evaluate(sn.extractall(r'^RESULT (\{.*\})\s*$',
-                                          os.path.join(self.stagedir, 'stream.out'), 1))
-        if not lines:
+        results = sanity_results(self.stage_text('stream.out'))
+        if not results:
             raise sn.SanityError('the STREAM run before spmv printed no RESULT line')
-        res = json.loads(lines[-1])
+        res = results[-1]
         if res.get('verified') is not True:
             raise sn.SanityError('the STREAM run before spmv did not verify its result')
         if (res.get('ranks'), res.get('threads')) != (self.num_tasks, self.threads):
@@ -404,9 +401,9 @@ def in_round_order(cls, nums: list[int]) -> list[int]:
 def _pair_name(pair: tuple) -> str:
     """``spmv/64/masteronly_1x2``; the ring per message size
     ``ring/8,65536,1048576/masteronly_1x2/64KiB``."""
-    kernel, size, _mpi, (mode, ranks, threads) = pair[:4]
+    kernel, size, _mpi, hybrid = pair[:4]
     message = getattr(pair, 'message', 0)
-    return (f'{kernel}/{size}/{mode}_{ranks}x{threads}'
+    return (f'{kernel}/{size}/{planning.layout_name(hybrid)}'
             + (f'/{bytes_label(message)}' if message else ''))
 
 

@@ -141,14 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.perflogs):
         print(f'config/nightly.py: no perflog directory {args.perflogs}', file=sys.stderr)
         return 2
-    try:
-        if args.since:
-            from hybridverdict.perflog import parse_time
-            parse_time(args.since)
-    except ValueError:
-        print(f'config/nightly.py: error: --since: not an ISO time: {args.since!r}',
-              file=sys.stderr)
-        return 2
+    if args.since:
+        from hybridverdict.records import iso_time
+        try:
+            iso_time(args.since)
+        except argparse.ArgumentTypeError as err:
+            print(f'config/nightly.py: error: --since: {err}', file=sys.stderr)
+            return 2
     lines, status = judgement_summary(args.perflogs, args.since)
     print('\n'.join(lines))
     return status

@@ -73,15 +73,13 @@ def _caller_cwd() -> str:
 
 
 def var_dir() -> str:
-    """``HARNESS_VAR_DIR`` (default ``<checkout>/var``), absolute, resolved
-    once: a relative one is taken from where the user ran the command, as
-    ``hybridverdict`` and ``./harness`` take it."""
+    """``HARNESS_VAR_DIR`` (``harnesscore.paths.var_dir``), resolved once, a
+    relative one from where the user ran ReFrame; one with a newline (which
+    no perflog handler or job script can take) is a configuration error."""
     text = os.environ.get('HARNESS_VAR_DIR', '')
-    if not text.strip():
-        return os.path.join(os.path.dirname(_HERE), 'var')
     if '\n' in text or '\0' in text:
         _config_error(f'HARNESS_VAR_DIR={text!r}: a path with a newline or NUL')
-    return os.path.normpath(os.path.join(_caller_cwd(), os.path.expanduser(text)))
+    return paths.var_dir(_caller_cwd())
 
 
 def reframe_path(path: str) -> str:
@@ -141,6 +139,7 @@ if MPI_ENV_MODE == 'clean':
         _note(f'HARNESS_MPI_ENV=clean: the runs do not inherit {", ".join(_removed)} from '
               f'this shell (HARNESS_MPI_ENV=keep passes them on; each partition sets its '
               f'own transport)')
+
 
 def _runs_on_this_machine() -> bool:
     """Whether this session's system starts its runs on this machine's CPUs
@@ -345,7 +344,7 @@ try:
     # A cluster's own stacks (modules) keep the user's files out in clean mode
     # as well: Hydra's always, Open MPI's where the stack names its sysconfdir.
     _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix,
-                                                MPI_ENV_MODE, _note)
+                                                MPI_ENV_MODE)
 except ValueError as _err:      # a cluster file or HARNESS_TEST_CLUSTER it cannot use
     _config_error(str(_err))
 

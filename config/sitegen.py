@@ -37,6 +37,7 @@ for _folder in (_HERE, *(os.path.join(os.path.dirname(_HERE), d) for d in ('chec
     if _folder not in sys.path:
         sys.path.append(_folder)
 import cluster_template  # noqa: E402
+from harnesscore import paths  # noqa: E402
 from harnesscore.knobs import split_list  # noqa: E402
 from harnesscore.stacks import STACK, STACKS, Stack, sysconfdir_in  # noqa: E402
 from hybridverdict import atomic  # noqa: E402
@@ -1544,9 +1545,8 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run,
         return _fail(str(err), 2)
     name = cluster.plain()['name']
     text = render(cluster, docstring(det, name))
-    var_dir = os.environ.get('HARNESS_VAR_DIR') or os.path.join(os.path.dirname(_HERE), 'var')
     try:
-        loaded = validate(text, var_dir)
+        loaded = validate(text, paths.var_dir())
     except (ValueError, SyntaxError, KeyError, TypeError) as err:
         return _fail(f'the file made does not pass config/slurm_systems.py ({err}); this is a '
                      'bug of the generator: please report it', 3)

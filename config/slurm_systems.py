@@ -348,8 +348,10 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                    link_notes: bool = True) -> tuple[dict, list[dict]]:
     """A ReFrame system and its environments from a `CLUSTER` dictionary
     (see config/cluster_template.py); `mpi_env` is ``HARNESS_MPI_ENV``'s mode
-    (settings.py passes its own), `note` takes the configuration's notes
-    (`link_notes`: also those on links a partition's records would wrongly name)."""
+    (settings.py passes the session's), `note` takes the configuration's notes
+    (default: `note`; the site generator's check passes a silent one) and
+    `link_notes` says whether also those on links a partition's records would
+    wrongly name."""
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
     name = cluster['name']
     prefix = cluster.get('prefix') or os.path.join(var_dir, name)
@@ -661,8 +663,8 @@ def slurm_systems(var_dir: str, local_envs: list[dict], stack_names: list[str],
                   note: Note = note) -> tuple[list[dict], list[dict]]:
     """Every Slurm system (local test clusters first) and their environments;
     `osu_prefix` gives a stack's OSU install where a cluster's stack names none;
-    `mpi_env` is ``HARNESS_MPI_ENV``'s mode, `note` takes the notes (settings.py
-    passes its own)."""
+    `mpi_env` is ``HARNESS_MPI_ENV``'s mode, `note` takes the notes (default:
+    `note`)."""
     system, envs = local_slurm(var_dir, local_envs, stack_names)
     cluster, cluster_envs = test_cluster(var_dir, osu_prefix, mpi_env, note, local_envs)
     sites, site_envs = site_clusters(var_dir, osu_prefix, mpi_env, note)

@@ -157,3 +157,19 @@ def test_a_system_without_runs_is_an_error_before_any_file_is_written(tmp_path, 
                           '--system', 'local', '--system', 'other']) == 2
     assert 'of system(s) other in' in capsys.readouterr().err
     assert not (refs / 'local.yaml').exists()
+
+
+def test_the_night_samples_option_is_bounded_as_harness_repeat(tmp_path, monkeypatch, capsys):
+    # --night-samples through the bounds of HARNESS_REPEAT (plan.bounded_int;
+    # the knob itself: test_references.test_a_bad_harness_repeat_is_one_line).
+    logs = stream_perflogs(tmp_path)
+    args = ['--perflogs', logs, '--prefix', str(tmp_path / 'refs'), '--dry-run']
+    for value in ('three', '0', '101', '+3', '٣'):
+        with pytest.raises(SystemExit) as exit_:
+            baseline.main([*args, '--night-samples', value])
+        assert exit_.value.code == 2
+        assert (f"argument --night-samples: must be an integer from 1 to 100, got {value!r}"
+                in capsys.readouterr().err)
+    monkeypatch.setenv('HARNESS_REPEAT', ' 3 ')
+    assert baseline.main(args) == 0
+    assert baseline.main([*args, '--night-samples', ' 100']) == 0

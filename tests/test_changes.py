@@ -157,8 +157,17 @@ def test_cli_prints_and_writes_json_and_fails_on_a_regression(tmp_path, step_sto
     # a time range without the step
     assert cli.main(['changes', '--store', step_store.directory, '--until',
                      night(20).isoformat(), '--fail-on-change']) == 0
-    with pytest.raises(SystemExit):
-        cli.main(['changes', '--store', step_store.directory, '--since', 'yesterday'])
+    # The times as used (a time without a zone is UTC), in the JSON too.
+    assert cli.main(['changes', '--store', step_store.directory, '--since', '2026-11-01',
+                     '--until', night(20).isoformat(), '--json', str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert (doc['since'], doc['until']) == ('2026-11-01T00:00:00+00:00', night(20).isoformat())
+    assert doc['changes'] == []
+    capsys.readouterr()
+    for option in ('--since', '--until'):
+        with pytest.raises(SystemExit):
+            cli.main(['changes', '--store', step_store.directory, option, 'yesterday'])
+        assert f"argument {option}: not an ISO time: 'yesterday'" in capsys.readouterr().err
 
 
 @pytest.fixture

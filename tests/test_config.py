@@ -173,6 +173,34 @@ def test_every_tool_reads_the_var_dir_the_runs_write(tmp_path, monkeypatch):
     assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / 'night') == var_dir()
 
 
+def test_the_configuration_and_the_tools_read_one_var_dir_whatever_its_spelling(
+        tmp_path, monkeypatch):
+    # One reading of HARNESS_VAR_DIR (harnesscore.paths.var_dir): the tools
+    # stripped the value and the configuration did not; the report's default
+    # store took the text as it stood (a relative path, '~').
+    from harnesscore.paths import var_dir
+    from hybridverdict.cli import parse_args, store_dir
+    values = ['rel/var', '~/night', ' spaced ', f'{tmp_path}//x/../abs', '  ']
+    code = ('import os, runpy, sys\n'
+            'for v in sys.argv[2:]:\n'
+            '    os.environ["HARNESS_VAR_DIR"] = v\n'
+            '    print(runpy.run_path(sys.argv[1])["REAL_VAR_DIR"])\n')
+    env = {**mpi_env(), 'HOME': str(tmp_path), 'HARNESS_QUIET': '1'}
+    proc = subprocess.run([sys.executable, '-c', code, str(CONFIG), *values], env=env,
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    tools = []
+    for value in values:
+        monkeypatch.setenv('HARNESS_VAR_DIR', value)
+        tools.append(var_dir())
+        assert store_dir(parse_args([])) == os.path.join(tools[-1], 'history')
+    assert proc.stdout.splitlines()[-len(values):] == tools == [
+        str(tmp_path / 'rel/var'), str(tmp_path / 'night'), str(tmp_path / ' spaced '),
+        str(tmp_path / 'abs'), str(CONFIG.parent.parent / 'var')]
+
+
 def test_the_perflog_handler_writes_the_schemas_fields_then_each_variables_parts(tmp_path):
     # in the order the harness's own writers (tests/perflog_writer.py, reports/tools/
     # bench.py) and readers take: every run field, the session last, then per variable

@@ -466,6 +466,17 @@ def test_a_ring_size_range_includes_its_maximum():
     assert message_sizes('1K:1K') == [1024]
 
 
+def test_a_pairs_message_size_is_a_ring_size_or_its_label():
+    # One grammar with the ring's --sizes (units.ring_size): parse_bytes had its
+    # own, which took '+8', '8_0' and sizes the ring refuses.
+    from harnesscore.units import parse_bytes
+    assert [parse_bytes(t) for t in ('8', ' 64K', '1m', '8B', '64KiB', '1 MiB', '16M')] == [
+        8, 65536, 2**20, 8, 65536, 2**20, 16 * 2**20]
+    for text in ('+8', '8_0', '0', '17M', '8 K', '1G', ''):
+        with pytest.raises(ValueError):
+            parse_bytes(text)
+
+
 @pytest.mark.parametrize('n, label', [
     (8, '8B'), (1024, '1KiB'), (1536, '1536B'), (65536, '64KiB'),
     (2**20, '1MiB'), (3 * 2**19, '1536KiB'), (2**20 + 1, '1048577B'),

@@ -140,14 +140,15 @@ def stream_perflogs(tmp_path) -> str:
     return str(logs)
 
 
-@pytest.mark.parametrize('repeat', ['abc', '0', '101', '²'])
+@pytest.mark.parametrize('repeat', ['abc', '0', '101', '²', '+3', '٣'])
 def test_a_bad_harness_repeat_is_one_line(tmp_path, capsys, monkeypatch, repeat):
     monkeypatch.setenv('HARNESS_REPEAT', repeat)
     assert baseline.main(['--perflogs', stream_perflogs(tmp_path), '--prefix',
                           str(tmp_path / 'refs'), '--dry-run']) == 2
     out = capsys.readouterr()
+    # the words of the checks' own reading (plan.samples_per_run) and of ./harness
     assert out.err == ('hybridverdict-baseline: error: HARNESS_REPEAT must be an integer '
-                       f'from 1 to 100: {repeat!r}\n')
+                       f'from 1 to 100, got {repeat!r}\n')
     assert out.out == ''
     monkeypatch.setenv('HARNESS_REPEAT', ' 5 ')
     assert baseline.main(['--perflogs', stream_perflogs(tmp_path / 'b'), '--prefix',

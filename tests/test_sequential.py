@@ -142,8 +142,8 @@ def test_measured_costs_feed_the_next_plan(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('options, message', [
-    (['--since', 'garbage'], "--since: not an ISO time: 'garbage'"),
-    (['--since', ''], "--since: not an ISO time: ''"),
+    (['--since', 'garbage'], "argument --since: not an ISO time: 'garbage'"),
+    (['--since', ''], "argument --since: not an ISO time: ''"),
     (['--noise-floor', '-5'], '--noise-floor must be in [0, 1), got -5.0'),
     (['--noise-floor', 'nan'], '--noise-floor must be in [0, 1), got nan'),
     (['--noise-floor', '1'], '--noise-floor must be in [0, 1), got 1.0'),

@@ -133,6 +133,7 @@ def rejected_options(text: str, name: str, options: list[str]) -> str:
     return (f'{name} rejected {given} (it printed its usage): '
             f'this OSU is too old, the checks need OSU {OSU_OLDEST} or later')
 
+
 def expected_sizes(min_size: int, max_size: int) -> list[int]:
     """The sizes OSU runs for ``-m MIN:MAX``: MIN, then doubling up to MAX
     (0 is followed by 1, as in osu_latency)."""
@@ -143,7 +144,6 @@ def expected_sizes(min_size: int, max_size: int) -> list[int]:
         sizes.append(s)
         s = s * 2 if s else 1
     return sizes
-
 
 
 def osu_spec(prefix: str, version: str = '') -> str:

@@ -14,13 +14,19 @@ SRC_DIR = os.path.join(REPO_DIR, 'src')
 REFERENCES_DIR = os.path.join(REPO_DIR, 'config', 'references')
 
 
-def var_dir() -> str:
+def var_dir(cwd: str | None = None) -> str:
     """``HARNESS_VAR_DIR``, else the checkout's ``var/``: where ``./harness`` and
     ReFrame's configuration put perflogs, stage and reports, so that the report
-    tools read what the runs wrote from whichever directory they are run."""
-    text = os.environ.get('HARNESS_VAR_DIR', '').strip()
-    # '~' and a relative path as ReFrame's configuration takes them
-    return os.path.abspath(os.path.expanduser(text)) if text else os.path.join(REPO_DIR, 'var')
+    tools read what the runs wrote from whichever directory they are run.
+
+    The one reading of the knob: a blank value is the default; ``~`` is
+    expanded; a relative path is taken from `cwd` (default: this process's;
+    ReFrame's configuration passes the directory the user ran ReFrame from),
+    as ``./harness`` takes it from where the user ran it."""
+    text = os.environ.get('HARNESS_VAR_DIR', '')
+    if not text.strip():
+        return os.path.join(REPO_DIR, 'var')
+    return os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(text)))
 
 
 def references_dir() -> str:

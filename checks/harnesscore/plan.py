@@ -854,11 +854,20 @@ MAX_ROUNDS = 100
 MAX_SAMPLES = 100
 
 
+def bounded_int(text: str, low: int, high: int) -> int:
+    """`text` (spaces around it aside) as an integer from `low` to `high`; else
+    ValueError saying so (ASCII digits only: ``int`` takes '+3', '3_0', '٣')."""
+    digits = text.strip()
+    if not re.fullmatch(r'[0-9]+', digits) or not low <= int(digits) <= high:
+        raise ValueError(f'must be an integer from {low} to {high}, got {text!r}')
+    return int(digits)
+
+
 def _int_knob(name: str, default: str, low: int, high: int) -> int:
-    text = os.environ.get(name, '').strip() or default
-    if not re.fullmatch(r'[0-9]+', text) or not low <= int(text) <= high:
-        raise ValueError(f'{name} must be an integer from {low} to {high}, got {text!r}')
-    return int(text)
+    try:
+        return bounded_int(os.environ.get(name, '').strip() or default, low, high)
+    except ValueError as err:
+        raise ValueError(f'{name} {err}') from None
 
 
 def max_rounds() -> int:

@@ -10,7 +10,6 @@ after each round whether a band is still undecided.  No ReFrame import.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -20,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from .bands import band_bounds, more_rounds
+from .kernel_output import RESULT, MalformedResult, results_with_lines
 from .osu_output import OsuParseError, OsuTable, parse_osu, rejected_options
 
 #: the file in which the job script notes how many rounds it ran
@@ -40,18 +40,21 @@ def _text(dirpath: str, name: str) -> str:
         return fp.read()
 
 
+def _results(text: str, name: str, tag: str = RESULT) -> list[tuple[str, dict]]:
+    """The result lines of `text`, each with its object (a malformed one: RoundsError)."""
+    try:
+        return list(results_with_lines(text, tag))
+    except MalformedResult as err:
+        raise RoundsError(f'{name}: {err}') from None
+
+
 def ring_results(text: str, name: str) -> dict[int, dict]:
     """The ring kernel's RESULT lines by message size (each must be verified)."""
     out = {}
-    for line in text.splitlines():
-        if line.startswith('RESULT '):
-            try:
-                res = json.loads(line[len('RESULT '):])
-            except json.JSONDecodeError as err:
-                raise RoundsError(f'{name}: malformed RESULT line ({err})') from None
-            if res.get('verified') is not True:
-                raise RoundsError(f'{name}: the ring kernel did not verify its result')
-            out[int(res['size'])] = res
+    for _, res in _results(text, name):
+        if res.get('verified') is not True:
+            raise RoundsError(f'{name}: the ring kernel did not verify its result')
+        out[int(res['size'])] = res
     if not out:
         raise RoundsError(f'{name}: the ring kernel printed no RESULT line')
     return out
@@ -163,11 +166,10 @@ def md_rates(text: str, tag: str) -> list[float]:
             rate = int(steps) * int(atoms) / float(t) if float(t) > 0 else 0.0
             out.append(_positive_rate(rate, tag, m.group(0)))
         return out
-    for m in re.finditer(rf'^{tag} (\{{.*\}})\s*$', text, re.M):
-        res = json.loads(m.group(1))
+    for line, res in _results(text, f'an md run ({tag})', tag):
         if res.get('verified') is not True:
             raise RoundsError(f'an md run ({tag}) did not verify its result')
-        out.append(_positive_rate(float(res['fom']), tag, m.group(0)))
+        out.append(_positive_rate(float(res['fom']), tag, line))
     return out
 
 

@@ -130,6 +130,7 @@ def message_time_size(name: str) -> int | None:
             return int(digits)
     return None
 
+
 #: Fields without which a line cannot be paired with another.
 REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
             'mode', 'ranks', 'threads', 'size')

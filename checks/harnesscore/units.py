@@ -12,14 +12,11 @@ _LABEL = re.compile(r'^(\d+) ?(B|KiB|MiB)$')
 
 
 def parse_bytes(text: str) -> int:
-    """A size of the ring's --sizes list: N, NK (KiB) or NM (MiB); or a
-    ``bytes_label``: '8B', '64KiB', '1 MiB'."""
+    """A size of the ring's --sizes list (`ring_size`: N, NK (KiB) or NM (MiB));
+    or a ``bytes_label``: '8B', '64KiB', '1 MiB'.  ValueError for anything else."""
     text = text.strip()
     labelled = label_bytes(text)
-    if labelled is not None:
-        return labelled
-    mult = {'k': KIB, 'm': MIB}.get(text[-1:].lower(), 1)
-    return int(text[:-1] if mult != 1 else text) * mult
+    return ring_size(text) if labelled is None else labelled
 
 
 #: What the ring kernel's --sizes takes (src/ring.c): each size 1 B .. 16 MiB,

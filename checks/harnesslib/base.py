@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import json
 import os
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
@@ -18,6 +17,7 @@ import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from harnesscore.host import host_cores
+from harnesscore.kernel_output import MalformedResult, result_lines
 from harnesscore.osu_output import env_family
 from harnesscore.paths import REFERENCES_DIR
 from harnesscore.references import references_file, split_name
@@ -638,6 +638,14 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
                 f'MPI library "{lib}": built or linked against another stack'))
 
 
+def sanity_results(text: str) -> list[dict]:
+    """The RESULT lines of a kernel's output (a malformed one: a sanity error)."""
+    try:
+        return result_lines(text)
+    except MalformedResult as err:
+        raise sn.SanityError(str(err)) from None
+
+
 class KernelCheck(RunBase):
     """One kernel run at one layout; subclasses say how to run their kernel."""
 
@@ -687,14 +695,7 @@ class KernelCheck(RunBase):
     def results(self) -> list[dict]:
         """Every RESULT line of the run, parsed (cached)."""
         if not hasattr(self, '_results'):
-            lines = sn.evaluate(sn.extractall(r'^RESULT (\{.*\})\s*$', self.stdout, 1))
-            self._results = []
-            for line in lines:
-                try:
-                    self._results.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise sn.SanityError(
-                        f'malformed RESULT line ({err}): {line[:200]}') from None
+            self._results = sanity_results(self.stage_text(str(self.job.stdout)))
         return self._results
 
     def headline(self) -> dict:
@@ -705,17 +706,9 @@ class KernelCheck(RunBase):
         """The hosts of the ranks of the last RESULT line that names them, each
         once, in rank order (read apart from ``results``, whose sanity errors
         are the sanity stage's)."""
-        try:
-            with open(os.path.join(self.stagedir, str(self.job.stdout)), encoding='utf-8',
-                      errors='replace') as fp:
-                lines = [ln for ln in fp if ln.startswith('RESULT {')]
-        except OSError:
-            return []
-        for line in reversed(lines):
-            try:
-                hosts = json.loads(line[len('RESULT '):]).get('hosts')
-            except (ValueError, AttributeError):
-                continue
+        for res in reversed(result_lines(self.stage_text(str(self.job.stdout)),
+                                         skip_malformed=True)):
+            hosts = res.get('hosts')
             if isinstance(hosts, list) and hosts:
                 return list(dict.fromkeys(str(h) for h in hosts))
         return []

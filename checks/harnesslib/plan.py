@@ -32,6 +32,7 @@ from harnesscore.stopping import run_main
 #: scans the divisors of the rank counts: far larger ones take minutes).
 MAX_DECLARED = 4096
 
+
 def _partition_topologies(config: str, system: str | None,
                           prgenvs: list[str] | None = None) -> list[Topology]:
     """The topology of every partition of the ReFrame configuration's system

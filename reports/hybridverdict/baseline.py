@@ -39,13 +39,14 @@ import yaml
 from harnesscore import references
 from harnesscore import stats as stats_rule
 from harnesscore.paths import references_dir, var_dir
-from harnesscore.plan import MAX_SAMPLES
+from harnesscore.plan import MAX_SAMPLES, bounded_int, samples_per_run
 from harnesscore.stopping import run_main
 from tabulate import tabulate
 
 from . import BASELINE_STOPPED, atomic
 from .changes import record_sessions
-from .perflog import PerflogError, ReadStats, Record, parse_time, read_perflogs
+from .perflog import PerflogError, ReadStats, Record, read_perflogs
+from .records import iso_time
 
 DEFAULT_FLOOR = 0.05
 #: the file a baseline locks in its prefix (``locked``)
@@ -305,13 +306,6 @@ def locked(prefix: str) -> contextlib.AbstractContextManager[None]:
         f'cannot lock {path}: {err.strerror or err}'))
 
 
-def _iso_time(text: str) -> dt.datetime:
-    try:
-        return parse_time(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'not an ISO time: {text!r}') from None
-
-
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -340,12 +334,10 @@ def _env_rate() -> float:
 
 
 def _count(text: str) -> int:
-    digits = text.strip()
-    # ASCII digits only: str.isdigit also takes '²', which int() refuses
-    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= MAX_SAMPLES:
-        raise argparse.ArgumentTypeError(f'must be an integer from 1 to {MAX_SAMPLES}: '
-                                         f'{text!r}')
-    return int(digits)
+    try:
+        return bounded_int(text, 1, MAX_SAMPLES)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 #: exit status when stdout was closed early (``--dry-run | head``): a shell's for SIGPIPE
@@ -369,8 +361,8 @@ def parser() -> argparse.ArgumentParser:
         description='Write per-system ReFrame reference files from the runs in perflogs.')
     ap.add_argument('--perflogs', nargs='+', default=[os.path.join(var_dir(), 'perflogs')],
                     help='perflog files or directories (default: $HARNESS_VAR_DIR/perflogs)')
-    ap.add_argument('--since', type=_iso_time, help='only runs completed at or after this')
-    ap.add_argument('--until', type=_iso_time, help='only runs completed before this')
+    ap.add_argument('--since', type=iso_time, help='only runs completed at or after this')
+    ap.add_argument('--until', type=iso_time, help='only runs completed before this')
     ap.add_argument('--system', action='append', default=[],
                     help='only this system (repeatable; default: every system in the logs)')
     ap.add_argument('--prefix', default=references_dir(),
@@ -404,9 +396,9 @@ def baseline(argv: list[str] | None) -> int:
     night = args.night_samples
     if night is None:
         try:
-            night = _count(os.environ.get('HARNESS_REPEAT', '').strip() or '3')
-        except argparse.ArgumentTypeError as err:
-            print(f'hybridverdict-baseline: error: HARNESS_REPEAT {err}', file=sys.stderr)
+            night = samples_per_run()
+        except ValueError as err:
+            print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
             return 2
     stats = ReadStats()
     try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
 import os
 import sys
@@ -20,7 +19,8 @@ from polars.exceptions import PolarsError
 
 from . import REPORT_STOPPED, __version__, changes, history
 from .atomic import write_replacing
-from .perflog import PerflogError, ReadStats, parse_time, read_perflogs
+from .perflog import PerflogError, ReadStats, read_perflogs
+from .records import iso_time
 from .render import terminal
 from .report import build
 from .runreport import RunReportError, merge, read_run_reports
@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--run-reports', nargs='+', metavar='PATH',
                    help='ReFrame JSON run reports (run-report-*.json) or directories of them; '
                         'records also found in a perflog are counted once')
-    p.add_argument('--since', metavar='ISO-TIME',
+    p.add_argument('--since', metavar='ISO-TIME', type=iso_time,
                    help='only runs completed at or after this time, e.g. '
                         '2026-11-22T10:00:00+00:00 (the history plots use every run)')
     p.add_argument('--out', metavar='DIR',
@@ -95,23 +95,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not 2 <= args.history_points <= history.MAX_POINTS:
         p.error(f'--history-points must be from 2 to {history.MAX_POINTS}, '
                 f'got {args.history_points}')
-    args.since = _times(p, args, 'since').get('since')
     return args
-
-
-def _times(p: argparse.ArgumentParser, args: argparse.Namespace,
-           *names: str) -> dict[str, dt.datetime]:
-    """The times of the options `names` that were given (an empty one is an error
-    too, not 'all')."""
-    out = {}
-    for name in names:
-        text = getattr(args, name)
-        if text is not None:
-            try:
-                out[name] = parse_time(text)
-            except ValueError:
-                p.error(f'--{name}: not an ISO time: {text!r}')
-    return out
 
 
 def store_dir(args: argparse.Namespace) -> str | None:
@@ -121,7 +105,7 @@ def store_dir(args: argparse.Namespace) -> str | None:
     if args.history_store:
         return args.history_store
     if not args.perflogs and not args.run_reports and os.environ.get('HARNESS_VAR_DIR'):
-        return os.path.join(os.environ['HARNESS_VAR_DIR'], 'history')
+        return os.path.join(var_dir(), 'history')
     return None
 
 
@@ -171,8 +155,10 @@ def changes_main(argv: list[str]) -> int:
                'regression was found, 2 unreadable store, bad option or knob. Knobs not '
                'given take HARNESS_CHANGE_MIN_SEGMENT, HARNESS_CHANGE_P_VALUE, '
                'HARNESS_CHANGE_MAGNITUDE, HARNESS_CHANGE_SESSION_GAP, else the defaults.')
-    p.add_argument('--since', metavar='ISO', help='sessions that start at or after this time')
-    p.add_argument('--until', metavar='ISO', help='sessions that start before this time')
+    p.add_argument('--since', metavar='ISO', type=iso_time,
+                   help='sessions that start at or after this time')
+    p.add_argument('--until', metavar='ISO', type=iso_time,
+                   help='sessions that start before this time')
     p.add_argument('--store', metavar='DIR',
                    help='the history store (default: $HARNESS_VAR_DIR/history, else '
                         'the checkout\'s var/history)')
@@ -187,7 +173,8 @@ def changes_main(argv: list[str]) -> int:
                    help=f'exit {EXIT_REGRESSION} when a confirmed regression was found (with '
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
-    bounds = _times(p, args, 'since', 'until')
+    bounds = {name: getattr(args, name) for name in ('since', 'until')
+              if getattr(args, name) is not None}
     given = {field: getattr(args, field) for _, field, *_ in KNOB_OPTIONS}
     for option, field, *_ in KNOB_OPTIONS:
         value = given[field]
@@ -223,7 +210,8 @@ def changes_main(argv: list[str]) -> int:
     print(f'{len(confirmed)} change point(s), {len(found) - len(confirmed)} unconfirmed, '
           f'in {directory} ({dataclasses.asdict(knobs)})')
     return _written(args, {'store': directory, 'knobs': dataclasses.asdict(knobs),
-                           'since': args.since, 'until': args.until,
+                           **{name: t and t.isoformat()
+                              for name, t in (('since', args.since), ('until', args.until))},
                            'changes': [c.as_dict() for c in found]}, confirmed)
 
 

@@ -33,6 +33,7 @@ from harnesscore.units import MIB, bytes_label
 from .apart import Apart
 from .hockney import FitError, HockneyFit, LogFit, error_text, fit_hockney, fit_log2
 from .records import Group, KernelSeries, Record
+from .section import cell
 
 LAT_KERNELS = ('ring-pingpong', 'osu_latency')
 BW_KERNELS = ('ring-bw', 'osu_bw')
@@ -44,6 +45,7 @@ ACCURACY_KERNEL = 'ring-vs-osu'
 
 _SIZED = re.compile(r'^(lat|bw)_(\d+)$')
 _SAT = re.compile(r'^bw_k(\d+)_(\d+)$')
+
 
 @functools.lru_cache(maxsize=4096)
 def sized(var: str) -> tuple[str, int] | None:
@@ -176,10 +178,6 @@ def p2p_curves(records: Iterable[Record]) -> list[Curve]:
         for size, t in points.items():
             curve.times[size].append(t)
     return _fit_each(curves, fit_hockney)
-
-
-def _fmt(x: float | None, spec: str = '.3g') -> str:
-    return 'n/a' if x is None else format(x, spec)
 
 
 def _dates(span: _Span) -> str:
@@ -325,10 +323,10 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
                            for k, x in figures(h).items())
         top = best_at.get((*where, big[0])) if big else None
         rel_big = big[1] / top if big and top else None
-        rows.append([apart.partition(h), h.family, apart.stack(h), _fmt(lat),
-                     _fmt(rel_lat, '.2f'), _fmt(bw, '.4g'), _pct(rel_bw),
+        rows.append([apart.partition(h), h.family, apart.stack(h), cell(lat),
+                     cell(rel_lat, '.2f'), cell(bw, '.4g'), _pct(rel_bw),
                      bytes_label(big[0], ' ') if big else 'n/a',
-                     _fmt(big[1] if big else None, '.4g'), _pct(rel_big), h.nodes,
+                     cell(big[1] if big else None, '.4g'), _pct(rel_big), h.nodes,
                      h.span.records])
         data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
                      'source': h.family,
@@ -408,9 +406,9 @@ def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]
         ring_build, osu_build = (_side_build(h, '' if one else side[h.family].shown(h))
                                  for h in (ring, osu))
         rows.append([systems.partition(ring), libraries.stack(ring) if one else ring.stack,
-                     ring_build, osu_build, _fmt(ring.latency), _fmt(osu.latency),
-                     _fmt(f['latency_ratio'], '.2f'), _fmt(ring.bandwidth, '.4g'),
-                     _fmt(osu.bandwidth, '.4g'), _fmt(f['bandwidth_ratio'], '.2f'),
+                     ring_build, osu_build, cell(ring.latency), cell(osu.latency),
+                     cell(f['latency_ratio'], '.2f'), cell(ring.bandwidth, '.4g'),
+                     cell(osu.bandwidth, '.4g'), cell(f['bandwidth_ratio'], '.2f'),
                      f'{ring.span.records}/{osu.span.records}'])
         data.append({'system': ring.system, 'partition': ring.partition, 'stack': ring.stack,
                      'nodes': ring.nodes, 'library': ring.library,

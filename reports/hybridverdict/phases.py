@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from .apart import Apart
 from .records import Group, Place, Record
+from .section import cell
 from .verdict import layout_pairs
 
 #: the md check's phases, then Chorley's two others (hloop, startup), shown where logged
@@ -103,5 +104,5 @@ def table_rows(rows: list[PhaseRow]) -> list[list[object]]:
     apart = Apart.of(rows)       # the system where the rows span several
     return [[r.stack_label, apart.partition(r), r.size, r.nodes, r.phase, r.mpi_layout,
              r.hybrid, f'{r.t_mpi:.4g}', f'{r.t_hybrid:.4g}',
-             'n/a' if r.ratio is None else f'{r.ratio:.3f}', r.samples]
+             cell(r.ratio, '.3f'), r.samples]
             for r in rows]

@@ -8,6 +8,7 @@ skipped, each skip with where its first was (``ReadStats``).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime as dt
 import math
@@ -261,6 +262,15 @@ def parse_time(text: str) -> dt.datetime:
     """An ISO time; one without a zone is UTC (ValueError if it is none)."""
     t = dt.datetime.fromisoformat(text)
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def iso_time(text: str) -> dt.datetime:
+    """`parse_time` as the ``type`` of an option such as ``--since``: a text that
+    is not an ISO time (an empty one too) is a usage error naming it."""
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not an ISO time: {text!r}') from None
 
 
 def from_fields(texts: Sequence[str], values: dict[str, float], units: dict[str, str],

@@ -52,6 +52,11 @@ FIG_HISTORY = 'history'
 FIG_SCALING = 'scaling'
 
 
+def cell(x: float | None, spec: str = '.3g') -> str:
+    """A table's number in `spec`, or ``n/a`` where there is none."""
+    return 'n/a' if x is None else format(x, spec)
+
+
 @dataclasses.dataclass
 class Section:
     """One analysis table beside the verdicts."""

@@ -43,7 +43,8 @@ from harnesscore.selection import passed_on
 from harnesscore.stopping import Signalled, held_back, run_main
 
 from . import atomic
-from .perflog import PerflogError, Record, parse_time, read_perflogs
+from .perflog import PerflogError, Record, read_perflogs
+from .records import iso_time
 from .verdict import Verdict, judged_as, name_less_sample, round_of, rounds_run, verdicts
 
 #: Seconds per run assumed before any run of the session was timed.
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     """The sequential rounds, then this session's measured costs for the plan."""
     rc = more_rounds(args)
     try:
-        written = update_costs(_read(args.perflogs, parse_time(args.since)), args.costs)
+        written = update_costs(_read(args.perflogs, args.since), args.costs)
     except (PerflogError, OSError) as err:
         print(f'sequential: the plan\'s measured costs not updated: {err}', file=sys.stderr)
         return rc or 2
@@ -213,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def more_rounds(args: argparse.Namespace) -> int:
-    since = parse_time(args.since)
+    since = args.since
     started = since.timestamp()
     rc = 0
     done_batches: set[tuple] = set()
@@ -299,7 +300,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description='Run more rounds of the pairs still INCONCLUSIVE since --since, one '
                     'ReFrame session per partition and stack, until each is decided, at the '
                     'cap of rounds, or the budget is spent.')
-    ap.add_argument('--since', required=True, metavar='ISO-TIME',
+    ap.add_argument('--since', required=True, metavar='ISO-TIME', type=iso_time,
                     help='start of the session (its records are the ones judged)')
     ap.add_argument('--deadline', required=True, type=float, metavar='EPOCH-S',
                     help='when the session\'s budget ends (seconds since the epoch)')
@@ -328,10 +329,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                  f'got {args.max_rounds}')
     if args.step < 1:
         ap.error(f'--step must be at least 1, got {args.step}')
-    try:
-        parse_time(args.since)
-    except ValueError:
-        ap.error(f'--since: not an ISO time: {args.since!r}')
     if not 0 <= args.noise_floor < 1:     # NaN too
         ap.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
     # The batches make their own selection (_reframe): the user's ReFrame

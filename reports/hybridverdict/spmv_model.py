@@ -20,6 +20,7 @@ T_funneled (``overlap``), next to the measured ratio.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from . import overlap
 from .apart import Apart
 from .records import Group, Place, Record
+from .section import cell
 
 #: the node count e_ni is measured on (Chow & Hysom, Table 8)
 E_NI_NODES = 2
@@ -187,8 +189,8 @@ def overlaps(records: Iterable[Record]) -> list[Overlap]:
     return out
 
 
-def _fmt(x: float | None) -> str:
-    return 'n/a' if x is None else f'{x:.3f}'
+#: The models' numbers in the tables: three decimals.
+_fmt = functools.partial(cell, spec='.3f')
 
 
 EFF_COLUMNS = ('stack', 'partition', 'size', 'nodes', 'hybrid', 'e_mt', 'e_cache', 'e_ni',
