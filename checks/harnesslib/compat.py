@@ -7,7 +7,9 @@
   performance stage fills it (``_perfvalues``), so that a failed run logs
   the same fields as a passed one (``harnesslib.base.PerfSchema``).
 
-And ``reads_output``: ReFrame's ``run_before`` for a hook that a dry run skips.
+And ``reads_output``: ReFrame's ``run_before`` for a hook that a dry run skips;
+``keep_force_exit``: ReFrame's stop on SIGTERM or SIGHUP is not lost in a log
+record (applied when the checks load).
 
 The pin in ``pyproject.toml`` is the version this was written against; another
 version is refused here, by name, instead of reordering or logging nothing in
@@ -18,9 +20,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import sys
 
 import reframe
 from reframe.core.builtins import run_before
+from reframe.core.exceptions import ForceExitError
 
 #: ReFrame versions whose registry layout this module knows.
 KNOWN_VERSIONS = ('4.10.',)
@@ -69,3 +74,33 @@ def reads_output(stage: str, always_last: bool = False):
                 hook(self)
         return run_before(stage, always_last=always_last)(unless_dry_run)
     return decorate
+
+
+def keep_force_exit() -> None:
+    """Let ReFrame's ``ForceExitError`` out of a log handler.
+
+    ReFrame stops on SIGTERM and SIGHUP by raising ``ForceExitError`` from
+    its signal handler, which also ignores every later one.  Where the signal
+    lands while a log record is formatted (``Setting up test paths``), the
+    handler's ``emit`` caught it and ``handleError`` printed a traceback:
+    the session ran on to its end, deaf to the signals that ``./harness``
+    passes on (2 runs in 15 of ``test_faults``' killed harness).  As ReFrame
+    itself wraps ``handleError`` (for ``BrokenPipeError``), this wraps it
+    once more to raise the error again; any other error is handled as before.
+    """
+    handle_error = logging.Handler.handleError
+    if getattr(handle_error, 'keeps_force_exit', False):
+        return
+
+    @functools.wraps(handle_error)
+    def handle_error_but_force_exit(handler: logging.Handler, record: logging.LogRecord) -> None:
+        err = sys.exc_info()[1]
+        if isinstance(err, ForceExitError):
+            raise err
+        handle_error(handler, record)
+
+    handle_error_but_force_exit.keeps_force_exit = True  # type: ignore[attr-defined]
+    logging.Handler.handleError = handle_error_but_force_exit  # type: ignore[method-assign]
+
+
+keep_force_exit()

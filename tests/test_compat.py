@@ -1,0 +1,45 @@
+"""ReFrame's stop on a signal is not lost in a log record (harnesslib.compat)."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+from harnesslib import compat
+from reframe.core.exceptions import ForceExitError
+
+
+class Raising(logging.Formatter):
+    """A formatter that a signal interrupts (it raises what the handler raised)."""
+
+    def __init__(self, err: BaseException) -> None:
+        super().__init__()
+        self.err = err
+
+    def format(self, record: logging.LogRecord) -> str:
+        raise self.err
+
+
+def _logger(err: BaseException) -> tuple[logging.Logger, io.StringIO]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(Raising(err))
+    logger = logging.Logger('compat-test')
+    logger.addHandler(handler)
+    return logger, stream
+
+
+def test_reframes_force_exit_leaves_a_log_handler_and_other_errors_do_not(capsys):
+    # ReFrame's SIGTERM handler raising inside StreamHandler.emit: logging
+    # printed '--- Logging error ---' and the session ran on to its end.
+    compat.keep_force_exit()
+    compat.keep_force_exit()        # once only, however often the checks load
+    logger, _ = _logger(ForceExitError('received signal 15'))
+    with pytest.raises(ForceExitError, match='received signal 15'):
+        logger.warning('Setting up test paths')
+    logger, _ = _logger(ValueError('a bad record'))
+    logger.warning('still logged')  # handled as logging and ReFrame handle it
+    assert '--- Logging error ---' in capsys.readouterr().err
+    assert logging.Handler.handleError.keeps_force_exit
+    assert not getattr(logging.Handler.handleError.__wrapped__, 'keeps_force_exit', False)
