@@ -13,6 +13,7 @@ prints the judgements (:func:`judgement_summary`) and exits with
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 import time
@@ -63,9 +64,10 @@ def storage(var_dir: str) -> list[dict]:
 EXIT_INCONCLUSIVE = 3
 
 
-def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str], int]:
+def judgement_summary(perflogs: str, since: dt.datetime | None = None,
+                      ) -> tuple[list[str], int]:
     """The lines that summarise the band judgements of the runs in `perflogs`
-    (since the ISO time `since`), and the exit status they call for: 0, or
+    (completed at or after `since`), and the exit status they call for: 0, or
     EXIT_INCONCLUSIVE when a run was inconclusive and none failed.
 
     A sampled variant is judged once, by its last sample (harnesslib.noise);
@@ -74,10 +76,10 @@ def judgement_summary(perflogs: str, since: str | None = None) -> tuple[list[str
     a judgement in the soft zone ('warn') is listed and does not change the
     status."""
     from harnesscore.references import split_name
-    from hybridverdict.perflog import ReadStats, parse_time, read_perflogs
+    from hybridverdict.perflog import ReadStats, read_perflogs
 
     stats = ReadStats()
-    records = read_perflogs([perflogs], parse_time(since) if since else None, stats)
+    records = read_perflogs([perflogs], since, stats)
     states: dict[str, list] = {'pass': [], 'fail': [], 'inconclusive': [], 'warn': []}
 
     def variant(rec) -> tuple[str, ...]:
@@ -141,14 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.perflogs):
         print(f'config/nightly.py: no perflog directory {args.perflogs}', file=sys.stderr)
         return 2
+    since = None
     if args.since:
         from hybridverdict.records import iso_time
         try:
-            iso_time(args.since)
+            since = iso_time(args.since)
         except argparse.ArgumentTypeError as err:
             print(f'config/nightly.py: error: --since: {err}', file=sys.stderr)
             return 2
-    lines, status = judgement_summary(args.perflogs, args.since)
+    lines, status = judgement_summary(args.perflogs, since)
     print('\n'.join(lines))
     return status
 

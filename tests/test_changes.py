@@ -189,6 +189,8 @@ def morning_store(tmp_path: Path) -> store.Store:
                 offset=300)
     write_check(logs / 'Added.log', 'Added', 't_total', 's', [None] * last + [1.0], rng,
                 offset=400)
+    write_check(logs / 'AddedFailing.log', 'AddedFailing', 't_total', 's',
+                [None] * last + [1.0], rng, offset=500, results=['fail'] * nights)
     return stored(tmp_path)
 
 
@@ -203,10 +205,14 @@ def test_the_morning_page_says_what_moved(tmp_path, morning_store):
     assert lines[0].endswith('changed then: OMPI_MCA_btl unset -> self,tcp')
     assert lines[1].startswith('improvement: Faster layout=mpi_2x1 t_total, openmpi@shm: -2')
     assert ' from 2026-10-30 02:30 ' in lines[1] and 'better, unconfirmed' in lines[1]
+    # a new check that fails is newly failing (a line saying "new" alone would hide it)
     assert lines[2:] == [
+        'newly failing: AddedFailing layout=mpi_2x1, openmpi@shm (not run the session before)',
         'newly failing: Failing layout=mpi_2x1, openmpi@shm',
         'missing: Gone layout=mpi_2x1, openmpi@shm (ran the session before, not the last)',
         'new: Added layout=mpi_2x1, openmpi@shm (not run the session before)']
+    assert page.new == ['Added layout=mpi_2x1, openmpi@shm',
+                        'AddedFailing layout=mpi_2x1, openmpi@shm']
     # two nights later the regression is confirmed by the third night after it
     rng = random.Random(4)
     logs = tmp_path / 'perflogs'
@@ -228,8 +234,8 @@ def test_cli_prints_the_morning_page_and_a_knob_makes_its_regression_fatal(tmp_p
                      str(out)]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith('regression: Slower') and 'newly failing: Failing' in printed
-    assert json.loads(out.read_text())['newly_failing'] == ['Failing layout=mpi_2x1, '
-                                                            'openmpi@shm']
+    assert json.loads(out.read_text())['newly_failing'] == [
+        'AddedFailing layout=mpi_2x1, openmpi@shm', 'Failing layout=mpi_2x1, openmpi@shm']
     # the page's regression is unconfirmed (one night): fatal only with the knob
     assert cli.main(['changes', '--store', morning_store.directory, '--last-night',
                      '--fail-on-change']) == cli.EXIT_REGRESSION

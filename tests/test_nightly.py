@@ -238,7 +238,8 @@ def _nightly() -> types.ModuleType:
 Run = tuple[str, str, str, dt.datetime]
 
 
-def _summary(tmp_path: Path, runs: list[Run], since: str | None = None) -> tuple[str, int]:
+def _summary(tmp_path: Path, runs: list[Run], since: dt.datetime | None = None,
+             ) -> tuple[str, int]:
     """The judgement summary of a perflog of StreamCheck's `runs`."""
     write(tmp_path / 'local' / 'shm' / 'StreamCheck.log', [header(['fom'])] + [
         line('stream', {'fom': (10.0, 'GB/s', 12.0, -0.2, None)}, name=name, stack=stack,
@@ -283,7 +284,7 @@ def test_a_failed_judgement_is_listed_and_leaves_the_failure_to_reframe(tmp_path
 def test_the_summary_leaves_out_the_runs_before_since(tmp_path):
     yesterday = T0 - dt.timedelta(days=1)
     text, status = _summary(tmp_path, [(MPI, 'mpich', 'inconclusive', yesterday),
-                                       (MPI, 'mpich', 'pass', T0)], since=T0.isoformat())
+                                       (MPI, 'mpich', 'pass', T0)], since=T0)
     assert status == 0 and '1 run(s)' in text, text
 
 

@@ -685,6 +685,10 @@ def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None
 
 # ---- the morning page ----------------------------------------------------------------
 
+#: How the morning page marks a test variant its system's session before did not run.
+NEW = ' (not run the session before)'
+
+
 @dataclasses.dataclass
 class Morning:
     """What moved in the last session against the one before."""
@@ -693,7 +697,7 @@ class Morning:
     series: int                       # series with a point in the last session
     checks: int                       # test variants run in the last session
     changes: list[ChangePoint]
-    failing: list[str]                # test variants that newly fail
+    failing: list[str]                # test variants that newly fail (new ones too)
     passing: list[str]                # ... that newly pass
     missing: list[str]                # run in the session before, not in the last
     new: list[str]                    # run in the last, not in the one before
@@ -710,10 +714,11 @@ class Morning:
         out = []
         for kind in ('regression', 'improvement'):
             out += [f'{kind}: {c.line()}' for c in self.changes if c.kind == kind]
-        out += [f'newly failing: {c}' for c in self.failing]
+        new = set(self.new)
+        out += [f'newly failing: {c}{NEW if c in new else ""}' for c in self.failing]
         out += [f'newly passing: {c}' for c in self.passing]
         out += [f'missing: {c} (ran the session before, not the last)' for c in self.missing]
-        out += [f'new: {c} (not run the session before)' for c in self.new]
+        out += [f'new: {c}{NEW}' for c in self.new if c not in self.failing]
         return out
 
     def as_dict(self) -> dict:
@@ -817,7 +822,10 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
                     .select(*KEY_COLUMNS).unique().select(pl.len()).collect().item())
     return Morning(
         last_night=starts[last], series=n_series, checks=len(now), changes=moved,
-        failing=sorted(c for c, s in now.items() if s == 'fail' and then.get(c) == 'pass'),
+        # a new variant that fails is newly failing too: a line that says only "new"
+        # would hide it (a system's first session has no new variants, so none)
+        failing=sorted(c for c, s in now.items() if s == 'fail'
+                       and (then.get(c) == 'pass' or (c in known and c not in then))),
         passing=sorted(c for c, s in now.items() if s == 'pass' and then.get(c) == 'fail'),
         missing=sorted(set(then) - set(now)), new=sorted(set(known) - set(then)))
 
@@ -827,8 +835,9 @@ NOTE = ('The last session against the history (hybridverdict.changes): change po
         'whose first session is the last one (unconfirmed until the minimum segment of '
         'sessions lies after them) or that the last session confirmed first, with the '
         'size after/before and its 95% interval and what differed in the provenance; '
-        'checks that newly fail or pass, and test variants missing or new, against the '
-        "session before of the same system (the systems that ran in the last session).")
+        'checks that newly fail (new ones among them) or pass, and test variants missing '
+        'or new, against the session before of the same system (the systems that ran in '
+        'the last session).')
 
 
 def section_rows(morning: Morning) -> list[list[object]]:

@@ -173,8 +173,6 @@ def changes_main(argv: list[str]) -> int:
                    help=f'exit {EXIT_REGRESSION} when a confirmed regression was found (with '
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
-    bounds = {name: getattr(args, name) for name in ('since', 'until')
-              if getattr(args, name) is not None}
     given = {field: getattr(args, field) for _, field, *_ in KNOB_OPTIONS}
     for option, field, *_ in KNOB_OPTIONS:
         value = given[field]
@@ -197,7 +195,7 @@ def changes_main(argv: list[str]) -> int:
         if args.last_night:
             morning = changes.since_last_night(hist, knobs=knobs)
         else:
-            found = changes.find(hist, knobs, **bounds)
+            found = changes.find(hist, knobs, since=args.since, until=args.until)
     except (StoreError, OSError) as err:
         print(f'hybridverdict changes: {err}', file=sys.stderr)
         return 2
@@ -210,8 +208,8 @@ def changes_main(argv: list[str]) -> int:
     print(f'{len(confirmed)} change point(s), {len(found) - len(confirmed)} unconfirmed, '
           f'in {directory} ({dataclasses.asdict(knobs)})')
     return _written(args, {'store': directory, 'knobs': dataclasses.asdict(knobs),
-                           **{name: t and t.isoformat()
-                              for name, t in (('since', args.since), ('until', args.until))},
+                           'since': args.since and args.since.isoformat(),
+                           'until': args.until and args.until.isoformat(),
                            'changes': [c.as_dict() for c in found]}, confirmed)
 
 
