@@ -74,6 +74,23 @@ def test_extra_unknown_fields_are_fine(tmp_path):
     assert any('extra_field' in w for w in stats.warnings())
 
 
+def test_an_unknown_field_counts_once_per_file_whatever_its_lines_shape(tmp_path):
+    """A file whose first record failed (a header without variables) reads its later
+    lines by another header's shape: its unknown field is still one file's."""
+    n = len(header_fields())
+    fields = line().split('|')
+    passed = '|'.join(fields[:n] + ['x'] + fields[n:])
+    write(tmp_path / 'a' / 'SpmvCheck.log', HEADER.replace('|' + PERF, '|site_extra|' + PERF),
+          passed)
+    failed = '|'.join(line(result='fail').split('|')[:n] + ['x']) + '|'
+    write(tmp_path / 'b' / 'SpmvCheck.log', '|'.join(header_fields()) + '|site_extra|',
+          failed, passed)
+    stats = ReadStats()
+    assert len(read_perflogs([str(tmp_path)], stats=stats)) == 3
+    assert stats.unknown_fields == {'site_extra': 2}
+    assert 'ignored unknown perflog field(s): site_extra (2 file(s))' in stats.warnings()
+
+
 def test_since_filters_older_runs(tmp_path):
     write(tmp_path / 'x.log', HEADER, line(time='2026-11-21T10:00:00+0000'), line())
     since = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)

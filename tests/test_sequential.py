@@ -420,3 +420,15 @@ def test_measured_costs_keep_the_other_runs_of_the_partition(tmp_path):
     import json
     assert json.loads(costs.read_text())['local:shm'] == {
         'spmv funneled_1x2 16': 9.0, 'spmv mpi_2x1 16': 2.0, 'spmv masteronly_1x2 16': 2.0}
+
+
+def test_a_partitions_entry_that_is_no_table_is_replaced(tmp_path):
+    """A hand-edited costs file whose partition entry is a number (the reader passes
+    it over) is no traceback after the session: the entry is written anew."""
+    import json
+    costs = tmp_path / 'plan-costs.json'
+    costs.write_text('{"local:shm": 12.5, "other:tcp": {"ring mpi_2x1 8": 3.0}}')
+    assert sequential.update_costs(_session(tmp_path, [1.0, 0.7, 1.3]), str(costs)) == 2
+    assert json.loads(costs.read_text()) == {
+        'local:shm': {'spmv mpi_2x1 16': 2.0, 'spmv masteronly_1x2 16': 2.0},
+        'other:tcp': {'ring mpi_2x1 8': 3.0}}

@@ -143,6 +143,27 @@ def test_confirmed_when_the_last_three_sessions_agree():
     assert not v3.confirmed and v3.sessions == 'TIE WIN WIN'
 
 
+def test_each_system_confirms_by_its_own_last_three_sessions():
+    """Two systems' nightlies in one history (one store or var dir): their sessions
+    alternate, and each pair is confirmed by its own system's last three sessions."""
+    history = []
+    for night in range(3):
+        for system, hours in (('alpha', 0), ('beta', 2)):
+            when = T0 + dt.timedelta(days=night, hours=hours)
+            history += [rec('mpi', 1.0, time=when, system=system, session=f'{system}-{night}'),
+                        hyb(0.5, time=when, system=system, session=f'{system}-{night}')]
+    found = verdicts(history[-4:], history=history)
+    assert [(v.system, v.confirmed, v.sessions) for v in found] == [
+        ('alpha', True, 'WIN WIN WIN'), ('beta', True, 'WIN WIN WIN')]
+    # a session of alpha's that did not run the pair still counts against it
+    other = T0 + dt.timedelta(days=3)
+    extra = [dataclasses.replace(rec('mpi', 1.0, time=other, system='alpha',
+                                     session='alpha-3'), kernel='md')]
+    (a, b) = verdicts(history[-4:], history=history + extra)
+    assert (a.system, a.confirmed, a.sessions) == ('alpha', False, 'WIN WIN')
+    assert (b.system, b.confirmed) == ('beta', True)
+
+
 def test_crossover_per_size_with_its_sentence():
     from hybridverdict.verdict import crossovers
     runs = []

@@ -212,7 +212,8 @@ def _reshaped(header: _Header, fields: list[str], path: str, lineno: int,
         (block,) = blocks
     key = (id(header), block)
     if key not in cache:
-        cache[key] = _Header(header.fields[:header.run_width] + list(block), stats)
+        # the file's header counted its unknown fields already
+        cache[key] = _Header(header.fields[:header.run_width] + list(block), ReadStats())
     return cache[key]
 
 

@@ -185,7 +185,11 @@ def update_costs(records: Sequence[Record], path: str) -> int:
     except (OSError, ValueError):
         table = {}
     for part, costs in new.items():
-        table.setdefault(part, {}).update({k: round(v, 3) for k, v in costs.items()})
+        # a partition's entry that is no table (hand-edited) is replaced, as the
+        # reader passes it over (plan.measured_costs)
+        old = table.get(part)
+        table[part] = {**(old if isinstance(old, dict) else {}),
+                       **{k: round(v, 3) for k, v in costs.items()}}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic.write_replacing(path, json.dumps(table, indent=1, sort_keys=True) + '\n')
     return sum(len(c) for c in new.values())

@@ -282,17 +282,22 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
 def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_FLOOR,
                   variable: str = TIME_VARIABLE, last: int = stats.CONFIRM_SESSIONS,
                   ) -> dict[tuple, list[str]]:
-    """Verdict key -> its call in each of the `last` sessions of the history, oldest
-    first (sessions as ``changes.sessions`` tells them apart); a pair not measured in
-    one of them has fewer calls."""
+    """Verdict key -> its call in each of the last `last` sessions of its system in the
+    history, oldest first (sessions as ``changes.sessions`` tells them apart; a store
+    can hold several systems' nightlies, whose sessions alternate); a pair not
+    measured in one of them has fewer calls."""
     from .changes import record_sessions  # polars: only where a history is given
-    by_session: dict[int, list[Record]] = defaultdict(list)
+    by_session: dict[tuple[str, int], list[Record]] = defaultdict(list)
     for r, session in zip(history, record_sessions(history)):
-        by_session[session].append(r)
+        by_session[r.system, session].append(r)
+    sessions: dict[str, list[int]] = defaultdict(list)
+    for system, i in sorted(by_session):
+        sessions[system].append(i)
     calls: dict[tuple, list[str]] = defaultdict(list)
-    for i in sorted(by_session)[-last:]:
-        for v in verdicts(by_session[i], noise_floor, variable):
-            calls[v.key].append(v.verdict)
+    for system, numbers in sessions.items():
+        for i in numbers[-last:]:
+            for v in verdicts(by_session[system, i], noise_floor, variable):
+                calls[v.key].append(v.verdict)
     return calls
 
 
@@ -300,7 +305,7 @@ def confirm(found: list[Verdict], history: Sequence[Record],
             noise_floor: float = DEFAULT_NOISE_FLOOR, variable: str = TIME_VARIABLE,
             sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
     """The verdicts, each confirmed when it made the same call as the report's in each
-    of the last `sessions` sessions of the history."""
+    of the last `sessions` sessions of its system in the history."""
     calls = session_calls(history, noise_floor, variable, sessions)
     out = []
     for v in found:
