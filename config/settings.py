@@ -215,7 +215,7 @@ def _find_stack(name: str, spec: Stack) -> dict | None:
     if prefix:
         # Resolved once; a prefix with characters a shell or CMake would read
         # (spaces, $, quotes) is given to them through a link (reframe_path).
-        given, prefix = prefix, reframe_path(os.path.join(_caller_cwd(), prefix))
+        given, prefix = prefix, reframe_path(paths.user_path(prefix, _caller_cwd()))
         cc = os.path.join(prefix, 'bin', 'mpicc')
         launchers = [os.path.join(prefix, 'bin', exe) for exe in spec.launchers]
         launcher = next((exe for exe in launchers if os.access(exe, os.X_OK)), None)
@@ -244,7 +244,7 @@ def _osu_prefix(stack: str) -> str:
     template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
     if not template:
         return ''
-    return reframe_path(os.path.join(_caller_cwd(), template.replace('{stack}', stack)))
+    return reframe_path(paths.user_path(template.replace('{stack}', stack), _caller_cwd()))
 
 
 def _selected_stacks() -> list[str]:
@@ -392,7 +392,7 @@ def _check_references(systems: list[str]) -> None:
     """Each system's references file, if it has one, must be one ReFrame can
     read: otherwise ReFrame would skip every test with a warning and end
     'PASSED Ran 0/0' with exit status 0."""
-    prefix = os.path.join(_caller_cwd(), paths.references_dir())
+    prefix = paths.user_path(paths.references_dir(), _caller_cwd())
     for system in systems:
         path = references_file(prefix, system)
         if os.path.isfile(path):

@@ -39,6 +39,7 @@ from typing import Any
 
 from harnesscore.host import host_processor  # the local partitions' too (settings.py)
 from harnesscore.knobs import env_list
+from harnesscore.paths import user_path
 from harnesscore.stacks import STACK, STACKS, default_stacks
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
@@ -471,7 +472,7 @@ def _site_files() -> list[str]:
         # Relative to where reframe was started (ReFrame may load this file
         # from another working directory).
         base = os.environ.get('PWD') or os.getcwd()
-        files = [os.path.join(base, f) for f in listed]
+        files = [user_path(f, base) for f in listed]
         missing = [f for f in files if not os.path.isfile(f)]
         if missing:
             raise ValueError(f'HARNESS_CLUSTERS names missing file(s): {", ".join(missing)}')

@@ -130,6 +130,30 @@ def test_a_prefix_gives_a_stack_its_wrappers(tmp_path, stacks):
     assert env['extras']['family'] == 'mvapich2'
 
 
+def test_every_path_knob_takes_a_tilde_as_the_home(tmp_path, stacks, monkeypatch):
+    """'~' in a knob's path (a quoted export, cron, systemd) is the home for plain
+    reframe and the tools, as for ./harness and HARNESS_VAR_DIR: it was a folder
+    named '~' under the current one."""
+    if 'mpich' not in stacks:
+        pytest.skip('needs MPICH')
+    prefix = tmp_path / 'mv2'
+    (prefix / 'bin').mkdir(parents=True)
+    for exe, target in (('mpicc', 'mpicc.mpich'), ('mpiexec', 'mpiexec.mpich')):
+        (prefix / 'bin' / exe).symlink_to(f'/usr/bin/{target}')
+    conf, err = load(tmp_path, HOME=str(tmp_path), HARNESS_MVAPICH2_PREFIX='~/mv2')
+    assert envs_of(conf, 'shm')['mvapich2']['cc'] == str(prefix / 'bin' / 'mpicc'), err
+    conf, err = load(tmp_path, HOME=str(tmp_path), HARNESS_CLUSTERS='~/site_x.py')
+    assert f'HARNESS_CLUSTERS names missing file(s): {tmp_path / "site_x.py"}' in err
+    from harnesscore import plan
+    from hybridverdict import sequential
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.setenv('HARNESS_PLAN_COSTS', '~/costs.json')
+    assert plan.costs_path() == str(tmp_path / 'costs.json')
+    args = sequential.parse_args(['--since', '2026-11-26T00:00:00+00:00', '--deadline', '0',
+                                 '--', 'reframe'])
+    assert args.costs == str(tmp_path / 'costs.json')
+
+
 def test_the_last_attempt_of_each_case_is_read_after_a_retry(tmp_path):
     """With --max-retries a failed case leaves its empty folder and reruns in
     <case>_retry<N>: the tests read each case's last attempt only."""

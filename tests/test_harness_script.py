@@ -62,6 +62,16 @@ def test_relative_paths_are_the_users_not_the_checkouts(tmp_path):
                                'HARNESS_VAR_DIR': 'var'})
     assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
     assert (tmp_path / 'var').is_dir()
+    # a literal ~ (a quoted export, cron, systemd) is the home, as the tools read it
+    home = tmp_path / 'home'
+    home.mkdir()
+    (home / 'myvenv').symlink_to(REPO / '.venv')
+    proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, 'HOME': str(home), 'HARNESS_VENV': '~/myvenv',
+                               'HARNESS_NO_APT': '1', 'HARNESS_VAR_DIR': '~/var'})
+    assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
+    assert (home / 'var').is_dir() and not (tmp_path / '~').exists()
 
 
 def test_readme_quick_start_holds_the_two_commands():

@@ -198,6 +198,21 @@ def test_the_nightly_names_the_junit_report_it_asked_for_not_an_older_one(
             assert f'JUnit report: {asked}\n' in night.stdout, explain(night)
 
 
+def test_the_users_options_reach_reframe_and_the_report_as_written(tmp_path, fake_venv):
+    """HARNESS_REFRAME_OPTS and HARNESS_REPORT_OPTS are split at blanks, never matched
+    against the checkout's files (-n '.*' was .ci .git ...), and the user's own
+    --report-junit, which ReFrame takes over the nightly's, is the one named."""
+    var = tmp_path / 'var'
+    mine = tmp_path / 'mine.xml'
+    night = stub_nightly(fake_venv, var, HARNESS_REFRAME_OPTS=f'-n .* --report-junit={mine}',
+                         HARNESS_REPORT_OPTS='--tidy .*')
+    assert night.returncode == 0, explain(night)
+    log = (var / 'stub.log').read_text()
+    assert re.search(rf' -r -n \.\* --report-junit={re.escape(str(mine))}\n', log), log
+    assert re.search(r'stub hybridverdict --since \S+ --tidy \.\*\n', log), log
+    assert f'JUnit report: {mine}\n' in night.stdout, explain(night)
+
+
 @pytest.mark.parametrize('value', ['true', 'yes', '2', ' 1'])
 def test_a_changes_fatal_other_than_0_or_1_is_refused_before_the_session(
         tmp_path, fake_venv, value):

@@ -814,3 +814,17 @@ def test_an_affinity_narrower_than_the_launchers_cpus_is_named(tmp_path):
     assert H.launcher_cpus(str(root)) == {0, 1}
     assert H.cpu_list('0-2,5,7-8') == {0, 1, 2, 5, 7, 8}
     assert H.cpu_list_text({8, 0, 1, 2, 5, 7}) == '0-2,5,7-8'
+
+
+def test_divisors_and_a_partition_of_many_nodes_are_planned_at_once():
+    """divisors counted to n (and md's grid worked out again for every L tried): a
+    declared partition of 4096 nodes of 4096 cores, within the bounds the plan takes,
+    ran for minutes. The same divisors, and an answer (the guard is a hang's)."""
+    assert all(P.divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+               for n in range(1, 3000))
+    assert P.divisors(4096 * 4096) == [2 ** i for i in range(25)]
+    proc = subprocess.run([sys.executable, '-m', 'harnesslib.plan', '--cores', '4096',
+                           '--nodes', '4096', '-q'], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, 'HARNESS_BUDGET': '30m'})
+    assert proc.returncode == 1 and 'NOTHING runs within the budget' in proc.stderr, (
+        proc.stdout + proc.stderr)

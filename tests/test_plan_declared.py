@@ -15,9 +15,9 @@ from conftest import BIN, REPO, mpi_env, run_reframe
 pytestmark = pytest.mark.integration
 
 
-def plan_output(*args: str) -> subprocess.CompletedProcess[str]:
+def plan_output(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, '-m', 'harnesslib.plan', *args], cwd=REPO,
-                          env=mpi_env(), capture_output=True, text=True, timeout=120)
+                          env=mpi_env(**env), capture_output=True, text=True, timeout=120)
 
 
 def test_declared_partitions_have_the_declared_topology():
@@ -29,6 +29,9 @@ def test_declared_partitions_have_the_declared_topology():
                 in out), out
     assert out.count('declared: runs oversubscribed') == 2
     assert 'plan declared:cores16:' in out and 'within the budget' in out
+    # RFM_SYSTEM names the system as it does for reframe (the plan was this host's)
+    by_env = plan_output('-q', RFM_SYSTEM='declared')
+    assert by_env.returncode == 0 and by_env.stdout == out, by_env.stdout + by_env.stderr
 
 
 def test_an_unknown_system_or_configuration_is_a_clear_error(tmp_path):

@@ -123,10 +123,12 @@ KNOBS: tuple[Knob, ...] = (
     _run('HARNESS_REPEAT', '3', 'samples of every kernel run (the checks\' sample parameter), '
          '1 to 100', (*_SESSION, 'hybridverdict-baseline'), see='getting-started.md'),
     _run('HARNESS_REFRAME_OPTS', 'none', 'extra reframe options for run and nightly '
-         '(e.g. "-n SpmvCheck", "-T benchmark", "--system local-slurm")', _RUN_NIGHTLY,
-         see='getting-started.md'),
+         '(e.g. "-n SpmvCheck", "-T benchmark", "--system local-slurm"), split at blanks '
+         'and passed as written: no quotes, no file patterns ("-p .*" reaches reframe)',
+         _RUN_NIGHTLY, see='getting-started.md'),
     _run('HARNESS_REPORT_OPTS', 'none', 'extra hybridverdict options for the report of run '
-         'and nightly (e.g. "--functional-verdicts")', _RUN_NIGHTLY, see='report.md'),
+         'and nightly (e.g. "--functional-verdicts"), split at blanks as '
+         'HARNESS_REFRAME_OPTS', _RUN_NIGHTLY, see='report.md'),
     _run('HARNESS_MPI_ENV', 'clean', 'clean: the shell\'s MPI and OpenMP tuning variables '
          '(OMPI_MCA_*, UCX_*, MPICH_*, OMP_*, ...) and the user\'s own MPI configuration files '
          'do not reach the runs; keep: they do (recorded either way)'),

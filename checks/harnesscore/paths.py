@@ -26,6 +26,13 @@ def var_dir(cwd: str | None = None) -> str:
     text = os.environ.get('HARNESS_VAR_DIR', '')
     if not text.strip():
         return os.path.join(REPO_DIR, 'var')
+    return user_path(text, cwd)
+
+
+def user_path(text: str, cwd: str | None = None) -> str:
+    """A path a knob names, as ``./harness`` resolves it (its ``absolute``): ``~``
+    is the home, and a relative path is taken from `cwd` (default: this process's
+    directory; ReFrame's configuration passes the one the user ran ReFrame from)."""
     return os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(text)))
 
 

@@ -24,6 +24,7 @@ its verdicts (``pair_verdicts``) and (spmv) its serial run, or not at all.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -31,7 +32,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from .host import host_cores
-from .paths import var_dir
+from .paths import user_path, var_dir
 from .stats import DEFAULT_MAX_ROUNDS
 from .units import message_sizes
 
@@ -284,8 +285,10 @@ Layout = tuple[str, int, int]   # (mode, ranks per node, threads per rank)
 
 
 def divisors(n: int) -> list[int]:
-    """1 .. n, the numbers that divide n."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """1 .. n, the numbers that divide n, in order (found up to sqrt(n): a declared
+    partition of many nodes has hundreds of thousands of ranks)."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 def layout_roles(topo: Topology) -> dict[tuple[int, int], str]:
@@ -383,6 +386,7 @@ def _md_side(cells: int, ranks: int) -> float:
     return md_box(cells) / _md_grid(ranks)[0]
 
 
+@functools.lru_cache(maxsize=1024)
 def _md_grid(ranks: int) -> tuple[int, int, int]:
     """Of the grids both MPI_Dims_create algorithms give `ranks`, the one
     with the larger largest split (the narrower sub-boxes)."""
@@ -708,7 +712,8 @@ COSTS_FILE = 'plan-costs.json'
 
 
 def costs_path() -> str:
-    return os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(var_dir(), COSTS_FILE)
+    knob = os.environ.get('HARNESS_PLAN_COSTS')
+    return user_path(knob) if knob else os.path.join(var_dir(), COSTS_FILE)
 
 
 def cost_key(kernel: str, layout: Layout, size) -> str:

@@ -80,7 +80,8 @@ def _main(argv: list[str] | None) -> int:
                     'bad input.')
     ap.add_argument('-C', '--config', default=None,
                     help='ReFrame configuration (default: config/settings.py of the checkout)')
-    ap.add_argument('--system', default=None, help='system[:partition] (default: this host)')
+    ap.add_argument('--system', default=None,
+                    help='system[:partition] (default: RFM_SYSTEM, else this host)')
     ap.add_argument('-p', '--prgenv', action='append', default=None, metavar='PATTERN',
                     help="only the stacks (environments) matching PATTERN, as reframe's "
                          '-p/--prgenv selects them (repeatable): the parts the budget is '
@@ -113,7 +114,9 @@ def _main(argv: list[str] | None) -> int:
     args.prgenv = [*(args.prgenv or ()),
                    *selection.values(args.reframe_options, '--prgenv')] or None
     systems = selection.values(args.reframe_options, '--system')
-    args.system = args.system or (systems[-1] if systems else None)
+    # then RFM_SYSTEM, as reframe takes it (and settings.py) where none is named
+    args.system = (args.system or (systems[-1] if systems else None)
+                   or os.environ.get('RFM_SYSTEM', '').strip() or None)
     for name, top in (('cores', MAX_DECLARED), ('sockets', MAX_DECLARED),
                       ('numa', MAX_DECLARED), ('nodes', MAX_DECLARED),
                       ('samples', MAX_SAMPLES), ('stacks', None)):

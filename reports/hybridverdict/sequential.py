@@ -338,8 +338,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # The batches make their own selection (_reframe): the user's ReFrame
     # selection options are not passed on to them (harnesscore.selection).
     args.reframe = [args.reframe[0], *passed_on(args.reframe[1:])]
-    args.costs = args.costs or os.environ.get('HARNESS_PLAN_COSTS') or os.path.join(
-        os.path.dirname(os.path.abspath(args.perflogs)), plan.COSTS_FILE)
+    args.costs = args.costs or (plan.costs_path() if os.environ.get('HARNESS_PLAN_COSTS')
+                                else os.path.join(os.path.dirname(os.path.abspath(
+                                    args.perflogs)), plan.COSTS_FILE))
     return args
 
 
