@@ -168,6 +168,10 @@ static const char *parse_sizes(const char *arg, options *o, char *err, size_t ca
         rc = parse_one_size(colon + 1, strlen(colon + 1), &hi);
         if (rc != 0) return size_error(err, cap, colon + 1, strlen(colon + 1), rc);
         if (lo > hi) return kc_errf(err, cap, "--sizes: range '%s' has MIN > MAX", arg);
+        /* MIN, doubling, lands on MAX only for powers of two: MAX never measured */
+        if ((lo & (lo - 1)) != 0 || (hi & (hi - 1)) != 0)
+            return kc_errf(err, cap, "--sizes: range '%s' is not of powers of two (MIN, "
+                           "doubling up to MAX; a comma list takes any sizes)", arg);
         for (long s = lo; s <= hi && o->nsizes < RING_MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
         return NULL;
     }

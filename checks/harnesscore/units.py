@@ -46,6 +46,9 @@ def message_sizes(sizes: str) -> list[int]:
         first, last = ring_size(lo), ring_size(hi)
         if first > last:
             raise ValueError(f"range {sizes!r} has MIN > MAX")
+        if first & (first - 1) or last & (last - 1):
+            raise ValueError(f"range {sizes!r} is not of powers of two (MIN, doubling up "
+                             f"to MAX; a comma list takes any sizes)")
         out = []
         while first <= last and len(out) < RING_MAX_SIZES:
             out.append(first)
