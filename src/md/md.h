@@ -22,6 +22,10 @@
  * steps / MD_DRIFT_REF_STEPS (md_drift_bound in verify.c says why). */
 #define MD_DRIFT_REF_STEPS 5000L
 
+/* The most pairs within the cutoff that lists not rebuilt at the last step may
+ * lack, as a fraction of them (md_verify says why). */
+#define MD_STALE_MAX 0.01
+
 typedef struct {
     kc_mode mode;
     long L, steps, rebuild;
@@ -106,10 +110,11 @@ typedef struct {
     int vir_at_cutoff;     /* a lattice shell lies on the cutoff: virial not compared */
     long list_0;           /* pairs within cutoff+skin missing from (or repeated in) the step-0 lists */
     long list_bad;         /* the same for the last step's lists if it rebuilt them */
-    long list_dangerous;   /* else pairs within the cutoff missing from them (counted only) */
+    long list_dangerous;   /* else pairs within the cutoff missing from them */
+    long list_within;      /* ... of the pairs within the cutoff (the cell search's) */
     int list_fresh;        /* the last step rebuilt the lists */
     int ok_count, ok_mom, ok_drift, ok_lost, ok_forces, verified;
-    int ok_temp, ok_lattice, ok_list;
+    int ok_temp, ok_lattice, ok_list, ok_stale;
 } verdict;
 
 /* Timings over ranks. */
@@ -167,7 +172,7 @@ void md_update_ghosts(md_sys *s);
 void md_setup_grid(md_sys *s, const options *o);
 void md_sort_owned(md_sys *s);
 void md_build_neighbours(md_sys *s);
-long md_list_mismatches(md_sys *s, double r2);
+long md_list_mismatches(md_sys *s, double r2, long *pairs);
 
 /* force.c */
 void md_compute_forces(md_sys *s, double *epot_out, double *vir_out);

@@ -119,7 +119,7 @@ static void ensure_rows(md_sys *s, int nlocal) {
  * within sqrt(r2) is searched, whatever the bin width, so a list built to a
  * shorter radius than it should is caught.  The convention of the lists: an
  * owned j in row i only if j > i (half lists), every j (full lists). */
-long md_list_mismatches(md_sys *s, double r2) {
+long md_list_mismatches(md_sys *s, double r2, long *pairs) {
     const int nall = s->nall, nlocal = s->nlocal, full = s->full, maxn = s->maxn;
     bin_atoms(s, 0, nall);
     count_sort(s, nall);
@@ -132,8 +132,8 @@ long md_list_mismatches(md_sys *s, double r2) {
     const double *x = s->x;
     const int *start = s->cell_start, *cell_atoms = s->cell_atoms, *atom_cell = s->atom_cell;
     const int *nbr = s->nbr, *numtwo = s->numtwo, *numone = s->numone;
-    long bad = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad)
+    long bad = 0, within = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad, within)
     for (int i = 0; i < nlocal; ++i) {
         const int ci = atom_cell[i];
         const int a = ci % n0, b = (ci / n0) % n1, c = ci / (n0 * n1);
@@ -158,7 +158,9 @@ long md_list_mismatches(md_sys *s, double r2) {
             listed += dx * dx + dy * dy + dz * dz < r2;
         }
         bad += found > listed ? found - listed : listed - found;
+        within += found;
     }
+    if (pairs) *pairs = within;
     return bad;
 }
 

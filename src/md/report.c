@@ -155,6 +155,9 @@ void md_fail_verification(const kc_ctx *ctx, const options *o, long natoms, cons
     if (!v->ok_list)
         snprintf(why + strlen(why), cap - strlen(why), " %ld pairs within cutoff+skin %g missing from (or repeated in) the neighbour lists as built (step 0: %ld, last step: %ld);",
                  v->list_0 + v->list_bad, o->cutoff + o->skin, v->list_0, v->list_bad);
+    if (!v->ok_stale)
+        snprintf(why + strlen(why), cap - strlen(why), " %ld of the %ld pairs within the cutoff missing from the last step's lists (more than %g%%: skin %g too thin for --rebuild-every %ld);",
+                 v->list_dangerous, v->list_within, 100.0 * MD_STALE_MAX, o->skin, o->rebuild);
     if (!v->ok_forces) snprintf(why + strlen(why), cap - strlen(why), " forces differ from brute force by %.3e;", v->force_err);
     kc_fail(ctx, 3, "verification FAILED:%s", why);
 }
