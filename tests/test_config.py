@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import CONFIG, last_attempts, mpi_env
@@ -116,13 +117,19 @@ def test_absent_mvapich2_is_left_out_with_one_line(tmp_path, stacks):
     assert len(lines) == 1 and 'left out' in lines[0]
 
 
-def test_a_prefix_gives_a_stack_its_wrappers(tmp_path, stacks):
+def mpich_prefix(tmp_path: Path, stacks: list[str]) -> Path:
+    """A prefix of links to MPICH's wrapper and launcher (an install of its own)."""
     if 'mpich' not in stacks:
         pytest.skip('needs MPICH')
     prefix = tmp_path / 'mv2'
     (prefix / 'bin').mkdir(parents=True)
     for exe, target in (('mpicc', 'mpicc.mpich'), ('mpiexec', 'mpiexec.mpich')):
         (prefix / 'bin' / exe).symlink_to(f'/usr/bin/{target}')
+    return prefix
+
+
+def test_a_prefix_gives_a_stack_its_wrappers(tmp_path, stacks):
+    prefix = mpich_prefix(tmp_path, stacks)
     conf, _ = load(tmp_path, HARNESS_MVAPICH2_PREFIX=str(prefix))
     env = envs_of(conf, 'shm')['mvapich2']
     assert env['cc'] == str(prefix / 'bin' / 'mpicc')
@@ -134,12 +141,7 @@ def test_every_path_knob_takes_a_tilde_as_the_home(tmp_path, stacks, monkeypatch
     """'~' in a knob's path (a quoted export, cron, systemd) is the home for plain
     reframe and the tools, as for ./harness and HARNESS_VAR_DIR: it was a folder
     named '~' under the current one."""
-    if 'mpich' not in stacks:
-        pytest.skip('needs MPICH')
-    prefix = tmp_path / 'mv2'
-    (prefix / 'bin').mkdir(parents=True)
-    for exe, target in (('mpicc', 'mpicc.mpich'), ('mpiexec', 'mpiexec.mpich')):
-        (prefix / 'bin' / exe).symlink_to(f'/usr/bin/{target}')
+    prefix = mpich_prefix(tmp_path, stacks)
     conf, err = load(tmp_path, HOME=str(tmp_path), HARNESS_MVAPICH2_PREFIX='~/mv2')
     assert envs_of(conf, 'shm')['mvapich2']['cc'] == str(prefix / 'bin' / 'mpicc'), err
     conf, err = load(tmp_path, HOME=str(tmp_path), HARNESS_CLUSTERS='~/site_x.py')
