@@ -33,7 +33,13 @@ from harnesscore import plan as planning
 from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
-from harnesslib.base import KernelCheck, PerflogFields, SystemReferences, sanity_results
+from harnesslib.base import (
+    KernelCheck,
+    PerflogFields,
+    SystemReferences,
+    require_at_least,
+    sanity_results,
+)
 from harnesslib.compat import reads_output
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
@@ -121,6 +127,10 @@ class SpmvCheck(KernelCheck, PlannedRun):
     #: counts the same, ``plan.spmv_stream_elements``).
     stream_elements = variable(int, value=0)
 
+    @run_after('setup')
+    def check_stream_elements(self):
+        require_at_least(self, 'stream_elements', 0, '0 (the default count) or more')
+
     def kernel_args(self) -> list[str]:
         # A given count is exact: --min-time would only make it a floor.
         timed = [] if self.iters else self.min_time_args()
@@ -157,6 +167,14 @@ class SpmvCheck(KernelCheck, PlannedRun):
             f'{launch} {shlex.quote(self.build.executable_path("stream"))} '
             f'--mode {stream_mode} --n {int(elements)} --iters 5 > stream.out'
         ]
+
+    @sanity_function
+    def validate(self):
+        sn.evaluate(super().validate())
+        # the STREAM run before spmv: its own error here, not a performance
+        # variable's None ('not a number') after it
+        self.stream_result()
+        return True
 
     def stream_result(self) -> dict:
         results = sanity_results(self.stage_text('stream.out'))

@@ -19,6 +19,12 @@ def test_split_name_drops_the_sample_and_keeps_the_parameters():
         'HybridVerdict', 'pair=spmv/64/masteronly_1x2')
     assert split_name('MdLammpsBenchmark') == ('MdLammpsBenchmark', '-')
     assert split_name('X %.repeat_no=1 %p=3') == ('X', 'p=3')
+    # a variable -P made a parameter is another run (1 and 2 nodes: two references,
+    # two pools of samples); a fixture's parameter is not the test's
+    assert split_name('MdCheck %layout=mpi_2x1 %problem=24 %sample=0 %.nodes=2') == (
+        'MdCheck', 'layout=mpi_2x1 problem=24 .nodes=2')
+    assert split_name('SpmvCheck %layout=mpi_2x1 %build.stack=mpich') == (
+        'SpmvCheck', 'layout=mpi_2x1')
     with pytest.raises(ValueError):
         split_name('  ')
 
@@ -171,3 +177,30 @@ def test_stdout_closed_early_is_quiet_not_a_write_error(tmp_path, capsys, monkey
                               *options]) == 128 + 13     # as a shell's for SIGPIPE
         assert capsys.readouterr().err == ''
         assert not (tmp_path / 'refs').exists()
+
+
+@pytest.mark.integration
+def test_a_run_on_a_node_count_of_p_has_its_own_reference(tmp_path, stacks):
+    """-P nodes=N runs other jobs than the partition's own: their references (and
+    their pools of samples) are apart. The key dropped '%.nodes', so a run on 2 nodes
+    was judged against the reference of a run on 1."""
+    from conftest import run_reframe
+    stack = stacks[0]
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'local.yaml').write_text(yaml.safe_dump({'StreamCheck': {
+        '$index': ['$partition', '$environ', 'ref_variant'],
+        'local:shm': {stack: {'layout=mpi_2x1 problem=8000000 .nodes=1': {
+            'fom': [10.0, None, None, 'GB/s']}}}}}))
+    texts = {}
+    for name, extra in (('nodes', ['-P', 'nodes=1']), ('plain', [])):
+        proc = run_reframe(tmp_path / name, '--system', 'local:shm', '-n',
+                           'StreamCheck%layout=mpi_2x1', *extra, '-P', 'sample=0', '-S',
+                           'require_reference=true', '--dry-run',
+                           env={'HARNESS_STACKS': stack, 'RFM_REFERENCE_PREFIX': str(refs)})
+        texts[name] = proc.stdout + proc.stderr
+    # found: only the variable the entry lacks is missing
+    assert "no reference value found for performance variable 't_total'" in texts['nodes']
+    assert 'no reference for' not in texts['nodes'], texts['nodes']
+    assert (f'no reference for local:shm {stack} StreamCheck [layout=mpi_2x1 problem=8000000]'
+            in texts['plain']), texts['plain']

@@ -146,3 +146,32 @@ def test_an_unknown_tidy_format_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match='unknown tidy format'):
         write_mod.write_all(rep, str(tmp_path / 'reports'), tidy_formats=('xlsx',))
     assert not (tmp_path / 'reports').exists()
+
+
+def test_a_name_another_report_takes_meanwhile_is_passed_over(tmp_path, monkeypatch,
+                                                              one_process):
+    """Two reports into one folder in one second: the other took the name between
+    this one's look and its write. It was exit 2 and a lost report; the .md claims
+    the name and this one takes the next. A link to nothing is a taken name too."""
+    rep = pair_report(tmp_path)
+    out = tmp_path / 'reports'
+    out.mkdir()
+    real = write_mod.unique_stem
+    taken: list[str] = []
+
+    def racing(directory, stem, suffixes):
+        base = real(directory, stem, suffixes)
+        if not taken:                         # the other report writes its .md now
+            taken.append(base)
+            with open(base + '.md', 'w') as fh:
+                fh.write('the other report')
+        return base
+
+    monkeypatch.setattr(write_mod, 'unique_stem', racing)
+    paths = write_mod.write_all(rep, str(out))
+    assert paths['md'] == taken[0] + '-1.md'
+    assert open(taken[0] + '.md').read() == 'the other report'
+    (out / 'verdict-x-2.md').symlink_to(out / 'nothing')
+    monkeypatch.setattr(write_mod, 'unique_stem', real)
+    assert real(str(out), 'verdict-x', write_mod.SUFFIXES.values()).endswith('verdict-x')
+    assert real(str(out), 'verdict-x-2', write_mod.SUFFIXES.values()).endswith('-2-1')

@@ -33,14 +33,17 @@ _PARAM = re.compile(r'%(?P<name>[^=\s]+)=(?P<value>\S+)')
 def split_name(display_name: str) -> tuple[str, str]:
     """('SpmvCheck', 'layout=mpi_2x1 problem=64') from a test's display name
     ('SpmvCheck %layout=mpi_2x1 %problem=64 %sample=1').  Fixture parameters
-    and the sample number are left out; a test without parameters has the
-    variant '-'."""
+    (``%build.stack=...``) and the sample number are left out; a variable
+    reframe's ``-P`` made a parameter (``%.nodes=2``) is kept as it is written:
+    a run on 2 nodes is another run than one on 1, with its own reference and
+    its own pool of samples.  A test without parameters has the variant '-'."""
     text = display_name.strip()
     if not text:
         raise ValueError('empty test name')
     cls = text.split()[0]
     params = [f'{m["name"]}={m["value"]}' for m in _PARAM.finditer(text)
-              if m['name'] not in SAMPLE_PARAMETERS and '.' not in m['name']]
+              if m['name'] not in SAMPLE_PARAMETERS
+              and (m['name'].startswith('.') or '.' not in m['name'])]
     return cls, ' '.join(params) or '-'
 
 

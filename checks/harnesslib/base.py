@@ -676,6 +676,10 @@ class KernelCheck(RunBase):
                      f'{self.cores} cores of {part.fullname}')
         if not self.nodes:
             self.nodes = int(part.extras.get('nodes', 1))
+        elif self.nodes > 1 and part.scheduler.registered_name == 'local':
+            # -P/-S nodes=N on this machine: N times the ranks on its cores
+            raise ValueError(f'{type(self).__name__}.nodes={self.nodes}: {part.fullname} '
+                             f'runs on this machine alone (the local scheduler): 1 node')
         self.num_tasks_per_node = self.ranks
         self.num_tasks = self.ranks * self.nodes
         # Whole cores: on a node of 2 threads per core, 2 Slurm CPUs per thread.

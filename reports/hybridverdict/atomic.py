@@ -110,7 +110,8 @@ def unique_stem(directory: str, stem: str, suffixes: Iterable[str]) -> str:
     n = 0
     while True:
         base = os.path.join(directory, stem if n == 0 else f'{stem}-{n}')
-        if not any(os.path.exists(base + s) for s in suffixes):
+        # a link to nothing is a name taken too (write_new will not replace it)
+        if not any(os.path.lexists(base + s) for s in suffixes):
             return base
         n += 1
 

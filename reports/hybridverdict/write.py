@@ -26,6 +26,9 @@ SUFFIXES = {'md': '.md', 'json': '.json', 'html': '.html', 'parquet': '-tidy.par
 #: tidy formats (``--tidy``) -> output kind
 TIDY_KINDS = {'parquet': 'parquet', 'csv': 'csv', 'json': 'tidy_json'}
 DEFAULT_TIDY = ('parquet',)
+#: Names tried for a report set before giving up (each taken by another report
+#: written into the same folder in the same second).
+CLAIMS = 100
 
 
 def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
@@ -50,10 +53,20 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
     written: list[str] = []
     try:
         now = now or dt.datetime.now(dt.timezone.utc)
-        base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}', SUFFIXES.values())
         kinds = ['md', 'json', 'html'] + [TIDY_KINDS[f] for f in dict.fromkeys(tidy_formats)]
-        paths = {kind: base + SUFFIXES[kind] for kind in kinds}
-        written.append(write_new(paths['md'], render.markdown(rep)))
+        text = render.markdown(rep)
+        for _ in range(CLAIMS):
+            # the .md claims the stem: a report written into the same folder in the
+            # same second may take it between the look and the write (then the next)
+            base = unique_stem(out_dir, f'verdict-{now:%Y%m%dT%H%M%SZ}', SUFFIXES.values())
+            paths = {kind: base + SUFFIXES[kind] for kind in kinds}
+            try:
+                written.append(write_new(paths['md'], text))
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f'no free report name in {out_dir} after {CLAIMS} tries')
         written.append(write_new(paths['json'], render.verdict_json(rep)))
         clock.lap('Markdown and verdict JSON')
         df = tidy.table(rep.records)
