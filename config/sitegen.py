@@ -213,10 +213,12 @@ class NodeSize(NamedTuple):
     @classmethod
     def of(cls, cpus: int | None, sockets: int | None, cores: int | None,
            threads: int | None, memory: int | None, total: int | None) -> NodeSize | None:
-        """The size where Slurm gives every count, else None."""
+        """The size where Slurm gives every count, else None.  A memory of 1 MiB or
+        less is none: Slurm's default RealMemory where slurm.conf gives none."""
         if not (cpus and sockets and cores and threads):
             return None
-        return cls(cpus, sockets, cores, threads, memory or 0, total or cpus)
+        return cls(cpus, sockets, cores, threads, memory if memory and memory > 1 else 0,
+                   total or cpus)
 
     def key(self) -> tuple[int, int, int, int]:
         return (self.cpus, self.sockets, self.cores_per_socket, self.threads_per_core)
@@ -1103,6 +1105,13 @@ def _processor(size: NodeSize, topo: CpuTopology | None, det: Detection,
         notes.append(f'Sockets from lscpu on {probed_on} ({topo.sockets}; Slurm says '
                      f'{size.sockets}).')
     sockets = counted if size.cpus % counted == 0 else 1
+    if counted == size.sockets == size.cpus > 1 and size.cores_per_socket == 1 \
+            and size.threads_per_core == 1:
+        # A bare CPUs=N node line: Slurm makes each CPU a socket of one core.
+        sockets = 1
+        notes.append(f'{FILL_IN}: the sockets (Slurm says {size.cpus} socket(s) of one '
+                     f'core: a node line with CPUs= alone; lscpu did not say): '
+                     f'num_sockets and num_cpus_per_socket; one socket is written.')
     # A Slurm CPU is a core where Slurm schedules whole cores (CPUTot = sockets x
     # cores, the threads not counted): then one CPU per core, whatever ThreadsPerCore.
     per_core = size.threads_per_core
@@ -1265,6 +1274,11 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                 entry.add('extras', {'mem_per_node': f'{size.memory_mib}MiB'},
                           'The node\'s memory (Slurm\'s RealMemory): the plan sizes the runs '
                           'for it.')
+            else:
+                entry.add('extras', {'mem_per_node': '<memory>GiB'},
+                          f'{FILL_IN}: the node\'s memory (Slurm gives no RealMemory, or its '
+                          f'default of 1 MiB): the plan sizes the runs for it; left out, it '
+                          f'assumes 2 GiB per core.', commented_out=True)
         else:
             entry.add('processor', {}, f'{FILL_IN}: one node\'s processor (Slurm gave no node '
                       'size), or leave it out and let ReFrame detect it on a compute node: '

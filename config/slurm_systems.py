@@ -159,8 +159,10 @@ def _show(value: object) -> str:
 
 
 #: What a value's literal text may hold unquoted in ReFrame's ``export K=V``
-#: line (``$`` expansions are found apart, ``_EXPANSION``).
-_SHELL_SAFE = re.compile(r'[\w@%+=:,./~^{}\[\]*?!#-]*', re.ASCII)
+#: line (``$`` expansions are found apart, ``_EXPANSION``): bash does not split
+#: nor glob an assignment to export, but it does expand braces
+#: (``export K={0,1},{2,3}`` exports ``K=1,3``), so no ``{}``.
+_SHELL_SAFE = re.compile(r'[\w@%+=:,./~^\[\]*?!#-]*', re.ASCII)
 #: A shell expansion in a value: ``$NAME``, ``$1``, ``${...}``, ``$(...)``
 #: (one level of parentheses inside) or ```...```.
 _EXPANSION = re.compile(r'\$(?:[A-Za-z_]\w*|[0-9@*#?$!-]|\{[^}]*\}|\((?:[^()]|\([^()]*\))*\))'
@@ -371,6 +373,11 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
         _mapping(swhere, 'env', sspec.get('env', {}))
         _spack_spec(swhere, sspec)
         family = sspec.get('family', stack)
+        if family not in STACK:
+            # an unknown family checks no library and keeps the user's MPI files
+            raise ValueError(f'{swhere}: family {_show(family)} is not one of '
+                             f'{", ".join(STACK)} (a stack of another name says its '
+                             f'family)')
         files_env[stack] = clean_files_env(f'system {name} ({origin})', stack, family,
                                            _sysconfdir(swhere, sspec, family), mpi_env, note)
     partitions, envs = [], []

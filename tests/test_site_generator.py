@@ -836,10 +836,28 @@ def test_the_sockets_are_the_nodes_not_slurms_boards_or_numa_domains(tmp_path, h
         'Sockets=2 Boards=1', 'Sockets=128 Boards=1')
     text, proc = hpc_processor(tmp_path, hpc_runner, nodes=bare)
     assert (proc['num_cpus'], proc['num_sockets'], proc['num_cpus_per_socket']) == (128, 2, 64)
-    # lscpu saw other CPUs than Slurm's (not the node's): Slurm's count stays
-    text, proc = hpc_processor(tmp_path, hpc_runner, nodes=bare, lscpu=lscpu_of(4, 16, 1, 4))
-    assert proc['num_sockets'] == 128
-    assert 'Sockets from lscpu' not in comments(text)
+    # lscpu saw other CPUs than Slurm's (not the node's), or did not run: not 128
+    # sockets of one core (the per-socket and per-NUMA layouts would be pure MPI's)
+    # but one, and a FILL IN
+    for args, kw in (((), {'lscpu': lscpu_of(4, 16, 1, 4)}), (('--no-srun',), {})):
+        text, proc = hpc_processor(tmp_path, hpc_runner, *args, nodes=bare, **kw)
+        assert (proc['num_sockets'], proc['num_cpus_per_socket']) == (1, 128)
+        assert 'Sockets from lscpu' not in comments(text)
+        assert ('FILL IN: the sockets (Slurm says 128 socket(s) of one core: a node line '
+                'with CPUs= alone; lscpu did not say)') in ' '.join(comments(text).split())
+
+
+def test_slurms_default_memory_of_1_mib_is_no_memory(tmp_path, hpc_runner):
+    """A node line without RealMemory shows Slurm's default, RealMemory=1: it was
+    written as mem_per_node '1MiB', and the plan then ran nothing (every run over 80%
+    of a node of 1 MiB). Now no memory (the plan assumes 2 GiB per core) and a FILL IN."""
+    plain = data('hpc_scontrol_node.txt')
+    text, cluster = hpc_variant(tmp_path, hpc_runner, '--no-srun',
+                                nodes=plain.replace('RealMemory=250000', 'RealMemory=1'))
+    assert 'extras' not in cluster['partitions']['compute']
+    assert "FILL IN: the node's memory (Slurm gives no RealMemory, or its default of 1 MiB)" \
+        in comments(text)
+    assert sg.parse_sinfo('batch*|up|4|128|2|64|1|1|cn[001-004]')[0].size.memory_mib == 0
 
 
 def test_numa_domains_as_sockets_are_blocks_only_with_one_thread_per_core(tmp_path, hpc_runner):

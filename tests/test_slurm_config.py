@@ -593,12 +593,23 @@ def test_an_open_mpi_without_sysconfdir_is_noted_once_and_reads_the_users_files(
     (lambda c: c['stacks']['mpich'].update(sysconfdir='/etc/mpich'),
      "site_x.py: stack mpich: sysconfdir is only for a stack of family openmpi (what its "
      "sysconfdir_tool prints); family 'mpich' has none"),
-    (lambda c: c['stacks']['openmpi'].update(family='intelmpi'),
-     "site_x.py: stack openmpi: sysconfdir is only for a stack of family openmpi (what its "
-     "sysconfdir_tool prints); family 'intelmpi' has none"),
 ])
 def test_a_bad_sysconfdir_is_named(change, message, no_cluster_env):
     assert cluster_error(change) == message
+
+
+@pytest.mark.parametrize('change, family', [
+    (lambda c: c['stacks']['openmpi'].update(family='intelmpi'), 'intelmpi'),
+    (lambda c: (c['stacks']['openmpi'].pop('sysconfdir'),
+                c['stacks']['openmpi'].update(family='OpenMPI')), 'OpenMPI'),
+    (lambda c: c['stacks'].update(ompi5=c['stacks'].pop('mvapich2')), 'ompi5'),
+])
+def test_a_family_not_in_the_registry_is_named(change, family, no_cluster_env):
+    # accepted, an unknown family checked no library and kept the user's MPI files
+    stack = 'ompi5' if family == 'ompi5' else 'openmpi'
+    assert cluster_error(change) == (
+        f"site_x.py: stack {stack}: family '{family}' is not one of openmpi, mpich, "
+        f"mvapich2 (a stack of another name says its family)")
 
 
 def clean_stream_dry_run(tmp_path: Path, site: Path, partition: str) -> Path:
@@ -659,7 +670,8 @@ def test_a_stacks_values_reach_the_job_script_as_written(no_cluster_env):
     cluster['stacks']['mvapich2']['env'] = {
         'PATH': f'{SPACED_MPI}/bin:$PATH', 'MV2_ENABLE_AFFINITY': '1',
         'SITE_TEXT': 'it\'s "quoted" \\ and $ alone',
-        'SITE_BRACES': '${HOME}/a b', 'SITE_CMD': '$(echo a b)/c d'}
+        'SITE_BRACES': '${HOME}/a b', 'SITE_CMD': '$(echo a b)/c d',
+        'SITE_PLACES': '{0,1,2,3},{4,5,6,7}'}       # bash's brace expansion made it 3,7
     cluster['stacks']['openmpi']['sysconfdir'] = SPACED_OMPI
     cluster['stacks']['openmpi']['env'] = {'LD_LIBRARY_PATH': '/opt/x/lib:$LD_LIBRARY_PATH'}
     cluster['partitions']['ib']['transport_env']['openmpi']['OMPI_MCA_pml_ucx_tls'] = 'rc ud'
@@ -669,11 +681,13 @@ def test_a_stacks_values_reach_the_job_script_as_written(no_cluster_env):
         system = env['target_systems'][0]
         if env['name'] == 'mvapich2':
             got = bash_exports(env['env_vars'], ('PATH', 'SITE_TEXT', 'SITE_BRACES',
-                                                 'SITE_CMD', 'MV2_ENABLE_AFFINITY'))
+                                                 'SITE_CMD', 'MV2_ENABLE_AFFINITY',
+                                                 'SITE_PLACES'))
             assert got == {'PATH': f'{SPACED_MPI}/bin:/usr/bin:/bin',
                            'SITE_TEXT': 'it\'s "quoted" \\ and $ alone',
                            'SITE_BRACES': '/home/u b/a b', 'SITE_CMD': 'a b/c d',
-                           'MV2_ENABLE_AFFINITY': '1'}, system
+                           'MV2_ENABLE_AFFINITY': '1',
+                           'SITE_PLACES': '{0,1,2,3},{4,5,6,7}'}, system
         if env['name'] == 'openmpi':
             got = bash_exports(env['env_vars'], ('OMPI_MCA_mca_base_param_files',))
             assert got == {'OMPI_MCA_mca_base_param_files':
