@@ -147,6 +147,12 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     def check_bw_max(self):
         require_at_least(self, 'bw_max', MIB,
                          f'{MIB} (1 MiB) or more: the bandwidths are compared from 1 MiB')
+        # the ring's --sizes 1M:bw_max: a power of two up to 16 MiB (else the job
+        # script ended in its first round, after the latency runs, naming nothing)
+        try:
+            message_sizes(f'{MIB}:{self.bw_max}')
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}.bw_max={self.bw_max}: {err}') from None
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)

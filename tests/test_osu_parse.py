@@ -111,6 +111,19 @@ def test_7x_full_output_gives_its_extra_columns():
     assert table.column(0)[16384] == 179.09       # the average is column 0 in every version
 
 
+def test_7x_tail_columns_of_a_bandwidth_test_are_apart():
+    # OSU 7 pads its 'P50 Tail BW(MB/s)' headers to one space (osu_util_mpi.c's
+    # FIELD_WIDTH less their length): every row had 4 values under 1 column
+    table = parse_osu('# OSU MPI Bandwidth Test v7.4\n# Datatype: MPI_CHAR.\n'
+                      '# Size      Bandwidth (MB/s) P50 Tail BW(MB/s) P90 Tail BW(MB/s) '
+                      'P99 Tail BW(MB/s)\n'
+                      '1                      16.37              16.54              16.89'
+                      '              16.92\n')
+    assert table.columns == ('Size', 'Bandwidth (MB/s)', 'P50 Tail BW(MB/s)',
+                             'P90 Tail BW(MB/s)', 'P99 Tail BW(MB/s)')
+    assert table.rows[1] == (16.37, 16.54, 16.89, 16.92)
+
+
 def test_7x_validation_column_is_read_as_words_and_a_fail_is_named():
     text = (DATA / 'v7.4-options' / 'openmpi_shm_osu_latency_c.txt').read_text()
     table = parse_osu(text)

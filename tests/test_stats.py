@@ -251,6 +251,14 @@ def test_paired_interval_edge_cases():
     assert (one.low, one.high, one.confidence, one.method) == (1.3, 1.3, 0.0, 'single value')
     same = stats.paired_interval([0.9, 0.9, 0.9])
     assert same.low == same.high == pytest.approx(0.9)
+    # equal values on a band's limit are inside it, as ReFrame's own check has them:
+    # exp(mean(log v)) rounded one unit past 11.0, and the band rule judged
+    # [11, 11] in [9, 11] a FAIL
+    from harnesscore.bands import band_bounds, judge_band
+    flat = stats.paired_interval([11.0] * 3)
+    assert (flat.low, flat.median, flat.high, flat.n) == (11.0, 11.0, 11.0, 3)
+    assert band_bounds(10.0, -0.1, 0.1) == (9.0, 11.0)
+    assert judge_band('v', [11.0] * 3, 10.0, -0.1, 0.1, predicted=True).state == 'PASS'
     # a ratio of 0 cannot be logged: the median's interval instead
     assert stats.paired_interval([0.0, 1.0, 2.0]).method == 'bootstrap'
     with pytest.raises(stats.StatsError):

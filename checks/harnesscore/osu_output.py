@@ -66,9 +66,12 @@ class OsuTable:
 
 def _columns(header: str) -> tuple[str, ...]:
     """The column names of a header line, Size first (OSU pads with spaces;
-    names themselves contain single spaces, e.g. 'Avg Latency(us)')."""
+    names themselves contain single spaces, e.g. 'Avg Latency(us)').  OSU 7's
+    tail columns of a bandwidth test are padded to one space only
+    ('... P50 Tail BW(MB/s) P90 Tail BW(MB/s)'): a 'P<n> Tail' starts a column."""
     body = header.lstrip('#').strip()
-    return tuple(c.strip() for c in re.split(r'\s{2,}', body) if c.strip())
+    return tuple(c.strip() for c in re.split(r'\s{2,}|\s(?=P\d+ Tail )', body)
+                 if c.strip())
 
 
 def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:

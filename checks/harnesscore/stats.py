@@ -374,6 +374,10 @@ def paired_interval(ratios: Sequence[float], confidence: float = DECISION_CONFID
     centre = statistics.fmean(logs)
     if n == 1:
         return Interval(values[0], values[0], values[0], 1, 0.0, 'single value')
+    if min(values) == max(values):
+        # no spread: the value itself (exp(mean(log r)) may round one unit off it,
+        # and a value on a band's limit would fall outside)
+        return Interval(values[0], values[0], values[0], n, confidence, PAIRED_METHOD)
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * statistics.stdev(logs) / math.sqrt(n)
     return Interval(math.exp(centre), math.exp(centre - half), math.exp(centre + half), n,
                     confidence, PAIRED_METHOD)
