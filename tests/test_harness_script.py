@@ -420,3 +420,17 @@ def test_ctrl_c_during_the_plan_stops_the_session(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert 'warn: the session was stopped by SIGINT' in err and 'cannot make' not in err, err
+
+
+def test_a_python_older_than_3_10_is_named_before_the_venv(tmp_path):
+    # pip's own error named no version (ReFrame-HPC 4.10.4 requires 3.10)
+    old = tmp_path / 'python3.9'
+    old.write_text('#!/bin/bash\n[ "$1" = --version ] && { echo "Python 3.9.18"; exit 0; }\n'
+                   '[ "$1" = -c ] && exit 1\nexit 3\n')
+    old.chmod(0o755)
+    proc = harness('setup', HARNESS_NO_APT='1', HARNESS_VENV=str(tmp_path / 'venv'),
+                   PYTHON=str(old))
+    assert proc.returncode != 0
+    assert (f'harness: error: {old} is not Python 3.10 or later (Python 3.9.18)'
+            in proc.stderr), proc.stderr
+    assert not (tmp_path / 'venv').exists()

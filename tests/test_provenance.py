@@ -291,6 +291,31 @@ def test_a_cmake_build_records_the_c_flags_of_a_build_type_other_than_release(tm
     assert spec(fixture, '') == f"cmake RelWithDebInfo mpich cc={cc} cflags='' fault_inject"
 
 
+def test_a_cmake_build_has_its_own_c_flags_not_the_shells_nor_an_old_caches(tmp_path,
+                                                                             stacks):
+    """CMake takes CFLAGS on a folder's first configure and keeps it in its cache:
+    a build configured once under CFLAGS=-pg kept -pg in every later session, under
+    a Release build_spec that said nothing of it. The harness's configure gives the
+    flags (the environment's cflags, none here)."""
+    cc = shutil.which(f'mpicc.{stacks[0]}')
+    if not cc:
+        pytest.skip(f'mpicc.{stacks[0]} is not on PATH')
+    shell = {**os.environ, 'CFLAGS': '-O0 -fno-inline -pg'}
+    old, new = tmp_path / 'old', tmp_path / 'new'
+    # as the harness configured before: CFLAGS in the shell on the first configure
+    first = [a for a in build.cmake_configure(str(old), 'Release', cc)
+             if not a.startswith('-DCMAKE_C_FLAGS=')]
+    subprocess.run(first, env=shell, check=True, capture_output=True)
+    assert build.cmake_c_flags(str(old)).startswith('-O0 -fno-inline -pg')
+    for folder, env in ((old, dict(os.environ)), (new, shell)):
+        subprocess.run(build.cmake_configure(str(folder), 'Release', cc), env=env, check=True,
+                       capture_output=True)
+        assert build.cmake_c_flags(str(folder)) == '-O3 -march=native -DNDEBUG', folder
+    subprocess.run(build.cmake_configure(str(new), 'Release', cc, '-fno-omit-frame-pointer'),
+                   check=True, capture_output=True)
+    assert build.cmake_c_flags(str(new)) == '-fno-omit-frame-pointer -O3 -march=native -DNDEBUG'
+
+
 def test_the_job_probe_and_the_launch_line_of_a_script(tmp_path):
     out = tmp_path / "stage 'x'" / 'provenance.txt'
     out.parent.mkdir()

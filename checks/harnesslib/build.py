@@ -85,14 +85,9 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
             tag += f'-fault-slow{self.fault_slow}'
         self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
         self.build_spec = self.cmake_build_spec()
-        launcher = env.extras.get('launcher', '')
-        configure = [
-            'cmake', '-S', SRC_DIR, '-B', self.build_dir,
-            f'-DCMAKE_BUILD_TYPE={self.build_type}',
-            f'-DCMAKE_C_COMPILER={env.cc}', f'-DMPI_C_COMPILER={env.cc}',
-            f'-DKERNEL_FAULT_INJECT={"ON" if self.fault_inject else "OFF"}',
-            f'-DKERNEL_FAULT_SLOW={int(self.fault_slow)}',
-        ] + ([f'-DMPIEXEC_EXECUTABLE={launcher}'] if launcher else [])
+        configure = cmake_configure(self.build_dir, self.build_type, env.cc,
+                                    ' '.join(env.cflags), self.fault_inject, self.fault_slow,
+                                    env.extras.get('launcher', ''))
         jobs = max(1, len(os.sched_getaffinity(0)))
         self.build_system.commands = [
             ' '.join(shlex.quote(a) for a in configure),
@@ -139,9 +134,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
             self.spack_hash = spack_hash(self.build_spec)
         elif self.build_dir:
             self.compiler = cmake_compiler(self.build_dir)
-            if self.build_type.upper() != 'RELEASE':
-                # Release's flags are src/CMakeLists.txt's own; another type's
-                # come from CMake (its defaults, the cache): record them.
+            if self.build_type.upper() != 'RELEASE' or self.current_environ.cflags:
+                # Release's flags are src/CMakeLists.txt's own (cmake_configure);
+                # another type's come from CMake's defaults, and an environment's
+                # cflags are added: record them.
                 self.build_spec = self.cmake_build_spec(cmake_c_flags(self.build_dir))
         return sn.all(sn.path_exists(self.executable_path(k)) for k in KERNELS)
 
@@ -334,6 +330,22 @@ SPACK_RESULT = 'spack-result.txt'
 #: How the perflog shows a concretised spec (no '|' in it).
 SPACK_FORMAT = ('{name}@{version}{%compiler.name}{@compiler.version}{variants}'
                 '{arch=architecture} ^{^mpi.name}@{^mpi.version} /{hash:7}')
+
+
+def cmake_configure(build_dir: str, build_type: str, cc: str, cflags: str = '',
+                    fault_inject: bool = False, fault_slow: int = 0,
+                    launcher: str = '') -> list[str]:
+    """The CMake configure command of the kernels' build in `build_dir`.  Its C
+    flags are given, the environment's `cflags` (usually none): neither the
+    shell's CFLAGS nor an older configure's cache sets them (CMake takes CFLAGS
+    on a folder's first configure only and keeps it, so a build run once under
+    CFLAGS=-pg kept -pg under a Release build_spec that could not say so)."""
+    return [
+        'cmake', '-S', SRC_DIR, '-B', build_dir, f'-DCMAKE_BUILD_TYPE={build_type}',
+        f'-DCMAKE_C_COMPILER={cc}', f'-DMPI_C_COMPILER={cc}', f'-DCMAKE_C_FLAGS={cflags}',
+        f'-DKERNEL_FAULT_INJECT={"ON" if fault_inject else "OFF"}',
+        f'-DKERNEL_FAULT_SLOW={int(fault_slow)}',
+    ] + ([f'-DMPIEXEC_EXECUTABLE={launcher}'] if launcher else [])
 
 
 def spack_spec(env, partition, build_type: str, fault_inject: bool,

@@ -19,14 +19,14 @@ import fcntl
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 #: The prefix of temporary files (hidden, so no reader takes them for outputs).
 TMP_PREFIX = '.tmp-'
 
 #: What a writer takes: the bytes or text of the file, or a function that
 #: writes it into the binary file object it is given.
-Content = Union[bytes, str, Callable[[BinaryIO], None]]
+Content = bytes | str | Callable[[BinaryIO], None]
 
 #: os.link's errors where the file system has no hard links.
 _NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)

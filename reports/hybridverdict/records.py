@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from harnesscore.schema import REQUIRED, TIME_VARIABLE
 from harnesscore.units import label_bytes
@@ -36,7 +36,7 @@ def printable(text: str) -> str:
 
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
 #: the thresholds are fractions of the reference, None when unbounded.
-Ref = tuple[Optional[float], Optional[float], Optional[float]]
+Ref = tuple[float | None, float | None, float | None]
 
 
 def size_key(size: str) -> tuple:
