@@ -145,6 +145,20 @@ def perflog(path: Path) -> list[dict[str, str]]:
     return [dict(zip(header.split('|'), row.split('|'))) for row in rows]
 
 
+def one_reference(refs: Path, check: str, stack: str, variant: str,
+                  entry: dict[str, list[Any]]) -> Path:
+    """A references file of the system local (under the prefix `refs`) with one
+    entry: `check`'s `variant` on local:shm with `stack`, {variable: [ref, lower,
+    upper, unit]}."""
+    import yaml
+    refs.mkdir(parents=True, exist_ok=True)
+    path = refs / 'local.yaml'
+    path.write_text(yaml.safe_dump({check: {
+        '$index': ['$partition', '$environ', 'ref_variant'],
+        'local:shm': {stack: {variant: entry}}}}))
+    return path
+
+
 def baseline(var: Path, refs: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """hybridverdict-baseline over the perflogs of `var`, into the prefix `refs`."""
     return subprocess.run(

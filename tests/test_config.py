@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CONFIG, last_attempts, mpi_env
+from conftest import CONFIG, fake_prefix, last_attempts, mpi_env
 
 LOAD = ('import json, runpy, sys; c = runpy.run_path(sys.argv[1])["site_configuration"]; '
         'print(json.dumps(c))')
@@ -121,11 +121,7 @@ def mpich_prefix(tmp_path: Path, stacks: list[str]) -> Path:
     """A prefix of links to MPICH's wrapper and launcher (an install of its own)."""
     if 'mpich' not in stacks:
         pytest.skip('needs MPICH')
-    prefix = tmp_path / 'mv2'
-    (prefix / 'bin').mkdir(parents=True)
-    for exe, target in (('mpicc', 'mpicc.mpich'), ('mpiexec', 'mpiexec.mpich')):
-        (prefix / 'bin' / exe).symlink_to(f'/usr/bin/{target}')
-    return prefix
+    return fake_prefix(tmp_path, 'mv2', 'mpicc.mpich', 'mpiexec.mpich', 'mpiexec')
 
 
 def test_a_prefix_gives_a_stack_its_wrappers(tmp_path, stacks):

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import test_noise
 import yaml
-from conftest import BIN, run_reframe
+from conftest import BIN, one_reference, run_reframe
 
 pytestmark = pytest.mark.integration
 
@@ -136,11 +136,8 @@ def test_busy_machine_hybrid_and_md_bands_do_not_fail(tmp_path, stacks, two_busy
         names.append('MdLammpsBenchmark')
     stack = 'openmpi' if len(names) > 1 else stacks[0]
     refs = tmp_path / 'refs'
-    refs.mkdir()
-    (refs / 'local.yaml').write_text(yaml.safe_dump({'HybridVerdict': {
-        '$index': ['$partition', '$environ', 'ref_variant'],
-        'local:shm': {stack: {'pair=spmv/16/masteronly_1x2': {
-            'speedup': [1.0, -0.10, None, 'x']}}}}}))
+    one_reference(refs, 'HybridVerdict', stack, 'pair=spmv/16/masteronly_1x2',
+                  {'speedup': [1.0, -0.10, None, 'x']})
     proc = run_reframe(tmp_path, '-n', '|'.join(names), '--system', 'local:shm', '-p',
                        stack, '-r',
                        '-S', 'MdLammpsBenchmark.rounds=2', '-S', 'MdLammpsBenchmark.max_rounds=2',

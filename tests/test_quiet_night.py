@@ -20,8 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import REPO, perflog, run_reframe
+from conftest import REPO, one_reference, perflog, run_reframe
 from harnesscore import bands
 from harnesscore.schema import header_fields
 from hybridverdict import baseline
@@ -245,11 +244,8 @@ def _stream(var: Path, refs: Path, stack: str, *args: str,
 
 
 def _references(refs: Path, stack: str, fom: float, lower: float) -> None:
-    refs.mkdir(parents=True, exist_ok=True)
-    doc = {'StreamCheck': {'$index': ['$partition', '$environ', 'ref_variant'],
-                           'local:shm': {stack: {'layout=mpi_2x1 problem=8000000': {
-                               'fom': [fom, lower, None, 'GB/s']}}}}}
-    (refs / 'local.yaml').write_text(yaml.safe_dump(doc))
+    one_reference(refs, 'StreamCheck', stack, 'layout=mpi_2x1 problem=8000000',
+                  {'fom': [fom, lower, None, 'GB/s']})
 
 
 @pytest.mark.integration

@@ -184,14 +184,11 @@ def test_a_run_on_a_node_count_of_p_has_its_own_reference(tmp_path, stacks):
     """-P nodes=N runs other jobs than the partition's own: their references (and
     their pools of samples) are apart. The key dropped '%.nodes', so a run on 2 nodes
     was judged against the reference of a run on 1."""
-    from conftest import run_reframe
+    from conftest import one_reference, run_reframe
     stack = stacks[0]
     refs = tmp_path / 'refs'
-    refs.mkdir()
-    (refs / 'local.yaml').write_text(yaml.safe_dump({'StreamCheck': {
-        '$index': ['$partition', '$environ', 'ref_variant'],
-        'local:shm': {stack: {'layout=mpi_2x1 problem=8000000 .nodes=1': {
-            'fom': [10.0, None, None, 'GB/s']}}}}}))
+    one_reference(refs, 'StreamCheck', stack, 'layout=mpi_2x1 problem=8000000 .nodes=1',
+                  {'fom': [10.0, None, None, 'GB/s']})
     texts = {}
     for name, extra in (('nodes', ['-P', 'nodes=1']), ('plain', [])):
         proc = run_reframe(tmp_path / name, '--system', 'local:shm', '-n',

@@ -187,8 +187,9 @@ KNOBS: tuple[Knob, ...] = (
            '(Spack is then demanded)'),
     _spack('HARNESS_SPACK_SYSTEM', 'ReFrame\'s system name', 'which '
            'config/spack/systems/<name> spack.yaml includes', (*_SESSION, 'spack')),
-    _spack('HARNESS_SPACK_INSTALL_TREE', '$HARNESS_VAR_DIR/spack/opt', 'Spack install tree '
-           'of the kernels the checks build'),
+    _spack('HARNESS_SPACK_INSTALL_TREE', '<system prefix>/spack/opt', 'Spack install tree '
+           'of the kernels the checks build (the system prefix: $HARNESS_VAR_DIR for local, '
+           '$HARNESS_VAR_DIR/<system> for a cluster or declared)'),
     _site('HARNESS_MODULE_STACK', 'set by the module', 'the stack a loaded module of '
           'config/modules/ provides (the modules set it; the multi-node tests read it)',
           ('module load',)),
