@@ -105,6 +105,42 @@ def test_a_variant_run_on_other_nodes_takes_its_reference_from_its_latest_runs(t
     assert len(left_out) == 1 and '2 node(s)' in left_out[0], left_out
 
 
+def test_a_variable_logged_in_another_unit_takes_the_latest_runs_unit(tmp_path):
+    # 10 GB/s, then 10000 and 10100 MB/s: one band of them was 10000 "GB/s" -100%
+    log = write(tmp_path / 'StreamCheck.log', [header(['fom'])] + [
+        line('stream', {'fom': (value, unit)}, name=NAME,
+             time=T0 + dt.timedelta(minutes=minutes))
+        for value, unit, minutes in [(10.0, 'GB/s', 0), (10000.0, 'MB/s', 10),
+                                     (10100.0, 'MB/s', 20)]])
+    left_out: list[str] = []
+    samples = baseline.collect(read_perflogs([str(log)]), left_out)['local']['StreamCheck']
+    assert {key: (s.unit, s.values) for key, s in samples.items()} == {
+        KEY: ('MB/s', [10000.0, 10100.0])}
+    assert left_out == ["StreamCheck local:shm mpich [layout=mpi_2x1] fom: from the values "
+                        "in MB/s (its latest run's); left out those in 'GB/s'"]
+
+
+def test_a_users_expected_failure_stays_one(tmp_path, capsys):
+    # [$xfail, message, [...]] (references.validate_references takes it) was a
+    # TypeError in the diff where the runs covered it (a confusing error where not),
+    # and the merge would have dropped the mark
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    mine = ['$xfail', 'known slow on this box, ticket 42', [10.0, -0.05, None, 'GB/s']]
+    other = ['$xfail', 'another variant', [3.0, -0.1, None, 'GB/s']]
+    (refs / 'local.yaml').write_text(yaml.safe_dump({'StreamCheck': {
+        '$index': ['$partition', '$environ', 'ref_variant'],
+        'local:shm': {'mpich': {'layout=mpi_2x1 problem=8': {'fom': mine},
+                                'layout=mpi_1x2 problem=8': {'fom': other}}}}}))
+    assert baseline.main(['--perflogs', stream_perflogs(tmp_path), '--prefix', str(refs),
+                          '--force']) == 0
+    assert ' (xfail kept)' in capsys.readouterr().out
+    doc = yaml.safe_load((refs / 'local.yaml').read_text())['StreamCheck']['local:shm']['mpich']
+    covered = doc['layout=mpi_2x1 problem=8']['fom']
+    assert covered[:2] == mine[:2] and covered[2][0] == 10.0 and covered[2][3] == 'GB/s'
+    assert doc['layout=mpi_1x2 problem=8']['fom'] == other
+
+
 def test_the_references_keep_a_variables_name_as_logged(tmp_path):
     log = write(tmp_path / 'Osu.log', [header(['latency_8B']), line(
         'osu_latency', {'latency_8B': (0.5, 'us')}, name='OsuCheck %pair=x')])
@@ -173,3 +209,25 @@ def test_the_night_samples_option_is_bounded_as_harness_repeat(tmp_path, monkeyp
     monkeypatch.setenv('HARNESS_REPEAT', ' 3 ')
     assert baseline.main(args) == 0
     assert baseline.main([*args, '--night-samples', ' 100']) == 0
+
+
+def test_a_users_comments_are_named_when_the_file_is_written_anew(tmp_path, capsys):
+    # the file is written from its entries: its comments were lost without a word
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'local.yaml').write_text(
+        '# hand-tuned after the BIOS update: do not loosen\n'
+        'StreamCheck:\n  $index: [$partition, $environ, ref_variant]\n  local:shm:\n'
+        '    mpich:\n      layout=mpi_1x2 problem=8:\n'
+        "        fom: [3.0, -0.1, null, 'GB/s']   # known jitter\n"
+        "        t: ['$xfail', 'ticket #42', [1.0, null, 0.1, s]]\n")
+    logs = stream_perflogs(tmp_path)
+    assert baseline.main(['--perflogs', logs, '--prefix', str(refs), '--force']) == 0
+    out = capsys.readouterr().out
+    kept = next(refs.glob('previous/local-*.yaml'))
+    assert f'note: 2 comment line(s) of the file are not in the new one (it is written from ' \
+           f'its entries): they are in {kept}' in out
+    assert 'do not loosen' in kept.read_text()
+    # written by the command itself: its own header is no comment of the user's
+    assert baseline.main(['--perflogs', logs, '--prefix', str(refs), '--force']) == 0
+    assert 'comment line(s)' not in capsys.readouterr().out

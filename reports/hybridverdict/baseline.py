@@ -92,13 +92,19 @@ def collect(records: Iterable[Record],
     """system -> test class -> key -> samples, from runs that passed.
 
     Per test variant (class, partition, stack, variant) only the runs made as
-    its latest run was (:func:`made_with`) count; `left_out` receives one line
-    per variant whose other runs were left out."""
+    its latest run was (:func:`made_with`) count, and per variable only the
+    values in the unit of its latest run; `left_out` receives one line per
+    variant whose other runs, and per variable whose other units, were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
     latest: dict[tuple[str, str, str, str, str], Made] = {}
+    units: dict[Key, str] = {}
     for rec in sorted(usable, key=lambda r: r.time):       # the latest run last
         cls, variant = references.split_name(rec.name)
         latest[(rec.system, cls, rec.partition, rec.stack, variant)] = made_with(rec)
+        for var in rec.values:
+            units[(f'{rec.system}:{rec.partition}', rec.stack, variant, var)] = \
+                rec.units.get(var, '')
+    other_units: dict[tuple[str, Key], set[str]] = defaultdict(set)
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
     others: dict[tuple[str, str, str, str, str], set[Made]] = defaultdict(set)
     # the sessions' rule is the change points' and the verdicts' (``changes.sessions``)
@@ -110,10 +116,19 @@ def collect(records: Iterable[Record],
             continue
         for var, value in rec.values.items():
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
-            entry = out[rec.system][cls].setdefault(key, Samples(rec.units.get(var, '')))
+            if rec.units.get(var, '') != units[key]:
+                # another scale (MB/s against GB/s): not one band
+                other_units[(cls, key)].add(rec.units.get(var, ''))
+                continue
+            entry = out[rec.system][cls].setdefault(key, Samples(units[key]))
             entry.values.append(value)
             entry.sessions.append(session)
     if left_out is not None:
+        for (cls, (part, stack, variant, var)), seen in sorted(other_units.items()):
+            left_out.append(
+                f'{cls} {part} {stack} [{variant}] {var}: from the values in '
+                f'{units[(part, stack, variant, var)] or "no unit"} (its latest run\'s); left '
+                f'out those in {", ".join(repr(u) for u in sorted(seen))}')
         for where, made in sorted(others.items()):
             build, lib, nodes = latest[where]
             left_out.append(
@@ -216,11 +231,27 @@ def read_references(path: str) -> dict[str, dict[Key, RefTuple]]:
     return flatten(doc or {}, path)
 
 
+def _xfail(ref: RefTuple | None) -> bool:
+    """Whether `ref` is ReFrame's expected failure, ``[$xfail, message, [ref, lower,
+    upper, unit]]`` (a user's mark: references.validate_references takes it)."""
+    return isinstance(ref, (list, tuple)) and len(ref) == 3 and ref[0] == '$xfail'
+
+
+def _figures(ref: RefTuple | None) -> RefTuple | None:
+    """[ref, lower, upper, unit] of an entry, an expected failure's too."""
+    return ref[2] if _xfail(ref) else ref
+
+
 def merge(old: dict[str, dict[Key, RefTuple]],
           new: dict[str, dict[Key, RefTuple]]) -> dict[str, dict[Key, RefTuple]]:
+    """`old` with `new`'s entries; a user's expected failure stays one, its message
+    kept and its figures the new ones."""
     out = {cls: dict(keys) for cls, keys in old.items()}
     for cls, keys in new.items():
-        out.setdefault(cls, {}).update(keys)
+        mine = out.setdefault(cls, {})
+        for key, ref in keys.items():
+            was = mine.get(key)
+            mine[key] = [was[0], was[1], ref] if _xfail(was) else ref
     return out
 
 
@@ -246,7 +277,8 @@ def diff_rows(old: dict[str, dict[Key, RefTuple]],
     for cls in sorted(set(old) | set(new)):
         keys = set(old.get(cls, {})) | set(new.get(cls, {}))
         for key in sorted(keys):
-            was, now = old.get(cls, {}).get(key), new.get(cls, {}).get(key)
+            entry = old.get(cls, {}).get(key)
+            was, now = _figures(entry), _figures(new.get(cls, {}).get(key))
             if now is None:
                 status, change = 'kept', ''
             elif was is None:
@@ -255,6 +287,8 @@ def diff_rows(old: dict[str, dict[Key, RefTuple]],
                 status = 'same' if was[:3] == now[:3] else 'changed'
                 change = (f'{100 * (now[0] / was[0] - 1):+.1f}%'
                           if was[0] not in (0, None) and now[0] is not None else '')
+            if _xfail(entry):
+                status += ' (xfail kept)'
             part, env, variant, var = key
             rows.append([cls, part, env, variant, var,
                          '' if was is None else f'{was[0]:.6g}', _fmt_tol(was),
@@ -265,6 +299,39 @@ def diff_rows(old: dict[str, dict[Key, RefTuple]],
 
 DIFF_COLUMNS = ('test', 'partition', 'stack', 'variant', 'variable', 'old', 'old tol',
                 'new', 'new tol', 'change', 'status')
+
+
+def header_lines(now: dt.datetime) -> str:
+    """The comment the written file opens with."""
+    return (f'# Performance references of this system, written by hybridverdict-baseline\n'
+            f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
+            f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
+
+
+def own_comments(path: str) -> int:
+    """How many comments of the file at `path` a user wrote (not the header this
+    command writes): the file is written anew from its entries, without them."""
+    try:
+        with open(path, encoding='utf-8') as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    ours = 3 if lines and lines[0] == header_lines(dt.datetime.now()).splitlines()[0] else 0
+    return sum(_has_comment(line) for line in lines[ours:])
+
+
+def _has_comment(line: str) -> bool:
+    """Whether a YAML line holds a comment: a # at its start or after a blank,
+    outside quotes."""
+    quote = ''
+    for i, c in enumerate(line):
+        if quote:
+            quote = '' if c == quote else quote
+        elif c in '\'"':
+            quote = c
+        elif c == '#' and (i == 0 or line[i - 1].isspace()):
+            return True
+    return False
 
 
 def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: bool,
@@ -284,9 +351,7 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
             atomic.write_new(kept, old.read())
     target = os.path.realpath(path)
     os.makedirs(os.path.dirname(target) or '.', exist_ok=True)
-    header = (f'# Performance references of this system, written by hybridverdict-baseline\n'
-              f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
-              f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
+    header = header_lines(now)
     text = header + yaml.safe_dump(to_document(entries), sort_keys=False,
                                    default_flow_style=None, width=100)
     try:
@@ -453,9 +518,13 @@ def baseline(argv: list[str] | None) -> int:
             # merged into the file as it is now, read and replaced under the prefix's
             # lock: another baseline (another var dir) may have written it meanwhile
             with locked(args.prefix):
+                comments = own_comments(path)
                 kept = write_references(path, merge(read_references(path), new),
                                         args.force, now)
             print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
+            if comments and kept:
+                print(f'   note: {comments} comment line(s) of the file are not in the new '
+                      f'one (it is written from its entries): they are in {kept}')
         except BrokenPipeError:
             return _stdout_closed()
         except (ReferencesError, ValueError) as err:
