@@ -557,3 +557,37 @@ def test_a_known_change_is_matched_to_the_nearest_of_the_changes_it_overlaps():
     early = at(9, 9, 5)
     assert changes._newly_confirmed([early, at(12, 3, 8)], [at(12, 12, 7)]) == [early]
     assert changes._newly_confirmed([at(12, 3, 8), early], [at(12, 12, 7)]) == [early]
+
+
+def test_a_step_on_the_last_night_is_dated_by_it_not_by_a_noisy_night_before():
+    """20 quiet nights and +30% on the last: the night before it happened to be 5%
+    high (session medians ..., 0.988, 1.054, 1.299), and the tail of two nights took
+    both, +17% from the night before. The morning page then said nothing moved."""
+    hist = history_of(records([1.0] * 20 + [1.3], random.Random(701), 'S07', 0.02))
+    (found,) = changes.find(hist)
+    assert found.at == night(20) and found.kind == 'regression', found.line()
+    (line,) = changes.since_last_night(hist).lines()
+    assert line.startswith('regression: S07 t_total, openmpi@shm: +') and \
+        ' from 2026-10-21 02:30 ' in line, line
+
+
+def test_records_without_a_test_name_are_told_apart_by_their_run_fields():
+    """A record may have no name (another check's, an older perflog): its series was
+    the kernel's alone, pure MPI 2x1 (1 s) and hybrid 1x2 (2 s) in one, and the
+    nights the hybrid runs were skipped made a change point (-32%)."""
+    rng = random.Random(5)
+    recs = []
+    for i in range(30):
+        for mode, ranks, threads, level in (('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 2.0)):
+            if mode == 'masteronly' and i >= 20 and i % 2:
+                continue
+            recs += [dataclasses.replace(r, mode=mode, ranks=ranks, threads=threads, name='',
+                                         time=r.time + dt.timedelta(minutes=ranks))
+                     for r in records([level], rng, 'x', 0.02)]
+            recs[-3:] = [dataclasses.replace(r, time=r.time + dt.timedelta(days=i))
+                         for r in recs[-3:]]
+    hist = history_of(sorted(recs, key=lambda r: r.time))
+    assert changes.find(hist) == []
+    keys = {p.key.variant for p in changes.series_points(hist, changes._runs(
+        hist, changes.Knobs())[0])}
+    assert keys == {'mode=mpi layout=2x1 size=64', 'mode=masteronly layout=1x2 size=64'}

@@ -360,7 +360,8 @@ def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, list[dt.datetim
     schema = history.records.collect_schema()
     extra = [c for c in ('judgement',) if c in schema]
     recs = history.records.select('rid', 'time', 'system', 'partition', 'stack', 'nodes',
-                                  'name', 'kernel', 'verified', 'result', *extra,
+                                  'name', 'kernel', 'mode', 'ranks', 'threads', 'size',
+                                  'verified', 'result', *extra,
                                   session_name(schema).alias('session_name')).collect()
     sess = sessions(recs.lazy().select('time', pl.col('session_name').alias('session')),
                     knobs.gap)
@@ -369,6 +370,13 @@ def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, list[dt.datetim
                       on=['time', 'session_name'])
             .join(_checks(names.get_column('name'), names.get_column('kernel')),
                   on=['name', 'kernel']))
+    # A record without a test name (another check's, an older perflog): its run
+    # fields tell its runs apart, as the history's series do (pure MPI 2x1 and
+    # hybrid 1x2 runs were one series, and a change in their mix a change point).
+    nameless = pl.col('name').is_null() | (pl.col('name') == '')
+    recs = recs.with_columns(variant=pl.when(nameless).then(pl.format(
+        'mode={} layout={}x{} size={}', 'mode', 'ranks', 'threads', 'size'))
+        .otherwise(pl.col('variant')))
     starts = sess.group_by('session').agg(start=pl.col('start').first()).sort('session')
     return recs, starts.get_column('start').to_list()
 
@@ -592,7 +600,9 @@ def _tail(logs: np.ndarray, start: int, knobs: Knobs,
           noise: Sequence[float] = ()) -> tuple[int, float] | None:
     """An unconfirmed change in the last k < ``min_segment`` sessions (the largest such
     k): each of them beyond the magnitude on the same side of the median of the segment
-    [start, n - k), their mean outside its t prediction interval (p-value at most
+    [start, n - k), and past the midpoint between it and their median (as ``_placed``
+    puts a boundary: a session a little high from noise before a step on the last one
+    is no part of it), their mean outside its t prediction interval (p-value at most
     ``p_value / UNCONFIRMED_STRICTER``)."""
     from scipy.stats import t as student_t
     n = len(logs)
@@ -603,6 +613,9 @@ def _tail(logs: np.ndarray, start: int, knobs: Knobs,
         level = float(np.median(ref))
         sizes = np.exp(tail - level) - 1
         if not (np.all(sizes >= knobs.magnitude) or np.all(sizes <= -knobs.magnitude)):
+            continue
+        new = float(np.median(tail))
+        if np.any((tail > (level + new) / 2) != (new > level)):
             continue
         sd = float(np.std(ref, ddof=1))
         # A few sessions that happen to agree closely are no evidence of a small
