@@ -12,19 +12,22 @@ from harnesscore.references import lower_is_better, references_file, split_name
 from hybridverdict import baseline
 
 
-def test_split_name_drops_the_sample_and_keeps_the_parameters():
-    assert split_name('SpmvCheck %sample=2 %layout=mpi_2x1 %problem=64') == (
-        'SpmvCheck', 'layout=mpi_2x1 problem=64')
-    assert split_name('HybridVerdict %pair=spmv/64/masteronly_1x2') == (
-        'HybridVerdict', 'pair=spmv/64/masteronly_1x2')
-    assert split_name('MdLammpsBenchmark') == ('MdLammpsBenchmark', '-')
-    assert split_name('X %.repeat_no=1 %p=3') == ('X', 'p=3')
+@pytest.mark.parametrize('name, split', [
+    ('SpmvCheck %sample=2 %layout=mpi_2x1 %problem=64', 'layout=mpi_2x1 problem=64'),
+    ('HybridVerdict %pair=spmv/64/masteronly_1x2', 'pair=spmv/64/masteronly_1x2'),
+    ('MdLammpsBenchmark', '-'),
+    ('X %.repeat_no=1 %p=3', 'p=3'),
     # a variable -P made a parameter is another run (1 and 2 nodes: two references,
     # two pools of samples); a fixture's parameter is not the test's
-    assert split_name('MdCheck %layout=mpi_2x1 %problem=24 %sample=0 %.nodes=2') == (
-        'MdCheck', 'layout=mpi_2x1 problem=24 .nodes=2')
-    assert split_name('SpmvCheck %layout=mpi_2x1 %build.stack=mpich') == (
-        'SpmvCheck', 'layout=mpi_2x1')
+    ('MdCheck %layout=mpi_2x1 %problem=24 %sample=0 %.nodes=2',
+     'layout=mpi_2x1 problem=24 .nodes=2'),
+    ('SpmvCheck %layout=mpi_2x1 %build.stack=mpich', 'layout=mpi_2x1'),
+])
+def test_split_name_drops_the_sample_and_keeps_the_parameters(name, split):
+    assert split_name(name) == (name.split()[0], split)
+
+
+def test_split_name_of_no_name_is_an_error():
     with pytest.raises(ValueError):
         split_name('  ')
 
