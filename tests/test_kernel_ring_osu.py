@@ -115,6 +115,9 @@ BAD_VALUES = [
     ('ring sizes range of other sizes', 'RingPingpongCheck',
      ['-S', 'RingPingpongCheck.sizes=8:100'],
      r"RingPingpongCheck\.sizes='8:100': range '8:100' is not of powers of two", 'fail'),
+    ('OSU run at a node count other than its own', 'OsuLatencyCheck', ['-P', 'nodes=1,2'],
+     r'(?s)OsuLatencyCheck places its 2 rank\(s\) itself, on 1 node\(s\) of local:shm: '
+     r'nodes=2 is not its run.*Ran 1/2 ', 'ok'),
     ('nodes above a local partition', 'StreamCheck%layout=mpi_2x1', ['-P', 'nodes=2'],
      r'StreamCheck\.nodes=2: local:shm runs on this machine alone', 'fail'),
     ('STREAM count of spmv negative', 'SpmvCheck%layout=mpi_2x1',

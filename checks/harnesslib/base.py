@@ -540,6 +540,11 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         self.cores = cores_per_node(part)
         ranks, nodes, why = self.placement(self.cores, int(part.extras.get('nodes', 1)))
         self.skip_if(bool(why), why)
+        # -P/-S nodes=N: this run places its ranks itself; another N is not its run
+        # (the variant's name, and its reference key, would say N nodes)
+        self.skip_if(bool(self.nodes) and self.nodes != nodes,
+                     f'{type(self).__name__} places its {ranks * nodes} rank(s) itself, on '
+                     f'{nodes} node(s) of {part.fullname}: nodes={self.nodes} is not its run')
         self.ranks, self.nodes = ranks, nodes
         self.num_tasks_per_node = ranks
         self.num_tasks = ranks * nodes
