@@ -544,6 +544,8 @@ def test_harness_passes_the_stacks_p_selects_to_the_budget_split(tmp_path):
         'echo >> "$ARGS_LOG"\necho "900 1800 2"\n')
     (venv / 'bin' / 'python').chmod(0o755)
     script = (func + 'say() { :; }\nwarn() { :; }\ndie() { echo "$*" >&2; exit 3; }\n'
+              # the words session splits HARNESS_REFRAME_OPTS into, as it does
+              'read -ra REFRAME_OPTS <<<"$HARNESS_REFRAME_OPTS"\n'
               'print_plan -p "my stack" -x Md\necho "$HARNESS_BUDGET"\n')
     opts = '--system declared -p openmpi --prgenv=mpi.h -pgnu -n Spmv'
     proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60,

@@ -301,9 +301,13 @@ DIFF_COLUMNS = ('test', 'partition', 'stack', 'variant', 'variable', 'old', 'old
                 'new', 'new tol', 'change', 'status')
 
 
+#: The first line of the comment the written file opens with (``header_lines``).
+HEADER_FIRST = '# Performance references of this system, written by hybridverdict-baseline'
+
+
 def header_lines(now: dt.datetime) -> str:
     """The comment the written file opens with."""
-    return (f'# Performance references of this system, written by hybridverdict-baseline\n'
+    return (f'{HEADER_FIRST}\n'
             f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
             f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
 
@@ -316,7 +320,7 @@ def own_comments(path: str) -> int:
             lines = fh.read().splitlines()
     except (OSError, UnicodeDecodeError):
         return 0
-    ours = 3 if lines and lines[0] == header_lines(dt.datetime.now()).splitlines()[0] else 0
+    ours = 3 if lines and lines[0] == HEADER_FIRST else 0
     return sum(_has_comment(line) for line in lines[ours:])
 
 

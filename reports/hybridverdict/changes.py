@@ -833,14 +833,15 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
                     .join(night.lazy().filter(pl.col('verified'))
                           .select('rid', *KEY_COLUMNS[:-1]), on='rid')
                     .select(*KEY_COLUMNS).unique().select(pl.len()).collect().item())
+    new = set(known) - set(then)
     return Morning(
         last_night=starts[last], series=n_series, checks=len(now), changes=moved,
         # a new variant that fails is newly failing too: a line that says only "new"
         # would hide it (a system's first session has no new variants, so none)
         failing=sorted(c for c, s in now.items() if s == 'fail'
-                       and (then.get(c) == 'pass' or (c in known and c not in then))),
+                       and (then.get(c) == 'pass' or c in new)),
         passing=sorted(c for c, s in now.items() if s == 'pass' and then.get(c) == 'fail'),
-        missing=sorted(set(then) - set(now)), new=sorted(set(known) - set(then)))
+        missing=sorted(set(then) - set(now)), new=sorted(new))
 
 
 COLUMNS = ('what moved',)
