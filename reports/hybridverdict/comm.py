@@ -33,7 +33,7 @@ from harnesscore.units import MIB, bytes_label
 from .apart import Apart
 from .hockney import FitError, HockneyFit, LogFit, error_text, fit_hockney, fit_log2
 from .records import Group, KernelSeries, Record
-from .section import cell
+from .section import Table, cell, empty_table
 
 LAT_KERNELS = ('ring-pingpong', 'osu_latency')
 BW_KERNELS = ('ring-bw', 'osu_bw')
@@ -291,7 +291,7 @@ def _head_place(h: Headline) -> tuple:
     return (h.system, h.partition, h.family, h.stack, h.nodes)
 
 
-def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
+def stack_rows(heads: list[Headline]) -> Table:
     """The MPI-stack comparison: each stack against the best of its partition; the
     bandwidth at the largest size against the best at that same size (of the stacks
     that measured it: a stack alone at its largest size is its own best, as a stack
@@ -313,8 +313,7 @@ def stack_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
             at = (*where, size)
             best_at[at] = max(best_at.get(at, median(xs)), median(xs))
     apart = Apart.of(heads, _head_place)
-    rows: list[list[object]] = []
-    data: list[dict] = []
+    rows, data = empty_table()
     for h in heads:
         where = (h.system, h.partition, h.family, h.nodes)
         group = best[where]
@@ -385,7 +384,7 @@ def ring_osu_pairs(heads: list[Headline]) -> list[tuple[Headline, Headline]]:
     return pairs
 
 
-def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]]:
+def ring_osu_rows(heads: list[Headline]) -> Table:
     """The ring kernel's figures beside OSU's, same stack, partition and node count
     (``ring_osu_pairs``): a row for each build of the ring against each OSU install (a
     headline is one build's: a Debug and a Release ring are two rows)."""
@@ -398,8 +397,7 @@ def ring_osu_rows(heads: list[Headline]) -> tuple[list[list[object]], list[dict]
     # several
     side = {fam: Apart.of((h for h in heads if h.family == fam), _stack_place,
                           build=lambda h: '') for fam in ('ring', 'osu')}
-    rows: list[list[object]] = []
-    data: list[dict] = []
+    rows, data = empty_table()
     for ring, osu in pairs:
         f = _ring_osu_figures(ring, osu)
         one = ring.library == osu.library
@@ -452,7 +450,7 @@ class _Ratios(NamedTuple):
     library: str
 
 
-def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[dict]]:
+def accuracy_rows(records: Iterable[Record]) -> Table:
     """The ring-vs-osu check's own ratios."""
     found: dict[_Ratios, list[float]] = defaultdict(list)
     for rec in _usable(records, (ACCURACY_KERNEL,)):
@@ -463,8 +461,7 @@ def accuracy_rows(records: Iterable[Record]) -> tuple[list[list[object]], list[d
                               g.library)].append(value)
     # the build and library where one (system, partition, stack, variable, nodes) has several
     apart = Apart.of(found, lambda k: k[:5])
-    rows: list[list[object]] = []
-    data: list[dict] = []
+    rows, data = empty_table()
     for k, xs in sorted(found.items()):
         iv = stats.median_interval(xs)
         rows.append([apart.partition(k), apart.stack(k), k.variable, f'{median(xs):.3f}',
@@ -548,10 +545,9 @@ SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured 
                       'bw/node [MB/s]', '% of max', 'nodes', 'samples')
 
 
-def saturation_rows(series: list[Saturation]) -> tuple[list[list[object]], list[dict]]:
+def saturation_rows(series: list[Saturation]) -> Table:
     apart = Apart.of(series, _saturation_place)
-    rows: list[list[object]] = []
-    data: list[dict] = []
+    rows, data = empty_table()
     for s in series:
         for k, bw, frac, n in s.curve():
             by = ', '.join(sorted(s.layouts[k]))
@@ -647,7 +643,7 @@ def _rabenseifner_place(r: Rabenseifner) -> tuple:
     return (r.system, r.partition, r.stack, r.kernel, r.size, r.nodes)
 
 
-def rabenseifner_rows(rows: list[Rabenseifner]) -> tuple[list[list[object]], list[dict]]:
+def rabenseifner_rows(rows: list[Rabenseifner]) -> Table:
     """The table (its system column names the system always; the stack names the build
     and library where a place holds several) and the JSON (``build``, ``library`` only
     there)."""
@@ -764,15 +760,14 @@ COLLECTIVE_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'rank counts', 
                       'b [us]', 'rel. error', 'samples')
 
 
-def collective_rows(series: list[Collective]) -> tuple[list[list[object]], list[dict]]:
+def collective_rows(series: list[Collective]) -> Table:
     sizes_by_kernel: dict[tuple, set[int]] = defaultdict(set)
     for c in series:
         sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)].add(c.size)
     # a place of several series: each names its own ('one node', '<c> per node')
     named = several_placements(series)
     apart = Apart.of(series, lambda c: (*c.place()[:-2], c.ranks_per_node))
-    rows: list[list[object]] = []
-    data: list[dict] = []
+    rows, data = empty_table()
     for c in series:
         sizes = sizes_by_kernel[(c.system, c.partition, c.stack, c.kernel)]
         shown = {s for s in SHOWN_SIZES if s in sizes} | {min(sizes), max(sizes)}

@@ -52,6 +52,15 @@ FIG_HISTORY = 'history'
 FIG_SCALING = 'scaling'
 
 
+#: An analysis's table: its rows of cells, and the same rows as JSON data.
+Table = tuple[list[list[object]], list[dict]]
+
+
+def empty_table() -> Table:
+    """The rows and the data of a table yet to be filled."""
+    return [], []
+
+
 def cell(x: float | None, spec: str = '.3g') -> str:
     """A table's number in `spec`, or ``n/a`` where there is none."""
     return 'n/a' if x is None else format(x, spec)
