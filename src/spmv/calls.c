@@ -80,16 +80,27 @@ static void exchange(const kc_ctx *ctx, problem *P) {
     for (int q = 0; q < P->nrecv; ++q) x[ri[q]] = rb[q];
 }
 
+/* What one call reads and writes of P: the CSR, x, y, the send side and the
+ * counts.  Plain (not restrict) pointers: exchange() writes x through P. */
+typedef struct {
+    const int *rp, *col, *sidx;
+    const double *val, *x;
+    double *y, *sbuf;
+    int rows, nint, nsend, lim;
+} call_view;
+
+static inline call_view view_of(const problem *P) {
+    return (call_view){.rp = P->rp, .col = P->col, .sidx = P->send_idx, .val = P->val,
+                       .x = P->x, .y = P->y, .sbuf = P->sendbuf, .rows = P->rows,
+                       .nint = P->nint, .nsend = P->nsend, .lim = P->nnz};
+}
+
 /* mpi, masteronly, serial: pack, exchange, then the interior and boundary rows. */
 static void call_masteronly(kc_ctx *ctx, problem *P, call_times *ct) {
-    /* plain (not restrict) aliases: exchange() writes x through P */
-    const int *rp = P->rp, *col = P->col, *sidx = P->send_idx;
-    const double *val = P->val, *x = P->x;
-    double *y = P->y, *sbuf = P->sendbuf;
-    const int rows = P->rows, nint = P->nint, nsend = P->nsend, lim = P->nnz;
+    const call_view v = view_of(P);
     double t0 = spmv_now();
 #pragma omp parallel for schedule(static)
-    for (int q = 0; q < nsend; ++q) sbuf[q] = x[sidx[q]];
+    for (int q = 0; q < v.nsend; ++q) v.sbuf[q] = v.x[v.sidx[q]];
     double t1 = spmv_now();
     exchange(ctx, P);
     double t2 = spmv_now(), tb = t2;
@@ -97,12 +108,12 @@ static void call_masteronly(kc_ctx *ctx, problem *P, call_times *ct) {
     {
         kc_record_cpu(ctx);
 #pragma omp for schedule(static)
-        for (int p = 0; p < nint; ++p) spmv_row(rp, col, val, x, y, p, lim);
+        for (int p = 0; p < v.nint; ++p) spmv_row(v.rp, v.col, v.val, v.x, v.y, p, v.lim);
         /* implicit barrier: all interior rows done */
 #pragma omp master
         tb = spmv_now();
 #pragma omp for schedule(static) nowait
-        for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
+        for (int p = v.nint; p < v.rows; ++p) spmv_row(v.rp, v.col, v.val, v.x, v.y, p, v.lim);
     }
     double t3 = spmv_now();
     ct->t[PH_PACK] = t1 - t0;
@@ -118,10 +129,7 @@ static void call_masteronly(kc_ctx *ctx, problem *P, call_times *ct) {
  * slot per thread for its interior time. */
 #define PAD 8 /* one cache line per thread */
 static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
-    const int *rp = P->rp, *col = P->col, *sidx = P->send_idx;
-    const double *val = P->val, *x = P->x;
-    double *y = P->y, *sbuf = P->sendbuf;
-    const int rows = P->rows, nint = P->nint, nsend = P->nsend, lim = P->nnz;
+    const call_view v = view_of(P);
     double t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     int team = 1;
 #pragma omp parallel
@@ -134,7 +142,7 @@ static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct
             t0 = spmv_now();
         }
 #pragma omp for schedule(static) nowait
-        for (int q = 0; q < nsend; ++q) sbuf[q] = x[sidx[q]];
+        for (int q = 0; q < v.nsend; ++q) v.sbuf[q] = v.x[v.sidx[q]];
         /* packing complete before the master sends */
 #pragma omp barrier
 #pragma omp master
@@ -145,9 +153,9 @@ static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct
         }
         {   /* interior rows: no ghost value needed, overlap the exchange */
             int lo, hi;
-            interior_chunk(nint, tid, nth, &lo, &hi);
+            interior_chunk(v.nint, tid, nth, &lo, &hi);
             double a = spmv_now();
-            for (int p = lo; p < hi; ++p) spmv_row(rp, col, val, x, y, p, lim);
+            for (int p = lo; p < hi; ++p) spmv_row(v.rp, v.col, v.val, v.x, v.y, p, v.lim);
             thr_t[tid * PAD] = lo < hi ? spmv_now() - a : 0.0;
         }
         /* ghost values unpacked (and interior done) before boundary rows */
@@ -155,7 +163,7 @@ static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct
 #pragma omp master
         t3 = spmv_now();
 #pragma omp for schedule(static)
-        for (int p = nint; p < rows; ++p) spmv_row(rp, col, val, x, y, p, lim);
+        for (int p = v.nint; p < v.rows; ++p) spmv_row(v.rp, v.col, v.val, v.x, v.y, p, v.lim);
 #pragma omp master
         t4 = spmv_now();
     }
