@@ -27,6 +27,7 @@ from harnesslib.base import (
     AlternatingRounds,
     KernelCheck,
     OsuRuns,
+    bad_value,
     require_at_least,
     sanity_errors,
     sweep_variables,
@@ -87,7 +88,7 @@ class RingSweep(KernelCheck):
         try:
             return message_sizes(self.sizes)
         except ValueError as err:
-            raise ValueError(f'{type(self).__name__}.sizes={self.sizes!r}: {err}') from None
+            raise bad_value(self, 'sizes', err) from None
 
 
 @rfm.simple_test
@@ -152,7 +153,7 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         try:
             message_sizes(f'{MIB}:{self.bw_max}')
         except ValueError as err:
-            raise ValueError(f'{type(self).__name__}.bw_max={self.bw_max}: {err}') from None
+            raise bad_value(self, 'bw_max', err) from None
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)

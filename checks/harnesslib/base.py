@@ -157,6 +157,12 @@ def require_at_least(test: rfm.RegressionTest, var: str, low: int, must: str) ->
         raise ValueError(f'{type(test).__name__}.{var} must be {must}, got {value}')
 
 
+def bad_value(test: rfm.RegressionTest, var: str, why: object) -> ValueError:
+    """The error of `test`'s variable `var` (a ``-S``/``-P`` value) that the setup
+    stage fails the test with: its class, name and value, and `why`."""
+    return ValueError(f'{type(test).__name__}.{var}={getattr(test, var)!r}: {why}')
+
+
 def record_exit_status(test: rfm.RegressionTest) -> None:
     """Where the scheduler reports no exit status (ReFrame's squeue backend: no
     accounting database), the job script records its launcher's (or its
@@ -683,8 +689,8 @@ class KernelCheck(RunBase):
             self.nodes = int(part.extras.get('nodes', 1))
         elif self.nodes > 1 and part.scheduler.registered_name == 'local':
             # -P/-S nodes=N on this machine: N times the ranks on its cores
-            raise ValueError(f'{type(self).__name__}.nodes={self.nodes}: {part.fullname} '
-                             f'runs on this machine alone (the local scheduler): 1 node')
+            raise bad_value(self, 'nodes', f'{part.fullname} runs on this machine alone '
+                                           '(the local scheduler): 1 node')
         self.num_tasks_per_node = self.ranks
         self.num_tasks = self.ranks * self.nodes
         # Whole cores: on a node of 2 threads per core, 2 Slurm CPUs per thread.
