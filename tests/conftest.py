@@ -159,6 +159,21 @@ def one_reference(refs: Path, check: str, stack: str, variant: str,
     return path
 
 
+def label_spy(monkeypatch: pytest.MonkeyPatch, method: str) -> list[str]:
+    """The labels of every line that matplotlib's ``Axes.<method>`` (plot,
+    errorbar) draws from now on; it still draws them."""
+    import matplotlib.axes
+    labels: list[str] = []
+    draw = getattr(matplotlib.axes.Axes, method)
+
+    def spy(self, *args, **kw):
+        labels.append(kw.get('label', ''))
+        return draw(self, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, method, spy)
+    return labels
+
+
 def baseline(var: Path, refs: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """hybridverdict-baseline over the perflogs of `var`, into the prefix `refs`."""
     return subprocess.run(

@@ -7,6 +7,7 @@ import datetime as dt
 import types
 
 import pytest
+from conftest import label_spy
 from hybridverdict import comm
 from hybridverdict.perflog import Record, read_perflogs
 from perflog_writer import header, hockney_runs, line, write, write_runs
@@ -243,16 +244,7 @@ def test_rabenseifner_b_hybrid_from_the_masteronly_1xC_run_at_k1():
 @pytest.fixture
 def plot_labels(monkeypatch) -> list[str]:
     """The labels of every line the figures draw from now on."""
-    import matplotlib.axes
-    labels: list[str] = []
-    draw = matplotlib.axes.Axes.plot
-
-    def spy(self, *args, **kw):
-        labels.append(kw.get('label', ''))
-        return draw(self, *args, **kw)
-
-    monkeypatch.setattr(matplotlib.axes.Axes, 'plot', spy)
-    return labels
+    return label_spy(monkeypatch, 'plot')
 
 
 def test_saturation_figure_names_the_layout_where_a_place_has_several(plot_labels):

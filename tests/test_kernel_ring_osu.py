@@ -20,10 +20,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import STACKS, kernel_results, mpi_env, perflog
 from test_kernels import cmake_build
 
 SLOW_PCT = 50
+DATA = Path(__file__).parent / 'data'
 
 
 def bw_results(stack: str, ring: Path, *args: str) -> list[dict]:
@@ -100,61 +102,10 @@ def test_a_session_builds_the_slowed_ring_on_request(tmp_path, stacks):
 # (--list/--dry-run sessions: no build, no run; each bad value fails the
 # session naming the variable and its value, never skips the check silently)
 
-#: (what the user gives, the checks, -S/-P options, what the user sees, 'ok' or 'fail')
-BAD_VALUES = [
-    ('ring sizes as a comma list', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=8,1K'],
-     r'PASSED.*Ran 2/2', 'ok'),
-    ('ring sizes not a size', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=abc'],
-     r"RingBwCheck\.sizes='abc': 'abc' is not a size", 'fail'),
-    ('ring sizes empty', 'RingBwCheck', ['-S', 'RingBwCheck.sizes='],
-     r"RingBwCheck\.sizes='': '' is not a size", 'fail'),
-    ('ring sizes with a shell word', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=1:4M;id'],
-     r"RingBwCheck\.sizes='1:4M;id': '4M;id' is not a size", 'fail'),
-    ('ring sizes range MIN > MAX', 'RingPingpongCheck', ['-S', 'RingPingpongCheck.sizes=8:1'],
-     r"RingPingpongCheck\.sizes='8:1': range '8:1' has MIN > MAX", 'fail'),
-    ('ring sizes range of other sizes', 'RingPingpongCheck',
-     ['-S', 'RingPingpongCheck.sizes=8:100'],
-     r"RingPingpongCheck\.sizes='8:100': range '8:100' is not of powers of two", 'fail'),
-    ('OSU run at a node count other than its own', 'OsuLatencyCheck', ['-P', 'nodes=1,2'],
-     r'(?s)OsuLatencyCheck places its 2 rank\(s\) itself, on 1 node\(s\) of local:shm: '
-     r'nodes=2 is not its run.*Ran 1/2 ', 'ok'),
-    ('nodes above a local partition', 'StreamCheck%layout=mpi_2x1', ['-P', 'nodes=2'],
-     r'StreamCheck\.nodes=2: local:shm runs on this machine alone', 'fail'),
-    ('STREAM count of spmv negative', 'SpmvCheck%layout=mpi_2x1',
-     ['-S', 'SpmvCheck.stream_elements=-5'],
-     r'SpmvCheck\.stream_elements must be 0 \(the default count\) or more, got -5', 'fail'),
-    ('bw_max not a power of two', 'RingOsuAccuracy', ['-S', 'bw_max=3145728'],
-     r"RingOsuAccuracy\.bw_max=3145728: range '1048576:3145728' is not of powers of two",
-     'fail'),
-    ('bw_max over 16 MiB', 'RingOsuAccuracy', ['-S', 'bw_max=33554432'],
-     r"RingOsuAccuracy\.bw_max=33554432: size '33554432' is out of range", 'fail'),
-    ('ring sizes over 16 MiB', 'RingBwCheck', ['-S', 'RingBwCheck.sizes=8,32M'],
-     r"RingBwCheck\.sizes='8,32M': size '32M' is out of range", 'fail'),
-    ('rounds above max_rounds', 'RingOsuAccuracy', ['-S', 'RingOsuAccuracy.rounds=20'],
-     r'RingOsuAccuracy\.rounds=20 is above RingOsuAccuracy\.max_rounds=16', 'fail'),
-    ('rounds up to max_rounds', 'RingOsuAccuracy',
-     ['-S', 'RingOsuAccuracy.rounds=20', '-S', 'RingOsuAccuracy.max_rounds=20'],
-     r'PASSED.*Ran 2/2', 'ok'),
-    ('run_timeout 0', 'OsuLatencyCheck', ['-S', 'run_timeout=0'],
-     r'OsuLatencyCheck\.run_timeout must be a number of seconds above 0, got 0', 'fail'),
-    ('run_timeout negative', 'RingOsuAccuracy', ['-S', 'run_timeout=-5'],
-     r'RingOsuAccuracy\.run_timeout must be a number of seconds above 0, got -5', 'fail'),
-    ('OSU iters negative', 'OsuLatencyCheck', ['-S', 'OsuLatencyCheck.iters=-3'],
-     r'OsuLatencyCheck\.iters must be 1 or more \(0: .*\), got -3', 'fail'),
-    ('OSU warmup negative', 'OsuBwCheck', ['-S', 'warmup=-1'],
-     r'OsuBwCheck\.warmup must be 1 or more \(0: .*\), got -1', 'fail'),
-    ('OSU max_size 0', 'OsuLatencyCheck', ['-S', 'max_size=0'],
-     r"OsuLatencyCheck\.max_size must be 1 or more \(the smallest size of osu_latency's "
-     r'sweep\), got 0', 'fail'),
-    ('OSU max_size below allreduce 4 bytes', 'OsuAllreduceCheck',
-     ['-S', 'OsuAllreduceCheck.max_size=2'],
-     r'OsuAllreduceCheck\.max_size must be 4 or more .*got 2', 'fail'),
-    ('bw_max below 1 MiB', 'RingOsuAccuracy', ['-S', 'RingOsuAccuracy.bw_max=1000'],
-     r'RingOsuAccuracy\.bw_max must be 1048576 \(1 MiB\) or more.*got 1000', 'fail'),
-    ('-P ranks_per_node of the OSU collectives', 'OsuAllreduceCheck',
-     ['-P', 'ranks_per_node=2', '--list'],
-     r'OsuAllreduceCheck %ranks_per_node=2 .*\nFound 1 check', 'ok'),
-]
+#: (what the user gives, the checks, -S/-P options, what the user sees, 'ok' or 'fail'),
+#: from tests/data/ring_osu_bad_values.yaml
+BAD_VALUES = [(c['what'], c['checks'], c['opts'], c['sees'], c['status'])
+              for c in yaml.safe_load((DATA / 'ring_osu_bad_values.yaml').read_text())]
 
 
 def fake_osu(root: Path) -> Path:

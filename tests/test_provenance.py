@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import types
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -187,10 +188,16 @@ def commit_all(repo) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def test_source_version_is_git_describe_or_a_digest_of_the_sources(tmp_path):
-    src = tmp_path / 'src'
+def c_sources(root: Path) -> Path:
+    """`root`/src holding one C file, a.c (a program that returns 0)."""
+    src = root / 'src'
     src.mkdir()
     (src / 'a.c').write_text('int main(void) { return 0; }\n')
+    return src
+
+
+def test_source_version_is_git_describe_or_a_digest_of_the_sources(tmp_path):
+    src = c_sources(tmp_path)
     plain = build.source_version.__wrapped__(str(tmp_path), str(src))
     assert re.fullmatch(r'sha256:[0-9a-f]{12}', plain)
     (src / 'a.c').write_text('int main(void) { return 1; }\n')
@@ -207,9 +214,7 @@ def test_source_version_of_uncommitted_sources_tells_the_edits_apart(tmp_path):
     """Two different uncommitted edits of the kernels are two versions (a digest
     of the sources after ``-dirty-``); an untracked source counts, a file git
     ignores (a build folder in src/) does not."""
-    src = tmp_path / 'src'
-    src.mkdir()
-    (src / 'a.c').write_text('int main(void) { return 0; }\n')
+    src = c_sources(tmp_path)
     (tmp_path / '.gitignore').write_text('/src/build-*\n')
     head = commit_all(tmp_path)
 

@@ -12,6 +12,7 @@ import re
 
 import polars as pl
 import pytest
+from conftest import label_spy
 from hybridverdict import glance, history, tidy
 from hybridverdict.cli import main
 from hybridverdict.perflog import ReadStats, read_perflogs
@@ -398,16 +399,8 @@ def test_the_verdict_table_and_speedup_lines_name_the_system_and_build(monkeypat
     looked the same, and the speedup figure drew them as one zig-zag line."""
     from types import SimpleNamespace
 
-    import matplotlib.axes
     from hybridverdict import plots, render
-    labels: list[str] = []
-    draw = matplotlib.axes.Axes.errorbar
-
-    def spy(self, *args, **kw):
-        labels.append(kw.get('label', ''))
-        return draw(self, *args, **kw)
-
-    monkeypatch.setattr(matplotlib.axes.Axes, 'errorbar', spy)
+    labels = label_spy(monkeypatch, 'errorbar')
     where = render.COLUMNS.index('stack'), render.COLUMNS.index('partition')
     cases = {
         'systems': ([_system_pair('alpha', 'b', 2.0), _system_pair('beta', 'b', 0.5)],

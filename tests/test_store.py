@@ -39,6 +39,15 @@ def spmv_log(path: Path, n: int) -> Path:
     return write(path, [header(['t_total', 'fom'])] + spmv_lines(n))
 
 
+def ingested(tmp_path: Path, n: int) -> tuple[Path, store.Store]:
+    """A perflog of `n` spmv runs (spmv_log at logs/SpmvCheck.log) and the store
+    at history that has ingested it."""
+    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', n)
+    st = store.Store(str(tmp_path / 'history'))
+    st.ingest([str(path)])
+    return path, st
+
+
 def same_records(a, b) -> None:
     assert len(a) == len(b)
     for x, y in zip(a, b):
@@ -262,9 +271,7 @@ def test_the_store_folder_is_made_only_when_there_is_something_to_store(tmp_path
 
 
 def test_appended_lines_are_named_in_warnings_by_their_perflog(tmp_path):
-    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 2)
-    st = store.Store(str(tmp_path / 'history'))
-    st.ingest([str(path)])
+    path, st = ingested(tmp_path, 2)
     with open(path, 'a') as fp:
         fp.write(line('spmv', {'t_total': (1.0, 's'), 'fom': (2.0, 'GFLOP/s')},
                       time=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)) + '\n')
@@ -553,9 +560,7 @@ def test_a_perflog_left_out_of_an_ingest_is_still_read_from_where_it_stopped(tmp
 
 
 def test_a_perflog_rewritten_shorter_in_place_is_read_again(tmp_path):
-    path = spmv_log(tmp_path / 'logs/SpmvCheck.log', 4)
-    st = store.Store(str(tmp_path / 'history'))
-    st.ingest([str(path)])
+    path, st = ingested(tmp_path, 4)
     inode = path.stat().st_ino
     # the same file (its inode, header and first record), cut, then one new record
     new = line('spmv', {'t_total': (9.0, 's'), 'fom': (2.0, 'GFLOP/s')},
