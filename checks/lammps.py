@@ -16,6 +16,7 @@ import statistics
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesscore.rounds import LMP_TAGS, MD_BANDS, MD_RATIOS, MD_TAGS, RoundsError, md_rates
+from harnesslib import launch
 from harnesslib.base import (
     AlternatingRounds,
     PerflogFields,
@@ -24,13 +25,6 @@ from harnesslib.base import (
     sanity_errors,
 )
 from harnesslib.build import KernelBuild
-from harnesslib.launch import (
-    binding_env,
-    hold_node_lock,
-    launch_line,
-    launcher_family,
-    slurm_cpus_per_task,
-)
 from harnesslib.noise import BandRule, QuietMachine
 from harnesslib.placement import cores_per_node
 from reframe.core.backends import getlauncher
@@ -111,33 +105,33 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         # The script launches its own runs; the job holds what the largest
         # needs: 2 ranks of one core each, the cores of the 1 x 2 run too.
         self.num_tasks = self.num_tasks_per_node = 2
-        self.num_cpus_per_task = slurm_cpus_per_task(part, 1)
+        self.num_cpus_per_task = launch.slurm_cpus_per_task(part, 1)
         self.executable = 'bash'
         self.executable_opts = ['bench.sh']
-        self.prerun_cmds = hold_node_lock(part)
+        self.prerun_cmds = launch.hold_node_lock(part)
 
     @run_before('run')
     def write_script(self):
         # The partition's launcher (the environment's mpirun), each line
         # bound for its own layout.
         launcher = self.job.launcher
-        family = launcher_family(self.current_partition, self.current_environ)
+        family = launch.launcher_family(self.current_partition, self.current_environ)
         self.job.launcher = getlauncher('local')()
 
-        def launch(ranks: int, threads: int) -> str:
-            cpus = slurm_cpus_per_task(self.current_partition, threads)
-            return launch_line(launcher, ranks, cpus, binding_env(family, threads))
+        def run(ranks: int, threads: int) -> str:
+            cpus = launch.slurm_cpus_per_task(self.current_partition, threads)
+            return launch.launch_line(launcher, ranks, cpus, launch.binding_env(family, threads))
 
         md = f'{shlex.quote(self.build.executable_path("md"))} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'
         body = [
-            f'OMP_NUM_THREADS=1 {launch(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"'
+            f'OMP_NUM_THREADS=1 {run(1, 1)} {md} | sed -n "s/^RESULT /MD_1x1 /p"'
             ' | tee -a bench.out',
-            f'{launch(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p" | tee -a bench.out',
-            f'OMP_NUM_THREADS=1 {launch(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"'
+            f'{run(1, 1)} {lmp} | sed -n "s/^Loop time/LMP_1 Loop time/p" | tee -a bench.out',
+            f'OMP_NUM_THREADS=1 {run(2, 1)} {md} | sed -n "s/^RESULT /MD_2x1 /p"'
             ' | tee -a bench.out',
-            f'{launch(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p" | tee -a bench.out',
-            f'OMP_NUM_THREADS=2 {launch(1, 2)} {md} --mode masteronly'
+            f'{run(2, 1)} {lmp} | sed -n "s/^Loop time/LMP_2 Loop time/p" | tee -a bench.out',
+            f'OMP_NUM_THREADS=2 {run(1, 2)} {md} --mode masteronly'
             ' | sed -n "s/^RESULT /MD_1x2 /p" | tee -a bench.out',
         ]
         with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
