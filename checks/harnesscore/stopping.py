@@ -3,6 +3,11 @@ exit status 128 plus the signal's number (130 for Ctrl-C): ``run_main``.  The
 commands of the report (``hybridverdict``, its sequential rounds, the session
 check) and the plan (``harnesslib.plan``) stop so; ./harness then says that the
 session was stopped.
+
+On bad input a command line stops with one line too, and exit status 2
+(``BAD_INPUT``): ``fail`` says ``<prog>: error: <err>``; an option out of range
+is argparse's error, with the usage, in one wording (``need_fraction``,
+``need_between``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 #: The signals that stop a command as Ctrl-C does (where it handles them).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -131,3 +139,30 @@ def run_main(main: Callable[[Any], int], argv: Any, interrupted: str | None,
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+#: The exit status of a command line given bad input (an option or knob out of
+#: range, an unreadable or unwritable file), as of argparse's own errors.
+BAD_INPUT = 2
+
+
+def fail(prog: str, err: object) -> int:
+    """``<prog>: error: <err>`` on stderr, as argparse words an error (without
+    the usage); ``BAD_INPUT``, the exit status for the command to return."""
+    print(f'{prog}: error: {err}', file=sys.stderr)
+    return BAD_INPUT
+
+
+def need_fraction(parser: argparse.ArgumentParser, option: str, value: float) -> None:
+    """`parser`'s error (exit status 2) unless `option`'s `value` is in [0, 1)
+    (NaN is not)."""
+    if not 0 <= value < 1:
+        parser.error(f'{option} must be in [0, 1), got {value}')
+
+
+def need_between(parser: argparse.ArgumentParser, option: str, value: int, low: int,
+                 high: int) -> None:
+    """`parser`'s error (exit status 2) unless `option`'s `value` is from `low` to
+    `high`."""
+    if not low <= value <= high:
+        parser.error(f'{option} must be from {low} to {high}, got {value}')

@@ -24,7 +24,7 @@ from harnesscore.plan import (
     samples_per_run,
     session_plan,
 )
-from harnesscore.stopping import run_main
+from harnesscore.stopping import fail, run_main
 
 # ---- command line ----------------------------------------------------------------
 
@@ -122,21 +122,17 @@ def _main(argv: list[str] | None) -> int:
                       ('samples', MAX_SAMPLES), ('stacks', None)):
         value = getattr(args, name)
         if value is not None and (value < 1 or (top and value > top)):
-            print(f'plan: error: --{name} must be an integer from 1'
-                  + (f' to {top}' if top else ' up') + f', got {value}', file=sys.stderr)
-            return 2
+            return fail('plan', f'--{name} must be an integer from 1'
+                        + (f' to {top}' if top else ' up') + f', got {value}')
     for pattern in args.prgenv or ():
         try:
             re.compile(pattern)
         except re.error as err:
-            print(f'plan: error: --prgenv {pattern!r} is not a regular expression: {err}',
-                  file=sys.stderr)
-            return 2
+            return fail('plan', f'--prgenv {pattern!r} is not a regular expression: {err}')
     for name in ('sockets', 'numa'):
         if args.cores and args.cores % getattr(args, name):
-            print(f'plan: error: --{name} {getattr(args, name)} does not divide --cores '
-                  f'{args.cores}', file=sys.stderr)
-            return 2
+            return fail('plan', f'--{name} {getattr(args, name)} does not divide --cores '
+                                f'{args.cores}')
     try:
         samples = args.samples or samples_per_run()
         if args.cores:
@@ -152,8 +148,7 @@ def _main(argv: list[str] | None) -> int:
             DEFAULT_SESSION_BUDGET
         budget = part_budget(text, parts)
     except ValueError as err:
-        print(f'plan: error: {err}', file=sys.stderr)
-        return 2
+        return fail('plan', err)
     if args.part_budget:
         # whole seconds for the shell, never 0 (HARNESS_BUDGET=0s/part is refused)
         print(f'{max(1, round(budget))} {max(1, round(budget * parts))} {parts}')

@@ -40,7 +40,7 @@ from harnesscore import references
 from harnesscore import stats as stats_rule
 from harnesscore.paths import references_dir, var_dir
 from harnesscore.plan import MAX_SAMPLES, bounded_int, samples_per_run
-from harnesscore.stopping import run_main
+from harnesscore.stopping import fail, run_main
 from tabulate import tabulate
 
 from . import BASELINE_STOPPED, atomic
@@ -467,14 +467,12 @@ def baseline(argv: list[str] | None) -> int:
         try:
             night = samples_per_run()
         except ValueError as err:
-            print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
-            return 2
+            return fail('hybridverdict-baseline', err)
     stats = ReadStats()
     try:
         records = read_perflogs(args.perflogs, since=args.since, stats=stats)
     except PerflogError as err:
-        print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
-        return 2
+        return fail('hybridverdict-baseline', err)
     if args.until:
         records = [r for r in records if r.time < args.until]
     for warning in stats.warnings():
@@ -490,10 +488,8 @@ def baseline(argv: list[str] | None) -> int:
     systems = args.system or sorted(by_system)
     missing = [s for s in systems if s not in by_system]
     if missing or not systems:
-        print(f'hybridverdict-baseline: error: no verified runs that passed, of system(s) '
-              f'{", ".join(missing) or "(any)"} in {", ".join(args.perflogs)}',
-              file=sys.stderr)
-        return 2
+        return fail('hybridverdict-baseline', f'no verified runs that passed, of system(s) '
+                    f'{", ".join(missing) or "(any)"} in {", ".join(args.perflogs)}')
     now = dt.datetime.now(dt.timezone.utc)
     status = 0
     for system in systems:
@@ -532,12 +528,10 @@ def baseline(argv: list[str] | None) -> int:
         except BrokenPipeError:
             return _stdout_closed()
         except (ReferencesError, ValueError) as err:
-            print(f'hybridverdict-baseline: error: {err}', file=sys.stderr)
-            status = 2
+            status = fail('hybridverdict-baseline', err)
         except OSError as err:
-            print(f'hybridverdict-baseline: error: cannot write {path}: '
-                  f'{err.strerror or err} (nothing was changed)', file=sys.stderr)
-            status = 2
+            status = fail('hybridverdict-baseline', f'cannot write {path}: '
+                          f'{err.strerror or err} (nothing was changed)')
     try:
         sys.stdout.flush()
     except BrokenPipeError:

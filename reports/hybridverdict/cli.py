@@ -14,7 +14,7 @@ import sys
 
 from harnesscore import plan
 from harnesscore.paths import var_dir
-from harnesscore.stopping import run_main
+from harnesscore.stopping import fail, need_between, need_fraction, run_main
 from polars.exceptions import PolarsError
 
 from . import REPORT_STOPPED, __version__, changes, history
@@ -87,14 +87,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         '--no-history-store)')
     p.add_argument('--version', action='version', version=f'%(prog)s {__version__}')
     args = p.parse_args(argv)
-    if not 0 <= args.noise_floor < 1:
-        p.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
-    if not 0 <= args.history_limit <= history.MAX_LIMIT:
-        p.error(f'--history-limit must be from 0 to {history.MAX_LIMIT}, '
-                f'got {args.history_limit}')
-    if not 2 <= args.history_points <= history.MAX_POINTS:
-        p.error(f'--history-points must be from 2 to {history.MAX_POINTS}, '
-                f'got {args.history_points}')
+    need_fraction(p, '--noise-floor', args.noise_floor)
+    need_between(p, '--history-limit', args.history_limit, 0, history.MAX_LIMIT)
+    need_between(p, '--history-points', args.history_points, 2, history.MAX_POINTS)
     return args
 
 
@@ -230,8 +225,7 @@ def report(argv: list[str] | None) -> int:
     try:
         plan.max_rounds()       # the verdicts' cap of rounds (their `stopped` column)
     except ValueError as err:
-        print(f'hybridverdict: error: {err}', file=sys.stderr)
-        return 2
+        return fail('hybridverdict', err)
     perflogs = args.perflogs or ([] if args.run_reports else
                                  [os.path.join(var_dir(), 'perflogs')])
     inputs = perflogs + (args.run_reports or [])

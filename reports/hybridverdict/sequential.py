@@ -40,7 +40,7 @@ from harnesscore import plan, stats
 from harnesscore.paths import var_dir
 from harnesscore.schema import TIME_VARIABLE
 from harnesscore.selection import passed_on
-from harnesscore.stopping import Signalled, held_back, run_main
+from harnesscore.stopping import Signalled, held_back, need_between, need_fraction, run_main
 
 from . import atomic
 from .perflog import PerflogError, Record, read_perflogs
@@ -328,13 +328,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.reframe = args.reframe[1:]
     if not args.reframe:
         ap.error('give the reframe command after --')
-    if not 1 <= args.max_rounds <= plan.MAX_ROUNDS:
-        ap.error(f'--max-rounds (HARNESS_MAX_ROUNDS) must be from 1 to {plan.MAX_ROUNDS}, '
-                 f'got {args.max_rounds}')
+    need_between(ap, '--max-rounds (HARNESS_MAX_ROUNDS)', args.max_rounds, 1, plan.MAX_ROUNDS)
     if args.step < 1:
         ap.error(f'--step must be at least 1, got {args.step}')
-    if not 0 <= args.noise_floor < 1:     # NaN too
-        ap.error(f'--noise-floor must be in [0, 1), got {args.noise_floor}')
+    need_fraction(ap, '--noise-floor', args.noise_floor)
     # The batches make their own selection (_reframe): the user's ReFrame
     # selection options are not passed on to them (harnesscore.selection).
     args.reframe = [args.reframe[0], *passed_on(args.reframe[1:])]

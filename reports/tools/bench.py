@@ -37,6 +37,7 @@ import time
 
 from harnesscore.schema import PERFVAR_PARTS, empty_after_result
 from harnesscore.stacks import STACKS as REGISTRY
+from harnesscore.stopping import fail
 from hybridverdict.perflog import ReadStats, header_fields, read_perflogs
 
 #: stack -> its MPI library's first line, for the stacks seen on this machine
@@ -267,8 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                    args.in_memory)
     except OSError as err:
         where = f' (--keep {args.keep})' if args.keep else ''
-        print(f'bench: error: cannot write{where}: {err}', file=sys.stderr)
-        return 2
+        return fail('bench', f'cannot write{where}: {err}')
 
 
 if __name__ == '__main__':

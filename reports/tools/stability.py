@@ -36,6 +36,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harnesscore.stopping import need_fraction
 from hybridverdict.apart import Apart
 from hybridverdict.perflog import PerflogError, ReadStats, read_perflogs
 from hybridverdict.verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
@@ -235,8 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error('--perflogs runs nothing: no selection options')
     if not 0 <= args.threshold < 1:
         p.error('--threshold must be in [0, 1)')
-    if not 0 <= args.floor < 1:           # NaN too
-        p.error(f'--floor must be in [0, 1), got {args.floor}')
+    need_fraction(p, '--floor', args.floor)
     try:
         if args.perflogs is not None:
             first, second = args.perflogs

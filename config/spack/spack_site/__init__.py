@@ -31,6 +31,7 @@ import sys
 import yaml
 from harnesscore.paths import REPO_DIR
 from harnesscore.stacks import STACK, STACKS
+from harnesscore.stopping import fail
 
 WRAPPERS = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
 LAUNCHERS = ('mpiexec', 'mpirun')
@@ -366,8 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                              shlex.join(sys.argv[1:] if argv is None else argv),
                              args.force) if files else []
     except (SiteError, OSError) as err:
-        print(f'harness-spack-site: error: {err}', file=sys.stderr)
-        return 2
+        return fail('harness-spack-site', err)
     for stack in stacks:
         kind = 'links to its suffixed programs' if stack.links else 'its own prefix'
         print(f'{stack.name}@{stack.version}: prefix {stack.prefix} ({kind})')
