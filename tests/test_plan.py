@@ -778,6 +778,30 @@ def test_cores_of_two_dies_of_one_package_are_not_merged(tmp_path):
     assert H.host_cores(range(8), root) == 8
 
 
+def test_an_allocation_of_unequal_shares_is_not_described_by_its_shares(tmp_path):
+    # SMT-4 cores of 4 and 2 CPUs among the allocation: 2 cores, never "3
+    # threads per core" (a Slurm partition built from it asked 3 x T CPUs a rank)
+    smt4 = fake_host(tmp_path / 'smt4', {cpu: (0, cpu // 4, 0) for cpu in range(8)})
+    proc = H.host_processor(range(6), smt4)
+    assert (proc['num_cpus'], proc['num_cpus_per_core']) == (2, 1)
+    assert H.host_cores(range(6), smt4) == 2
+    # 2 sockets of 8 cores, a NUMA domain each; CPUs 2-9 take 6 cores of one and
+    # 2 of the other: no socket or NUMA role (a "per-socket" 2 x 4 had its second
+    # rank on cores of both sockets, and was judged as Chorley's Hybrid 2)
+    two = fake_host(tmp_path / 'two', {cpu: (cpu // 8, cpu % 8, cpu // 8) for cpu in range(16)})
+    proc = H.host_processor(range(2, 10), two)
+    assert (proc['num_cpus'], proc['num_sockets'], proc['num_cpus_per_socket']) == (8, 1, 8)
+    assert proc['topology']['sockets'] == ['0x3fc'] and 'numa_nodes' not in proc['topology']
+    topo = P.Topology.from_partition(_local_partition(proc))
+    assert (topo.cores, topo.sockets, topo.numa) == (8, 1, 1)
+    assert P.layout_roles(topo) == {(8, 1): 'mpi', (1, 8): 'per-socket/per-NUMA/per-node'}
+    # equal shares of both (CPUs 4-11: 4 cores of each) keep them
+    proc = H.host_processor(range(4, 12), two)
+    assert (proc['num_sockets'], len(proc['topology']['numa_nodes'])) == (2, 2)
+    assert P.layout_roles(P.Topology.from_partition(_local_partition(proc)))[(2, 4)] == \
+        'per-socket/per-NUMA'
+
+
 def _cgroup(root: Path, version: int, path: str, cpus: dict[str, str]) -> None:
     """A process in cgroup `path` of a v1 cpuset or a v2 hierarchy, with the
     cpuset files `cpus` (folder relative to the mount: CPU list)."""

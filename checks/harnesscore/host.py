@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 
 #: Where /sys and /proc are read from (a test points it at a folder faking them).
 SYS_ROOT = '/'
@@ -160,6 +160,11 @@ def _mask(cpus: Iterable[int]) -> str:
     return hex(sum(1 << cpu for cpu in set(cpus)))
 
 
+def _even(groups: Iterable[Sized]) -> bool:
+    """All of `groups` the same size."""
+    return len({len(g) for g in groups}) <= 1
+
+
 def host_processor(cpus: Iterable[int] | None = None, root: str | None = None) -> dict:
     """The processor of this machine in ReFrame's terms, for the CPUs `cpus`
     (default: this process's affinity mask), from /sys: its physical cores
@@ -168,7 +173,10 @@ def host_processor(cpus: Iterable[int] | None = None, root: str | None = None) -
     a die on a package of several), sockets (packages), NUMA nodes (``topology.numa_nodes``,
     where /sys has them) and hardware threads per core.  Where the cores have
     unequal numbers of threads among `cpus`, it declares one CPU per core (the
-    harness counts cores: ``num_cpus // num_cpus_per_core``)."""
+    harness counts cores: ``num_cpus // num_cpus_per_core``).  Where they take
+    unequal numbers of cores of the sockets, or of the NUMA nodes, it declares
+    one socket, or no NUMA nodes: no layout places a rank per socket or per
+    domain on them."""
     chosen = sorted(affinity_cpus() if cpus is None else set(cpus))
     if not chosen:
         raise ValueError('host_processor: no CPUs')
@@ -183,17 +191,23 @@ def host_processor(cpus: Iterable[int] | None = None, root: str | None = None) -
             package, core = '0', f'cpu{cpu}'    # unknown: a core of its own
         cores.setdefault((package, die, core), []).append(cpu)
         sockets.setdefault(package, []).append(cpu)
-    threads, uneven = divmod(len(chosen), len(cores))
-    if uneven:
-        threads = 1
+    # equal threads per core, not only a total they divide (SMT-4 cores of 4
+    # and 2 CPUs are not 2 cores of 3)
+    threads = len(chosen) // len(cores) if _even(cores.values()) else 1
     num_cpus = threads * len(cores)
     topology: dict[str, list[str]] = {}
     node_of = _numa_nodes(root)
+    core_of = {cpu: key for key, members in cores.items() for cpu in members}
     if all(cpu in node_of for cpu in chosen):
         nodes: dict[int, list[int]] = {}
         for cpu in chosen:
             nodes.setdefault(node_of[cpu], []).append(cpu)
-        topology['numa_nodes'] = [_mask(nodes[n]) for n in sorted(nodes)]
+        if _even({core_of[c] for c in n} for n in nodes.values()):
+            topology['numa_nodes'] = [_mask(nodes[n]) for n in sorted(nodes)]
+    # CPUs that take unequal shares of the sockets (an allocation of 6 cores
+    # of one and 2 of another) have no layout per socket: one socket
+    if not _even({core_of[c] for c in s} for s in sockets.values()):
+        sockets = {'0': chosen}
     topology['sockets'] = [_mask(c) for c in sockets.values()]
     topology['cores'] = [_mask(c) for c in cores.values()]
     return {
