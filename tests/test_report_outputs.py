@@ -453,3 +453,41 @@ def test_ring_against_osu_has_rows_where_the_two_log_their_library_differently(t
     (data,) = json.loads(files['json'])['sections']['Ring kernel against OSU']
     assert (data['library'], data['osu_library']) == ('MPICH Version: 4.0.2',
                                                       'MPICH (libmpich.so.12)')
+
+
+def test_names_with_dollars_a_size_of_0_and_table_breaking_text_make_a_report(tmp_path,
+                                                                             capsys):
+    """Audit: a build spec of an unexpanded '$MY_C_FLAGS $MY_LD_FLAGS' beside a
+    second build (the figures name both) crashed the report in matplotlib's
+    mathtext, exit 1 and no file, every night while the runs were in the window;
+    a problem size of 0 divided by zero on the speedup's axis."""
+    runs = []
+    for spec, size in (('cmake Release mpich', '16'), ('cmake $MY_C_FLAGS $MY_LD_FLAGS', '16'),
+                       ('cmake Release mpich', '0')):
+        for i in range(3):
+            when = T0 + dt.timedelta(days=i, minutes=5 if '$' in spec else 0)
+            runs += [line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=r, threads=th,
+                          size=size, time=when).replace('|cmake Release mpich|', f'|{spec}|')
+                     for mode, r, th, t in (('mpi', 2, 1, 2.0), ('masteronly', 1, 2, 1.0))]
+    write(tmp_path / 'perflogs/local/SpmvCheck.log', [header(['t_total']), *runs])
+    out = tmp_path / 'out'
+    assert main(['--perflogs', str(tmp_path / 'perflogs'), '--out', str(out),
+                 '--no-history-store']) == 0, capsys.readouterr().err
+    html = written(out)['html']
+    assert 'cmake $MY_C_FLAGS $MY_LD_FLAGS' in html and 'Speedup of hybrid' in html
+    # a run report's library with '|' and a line break: one row, one line
+    reports = tmp_path / 'reports'
+    reports.mkdir()
+    odd = 'MPICH | 4.0\nsecond line'
+    report(reports / 'run-report-1.json', [
+        case(t=2.0, mpi_library=odd, size='16|a'),
+        case('masteronly', 1, 2, t=1.0, when=T0.timestamp() + 30, mpi_library=odd,
+             size='16|a')])
+    out = tmp_path / 'out2'
+    assert main(['--run-reports', str(reports), '--out', str(out), '--no-history-store']) == 0
+    md = written(out)['md']
+    assert '- mpich: MPICH \\| 4.0 second line' in md
+    lines = md.splitlines()
+    head = lines.index(next(x for x in lines if x.startswith('| kernel ')))
+    row = lines[head + 2]
+    assert '| 16\\|a ' in row and row.count('|') - row.count('\\|') == lines[head].count('|')

@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterable, Sized
 import matplotlib
 
 matplotlib.use('Agg')
+# Every text is plain: a label naming a build or library may hold two '$' (an
+# unexpanded $CFLAGS), which mathtext drew as math or could not parse at all.
+matplotlib.rcParams['text.parse_math'] = False
 import matplotlib.pyplot as plt  # noqa: E402
 from harnesscore.units import bytes_label  # noqa: E402
 from matplotlib.dates import num2date  # noqa: E402
@@ -154,7 +157,8 @@ def speedup(rep: Report) -> Figure | None:
             err = [v.speedup * v.noise for v in pts]
             n = sum(v.n_mpi + v.n_hybrid for v in pts)
             ax.errorbar(xs, ys, yerr=err, marker='o', capsize=3, label=f'{label} (n={n})')
-        if numeric and len(sizes) > 1 and max(map(float, sizes)) / min(map(float, sizes)) > 8:
+        low, high = (min(map(float, sizes)), max(map(float, sizes))) if numeric else (0, 0)
+        if low > 0 and high / low > 8:      # a log axis for sizes above 0 only
             _log(ax, 'x', 2)
         if not numeric:
             ax.set_xticks(range(len(sizes)), sizes)

@@ -355,8 +355,8 @@ class ReadStats:
         out = []
         if self.skipped:
             reasons = ', '.join(
-                f'{n} {why}' + (f' (first at {self.first_at[why]})' if why in self.first_at
-                                else '')
+                f'{n} {why}' + (f' (first at {printable(self.first_at[why])})'
+                                if why in self.first_at else '')
                 for why, n in sorted(self.reasons.items()))
             out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
         if self.unknown_fields:
@@ -369,7 +369,7 @@ class ReadStats:
         if self.future:
             out.append(f'{self.future} record(s) dated more than {FUTURE_SLACK.days} day '
                        f'after now ({self.now:%Y-%m-%d %H:%M} UTC; a clock set wrong?), '
-                       f'first at {self.first_future}: they count as the latest session')
+                       f'first at {printable(self.first_future)}: they count as the latest session')
         return out
 
 

@@ -49,7 +49,17 @@ def rows(found: list[Verdict]) -> list[list[object]]:
 
 
 def _table(columns, body, fmt: str) -> str:
+    if fmt == 'github':     # a '|' or a line break in a cell would split its row
+        body = [[_md_cell(c) for c in row] for row in body]
     return tabulate(body, headers=columns, tablefmt=fmt, disable_numparse=True)
+
+
+def _md_cell(value: object) -> object:
+    """A Markdown table cell (or list item): '|' escaped, line breaks and tabs as
+    blanks."""
+    if not isinstance(value, str):
+        return value
+    return value.replace('|', '\\|').replace('\r', ' ').replace('\n', ' ').replace('\t', ' ')
 
 
 def counts(found: list[Verdict]) -> str:
@@ -102,7 +112,8 @@ def markdown(rep: Report) -> str:
         *[f'> warning: {w}' for w in m.warnings],
         '',
         'MPI libraries:',
-        *[f'- {stack}: {"; ".join(libs) or "unknown"}' for stack, libs in m.stacks.items()],
+        *[f'- {stack}: {_md_cell("; ".join(libs)) or "unknown"}'
+          for stack, libs in m.stacks.items()],
         '',
         VERDICT_NOTE,
         '',
