@@ -321,6 +321,40 @@ def test_a_cmake_build_has_its_own_c_flags_not_the_shells_nor_an_old_caches(tmp_
     assert build.cmake_c_flags(str(new)) == '-fno-omit-frame-pointer -O3 -march=native -DNDEBUG'
 
 
+def test_a_build_names_the_variables_its_wrapper_reads_and_builds_apart(monkeypatch):
+    """Audit: an exported OMPI_CFLAGS=-pg compiled every kernel with -pg (the opal
+    wrapper adds it) under a build_spec that said 'cmake Release openmpi cc=...',
+    into the build folder that later sessions without it reused."""
+    from types import SimpleNamespace
+
+    from harnesscore.stacks import STACK
+
+    def env(family: str, **env_vars: str) -> SimpleNamespace:
+        return SimpleNamespace(extras={'family': family}, env_vars=env_vars)
+
+    for name in ('OMPI_CFLAGS', 'OMPI_CC', 'MPICH_CC', 'OMPI_MCA_btl'):
+        monkeypatch.delenv(name, raising=False)
+    assert build.wrapper_settings(env('openmpi')) == []
+    monkeypatch.setenv('OMPI_CFLAGS', '-O0 -pg')
+    monkeypatch.setenv('MPICH_CC', 'clang')
+    monkeypatch.setenv('OMPI_MCA_btl', 'self')      # a run's tuning: not the build's
+    assert build.wrapper_settings(env('openmpi')) == ["OMPI_CFLAGS='-O0 -pg'"]
+    assert build.wrapper_settings(env('openmpi', OMPI_CC='gcc-13')) == [
+        'OMPI_CC=gcc-13', "OMPI_CFLAGS='-O0 -pg'"]
+    assert build.wrapper_settings(env('mpich')) == ['MPICH_CC=clang']
+    assert build.wrapper_settings(env('')) == []
+    assert all(s.wrapper_vars for s in STACK.values())
+    # what a build records and where it builds
+    test = SimpleNamespace(current_environ=SimpleNamespace(
+        extras={'family': 'openmpi', 'stack': 'openmpi'}, env_vars={}, name='openmpi',
+        cc='/usr/bin/mpicc.openmpi'), build_type='Release', fault_inject=False, fault_slow=0)
+    assert build.KernelBuild.cmake_build_spec(test) == (
+        "cmake Release openmpi cc=/usr/bin/mpicc.openmpi OMPI_CFLAGS='-O0 -pg'")
+    monkeypatch.delenv('OMPI_CFLAGS')
+    assert build.KernelBuild.cmake_build_spec(test) == (
+        'cmake Release openmpi cc=/usr/bin/mpicc.openmpi')
+
+
 def test_the_job_probe_and_the_launch_line_of_a_script(tmp_path):
     out = tmp_path / "stage 'x'" / 'provenance.txt'
     out.parent.mkdir()

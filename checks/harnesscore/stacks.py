@@ -101,6 +101,10 @@ class Stack:
     library_example: str | None
     #: The compiler wrapper's option that prints its link line.
     wrapper_link_flag: str
+    #: Variables its compiler wrapper reads that change what it compiles (the
+    #: compiler, its flags): a build under them names them and builds apart
+    #: (``harnesslib.build.wrapper_settings``).
+    wrapper_vars: tuple[str, ...]
     #: Its version in its tools' output (group: the version).
     version_re: re.Pattern[str]
     #: Tools that print it, tried in turn (``{suffix}``: the stack's suffix
@@ -217,6 +221,8 @@ _MPICH_FAMILY: dict = dict(
     per_node_options=('-ppn', '{k}'),
     launcher_helpers=('hydra_pmi_proxy',),
     wrapper_link_flag='-show',
+    # mpicc's compiler (MPICH_CC) and profiling library (MPICC_PROFILE)
+    wrapper_vars=('MPICH_CC', 'MPICC_PROFILE'),
     version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
     # Hydra reads HYDRA_CONFIG_FILE, else ~/.mpiexec.hydra.conf (its -genv
     # lines override a partition's pinned transport); /dev/null: no file.
@@ -246,6 +252,8 @@ STACKS: tuple[Stack, ...] = (
         library_prefix='Open MPI',
         library_example='Open MPI v4.1.4',
         wrapper_link_flag='-showme:link',
+        # the opal wrapper's compiler and the flags it adds (help-opal-wrapper.txt)
+        wrapper_vars=('OMPI_CC', 'OMPI_CPPFLAGS', 'OMPI_CFLAGS', 'OMPI_LDFLAGS', 'OMPI_LIBS'),
         version_re=re.compile(r'\(Open MPI\)\s+(\d[\w.]*)|Open MPI v(\d[\w.]*)'),
         version_tools=(('mpirun{suffix}', '--version'), ('ompi_info', '--version')),
         # The transport each partition claims, pinned (the ob1 PML: the BTLs

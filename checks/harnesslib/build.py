@@ -77,7 +77,8 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         if spec:
             self.configure_spack(spec)
             return
-        wrapper = hashlib.sha1(env.cc.encode()).hexdigest()[:8]
+        # the wrapper and the variables it reads (none set: the wrapper's hash, as before)
+        wrapper = hashlib.sha1(' '.join([env.cc, *wrapper_settings(env)]).encode()).hexdigest()[:8]
         tag = f'{stack}-{self.build_type.lower()}-{wrapper}'
         if self.fault_inject:
             tag += '-fault-inject'
@@ -107,8 +108,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         flags = '' if cflags is None else f' cflags={shlex.quote(cflags)}'
         faults = (' fault_inject' if self.fault_inject else '') + (
             f' fault_slow={self.fault_slow}' if self.fault_slow else '')
+        wrapper = ''.join(f' {setting}' for setting in wrapper_settings(env))
         # The perflog separates fields with '|': never let one into a field.
-        return f'cmake {self.build_type} {stack} cc={env.cc}{flags}{faults}'.replace('|', '/')
+        return (f'cmake {self.build_type} {stack} cc={env.cc}{wrapper}{flags}'
+                f'{faults}').replace('|', '/')
 
     def configure_spack(self, spec: str):
         """Install the kernels with Spack: a one-spec environment derived from
@@ -375,6 +378,18 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool,
     slow = f' fault_slow={fault_slow}' if fault_slow else ''
     return (f'{SPACK_PACKAGE}@develop build_type={build_type} +openmp '
             f'{"+" if fault_inject else "~"}fault_inject{slow} ^{package}')
+
+
+def wrapper_settings(env) -> list[str]:
+    """'NAME=VALUE' (the value quoted) of each variable of the environment's
+    compiler wrapper (``Stack.wrapper_vars``: OMPI_CFLAGS, MPICH_CC, ...) set for
+    its build: the environment's own ``env_vars``, else this session's. An
+    exported OMPI_CFLAGS=-pg compiled every kernel with -pg under a build_spec
+    that did not say so, into the build folder later sessions reused."""
+    stack = STACK.get(env_family(env))
+    given = {**os.environ, **{k: str(v) for k, v in env.env_vars.items()}}
+    return [f'{name}={shlex.quote(given[name])}' for name in
+            (stack.wrapper_vars if stack else ()) if given.get(name)]
 
 
 def check_user_spec(spec: str, family: str, build_type: str, fault_inject: bool,
