@@ -32,7 +32,7 @@ from typing import NoReturn
 from harnesscore import paths, quiet
 from harnesscore.bands import soft_zone
 from harnesscore.host import host_processor, narrowed_affinity
-from harnesscore.knobs import env_list
+from harnesscore.knobs import env_flag, env_list
 from harnesscore.plan import budget_from_env, first_round, max_rounds, samples_per_run
 from harnesscore.references import ReferencesError, references_file, validate_references_file
 from harnesscore.schema import perflog_format, perfvar_format
@@ -124,6 +124,8 @@ try:
     soft_zone()
     if quiet.enabled():
         quiet.sample_interval()
+    env_flag('HARNESS_QUIET')
+    env_flag('HARNESS_SPACK')
 except ValueError as _err:
     _config_error(str(_err))
 

@@ -148,7 +148,8 @@ Note = Callable[[str], None]
 
 def note(msg: str) -> None:
     """A note of the configuration on stderr, unless HARNESS_QUIET=1."""
-    if os.environ.get('HARNESS_QUIET') != '1':
+    # (HARNESS_QUIET other than 0 or 1: config/settings.py stops the session)
+    if os.environ.get('HARNESS_QUIET', '').strip() != '1':
         print(f'[harness config] {msg}', file=sys.stderr)
 
 

@@ -18,6 +18,15 @@ def split_list(text: str) -> list[str]:
     return [item for item in re.split(r'[,\s]+', text.strip()) if item]
 
 
+def env_flag(name: str, default: bool = False) -> bool:
+    """The 0/1 knob `name` (unset or empty: `default`); any other value ('yes',
+    'true') is a ValueError naming it, never taken as on or off."""
+    text = os.environ.get(name, '').strip()
+    if text not in ('', '0', '1'):
+        raise ValueError(f'{name} must be 0 or 1, got {text!r}')
+    return default if not text else text == '1'
+
+
 def env_list(name: str) -> list[str]:
     """The items of the list knob `name` ([] when unset or empty)."""
     return split_list(os.environ.get(name, ''))

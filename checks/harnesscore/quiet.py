@@ -26,6 +26,7 @@ import sys
 import time
 from typing import NamedTuple
 
+from .knobs import env_flag
 from .schema import field_text
 
 #: share of a core (over the sample interval) from which another process counts
@@ -399,10 +400,7 @@ def epilogue(path: str) -> str:
 
 def enabled() -> bool:
     """HARNESS_SNAPSHOTS=0 turns the snapshots off (every run is then 'unknown')."""
-    text = os.environ.get('HARNESS_SNAPSHOTS', '').strip() or '1'
-    if text not in ('0', '1'):
-        raise ValueError(f'HARNESS_SNAPSHOTS must be 0 or 1, got {text!r}')
-    return text == '1'
+    return env_flag('HARNESS_SNAPSHOTS', default=True)
 
 
 def sample_interval() -> float:

@@ -16,6 +16,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 import yaml  # ReFrame brings PyYAML
+from harnesscore.knobs import env_flag
 from harnesscore.osu_output import env_family
 from harnesscore.paths import REPO_DIR, SRC_DIR
 from harnesscore.stacks import STACK
@@ -371,7 +372,7 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool,
         check_user_spec(spec, family, build_type, fault_inject, fault_slow)
         return spec
     wanted = bool(env.extras.get('spack') or partition.extras.get('spack'))
-    if not wanted and not (os.environ.get('HARNESS_SPACK') == '1' and shutil.which('spack')):
+    if not wanted and not (env_flag('HARNESS_SPACK') and shutil.which('spack')):
         return ''
     package = env.extras.get('spack_stack') or (
         STACK[family].spack_package if family in STACK else family)
