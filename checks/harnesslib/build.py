@@ -388,9 +388,11 @@ def wrapper_settings(env) -> list[str]:
     exported OMPI_CFLAGS=-pg compiled every kernel with -pg under a build_spec
     that did not say so, into the build folder later sessions reused."""
     stack = STACK.get(env_family(env))
+    if stack is None:
+        return []
     given = {**os.environ, **{k: str(v) for k, v in env.env_vars.items()}}
-    return [f'{name}={shlex.quote(given[name])}' for name in
-            (stack.wrapper_vars if stack else ()) if given.get(name)]
+    return [f'{name}={shlex.quote(given[name])}' for name in stack.wrapper_vars
+            if given.get(name)]
 
 
 def check_user_spec(spec: str, family: str, build_type: str, fault_inject: bool,
