@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from harnesscore.host import host_processor  # the local partitions' too (settings.py)
-from harnesscore.knobs import env_list
+from harnesscore.knobs import env_list, split_paths
 from harnesscore.paths import user_path
 from harnesscore.stacks import STACK, STACKS, default_stacks
 
@@ -475,7 +475,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
 
 
 def _site_files() -> list[str]:
-    listed = env_list('HARNESS_CLUSTERS')
+    listed = split_paths(os.environ.get('HARNESS_CLUSTERS', ''))
     if listed:
         # Relative to where reframe was started (ReFrame may load this file
         # from another working directory).

@@ -142,6 +142,9 @@ def test_every_path_knob_takes_a_tilde_as_the_home(tmp_path, stacks, monkeypatch
     assert envs_of(conf, 'shm')['mvapich2']['cc'] == str(prefix / 'bin' / 'mpicc'), err
     conf, err = load(tmp_path, HOME=str(tmp_path), HARNESS_CLUSTERS='~/site_x.py')
     assert f'HARNESS_CLUSTERS names missing file(s): {tmp_path / "site_x.py"}' in err
+    # with a comma, blanks belong to the paths (they were split at them too)
+    conf, err = load(tmp_path, HOME=str(tmp_path), HARNESS_CLUSTERS='~/my sites/x.py,')
+    assert f'HARNESS_CLUSTERS names missing file(s): {tmp_path / "my sites/x.py"}\n' in err
     from harnesscore import plan
     from hybridverdict import sequential
     monkeypatch.setenv('HOME', str(tmp_path))

@@ -189,3 +189,11 @@ def test_the_list_needs_no_venv():
                                'PYTHONPATH': str(REPO / 'checks')})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == knobs.help_text()
+
+
+def test_a_path_list_with_a_comma_keeps_the_blanks_of_its_paths():
+    from harnesscore.knobs import split_list, split_paths
+    assert split_paths('a.py b.py') == split_list('a.py b.py') == ['a.py', 'b.py']
+    assert split_paths(' my sites/a.py , b.py,') == ['my sites/a.py', 'b.py']
+    assert split_paths('my sites/a.py,') == ['my sites/a.py']
+    assert split_paths('') == split_paths(' , ') == []

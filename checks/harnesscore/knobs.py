@@ -18,6 +18,14 @@ def split_list(text: str) -> list[str]:
     return [item for item in re.split(r'[,\s]+', text.strip()) if item]
 
 
+def split_paths(text: str) -> list[str]:
+    """A list knob of paths (``HARNESS_CLUSTERS``): split at its commas where it
+    has one, so that a path may hold a blank (``"my sites/a.py,"``), else at blanks."""
+    if ',' in text:
+        return [item.strip() for item in text.split(',') if item.strip()]
+    return split_list(text)
+
+
 def env_flag(name: str, default: bool = False) -> bool:
     """The 0/1 knob `name` (unset or empty: `default`); any other value ('yes',
     'true') is a ValueError naming it, never taken as on or off."""
@@ -185,8 +193,9 @@ KNOBS: tuple[Knob, ...] = (
     _changes('HARNESS_CHANGE_SESSION_GAP', '60', 'minutes between runs that start a new '
              'session (runs without a session field)'),
 
-    _site('HARNESS_CLUSTERS', 'config/site_*.py', 'the cluster files (a comma list; each '
-          'defines CLUSTER in the form of config/cluster_template.py)'),
+    _site('HARNESS_CLUSTERS', 'config/site_*.py', 'the cluster files (a comma list: with a '
+          'comma, blanks belong to the paths; each defines CLUSTER as in '
+          'config/cluster_template.py)'),
     _site('HARNESS_MODULES_SYSTEM', 'the cluster file\'s', 'override a cluster file\'s '
           'modules system (e.g. nomod, to check it where its modules are not)'),
     _site('HARNESS_OSU_PREFIX', 'unset: the OSU checks skip', 'OSU Micro-Benchmarks install '
