@@ -139,8 +139,19 @@ def test_hydra_reads_no_user_file_where_the_run_says_dev_null(home):
     assert ranks_ucx_tls(HYDRA_CONFIG_FILE='/dev/null') == ''   # clean: none
 
 
+@pytest.fixture(scope='module')
+def kept_home(tmp_path_factory) -> Path:
+    """A home with the user's own files, the Hydra one setting no pinned variable."""
+    path = tmp_path_factory.mktemp('kept_home')
+    (path / '.mpiexec.hydra.conf').write_text('-genv UCX_LOG_LEVEL warn\n')
+    (path / '.openmpi').mkdir()
+    (path / '.openmpi' / 'mca-params.conf').write_text(MCA_CONF)
+    return path
+
+
 @integration
-def test_kept_variables_are_recorded(var, stacks, home):
+def test_kept_variables_are_recorded(var, stacks, kept_home):
+    home = kept_home
     proc = _session(var, '-p', stacks[0], HARNESS_MPI_ENV='keep', HOME=str(home),
                     OMPI_MCA_coll_tuned_use_dynamic_rules='1', MPIR_CVAR_ASYNC_PROGRESS='0')
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -168,6 +179,17 @@ def test_a_run_whose_transport_is_not_its_partitions_fails_naming_it(var):
     assert proc.returncode != 0
     assert ('local:shm claims shm for openmpi, but this run sets OMPI_MCA_btl=tcp (the '
             'partition pins self,vader)') in proc.stdout
+
+
+@integration
+def test_a_kept_hydra_file_that_changes_the_pinned_transport_fails_the_run(var, home):
+    """Audit: in keep mode the user's ~/.mpiexec.hydra.conf (-genv UCX_TLS tcp,self)
+    put local:shm's MPICH runs over TCP, and their records claimed shm."""
+    needs('mpich')
+    proc = _session(var, '-p', 'mpich', HARNESS_MPI_ENV='keep', HOME=str(home))
+    assert proc.returncode != 0
+    assert (f'local:shm claims shm for mpich, but this run sets UCX_TLS=tcp,self '
+            f'({home / ".mpiexec.hydra.conf"}) (the partition pins sm,self)') in proc.stdout
 
 
 # ---- the pure functions -----------------------------------------------------------------
@@ -211,6 +233,27 @@ def test_the_user_files_a_stack_reads_are_named(tmp_path):
     clean = STACK['openmpi'].clean_files('/etc/o')
     assert user_config_files('openmpi', clean, home) == []
     assert user_config_files('srun', {}, home) == []
+
+
+def test_what_a_users_hydra_file_sets_for_the_ranks_is_read(tmp_path):
+    (tmp_path / '.mpiexec.hydra.conf').write_text(
+        '-genv UCX_TLS tcp,self -ppn 2\n-genv FI_PROVIDER "tcp;ofi_rxm" -genv UCX_TLS sm\n')
+    home = str(tmp_path)
+    path = f'{home}/.mpiexec.hydra.conf'
+    assert launch.user_file_settings('mpich', {}, home) == {
+        'UCX_TLS': ('sm', path), 'FI_PROVIDER': ('tcp;ofi_rxm', path)}
+    assert launch.user_file_settings('mvapich2', {}, home) == \
+        launch.user_file_settings('mpich', {}, home)
+    # the file HYDRA_CONFIG_FILE names instead (clean mode: /dev/null, nothing)
+    assert launch.user_file_settings('mpich', {'HYDRA_CONFIG_FILE': '/dev/null'}, home) == {}
+    other = tmp_path / 'other.conf'
+    other.write_text('-genv UCX_TLS tcp')
+    assert launch.user_file_settings('mpich', {'HYDRA_CONFIG_FILE': str(other)}, home) == {
+        'UCX_TLS': ('tcp', str(other))}
+    # Open MPI's environment wins over its files; srun reads none of them
+    assert launch.user_file_settings('openmpi', {}, home) == {}
+    assert launch.user_file_settings('srun', {}, home) == {}
+    assert launch.user_file_settings('mpich', {}, str(tmp_path / 'nohome')) == {}
 
 
 def test_clean_runs_read_only_the_sites_files(tmp_path):

@@ -126,6 +126,10 @@ class Stack:
     #: The user's own configuration files its launcher or library reads:
     #: (the variable that names other files instead, the file under $HOME).
     user_files: tuple[tuple[str, str], ...]
+    #: The options of those files that set a variable for the ranks over the
+    #: environment's value (Hydra's ``-genv NAME VALUE``): one that changes a
+    #: partition's pinned transport fails the run (``harnesslib.launch.user_file_settings``).
+    user_file_sets: tuple[str, ...]
     #: What keeps those files out of a run in ``HARNESS_MPI_ENV=clean`` mode,
     #: the site's own files kept (``{sysconfdir}``: the folder ``sysconfdir_tool``
     #: prints).
@@ -227,6 +231,7 @@ _MPICH_FAMILY: dict = dict(
     # Hydra reads HYDRA_CONFIG_FILE, else ~/.mpiexec.hydra.conf (its -genv
     # lines override a partition's pinned transport); /dev/null: no file.
     user_files=(('HYDRA_CONFIG_FILE', '.mpiexec.hydra.conf'),),
+    user_file_sets=('-genv',),
     clean_files_env=_env(HYDRA_CONFIG_FILE='/dev/null'),
     clean_files_optional=(),
     sysconfdir_tool=(),
@@ -279,6 +284,8 @@ STACKS: tuple[Stack, ...] = (
         user_files=(('OMPI_MCA_mca_base_param_files', '.openmpi/mca-params.conf'),
                     ('PRTE_MCA_mca_base_param_files', '.prte/mca-params.conf'),
                     ('PMIX_MCA_mca_base_param_files', '.pmix/mca-params.conf')),
+        # an exported OMPI_MCA_ variable wins over these files
+        user_file_sets=(),
         clean_files_env=_env(
             OMPI_MCA_mca_base_param_files='{sysconfdir}/openmpi-mca-params.conf',
             PRTE_MCA_mca_base_param_files='{sysconfdir}/prte-mca-params.conf',

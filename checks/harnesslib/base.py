@@ -50,6 +50,7 @@ from .launch import (
     shell_words,
     slurm_cpus_per_task,
     user_config_files,
+    user_file_settings,
 )
 from .noise import BandRule, QuietMachine
 from .placement import cores_per_node, pt2pt_placement
@@ -608,12 +609,21 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         """The MPI tuning variables in effect for the run (the session's, the
         partition's and environment's, the run's own binding) into the perflog's
         ``mpi_env``; a transport variable the partition pins for this stack
-        (environment extras ``pinned``) that has another value fails the run,
-        naming it: its records would claim a transport they did not use."""
+        (environment extras ``pinned``) that has another value, in the
+        environment or in a user's file its launcher reads
+        (``user_file_settings``), fails the run, naming it: its records would
+        claim a transport they did not use."""
         effective = self.effective_mpi_vars()
         pinned = self.current_environ.extras.get('pinned') or {}
-        wrong = [f'{var}={effective.get(var, "(unset)")} (the partition pins {want})'
-                 for var, want in sorted(pinned.items()) if effective.get(var) != want]
+        # a user's file the launcher reads may set them over the environment
+        # (HARNESS_MPI_ENV=keep: Hydra's -genv in ~/.mpiexec.hydra.conf)
+        files = user_file_settings(self.family(), {**os.environ, **self.own_mpi_vars()},
+                                   os.environ.get('HOME') or os.path.expanduser('~'))
+        got = {**effective, **{var: value for var, (value, _path) in files.items()}}
+        wrong = [f'{var}={got.get(var, "(unset)")}'
+                 + (f' ({files[var][1]})' if var in files else '')
+                 + f' (the partition pins {want})'
+                 for var, want in sorted(pinned.items()) if got.get(var) != want]
         if wrong:
             claim = self.current_environ.extras.get('transport') or 'its transport'
             raise sn.SanityError(

@@ -85,6 +85,29 @@ def user_config_files(family: str, env: Mapping[str, str], home: str) -> list[st
     return [p for p in paths if os.path.isfile(p)]
 
 
+def user_file_settings(family: str, env: Mapping[str, str],
+                       home: str) -> dict[str, tuple[str, str]]:
+    """NAME -> (value, file): what the user's own files that `family`'s launcher
+    reads with `env` (its variable's file, else the one under `home`) set for
+    the ranks over the environment (``Stack.user_file_sets``: Hydra's
+    ``-genv NAME VALUE``); the last setting of a name counts."""
+    stack = STACK.get(family)
+    if stack is None or not stack.user_file_sets:
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for var, rel in stack.user_files:
+        path = env[var] if var in env else os.path.join(home, rel) if home else ''
+        try:
+            with open(path, encoding='utf-8', errors='replace') as fp:
+                words = shlex.split(fp.read())
+        except (OSError, ValueError):
+            continue
+        for i, word in enumerate(words[:-2]):
+            if word in stack.user_file_sets:
+                out[words[i + 1]] = (words[i + 2], path)
+    return out
+
+
 def stack_sysconfdir(stack: Stack, launcher: str) -> str:
     """The system configuration folder of `stack` whose launcher is
     `launcher`, from its ``sysconfdir_tool`` beside it (or on PATH);
