@@ -210,12 +210,15 @@ def test_a_file_given_twice_is_read_once(tmp_path):
         assert stats.files == 1
 
 
-@pytest.mark.parametrize('char', ['\x0e', '\x00', '\x1b', '\x7f', '\x85'])
+@pytest.mark.parametrize('char', ['\x0e', '\x00', '\x1b', '\x7f', '\x85',
+                                  # text reordered or hidden: "Trojan source" names
+                                  '\u202e', '\u2066', '\u200b', '\u2028', '\ufeff'])
 def test_every_control_character_is_shown_escaped(tmp_path, char):
     write(tmp_path / 'x.log', HEADER, line(env=f'mp{char}ich'))
     (rec,) = read_perflogs([str(tmp_path)])
-    assert rec.stack == f'mp\\x{ord(char):02x}ich'
-    assert rec.build_spec == f'cmake Release mp\\x{ord(char):02x}ich'
+    shown = f'\\x{ord(char):02x}' if ord(char) < 0x100 else f'\\u{ord(char):04x}'
+    assert rec.stack == f'mp{shown}ich'
+    assert rec.build_spec == f'cmake Release mp{shown}ich'
 
 
 def test_a_fifo_among_the_perflogs_is_skipped_with_a_warning(tmp_path):

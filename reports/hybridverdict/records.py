@@ -20,9 +20,13 @@ from typing import NamedTuple
 from harnesscore.schema import REQUIRED, TIME_VARIABLE
 from harnesscore.units import label_bytes
 
-#: Control characters (terminal escapes among them): never passed on from a
-#: perflog to a terminal or a report, but shown as ``\x1b``-style escapes.
-_CONTROL = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+#: Control characters (terminal escapes among them) and the invisible format
+#: characters that reorder or hide text (bidirectional overrides and isolates,
+#: zero-width characters, line and paragraph separators: a "Trojan source"
+#: library name): never passed on from a perflog to a terminal or a report, but
+#: shown as ``\x1b``- or ``\u202e``-style escapes.
+_CONTROL = re.compile('[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e'
+                      '\u2060-\u2069\ufeff]')
 
 
 #: Whether a text holds a control character (``_CONTROL``): the readers' cheap test.
@@ -31,7 +35,8 @@ has_control = _CONTROL.search
 
 def printable(text: str) -> str:
     """`text` with every control character written as a visible escape."""
-    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}', text)
+    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}' if ord(m.group()) < 0x100
+                        else f'\\u{ord(m.group()):04x}', text)
 
 
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
