@@ -411,15 +411,20 @@ class Provenance(StageFiles):
                       **(self.current_environ.env_vars or {})}
         return {**{k: assigned_value(str(v)) for k, v in configured.items()}, **self.env_vars}
 
+    def run_environ(self) -> tuple[dict[str, str], str]:
+        """The variables in effect for the run (the session's, the partition's
+        and environment's, the run's own) and the home its user files are in."""
+        return ({**os.environ, **self.own_mpi_vars()},
+                os.environ.get('HOME') or os.path.expanduser('~'))
+
     def effective_mpi_vars(self) -> dict[str, str]:
         """What the run records (``harnesslib.launch.recorded_vars``) of the
-        variables in effect for it: the session's, the partition's and
-        environment's, the run's own; and ``user_config_files``, the user's
-        own configuration files its stack reads (``launch.user_config_files``)."""
-        env = {**os.environ, **self.own_mpi_vars()}
+        variables in effect for it (``run_environ``); and ``user_config_files``,
+        the user's own configuration files its stack reads
+        (``launch.user_config_files``)."""
+        env, home = self.run_environ()
         effective = recorded_vars(env)
-        files = user_config_files(env_family(self.current_environ), env,
-                                  os.environ.get('HOME') or os.path.expanduser('~'))
+        files = user_config_files(env_family(self.current_environ), env, home)
         if files:
             effective[USER_FILES_VAR] = ','.join(files)
         return effective
@@ -617,8 +622,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         pinned = self.current_environ.extras.get('pinned') or {}
         # a user's file the launcher reads may set them over the environment
         # (HARNESS_MPI_ENV=keep: Hydra's -genv in ~/.mpiexec.hydra.conf)
-        files = user_file_settings(self.family(), {**os.environ, **self.own_mpi_vars()},
-                                   os.environ.get('HOME') or os.path.expanduser('~'))
+        files = user_file_settings(self.family(), *self.run_environ())
         got = {**effective, **{var: value for var, (value, _path) in files.items()}}
         wrong = [f'{var}={got.get(var, "(unset)")}'
                  + (f' ({files[var][1]})' if var in files else '')
