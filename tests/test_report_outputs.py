@@ -487,6 +487,7 @@ def test_names_with_dollars_a_size_of_0_and_table_breaking_text_make_a_report(tm
     assert main(['--run-reports', str(reports), '--out', str(out), '--no-history-store']) == 0
     md = written(out)['md']
     assert '- mpich: MPICH \\| 4.0 second line' in md
+    assert '- mpich: MPICH | 4.0 second line\n' in capsys.readouterr().out  # the terminal's
     lines = md.splitlines()
     head = lines.index(next(x for x in lines if x.startswith('| kernel ')))
     row = lines[head + 2]

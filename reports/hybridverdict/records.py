@@ -39,6 +39,11 @@ def printable(text: str) -> str:
                         else f'\\u{ord(m.group()):04x}', text)
 
 
+def one_line(text: str) -> str:
+    """`text` with its line breaks and tabs as spaces: one line of a list or a table."""
+    return text.replace('\r', ' ').replace('\n', ' ').replace('\t', ' ')
+
+
 #: (reference, lower threshold, upper threshold) of a variable, as ReFrame logs them:
 #: the thresholds are fractions of the reference, None when unbounded.
 Ref = tuple[float | None, float | None, float | None]

@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from . import glance, section
 from .apart import Apart
+from .records import one_line
 from .report import Report
 from .verdict import Verdict
 
@@ -59,7 +60,7 @@ def _md_cell(value: object) -> object:
     blanks."""
     if not isinstance(value, str):
         return value
-    return value.replace('|', '\\|').replace('\r', ' ').replace('\n', ' ').replace('\t', ' ')
+    return one_line(value).replace('|', '\\|')
 
 
 def counts(found: list[Verdict]) -> str:

@@ -17,7 +17,7 @@ import polars as pl
 from harnesscore import stats as stats_rule
 
 from . import __version__, changes, comm, history, phases, sections, spmv_model
-from .records import ReadStats, Record
+from .records import ReadStats, Record, one_line
 from .section import Context, Section
 from .verdict import DEFAULT_NOISE_FLOOR, Verdict, verdicts
 
@@ -59,7 +59,7 @@ class Meta:
                + f' ({self.records_read} read for the history, {self.skipped} lines skipped).',
                'Stacks and MPI libraries:']
         for stack, libs in self.stacks.items():
-            out.append(f'- {stack}: {"; ".join(libs) or "unknown"}')
+            out.append(f'- {stack}: {one_line("; ".join(libs)) or "unknown"}')
         return out
 
 
