@@ -22,6 +22,7 @@ from harnesscore.osu_output import (
     OsuParseError,
     OsuTable,
     env_family,
+    error_lines,
     expected_sizes,
     given_path,
     libraries_agree,
@@ -56,8 +57,6 @@ MIN_SIZE = {'osu_latency': 1, 'osu_bw': 1, 'osu_bibw': 1, 'osu_mbw_mr': 1,
 #: moves few bytes per iteration, bandwidth 64-message windows.
 DEFAULT_ITERS = {'osu_latency': (200, 20), 'osu_bw': (10, 2), 'osu_bibw': (10, 2),
                  'osu_mbw_mr': (10, 2), 'osu_allreduce': (50, 5), 'osu_bcast': (50, 5)}
-#: Error lines of OSU, MPI libraries or launchers.
-ERROR_LINE = r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by signal)'
 
 
 def _ranks_per_node() -> list[int]:
@@ -174,8 +173,8 @@ class OsuBase(RunBase, OsuRuns):
             missing, msg=f'{self.benchmark_name} printed no row for size(s) {missing} '
                          f'(the run stopped early)'))
         self.verified = 'true'
-        errors = sn.evaluate(sn.extractall(ERROR_LINE, self.stdout, 0))
-        errors += sn.evaluate(sn.extractall(ERROR_LINE, self.stderr, 0))
+        errors = error_lines(self.stage_text(str(sn.evaluate(self.stdout))))
+        errors += error_lines(self.stage_text(str(sn.evaluate(self.stderr))))
         sn.evaluate(sn.assert_false(
             errors, msg=f'{self.benchmark_name} printed an error: {errors[:3]}'))
         code = self.exit_status()

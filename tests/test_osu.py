@@ -168,7 +168,8 @@ def test_a_slow_ring_fails_its_accuracy_check(tmp_path, stacks):
 
 #: A stand-in for an OSU benchmark, linked to the stack's MPI: FAKE_OSU=v53 makes
 #: it answer -m as OSU 5.0-5.3 do (its usage, status 1); FAKE_OSU=noversion
-#: prints a title without a version (an OSU built without autotools' version).
+#: prints a title without a version (an OSU built without autotools' version);
+#: FAKE_OSU_STDERR=FILE copies FILE to stderr from rank 0 (what a library printed).
 FAKE_OSU_C = r'''
 #include <mpi.h>
 #include <stdio.h>
@@ -188,6 +189,10 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 1;
     }
+    const char *err = getenv("FAKE_OSU_STDERR");
+    FILE *fp = rank == 0 && err ? fopen(err, "r") : NULL;
+    for (int ch; fp && (ch = fgetc(fp)) != EOF;) fputc(ch, stderr);
+    if (fp) fclose(fp);
     if (rank == 0) {
         printf("# OSU MPI Latency Test%s\n# Size          Latency (us)\n",
                mode && !strcmp(mode, "noversion") ? "" : " v5.9");
@@ -229,3 +234,30 @@ def test_an_old_or_unversioned_osu(tmp_path, fake_osu_prefix, mode, outcome_line
     if mode == 'noversion':
         [row] = perflog(tmp_path, 'shm', 'OsuLatencyCheck')
         assert row['build_spec'] == f'osu-micro-benchmarks@? {root / stack}', row
+
+
+@pytest.mark.parametrize('printed, outcome_line, says', [
+    ('openmpi_openib_warning', '  OK ', ''),
+    ('mpich_init_error', ' FAIL ', "osu_latency printed an error: ['Abort(538562447): Fatal "
+                                   "error in internal_Init_thread: Other MPI error, error "
+                                   "stack:'"),
+])
+def test_an_error_line_fails_and_an_open_mpi_warning_does_not(tmp_path, fake_osu_prefix,
+                                                               printed, outcome_line, says):
+    """Open MPI 4's openib warning on InfiniBand nodes run through UCX ("WARNING:
+    There was an error initializing an OpenFabrics device.") and its note after a
+    help message sent by several processes ("... to see all help / error
+    messages") failed every OSU check of such a run as an error line.  The
+    benchmark prints a recorded stderr (tests/data/osu/stderr/) beside its
+    table; with the openib warning, a real Open MPI help message too (a kept
+    MCA variable of a bad value) where the stack is Open MPI."""
+    stack, root = fake_osu_prefix
+    env = {'HARNESS_STACKS': stack, 'HARNESS_OSU_PREFIX': str(root / '{stack}'),
+           'FAKE_OSU_STDERR': str(Path(__file__).parent / 'data/osu/stderr' / f'{printed}.txt')}
+    if stack == 'openmpi' and outcome_line == '  OK ':
+        env |= {'HARNESS_MPI_ENV': 'keep', 'OMPI_MCA_btl_vader_single_copy_mechanism': 'knem'}
+    proc = run_reframe(tmp_path, '-n', 'OsuLatencyCheck', '--system', 'local:shm', '-r',
+                       '-S', 'max_size=64', env=env, timeout=300)
+    got = outcome(proc, 'OsuLatencyCheck', stack, 'shm')
+    assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
+    assert says in proc.stdout, proc.stdout[-5000:]

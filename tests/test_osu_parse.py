@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO
 from harnesscore.osu_output import (
     OsuParseError,
+    error_lines,
     expected_sizes,
     missing_sizes,
     osu_spec,
@@ -345,3 +346,40 @@ def test_a_missing_osu_prefix_of_the_environment_is_not_blamed_on_the_knob(tmp_p
             f'osu_prefix of environment mpich: the OSU prefix {tmp_path}/site/osu of mpich '
             'does not exist')):
         lib.osu_binary(env(str(tmp_path / 'site' / 'osu')), 'osu_latency')
+
+
+#: What MPI libraries print on stderr, recorded here (Open MPI 4.1.6, MPICH 4.2):
+#: a help message on a run that went on (an MCA variable of a bad value: exit 0),
+#: Open MPI's and MPICH's errors in MPI_Init (exit 1 and 143).  The two warnings
+#: are Open MPI 4.1.6's help texts (help-mpi-btl-openib.txt, "error in device
+#: init"; help-orte-rmaps-base.txt, "rmaps:membind-not-supported") in the frame
+#: Open MPI prints them in: this machine has no InfiniBand device to provoke
+#: the first, and binds memory.
+STDERR = DATA / 'stderr'
+
+
+@pytest.mark.parametrize('name', ['openmpi_bad_mca_value', 'openmpi_openib_warning',
+                                  'openmpi_membind_warning'])
+def test_open_mpi_warnings_and_help_notes_are_not_errors(name):
+    """Open MPI 4's openib warning on InfiniBand nodes run through UCX says
+    "error", as do its notes after a help message several processes sent:
+    every OSU check of such a run failed, "printed an error"."""
+    text = (STDERR / f'{name}.txt').read_text()
+    assert 'error' in text.lower()
+    assert error_lines(text) == []
+
+
+@pytest.mark.parametrize('name, first', [
+    ('openmpi_init_error', '[vm:02800] *** An error occurred in MPI_Init_thread'),
+    ('mpich_init_error', 'Abort(538562447): Fatal error in internal_Init_thread: Other MPI '
+                         'error, error stack:'),
+])
+def test_errors_are_named_by_their_lines_after_a_warning_too(name, first):
+    text = (STDERR / f'{name}.txt').read_text()
+    errors = error_lines(text)
+    assert errors[0] == first
+    if name == 'openmpi_init_error':
+        assert '[vm:02800] *** Unknown error' in errors
+        assert not any('help message' in e or 'orte_base_help_aggregate' in e for e in errors)
+    warned = (STDERR / 'openmpi_openib_warning.txt').read_text() + text
+    assert error_lines(warned) == errors

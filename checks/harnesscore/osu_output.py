@@ -127,6 +127,30 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
                     options=tuple(options), failed=tuple(failed))
 
 
+#: A line that tells of an error: OSU's, the MPI library's or the launcher's.
+_ERROR = re.compile(r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by signal)')
+#: An Open MPI help message that is a warning: a line of dashes, ``WARNING: ...``
+#: and its text up to the closing line of dashes.  The run goes on, and the text
+#: may say "error": Open MPI 4's openib BTL on an InfiniBand node run through UCX
+#: ("WARNING: There was an error initializing an OpenFabrics device."), a node
+#: that cannot bind memory ("This error message means that hwloc ...").
+_OMPI_WARNING = re.compile(r'^-{20,}[ \t]*\n[ \t]*WARNING:.*?^-{20,}[ \t]*$', re.M | re.S)
+#: Open MPI's notes after a help message shown once for several processes:
+#: "[host:pid] 1 more process has sent help message help-....txt / error in
+#: device init", "Set MCA parameter "orte_base_help_aggregate" to 0 to see all
+#: help / error messages".  The message itself stands above them.
+_OMPI_AGGREGATE = re.compile(r'more process(?:es)? ha(?:s|ve) sent help message|'
+                             r'to see all help / error messages')
+
+
+def error_lines(text: str) -> list[str]:
+    """The lines of a run's output that tell of an error, but for Open MPI's
+    warnings and its notes on repeated help messages."""
+    text = _OMPI_WARNING.sub('', text)
+    return [ln.strip() for ln in text.splitlines()
+            if _ERROR.search(ln) and not _OMPI_AGGREGATE.search(ln)]
+
+
 def rejected_options(text: str, name: str, options: list[str]) -> str:
     """Why `name` printed no table where OSU printed its usage instead (an
     option this OSU does not know; 5.0-5.3 have no ``-m``), else ''."""
