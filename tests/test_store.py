@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -239,7 +240,16 @@ def corrupt_store(tmp_path, what: str) -> str:
     return str(bad)
 
 
-@pytest.mark.parametrize('what', ['parquet', '[]', '{"files": 5}', '{"next_rid": "x"}'])
+ENTRY = {'offset': 10, 'lines': 1, 'inode': 1, 'head': 'h'}
+
+
+@pytest.mark.parametrize('what', [
+    'parquet', '[]', '{"files": 5}', '{"next_rid": "x"}',
+    # a file's entry (a TypeError, a KeyError or "[Errno 22] Invalid argument" before)
+    *(json.dumps({'files': {'/v/SpmvCheck.log': {**ENTRY, **bad}}})
+      for bad in ({'offset': '10'}, {'offset': -5}, {'inode': [1]}, {'head': None})),
+    json.dumps({'files': {'/v/SpmvCheck.log': {k: v for k, v in ENTRY.items()
+                                               if k != 'lines'}}})])
 def test_a_corrupt_part_is_a_store_error_naming_the_file(tmp_path, capsys, what):
     bad = corrupt_store(tmp_path, what)
     st = store.Store(str(tmp_path / 'history'))
@@ -571,3 +581,62 @@ def test_a_perflog_rewritten_shorter_in_place_is_read_again(tmp_path):
     done = st.ingest([str(path)])
     assert done.records == 1 and done.reread == [str(path)]
     assert [r.values['t_total'] for r in st.records(T0 + dt.timedelta(hours=1))] == [9.0]
+
+
+def test_a_perflog_folder_reached_through_a_link_is_stored_once(tmp_path):
+    """A perflog folder read under its own name and through a link (a
+    HARNESS_VAR_DIR of /home/... that is /gpfs/...): the lines read through one
+    name were read again from where the other stopped, each stored twice."""
+    real = spmv_log(tmp_path / 'real/SpmvCheck.log', 4)
+    (tmp_path / 'alias').symlink_to(tmp_path / 'real')
+
+    def same_but_names(a, b) -> None:  # each record once, named by the path it was read by
+        same_records([dataclasses.replace(r, source=r.source.replace('/alias/', '/real/'))
+                      for r in a], b)
+
+    alias = tmp_path / 'alias/SpmvCheck.log'
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(real)]).records == 4
+    with open(real, 'a') as fp:
+        fp.write('\n'.join(spmv_lines(2, start=4)) + '\n')
+    assert st.ingest([str(alias)]).records == 2
+    assert st.ingest([str(real)]).part is None
+    assert st.ingest([str(alias), str(real)]).part is None
+    same_but_names(st.records(), read_perflogs([str(real)]))
+    # a store of before, with the same file under two names: read on from the
+    # further of the two, whichever name is given
+    part = tmp_path / 'history/part-000002.json'
+    state = json.loads(part.read_text())
+    entry = state['files'].pop(str(real))
+    state['files'][str(alias)] = entry
+    state['files'][str(real)] = {**entry, 'offset': entry['offset'] // 2, 'lines': 3}
+    part.write_text(json.dumps(state))
+    with open(real, 'a') as fp:
+        fp.write(spmv_lines(1, start=6)[0] + '\n')
+    assert st.ingest([str(real)]).records == 1
+    same_but_names(st.records(), read_perflogs([str(real)]))
+
+
+def test_changes_of_a_folder_that_holds_no_history_fail(tmp_path, capsys):
+    """``changes --fail-on-change`` on a folder with no part (the var folder given
+    for its history folder) said "0 change point(s)" and passed the night."""
+    (tmp_path / 'var/perflogs').mkdir(parents=True)
+    for extra in ([], ['--last-night']):
+        assert main(['changes', '--store', str(tmp_path / 'var'), '--fail-on-change',
+                     *extra]) == 2
+        err = capsys.readouterr().err
+        assert f'the history store {tmp_path / "var"} holds no part' in err, err
+
+
+def test_changes_of_a_part_damaged_past_its_schema_fail_naming_the_store(tmp_path, capsys):
+    """A part whose column holds another type than its schema (the schema check
+    reads only the names): a polars traceback, exit 1."""
+    import polars as pl
+    _, st = ingested(tmp_path, 4)
+    path = tmp_path / 'history/part-000001-records.parquet'
+    pl.read_parquet(path).with_columns(pl.col('ranks').cast(pl.String)).write_parquet(path)
+    assert main(['changes', '--store', st.directory]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'hybridverdict changes: history store {st.directory}: cannot '
+                          'read its parts: '), err
+    assert len(err.splitlines()) == 1

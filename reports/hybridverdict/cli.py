@@ -147,7 +147,7 @@ def changes_main(argv: list[str]) -> int:
                     'session: where its level moved, by how much (95%% interval), worse or '
                     'better, since when, and what changed in the provenance then.',
         epilog=f'Exit status: 0, {EXIT_REGRESSION} with --fail-on-change when a confirmed '
-               'regression was found, 2 unreadable store, bad option or knob. Knobs not '
+               'regression was found, 2 unreadable or empty store, bad option or knob. Knobs not '
                'given take HARNESS_CHANGE_MIN_SEGMENT, HARNESS_CHANGE_P_VALUE, '
                'HARNESS_CHANGE_MAGNITUDE, HARNESS_CHANGE_SESSION_GAP, else the defaults.')
     p.add_argument('--since', metavar='ISO', type=iso_time,
@@ -185,14 +185,25 @@ def changes_main(argv: list[str]) -> int:
               + ('' if args.store else ' (the default; --store names another)'),
               file=sys.stderr)
         return 2
+    store = Store(directory)
     try:
-        hist = changes.History.from_store(Store(directory))
+        if not store.parts():
+            # a nightly's "no change" from the wrong folder would be green by accident
+            print(f'hybridverdict changes: the history store {directory} holds no part: '
+                  'nothing was stored there (the report stores the perflogs it reads, '
+                  'hybridverdict --history-store DIR)', file=sys.stderr)
+            return 2
+        hist = changes.History.from_store(store)
         if args.last_night:
             morning = changes.since_last_night(hist, knobs=knobs)
         else:
             found = changes.find(hist, knobs, since=args.since, until=args.until)
     except (StoreError, OSError) as err:
         print(f'hybridverdict changes: {err}', file=sys.stderr)
+        return 2
+    except PolarsError as err:  # a part damaged past its schema check
+        print(f'hybridverdict changes: history store {directory}: cannot read its parts: '
+              f'{err}', file=sys.stderr)
         return 2
     if args.last_night:
         print('\n'.join(morning.lines()))

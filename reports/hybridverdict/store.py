@@ -272,18 +272,28 @@ class Store:
         reread: list[str] = []
         updated: dict[str, dict] = {}
         # a file ReFrame renamed (<name>.log -> <name>.log.h<N> when its header changed)
-        # keeps its inode and first lines: it goes on from where it was read
-        by_identity = {(v.get('inode'), v.get('head')): v for v in seen.values()}
+        # keeps its inode and first lines: it goes on from where it was read, the
+        # furthest of its names (it only grows while its inode and head stay)
+        by_identity: dict[tuple, dict] = {}
+        for v in seen.values():
+            known = by_identity.setdefault((v.get('inode'), v.get('head')), v)
+            if v.get('offset', 0) > known.get('offset', 0):
+                by_identity[(v.get('inode'), v.get('head'))] = v
         # the records of this batch (``_identity``): a file read from its start (a copy
         # of another given too) adds only those neither stored nor read before in it
         batch: set[tuple] = set()
         for path in files:
-            key = os.path.abspath(path)
+            # one name per file: a perflog folder reached through a link too (a
+            # HARNESS_VAR_DIR of /home/... -> /gpfs/...) was read again from
+            # where the other name stopped
+            key = os.path.realpath(path)
             st = os.stat(path)
             head = _head_digest(path)
             prev = seen.get(key)
-            if prev is None or prev.get('inode') != st.st_ino:
-                prev = by_identity.get((st.st_ino, head), prev)
+            same = by_identity.get((st.st_ino, head))
+            if same is not None and (prev is None or prev.get('inode') != st.st_ino
+                                     or same.get('offset', 0) > prev.get('offset', 0)):
+                prev = same
             start = lines = 0
             if prev is not None:
                 if (prev.get('inode') == st.st_ino and prev.get('head') == head
@@ -372,9 +382,20 @@ def _bad_state(state: object) -> str:
     if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
         return '"files" is not an object of objects'
     for key in ('next_rid', 'total_records'):
-        if not isinstance(state.get(key, 0), int) or isinstance(state.get(key), bool):
+        if not _count(state.get(key, 0)):
             return f'"{key}" is not a whole number: {state.get(key)!r}'
+    for path, entry in files.items():
+        for key in ('offset', 'lines', 'inode'):
+            if not _count(entry.get(key)):
+                return f'"files" {path}: "{key}" is not a whole number: {entry.get(key)!r}'
+        if not isinstance(entry.get('head'), str):
+            return f'"files" {path}: "head" is not a text: {entry.get("head")!r}'
     return ''
+
+
+def _count(value: object) -> bool:
+    """Whether `value` is a whole number of 0 or more (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats, source: str,
