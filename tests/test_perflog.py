@@ -198,6 +198,35 @@ def test_an_unusable_time_is_skipped_with_its_place_and_the_rest_judged(tmp_path
     assert cli_main(['--perflogs', str(log), '--out', str(tmp_path / 'out')]) == 0
 
 
+@pytest.mark.parametrize('field, bad', [('ranks', 10**20), ('ranks', -10**20),
+                                        ('threads', 2**63), ('cores', 10**20),
+                                        ('nodes', 10**20)])
+def test_a_count_beyond_a_64_bit_integer_skips_its_line_not_the_report(tmp_path, capsys,
+                                                                       field, bad):
+    # ranks=10**20 on one line was polars' 'unexpected value while building
+    # Series of type Int64' where the frames were built, a traceback, exit 1
+    import perflog_writer as pw
+    from hybridverdict.cli import main as cli_main
+    runs = [pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks, threads=threads,
+                    size='16', time=pw.T0 + dt.timedelta(seconds=2 * i))
+            for i, (mode, ranks, threads, t) in enumerate(
+                [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3)]
+    counts: dict = {'ranks': 1, 'threads': 2, 'cores': 2, 'nodes': 1, field: bad}
+    runs.insert(3, pw.line('spmv', {'t_total': (0.5, 's')}, mode='masteronly', size='16',
+                           time=pw.T0 + dt.timedelta(seconds=5), **counts))
+    log = pw.write(tmp_path / 'logs' / 'SpmvCheck.log', [pw.header(['t_total'])] + runs)
+    # the report, without a history store and with one (each builds the frames)
+    for store in (['--no-history-store'], ['--history-store', str(tmp_path / 'history')]):
+        assert cli_main(['--perflogs', str(log), '--out', str(tmp_path / 'out'),
+                         *store]) == 0
+        err = capsys.readouterr().err
+        assert (f'hybridverdict: warning: skipped 1 perflog line(s): 1 unparsable value '
+                f'(first at {log}:5)') in err.splitlines()
+    stats = ReadStats()
+    assert len(read_perflogs([str(log)], stats=stats)) == 6
+    assert stats.reasons == {'unparsable value': 1}
+
+
 # ---- inputs read once, only regular files, every control character escaped ----
 
 def test_a_file_given_twice_is_read_once(tmp_path):

@@ -88,11 +88,12 @@ def test_broken_report_and_test_case_are_skipped_and_counted(tmp_path):
 
 
 def test_a_count_that_is_not_one_skips_the_test_case_as_in_a_perflog(tmp_path):
-    report(tmp_path / 'r.json', [case(ranks='two'), case(t=0.0), case()])
+    # a count beyond a 64-bit integer too (the frames' type)
+    report(tmp_path / 'r.json', [case(ranks='two'), case(t=0.0), case(), case(ranks=10**20)])
     stats = ReadStats()
     recs = read_run_reports([str(tmp_path / 'r.json')], stats)
     assert len(recs) == 1 and stats.reasons == {
-        'unparsable value': 1, 'unusable record (t_total is not positive)': 1}
+        'unparsable value': 2, 'unusable record (t_total is not positive)': 1}
 
 
 def test_a_test_case_gives_the_record_its_perflog_line_gives(tmp_path):

@@ -241,9 +241,25 @@ def as_bool(text: str) -> bool:
     return text in _TRUE or (text not in _FALSE and text.strip().lower() in _TRUE)
 
 
+#: The integers a record's counts may be: the frames built from the records
+#: hold them as 64-bit integers (``store.RECORDS``, ``tidy``).
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+
+
+def as_int(text: str) -> int:
+    """An integer field (ranks, threads); ValueError if it is not one, or one
+    beyond a 64-bit integer (the line is skipped as unparsable, not the
+    report ended where its frame is built)."""
+    n = int(text)
+    if not _INT64_MIN <= n <= _INT64_MAX:
+        raise ValueError(f'{text} is beyond a 64-bit integer')
+    return n
+
+
 def as_count(text: str) -> int:
-    """A count (cores, nodes); 0 where it is none."""
-    return int(text) if text.isdigit() else 0
+    """A count (cores, nodes); 0 where it is none; ValueError beyond a 64-bit
+    integer (``as_int``)."""
+    return as_int(text) if text.isdigit() else 0
 
 
 def number(x: object) -> float | None:
@@ -287,7 +303,8 @@ def from_fields(texts: Sequence[str], values: dict[str, float], units: dict[str,
                 refs: dict[str, Ref], source: str) -> Record:
     """The record of a run from the texts of its run fields (``FIELDS`` order)
     and its variables.  ValueError naming the required fields (the schema's
-    ``REQUIRED``) that are missing, or on a count or time that is not one."""
+    ``REQUIRED``) that are missing, or on a count or time that is not one (a
+    count beyond a 64-bit integer too: ``as_int``)."""
     for i in _REQUIRED_AT:
         if texts[i] in MISSING:
             raise ValueError('missing ' + ','.join(
@@ -295,8 +312,8 @@ def from_fields(texts: Sequence[str], values: dict[str, float], units: dict[str,
     (when, system, partition, stack, kernel, mode, ranks, threads, size, cores, nodes, library,
      verified, oversubscribed, result, name, build_spec, hung, busy, judgement, detail,
      *tail) = texts
-    return _record(parse_time(when), system, partition, stack, kernel, mode, int(ranks),
-                   int(threads), size, as_count(cores), as_count(nodes) or 1, library,
+    return _record(parse_time(when), system, partition, stack, kernel, mode, as_int(ranks),
+                   as_int(threads), size, as_count(cores), as_count(nodes) or 1, library,
                    as_bool(verified), as_bool(oversubscribed), result, values, units, source,
                    name, build_spec, as_bool(hung), refs, as_bool(busy), judgement, detail,
                    *tail)
