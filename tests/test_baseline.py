@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -231,3 +233,37 @@ def test_a_users_comments_are_named_when_the_file_is_written_anew(tmp_path, caps
     # written by the command itself: its own header is no comment of the user's
     assert baseline.main(['--perflogs', logs, '--prefix', str(refs), '--force']) == 0
     assert 'comment line(s)' not in capsys.readouterr().out
+
+
+#: ``hybridverdict-baseline`` as its entry point runs it, in a process of its own
+BASELINE = 'import sys; from hybridverdict.__main__ import baseline_main; sys.exit(baseline_main())'
+
+
+def test_a_perflog_it_may_not_read_is_one_line_naming_it_not_a_traceback(tmp_path):
+    # a perflog without read permission was a PermissionError traceback, exit 1
+    # (``hybridverdict`` said it in one line, exit 2)
+    logs = Path(stream_perflogs(tmp_path))
+    log = logs / 'StreamCheck.log'
+    log.chmod(0)
+    # root reads it all the same: run it without the capabilities that override a
+    # file's permissions (it stays root, so its Python is still its own)
+    drop = ['setpriv', '--bounding-set=-dac_override,-dac_read_search'] \
+        if os.geteuid() == 0 else []
+    if drop and (shutil.which('setpriv') is None
+                 or subprocess.run([*drop, 'cat', str(log)], capture_output=True).returncode == 0):
+        pytest.skip('root, and cannot drop the capabilities that let it read the file')
+    run = subprocess.run([*drop, sys.executable, '-c', BASELINE, '--perflogs', str(logs),
+                          '--prefix', str(tmp_path / 'refs')],
+                         capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout, run.stderr) == (
+        2, '', f'hybridverdict-baseline: error: cannot read {log}: Permission denied\n')
+    assert not (tmp_path / 'refs').exists()
+
+
+def test_a_perflog_whose_read_fails_is_one_line_naming_it(tmp_path, capsys):
+    # an I/O error (EIO, without a file name): /proc/self/mem, whose first page
+    # is not mapped, was an OSError traceback, exit 1
+    assert baseline.main(['--perflogs', '/proc/self/mem', '--prefix',
+                          str(tmp_path / 'refs')]) == 2
+    assert capsys.readouterr().err == (
+        'hybridverdict-baseline: error: cannot read /proc/self/mem: Input/output error\n')

@@ -46,7 +46,7 @@ from tabulate import tabulate
 from . import BASELINE_STOPPED, atomic
 from .changes import record_sessions
 from .perflog import PerflogError, ReadStats, Record, read_perflogs
-from .records import iso_time
+from .records import iso_time, printable
 
 DEFAULT_FLOOR = 0.05
 #: the file a baseline locks in its prefix (``locked``)
@@ -473,6 +473,10 @@ def baseline(argv: list[str] | None) -> int:
         records = read_perflogs(args.perflogs, since=args.since, stats=stats)
     except PerflogError as err:
         return fail('hybridverdict-baseline', err)
+    except OSError as err:            # a perflog that cannot be read (permission, I/O)
+        return fail('hybridverdict-baseline', f'cannot read '
+                    f'{printable(str(err.filename or ", ".join(args.perflogs)))}: '
+                    f'{err.strerror or err}')
     if args.until:
         records = [r for r in records if r.time < args.until]
     for warning in stats.warnings():
