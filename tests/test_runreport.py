@@ -87,6 +87,26 @@ def test_broken_report_and_test_case_are_skipped_and_counted(tmp_path):
         f'{tmp_path / "run-report-2.json"}:runs[0].testcases[0]')
 
 
+@pytest.mark.parametrize('text, error', [
+    (b'{"runs": [', 'JSONDecodeError'),                              # truncated
+    (b'{"runs": ["\xff"]}', 'UnicodeDecodeError'),
+    (b'{"session_info": {}}', 'KeyError'),
+    (b'{"runs": 5}', 'TypeError'),
+    (b'[1, 2]', 'TypeError'),
+    # nested deeper than the decoder goes, and an integer of more digits than
+    # Python converts (4300): a RecursionError and a ValueError traceback, exit 1
+    (b'{"runs": ' + b'[' * 100_000 + b']' * 100_000 + b'}', 'RecursionError'),
+    (b'{"runs": [{"testcases": [{"kernel": "spmv", "job_completion_time_unix": '
+     + b'9' * 5000 + b'}]}]}', 'ValueError'),
+])
+def test_a_file_that_is_no_run_report_is_skipped_and_counted(tmp_path, text, error):
+    (tmp_path / 'run-report-1.json').write_bytes(text)
+    report(tmp_path / 'run-report-2.json', [case()])
+    stats = ReadStats()
+    assert len(read_run_reports([str(tmp_path)], stats)) == 1
+    assert stats.reasons == {f'run report unreadable (run-report-1.json: {error})': 1}
+
+
 def test_a_count_that_is_not_one_skips_the_test_case_as_in_a_perflog(tmp_path):
     # a count beyond a 64-bit integer too (the frames' type)
     report(tmp_path / 'r.json', [case(ranks='two'), case(t=0.0), case(), case(ranks=10**20)])

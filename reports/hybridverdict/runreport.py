@@ -107,7 +107,10 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
         runs = data['runs']
         if not isinstance(runs, list):
             raise TypeError('runs is not a list')
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
+    except (ValueError, RecursionError, KeyError, TypeError) as err:
+        # ValueError: not JSON, not UTF-8 (both ValueErrors), or an integer of more
+        # digits than Python converts; RecursionError: arrays or objects nested
+        # deeper than the decoder goes
         stats.skip(f'run report unreadable ({os.path.basename(path)}: '
                    f'{type(err).__name__})')
         return []
