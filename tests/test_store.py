@@ -101,6 +101,8 @@ def test_only_appended_lines_are_parsed(tmp_path):
     new = st.records(T0 + dt.timedelta(minutes=4))
     assert [r.source for r in new] == [f'{path}:6', f'{path}:7']
     assert [r.values['t_total'] for r in new] == [5.0, 6.0]
+    # while it is being written, nothing is new: no part (an empty one each time before)
+    assert st.ingest([str(path.parent)]).part is None
     # the line completed: read from its start
     with open(path, 'a') as fp:
         fp.write(partial[20:] + '\n')

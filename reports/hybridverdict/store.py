@@ -304,6 +304,8 @@ class Store:
             if start == st.st_size:
                 continue
             recs, end, count = _read_from(path, start, lines, stats, shapes)
+            if end == start:  # only a line still being written: nothing to store yet
+                continue
             if start == 0:
                 recs = [r for r in recs if _identity(r) not in batch]
                 if state.get('total_records'):
