@@ -138,10 +138,10 @@ static int parse_one_size(const char *text, size_t len, long *out) {
     else if (last == 'M' || last == 'm') mult = 1024 * 1024;
     if (mult != 1) tmp[--len] = '\0';
     long v = 0;
-    if (kc_parse_long(tmp, 0, LONG_MAX / (1024 * 1024), &v) != 0) return -2; /* not a number */
-    v *= mult;
-    if (v < 1 || v > RING_MAX_SIZE) return -1;
-    *out = v;
+    if (kc_parse_long(tmp, 0, LONG_MAX, &v) != 0) /* digits only: beyond a long, too large */
+        return len > 0 && strspn(tmp, "0123456789") == len ? -1 : -2;
+    if (v < 1 || v > RING_MAX_SIZE / mult) return -1; /* v * mult cannot overflow */
+    *out = v * mult;
     return 0;
 }
 

@@ -15,6 +15,10 @@ kernel_test(ring_quick_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-
 # Bad input: clear message, non-zero exit.
 kernel_test(ring_bad_size_zero NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: size '0' is out of range" COMMAND ring --sizes 0)
 kernel_test(ring_bad_size_big NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: size '32M' is out of range" COMMAND ring --sizes 8,32M)
+# sizes too large for a long (with or without a suffix) are out of range too, not "not a size"
+kernel_test(ring_bad_size_huge_mib NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: size '99999999999999M' is out of range \\(1 B \\.\\. 16 MiB\\)" COMMAND ring --sizes 99999999999999M)
+kernel_test(ring_bad_size_long_max NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: size '9223372036854775807' is out of range \\(1 B \\.\\. 16 MiB\\)" COMMAND ring --sizes 9223372036854775807)
+kernel_test(ring_bad_size_beyond_long NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: size '99999999999999999999K' is out of range \\(1 B \\.\\. 16 MiB\\)" COMMAND ring --sizes 8,99999999999999999999K)
 kernel_test(ring_bad_size_range NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '1M:1K' has MIN > MAX" COMMAND ring --sizes 1M:1K)
 kernel_test(ring_size_range_not_powers_of_two NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '3:100' is not of powers of two" COMMAND ring --sizes 3:100)
 kernel_test(ring_bad_k NP 2 THREADS 1 EXPECT_FAIL "ring: --k 2 is larger than the 1 ranks per node" COMMAND ring --rank-as-node --k 2 --sizes 8)
