@@ -54,7 +54,7 @@
 #include <string.h>
 
 #define RING_MAX_SIZE (16L * 1024 * 1024) /* largest message size (per CPU) */
-#define RING_MAX_SIZES 64                 /* entries in --sizes */
+#define RING_MAX_SIZES 64                 /* entries in --sizes (repeated ones too) */
 #define RING_MAX_K 64                     /* largest --k (the default k is not capped) */
 #define BW_RECV_CAP (64L * 1024 * 1024)   /* receive window memory of bw */
 #define TAG_DATA 100
@@ -78,7 +78,9 @@ static const char *HELP =
     "             multiple: ring only, k threads per rank call MPI (THREAD_MULTIPLE)\n"
     "  --sizes    message sizes in bytes: comma list with optional K/M suffix\n"
     "             (KiB/MiB), e.g. 8,1K,1M, or a power-of-two range MIN:MAX, e.g.\n"
-    "             1:16M; each within 1 B .. 16 MiB (default 1:16M); sorted ascending\n"
+    "             1:16M; each within 1 B .. 16 MiB (default 1:16M); sorted ascending;\n"
+    "             a list has at most 64 entries, repeated sizes included (each size\n"
+    "             is measured once)\n"
     "  --reps     timed repetitions per size (default 3); the best one is reported\n"
     "             (pingpong/bw: each repetition is one OSU measurement)\n"
     "  --iters-scale  multiplier of the iteration counts (default 1.0; > 0).\n"
@@ -178,8 +180,9 @@ static const char *parse_sizes(const char *arg, options *o, char *err, size_t ca
     for (const char *p = arg;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (o->nsizes == RING_MAX_SIZES)
-            return kc_errf(err, cap, "--sizes: more than %d sizes", RING_MAX_SIZES);
+        if (o->nsizes == RING_MAX_SIZES) /* entries given, repeated sizes included */
+            return kc_errf(err, cap, "--sizes: more than %d entries (repeated sizes count too)",
+                           RING_MAX_SIZES);
         long v = 0;
         int rc = parse_one_size(p, len, &v);
         if (rc != 0) return size_error(err, cap, p, len, rc);
