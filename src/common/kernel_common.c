@@ -456,6 +456,18 @@ long kc_sum_over_ranks(const kc_ctx *ctx, long value) {
 
 int kc_all_true(const kc_ctx *ctx, int ok) { return kc_sum_over_ranks(ctx, !ok) == 0; }
 
+int kc_node_memory_fits(const kc_ctx *ctx, double bytes, int *ranks_per_node, double *node_bytes) {
+    MPI_Comm node;
+    int local = 1;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    *ranks_per_node = local;
+    *node_bytes = phys;
+    return kc_all_true(ctx, !(phys > 0) || bytes * local <= 0.9 * phys);
+}
+
 long kc_gather_counts(const kc_ctx *ctx, MPI_Comm comm, int count, int **counts, int **displs) {
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);

@@ -1,6 +1,7 @@
 /* md atoms: the per-atom arrays, the exchange buffers and their growth. */
 #include "md.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,10 +12,20 @@ static void *grow(const kc_ctx *ctx, void *old, size_t keep_bytes, size_t new_by
     return p;
 }
 
+/* The capacity for n items: n + n/2 + extra, at most `most` (n <= most);
+ * computed in long, so it cannot overflow. */
+static int grown(int n, int extra, int most) {
+    const long c = (long)n + n / 2 + extra;
+    return c > most ? most : (int)c;
+}
+
 /* Room for n atoms (owned + ghosts); keeps x of nall and v, id of nlocal atoms. */
 void md_ensure_atoms(md_sys *s, int n) {
     if (n <= s->cap) return;
-    const int cap = n + n / 2 + 64;
+    if (n > MD_MAX_ATOMS)
+        kc_abort(s->ctx, "%d atoms (owned and ghosts) exceed the %d a rank can index", n,
+                 MD_MAX_ATOMS);
+    const int cap = grown(n, 64, MD_MAX_ATOMS);
     s->x = grow(s->ctx, s->x, (size_t)s->nall * 3 * sizeof(double), (size_t)cap * 3 * sizeof(double));
     s->v = grow(s->ctx, s->v, (size_t)s->nlocal * 3 * sizeof(double), (size_t)cap * 3 * sizeof(double));
     s->f = grow(s->ctx, s->f, 0, (size_t)cap * 3 * sizeof(double));
@@ -28,31 +39,80 @@ void md_ensure_atoms(md_sys *s, int n) {
 
 void md_ensure_buf(const kc_ctx *ctx, double **buf, size_t *cap, size_t n) {
     if (n <= *cap) return;
+    if (n > SIZE_MAX / 2 / sizeof(double))
+        kc_abort(ctx, "an exchange buffer of %zu doubles is too large", n);
     size_t c = n + n / 2 + 256;
     *buf = grow(ctx, *buf, 0, c * sizeof(double));
     *cap = c;
 }
 
+/* A send list holds indices of atoms: at most MD_MAX_ATOMS (md_ensure_atoms). */
 void md_ensure_list(const kc_ctx *ctx, swap_t *w, int n) {
     if (n <= w->cap) return;
-    int c = n + n / 2 + 64;
+    if (n > MD_MAX_ATOMS)
+        kc_abort(ctx, "a send list of %d atoms exceeds the %d a rank can index", n, MD_MAX_ATOMS);
+    const int c = grown(n, 64, MD_MAX_ATOMS);
     w->list = grow(ctx, w->list, (size_t)w->nsend * sizeof(int), (size_t)c * sizeof(int));
     w->cap = c;
 }
 
+/* Bytes per atom of the atom arrays (md_ensure_atoms): x, v, f, xb, id, idtmp,
+ * cell_atoms, atom_cell. */
+#define ATOM_BYTES (4 * 3 * sizeof(double) + 2 * sizeof(long) + 2 * sizeof(int))
+
+/* Before anything is allocated (collective, status 2): the atoms a rank holds
+ * (`est`: owned and ghosts, with the margin of md_alloc_atoms) must fit its int
+ * indices (MD_MAX_ATOMS), and the arrays of all ranks of a node (atoms, cell
+ * bins, neighbour lists of `maxn` per owned atom, per-thread force arrays and
+ * scratch) must fit in 90% of its memory. */
+static void check_size(const md_sys *s, const options *o, double est, double maxn) {
+    const kc_ctx *ctx = s->ctx;
+    const double side[3] = {s->hi[0] - s->lo[0], s->hi[1] - s->lo[1], s->hi[2] - s->lo[2]};
+    const double most = kc_max_over_ranks(ctx, est);
+    if (!(most <= (double)MD_MAX_ATOMS)) /* inf where the sub-box overflows a double */
+        kc_fail(ctx, 2,
+                "the system is too large: --cells-per-side %ld on %d rank(s) (%dx%dx%d) gives "
+                "sub-boxes of %.4g x %.4g x %.4g which with their ghosts within cutoff+skin "
+                "%g hold about %.3g atoms per rank, beyond the %d that int indices allow; use "
+                "more ranks, a smaller --cells-per-side or a smaller --cutoff/--skin",
+                o->L, ctx->nranks, s->dims[0], s->dims[1], s->dims[2], side[0], side[1],
+                side[2], s->rn, most, MD_MAX_ATOMS);
+    const double threads = ctx->threads;
+    const double rows = 1.25 * o->density * side[0] * side[1] * side[2] + 16.0; /* ensure_rows */
+    double need = (1.5 * est + 64.0) * (double)ATOM_BYTES          /* md_ensure_atoms */
+                  + 4.0 * est * sizeof(int)                         /* bins (md_setup_grid) */
+                  + rows * (maxn + 3.0) * sizeof(int)               /* lists, counts */
+                  + threads * maxn * (6.0 * sizeof(double) + sizeof(int)); /* scratch */
+    if (!s->full && ctx->threads > 1) need += threads * 3.0 * rows * sizeof(double); /* fthr */
+    need = kc_max_over_ranks(ctx, need);
+    int local = 1;
+    double phys = 0.0;
+    if (!kc_node_memory_fits(ctx, need, &local, &phys))
+        kc_fail(ctx, 2,
+                "the system does not fit in memory: %d rank(s) per node x %.3g GB (--cells-per-side "
+                "%ld on %d rank(s): about %.3g atoms per rank with their ghosts within "
+                "cutoff+skin %g, neighbour lists of %.3g per atom) exceed 90%% of the node's "
+                "%.3g GB; use more nodes, a smaller --cells-per-side or a smaller --cutoff/--skin",
+                local, need / 1e9, o->L, ctx->nranks, most, s->rn, maxn, phys / 1e9);
+}
+
 /* Initial capacity: owned + ghosts of the extended sub-box, first-touched by
- * the threads with the schedule of the compute loops. */
+ * the threads with the schedule of the compute loops; checked (check_size)
+ * before anything is allocated. */
 void md_alloc_atoms(md_sys *s, const options *o) {
-    s->trange = kc_malloc(s->ctx, 2 * (size_t)s->ctx->threads * sizeof(int));
     double ext = 1.0;
     for (int d = 0; d < 3; ++d) ext *= s->hi[d] - s->lo[d] + 2.0 * s->rn;
     const double est = 1.3 * ext * o->density + 1024.0;
-    const int cap = est > 2e9 ? 2000000000 : (int)est;
+    /* neighbours within rn: 1.5 x the expected count (fewer than est) */
+    const double maxn = 1.5 * o->density * 4.0 / 3.0 * 3.14159265358979 * s->rn2 * s->rn + 16;
+    check_size(s, o, est, maxn);
+    s->trange = kc_malloc(s->ctx, 2 * (size_t)s->ctx->threads * sizeof(int));
+    const int cap = (int)est;
     md_ensure_atoms(s, cap);
     double *x = s->x, *v = s->v, *f = s->f;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < 3 * cap; ++k) x[k] = v[k] = f[k] = 0.0;
-    s->maxn = (int)(1.5 * o->density * 4.0 / 3.0 * 3.14159265358979 * s->rn2 * s->rn) + 16;
+    s->maxn = (int)maxn;
 }
 
 /* dst[k] = src[idx[k]] for n 3-vectors; with d >= 0 coordinate d also gets

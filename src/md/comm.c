@@ -32,6 +32,9 @@ void md_migrate(md_sys *s) {
                     ++i;
                     continue;
                 }
+                if (nsend == INT_MAX / 7) /* 7 doubles per atom in one message (int count) */
+                    kc_abort(s->ctx, "more than %d atoms leave the sub-box through one face",
+                             INT_MAX / 7);
                 md_ensure_buf(s->ctx, &s->sbuf, &s->scap, (size_t)(nsend + 1) * 7);
                 double *p = s->sbuf + (size_t)nsend * 7;
                 memcpy(p, s->x + 3 * i, 3 * sizeof(double));

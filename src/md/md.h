@@ -15,7 +15,13 @@
 
 #include "kernel_common.h"
 
+#include <limits.h>
 #include <math.h>
+
+/* The most atoms (owned + ghosts) one rank holds: the arrays are indexed by
+ * int, with 3 doubles per atom in the loops over coordinates.  md_alloc_atoms
+ * refuses a system whose estimate exceeds it (status 2); growth beyond it aborts. */
+#define MD_MAX_ATOMS (INT_MAX / 3)
 
 #define MD_MAX_STEPS 1000000000L /* --steps' limit, and --min-time's cap */
 /* Steps that --drift-tol bounds as it is; a longer run's bound is --drift-tol x

@@ -98,7 +98,7 @@ void md_setup(md_sys *s, const options *o, kc_ctx *ctx) {
     const double r6i = 1.0 / (s->rc2 * s->rc2 * s->rc2);
     s->ecut = 4.0 * r6i * (r6i - 1.0);
     setup_decomposition(s);
+    md_alloc_atoms(s, o); /* first: it refuses a system too large before anything is allocated */
     md_setup_grid(s, o);
-    md_alloc_atoms(s, o);
     create_atoms(s, o);
 }

@@ -45,15 +45,10 @@ static void check_size(kc_ctx *ctx, const options *o, int decomp, const int f[3]
                 o->n, nxd, nyd, nzd, decomp, rows_d, 27.0 * rows_d, INT_MAX);
     if ((double)pd[0] * nxd * (double)pd[1] * nyd * (double)pd[2] * nzd > 1e18)
         kc_fail(ctx, 2, "--n %ld gives a global grid too large to address", o->n);
-    MPI_Comm node;
+    const double need = 27.0 * rows_d * 12.0 + rows_d * (4 + 4 + 8 + 8) + ghost_d * 8.0;
     int local = 1;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &local);
-    MPI_Comm_free(&node);
-    double need = 27.0 * rows_d * 12.0 + rows_d * (4 + 4 + 8 + 8) + ghost_d * 8.0;
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    int fits = !(phys > 0) || need * local <= 0.9 * phys;
-    if (!kc_all_true(ctx, fits))
+    double phys = 0.0;
+    if (!kc_node_memory_fits(ctx, need, &local, &phys))
         kc_fail(ctx, 2,
                 "--n %ld does not fit: %d rank(s) per node x %.3g GB for a box of "
                 "%.0f x %.0f x %.0f exceed 90%% of the node's %.3g GB",

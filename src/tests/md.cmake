@@ -24,6 +24,15 @@ kernel_test(md_bad_density NP 1 THREADS 1 EXPECT_FAIL "md: --density must be a p
 kernel_test(md_bad_cutoff NP 1 THREADS 1 EXPECT_FAIL "md: --cutoff .* is larger than half the box side" COMMAND md --cells-per-side 2 --cutoff 2.5)
 kernel_test(md_bad_list NP 1 THREADS 1 EXPECT_FAIL "md: --list must be half or full" COMMAND md --list quarter)
 kernel_test(md_bad_decomposition NP 2 THREADS 1 EXPECT_FAIL "md: box side .* gives sub-boxes of .* < cutoff\\+skin" COMMAND md --cells-per-side 3)
+# a system too large is refused before anything is allocated (status 2): more
+# atoms per rank (owned and ghosts within cutoff+skin) than int indices allow,
+# or more memory than the node has (neighbour lists of ~3e6 per atom: ~60 TB)
+kernel_test(md_bad_size_atoms NP 1 THREADS 1 EXPECT_STATUS 2
+            EXPECT_FAIL "md: the system is too large: --cells-per-side 400 on 1 rank\\(s\\) \\(1x1x1\\) gives sub-boxes of 671.8 x 671.8 x 671.8 which with their ghosts within cutoff\\+skin 602.5 hold about 7.26e\\+09 atoms per rank, beyond the 715827882 that int indices allow"
+            COMMAND md --cells-per-side 400 --skin 600 --steps 1)
+kernel_test(md_bad_size_memory NP 1 THREADS 1 EXPECT_STATUS 2
+            EXPECT_FAIL "md: the system does not fit in memory: 1 rank\\(s\\) per node x [0-9.e+]+ GB \\(--cells-per-side 100 on 1 rank\\(s\\): about 4.05e\\+07 atoms per rank with their ghosts within cutoff\\+skin 82.5, neighbour lists of 2.98e\\+06 per atom\\) exceed 90% of the node's"
+            COMMAND md --cells-per-side 100 --skin 80 --steps 1)
 # step-0 energy and virial agree across 1 rank, 2 ranks and 1 rank x 2 threads (1e-12 relative)
 separate_arguments(_md_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
 add_test(NAME md_layouts_agree
