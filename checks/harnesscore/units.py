@@ -56,7 +56,7 @@ def message_sizes(sizes: str) -> list[int]:
         return out
     parts = str(sizes).split(',')
     if len(parts) > RING_MAX_SIZES:
-        raise ValueError(f'more than {RING_MAX_SIZES} sizes')
+        raise ValueError(f'more than {RING_MAX_SIZES} entries (repeated sizes count too)')
     return sorted({ring_size(part) for part in parts})
 
 
