@@ -456,16 +456,17 @@ long kc_sum_over_ranks(const kc_ctx *ctx, long value) {
 
 int kc_all_true(const kc_ctx *ctx, int ok) { return kc_sum_over_ranks(ctx, !ok) == 0; }
 
-int kc_node_memory_fits(const kc_ctx *ctx, double bytes, int *ranks_per_node, double *node_bytes) {
+void kc_need_node_memory(const kc_ctx *ctx, double bytes, const char *what, const char *detail,
+                         const char *advice) {
     MPI_Comm node;
     int local = 1;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &local);
     MPI_Comm_free(&node);
     const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    *ranks_per_node = local;
-    *node_bytes = phys;
-    return kc_all_true(ctx, !(phys > 0) || bytes * local <= 0.9 * phys);
+    if (!kc_all_true(ctx, !(phys > 0) || bytes * local <= 0.9 * phys))
+        kc_fail(ctx, 2, "%s does not fit: %d rank(s) per node x %.3g GB %s exceed 90%% of the "
+                "node's %.3g GB%s", what, local, bytes / 1e9, detail, phys / 1e9, advice);
 }
 
 long kc_gather_counts(const kc_ctx *ctx, MPI_Comm comm, int count, int **counts, int **displs) {

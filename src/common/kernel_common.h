@@ -135,11 +135,12 @@ void kc_record_cpu(kc_ctx *ctx);
 /* Logical AND of `ok` over all ranks. */
 int kc_all_true(const kc_ctx *ctx, int ok);
 
-/* Whether `bytes` on every rank, times the ranks of its node (MPI_COMM_TYPE_SHARED),
- * fit in 90% of every node's physical memory; a node whose memory cannot be read
- * fits (collective).  *ranks_per_node and *node_bytes: this rank's node, for the
- * message of a kernel that does not fit. */
-int kc_node_memory_fits(const kc_ctx *ctx, double bytes, int *ranks_per_node, double *node_bytes);
+/* Fails (status 2, collective) unless `bytes` on every rank, times the ranks of
+ * its node (MPI_COMM_TYPE_SHARED), fit in 90% of every node's physical memory (a
+ * node whose memory cannot be read fits): "<what> does not fit: <n> rank(s) per
+ * node x <bytes> GB <detail> exceed 90% of the node's <memory> GB<advice>". */
+void kc_need_node_memory(const kc_ctx *ctx, double bytes, const char *what, const char *detail,
+                         const char *advice);
 
 /* min/mean/max of a per-rank value over all ranks. */
 typedef struct { double min, mean, max; } kc_stat;

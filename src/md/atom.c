@@ -2,6 +2,7 @@
 #include "md.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,16 +85,14 @@ static void check_size(const md_sys *s, const options *o, double est, double max
                   + rows * (maxn + 3.0) * sizeof(int)               /* lists, counts */
                   + threads * maxn * (6.0 * sizeof(double) + sizeof(int)); /* scratch */
     if (!s->full && ctx->threads > 1) need += threads * 3.0 * rows * sizeof(double); /* fthr */
-    need = kc_max_over_ranks(ctx, need);
-    int local = 1;
-    double phys = 0.0;
-    if (!kc_node_memory_fits(ctx, need, &local, &phys))
-        kc_fail(ctx, 2,
-                "the system does not fit in memory: %d rank(s) per node x %.3g GB (--cells-per-side "
-                "%ld on %d rank(s): about %.3g atoms per rank with their ghosts within "
-                "cutoff+skin %g, neighbour lists of %.3g per atom) exceed 90%% of the node's "
-                "%.3g GB; use more nodes, a smaller --cells-per-side or a smaller --cutoff/--skin",
-                local, need / 1e9, o->L, ctx->nranks, most, s->rn, maxn, phys / 1e9);
+    char detail[256];
+    snprintf(detail, sizeof detail,
+             "(--cells-per-side %ld on %d rank(s): about %.3g atoms per rank with their ghosts "
+             "within cutoff+skin %g, neighbour lists of %.3g per atom)",
+             o->L, ctx->nranks, most, s->rn, maxn);
+    kc_need_node_memory(ctx, kc_max_over_ranks(ctx, need), "the system", detail,
+                        "; use more nodes, a smaller --cells-per-side or a smaller "
+                        "--cutoff/--skin");
 }
 
 /* Initial capacity: owned + ghosts of the extended sub-box, first-touched by

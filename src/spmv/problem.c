@@ -46,13 +46,10 @@ static void check_size(kc_ctx *ctx, const options *o, int decomp, const int f[3]
     if ((double)pd[0] * nxd * (double)pd[1] * nyd * (double)pd[2] * nzd > 1e18)
         kc_fail(ctx, 2, "--n %ld gives a global grid too large to address", o->n);
     const double need = 27.0 * rows_d * 12.0 + rows_d * (4 + 4 + 8 + 8) + ghost_d * 8.0;
-    int local = 1;
-    double phys = 0.0;
-    if (!kc_node_memory_fits(ctx, need, &local, &phys))
-        kc_fail(ctx, 2,
-                "--n %ld does not fit: %d rank(s) per node x %.3g GB for a box of "
-                "%.0f x %.0f x %.0f exceed 90%% of the node's %.3g GB",
-                o->n, local, need / 1e9, nxd, nyd, nzd, phys / 1e9);
+    char what[64], box[128];
+    snprintf(what, sizeof what, "--n %ld", o->n);
+    snprintf(box, sizeof box, "for a box of %.0f x %.0f x %.0f", nxd, nyd, nzd);
+    kc_need_node_memory(ctx, need, what, box, "");
 }
 
 /* Box (a*N) x (b*N) x (c*N) of (a,b,c) = MPI_Dims_create(decomp, 3) sorted

@@ -31,7 +31,7 @@ kernel_test(md_bad_size_atoms NP 1 THREADS 1 EXPECT_STATUS 2
             EXPECT_FAIL "md: the system is too large: --cells-per-side 400 on 1 rank\\(s\\) \\(1x1x1\\) gives sub-boxes of 671.8 x 671.8 x 671.8 which with their ghosts within cutoff\\+skin 602.5 hold about 7.26e\\+09 atoms per rank, beyond the 715827882 that int indices allow"
             COMMAND md --cells-per-side 400 --skin 600 --steps 1)
 kernel_test(md_bad_size_memory NP 1 THREADS 1 EXPECT_STATUS 2
-            EXPECT_FAIL "md: the system does not fit in memory: 1 rank\\(s\\) per node x [0-9.e+]+ GB \\(--cells-per-side 100 on 1 rank\\(s\\): about 4.05e\\+07 atoms per rank with their ghosts within cutoff\\+skin 82.5, neighbour lists of 2.98e\\+06 per atom\\) exceed 90% of the node's"
+            EXPECT_FAIL "md: the system does not fit: 1 rank\\(s\\) per node x [0-9.e+]+ GB \\(--cells-per-side 100 on 1 rank\\(s\\): about 4.05e\\+07 atoms per rank with their ghosts within cutoff\\+skin 82.5, neighbour lists of 2.98e\\+06 per atom\\) exceed 90% of the node's"
             COMMAND md --cells-per-side 100 --skin 80 --steps 1)
 # step-0 energy and virial agree across 1 rank, 2 ranks and 1 rank x 2 threads (1e-12 relative)
 separate_arguments(_md_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
