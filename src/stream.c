@@ -58,6 +58,10 @@ int main(int argc, char **argv) {
     kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
 
     const long n = o.n * ctx.threads;
+    char what[64], arrays[96];
+    snprintf(what, sizeof what, "--n %ld", o.n);
+    snprintf(arrays, sizeof arrays, "for 3 arrays of %ld doubles per rank", n);
+    kc_need_node_memory(&ctx, 3.0 * (double)n * sizeof(double), what, arrays, "");
     const double scalar = 3.0;
     /* The verification's own copy of the triad scalar: deliberately not
      * `scalar`, so a wrong scalar in the loop cannot hide in the check. */

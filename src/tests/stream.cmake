@@ -1,6 +1,9 @@
 kernel_test(stream_mpi_2x1 NP 2 THREADS 1 COMMAND stream --n 100000 --iters 3)
 kernel_test(stream_masteronly_1x2 NP 1 THREADS 2 COMMAND stream --mode masteronly --n 100000 --iters 3)
 kernel_test(stream_bad_size NP 1 THREADS 1 EXPECT_FAIL "^stream: --n must be" COMMAND stream --n 0)
+# arrays that do not fit in the node's memory are refused before they are touched
+# (3 arrays of 2^34 doubles: 412 GB), not killed by the OOM killer on first touch
+kernel_test(stream_bad_size_memory NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "^stream: --n 17179869184 does not fit: 1 rank\\(s\\) per node x 412 GB for 3 arrays of 17179869184 doubles per rank exceed 90% of the node's" COMMAND stream --n 17179869184)
 kernel_test(stream_bad_mode NP 1 THREADS 1 EXPECT_FAIL "stream: unknown or unsupported mode" COMMAND stream --mode bogus)
 # a short option (none exists) is named, not the argument before it
 kernel_test(stream_bad_short_option NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "stream: unknown option '-x'" COMMAND stream --n 5 -xy)
