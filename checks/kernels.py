@@ -292,10 +292,14 @@ class RingCheck(KernelCheck, PlannedRun):
     def validate(self):
         sn.evaluate(super().validate())
         got = {(int(r['k']), int(r['size'])) for r in self.results()}
-        missing = sorted({(k, s) for k in self.swept_ks() for s in self.message_sizes()} - got)
+        # the sweep's launches and the last one (the headline's k): a size left
+        # out was logged as a time of 0 before
+        ks = [*self.swept_ks(), int(self.headline()['k'])]
+        missing = sorted({(k, s) for k in ks for s in self.message_sizes()} - got)
         sn.evaluate(sn.assert_false(
             missing, msg=f'ring: no RESULT for k, size {missing} (the launches of the '
-                         f'k sweep across {self.nodes} nodes; see the job\'s output)'))
+                         f'k sweep across {self.nodes} nodes and the last one; see the '
+                         'job\'s output)'))
         return True
 
     @run_after('setup')

@@ -73,6 +73,24 @@ class RingSweep(KernelCheck):
                                             '--sizes', self.sizes, '--reps', str(self.reps),
                                             '--iters-scale', str(self.iters_scale)])
 
+    @sanity_function
+    def validate(self):
+        sn.evaluate(super().validate())
+        sizes = [int(r['size']) for r in self.results()]
+        pattern = {str(r.get('pattern')) for r in self.results()} - {self.pattern}
+        sn.evaluate(sn.assert_false(
+            pattern, msg=f'ring: a RESULT line of pattern {sorted(pattern)} in a '
+                         f'{self.pattern} sweep'))
+        # every size of the sweep once (a missing one failed only as a performance
+        # value of None)
+        missing = sorted(set(message_sizes(self.sizes)) - set(sizes))
+        twice = sorted({s for s in sizes if sizes.count(s) > 1})
+        sn.evaluate(sn.assert_false(
+            missing or twice, msg=f'ring: no RESULT for size(s) {missing} of --sizes '
+                                  f'{self.sizes}' if missing else
+                                  f'ring: more than one RESULT for size(s) {twice}'))
+        return True
+
     def by_size(self, key: str) -> dict[int, float]:
         return {int(r['size']): float(r[key]) for r in self.results()}
 

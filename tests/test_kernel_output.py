@@ -36,6 +36,11 @@ def test_a_malformed_line_names_its_tag_and_text_or_is_passed_over():
     with pytest.raises(MalformedResult, match=r'malformed RESULT line \(.*\): \{"size": 8,, '):
         result_lines(text)
     assert result_lines(text, skip_malformed=True) == [{'size': 8}, {'size': 9}]
+    # a line cut short (no closing brace) was no line at all
+    cut = 'RESULT {"size": 8}\nRESULT {"size": 16, "verified": tr\n'
+    with pytest.raises(MalformedResult, match=r'malformed RESULT line \(.*\): \{"size": 16, '):
+        result_lines(cut)
+    assert result_lines(cut, skip_malformed=True) == [{'size': 8}]
 
 
 def test_each_reader_makes_a_malformed_line_its_own_error(tmp_path, capsys):
@@ -64,3 +69,54 @@ def test_the_ranks_hosts_come_from_the_last_line_that_names_them_past_a_malforme
             'RESULT {"hosts": ["n3",}\n')
     assert base.KernelCheck.rank_hosts(check(text)) == ['n1', 'n2']
     assert base.KernelCheck.rank_hosts(check('no result\n')) == []
+
+
+# ---- a check reads only its own run's lines (real sessions) ----------------------
+
+#: sed scripts over a kernel's stdout: a RESULT line of another run put in
+WRONG_LINES = {
+    'another kernel': ('s/"kernel":"stream"/"kernel":"md"/',
+                       "stream: a RESULT line of kernel 'md' mode 'mpi', where this run "
+                       'launched stream in mode mpi'),
+    'another layout first': ('/^RESULT /{h;s/"ranks":2/"ranks":1/;p;g}',
+                             'stream ran 1x1, expected 2x1'),
+    'a line cut short first': ('/^RESULT /{h;s/}$//;p;g}', 'malformed RESULT line'),
+}
+
+
+@pytest.mark.integration
+def test_a_check_fails_on_a_result_line_of_another_run(tmp_path, stacks):
+    """A RESULT line of another kernel, mode or layout, or one cut short, beside
+    the run's own: the check passed, reading the last line only (a cut line was
+    no line at all).  The kernel's binary in the build folder is replaced by a
+    wrapper that edits the real kernel's output; a ring sweep missing a size
+    fails naming it (before: 'not a number: None' at the performance stage)."""
+    import shlex
+    import stat
+
+    from conftest import run_reframe
+    stack = stacks[0]
+    var = tmp_path / 'var'
+    select = ('--system', 'local:shm', '-p', stack, '-r')
+    stream = ('-n', 'StreamCheck%layout=mpi_2x1')
+    proc = run_reframe(var, *stream, *select)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    [build] = {p.parent for p in (var / 'build').glob('*/stream')}
+
+    def wrap(kernel: str, script: str) -> None:
+        real = build / f'{kernel}.real'
+        if not real.exists():
+            (build / kernel).rename(real)
+        wrapper = build / kernel
+        wrapper.write_text(f'#!/bin/sh\n{shlex.quote(str(real))} "$@" | '
+                           f'sed -e {shlex.quote(script)}\n')
+        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+
+    for what, (script, says) in WRONG_LINES.items():
+        wrap('stream', script)
+        proc = run_reframe(var, *stream, *select)
+        assert proc.returncode != 0 and says in proc.stdout, (what, proc.stdout[-3000:])
+    wrap('ring', '/"size":64,/d')
+    proc = run_reframe(var, '-n', 'RingPingpongCheck', '-S', 'sizes=8,64', *select)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert 'ring: no RESULT for size(s) [64] of --sizes 8,64' in proc.stdout, proc.stdout[-3000:]

@@ -25,9 +25,10 @@ def result_lines(text: str, tag: str = RESULT, *,
                  skip_malformed: bool = False) -> list[dict]:
     """The JSON objects of the lines ``<tag> {...}`` of `text`, in order.
 
-    Other lines, and a tag followed by anything but ``{...}``, are not result
-    lines.  A ``{...}`` that is not JSON raises `MalformedResult` naming the
-    tag and the start of the line, or is passed over with `skip_malformed`.
+    Other lines, and a tag followed by anything but ``{``, are not result
+    lines.  A ``{...}`` that is not JSON (one cut short too) raises
+    `MalformedResult` naming the tag and the start of the line, or is passed
+    over with `skip_malformed`.
     """
     return [res for _, res in results_with_lines(text, tag, skip_malformed=skip_malformed)]
 
@@ -35,7 +36,8 @@ def result_lines(text: str, tag: str = RESULT, *,
 def results_with_lines(text: str, tag: str = RESULT, *,
                        skip_malformed: bool = False) -> Iterator[tuple[str, dict]]:
     """As `result_lines`, each object with its line (for an error naming it)."""
-    for m in re.finditer(rf'^{re.escape(tag)} (\{{.*\}})[^\S\n]*$', text, re.M):
+    # a line cut short ('RESULT {"kernel":...' without its '}') is malformed too
+    for m in re.finditer(rf'^{re.escape(tag)} (\{{.*?)[^\S\n]*$', text, re.M):
         try:
             res = json.loads(m.group(1))
         except json.JSONDecodeError as err:

@@ -809,11 +809,20 @@ class KernelCheck(RunBase):
         sn.evaluate(sn.assert_false(
             over and not declared, msg=f'oversubscribed run {self.display_name}: '
                       + ('; '.join(clashes) or 'more threads than cores')))
-        if (res.get('ranks') != self.num_tasks or
-                res.get('threads') != self.threads):
-            raise sn.SanityError(
-                f'{self.kernel} ran {res.get("ranks")}x{res.get("threads")}, '
-                f'expected {self.num_tasks}x{self.threads}')
+        # Every line of this run, not another's: the binary launched, the mode
+        # and the layout (a RESULT of another kernel or layout passed before).
+        binary = os.path.basename(shlex.split(self.executable)[0])
+        for res in results:
+            if (res.get('ranks') != self.num_tasks or
+                    res.get('threads') != self.threads):
+                raise sn.SanityError(
+                    f'{self.kernel} ran {res.get("ranks")}x{res.get("threads")}, '
+                    f'expected {self.num_tasks}x{self.threads}')
+            if (res.get('kernel'), res.get('mode')) != (binary, self.mode):
+                raise sn.SanityError(
+                    f'{self.kernel}: a RESULT line of kernel {res.get("kernel")!r} mode '
+                    f'{res.get("mode")!r}, where this run launched {binary} in mode '
+                    f'{self.mode}')
         return True
 
     @run_after('setup')
