@@ -91,6 +91,8 @@ class PlannedRun(rfm.RegressionTestPlugin):
 
     @run_after('setup')
     def follow_plan(self):
+        # a negative or NaN time ran without --min-time, silently
+        require_at_least(self, 'min_time', 0, 'a number of seconds, 0 or more')
         plan = partition_plan(self.current_partition, self.nodes or None)
         why = plan.decision(self.kernel, self.layout, self.problem,
                             other_sizes=system_sizes(self.kernel),
@@ -130,6 +132,7 @@ class SpmvCheck(KernelCheck, PlannedRun):
     @run_after('setup')
     def check_stream_elements(self):
         require_at_least(self, 'stream_elements', 0, '0 (the default count) or more')
+        require_at_least(self, 'iters', 0, '0 (the plan\'s count) or more')
 
     def kernel_args(self) -> list[str]:
         # A given count is exact: --min-time would only make it a floor.
@@ -218,6 +221,10 @@ class MdCheck(KernelCheck, PlannedRun):
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
 
+    @run_after('setup')
+    def check_steps(self):
+        require_at_least(self, 'steps', 1, '1 or more')
+
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
                 *self.min_time_args()]
@@ -245,6 +252,10 @@ class RingCheck(KernelCheck, PlannedRun):
     kernel = 'ring'
     layout, problem, sample = kernel_parameters('ring')
     iters_scale = variable(float, value=2.0)
+
+    @run_after('setup')
+    def check_iters_scale(self):
+        require_at_least(self, 'iters_scale', 0, 'above 0', above=True)
 
     #: Across nodes, measure every k of the saturation curve (one launch
     #: per k before the run at the largest k); false: the largest k only.
@@ -341,6 +352,10 @@ class StreamCheck(KernelCheck, PlannedRun):
     kernel = 'stream'
     layout, problem, sample = kernel_parameters('stream')
     iters = variable(int, value=planning.STREAM_ITERS)
+
+    @run_after('setup')
+    def check_iters(self):
+        require_at_least(self, 'iters', 1, '1 or more')
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]

@@ -65,6 +65,8 @@ class RingSweep(KernelCheck):
 
     @run_after('setup')
     def place(self):
+        require_at_least(self, 'reps', 1, '1 or more')
+        require_at_least(self, 'iters_scale', 0, 'above 0', above=True)
         self.sweep()
         self.place_ranks()
         self.executable = shlex.quote(self.build.executable_path('ring'))

@@ -150,11 +150,13 @@ def sanity_errors(*errors: type[Exception]) -> Iterator[None]:
         raise sn.SanityError(str(err)) from None
 
 
-def require_at_least(test: rfm.RegressionTest, var: str, low: int, must: str) -> None:
-    """A ValueError where `test`'s variable `var` (a ``-S`` value) is below `low`,
-    naming it and its value: it `must` be ... (the setup stage fails the test)."""
+def require_at_least(test: rfm.RegressionTest, var: str, low: float, must: str, *,
+                     above: bool = False) -> None:
+    """A ValueError where `test`'s variable `var` (a ``-S`` value) is below `low`
+    (`above`: not above it; a NaN is neither), naming it and its value: it `must`
+    be ... (the setup stage fails the test)."""
     value = getattr(test, var)
-    if value < low:
+    if not (value > low if above else value >= low):
         raise ValueError(f'{type(test).__name__}.{var} must be {must}, got {value}')
 
 
