@@ -22,6 +22,7 @@ The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 
 from __future__ import annotations
 
+import re
 import shlex
 import statistics
 
@@ -37,6 +38,7 @@ from harnesslib.base import (
     KernelCheck,
     PerflogFields,
     SystemReferences,
+    finalize_hang_only,
     require_at_least,
     sanity_results,
 )
@@ -168,7 +170,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
         elements = planning.spmv_stream_elements(topo, self.stream_elements)
         self.prerun_cmds = self.prerun_cmds + [
             f'{launch} {shlex.quote(self.build.executable_path("stream"))} '
-            f'--mode {stream_mode} --n {int(elements)} --iters 5 > stream.out'
+            f'--mode {stream_mode} --n {int(elements)} --iters 5 > stream.out 2> stream.err; '
+            'echo "stream exit status $?" >> stream.out'
         ]
 
     @sanity_function
@@ -180,7 +183,23 @@ class SpmvCheck(KernelCheck, PlannedRun):
         return True
 
     def stream_result(self) -> dict:
-        results = sanity_results(self.stage_text('stream.out'))
+        text, err = self.stage_text('stream.out'), self.stage_text('stream.err')
+        results = sanity_results(text)
+        # its exit status too (a run that printed its line and then failed passed)
+        found = re.findall(r'^stream exit status (\d+)$', text, re.M)
+        status = int(found[-1]) if found else None
+        if status != 0 and not finalize_hang_only(
+                status or 1, 'MPI_Finalize did not return' in err,
+                bool(results) and all(r.get('verified') is True for r in results)):
+            # the kernel's own message (it starts with its name), else the last line
+            # that is not a launcher's banner rule
+            lines = [ln.strip() for ln in err.splitlines() if ln.strip().strip('-')]
+            last = next((ln for ln in reversed(lines) if ln.startswith('stream: ')),
+                        lines[-1] if lines else '')
+            raise sn.SanityError(
+                'the STREAM run before spmv '
+                + ('did not finish' if status is None else f'exited with status {status}')
+                + (f': {last}' if last else ' (stream.err is empty)'))
         if not results:
             raise sn.SanityError('the STREAM run before spmv printed no RESULT line')
         res = results[-1]
@@ -190,6 +209,9 @@ class SpmvCheck(KernelCheck, PlannedRun):
             raise sn.SanityError(
                 f'the STREAM run before spmv ran {res.get("ranks")}x{res.get("threads")}, '
                 f'not the layout of spmv, {self.num_tasks}x{self.threads}')
+        if res.get('kernel') != 'stream':
+            raise sn.SanityError(f'the STREAM run before spmv printed a RESULT line of '
+                                 f'kernel {res.get("kernel")!r}')
         return res
 
     @run_after('setup')

@@ -90,7 +90,8 @@ def test_a_check_fails_on_a_result_line_of_another_run(tmp_path, stacks):
     the run's own: the check passed, reading the last line only (a cut line was
     no line at all).  The kernel's binary in the build folder is replaced by a
     wrapper that edits the real kernel's output; a ring sweep missing a size
-    fails naming it (before: 'not a number: None' at the performance stage)."""
+    fails naming it (before: 'not a number: None' at the performance stage),
+    and spmv's STREAM run that printed its line and then failed passed."""
     import shlex
     import stat
 
@@ -103,19 +104,25 @@ def test_a_check_fails_on_a_result_line_of_another_run(tmp_path, stacks):
     assert proc.returncode == 0, proc.stdout[-3000:]
     [build] = {p.parent for p in (var / 'build').glob('*/stream')}
 
-    def wrap(kernel: str, script: str) -> None:
+    def wrap(kernel: str, script: str, then: str = '') -> None:
         real = build / f'{kernel}.real'
         if not real.exists():
             (build / kernel).rename(real)
         wrapper = build / kernel
         wrapper.write_text(f'#!/bin/sh\n{shlex.quote(str(real))} "$@" | '
-                           f'sed -e {shlex.quote(script)}\n')
+                           f'sed -e {shlex.quote(script)}\n{then}')
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
 
     for what, (script, says) in WRONG_LINES.items():
         wrap('stream', script)
         proc = run_reframe(var, *stream, *select)
         assert proc.returncode != 0 and says in proc.stdout, (what, proc.stdout[-3000:])
+    # the STREAM run before spmv: it printed its line, then failed (exit 3)
+    wrap('stream', 'p;d', "echo 'stream: failed after its line' >&2; exit 3\n")
+    proc = run_reframe(var, '-n', 'SpmvCheck%layout=mpi_2x1%problem=16', *select)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert ('the STREAM run before spmv exited with status 3: stream: failed after its '
+            'line') in proc.stdout, proc.stdout[-3000:]
     wrap('ring', '/"size":64,/d')
     proc = run_reframe(var, '-n', 'RingPingpongCheck', '-S', 'sizes=8,64', *select)
     assert proc.returncode != 0, proc.stdout[-3000:]
