@@ -348,10 +348,10 @@ def test_a_missing_osu_prefix_of_the_environment_is_not_blamed_on_the_knob(tmp_p
         lib.osu_binary(env(str(tmp_path / 'site' / 'osu')), 'osu_latency')
 
 
-#: What MPI libraries print on stderr, recorded here (Open MPI 4.1.6, MPICH 4.2):
+#: What MPI libraries print on stderr, recorded here (Open MPI 4.1.4, MPICH 4.0.2):
 #: a help message on a run that went on (an MCA variable of a bad value: exit 0),
 #: Open MPI's and MPICH's errors in MPI_Init (exit 1 and 143).  The two warnings
-#: are Open MPI 4.1.6's help texts (help-mpi-btl-openib.txt, "error in device
+#: are Open MPI 4.1.4's help texts (help-mpi-btl-openib.txt, "error in device
 #: init"; help-orte-rmaps-base.txt, "rmaps:membind-not-supported") in the frame
 #: Open MPI prints them in: this machine has no InfiniBand device to provoke
 #: the first, and binds memory.
