@@ -35,11 +35,12 @@ from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
 from harnesslib.base import (
+    AtLeast,
     KernelCheck,
+    LowerBounds,
     PerflogFields,
     SystemReferences,
     finalize_hang_only,
-    require_at_least,
     sanity_results,
 )
 from harnesslib.compat import reads_output
@@ -75,7 +76,7 @@ def supports_option(executable: str, option: str) -> bool:
         return False
 
 
-class PlannedRun(rfm.RegressionTestPlugin):
+class PlannedRun(LowerBounds):
     """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
     layout, or that does not fit ``HARNESS_BUDGET``) is skipped before it
@@ -90,11 +91,11 @@ class PlannedRun(rfm.RegressionTestPlugin):
     #: run fixed counts.  The plan sets 0 on a declared (oversubscribed)
     #: partition.
     min_time = variable(float, value=planning.MIN_TIME)
+    # a negative or NaN time ran without --min-time, silently
+    at_least = {'min_time': AtLeast(0, 'a number of seconds, 0 or more')}
 
     @run_after('setup')
     def follow_plan(self):
-        # a negative or NaN time ran without --min-time, silently
-        require_at_least(self, 'min_time', 0, 'a number of seconds, 0 or more')
         plan = partition_plan(self.current_partition, self.nodes or None)
         why = plan.decision(self.kernel, self.layout, self.problem,
                             other_sizes=system_sizes(self.kernel),
@@ -130,11 +131,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
     #: (0: 8388608, or 65536 on a declared partition; the plan's memory rule
     #: counts the same, ``plan.spmv_stream_elements``).
     stream_elements = variable(int, value=0)
-
-    @run_after('setup')
-    def check_stream_elements(self):
-        require_at_least(self, 'stream_elements', 0, '0 (the default count) or more')
-        require_at_least(self, 'iters', 0, '0 (the plan\'s count) or more')
+    at_least = {'stream_elements': AtLeast(0, '0 (the default count) or more'),
+                'iters': AtLeast(0, '0 (the plan\'s count) or more')}
 
     def kernel_args(self) -> list[str]:
         # A given count is exact: --min-time would only make it a floor.
@@ -183,6 +181,13 @@ class SpmvCheck(KernelCheck, PlannedRun):
         return True
 
     def stream_result(self) -> dict:
+        """The RESULT line of the STREAM run before spmv, checked (cached, as
+        ``results``): its sanity and two performance variables read it."""
+        if not hasattr(self, '_stream_result'):
+            self._stream_result = self._checked_stream_result()
+        return self._stream_result
+
+    def _checked_stream_result(self) -> dict:
         text, err = self.stage_text('stream.out'), self.stage_text('stream.err')
         results = sanity_results(text)
         # its exit status too (a run that printed its line and then failed passed)
@@ -242,10 +247,7 @@ class MdCheck(KernelCheck, PlannedRun):
     layout, problem, sample = kernel_parameters('md')
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
-
-    @run_after('setup')
-    def check_steps(self):
-        require_at_least(self, 'steps', 1, '1 or more')
+    at_least = {'steps': AtLeast(1, '1 or more')}
 
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
@@ -274,10 +276,7 @@ class RingCheck(KernelCheck, PlannedRun):
     kernel = 'ring'
     layout, problem, sample = kernel_parameters('ring')
     iters_scale = variable(float, value=2.0)
-
-    @run_after('setup')
-    def check_iters_scale(self):
-        require_at_least(self, 'iters_scale', 0, 'above 0', above=True)
+    at_least = {'iters_scale': AtLeast(0, 'above 0', above=True)}
 
     #: Across nodes, measure every k of the saturation curve (one launch
     #: per k before the run at the largest k); false: the largest k only.
@@ -374,10 +373,7 @@ class StreamCheck(KernelCheck, PlannedRun):
     kernel = 'stream'
     layout, problem, sample = kernel_parameters('stream')
     iters = variable(int, value=planning.STREAM_ITERS)
-
-    @run_after('setup')
-    def check_iters(self):
-        require_at_least(self, 'iters', 1, '1 or more')
+    at_least = {'iters': AtLeast(1, '1 or more')}
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]

@@ -38,6 +38,7 @@ from harnesscore.osu_output import (
 from harnesscore.units import MIB
 from harnesslib.base import (
     TIMED_OUT,
+    AtLeast,
     OsuRuns,
     RunBase,
     require_at_least,
@@ -74,6 +75,8 @@ class OsuBase(RunBase, OsuRuns):
     #: (warm-up); 0: the benchmark's default in DEFAULT_ITERS.
     iters = variable(int, value=0)
     warmup = variable(int, value=0)
+    at_least = {var: AtLeast(0, "1 or more (0: the benchmark's default)")
+                for var in ('iters', 'warmup')}
 
     #: Set by subclasses: the benchmark and its ranks.
     benchmark_name = ''
@@ -90,8 +93,6 @@ class OsuBase(RunBase, OsuRuns):
 
     @run_after('setup')
     def check_iterations(self):
-        for var in ('iters', 'warmup'):
-            require_at_least(self, var, 0, "1 or more (0: the benchmark's default)")
         lo = MIN_SIZE[self.benchmark_name]
         require_at_least(self, 'max_size', lo,
                          f"{lo} or more (the smallest size of {self.benchmark_name}'s sweep)")

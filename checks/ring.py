@@ -8,6 +8,7 @@ docs/pages/checks.md gives their variables and targets.
 
 from __future__ import annotations
 
+import collections
 import shlex
 import statistics
 
@@ -25,10 +26,10 @@ from harnesscore.rounds import (
 from harnesscore.units import MIB, message_sizes, ring_size
 from harnesslib.base import (
     AlternatingRounds,
+    AtLeast,
     KernelCheck,
     OsuRuns,
     bad_value,
-    require_at_least,
     sanity_errors,
     sweep_variables,
 )
@@ -50,6 +51,8 @@ class RingSweep(KernelCheck):
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
     reps = variable(int, value=3)
+    at_least = {'reps': AtLeast(1, '1 or more'),
+                'iters_scale': AtLeast(0, 'above 0', above=True)}
 
     @run_after('init')
     def set_layout(self):
@@ -65,8 +68,6 @@ class RingSweep(KernelCheck):
 
     @run_after('setup')
     def place(self):
-        require_at_least(self, 'reps', 1, '1 or more')
-        require_at_least(self, 'iters_scale', 0, 'above 0', above=True)
         self.sweep()
         self.place_ranks()
         self.executable = shlex.quote(self.build.executable_path('ring'))
@@ -78,15 +79,15 @@ class RingSweep(KernelCheck):
     @sanity_function
     def validate(self):
         sn.evaluate(super().validate())
-        sizes = [int(r['size']) for r in self.results()]
+        sizes = collections.Counter(int(r['size']) for r in self.results())
         pattern = {str(r.get('pattern')) for r in self.results()} - {self.pattern}
         sn.evaluate(sn.assert_false(
             pattern, msg=f'ring: a RESULT line of pattern {sorted(pattern)} in a '
                          f'{self.pattern} sweep'))
         # every size of the sweep once (a missing one failed only as a performance
         # value of None)
-        missing = sorted(set(message_sizes(self.sizes)) - set(sizes))
-        twice = sorted({s for s in sizes if sizes.count(s) > 1})
+        missing = sorted(set(message_sizes(self.sizes)) - sizes.keys())
+        twice = sorted(s for s, n in sizes.items() if n > 1)
         sn.evaluate(sn.assert_false(
             missing or twice, msg=f'ring: no RESULT for size(s) {missing} of --sizes '
                                   f'{self.sizes}' if missing else
@@ -157,6 +158,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     lat_tol = variable(float, value=0.10)
     lat_floor_us = variable(float, value=0.05)
     bw_tol = variable(float, value=0.05)
+    at_least = {'bw_max': AtLeast(MIB, f'{MIB} (1 MiB) or more: the bandwidths are '
+                                       'compared from 1 MiB')}
 
     @run_after('init')
     def set_layout(self):
@@ -166,8 +169,6 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
 
     @run_after('setup')
     def check_bw_max(self):
-        require_at_least(self, 'bw_max', MIB,
-                         f'{MIB} (1 MiB) or more: the bandwidths are compared from 1 MiB')
         # the ring's --sizes 1M:bw_max: a power of two up to 16 MiB (else the job
         # script ended in its first round, after the latency runs, naming nothing)
         try:

@@ -11,6 +11,7 @@ import functools
 import os
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
+from typing import ClassVar, NamedTuple
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -160,6 +161,32 @@ def require_at_least(test: rfm.RegressionTest, var: str, low: float, must: str, 
         raise ValueError(f'{type(test).__name__}.{var} must be {must}, got {value}')
 
 
+class AtLeast(NamedTuple):
+    """The lower bound of a ``-S`` variable (``require_at_least``): the bound,
+    what the value must be (the error's words), and whether the bound itself is
+    refused too."""
+
+    low: float
+    must: str
+    above: bool = False
+
+
+class LowerBounds(rfm.RegressionTestPlugin):
+    """Each class declares the lower bounds of its own variables in
+    ``at_least`` (name -> AtLeast); one hook checks those of every class of a
+    test, base classes first, before any other setup hook of the harness's
+    (the last base class's hooks run first), so that no hook uses a bad
+    value."""
+
+    at_least: ClassVar[Mapping[str, AtLeast]] = {}
+
+    @run_after('setup')
+    def check_lower_bounds(self):
+        for cls in reversed(type(self).__mro__):
+            for var, bound in vars(cls).get('at_least', {}).items():
+                require_at_least(self, var, bound.low, bound.must, above=bound.above)
+
+
 def bad_value(test: rfm.RegressionTest, var: str, why: object) -> ValueError:
     """The error of `test`'s variable `var` (a ``-S``/``-P`` value) that the setup
     stage fails the test with: its class, name and value, and `why`."""
@@ -209,7 +236,7 @@ class StageFiles(rfm.RegressionTestPlugin):
             return ''
 
 
-class OsuRuns(rfm.RegressionTestPlugin):
+class OsuRuns(LowerBounds):
     """A check that runs OSU benchmarks: the environment's OSU install, and each
     run ended by ``timeout`` (OSU has no watchdog for a hung MPI_Finalize)."""
 
@@ -218,12 +245,9 @@ class OsuRuns(rfm.RegressionTestPlugin):
     #: TCP, see docs/pages/checks.md): the run passes with finalize_hung=true,
     #: as the kernels do.
     run_timeout = variable(int, value=90)
-
-    @run_after('setup')
-    def check_run_timeout(self):
-        # 0 would turn `timeout` off (no guard against a hung MPI_Finalize), a
-        # negative value make `timeout` itself fail (status 125) instead of OSU.
-        require_at_least(self, 'run_timeout', 1, 'a number of seconds above 0')
+    # 0 would turn `timeout` off (no guard against a hung MPI_Finalize), a
+    # negative value make `timeout` itself fail (status 125) instead of OSU.
+    at_least = {'run_timeout': AtLeast(1, 'a number of seconds above 0')}
 
     def timeout_options(self) -> list[str]:
         """``timeout``'s options: TERM after ``run_timeout`` s, KILL 10 s later."""
@@ -505,7 +529,7 @@ PerflogFields = _perflog_fields()
 
 
 class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
-              BandRule, StageFiles):
+              BandRule, StageFiles, LowerBounds):
     """The base of every run of the harness: references, perflog fields, the
     partition's launcher with this run's binding, the node lock, the machine's
     quietness around the run and the one rule for its fixed bands
