@@ -13,20 +13,20 @@ static void *grow(const kc_ctx *ctx, void *old, size_t keep_bytes, size_t new_by
     return p;
 }
 
-/* The capacity for n items: n + n/2 + extra, at most `most` (n <= most);
- * computed in long, so it cannot overflow. */
-static int grown(int n, int extra, int most) {
-    const long c = (long)n + n / 2 + extra;
-    return c > most ? most : (int)c;
+/* The capacity for n atoms (`what`: whose): n + n/2 + 64, at most MD_MAX_ATOMS,
+ * the indices a rank's int arrays hold (check_size); computed in long, so it
+ * cannot overflow.  More than MD_MAX_ATOMS aborts. */
+static int grown(const kc_ctx *ctx, int n, const char *what) {
+    if (n > MD_MAX_ATOMS)
+        kc_abort(ctx, "%d %s exceed the %d a rank can index", n, what, MD_MAX_ATOMS);
+    const long c = (long)n + n / 2 + 64;
+    return c > MD_MAX_ATOMS ? MD_MAX_ATOMS : (int)c;
 }
 
 /* Room for n atoms (owned + ghosts); keeps x of nall and v, id of nlocal atoms. */
 void md_ensure_atoms(md_sys *s, int n) {
     if (n <= s->cap) return;
-    if (n > MD_MAX_ATOMS)
-        kc_abort(s->ctx, "%d atoms (owned and ghosts) exceed the %d a rank can index", n,
-                 MD_MAX_ATOMS);
-    const int cap = grown(n, 64, MD_MAX_ATOMS);
+    const int cap = grown(s->ctx, n, "atoms (owned and ghosts)");
     s->x = grow(s->ctx, s->x, (size_t)s->nall * 3 * sizeof(double), (size_t)cap * 3 * sizeof(double));
     s->v = grow(s->ctx, s->v, (size_t)s->nlocal * 3 * sizeof(double), (size_t)cap * 3 * sizeof(double));
     s->f = grow(s->ctx, s->f, 0, (size_t)cap * 3 * sizeof(double));
@@ -50,9 +50,7 @@ void md_ensure_buf(const kc_ctx *ctx, double **buf, size_t *cap, size_t n) {
 /* A send list holds indices of atoms: at most MD_MAX_ATOMS (md_ensure_atoms). */
 void md_ensure_list(const kc_ctx *ctx, swap_t *w, int n) {
     if (n <= w->cap) return;
-    if (n > MD_MAX_ATOMS)
-        kc_abort(ctx, "a send list of %d atoms exceeds the %d a rank can index", n, MD_MAX_ATOMS);
-    const int c = grown(n, 64, MD_MAX_ATOMS);
+    const int c = grown(ctx, n, "atoms of a send list");
     w->list = grow(ctx, w->list, (size_t)w->nsend * sizeof(int), (size_t)c * sizeof(int));
     w->cap = c;
 }
