@@ -36,6 +36,19 @@ def test_missing_input_is_an_error(tmp_path, capsys):
     assert 'no such perflog' in capsys.readouterr().err
 
 
+@pytest.mark.parametrize('store', [False, True])
+def test_a_perflog_whose_read_fails_is_named(tmp_path, capsys, store):
+    # an I/O error (EIO, no file name) inside a --perflogs folder: /proc/self/mem,
+    # whose first page is not mapped, said only "[Errno 5] Input/output error"
+    logs = write(tmp_path / 'perflogs/local/shm/SpmvCheck.log', HEADER, line())
+    (logs.parent / 'MdCheck.log').symlink_to('/proc/self/mem')
+    where = (['--history-store', str(tmp_path / 'store')] if store
+             else ['--no-history-store'])
+    assert main(['--perflogs', str(tmp_path / 'perflogs'), '--no-write', *where]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"Input/output error: '{logs.parent / 'MdCheck.log'}'\n"), err
+
+
 def test_corrupt_lines_are_reported_not_fatal(tmp_path, capsys):
     logs = write(tmp_path / 'x.log', HEADER, line(t=2.0), 'broken|line',
                  line(mode='masteronly', ranks=1, threads=2, t=1.0))

@@ -13,6 +13,7 @@ is shown escaped, it does not split the record.  Files are only read, never modi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import operator
@@ -168,11 +169,24 @@ def _add_shape(shapes: Shapes, path: str, header: _Header) -> None:
             len(header.variables), set()).add(block)
 
 
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """An OSError in its body names `path`: a failed read (EIO) names no file,
+    and the report's error would say only "Input/output error"."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, path) from err
+        raise
+
+
 def header_shapes(files: Iterable[str]) -> Shapes:
     """The variable blocks of the headers of `files`, per check (first lines only)."""
     shapes: Shapes = {}
     for path in files:
-        with open(path, encoding='utf-8', errors='replace', newline='\n') as fp:
+        with _naming(path), open(path, encoding='utf-8', errors='replace',
+                                 newline='\n') as fp:
             first = printable(_strip_newline(fp.readline())).split('|')
         if first[0] == 'job_completion_time':
             _add_shape(shapes, path, _Header(first, ReadStats()))
@@ -256,7 +270,7 @@ def _open_text(path: str, limit: int | None) -> IO[str]:
 def _lines(path: str, limit: int | None) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each line of the perflog `path` up to byte
     `limit` (None: to its end) but the blank ones, headers among them."""
-    with _open_text(path, limit) as fp:
+    with _naming(path), _open_text(path, limit) as fp:
         for lineno, line in enumerate(fp, 1):
             line = _strip_newline(line)
             if not line.strip():
