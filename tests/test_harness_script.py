@@ -178,6 +178,33 @@ def test_run_arguments_select_the_stacks_of_the_budget_split(tmp_path):
     assert (tmp_path / 'args').read_text().endswith('[-r][--system][declared][-p][openmpi]')
 
 
+def test_options_knobs_over_several_lines_are_read_whole(tmp_path):
+    # HARNESS_REFRAME_OPTS and HARNESS_REPORT_OPTS were read with `read -a`,
+    # which stops at the first newline: a knob written over several lines (a
+    # YAML block, a multi-line export) silently lost every line after its first.
+    venv = _venv(tmp_path, reframe='for a in "$@"; do printf "[%s]" "$a"; done > "$ARGS_LOG"',
+                 hybridverdict='for a in "$@"; do printf "[%s]" "$a"; done > "$REPORT_LOG"')
+    stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
+        'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
+        'more_rounds'))
+    script = (_functions('session', 'run_args', 'cmd_run', 'print_plan', 'on_signal',
+                         'in_group', 'stop_if_signalled', 'session_report', 'report_since')
+              + stubs + 'die() { echo "$*" >&2; exit 3; }\nHARNESS_REPEAT=3\n'
+              'cmd_run\necho "$_parts"\n')
+    env = {k: v for k, v in os.environ.items() if k != 'HARNESS_BUDGET'}
+    env.update(VENV=str(venv), ROOT=str(REPO), ARGS_LOG=str(tmp_path / 'args'),
+               REPORT_LOG=str(tmp_path / 'report'), HARNESS_VAR_DIR=str(tmp_path / 'var'),
+               HARNESS_REFRAME_OPTS='--system declared\n  -p openmpi\n',
+               HARNESS_REPORT_OPTS='--no-write\n--functional-verdicts')
+    proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / 'args').read_text().endswith('[-r][--system][declared][-p][openmpi]')
+    # the plan split the budget across the openmpi stack of the two partitions
+    assert proc.stdout.splitlines()[-1] == '2', proc.stdout
+    assert (tmp_path / 'report').read_text().endswith('[--no-write][--functional-verdicts]')
+
+
 def test_check_session_counts_every_record_of_the_session_in_the_perflogs(tmp_path):
     # check_session (hybridverdict.session_check): a record of a check without
     # the harness's fields (no kernel, no session) counts as well as a kernel's;
