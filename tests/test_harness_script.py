@@ -74,6 +74,23 @@ def test_relative_paths_are_the_users_not_the_checkouts(tmp_path):
     assert (home / 'var').is_dir() and not (tmp_path / '~').exists()
 
 
+def test_spacks_install_tree_is_the_users_path_too(tmp_path):
+    # HARNESS_SPACK_INSTALL_TREE was not among the path knobs ./harness resolves:
+    # a relative one was taken from the checkout, where the checks run.
+    import hashlib
+    venv = _venv(tmp_path, reframe='echo 4.10',
+                 **{'hybridverdict-baseline': 'echo "tree=$HARNESS_SPACK_INSTALL_TREE"'})
+    (venv / '.harness-installed').write_text(
+        hashlib.sha1((REPO / 'pyproject.toml').read_bytes()).hexdigest() + '\n')
+    proc = subprocess.run([str(REPO / 'harness'), 'baseline'], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, 'HARNESS_VENV': str(venv), 'HARNESS_NO_APT': '1',
+                               'HARNESS_VAR_DIR': str(tmp_path / 'var'),
+                               'HARNESS_SPACK_INSTALL_TREE': 'spack tree'})
+    assert proc.returncode == 0, proc.stderr
+    assert f'tree={tmp_path}/spack tree' in proc.stdout.splitlines(), proc.stdout
+
+
 def test_readme_quick_start_holds_the_two_commands():
     text = (REPO / 'README.md').read_text()
     block = text.split('## Quick start', 1)[1].split('```sh', 1)[1].split('```', 1)[0]

@@ -190,6 +190,25 @@ def test_demanded_spack_that_is_missing_fails_that_stack_only(tmp_path, stacks):
     failed_one_stack(proc, 'spack: command not found', good)
 
 
+def test_the_install_tree_knob_is_read_as_every_path_knob(tmp_path, stacks):
+    """HARNESS_SPACK_INSTALL_TREE=~/tree is the home's tree: os.path.abspath made
+    it a folder '~' in the directory ReFrame ran from (no spack needed: the
+    environment is written when the build is set up, in a dry run too)."""
+    home = tmp_path / 'home'
+    home.mkdir()
+    proc = run_reframe(tmp_path / 'var', '-n', 'StreamCheck', '--system', 'local:shm',
+                       '-p', stacks[0], '--dry-run',
+                       env={'HOME': str(home), 'HARNESS_SPACK_INSTALL_TREE': '~/spack-tree',
+                            f'HARNESS_{stacks[0].upper()}_SPACK_SPEC':
+                            f'hybrid-kernels@develop ^{stacks[0]}'})
+    assert proc.returncode == 0, explain(proc)
+    written = list((tmp_path / 'var' / 'spack' / 'envs').glob('*/spack.yaml'))
+    assert written, explain(proc)
+    for path in written:
+        conf = yaml.safe_load(path.read_text())['spack']['config']
+        assert conf['install_tree']['root'] == str(home / 'spack-tree')
+
+
 # ---- with Spack -------------------------------------------------------------------------------
 
 def spack(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess[str]:

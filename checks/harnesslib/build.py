@@ -18,7 +18,7 @@ import reframe.utility.typecheck as typ
 import yaml  # ReFrame brings PyYAML
 from harnesscore.knobs import env_flag
 from harnesscore.osu_output import env_family
-from harnesscore.paths import REPO_DIR, SRC_DIR
+from harnesscore.paths import REPO_DIR, SRC_DIR, user_path
 from harnesscore.stacks import STACK
 from reframe.core.builtins import run_before, sanity_function, variable
 
@@ -120,7 +120,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         (``<prefix>/spack/opt`` or ``HARNESS_SPACK_INSTALL_TREE``), where a later
         session finds it installed and rebuilds nothing."""
         system = os.environ.get('HARNESS_SPACK_SYSTEM') or self.current_system.name
-        tree = os.path.abspath(os.environ.get('HARNESS_SPACK_INSTALL_TREE') or os.path.join(
+        # the knob as every path knob is read (a leading ~ is the home: abspath
+        # made '~/tree' a folder '~' in the current directory)
+        given = os.environ.get('HARNESS_SPACK_INSTALL_TREE', '').strip()
+        tree = user_path(given) if given else os.path.abspath(os.path.join(
             self.current_system.prefix, 'spack', 'opt'))
         stack = self.current_environ.extras.get('stack', self.current_environ.name)
         self.spack_env = spack_env_dir(os.path.join(self.current_system.prefix, 'spack', 'envs'),
