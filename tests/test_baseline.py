@@ -73,6 +73,21 @@ def test_two_baselines_at_once_keep_each_others_references(tmp_path, monkeypatch
     assert classes(refs / 'local.yaml') == ['RingCheck', 'StreamCheck']
 
 
+def test_a_reference_prefix_with_a_tilde_is_the_homes_as_the_checks_read_it(tmp_path):
+    # RFM_REFERENCE_PREFIX=~/refs: the checks (config/settings.py) read $HOME/refs,
+    # the baseline wrote ./~/refs/<system>.yaml, where nothing reads it.
+    home, cwd = tmp_path / 'home', tmp_path / 'cwd'
+    home.mkdir()
+    cwd.mkdir()
+    logs = perflogs(tmp_path / 'a', 'StreamCheck')
+    proc = subprocess.run([sys.executable, '-m', 'hybridverdict.baseline', '--perflogs', logs],
+                          cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, 'HOME': str(home), 'RFM_REFERENCE_PREFIX': '~/refs'})
+    assert proc.returncode == 0, proc.stderr
+    assert classes(home / 'refs' / 'local.yaml') == ['StreamCheck']
+    assert not (cwd / '~').exists()
+
+
 def test_a_symlinked_references_file_is_replaced_through_its_link(tmp_path):
     shared = tmp_path / 'shared' / 'local.yaml'
     shared.parent.mkdir()

@@ -37,8 +37,11 @@ def user_path(text: str, cwd: str | None = None) -> str:
 
 
 def references_dir() -> str:
-    """``RFM_REFERENCE_PREFIX``, else the checkout's references (as the checks read them)."""
-    return os.environ.get('RFM_REFERENCE_PREFIX', '').strip() or REFERENCES_DIR
+    """``RFM_REFERENCE_PREFIX``, else the checkout's references (as the checks read them);
+    a leading ``~`` is the home, as ``user_path`` reads it (hybridverdict-baseline wrote
+    ``~/refs`` into a folder ``~`` of the current directory, where no check reads it)."""
+    text = os.environ.get('RFM_REFERENCE_PREFIX', '').strip()
+    return os.path.expanduser(text) if text else REFERENCES_DIR
 
 
 def reframe_path(path: str) -> str:
