@@ -74,6 +74,16 @@ def test_the_users_selection_is_not_passed_to_the_batches():
     assert sequential.passed_on(opts) == ['-C', 'config/settings.py', '-S', 'nodes=2', '-v']
 
 
+def test_the_users_report_files_are_not_passed_to_the_batches():
+    # HARNESS_REFRAME_OPTS='--report-junit=ci.xml': every batch wrote its JUnit
+    # over the session's, which the nightly then named; the CI read the last
+    # batch's few verdict checks, the session's failures gone.
+    argv = ['--since', '2026-11-25T00:00:00', '--deadline', '0', '--', 'reframe', '-C',
+            'config/settings.py', '--report-junit=ci.xml', '--report-file', 'run.json',
+            '--report-junit', 'b.xml', '--report-file=r.json', '-v']
+    assert sequential.parse_args(argv).reframe == ['reframe', '-C', 'config/settings.py', '-v']
+
+
 @pytest.mark.parametrize('restore', [['--restore-session'], ['--restore-session', 'old.json'],
                                      ['--restore-session=old.json']])
 def test_a_restored_session_is_not_passed_to_the_batches(restore: list[str]) -> None:
