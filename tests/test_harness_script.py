@@ -91,6 +91,25 @@ def test_spacks_install_tree_is_the_users_path_too(tmp_path):
     assert f'tree={tmp_path}/spack tree' in proc.stdout.splitlines(), proc.stdout
 
 
+def test_a_bad_change_point_knob_is_refused_before_the_session(tmp_path):
+    # The report reads HARNESS_CHANGE_* at the session's end: a bad one failed
+    # the run or nightly only after all of ReFrame's checks had run.
+    import hashlib
+    venv = _venv(tmp_path, reframe='case " $* " in *" -r "*) echo ran >> "$REFRAME_LOG";; '
+                                   '*) echo 4.10;; esac')
+    (venv / '.harness-installed').write_text(
+        hashlib.sha1((REPO / 'pyproject.toml').read_bytes()).hexdigest() + '\n')
+    log = tmp_path / 'reframe.log'
+    for command in ('run', 'nightly'):
+        proc = harness(command, HARNESS_VENV=str(venv), HARNESS_NO_APT='1',
+                       HARNESS_VAR_DIR=str(tmp_path / 'var'), REFRAME_LOG=str(log),
+                       HARNESS_CHANGE_P_VALUE='abc')
+        assert proc.returncode == 2, proc.stderr
+        assert "harness: error: HARNESS_CHANGE_P_VALUE='abc': not a number" in proc.stderr
+        assert 'plan:' not in proc.stdout and '[3/4]' not in proc.stdout
+    assert not log.exists(), 'reframe ran a session'
+
+
 def test_readme_quick_start_holds_the_two_commands():
     text = (REPO / 'README.md').read_text()
     block = text.split('## Quick start', 1)[1].split('```sh', 1)[1].split('```', 1)[0]
