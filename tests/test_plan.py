@@ -294,6 +294,10 @@ def test_the_session_budget_is_split_across_partitions_and_stacks():
     assert P.parse_session_budget('1h/part') == (3600, True)
     with pytest.raises(ValueError, match='HARNESS_BUDGET'):
         P.part_budget('soon/part', 2)
+    # the error names the value given, not the duration cut from before '/part'
+    for text in ('10m/part/part', '0s/part'):
+        with pytest.raises(ValueError, match=f"got '{text}'$"):
+            P.part_budget(text, 2)
 
 
 def test_part_budget_line(capsys):

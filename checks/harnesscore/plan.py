@@ -240,21 +240,23 @@ def parse_memory(text: str) -> int:
 MAX_BUDGET_S = 7 * 24 * 3600
 
 
-def parse_budget(text: str) -> float:
+def parse_budget(text: str, given: str | None = None) -> float:
     """``HARNESS_BUDGET``: ``15m``, ``900s``, ``1h``, ``1h30m``; a bare number
-    is minutes.  Seconds."""
+    is minutes.  Seconds.  An error names `given` (the knob's whole value, where
+    `text` is its duration before ``/part``), else `text`."""
     text = text.strip()
+    shown = text if given is None else given.strip()
     if re.fullmatch(r'[0-9]+(\.[0-9]+)?', text):
         seconds = float(text) * 60
     else:
         parts = re.findall(r'([0-9]+(?:\.[0-9]+)?)([hms])', text)
         if not parts or ''.join(n + u for n, u in parts) != text:
             raise ValueError(f'HARNESS_BUDGET must be minutes or a duration such as 15m, '
-                             f'900s, 1h30m; got {text!r}')
+                             f'900s, 1h30m; got {shown!r}')
         seconds = sum(float(n) * {'h': 3600, 'm': 60, 's': 1}[u] for n, u in parts)
     if not 0 < seconds <= MAX_BUDGET_S:
         raise ValueError(f'HARNESS_BUDGET must be positive and at most {MAX_BUDGET_S // 3600}h, '
-                         f'got {text!r}')
+                         f'got {shown!r}')
     return seconds
 
 
@@ -263,7 +265,7 @@ def parse_session_budget(text: str) -> tuple[float, bool]:
     ``10m/part`` each partition and stack's."""
     text = text.strip()
     per_part = text.endswith(PER_PART)
-    return parse_budget(text[:-len(PER_PART)] if per_part else text), per_part
+    return parse_budget(text[:-len(PER_PART)] if per_part else text, text), per_part
 
 
 def part_budget(text: str, parts: int) -> float:
