@@ -164,6 +164,14 @@ def test_the_listed_defaults_are_the_ones_the_code_takes(monkeypatch):
     for name, value in taken.items():
         assert float(knobs.knob(name).default) == value, name
     assert knobs.knob('HARNESS_MPI_ENV').default == launch.mpi_env_mode()
+    # a default path is the checkout's, which a relative value is not (it is taken
+    # from where the command runs): './.venv' read as the user's own folder
+    from harnesscore.paths import REFERENCES_DIR, REPO_DIR
+    assert 'VENV=${HARNESS_VENV:-$ROOT/.venv}' in (Path(REPO_DIR) / 'harness').read_text()
+    assert knobs.knob('HARNESS_VENV').default == '<checkout>/.venv'
+    assert knobs.knob('RFM_REFERENCE_PREFIX').default == '<checkout>/' + os.path.relpath(
+        REFERENCES_DIR, REPO_DIR)
+    assert knobs.knob('HARNESS_CLUSTERS').default == '<checkout>/config/site_*.py'
 
 
 def test_help_text_and_markdown_name_every_knob():

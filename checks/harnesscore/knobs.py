@@ -124,8 +124,8 @@ _test_only = _group('test-only', see='cluster.md')
 _kernel = _group('test-only', ('the kernels',), see='checks.md')    # the kernels' own
 
 KNOBS: tuple[Knob, ...] = (
-    _install('HARNESS_VENV', './.venv', 'the Python virtual environment ./harness installs '
-             'into and runs from'),
+    _install('HARNESS_VENV', '<checkout>/.venv', 'the Python virtual environment ./harness '
+             'installs into and runs from'),
     _install('HARNESS_NO_APT', 'unset', '1: never call apt-get, even as root (say what is '
              'missing and carry on)'),
 
@@ -182,7 +182,7 @@ KNOBS: tuple[Knob, ...] = (
 
     _nightly('HARNESS_CHANGES_FATAL', 'unset', '1: a regression on the morning page ("Since '
              'the last night") fails the night (exit status 4); only 0 or 1', ('nightly',)),
-    _nightly('RFM_REFERENCE_PREFIX', 'config/references', 'directory of the per-system '
+    _nightly('RFM_REFERENCE_PREFIX', '<checkout>/config/references', 'directory of the per-system '
              'references files <system>.yaml (ReFrame\'s own variable)',
              ('baseline', 'reframe', 'hybridverdict-baseline')),
 
@@ -193,8 +193,8 @@ KNOBS: tuple[Knob, ...] = (
     _changes('HARNESS_CHANGE_SESSION_GAP', '60', 'minutes between runs that start a new '
              'session (runs without a session field)'),
 
-    _site('HARNESS_CLUSTERS', 'config/site_*.py', 'the cluster files (a comma list: with a '
-          'comma, blanks belong to the paths; each defines CLUSTER as in '
+    _site('HARNESS_CLUSTERS', '<checkout>/config/site_*.py', 'the cluster files (a comma '
+          'list: with a comma, blanks belong to the paths; each defines CLUSTER as in '
           'config/cluster_template.py)'),
     _site('HARNESS_MODULES_SYSTEM', 'the cluster file\'s', 'override a cluster file\'s '
           'modules system (e.g. nomod, to check it where its modules are not)'),
