@@ -72,6 +72,13 @@ def test_relative_paths_are_the_users_not_the_checkouts(tmp_path):
                                'HARNESS_NO_APT': '1', 'HARNESS_VAR_DIR': '~/var'})
     assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
     assert (home / 'var').is_dir() and not (tmp_path / '~').exists()
+    # a blank one is the default, as the tools read it: it was a folder ' ' here
+    proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, 'HARNESS_VENV': ' ', 'HARNESS_NO_APT': '1',
+                               'HARNESS_VAR_DIR': ' '})
+    assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['home', 'myvenv', 'var']
 
 
 def test_spacks_install_tree_is_the_users_path_too(tmp_path):
