@@ -157,6 +157,8 @@ def test_measured_costs_feed_the_next_plan(tmp_path, monkeypatch):
     (['--noise-floor', '-5'], '--noise-floor must be in [0, 1), got -5.0'),
     (['--noise-floor', 'nan'], '--noise-floor must be in [0, 1), got nan'),
     (['--noise-floor', '1'], '--noise-floor must be in [0, 1), got 1.0'),
+    # NaN is before and after every time: no batch would ever be over the budget
+    (['--deadline', 'nan'], '--deadline must be seconds since the epoch, got nan'),
 ])
 def test_a_bad_since_or_noise_floor_is_an_argument_error(tmp_path, capsys, options, message):
     argv = ['--since', '2026-11-25T00:00:00', '--deadline', '0', '--perflogs',

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import re
 import shlex
@@ -352,6 +353,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     need_between(ap, '--max-rounds (HARNESS_MAX_ROUNDS)', args.max_rounds, 1, plan.MAX_ROUNDS)
     if args.step < 1:
         ap.error(f'--step must be at least 1, got {args.step}')
+    if math.isnan(args.deadline):
+        ap.error(f'--deadline must be seconds since the epoch, got {args.deadline}')
     need_fraction(ap, '--noise-floor', args.noise_floor)
     # The batches make their own selection (_reframe): the user's ReFrame
     # selection options are not passed on to them (harnesscore.selection).
