@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import math
 import random
@@ -446,6 +447,24 @@ def test_each_system_is_compared_with_its_own_session_before():
             sorted(hist.lookup(range(48)).values(), key=lambda r: r.time)]
     page = changes.since_last_night(history_of(recs))
     assert page.lines() == ['newly failing: RingCheck, openmpi@sysb:shm']
+
+
+def test_the_page_is_of_the_session_that_ended_last_not_the_one_that_started_last():
+    # system a's nightly runs 02:30-04:10 and regresses tonight; system b's, in the
+    # same store, starts a minute after it and ends first: a's nightly ends last and
+    # its page (and `changes --last-night --fail-on-change`) is a's, not b's
+    rng = random.Random(4)
+    recs: list[Record] = []
+    for system, levels, start, step in (('sysa', [1.0] * 7 + [1.5], 0, 50),
+                                        ('sysb', [1.0] * 8, 1, 5)):
+        recs += [dataclasses.replace(r, system=system, session=f'{system}-{r.time:%d}',
+                                     time=r.time + dt.timedelta(minutes=start + step * k))
+                 for k, r in zip(itertools.cycle(range(SAMPLES)),
+                                 records(levels, rng, 'RingCheck', 0.02))]
+    page = changes.since_last_night(history_of(sorted(recs, key=lambda r: r.time)))
+    assert page.last_night == night(7)
+    (line,) = page.lines()
+    assert line.startswith('regression: RingCheck t_total, openmpi@sysa:shm: +4')
 
 
 def brute_force_p(pool: list[float], min_segment: int) -> float:

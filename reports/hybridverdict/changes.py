@@ -794,16 +794,21 @@ def _newly_confirmed(now: Sequence[ChangePoint], then: Sequence[ChangePoint],
 
 def since_last_night(history: History, last_night: dt.datetime | None = None,
                      knobs: Knobs | None = None) -> Morning:
-    """The morning page of the session that starts at `last_night` (default: the last
-    session of the history): for each system that ran in it, against that system's
-    session before (a store can hold the sessions of several systems, each its own
-    nightly)."""
+    """The morning page of the session that starts at `last_night` (default: the
+    session of the history that ended last): for each system that ran in it, against
+    that system's session before (a store can hold the sessions of several systems,
+    each its own nightly)."""
     knobs = knobs or Knobs()
     recs, starts = _runs(history, knobs)
     if not starts:
         return Morning(None, 0, 0, [], [], [], [], [])
-    last = (len(starts) - 1 if last_night is None
-            else max(0, stats_rule.session_of(last_night, starts)))
+    if last_night is None:
+        # the session that ended last: another system's nightly that started after it
+        # and ended before it is not this night's (its own page came with it)
+        ends = recs.group_by('session').agg(end=pl.col('time').max())
+        last = int(ends.sort('end', 'session').get_column('session')[-1])
+    else:
+        last = max(0, stats_rule.session_of(last_night, starts))
     with_system = recs.get_column('system').n_unique() > 1
     night = recs.filter(pl.col('session') == last)
     systems = night.get_column('system').unique()
