@@ -159,10 +159,10 @@ def test_cli_prints_and_writes_json_and_fails_on_a_regression(tmp_path, step_sto
     assert cli.main(['changes', '--store', step_store.directory, '--until',
                      night(20).isoformat(), '--fail-on-change']) == 0
     # The times as used (a time without a zone is UTC), in the JSON too.
-    assert cli.main(['changes', '--store', step_store.directory, '--since', '2026-11-01',
+    assert cli.main(['changes', '--store', step_store.directory, '--since', '2026-10-01',
                      '--until', night(20).isoformat(), '--json', str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert (doc['since'], doc['until']) == ('2026-11-01T00:00:00+00:00', night(20).isoformat())
+    assert (doc['since'], doc['until']) == ('2026-10-01T00:00:00+00:00', night(20).isoformat())
     assert doc['changes'] == []
     capsys.readouterr()
     for option in ('--since', '--until'):
@@ -304,6 +304,16 @@ def test_an_infinite_or_huge_session_gap_is_refused(monkeypatch, capsys, gap):
     assert exit_.value.code == 2
     assert f'error: --session-gap {float(gap)}: must be positive' in capsys.readouterr().err
     assert changes.Knobs(session_gap=changes.MAX_SESSION_GAP).gap.days == 694
+
+
+def test_a_since_not_before_until_is_a_bad_option(tmp_path, step_store, capsys):
+    # an empty range found nothing, said "0 change point(s)" and exited 0
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(['changes', '--store', step_store.directory, '--since', '2026-10-20',
+                  '--until', '2026-10-01', '--fail-on-change'])
+    assert exit_.value.code == 2
+    assert 'is not before --until 2026-10-01T00:00:00+00:00' in capsys.readouterr().err
+
 
 
 @pytest.mark.parametrize('options', [[], ['--last-night', '--fail-on-change']])

@@ -168,6 +168,9 @@ def changes_main(argv: list[str]) -> int:
                    help=f'exit {EXIT_REGRESSION} when a confirmed regression was found (with '
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
+    if args.since is not None and args.until is not None and args.since >= args.until:
+        p.error(f'--since {args.since.isoformat()} is not before --until '
+                f'{args.until.isoformat()}: no session starts in that range')
     given = {field: getattr(args, field) for _, field, *_ in KNOB_OPTIONS}
     for option, field, *_ in KNOB_OPTIONS:
         value = given[field]
