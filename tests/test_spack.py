@@ -479,3 +479,14 @@ def test_a_changed_system_configuration_gets_a_new_spack_environment(tmp_path):
     assert upgraded != first
     recipe.write_text('# v2\n')
     assert envdir() not in (first, upgraded)
+
+
+def test_a_wrapper_whose_show_line_has_an_unmatched_quote_is_read(tmp_path):
+    """``mpicc -show`` with a message holding an apostrophe (``can't``) beside its
+    compile line: its -I directory, not shlex's traceback."""
+    stub(tmp_path / 'bin' / 'mpicc.mpich', f"mpicc: can't find its config\n"
+                                           f"gcc -I{tmp_path} -lmpich")
+    stub(tmp_path / 'bin' / 'mpiexec.mpich', 'HYDRA build details:\n    Version: 4.0.2')
+    stack = spack_site.parse_stack_arg(f'mpich@4.0.2={tmp_path}/bin/mpicc.mpich',
+                                       str(tmp_path / 'pf'))
+    assert stack.links['include'] == str(tmp_path)

@@ -81,7 +81,11 @@ def stack_version(name: str, bindir: str, suffix: str = '') -> str:
 def include_dir(mpicc: str) -> str:
     """The first -I directory of the wrapper's compile line, or ''."""
     out = _run([mpicc, '-show'])
-    for word in shlex.split(out):
+    try:
+        words = shlex.split(out)
+    except ValueError:      # an unmatched quote (a message such as "can't"): no quoting
+        words = out.split()
+    for word in words:
         if word.startswith('-I') and os.path.isdir(word[2:]):
             return word[2:]
     return ''
