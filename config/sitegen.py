@@ -189,6 +189,7 @@ class SlurmPartition(NamedTuple):
     up: bool = True
     default: bool = False
     max_time: str = ''
+    max_nodes: int = 0          # MaxNodes, the most nodes a job may have (0: UNLIMITED)
 
 
 def parse_partitions(text: str) -> list[SlurmPartition]:
@@ -196,7 +197,8 @@ def parse_partitions(text: str) -> list[SlurmPartition]:
     return [SlurmPartition(rec['PartitionName'], rec.get('Nodes', ''),
                            _int(rec.get('TotalNodes')) or 0,
                            rec.get('State', 'UP').upper() == 'UP',
-                           rec.get('Default', 'NO').upper() == 'YES', rec.get('MaxTime', ''))
+                           rec.get('Default', 'NO').upper() == 'YES', rec.get('MaxTime', ''),
+                           _int(rec.get('MaxNodes')) or 0)
             for rec in parse_scontrol_records(text, 'PartitionName')]
 
 
@@ -1022,11 +1024,17 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
     if down and not args.partitions:
         det.notes.append(f'left out partition(s) not UP: {", ".join(down)} '
                          f'(--partitions names them all the same)')
-    det.partitions = [p for p in det.partitions
-                      if p.name in args.partitions or (p.up and not args.partitions)]
+    # A partition without nodes (Nodes=(null)) runs no job.
+    empty = [p.name for p in det.partitions if p.up and not p.total_nodes
+             and p.nodes in ('', '(null)')]
+    if empty and not args.partitions:
+        det.notes.append(f'left out partition(s) without nodes: {", ".join(empty)} '
+                         f'(--partitions names them all the same)')
+    det.partitions = [p for p in det.partitions if p.name in args.partitions or (
+        p.up and p.name not in empty and not args.partitions)]
     if not det.partitions:
-        raise SiteError(f'no Slurm partition is UP ({", ".join(names)}); name the ones '
-                        f'to use with --partitions')
+        raise SiteError(f'no Slurm partition is UP with nodes ({", ".join(names)}); name '
+                        f'the ones to use with --partitions')
 
     # One probe per set of nodes (partitions over the same nodes share it).
     for part in det.partitions:
@@ -1241,7 +1249,9 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                     args: argparse.Namespace, stacks: list[str]) -> None:
     nodes = [n for n in det.nodes if part.name in n.partitions]
     count = part.total_nodes or len(nodes)
-    per_run = max(1, min(args.nodes, count or args.nodes))
+    # At most the partition's nodes, and its MaxNodes (a job of more never starts).
+    most = min(filter(None, (count, part.max_nodes)), default=0)
+    per_run = max(1, min(args.nodes, most or args.nodes))
     size, size_note = _node_size(det, part, nodes)
     sections = det.probes.get(part.nodes or part.name, {})
     probed_on = (sections.get('host', '').strip() or 'a node') if sections else ''
@@ -1264,7 +1274,9 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                   '(point-to-point, small collectives) must not share them.')
         entry.add('nodes', per_run, 'Nodes per run: the layouts are R ranks per node x T '
                   'threads on every node.' + ('' if per_run == args.nodes else
-                                              f' The partition has only {count}.'))
+                                              f' The partition has only {count}.'
+                                              if most == count else
+                                              f' The partition\'s MaxNodes is {most}.'))
         if size:
             proc, notes = _processor(size, parse_lscpu(sections.get('lscpu', '')), det,
                                      probed_on, det.probe_why.get(part.name, ''))
@@ -1285,7 +1297,11 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                       'RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list.',
                       commented_out=True)
         _add_transport(entry, det, part, link, link_why, sections, stacks)
-        out.add(_sanitize(key), entry)
+        # Slurm's gpu.a100 and gpu_a100 are both gpu_a100 here: the second gets a number.
+        name, taken = _sanitize(key), {i.key for i in out.items}
+        if name in taken:
+            name = next(f'{name}_{n}' for n in itertools.count(2) if f'{name}_{n}' not in taken)
+        out.add(name, entry)
 
 
 def _add_transport(entry: Block, det: Detection, part: SlurmPartition, link: Link | None,
@@ -1481,9 +1497,10 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     '--output': {'metavar': 'PATH',
                  'help': 'the file to write (default: config/site_<name>.py of this checkout)'},
     '--partitions': {'type': split_list, 'default': [], 'metavar': 'A,B',
-                     'help': 'Slurm partitions to use (default: every partition that is UP)'},
+                     'help': 'Slurm partitions to use (default: every partition that is UP and '
+                             'has nodes)'},
     '--nodes': {'type': int, 'default': 2,
-                'help': 'nodes per run (default 2, at most the partition\'s)'},
+                'help': 'nodes per run (default 2, at most the partition\'s nodes and MaxNodes)'},
     '--access': {'action': 'append', 'default': [], 'metavar': 'OPT',
                  'help': 'an sbatch option every job needs, e.g. --access=--account=proj '
                          '(repeat it; also given to the srun probes)'},

@@ -1205,3 +1205,43 @@ def test_a_stack_slurm_cannot_start_uses_its_own_launcher_unless_debians():
     debian = sg.FoundStack('mpich', 'debian', 'mpicc.mpich + mpiexec.mpich')
     launch, note = sg._launch(STACK['mpich'], debian, {'pmix'}, '')
     assert launch == 'srun' and note.startswith('FILL IN: srun --mpi=pmi2 assumed')
+
+
+def test_a_partitions_maxnodes_caps_the_nodes_per_run():
+    # a job of more nodes than MaxNodes never starts (pending, PartitionNodeLimit)
+    parts = sg.parse_partitions('PartitionName=debug Nodes=n[1-4] TotalNodes=4 MaxNodes=1 '
+                                'State=UP\nPartitionName=big Nodes=n[1-4] TotalNodes=4 '
+                                'MaxNodes=UNLIMITED State=UP\n')
+    assert [(p.name, p.max_nodes) for p in parts] == [('debug', 1), ('big', 0)]
+    det = sg.Detection(host='login1', config={'ClusterName': 'c1'}, partitions=parts)
+    block = sg.build(det, sg.parse_args(['--no-srun', '--nodes', '2']))
+    cluster = block.plain()
+    assert {k: p['nodes'] for k, p in cluster['partitions'].items()} == {'debug': 1, 'big': 2}
+    assert "The partition's MaxNodes is 1." in ' '.join(
+        c for i in block.items for p in getattr(i.value, 'items', []) if p.key == 'debug'
+        for n in p.value.items if n.key == 'nodes' for c in n.comment)
+
+
+def test_a_partition_without_nodes_is_left_out(tmp_path, capsys):
+    answers = {('scontrol', 'show', 'config'): ok('ClusterName = c1\n'),
+               ('scontrol', '-o', 'show', 'partition'): ok(
+                   'PartitionName=empty Nodes=(null) TotalNodes=0 State=UP\n'
+                   'PartitionName=batch Nodes=n[1-2] TotalNodes=2 State=UP\n')}
+    code, _, _, cluster = generate(tmp_path, FakeCluster(answers, {}, {}),
+                                   {'PATH': str(tmp_path)}, '--no-srun')
+    assert code == 0 and set(cluster['partitions']) == {'batch'}
+    assert 'left out partition(s) without nodes: empty' in capsys.readouterr().out
+    # named, it is written all the same
+    code, _, _, cluster = generate(tmp_path, FakeCluster(answers, {}, {}),
+                                   {'PATH': str(tmp_path)}, '--no-srun', '--overwrite',
+                                   '--partitions', 'empty')
+    assert code == 0 and set(cluster['partitions']) == {'empty'}
+
+
+def test_partitions_whose_names_are_alike_in_reframe_are_each_written():
+    # ReFrame's names have no dots: gpu.a100 is gpu_a100, as a partition of that name
+    det = sg.Detection(host='login1', config={'ClusterName': 'c1'}, partitions=[
+        sg.SlurmPartition('gpu.a100', 'g1', 1), sg.SlurmPartition('gpu_a100', 'g2', 1)])
+    cluster = sg.build(det, sg.parse_args(['--no-srun'])).plain()
+    assert {k: p['access'][0] for k, p in cluster['partitions'].items()} == {
+        'gpu_a100': '--partition=gpu.a100', 'gpu_a100_2': '--partition=gpu_a100'}
