@@ -240,6 +240,22 @@ def _mapping(where: str, key: str, value: object) -> dict:
     return value
 
 
+#: A variable's name as ReFrame's ``export K=V`` line needs it (written there as it is).
+_ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*', re.ASCII)
+
+
+def _env_vars(where: str, key: str, value: object) -> dict:
+    """The variables `key` (``env``, ``transport_env[...]``): a dictionary whose
+    names are shell variable names (``export UCX NET_DEVICES=...`` would export
+    other variables, ``export A;cmd;B=...`` run a command)."""
+    variables = _mapping(where, key, value)
+    bad = [k for k in variables if not (isinstance(k, str) and _ENV_NAME.fullmatch(k))]
+    if bad:
+        raise ValueError(f'{where}: {key}: {", ".join(map(_show, bad))} is not a variable '
+                         f'name (letters, digits and _, not starting with a digit)')
+    return variables
+
+
 #: ReFrame 4.10.4's modules systems, where its schema cannot be read.
 _MODULES_SYSTEMS = ('tmod4', 'envmod', 'lmod', 'nomod', 'spack')
 
@@ -371,7 +387,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
         swhere = f'{origin}: stack {stack}'
         _require(swhere, sspec, _STACK_KEYS, ('cc',))
         _strings(swhere, 'modules', sspec.get('modules', []))
-        _mapping(swhere, 'env', sspec.get('env', {}))
+        _env_vars(swhere, 'env', sspec.get('env', {}))
         _spack_spec(swhere, sspec)
         family = sspec.get('family', stack)
         if family not in STACK:
@@ -413,7 +429,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
             raise ValueError(f'{where}: transport_env names unknown stack(s) '
                              f'{", ".join(map(str, unknown))}')
         for stack, pinned_env in transport_env.items():
-            _mapping(where, f'transport_env[{stack!r}]', pinned_env)
+            _env_vars(where, f'transport_env[{stack!r}]', pinned_env)
         if link_notes:
             _note_unused_links(f'system {name} ({origin}): partition {part}', stacks,
                                transport_env, nodes, note)

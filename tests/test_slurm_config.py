@@ -316,6 +316,12 @@ def test_a_missing_cluster_file_is_a_value_error(tmp_path, no_cluster_env):
      'site_x.py: partition ib: processor must be a dictionary, got 128'),
     (lambda c: c['stacks']['mpich'].update(env='A=1'),
      "site_x.py: stack mpich: env must be a dictionary, got 'A=1'"),
+    # a name reaches ReFrame's `export K=V` line as it is: a shell variable's name only
+    (lambda c: c['stacks']['mpich'].update(env={'A;touch /tmp/x;B': '1'}),
+     "site_x.py: stack mpich: env: 'A;touch /tmp/x;B' is not a variable name"),
+    (lambda c: c['partitions']['ib']['transport_env'].update(mpich={'UCX NET_DEVICES': 'x'}),
+     "site_x.py: partition ib: transport_env['mpich']: 'UCX NET_DEVICES' is not a variable "
+     "name"),
 ])
 def test_wrong_types_in_a_cluster_are_named(change, message, no_cluster_env):
     error = cluster_error(change)
