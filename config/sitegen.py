@@ -1258,7 +1258,10 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
     links: list[Link] = []
     link_why = ''
     if sections:
-        host = next((n for n in nodes if probed_on in (n.hostname, n.name)), None)
+        # `hostname` may say the node's full name where Slurm has its short one, or back.
+        names = {probed_on, probed_on.split('.')[0]}
+        host = next((n for n in nodes if probed_on in (n.hostname, n.name)), None) or next(
+            (n for n in nodes if names & {n.hostname, n.name, n.hostname.split('.')[0]}), None)
         features = sorted({f for n in nodes for f in n.features})
         links, link_why = choose_links(part.name, features, node_links(sections),
                                        host.addr if host else '')

@@ -1245,3 +1245,17 @@ def test_partitions_whose_names_are_alike_in_reframe_are_each_written():
     cluster = sg.build(det, sg.parse_args(['--no-srun'])).plain()
     assert {k: p['access'][0] for k, p in cluster['partitions'].items()} == {
         'gpu_a100': '--partition=gpu.a100', 'gpu_a100_2': '--partition=gpu_a100'}
+
+
+def test_a_node_whose_hostname_is_its_full_name_is_still_reached_at_its_nodeaddr():
+    # `hostname` on the node says node1.cluster.local, Slurm's NodeHostName is node1
+    nodes = [n._replace(partitions=['batch'])
+             for n in sg.parse_nodes(data('testcluster_scontrol_node.txt'))]
+    for host in ('node1', 'node1.cluster.local'):
+        det = sg.Detection(host='login1', config={'ClusterName': 'c1'}, nodes=nodes,
+                           partitions=[sg.SlurmPartition('batch', 'node[1-2]', 2)])
+        det.probes['node[1-2]'] = sg.probe_sections(
+            data('testcluster_probe.txt').replace('@@host\nnode1\n', f'@@host\n{host}\n'))
+        part = sg.build(det, sg.parse_args([])).plain()['partitions']['batch']
+        assert part['descr'].startswith('TCP over virtual Ethernet fast0'), host
+        assert part['transport_env']['mpich'] == STACK['mpich'].tcp_nodes('fast0')
