@@ -315,7 +315,6 @@ def test_a_since_not_before_until_is_a_bad_option(tmp_path, step_store, capsys):
     assert 'is not before --until 2026-10-01T00:00:00+00:00' in capsys.readouterr().err
 
 
-
 @pytest.mark.parametrize('options', [[], ['--last-night', '--fail-on-change']])
 def test_a_missing_store_or_a_file_is_an_unreadable_store(tmp_path, capsys, monkeypatch,
                                                          options):
