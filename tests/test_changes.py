@@ -243,6 +243,21 @@ def test_cli_prints_the_morning_page_and_a_knob_makes_its_regression_fatal(tmp_p
     assert cli.main(['changes', '--store', morning_store.directory, '--fail-on-change']) == 0
 
 
+def test_the_last_night_must_start_since_the_time_given(tmp_path, capsys, morning_store):
+    # the nightly gives its session's start: a store that holds no session since
+    # (the report stored nothing tonight) is an error, not an older night's page
+    last = changes.since_last_night(changes.History.from_store(morning_store)).last_night
+    base = ['changes', '--store', morning_store.directory, '--last-night', '--since']
+    assert cli.main([*base, last.isoformat()]) == 0
+    capsys.readouterr()
+    later = last + dt.timedelta(seconds=1)
+    assert cli.main([*base, later.isoformat(), '--fail-on-change']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f'hybridverdict changes: the history store {morning_store.directory} '
+                          f'holds no session since {later.isoformat()} (its last started '
+                          f'{last.isoformat()})'), err
+
+
 def test_a_quiet_night_is_one_line(tmp_path):
     rng = random.Random(8)
     for cls in ('QuietA', 'QuietB'):

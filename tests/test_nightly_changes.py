@@ -231,3 +231,19 @@ def test_changes_fatal_1_fails_the_night_on_a_regression_on_the_page(tmp_path, f
     assert 'changes --last-night --fail-on-change' in (var / 'stub.log').read_text()
     quiet = stub_nightly(fake_venv, var, HARNESS_CHANGES_FATAL='0', FAKE_CHANGES_RC='4')
     assert quiet.returncode == 0, explain(quiet)
+
+
+@pytest.mark.parametrize('spelling', ['--history-store {}', '--history-store={}'])
+def test_changes_fatal_judges_this_session_in_the_store_the_report_wrote(
+        tmp_path, fake_venv, spelling):
+    # `changes --last-night` read the default store whatever the report stored, and
+    # its last night whenever it was: with --no-history-store (or another store) in
+    # HARNESS_REPORT_OPTS it judged an older night, green by accident
+    var, store = tmp_path / 'var', tmp_path / 'mystore'
+    night = stub_nightly(fake_venv, var, HARNESS_CHANGES_FATAL='1',
+                         HARNESS_REPORT_OPTS=spelling.format(store))
+    log = (var / 'stub.log').read_text()
+    assert night.returncode == 0, explain(night)
+    since = re.search(r'stub hybridverdict --since (\S+) ', log).group(1)
+    assert f'stub hybridverdict changes --last-night --fail-on-change --since {since} ' \
+        f'--store {store}\n' in log, log

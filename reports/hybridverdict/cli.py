@@ -151,7 +151,9 @@ def changes_main(argv: list[str]) -> int:
                'given take HARNESS_CHANGE_MIN_SEGMENT, HARNESS_CHANGE_P_VALUE, '
                'HARNESS_CHANGE_MAGNITUDE, HARNESS_CHANGE_SESSION_GAP, else the defaults.')
     p.add_argument('--since', metavar='ISO', type=iso_time,
-                   help='sessions that start at or after this time')
+                   help='sessions that start at or after this time (with --last-night: '
+                        'the last session must, else exit status 2; the nightly gives its '
+                        'own start, so that it never judges an older night)')
     p.add_argument('--until', metavar='ISO', type=iso_time,
                    help='sessions that start before this time')
     p.add_argument('--store', metavar='DIR',
@@ -209,6 +211,17 @@ def changes_main(argv: list[str]) -> int:
               f'{err}', file=sys.stderr)
         return 2
     if args.last_night:
+        if args.since is not None and (morning.last_night is None
+                                       or morning.last_night < args.since):
+            # tonight's records were not stored here (the report ran with
+            # --no-history-store, or stored elsewhere): an older night's page
+            # would be green by accident
+            last = morning.last_night.isoformat() if morning.last_night else 'none'
+            print(f'hybridverdict changes: the history store {directory} holds no session '
+                  f'since {args.since.isoformat()} (its last started {last}): nothing was '
+                  'stored there since (the report stores what it reads, unless '
+                  '--no-history-store; --history-store DIR stores elsewhere)', file=sys.stderr)
+            return 2
         print('\n'.join(morning.lines()))
         return _written(args, morning.as_dict(), morning.changes)
     for c in found:
