@@ -238,6 +238,22 @@ def test_a_ring_size_without_a_time_gets_no_verdict_and_unjudged_pairs_are_per_s
     assert [u.size for u in unjudged(over)] == ['8B', '1MiB']
 
 
+def test_a_side_whose_failed_runs_measured_nothing_is_an_unjudged_pair():
+    """A failed run logs its times as None (harnesslib.base.PerfSchema): its pair is
+    listed without a verdict, at every size the other side measured."""
+    from hybridverdict.verdict import unjudged
+    (u,) = unjudged([rec('mpi', 1.0), hyb(1.0, result='fail', values={})])
+    assert (u.size, u.why) == ('16', 'masteronly 1x2: 1 failed; mpi 2x1: 1 usable')
+    runs = [ring('mpi', {8: 2e-6, 1048576: 1e-3}),
+            ring('masteronly', None, result='fail', values={})]
+    assert [(u.size, u.why) for u in unjudged(runs)] == [
+        ('8B', 'masteronly 1x2: 1 failed; mpi 2x1: 1 usable'),
+        ('1MiB', 'masteronly 1x2: 1 failed; mpi 2x1: 1 usable')]
+    (both,) = unjudged([rec('mpi', 1.0, result='fail', values={}),
+                        hyb(1.0, result='fail', values={})])
+    assert both.why == 'masteronly 1x2: 1 failed; mpi 2x1: 1 failed'
+
+
 def test_message_sizes_sort_by_their_bytes():
     from hybridverdict.perflog import size_key
     assert sorted(['1MiB', '64KiB', '8B', '4KiB'], key=size_key) == ['8B', '4KiB', '64KiB',

@@ -109,18 +109,34 @@ def judged_as(rec: Record, variable: str = TIME_VARIABLE) -> list[tuple[str, str
 
 
 def _pairable(records: Iterable[Record], variable: str,
-              admit: Callable[[Record], bool]) -> list[tuple[tuple, Sides]]:
+              admit: Callable[[Record], bool],
+              unmeasured: bool = False) -> list[tuple[tuple, Sides]]:
     """The records that `admit` lets in, by (group, cores per node, variable
     compared), each split into sides by (mode, layout); in report order.  A
     record enters once per (size, variable) of ``judged_as`` (the ring once per
-    message size, its group's size the message's)."""
+    message size, its group's size the message's).  With `unmeasured`, a record
+    that measured none of them (a failed run logs its times as None) enters
+    every (size, variable) of its group and cores, or its own size where the
+    group has none."""
     groups: dict[tuple, Sides] = defaultdict(lambda: defaultdict(list))
+    keys_of: dict[tuple, list[tuple]] = defaultdict(list)
+    blank: list[Record] = []
     for rec in records:
         if not admit(rec):
             continue
-        for size, var in judged_as(rec, variable):
+        judged = judged_as(rec, variable)
+        if not judged and unmeasured:
+            blank.append(rec)
+        for size, var in judged:
             group = rec.group if size == rec.size else rec.group.with_size(size)
-            groups[(group, rec.total_cores, var)][(rec.mode, rec.layout)].append(rec)
+            key = (group, rec.total_cores, var)
+            if key not in groups:
+                keys_of[(rec.group, rec.total_cores)].append(key)
+            groups[key][(rec.mode, rec.layout)].append(rec)
+    for rec in blank:
+        for key in (keys_of.get((rec.group, rec.total_cores))
+                    or [(rec.group, rec.total_cores, variable)]):
+            groups[key][(rec.mode, rec.layout)].append(rec)
     return sorted(groups.items(), key=lambda kv: (kv[0][0].sort_key(), kv[0][1], kv[0][2]))
 
 
@@ -480,7 +496,8 @@ def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[U
     usable, that it does not judge: per node count, with the reason (e.g. on a
     machine whose test nodes share their cores, every run is oversubscribed)."""
     out = []
-    for (g, cores, _var), sides in _pairable(records, variable, lambda rec: True):
+    for (g, cores, _var), sides in _pairable(records, variable, lambda rec: True,
+                                             unmeasured=True):
         # by hybrid layout, then pure-MPI layout
         for mpi_lay, mpi_recs, mode, lay, recs in sorted(layout_pairs(sides),
                                                          key=lambda p: (p[2], p[3])):
