@@ -543,6 +543,15 @@ def test_history_draws_a_long_series_as_medians_of_consecutive_runs(tmp_path: Pa
     assert (s.samples, s.values) == (6, [2.0, 6.0, 19.5])
 
 
+def test_history_table_of_a_series_drawn_as_medians_names_its_first_and_last_run(
+        tmp_path: Path) -> None:
+    recs = _stream(tmp_path, [{'fom': (v, 'GB/s')} for v in (1.0, 3.0, 5.0, 7.0, 9.0, 30.0)])
+    recs = [dataclasses.replace(r, time=T0 + dt.timedelta(hours=i)) for i, r in enumerate(recs)]
+    (row,) = history.rows(history.history(recs, max_points=4)[0])
+    assert [row[history.COLUMNS.index(c)] for c in ('samples', 'first', 'last', 'last value')
+            ] == [6, f'{T0:%Y-%m-%d} 10:00', f'{T0:%Y-%m-%d} 15:00', '30']
+
+
 def test_history_counts_a_run_of_any_result_but_pass_as_failed(tmp_path: Path) -> None:
     recs = _stream(tmp_path, [{'fom': (10.0, 'GB/s')}] * 3)
     recs[1] = dataclasses.replace(recs[1], result='abort')

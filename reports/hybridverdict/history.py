@@ -47,6 +47,11 @@ class Series(KernelSeries):
     out_of_band: int              # samples outside their band (all samples, not the drawn)
     failed: int                   # samples of runs that failed (sanity or performance)
     where: str = ''               # 'mpich@shm' as the drawn series name it (``Apart.where``)
+    #: the first and last samples' times and the last value, of every sample (the drawn
+    #: points are medians of consecutive runs where they are fewer); None: the drawn ones
+    first: dt.datetime | None = None
+    last: dt.datetime | None = None
+    last_value: float | None = None
 
     @property
     def label(self) -> str:
@@ -133,7 +138,9 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
               .collect())
     summary = points.group_by('rank', maintain_order=True).agg(
         samples=pl.len(), out_of_band=pl.col('out').sum(),
-        failed=pl.col('failed').sum(), unit=pl.col('unit').last())
+        failed=pl.col('failed').sum(), unit=pl.col('unit').last(),
+        first=pl.col('time').first(), last=pl.col('time').last(),
+        last_value=pl.col('value').last())
     drawn = (points.with_columns(chunk=pl.col('i') // pl.col('step'))
              .group_by(['rank', 'chunk'], maintain_order=True).agg(
                  time=pl.col('time').get(pl.len() // 2), value=pl.col('value').median(),
@@ -147,7 +154,8 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
         found.append(Series(*(cand[k] for k in SERIES_KEY), variable=cand['variable'],
                             unit=s['unit'] or '', samples=s['samples'], times=p['time'],
                             values=p['value'], low=p['low'], high=p['high'],
-                            out_of_band=s['out_of_band'], failed=s['failed']))
+                            out_of_band=s['out_of_band'], failed=s['failed'],
+                            first=s['first'], last=s['last'], last_value=s['last_value']))
     found.sort(key=lambda s: (s.has_band, s.out_of_band > 0, s.samples), reverse=True)
     chosen = found[:limit]
     chosen.sort(key=lambda s: (s.kernel, s.variable, s.system, s.partition, s.stack, s.mode,
@@ -175,7 +183,10 @@ def rows(series: list[Series]) -> list[list[object]]:
         lo_s = '-inf' if lo is None else f'{lo:.4g}'
         hi_s = 'inf' if hi is None else f'{hi:.4g}'
         band = 'none' if lo is None and hi is None else f'{lo_s} .. {hi_s}'
-        out.append([s.label, s.unit, s.samples, f'{s.times[0]:%Y-%m-%d %H:%M}',
-                    f'{s.times[-1]:%Y-%m-%d %H:%M}', f'{s.values[-1]:.4g}', band,
+        first = s.times[0] if s.first is None else s.first
+        last = s.times[-1] if s.last is None else s.last
+        value = s.values[-1] if s.last_value is None else s.last_value
+        out.append([s.label, s.unit, s.samples, f'{first:%Y-%m-%d %H:%M}',
+                    f'{last:%Y-%m-%d %H:%M}', f'{value:.4g}', band,
                     s.out_of_band, s.failed])
     return out
