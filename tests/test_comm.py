@@ -393,6 +393,17 @@ def test_comm_tables_name_the_system_and_build_only_where_several():
     assert (rows[0][part], rows[0][2]) == ('shm', 'x') and 'build' not in data[0]
 
 
+def test_accuracy_rows_name_the_node_count_where_a_variable_has_several():
+    acc = record('ring-vs-osu', 'mpi', 2, 1, {'lat_ratio_8': 1.1})
+    two = dataclasses.replace(acc, nodes=2, values={'lat_ratio_8': 1.6})
+    rows, data = comm.accuracy_rows([acc, two])
+    var = comm.ACCURACY_COLUMNS.index('variable')
+    assert [(r[var], d['nodes']) for r, d in zip(rows, data)] == [
+        ('lat_ratio_8 (1 node)', 1), ('lat_ratio_8 (2 nodes)', 2)]
+    (row,), _ = comm.accuracy_rows([two])
+    assert row[var] == 'lat_ratio_8'
+
+
 def test_saturation_collective_and_accuracy_rows_name_the_system_where_several():
     def on(rec: Record, system: str) -> Record:
         return dataclasses.replace(rec, system=system)

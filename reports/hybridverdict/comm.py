@@ -461,10 +461,17 @@ def accuracy_rows(records: Iterable[Record]) -> Table:
                               g.library)].append(value)
     # the build and library where one (system, partition, stack, variable, nodes) has several
     apart = Apart.of(found, lambda k: k[:5])
+    # the node count where one variable of a place was measured on several (the table
+    # has no column of its own for it)
+    node_counts: dict[tuple, set[int]] = defaultdict(set)
+    for k in found:
+        node_counts[k._replace(nodes=0)].add(k.nodes)
     rows, data = empty_table()
     for k, xs in sorted(found.items()):
         iv = stats.median_interval(xs)
-        rows.append([apart.partition(k), apart.stack(k), k.variable, f'{median(xs):.3f}',
+        variable = (f'{k.variable} ({k.nodes} node{"s" if k.nodes != 1 else ""})'
+                    if len(node_counts[k._replace(nodes=0)]) > 1 else k.variable)
+        rows.append([apart.partition(k), apart.stack(k), variable, f'{median(xs):.3f}',
                      f'{min(xs):.3f}', f'{max(xs):.3f}', len(xs),
                      f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {stats.percent(iv.confidence)})'])
         data.append({'system': k.system, 'partition': k.partition, 'stack': k.stack,
