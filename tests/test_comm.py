@@ -404,6 +404,19 @@ def test_accuracy_rows_name_the_node_count_where_a_variable_has_several():
     assert row[var] == 'lat_ratio_8'
 
 
+def test_ring_osu_rows_name_the_node_count_where_a_stack_has_several():
+    ring = record('ring-pingpong', 'mpi', 1, 1, {'latency_8B': 0.6})
+    osu = record('osu_latency', 'mpi', 1, 1, {'latency_8B': 0.5})
+    two = [dataclasses.replace(r, nodes=2, values={'latency_8B': 2 * r.values['latency_8B']})
+           for r in (ring, osu)]
+    rows, data = comm.ring_osu_rows(comm.headlines([ring, osu, *two]))
+    part = comm.RING_OSU_COLUMNS.index('partition')
+    assert [(r[part], d['nodes']) for r, d in zip(rows, data)] == [('p (1 node)', 1),
+                                                                   ('p (2 nodes)', 2)]
+    (row,), _ = comm.ring_osu_rows(comm.headlines(two))
+    assert row[part] == 'p'
+
+
 def test_saturation_collective_and_accuracy_rows_name_the_system_where_several():
     def on(rec: Record, system: str) -> Record:
         return dataclasses.replace(rec, system=system)

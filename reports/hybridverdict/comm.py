@@ -397,13 +397,19 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
     # several
     side = {fam: Apart.of((h for h in heads if h.family == fam), _stack_place,
                           build=lambda h: '') for fam in ('ring', 'osu')}
+    # the node count where a stack of a partition has rows of several (no nodes column)
+    node_counts: dict[tuple, set[int]] = defaultdict(set)
+    for ring, _ in pairs:
+        node_counts[_stack_place(ring)[:-1]].add(ring.nodes)
     rows, data = empty_table()
     for ring, osu in pairs:
         f = _ring_osu_figures(ring, osu)
         one = ring.library == osu.library
         ring_build, osu_build = (_side_build(h, '' if one else side[h.family].shown(h))
                                  for h in (ring, osu))
-        rows.append([systems.partition(ring), libraries.stack(ring) if one else ring.stack,
+        partition = _with_nodes(systems.partition(ring), ring.nodes,
+                                len(node_counts[_stack_place(ring)[:-1]]))
+        rows.append([partition, libraries.stack(ring) if one else ring.stack,
                      ring_build, osu_build, cell(ring.latency), cell(osu.latency),
                      cell(f['latency_ratio'], '.2f'), cell(ring.bandwidth, '.4g'),
                      cell(osu.bandwidth, '.4g'), cell(f['bandwidth_ratio'], '.2f'),
@@ -413,6 +419,12 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
                      **({} if one else {'osu_library': osu.library}), 'ring_build': ring.build,
                      'osu_build': osu.build, **f})
     return rows, data
+
+
+def _with_nodes(text: str, nodes: int, counts: int) -> str:
+    """`text`, with its node count where its place was measured on several (`counts`):
+    'shm (2 nodes)', for a table without a nodes column."""
+    return f'{text} ({nodes} node{"s" if nodes != 1 else ""})' if counts > 1 else text
 
 
 def _side_build(h: Headline, library: str) -> str:
@@ -469,8 +481,7 @@ def accuracy_rows(records: Iterable[Record]) -> Table:
     rows, data = empty_table()
     for k, xs in sorted(found.items()):
         iv = stats.median_interval(xs)
-        variable = (f'{k.variable} ({k.nodes} node{"s" if k.nodes != 1 else ""})'
-                    if len(node_counts[k._replace(nodes=0)]) > 1 else k.variable)
+        variable = _with_nodes(k.variable, k.nodes, len(node_counts[k._replace(nodes=0)]))
         rows.append([apart.partition(k), apart.stack(k), variable, f'{median(xs):.3f}',
                      f'{min(xs):.3f}', f'{max(xs):.3f}', len(xs),
                      f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {stats.percent(iv.confidence)})'])
