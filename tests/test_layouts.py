@@ -166,8 +166,9 @@ def test_layouts_without_a_partition_count_physical_cores(monkeypatch, tmp_path)
 
 
 def test_the_session_budget_is_split_over_every_partition_and_stack(monkeypatch):
-    # Two partitions, one with three stacks and one with none declared: the
-    # session's 40m is shared by 3 + 1 parts, 10m each.
+    # Two partitions, one with three stacks and one with none (declared or
+    # selected with -p): nothing runs on the second, so the session's 40m is
+    # shared by the 3 parts of the first.
     parts = [SimpleNamespace(environs=['a', 'b', 'c']), SimpleNamespace(environs=[])]
     monkeypatch.setattr(placement, '_partitions', lambda: parts)
     monkeypatch.setattr(placement._plan, 'Topology',
@@ -179,7 +180,7 @@ def test_the_session_budget_is_split_over_every_partition_and_stack(monkeypatch)
     placement.partition_plan(parts[0])
     monkeypatch.setenv('HARNESS_BUDGET', '7m/part')
     placement.partition_plan(parts[1])
-    assert seen == [600.0, 420.0]
+    assert seen == [800.0, 420.0]
 
 
 @pytest.mark.parametrize('cores', [1, 4])

@@ -532,6 +532,49 @@ def test_the_budget_split_counts_only_the_stacks_p_selects(tmp_path):
     assert words.stdout.split() == ['900', '1800', '2'], words.stderr
 
 
+_TWO_PARTITIONS = """
+proc = {'arch': 'x', 'num_cpus': 16, 'num_cpus_per_core': 1, 'num_sockets': 2}
+site_configuration = {
+    'systems': [{'name': 'mini', 'descr': 'x', 'hostnames': ['.*'], 'partitions': [
+        {'name': 'a', 'scheduler': 'slurm', 'launcher': 'srun', 'processor': proc,
+         'environs': ['openmpi', 'mpich'], 'extras': {'mem_per_node': '64GiB'}},
+        {'name': 'b', 'scheduler': 'slurm', 'launcher': 'srun', 'processor': proc,
+         'environs': ['openmpi'], 'extras': {'mem_per_node': '64GiB'}}]}],
+    'environments': [{'name': 'openmpi'}, {'name': 'mpich'}],
+}
+"""
+
+
+def test_a_partition_without_a_selected_stack_takes_no_part_of_the_budget(tmp_path,
+                                                                          monkeypatch):
+    # -p mpich on a system whose partition b has no mpich: b runs nothing, but
+    # it kept a part, and a's mpich ran on half the session's budget (the plan
+    # printed b's runs and counted them in the session's estimate).
+    config = tmp_path / 'two.py'
+    config.write_text(_TWO_PARTITIONS)
+    cmd = [sys.executable, '-m', 'harnesslib.plan', '-C', str(config), '--system', 'mini',
+           '--budget', '30m']
+    env = {**os.environ, 'HARNESS_BUDGET': '', 'HARNESS_VAR_DIR': str(tmp_path / 'var')}
+    split = subprocess.run([*cmd, '--part-budget', '-p', '^mpich$'], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert split.stdout.split() == ['1800', '1800', '1'], split.stderr
+    assert 'mini:b: no stack selected' in split.stderr
+    every = subprocess.run([*cmd, '--part-budget'], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert every.stdout.split() == ['600', '1800', '3'], every.stderr
+    # The checks split a plain HARNESS_BUDGET the same way.
+    from harnesslib import placement
+    monkeypatch.setenv('HARNESS_PLAN_COSTS', str(tmp_path / 'none.json'))
+    monkeypatch.setenv('HARNESS_BUDGET', '30m')
+    a = _node(16, {'mem_per_node': '64GiB'}, local=False, environs=1)
+    b = _node(32, {'mem_per_node': '64GiB'}, local=False, environs=0)
+    monkeypatch.setattr(placement, '_partitions', lambda: [a, b])
+    assert placement.partition_plan(a).budget_s == 1800
+    # where no partition has a selected stack, each counts once
+    monkeypatch.setattr(placement, '_partitions', lambda: [b, b])
+    assert placement.partition_plan(b).budget_s == 900
+
+
 def test_harness_passes_the_stacks_p_selects_to_the_budget_split(tmp_path):
     # ./harness passes HARNESS_REFRAME_OPTS' words, then its arguments, to the
     # plan after --, quoted: the plan parses them (harnesscore.selection).  Its

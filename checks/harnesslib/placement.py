@@ -210,7 +210,10 @@ def partition_plan(partition, nodes: int | None = None) -> _plan.Plan:
     > 0, bounded by its driver's own budget) a run left out only for the
     budget runs (``plan.session_plan``)."""
     topo = _plan.Topology.from_partition(partition, nodes)
-    parts = sum(max(1, len(p.environs)) for p in _partitions()) or 1
+    # The stacks selected (-p); a partition with none runs nothing (where no
+    # partition has one, each counts once, as python -m harnesslib.plan does).
+    stacks = [len(p.environs) for p in _partitions()]
+    parts = sum(stacks) or len(stacks) or 1
     return _cached_plan(topo, samples_per_run(), _plan.budget_from_env(parts),
                         first_round() > 0)
 

@@ -54,13 +54,22 @@ def _partition_topologies(config: str, system: str | None,
         raise ValueError(f'configuration {config}: {err}') from None
     runtime.init_runtime(site)
     autodetect.detect_topology()
-    out = []
+    out, idle = [], []
     for part in runtime.runtime().system.partitions:
         try:
-            out.append(dataclasses.replace(Topology.from_partition(part),
-                                           stacks=max(1, len(part.environs))))
+            topo = dataclasses.replace(Topology.from_partition(part),
+                                       stacks=len(part.environs))
         except ValueError as err:
             print(f'plan: {part.fullname}: {err}', file=sys.stderr)
+            continue
+        (out if topo.stacks else idle).append(topo)
+    if not out:
+        # No partition runs a selected stack: one part each, as before.
+        return [dataclasses.replace(t, stacks=1) for t in idle]
+    # A partition none of whose stacks is selected runs nothing: no part of
+    # the budget (its share would be lost to the stacks that run).
+    for topo in idle:
+        print(f'plan: {topo.name}: no stack selected, nothing runs there', file=sys.stderr)
     return out
 
 
