@@ -56,6 +56,21 @@ def test_listing_prints_the_plan_before_anything_runs(tmp_path):
     assert 'MdCheck %layout=mpi_2x1 %problem=24 %sample=0' in proc.stdout
 
 
+@pytest.mark.parametrize('param, said', [
+    ('problem=abc', "problem must be an integer, got 'abc' (e.g. -P problem="),
+    ('sample=x', "sample must be an integer, got 'x' (e.g. -P sample=0)"),
+])
+def test_a_size_or_sample_that_is_no_integer_is_named_without_a_traceback(tmp_path, param,
+                                                                          said):
+    # int() raised inside ReFrame's -P, which printed its own traceback and
+    # "invalid literal for int() with base 10: 'abc'", naming no parameter.
+    proc = run_reframe(tmp_path, '--system', 'declared:cores16', '-n', 'MdCheck', '-P', param,
+                       '--list', env={'HARNESS_STACKS': 'openmpi'})
+    assert proc.returncode != 0
+    assert said in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert 'Traceback' not in proc.stdout + proc.stderr
+
+
 @pytest.fixture(scope='module')
 def declared_session(tmp_path_factory, stacks):
     if 'openmpi' not in stacks:

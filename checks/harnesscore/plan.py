@@ -350,6 +350,22 @@ def parse_layout(value: str | Sequence) -> Layout:
     return LayoutValue((m.group(1), int(m.group(2)), int(m.group(3))))
 
 
+def parse_integer(name: str, example: str):
+    """The type of an integer parameter of the checks (``problem``, ``sample``):
+    ``-P name=...`` as an int, or a ValueError naming the parameter (``int``
+    itself raised inside ReFrame, which printed its own traceback)."""
+    def parse(value) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if not re.fullmatch(r'[+-]?[0-9]+', text):
+            raise ValueError(f'{name} must be an integer, got {value!r} (e.g. -P {name}='
+                             f'{example})')
+        return int(text)
+    parse.__name__ = f'parse_{name}'
+    return parse
+
+
 # ---- feasibility -------------------------------------------------------------------
 
 def dims_create(n: int) -> tuple[int, int, int]:

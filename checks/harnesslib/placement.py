@@ -80,8 +80,11 @@ def kernel_parameters(kernel: str, serial: bool = False) -> tuple:
     (``-P problem=24``); its samples (``sample_parameter``)."""
     runs = runs_for(_plan.HYBRID_MODES[kernel]) + (serial_runs() if serial else [])
     sizes = system_sizes(kernel)
+    # -P problem=abc: the plan's message, not int's traceback inside ReFrame
+    size_type = _plan.parse_integer('problem', str(sizes[0])) if isinstance(sizes[0], int) \
+        else type(sizes[0])
     return (parameter(runs, fmt=layout_name, type=parse_layout),
-            parameter(sizes, type=type(sizes[0])), sample_parameter())
+            parameter(sizes, type=size_type), sample_parameter())
 
 
 def system_layouts() -> list[tuple[int, int]]:
@@ -123,7 +126,8 @@ def sample_parameter():
     ``-n 'SpmvCheck%layout=mpi_2x1'`` still selects a layout.
     """
     first = first_round()
-    return parameter(range(first, first + samples_per_run()), type=int)
+    return parameter(range(first, first + samples_per_run()),
+                     type=_plan.parse_integer('sample', str(first)))
 
 
 def round_order(layouts: list, rnd: int) -> list:
