@@ -288,6 +288,20 @@ def test_command_line_refuses_out_of_range_numbers(option, capsys):
     assert f'plan: error: {option[0]} must be an integer from 1' in capsys.readouterr().err
 
 
+@pytest.mark.parametrize('option', [['--nodes', '4'], ['--mem', '1TiB'], ['--sockets', '2'],
+                                    ['--numa', '8'], ['--stacks', '3']])
+def test_a_declared_nodes_option_without_cores_is_refused_not_ignored(option, capsys,
+                                                                     monkeypatch):
+    # python -m harnesslib.plan --system X --nodes 4 planned X's own partitions
+    # on one node each, saying nothing of --nodes
+    monkeypatch.setattr(plan_cli, '_partition_topologies', lambda *a: pytest.fail(
+        f'{option[0]} planned the configured partitions'))
+    assert plan_cli.main(['--system', 'declared', *option, '-q']) == 2
+    assert (f'plan: error: {option[0]} describes a declared node: give --cores too'
+            in capsys.readouterr().err)
+    assert plan_cli.main(['--cores', '16', *option, '--part-budget']) == 0
+
+
 def test_the_session_budget_is_split_across_partitions_and_stacks():
     assert P.part_budget('30m', 4) == 450
     assert P.part_budget('10m/part', 4) == 600

@@ -101,14 +101,14 @@ def _main(argv: list[str] | None) -> int:
                          '--system the system where --system is not given, in every '
                          "spelling reframe accepts (-pX, --prgenv=X, ...)")
     ap.add_argument('--cores', type=int, help='plan a declared node instead: cores per node')
-    ap.add_argument('--sockets', type=int, default=1)
-    ap.add_argument('--numa', type=int, default=1)
-    ap.add_argument('--mem', default='', help='memory per node, e.g. 512GiB')
-    ap.add_argument('--nodes', type=int, default=1)
+    ap.add_argument('--sockets', type=int, default=None, help='with --cores (default 1)')
+    ap.add_argument('--numa', type=int, default=None, help='with --cores (default 1)')
+    ap.add_argument('--mem', default=None, help='with --cores: memory per node, e.g. 512GiB')
+    ap.add_argument('--nodes', type=int, default=None, help='with --cores (default 1)')
     ap.add_argument('--samples', type=int, default=None, help='default: HARNESS_REPEAT or 3')
     ap.add_argument('--budget', default=None,
                     help=f'default: HARNESS_BUDGET or {DEFAULT_SESSION_BUDGET}')
-    ap.add_argument('--stacks', type=int, default=1,
+    ap.add_argument('--stacks', type=int, default=None,
                     help='stacks a declared node runs (a configured partition: its own)')
     ap.add_argument('-q', '--quiet', action='store_true', help='one summary line each')
     ap.add_argument('--part-budget', action='store_true',
@@ -133,6 +133,15 @@ def _main(argv: list[str] | None) -> int:
         if value is not None and (value < 1 or (top and value > top)):
             return fail('plan', f'--{name} must be an integer from 1'
                         + (f' to {top}' if top else ' up') + f', got {value}')
+    # a declared node's options: a configured partition has its own
+    given = [n for n in ('sockets', 'numa', 'mem', 'nodes', 'stacks')
+             if getattr(args, n) is not None]
+    if given and not args.cores:
+        return fail('plan', f'--{given[0]} describes a declared node: give --cores too (a '
+                            'configured partition\'s topology is its configuration\'s)')
+    for name in ('sockets', 'numa', 'nodes', 'stacks'):
+        if getattr(args, name) is None:
+            setattr(args, name, 1)
     for pattern in args.prgenv or ():
         try:
             re.compile(pattern)
