@@ -55,29 +55,24 @@ def test_bad_repeat_is_refused_before_anything_is_installed():
 def test_relative_paths_are_the_users_not_the_checkouts(tmp_path):
     # ./harness runs its commands from the checkout: a relative venv (or
     # prefix, or cluster file) was looked up there, not where the user is.
+    def baseline_help(**env: str) -> None:
+        proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, 'HARNESS_NO_APT': '1', **env})
+        assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, \
+            proc.stderr
+
     (tmp_path / 'myvenv').symlink_to(REPO / '.venv')
-    proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, 'HARNESS_VENV': 'myvenv', 'HARNESS_NO_APT': '1',
-                               'HARNESS_VAR_DIR': 'var'})
-    assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
+    baseline_help(HARNESS_VENV='myvenv', HARNESS_VAR_DIR='var')
     assert (tmp_path / 'var').is_dir()
     # a literal ~ (a quoted export, cron, systemd) is the home, as the tools read it
     home = tmp_path / 'home'
     home.mkdir()
     (home / 'myvenv').symlink_to(REPO / '.venv')
-    proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, 'HOME': str(home), 'HARNESS_VENV': '~/myvenv',
-                               'HARNESS_NO_APT': '1', 'HARNESS_VAR_DIR': '~/var'})
-    assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
+    baseline_help(HOME=str(home), HARNESS_VENV='~/myvenv', HARNESS_VAR_DIR='~/var')
     assert (home / 'var').is_dir() and not (tmp_path / '~').exists()
     # a blank one is the default, as the tools read it: it was a folder ' ' here
-    proc = subprocess.run([str(REPO / 'harness'), 'baseline', '--help'], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, 'HARNESS_VENV': ' ', 'HARNESS_NO_APT': '1',
-                               'HARNESS_VAR_DIR': ' '})
-    assert proc.returncode == 0 and 'usage: hybridverdict-baseline' in proc.stdout, proc.stderr
+    baseline_help(HARNESS_VENV=' ', HARNESS_VAR_DIR=' ')
     assert sorted(p.name for p in tmp_path.iterdir()) == ['home', 'myvenv', 'var']
 
 
