@@ -187,24 +187,33 @@ def _venv(tmp_path: Path, **tools: str) -> Path:
     return venv
 
 
+def _cmd_run(tmp_path: Path, venv: Path, tail: str, stubbed: list[str], **env: str
+             ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """The script `tail` after the harness's session functions, with `venv`, the
+    steps around ReFrame stubbed (and the functions named in `stubbed`), and its
+    environment (ARGS_LOG: tmp_path/args)."""
+    stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
+        'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
+        'more_rounds', *stubbed))
+    functions = [f for f in ('session', 'run_args', 'cmd_run', 'print_plan', 'on_signal',
+                             'in_group', 'stop_if_signalled', 'session_report',
+                             'report_since') if f not in stubbed]
+    script = (_functions(*functions) + stubs
+              + 'die() { echo "$*" >&2; exit 3; }\nHARNESS_REPEAT=3\n' + tail + '\n')
+    environ = {k: v for k, v in os.environ.items() if k != 'HARNESS_BUDGET'}
+    environ.update(VENV=str(venv), ROOT=str(REPO), ARGS_LOG=str(tmp_path / 'args'),
+                   HARNESS_VAR_DIR=str(tmp_path / 'var'), **env)
+    return subprocess.run(['bash', '-c', script], capture_output=True, text=True,
+                          timeout=120, env=environ), environ
+
+
 def test_run_arguments_select_the_stacks_of_the_budget_split(tmp_path):
     # ./harness run -p openmpi: print_plan read only HARNESS_REFRAME_OPTS, so the
     # budget was split across every stack, and run dropped its arguments.
     import sys
     venv = _venv(tmp_path, reframe='for a in "$@"; do printf "[%s]" "$a"; done > "$ARGS_LOG"')
-    stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
-        'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
-        'more_rounds', 'report_since'))
-    script = (_functions('session', 'run_args', 'cmd_run', 'print_plan', 'on_signal',
-                         'in_group', 'stop_if_signalled', 'session_report') + stubs
-              + 'die() { echo "$*" >&2; exit 3; }\nHARNESS_REPEAT=3\n'
-              'cmd_run -p openmpi\necho "$HARNESS_BUDGET $_parts"\n')
-    env = {k: v for k, v in os.environ.items() if k != 'HARNESS_BUDGET'}
-    env.update(VENV=str(venv), ROOT=str(REPO), ARGS_LOG=str(tmp_path / 'args'),
-               HARNESS_VAR_DIR=str(tmp_path / 'var'),
-               HARNESS_REFRAME_OPTS='--system declared')
-    proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=120,
-                          env=env)
+    proc, env = _cmd_run(tmp_path, venv, 'cmd_run -p openmpi\necho "$HARNESS_BUDGET $_parts"',
+                         ['report_since'], HARNESS_REFRAME_OPTS='--system declared')
     assert proc.returncode == 0, proc.stderr
     plan = [sys.executable, '-m', 'harnesslib.plan', '--system', 'declared', '--part-budget',
             '--budget', '30m']
@@ -222,20 +231,10 @@ def test_options_knobs_over_several_lines_are_read_whole(tmp_path):
     # YAML block, a multi-line export) silently lost every line after its first.
     venv = _venv(tmp_path, reframe='for a in "$@"; do printf "[%s]" "$a"; done > "$ARGS_LOG"',
                  hybridverdict='for a in "$@"; do printf "[%s]" "$a"; done > "$REPORT_LOG"')
-    stubs = ''.join(f'{name}() {{ :; }}\n' for name in (
-        'say', 'warn', 'check_repeat', 'setup', 'lock_var_dir', 'check_session',
-        'more_rounds'))
-    script = (_functions('session', 'run_args', 'cmd_run', 'print_plan', 'on_signal',
-                         'in_group', 'stop_if_signalled', 'session_report', 'report_since')
-              + stubs + 'die() { echo "$*" >&2; exit 3; }\nHARNESS_REPEAT=3\n'
-              'cmd_run\necho "$_parts"\n')
-    env = {k: v for k, v in os.environ.items() if k != 'HARNESS_BUDGET'}
-    env.update(VENV=str(venv), ROOT=str(REPO), ARGS_LOG=str(tmp_path / 'args'),
-               REPORT_LOG=str(tmp_path / 'report'), HARNESS_VAR_DIR=str(tmp_path / 'var'),
-               HARNESS_REFRAME_OPTS='--system declared\n  -p openmpi\n',
-               HARNESS_REPORT_OPTS='--no-write\n--functional-verdicts')
-    proc = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=120,
-                          env=env)
+    proc, _env = _cmd_run(tmp_path, venv, 'cmd_run\necho "$_parts"', [],
+                          REPORT_LOG=str(tmp_path / 'report'),
+                          HARNESS_REFRAME_OPTS='--system declared\n  -p openmpi\n',
+                          HARNESS_REPORT_OPTS='--no-write\n--functional-verdicts')
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / 'args').read_text().endswith('[-r][--system][declared][-p][openmpi]')
     # the plan split the budget across the openmpi stack of the two partitions
