@@ -243,6 +243,16 @@ def test_cli_prints_the_morning_page_and_a_knob_makes_its_regression_fatal(tmp_p
     assert cli.main(['changes', '--store', morning_store.directory, '--fail-on-change']) == 0
 
 
+@pytest.mark.parametrize('value', ['1.0', '2.5'])
+def test_a_magnitude_of_1_or_more_is_refused(tmp_path, capsys, morning_store, value):
+    # a drop is at most -100%: at a magnitude of 1 or more every drop (a 10x fall of a
+    # bandwidth among them) went unfound while rises were still found, silently
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(['changes', '--store', morning_store.directory, '--min-magnitude', value])
+    assert exit_.value.code == 2
+    assert f'--min-magnitude {value}: must be in [0, 1)' in capsys.readouterr().err
+
+
 def test_the_last_night_must_start_since_the_time_given(tmp_path, capsys, morning_store):
     # the nightly gives its session's start: a store that holds no session since
     # (the report stored nothing tonight) is an error, not an older night's page

@@ -189,7 +189,7 @@ KNOBS: tuple[Knob, ...] = (
     _changes('HARNESS_CHANGE_MIN_SEGMENT', '3', 'sessions on each side of a change point'),
     _changes('HARNESS_CHANGE_P_VALUE', '0.01', 'largest p-value of the permutation test of a '
              'change point'),
-    _changes('HARNESS_CHANGE_MAGNITUDE', '0.05', 'smallest change, a fraction (0.05: 5%)'),
+    _changes('HARNESS_CHANGE_MAGNITUDE', '0.05', 'smallest change, a fraction below 1 (0.05: 5%)'),
     _changes('HARNESS_CHANGE_SESSION_GAP', '60', 'minutes between runs that start a new '
              'session (runs without a session field)'),
 

@@ -77,8 +77,9 @@ class Knobs:
         x = float(value)  # type: ignore[arg-type]
         if name == 'p_value' and not MIN_P_VALUE <= x <= 1:
             return f'must be in [{MIN_P_VALUE:g}, 1]'
-        if name == 'magnitude' and not 0 <= x < 10:
-            return 'must be in [0, 10)'
+        if name == 'magnitude' and not 0 <= x < 1:
+            # a drop is at most 100% (after / before - 1 >= -1): 1 or more found rises only
+            return 'must be in [0, 1) (a drop is at most 100%: 1 or more finds no drop)'
         if name == 'session_gap' and not 0 < x <= MAX_SESSION_GAP:
             return f'must be positive minutes, at most {MAX_SESSION_GAP:g}'
         return ''
