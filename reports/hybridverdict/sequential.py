@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from harnesscore import plan, stats
 from harnesscore.paths import var_dir
 from harnesscore.schema import TIME_VARIABLE
-from harnesscore.selection import passed_on
+from harnesscore.selection import REPORTS, passed_on
 from harnesscore.stopping import Signalled, held_back, need_between, need_fraction, run_main
 
 from . import atomic
@@ -299,27 +299,6 @@ def _reframe(command: Sequence[str], b: Batch, step: int, first: int) -> int:
         raise
 
 
-#: ReFrame's options that name a report file: a batch given the user's would write
-#: over the session's (the run report ./harness reads, the JUnit file the nightly
-#: names), so that it held the last batch's few test cases; a batch writes the
-#: configuration's own run report instead.
-REPORT_OPTIONS = ('--report-file', '--report-junit')
-
-
-def without_reports(words: Sequence[str]) -> list[str]:
-    """`words` less the report options (``--report-junit X``, ``--report-junit=X``)."""
-    out: list[str] = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-        elif word in REPORT_OPTIONS:
-            skip = True
-        elif not word.startswith(tuple(f'{name}=' for name in REPORT_OPTIONS)):
-            out.append(word)
-    return out
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog='python -m hybridverdict.sequential',
@@ -359,7 +338,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # The batches make their own selection (_reframe): the user's ReFrame
     # selection options are not passed on to them (harnesscore.selection).
     # Nor the user's report files: the batches would write over the session's.
-    args.reframe = [args.reframe[0], *without_reports(passed_on(args.reframe[1:]))]
+    args.reframe = [args.reframe[0], *passed_on(passed_on(args.reframe[1:]), REPORTS)]
     args.costs = args.costs or (plan.costs_path() if os.environ.get('HARNESS_PLAN_COSTS')
                                 else os.path.join(os.path.dirname(os.path.abspath(
                                     args.perflogs)), plan.COSTS_FILE))
