@@ -178,8 +178,19 @@ def test_memory_parsing_and_topology_validation():
     assert P.parse_memory('64GB') == 64 * 10**9
     with pytest.raises(ValueError, match='not a memory size'):
         P.parse_memory('lots')
+    assert P.parse_memory('1MiB') == P.MIN_MEMORY
     with pytest.raises(ValueError, match='cores must be a positive integer'):
         P.Topology(cores=0)
+
+
+@pytest.mark.parametrize('text', ['0.5', '0', '1000', '0.5KiB', '1000KB'])
+def test_a_memory_below_1mib_is_refused_not_planned_as_unknown(text, capsys):
+    # --mem 0.5 (meant as GiB) was 0 bytes, which the plan takes for a memory it
+    # does not know: every size planned, and nothing said
+    with pytest.raises(ValueError, match=f'not a memory size of a node: {re.escape(repr(text))}'):
+        P.parse_memory(text)
+    assert plan_cli.main(['--cores', '4', '--mem', text]) == 2
+    assert 'below 1MiB (a number without a unit is bytes' in capsys.readouterr().err
 
 
 def test_layout_names_round_trip():

@@ -227,12 +227,22 @@ _UNITS = {'': 1, 'b': 1, 'k': 2**10, 'kib': 2**10, 'm': 2**20, 'mib': 2**20,
           'kb': 10**3, 'mb': 10**6, 'gb': 10**9, 'tb': 10**12}
 
 
+#: The smallest memory of a node that ``parse_memory`` takes.
+MIN_MEMORY = 2**20
+
+
 def parse_memory(text: str) -> int:
-    """``512GiB``, ``256G``, ``64GB``, ``1073741824``: bytes."""
+    """``512GiB``, ``256G``, ``64GB``, ``1073741824``: bytes, at least
+    ``MIN_MEMORY`` (a node's memory: ``0.5`` or ``0`` was 0 bytes, which the
+    plan took for a memory it does not know, and planned every size)."""
     m = re.fullmatch(r'\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*', text)
     if not m or m.group(2).lower() not in _UNITS or not math.isfinite(float(m.group(1))):
         raise ValueError(f'not a memory size: {text!r} (e.g. 512GiB, 64GB, 256G)')
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if size < MIN_MEMORY:
+        raise ValueError(f'not a memory size of a node: {text!r} is {size} bytes, below 1MiB '
+                         '(a number without a unit is bytes; e.g. 512GiB, 64GB, 256G)')
+    return size
 
 
 #: Longest session budget (a week): a longer one is a typo, and overflows the
