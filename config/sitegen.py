@@ -88,8 +88,11 @@ echo '@@end'
 '''
 
 #: Loads one module in a child shell and prints the environment it makes
-#: ($1: the module command's back end, $2: the module).
-LOAD_SCRIPT = 'code=$("$1" bash load "$2") || exit 3; eval "$code" || exit 3; env -0'
+#: ($1: the module command's back end, $2: the module).  What the load itself
+#: prints (a modulefile's ``puts stdout "echo ..."``) goes to stderr: before
+#: ``env -0`` on stdout it was read as part of the first variable's name.
+LOAD_SCRIPT = ('code=$("$1" bash load "$2") || exit 3; eval "$code" >&2 || exit 3; '
+               'env -0')
 
 
 # ---- running commands ------------------------------------------------------------

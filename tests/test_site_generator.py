@@ -297,6 +297,22 @@ def stub_stack(folder: Path, tools: Sequence[str]) -> Path:
     return folder
 
 
+def test_what_a_module_load_prints_is_not_read_as_its_environment(tmp_path):
+    """A modulefile that prints (Tcl's ``puts stdout "echo ..."``, run by the load's
+    eval) wrote before ``env -0``: its words were glued to the first variable's
+    name, and that variable (PATH, where it came first) was lost."""
+    back_end = tmp_path / 'modulecmd'
+    back_end.write_text("#!/bin/sh\necho 'echo Loading openmpi/4.1; export LOADED=yes'\n")
+    back_end.chmod(0o755)
+    res = sg.run(['bash', '-c', sg.LOAD_SCRIPT, 'load', str(back_end), 'openmpi'], 20,
+                 {'PATH': os.environ['PATH'], 'FIRST': '1'})
+    assert res.ok, res.why()
+    chunks = [c for c in res.out.split('\0') if c]
+    assert all(re.match(r'[A-Za-z_][A-Za-z0-9_]*=', c) for c in chunks), chunks[:2]
+    assert {'FIRST=1', 'LOADED=yes', f'PATH={os.environ["PATH"]}'} <= set(chunks)
+    assert 'Loading openmpi/4.1' in res.err
+
+
 def lmod_stub(tmp_path: Path) -> Path:
     cmd = stub_stack(tmp_path / 'lmod' / 'libexec', ['lmod']) / 'lmod'
     (tmp_path / 'lmod' / 'init').mkdir()
