@@ -15,7 +15,7 @@ from perflog_writer import write_runs
 
 EXPECTED = ['system', 'partition', 'stack', 'library', 'kernel', 'mode', 'ranks', 'threads',
             'size', 'nodes', 'time', 'variable', 'value', 'unit', 'ref', 'lower', 'upper',
-            'result']
+            'result', 'verified', 'oversubscribed', 'build_spec', 'session']
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def records(tmp_path):
         {'fom': (2.4, 'GFLOP/s', 2.0, -0.1, None), 't_total': (1.5, 's')}], size='16')
     write_runs(tmp_path / 'logs/Osu.log', 'osu_latency',
                [{'lat_8': (0.5, 'us'), 'lat_1024': (0.9, 'us'), 'latency_8B': (0.5, 'us')}],
-               stack='openmpi', part='tcp')
+               stack='openmpi', part='tcp', oversubscribed=True)
     return read_perflogs([str(tmp_path / 'logs')])
 
 
@@ -39,10 +39,14 @@ def test_one_row_per_record_and_variable(records):
         'library': 'MPICH Version: 4.0.2', 'kernel': 'spmv', 'mode': 'mpi', 'ranks': 2,
         'threads': 1, 'size': '16', 'nodes': 1, 'time': None, 'variable': 'fom',
         'value': 2.5, 'unit': 'GFLOP/s', 'ref': 2.0, 'lower': -0.1, 'upper': None,
-        'result': 'pass'}
+        'result': 'pass', 'verified': True, 'oversubscribed': False,
+        'build_spec': 'cmake Release mpich', 'session': ''}
     assert fom['time'].startswith('2026-11-22T10:00:00')
     lat = df.filter(pl.col('variable') == 'lat_1024').row(0, named=True)
     assert (lat['stack'], lat['value'], lat['unit'], lat['ref']) == ('openmpi', 0.9, 'us', None)
+    # what keeps a run out of a verdict, for a tool that reads the table: it
+    # was not in it
+    assert lat['oversubscribed'] is True and lat['verified'] is True
 
 
 def test_empty_table_has_the_columns():

@@ -1,7 +1,9 @@
 """The tidy table: one row per record x performance variable, for other tools.
 
 Columns (``COLUMNS``, docs/pages/report.md): where and how the run ran, when, the
-variable with its value, unit and reference as ReFrame logs them, and the result.
+variable with its value, unit and reference as ReFrame logs them, the result, and
+what tells a run's figures fit for comparison or not (verified, oversubscribed),
+its build and its session.
 Written as Parquet (zstd; the report's description in the file's metadata under
 ``hybridverdict``), and on request as CSV and JSON, each a new file written
 atomically (``atomic.write_new``).
@@ -25,9 +27,12 @@ _SCHEMA = {'system': pl.String, 'partition': pl.String, 'stack': pl.String,
            'library': pl.String, 'kernel': pl.String, 'mode': pl.String, 'ranks': pl.Int64,
            'threads': pl.Int64, 'size': pl.String, 'nodes': pl.Int64, 'time': pl.String,
            'variable': pl.String, 'value': pl.Float64, 'unit': pl.String, 'ref': pl.Float64,
-           'lower': pl.Float64, 'upper': pl.Float64, 'result': pl.String}
+           'lower': pl.Float64, 'upper': pl.Float64, 'result': pl.String,
+           'verified': pl.Boolean, 'oversubscribed': pl.Boolean, 'build_spec': pl.String,
+           'session': pl.String}
 COLUMNS = tuple(_SCHEMA)
-_RECORD_COLUMNS = COLUMNS[:11] + ('result',)
+#: the run's columns that are its record's fields (``time``: as text)
+_RUN_FIELDS = COLUMNS[:10] + COLUMNS[COLUMNS.index('result'):]
 
 
 #: the record attribute of a column named otherwise
@@ -80,10 +85,9 @@ def variables(records: Sequence[Record], first: int = 0, key: str = 'i',
 def table(records: Sequence[Record]) -> pl.DataFrame:
     """The tidy table of `records` (run order, then variable order)."""
     runs = pl.DataFrame({
-        **record_columns(records, _RECORD_COLUMNS[:-2]),
+        **record_columns(records, _RUN_FIELDS),
         'time': times(records, lambda t: t.isoformat()),
-        'result': [r.result for r in records],
-    }, schema={c: _SCHEMA[c] for c in _RECORD_COLUMNS})
+    }, schema={c: _SCHEMA[c] for c in (*_RUN_FIELDS, 'time')})
     values = variables(records)
     runs = runs[values.get_column('i')] if values.height else runs.clear()
     return runs.hstack(values.drop('i', 'vpos')).select(COLUMNS)
@@ -114,10 +118,19 @@ def write_csv(df: pl.DataFrame, path: str) -> None:
 _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
-def _finite(df: pl.DataFrame) -> pl.DataFrame:
-    """NaN and infinities (which JSON lacks) as nulls."""
-    return df.with_columns(pl.when(pl.col(c).is_finite()).then(pl.col(c)).alias(c)
-                           for c, t in df.schema.items() if t.is_float())
+def _json_cells(df: pl.DataFrame) -> pl.DataFrame:
+    """`df`'s cells as the text of JSON values, where no string needs escaping
+    (``_plain``): strings quoted, booleans ``true``/``false`` (polars' CSV
+    writer quotes them as it quotes strings), NaN and infinities (which JSON
+    lacks) null; a null stays null."""
+    def cell(c: str, t: pl.DataType) -> pl.Expr:
+        col = pl.col(c)
+        if t == pl.String:
+            return pl.concat_str([pl.lit('"'), col, pl.lit('"')])
+        if t.is_float():
+            return pl.when(col.is_finite()).then(col)
+        return col.cast(pl.String) if t == pl.Boolean else col
+    return df.select(cell(c, t).alias(c) for c, t in df.schema.items())
 
 
 _SEP = '],\n  ['
@@ -160,11 +173,12 @@ def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
     def fill(fp: BinaryIO) -> None:
         fp.write(head.encode())
         if df.height and _plain(df):
-            # nothing to escape: polars' CSV writer, quoting every string, writes JSON
-            # arrays straight into the file; the separator after the last row is cut
+            # nothing to escape: polars' CSV writer, of cells that are JSON values,
+            # writes JSON arrays straight into the file; the separator after the
+            # last row is cut
             fp.write(b'[')
-            _finite(df).write_csv(fp, include_header=False, quote_style='non_numeric',
-                                  null_value='null', line_terminator=_SEP)
+            _json_cells(df).write_csv(fp, include_header=False, quote_style='never',
+                                      null_value='null', line_terminator=_SEP)
             fp.seek(-len(_SEP), os.SEEK_END)
             fp.truncate()
             fp.write(b']')
