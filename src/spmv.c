@@ -85,9 +85,11 @@
 #define _GNU_SOURCE
 #include "spmv/spmv.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static const char *HELP =
@@ -189,10 +191,14 @@ int main(int argc, char **argv) {
     spmv_run(&ctx, &o, &P, &tm);
     spmv_result r;
     spmv_summarise(&ctx, &P, &tm, &r);
+    int tf_errno = 0; /* a write or close that failed (a full disk): the file is incomplete */
     if (tf) {
         spmv_write_times(tf, &P, &tm);
-        fclose(tf);
+        if (ferror(tf)) tf_errno = errno ? errno : EIO;
+        if (fclose(tf) != 0 && !tf_errno) tf_errno = errno ? errno : EIO;
     }
+    if (!kc_all_true(&ctx, tf_errno == 0))
+        kc_fail(&ctx, 2, "cannot write --times-file '%s': %s", o.times_file, strerror(tf_errno));
     r.shared_core = spmv_threads_share_core(&ctx);
     r.rel_err = spmv_rel_error(&ctx, &P);
     r.interior_halo_reads = spmv_interior_halo_reads(&ctx, &P);

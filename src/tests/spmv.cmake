@@ -31,6 +31,9 @@ if(KERNEL_OPENMP) # a pure MPI build runs 1 thread whatever OMP_NUM_THREADS says
 endif()
 kernel_test(spmv_bad_decomp_mode NP 1 THREADS 1 EXPECT_FAIL "spmv: --decomp-threads applies to --mode serial only" COMMAND spmv --mode mpi --decomp-threads 2)
 kernel_test(spmv_bad_times_file NP 1 THREADS 1 EXPECT_FAIL "spmv: cannot open --times-file" COMMAND spmv --n 2 --iters 1 --times-file /nonexistent/dir/t.txt)
+# a times file that opens but cannot be written (a full disk: /dev/full) fails
+# with status 2, not exit 0 with the per-call times lost
+kernel_test(spmv_bad_times_file_full NP 2 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "spmv: cannot write --times-file '/dev/full': No space left on device" COMMAND spmv --n 2 --iters 1 --times-file /dev/full)
 # interior/boundary split of the compute time (Rabenseifner's overlap model):
 # the RESULT line carries both sums and their {min,mean,max}; the regex also
 # demands "verified":true (PASS_REGULAR_EXPRESSION replaces the exit-code check)
