@@ -20,9 +20,9 @@ void md_setup_grid(md_sys *s, const options *o) {
     for (int d = 0; d < 3; ++d) {
         ext[d] = s->hi[d] - s->lo[d] + 2.0 * s->rn;
         vol *= ext[d];
-        n[d] = (int)(ext[d] * NB_SUB / s->rn);
-        if (n[d] < 1) n[d] = 1;
-        if (n[d] > 1024) n[d] = 1024;
+        /* capped in double: a dilute box's count exceeds an int (conversion UB) */
+        const double cells = ext[d] * NB_SUB / s->rn;
+        n[d] = !(cells >= 1.0) ? 1 : (cells > 1024.0 ? 1024 : (int)cells);
     }
     const double most = fmax(1.0, BINS_PER_ATOM * vol * o->density);
     double bins = (double)n[0] * n[1] * n[2];
@@ -46,6 +46,14 @@ void md_setup_grid(md_sys *s, const options *o) {
     s->cell_start = kc_malloc(s->ctx, (size_t)s->cells_cap * sizeof(int));
 }
 
+/* Bin coordinate of a scaled position u on an axis of n bins, clamped to
+ * [0, n-1] before the conversion to int: a diverged run's positions (far out,
+ * infinite or NaN) would overflow it (undefined behaviour); NaN gives bin 0. */
+static inline int bin_coord(double u, int n) {
+    const double b = floor(u);
+    return b >= 0.0 ? (b < (double)n ? (int)b : n - 1) : 0;
+}
+
 /* Bin of every atom in [first, last) into atom_cell. */
 static void bin_atoms(md_sys *s, int first, int last) {
     const double *x = s->x;
@@ -55,12 +63,9 @@ static void bin_atoms(md_sys *s, int first, int last) {
     const double i0 = s->cinv[0], i1 = s->cinv[1], i2 = s->cinv[2];
 #pragma omp parallel for schedule(static)
     for (int i = first; i < last; ++i) {
-        int a = (int)floor((x[3 * i] - c0) * i0);
-        int b = (int)floor((x[3 * i + 1] - c1) * i1);
-        int c = (int)floor((x[3 * i + 2] - c2) * i2);
-        a = a < 0 ? 0 : (a >= n0 ? n0 - 1 : a);
-        b = b < 0 ? 0 : (b >= n1 ? n1 - 1 : b);
-        c = c < 0 ? 0 : (c >= n2 ? n2 - 1 : c);
+        const int a = bin_coord((x[3 * i] - c0) * i0, n0);
+        const int b = bin_coord((x[3 * i + 1] - c1) * i1, n1);
+        const int c = bin_coord((x[3 * i + 2] - c2) * i2, n2);
         atom_cell[i] = a + n0 * (b + n1 * c);
     }
 }

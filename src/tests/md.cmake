@@ -73,6 +73,12 @@ kernel_test(md_drift_near_zero_energy_1x1 NP 1 THREADS 1
             COMMAND md --cells-per-side 5 --steps 250 --dt 0.001 --temp 4.22)
 kernel_test(md_drift_gas_at_rest_1x1 NP 1 THREADS 1
             COMMAND md --cells-per-side 4 --density 1e-9 --temp 0 --steps 2)
+# a box so dilute (side 3e100) that its bins per side, 2 (side + 2 rc) / rc,
+# exceed an int before the cap of 1024: capped in double, not converted first
+# (undefined behaviour: -fsanitize=float-cast-overflow, halt_on_error, fails)
+kernel_test(md_dilute_huge_box_1x1 NP 1 THREADS 1
+            COMMAND md --cells-per-side 2 --density 1e-300 --steps 2)
+set_tests_properties(md_dilute_huge_box_1x1 PROPERTIES PASS_REGULAR_EXPRESSION "\"verified\":true")
 # a run over 5000 steps: the drift bound grows as --drift-tol x steps/5000, so
 # the steady leak of a fixed rebuild interval's dangerous builds (--temp 1.7:
 # 1e-7 per step, drift ~1.9e-3 after 20000 steps) passes, as the documented
