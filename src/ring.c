@@ -580,6 +580,19 @@ static long setup_ring(const kc_ctx *ctx, const options *o, topology *topo, exch
         kc_fail(ctx, 2, "the nodes have different rank counts (%d .. %d); the ring needs "
                         "the same number of ranks on every node", topo->ppn_min, topo->ppn_max);
     }
+    /* hybrid: k counts threads, and it must be the same on every rank: a rank
+     * with more threads would send a message k times larger (masteronly) or
+     * serve a lane that no peer serves (multiple) */
+    if (hybrid) {
+        const kc_stat t = kc_stat_over_ranks(ctx, ctx->threads);
+        const kc_stat a = kc_stat_over_ranks(ctx, ctx->threads_asked);
+        if (t.min != t.max || a.min != a.max) {
+            topology_free(topo);
+            kc_fail(ctx, 2, "ranks run different thread counts (%d..%d of %d..%d asked for, "
+                            "OMP_NUM_THREADS); mode %s needs the same threads on every rank",
+                    (int)t.min, (int)t.max, (int)a.min, (int)a.max, kc_mode_name(o->mode));
+        }
+    }
     /* hybrid: the threads of the team that runs (ctx->threads); multiple's
      * default k is the threads asked for, each of them a lane of its own */
     const long limit = hybrid ? ctx->threads : topo->ppn;
