@@ -57,6 +57,12 @@ int main(int argc, char **argv) {
     kc_ctx ctx;
     kc_start(&ctx, &argc, &argv, &cli, &o, &o.mode);
 
+    /* the bandwidth counts rank 0's arrays on every rank, and RESULT's threads
+     * is one count: ranks of different thread counts (MPMD) are refused */
+    const kc_stat t = kc_stat_over_ranks(&ctx, ctx.threads);
+    if (t.min != t.max)
+        kc_fail(&ctx, 2, "ranks run different thread counts (%d..%d): every rank must own "
+                "the same arrays (--n per thread)", (int)t.min, (int)t.max);
     const long n = o.n * ctx.threads;
     char what[64], arrays[96];
     snprintf(what, sizeof what, "--n %ld", o.n);
