@@ -132,7 +132,10 @@ static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct
     const call_view v = view_of(P);
     double t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     int team = 1;
-#pragma omp parallel
+    const int nthr = ctx->threads;
+    /* at most the team kc_start measured (thr_t has a slot for each of them):
+     * OMP_DYNAMIC may give a later region more threads than the first */
+#pragma omp parallel num_threads(nthr)
     {
         const int tid = kc_thread_num(), nth = kc_num_threads();
         kc_record_cpu(ctx);

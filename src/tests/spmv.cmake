@@ -29,6 +29,20 @@ kernel_test(spmv_bad_mode_multiple NP 1 THREADS 2 EXPECT_FAIL "spmv: mode multip
 if(KERNEL_OPENMP) # a pure MPI build runs 1 thread whatever OMP_NUM_THREADS says
   kernel_test(spmv_bad_threads NP 1 THREADS 512 EXPECT_FAIL "spmv: 512 threads per rank .* exceed the [0-9]+ online cores" COMMAND spmv --mode masteronly --n 4)
 endif()
+if(KERNEL_OPENMP)
+  # a later parallel region's team larger than the one kc_start measured
+  # (OMP_DYNAMIC=true with the load gone: loaded_once.c) wrote past funneled's
+  # per-thread times (ASan: heap-buffer-overflow in call_funneled); the calls'
+  # regions are capped at the measured team, as md's force loop is
+  add_library(loaded_once MODULE tests/loaded_once.c)
+  kernel_test(spmv_funneled_dynamic_team NP 1 THREADS 2
+              ENV OMP_DYNAMIC=true LD_PRELOAD=$<TARGET_FILE:loaded_once>
+                  OMPI_MCA_hwloc_base_binding_policy=none
+                  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0
+              COMMAND spmv --mode funneled --n 4 --iters 2)
+  set_tests_properties(spmv_funneled_dynamic_team PROPERTIES PASS_REGULAR_EXPRESSION
+    "\"threads\":1,.*\"verified\":true")
+endif()
 kernel_test(spmv_bad_decomp_mode NP 1 THREADS 1 EXPECT_FAIL "spmv: --decomp-threads applies to --mode serial only" COMMAND spmv --mode mpi --decomp-threads 2)
 kernel_test(spmv_bad_times_file NP 1 THREADS 1 EXPECT_FAIL "spmv: cannot open --times-file" COMMAND spmv --n 2 --iters 1 --times-file /nonexistent/dir/t.txt)
 # a times file that opens but cannot be written (a full disk: /dev/full) fails
