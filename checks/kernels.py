@@ -40,6 +40,7 @@ from harnesslib.base import (
     LowerBounds,
     PerflogFields,
     SystemReferences,
+    bad_value,
     finalize_hang_only,
     sanity_results,
 )
@@ -505,6 +506,8 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
 
     oversubscribed = 'false'
     finalize_hung = 'false'
+    #: The TIE band's half-width around a speedup of 1 (``stats.band``), a
+    #: fraction in [0, 1) as the report's --noise-floor.
     noise_floor = variable(float, value=DEFAULT_FLOOR)
     #: The time compared: t_total, or for the ring per message size its
     #: t_msg_<bytes> (set from the pair by ``judge_per_message``).
@@ -553,6 +556,14 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             self.mpi_library = dep.mpi_library
             self.build_spec = dep.build_spec
         return out
+
+    @run_after('setup')
+    def check_noise_floor(self):
+        # NaN made every call INCONCLUSIVE (never judged: the check passed a
+        # clear LOSS), a floor of 1 or more a TIE of a 2x loss
+        if not 0 <= self.noise_floor < 1:
+            raise bad_value(self, 'noise_floor', 'must be a fraction in [0, 1), as the '
+                                                 "report's --noise-floor")
 
     @run_after('init')
     def judge_per_message(self):

@@ -482,6 +482,25 @@ def test_an_inconclusive_hybrid_verdict_is_never_judged_against_its_verdict_refe
     assert references('LOSS', scoped=True) == entry
 
 
+@pytest.mark.parametrize('floor', [float('nan'), 1.0, 10.0, -0.5])
+def test_a_hybrid_verdict_noise_floor_out_of_range_is_refused(floor):
+    """-S HybridVerdict.noise_floor=nan made every call INCONCLUSIVE, never judged
+    against its reference: a clear LOSS (speedup 0.59, interval 0.59..0.59)
+    passed; a floor of 1 or more called a 2x loss a TIE.  Now refused at setup,
+    naming it, as the report's --noise-floor outside [0, 1)."""
+    from conftest import REPO
+    from harnesscore.stats import compare, speedup_call
+    from reframe.utility import import_module_from_file
+    kernels = import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+    check = type('HybridVerdict', (), {'noise_floor': floor})()
+    with pytest.raises(ValueError, match=r'HybridVerdict\.noise_floor=.*must be a fraction '
+                                         r'in \[0, 1\)'):
+        kernels.HybridVerdict.check_noise_floor(check)
+    for good in (0.0, 0.05, 0.99):
+        kernels.HybridVerdict.check_noise_floor(type('HybridVerdict', (), {'noise_floor': good})())
+    assert speedup_call(compare([1.0, 1.01, 0.99], [2.0, 2.02, 1.98]).interval) == 'LOSS'
+
+
 # ---- scaling of two systems or builds of one stack: each named (Apart) ----------------
 
 def _across(system: str = 'local', build: str = 'cmake Release mpich',
