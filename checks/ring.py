@@ -9,6 +9,7 @@ docs/pages/checks.md gives their variables and targets.
 from __future__ import annotations
 
 import collections
+import math
 import shlex
 import statistics
 
@@ -175,6 +176,17 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
             message_sizes(f'{MIB}:{self.bw_max}')
         except ValueError as err:
             raise bad_value(self, 'bw_max', err) from None
+
+    @run_after('setup')
+    def check_tolerances(self):
+        # NaN made every band [nan, nan]: each ratio INCONCLUSIVE, never judged
+        # (a ring 60x off OSU passed); ReFrame takes a lower threshold down to -1
+        for var in ('lat_tol', 'bw_tol'):
+            if not 0 < getattr(self, var) <= 1:
+                raise bad_value(self, var, 'must be a fraction in (0, 1]')
+        # a negative or NaN floor was passed over (max() with the tolerance)
+        if not 0 <= self.lat_floor_us < math.inf:
+            raise bad_value(self, 'lat_floor_us', 'must be microseconds, 0 or more')
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)
