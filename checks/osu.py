@@ -25,14 +25,11 @@ from harnesscore.osu_output import (
     error_lines,
     expected_sizes,
     given_path,
-    libraries_agree,
     missing_sizes,
-    mpi_libraries,
     osu_binary,
     osu_spec,
     parse_osu,
     rejected_options,
-    stack_libraries,
     wrapper_link_check,
 )
 from harnesscore.units import MIB
@@ -150,18 +147,7 @@ class OsuBase(RunBase, OsuRuns):
         stack = self.current_environ.extras.get('stack', self.current_environ.name)
         family = env_family(self.current_environ)
         # The library first: a benchmark linked to another stack explains the rest.
-        osu_libs = mpi_libraries(self.stage_text('osu.ldd'))
-        sn.evaluate(sn.assert_true(
-            osu_libs, msg=f'{self.benchmark_name}: ldd shows no MPI library (libmpi*, '
-                          f'libmpich*): {self.stage_text("osu.ldd")[:300]!r}'))
-        stack_libs = stack_libraries(self.stage_text('stack.link'))
-        sn.evaluate(sn.assert_true(
-            stack_libs, msg=f'the compiler wrapper of stack {stack} names no MPI library: '
-                            f'{self.stage_text("stack.link")[:300]!r}'))
-        sn.evaluate(sn.assert_true(
-            libraries_agree(osu_libs, stack_libs),
-            msg=f'{self.benchmark_name} links {sorted(osu_libs)}, but stack {stack} links '
-                f'{sorted(stack_libs)}: OSU was built for another stack'))
+        osu_libs = self.check_osu_library(self.benchmark_name, 'osu.ldd')
         self.mpi_library = f'{LIBRARY_PREFIX.get(family, stack)} ({sorted(osu_libs)[0]})'
         table = self.table()
         # The record names the OSU version that printed the table.

@@ -202,6 +202,10 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         self.build_spec = f'{self.build.build_spec}; {osu_spec(given_path(self.osu_prefix()))}'
         self.executable = 'bash'
         self.executable_opts = ['accuracy.sh']
+        # what OSU links, checked as the OSU checks do (an OSU of another stack
+        # measured that stack's library against the ring's)
+        self.prerun_cmds = [*self.prerun_cmds, *self.osu_library_probes(
+            {'osu_latency.ldd': self.osu_lat, 'osu_bw.ldd': self.osu_bw})]
 
     @run_before('run')
     def write_script(self):
@@ -249,6 +253,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         osu = osu_spec(given_path(self.osu_prefix()), str(data[0]['osu_version']))
         self.build_spec = f'{self.build.build_spec}; {osu}'
         self.check_library(str(data[0]['lib']))
+        for name in ('osu_latency', 'osu_bw'):
+            self.check_osu_library(name, f'{name}.ldd')
         self.verified = 'true'
         self.flag_oversubscription()
         # OSU runs that did not exit 0: only `timeout` after a full table.

@@ -261,3 +261,54 @@ def test_an_error_line_fails_and_an_open_mpi_warning_does_not(tmp_path, fake_osu
     got = outcome(proc, 'OsuLatencyCheck', stack, 'shm')
     assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
     assert says in proc.stdout, proc.stdout[-5000:]
+
+
+#: An OSU benchmark that links its stack's MPI library but never starts MPI: the
+#: first rank of either launcher prints osu_latency's or osu_bw's table (by the
+#: program's name), FAKE_LAT us or FAKE_BW MB/s at every size.
+LINKED_OSU_C = r'''
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len, bw = strstr(argv[0], "osu_bw") != NULL;
+    long lo = 1, hi = 1;
+    MPI_Get_library_version(lib, &len);
+    const char *rank = getenv("PMI_RANK") ? getenv("PMI_RANK") : getenv("OMPI_COMM_WORLD_RANK");
+    if (rank && strcmp(rank, "0")) return 0;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m")) sscanf(argv[i + 1], "%ld:%ld", &lo, &hi);
+    printf("# OSU MPI %s Test v5.9\n# Size      %s\n", bw ? "Bandwidth" : "Latency",
+           bw ? "Bandwidth (MB/s)" : "Latency (us)");
+    for (long s = lo; s <= hi; s *= 2)
+        printf("%-10ld%18.2f\n", s, atof(getenv(bw ? "FAKE_BW" : "FAKE_LAT")));
+    return 0;
+}
+'''
+
+
+def test_the_accuracy_check_fails_an_osu_of_another_stack(tmp_path, stacks):
+    """RingOsuAccuracy never looked at what OSU links: osu_latency and osu_bw built
+    with Open MPI, given to the MPICH environment, passed (figures near the
+    ring's), measuring Open MPI's library against the ring's MPICH, where
+    OsuLatencyCheck fails the same OSU.  Now it fails as the OSU checks do."""
+    from conftest import STACKS, mpi_env
+    if not {'openmpi', 'mpich'} <= set(stacks):
+        pytest.skip('needs the openmpi and mpich stacks')
+    (tmp_path / 'osu' / 'bin').mkdir(parents=True)
+    (tmp_path / 'osu.c').write_text(LINKED_OSU_C)
+    for name in ('osu_latency', 'osu_bw'):
+        subprocess.run([STACKS['openmpi'][0], '-o', str(tmp_path / 'osu' / 'bin' / name),
+                        str(tmp_path / 'osu.c')], check=True, env=mpi_env(), timeout=120)
+    proc = run_reframe(tmp_path / 'var', '-n', 'RingOsuAccuracy', '--system', 'local:shm',
+                       '-r', '-S', 'rounds=1', '-S', 'max_rounds=1', '-S', f'bw_max={MAX_SIZE}',
+                       '-S', 'lat_tol=1', '-S', 'bw_tol=1',
+                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': str(tmp_path / 'osu'),
+                            'FAKE_LAT': '0.4', 'FAKE_BW': '5800'}, timeout=600)
+    got = outcome(proc, 'RingOsuAccuracy', 'mpich', 'shm')
+    assert got and all(' FAIL ' in ln for ln in got), proc.stdout[-5000:]
+    assert 'osu_latency links [' in proc.stdout, proc.stdout[-5000:]
+    assert 'but stack mpich links [' in proc.stdout, proc.stdout[-5000:]
+    assert 'OSU was built for another stack' in proc.stdout, proc.stdout[-5000:]

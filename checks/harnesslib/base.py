@@ -19,7 +19,13 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from harnesscore.host import host_cores
 from harnesscore.kernel_output import MalformedResult, result_lines
-from harnesscore.osu_output import env_family
+from harnesscore.osu_output import (
+    env_family,
+    libraries_agree,
+    mpi_libraries,
+    stack_libraries,
+    wrapper_link_check,
+)
 from harnesscore.paths import REFERENCES_DIR
 from harnesscore.references import references_file, split_name
 from harnesscore.rounds import ROUNDS_FILE, round_loop
@@ -256,6 +262,36 @@ class OsuRuns(LowerBounds):
     def osu_prefix(self) -> str:
         """The environment's OSU install prefix ('' where none is configured)."""
         return str(self.current_environ.extras.get('osu_prefix', ''))
+
+    def osu_library_probes(self, binaries: Mapping[str, str]) -> list[str]:
+        """Job-script lines that write what each OSU binary links (its ``ldd``
+        into the file it is keyed by) and what the environment's compiler
+        wrapper links (``stack.link``): in the job, where the environment
+        (PATH, modules) is in force."""
+        return [*(f'ldd {shlex.quote(path)} > {shlex.quote(out)} 2>&1'
+                  for out, path in binaries.items()),
+                f'{wrapper_link_check(self.current_environ)} > stack.link 2>&1']
+
+    def check_osu_library(self, name: str, ldd_file: str) -> set[str]:
+        """The MPI libraries OSU benchmark `name` links (``ldd_file``); a sanity
+        error where it links none, the stack's wrapper names none, or they are
+        not the same library: OSU built for another stack."""
+        env = self.current_environ
+        stack = env.extras.get('stack', env.name)
+        ldd = self.stage_text(ldd_file)
+        osu_libs = mpi_libraries(ldd)
+        sn.evaluate(sn.assert_true(
+            osu_libs, msg=f'{name}: ldd shows no MPI library (libmpi*, '
+                          f'libmpich*): {ldd[:300]!r}'))
+        stack_libs = stack_libraries(self.stage_text('stack.link'))
+        sn.evaluate(sn.assert_true(
+            stack_libs, msg=f'the compiler wrapper of stack {stack} names no MPI library: '
+                            f'{self.stage_text("stack.link")[:300]!r}'))
+        sn.evaluate(sn.assert_true(
+            libraries_agree(osu_libs, stack_libs),
+            msg=f'{name} links {sorted(osu_libs)}, but stack {stack} links '
+                f'{sorted(stack_libs)}: OSU was built for another stack'))
+        return osu_libs
 
 
 class AlternatingRounds(StageFiles):
