@@ -143,6 +143,15 @@ def test_the_record_names_the_osu_version():
     assert osu_spec('/opt/osu') == 'osu-micro-benchmarks@? /opt/osu'
 
 
+def test_the_osu_spec_of_a_prefix_with_a_bar_fits_the_perflog():
+    """HARNESS_OSU_PREFIX='/tmp/o|su/{stack}': the build_spec held the perflog's
+    separator, so the OSU check's line had one field more than its header and the
+    report skipped it as corrupt.  The prefix is written as every field is
+    (schema.field_text: '|' becomes '/', on one line); spaces stay."""
+    assert osu_spec('/tmp/o|su/mpich', '5.9') == 'osu-micro-benchmarks@5.9 /tmp/o/su/mpich'
+    assert osu_spec('/tmp/my osu\nx') == 'osu-micro-benchmarks@? /tmp/my osu x'
+
+
 def test_a_title_without_a_version_is_read_as_no_version():
     # OSU built without autotools' PACKAGE_VERSION prints no "vX.Y".
     text = (DATA / 'openmpi_shm_osu_latency.txt').read_text()

@@ -21,6 +21,7 @@ import re
 import shlex
 
 from .paths import REPO_DIR
+from .schema import field_text
 from .stacks import STACK
 
 #: The title line; its version is optional (an OSU built without autotools'
@@ -175,8 +176,10 @@ def expected_sizes(min_size: int, max_size: int) -> list[int]:
 
 def osu_spec(prefix: str, version: str = '') -> str:
     """What a record's build_spec says of OSU: its version (from the table's
-    title, once a run printed one) and its prefix."""
-    return f'osu-micro-benchmarks@{version or "?"} {prefix}'.rstrip()
+    title, once a run printed one) and its prefix, as a perflog field (a '|'
+    of the prefix made the line one field longer than its header, and the
+    report skipped it as corrupt)."""
+    return field_text(f'osu-micro-benchmarks@{version or "?"} {prefix}', 10 ** 9).rstrip()
 
 
 def missing_sizes(table: OsuTable, want: list[int]) -> list[int]:
