@@ -77,6 +77,10 @@ def supports_option(executable: str, option: str) -> bool:
         return False
 
 
+#: The longest ``--min-time`` the kernels take (src/common: kc_opt_min_time).
+MAX_MIN_TIME = 3600.0
+
+
 class PlannedRun(LowerBounds):
     """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
@@ -94,6 +98,13 @@ class PlannedRun(LowerBounds):
     min_time = variable(float, value=planning.MIN_TIME)
     # a negative or NaN time ran without --min-time, silently
     at_least = {'min_time': AtLeast(0, 'a number of seconds, 0 or more')}
+
+    @run_after('setup')
+    def check_min_time(self):
+        # the kernels refuse more (inf ran and failed 'md exited with status 2')
+        if self.min_time > MAX_MIN_TIME:
+            raise bad_value(self, 'min_time', f'at most {MAX_MIN_TIME:g} seconds (the '
+                                              f"kernels' --min-time)")
 
     @run_after('setup')
     def follow_plan(self):
