@@ -309,6 +309,9 @@ class AlternatingRounds(StageFiles):
     def check_rounds(self):
         # The loop stops at max_rounds first: more rounds asked would be cut.
         name = type(self).__name__
+        if self.rounds < 1:
+            # the loop runs one round at least: 0 or -3 ran as 1, silently
+            raise ValueError(f'{name}.rounds must be 1 or more, got {self.rounds}')
         if self.rounds > self.max_rounds:
             raise ValueError(f'{name}.rounds={self.rounds} is above {name}.max_rounds='
                              f'{self.max_rounds}: raise max_rounds too '
