@@ -35,6 +35,10 @@ from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
 from harnesslib.base import (
+    MD_MAX_STEPS,
+    RING_MAX_ITERS_SCALE,
+    SPMV_MAX_ITERS,
+    STREAM_MAX_ITERS,
     AtLeast,
     KernelCheck,
     LowerBounds,
@@ -144,7 +148,7 @@ class SpmvCheck(KernelCheck, PlannedRun):
     #: counts the same, ``plan.spmv_stream_elements``).
     stream_elements = variable(int, value=0)
     at_least = {'stream_elements': AtLeast(0, '0 (the default count) or more'),
-                'iters': AtLeast(0, '0 (the plan\'s count) or more')}
+                'iters': AtLeast(0, '0 (the plan\'s count) or more', high=SPMV_MAX_ITERS)}
 
     def kernel_args(self) -> list[str]:
         # A given count is exact: --min-time would only make it a floor.
@@ -259,7 +263,7 @@ class MdCheck(KernelCheck, PlannedRun):
     layout, problem, sample = kernel_parameters('md')
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
-    at_least = {'steps': AtLeast(1, '1 or more')}
+    at_least = {'steps': AtLeast(1, '1 or more', high=MD_MAX_STEPS)}
 
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
@@ -288,7 +292,7 @@ class RingCheck(KernelCheck, PlannedRun):
     kernel = 'ring'
     layout, problem, sample = kernel_parameters('ring')
     iters_scale = variable(float, value=2.0)
-    at_least = {'iters_scale': AtLeast(0, 'above 0', above=True)}
+    at_least = {'iters_scale': AtLeast(0, 'above 0', above=True, high=RING_MAX_ITERS_SCALE)}
 
     #: Across nodes, measure every k of the saturation curve (one launch
     #: per k before the run at the largest k); false: the largest k only.
@@ -385,7 +389,7 @@ class StreamCheck(KernelCheck, PlannedRun):
     kernel = 'stream'
     layout, problem, sample = kernel_parameters('stream')
     iters = variable(int, value=planning.STREAM_ITERS)
-    at_least = {'iters': AtLeast(1, '1 or more')}
+    at_least = {'iters': AtLeast(1, '1 or more', high=STREAM_MAX_ITERS)}
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]

@@ -26,6 +26,8 @@ from harnesscore.rounds import (
 )
 from harnesscore.units import MIB, message_sizes, ring_size
 from harnesslib.base import (
+    RING_MAX_ITERS_SCALE,
+    RING_MAX_REPS,
     AlternatingRounds,
     AtLeast,
     KernelCheck,
@@ -52,8 +54,8 @@ class RingSweep(KernelCheck):
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
     reps = variable(int, value=3)
-    at_least = {'reps': AtLeast(1, '1 or more'),
-                'iters_scale': AtLeast(0, 'above 0', above=True)}
+    at_least = {'reps': AtLeast(1, '1 or more', high=RING_MAX_REPS),
+                'iters_scale': AtLeast(0, 'above 0', above=True, high=RING_MAX_ITERS_SCALE)}
 
     @run_after('init')
     def set_layout(self):

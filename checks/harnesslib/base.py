@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import math
 import os
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
@@ -158,13 +159,26 @@ def sanity_errors(*errors: type[Exception]) -> Iterator[None]:
 
 
 def require_at_least(test: rfm.RegressionTest, var: str, low: float, must: str, *,
-                     above: bool = False) -> None:
+                     above: bool = False, high: float = math.inf) -> None:
     """A ValueError where `test`'s variable `var` (a ``-S`` value) is below `low`
     (`above`: not above it; a NaN is neither), naming it and its value: it `must`
-    be ... (the setup stage fails the test)."""
+    be ... (the setup stage fails the test); or above `high`, the most the
+    kernel takes (it would refuse it in the run, as 'exited with status 2')."""
     value = getattr(test, var)
     if not (value > low if above else value >= low):
         raise ValueError(f'{type(test).__name__}.{var} must be {must}, got {value}')
+    if value > high:
+        raise ValueError(f'{type(test).__name__}.{var} must be at most {high:g} (the most '
+                         f'the kernel takes), got {value}')
+
+
+#: The most each kernel's option takes (src/; ``AtLeast.high``): spmv --iters, md --steps, ring
+#: --iters-scale and --reps, stream --iters.
+SPMV_MAX_ITERS = 1_000_000
+MD_MAX_STEPS = 1_000_000_000
+RING_MAX_ITERS_SCALE = 1000.0
+RING_MAX_REPS = 1000
+STREAM_MAX_ITERS = 1_000_000
 
 
 class AtLeast(NamedTuple):
@@ -175,6 +189,8 @@ class AtLeast(NamedTuple):
     low: float
     must: str
     above: bool = False
+    #: the most the kernel takes (its option's limit), inf where none
+    high: float = math.inf
 
 
 class LowerBounds(rfm.RegressionTestPlugin):
@@ -190,7 +206,8 @@ class LowerBounds(rfm.RegressionTestPlugin):
     def check_lower_bounds(self):
         for cls in reversed(type(self).__mro__):
             for var, bound in vars(cls).get('at_least', {}).items():
-                require_at_least(self, var, bound.low, bound.must, above=bound.above)
+                require_at_least(self, var, bound.low, bound.must, above=bound.above,
+                                 high=bound.high)
 
 
 def bad_value(test: rfm.RegressionTest, var: str, why: object) -> ValueError:
