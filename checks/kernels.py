@@ -35,16 +35,12 @@ from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
 from harnesslib.base import (
-    MD_MAX_STEPS,
-    RING_MAX_ITERS_SCALE,
-    SPMV_MAX_ITERS,
-    STREAM_MAX_ITERS,
+    RING_ITERS_SCALE,
     AtLeast,
     KernelCheck,
     LowerBounds,
     PerflogFields,
     SystemReferences,
-    bad_value,
     finalize_hang_only,
     sanity_results,
 )
@@ -81,10 +77,6 @@ def supports_option(executable: str, option: str) -> bool:
         return False
 
 
-#: The longest ``--min-time`` the kernels take (src/common: kc_opt_min_time).
-MAX_MIN_TIME = 3600.0
-
-
 class PlannedRun(LowerBounds):
     """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
@@ -101,14 +93,9 @@ class PlannedRun(LowerBounds):
     #: partition.
     min_time = variable(float, value=planning.MIN_TIME)
     # a negative or NaN time ran without --min-time, silently
-    at_least = {'min_time': AtLeast(0, 'a number of seconds, 0 or more')}
-
-    @run_after('setup')
-    def check_min_time(self):
-        # the kernels refuse more (inf ran and failed 'md exited with status 2')
-        if self.min_time > MAX_MIN_TIME:
-            raise bad_value(self, 'min_time', f'at most {MAX_MIN_TIME:g} seconds (the '
-                                              f"kernels' --min-time)")
+    at_least = {'min_time': AtLeast(0, f'a number of seconds from 0 to '
+                                       f"{planning.MAX_MIN_TIME:g} (the kernels' --min-time)",
+                                    high=planning.MAX_MIN_TIME)}
 
     @run_after('setup')
     def follow_plan(self):
@@ -148,7 +135,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
     #: counts the same, ``plan.spmv_stream_elements``).
     stream_elements = variable(int, value=0)
     at_least = {'stream_elements': AtLeast(0, '0 (the default count) or more'),
-                'iters': AtLeast(0, '0 (the plan\'s count) or more', high=SPMV_MAX_ITERS)}
+                'iters': AtLeast(0, f"0 (the plan's count) to {planning.SPMV_MAX_ITERS} "
+                                    "(the kernel's --iters)", high=planning.SPMV_MAX_ITERS)}
 
     def kernel_args(self) -> list[str]:
         # A given count is exact: --min-time would only make it a floor.
@@ -263,7 +251,8 @@ class MdCheck(KernelCheck, PlannedRun):
     layout, problem, sample = kernel_parameters('md')
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
-    at_least = {'steps': AtLeast(1, '1 or more', high=MD_MAX_STEPS)}
+    at_least = {'steps': AtLeast(1, f"1 to {planning.MD_MAX_STEPS} (the kernel's --steps)",
+                                 high=planning.MD_MAX_STEPS)}
 
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
@@ -292,7 +281,7 @@ class RingCheck(KernelCheck, PlannedRun):
     kernel = 'ring'
     layout, problem, sample = kernel_parameters('ring')
     iters_scale = variable(float, value=2.0)
-    at_least = {'iters_scale': AtLeast(0, 'above 0', above=True, high=RING_MAX_ITERS_SCALE)}
+    at_least = {'iters_scale': RING_ITERS_SCALE}
 
     #: Across nodes, measure every k of the saturation curve (one launch
     #: per k before the run at the largest k); false: the largest k only.
@@ -389,7 +378,8 @@ class StreamCheck(KernelCheck, PlannedRun):
     kernel = 'stream'
     layout, problem, sample = kernel_parameters('stream')
     iters = variable(int, value=planning.STREAM_ITERS)
-    at_least = {'iters': AtLeast(1, '1 or more', high=STREAM_MAX_ITERS)}
+    at_least = {'iters': AtLeast(1, f"1 to {planning.STREAM_MAX_ITERS} (the kernel's --iters)",
+                                 high=planning.STREAM_MAX_ITERS)}
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]
@@ -508,7 +498,8 @@ def _parse_pair(value) -> Pair:
 
 
 @rfm.simple_test
-class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, BandRule):
+class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, BandRule,
+                    LowerBounds):
     """Hybrid against pure MPI for one kernel, size and layout."""
 
     pair = parameter(_pairs(), fmt=_pair_name, type=_parse_pair)
@@ -524,6 +515,10 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
     #: The TIE band's half-width around a speedup of 1 (``stats.band``), a
     #: fraction in [0, 1) as the report's --noise-floor.
     noise_floor = variable(float, value=DEFAULT_FLOOR)
+    # NaN made every call INCONCLUSIVE (never judged: the check passed a clear
+    # LOSS), a floor of 1 or more a TIE of a 2x loss
+    at_least = {'noise_floor': AtLeast(0, "a fraction in [0, 1), as the report's "
+                                          '--noise-floor', high=1, below=True)}
     #: The time compared: t_total, or for the ring per message size its
     #: t_msg_<bytes> (set from the pair by ``judge_per_message``).
     time_variable = variable(str, value=TIME_VARIABLE)
@@ -571,14 +566,6 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             self.mpi_library = dep.mpi_library
             self.build_spec = dep.build_spec
         return out
-
-    @run_after('setup')
-    def check_noise_floor(self):
-        # NaN made every call INCONCLUSIVE (never judged: the check passed a
-        # clear LOSS), a floor of 1 or more a TIE of a 2x loss
-        if not 0 <= self.noise_floor < 1:
-            raise bad_value(self, 'noise_floor', 'must be a fraction in [0, 1), as the '
-                                                 "report's --noise-floor")
 
     @run_after('init')
     def judge_per_message(self):

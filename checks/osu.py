@@ -38,7 +38,6 @@ from harnesslib.base import (
     AtLeast,
     OsuRuns,
     RunBase,
-    require_at_least,
     sanity_errors,
     sweep_variables,
 )
@@ -91,8 +90,8 @@ class OsuBase(RunBase, OsuRuns):
     @run_after('setup')
     def check_iterations(self):
         lo = MIN_SIZE[self.benchmark_name]
-        require_at_least(self, 'max_size', lo,
-                         f"{lo} or more (the smallest size of {self.benchmark_name}'s sweep)")
+        AtLeast(lo, f"{lo} or more (the smallest size of {self.benchmark_name}'s sweep)"
+                ).check(self, 'max_size')
 
     def osu_options(self) -> list[str]:
         lo = MIN_SIZE[self.benchmark_name]

@@ -15,6 +15,7 @@ import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from harnesscore import plan as planning
 from harnesscore.osu_output import given_path, osu_binary, osu_spec
 from harnesscore.rounds import (
     ROUND,
@@ -26,8 +27,7 @@ from harnesscore.rounds import (
 )
 from harnesscore.units import MIB, message_sizes, ring_size
 from harnesslib.base import (
-    RING_MAX_ITERS_SCALE,
-    RING_MAX_REPS,
+    RING_ITERS_SCALE,
     AlternatingRounds,
     AtLeast,
     KernelCheck,
@@ -54,8 +54,9 @@ class RingSweep(KernelCheck):
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
     reps = variable(int, value=3)
-    at_least = {'reps': AtLeast(1, '1 or more', high=RING_MAX_REPS),
-                'iters_scale': AtLeast(0, 'above 0', above=True, high=RING_MAX_ITERS_SCALE)}
+    at_least = {'reps': AtLeast(1, f"1 to {planning.RING_MAX_REPS} (the kernel's --reps)",
+                                high=planning.RING_MAX_REPS),
+                'iters_scale': RING_ITERS_SCALE}
 
     @run_after('init')
     def set_layout(self):
@@ -161,8 +162,14 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     lat_tol = variable(float, value=0.10)
     lat_floor_us = variable(float, value=0.05)
     bw_tol = variable(float, value=0.05)
+    # NaN made every band [nan, nan]: each ratio INCONCLUSIVE, never judged (a
+    # ring 60x off OSU passed); a negative or NaN floor was passed over (max())
     at_least = {'bw_max': AtLeast(MIB, f'{MIB} (1 MiB) or more: the bandwidths are '
-                                       'compared from 1 MiB')}
+                                       'compared from 1 MiB'),
+                'lat_tol': AtLeast(0, 'a fraction in (0, 1]', above=True, high=1),
+                'bw_tol': AtLeast(0, 'a fraction in (0, 1]', above=True, high=1),
+                'lat_floor_us': AtLeast(0, 'microseconds, 0 or more', high=math.inf,
+                                        below=True)}
 
     @run_after('init')
     def set_layout(self):
@@ -178,17 +185,6 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
             message_sizes(f'{MIB}:{self.bw_max}')
         except ValueError as err:
             raise bad_value(self, 'bw_max', err) from None
-
-    @run_after('setup')
-    def check_tolerances(self):
-        # NaN made every band [nan, nan]: each ratio INCONCLUSIVE, never judged
-        # (a ring 60x off OSU passed); ReFrame takes a lower threshold down to -1
-        for var in ('lat_tol', 'bw_tol'):
-            if not 0 < getattr(self, var) <= 1:
-                raise bad_value(self, var, 'must be a fraction in (0, 1]')
-        # a negative or NaN floor was passed over (max() with the tolerance)
-        if not 0 <= self.lat_floor_us < math.inf:
-            raise bad_value(self, 'lat_floor_us', 'must be microseconds, 0 or more')
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)

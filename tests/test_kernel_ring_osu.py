@@ -131,6 +131,27 @@ def dry_session(var: Path, stack: str, checks: str, *opts: str,
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def test_the_upper_bounds_are_the_kernels_limits():
+    """The most each kernel option takes, as the checks refuse a larger -S value
+    at setup (harnesscore.plan), read from the kernels' sources: a limit changed
+    in src/ alone let the value through to a run that exited with status 2."""
+    from conftest import REPO
+    from harnesscore import plan as P
+    found = {
+        P.MAX_MIN_TIME: ('common/kernel_common.c',
+                         r'kc_opt_double\("min-time", text, 0\.0, 0, ([0-9.]+),'),
+        P.SPMV_MAX_ITERS: ('spmv/spmv.h', r'#define SPMV_MAX_ITERS ([0-9]+)L'),
+        P.MD_MAX_STEPS: ('md/md.h', r'#define MD_MAX_STEPS ([0-9]+)L'),
+        P.RING_MAX_REPS: ('ring.c', r'kc_opt_long\("reps", arg, 1, ([0-9]+),'),
+        P.RING_MAX_ITERS_SCALE: ('ring.c',
+                                 r'kc_opt_double\("iters-scale", arg, 0\.0, 1, ([0-9.]+),'),
+        P.STREAM_MAX_ITERS: ('stream.c', r'kc_opt_long\("iters", arg, 1, ([0-9]+),'),
+    }
+    for limit, (source, pattern) in found.items():
+        seen = [float(m) for m in re.findall(pattern, (REPO / 'src' / source).read_text())]
+        assert seen == [limit], (source, pattern, seen, limit)
+
+
 @pytest.mark.parametrize('what,checks,opts,sees,status', BAD_VALUES,
                          ids=[case[0] for case in BAD_VALUES])
 def test_bad_values_fail_naming_the_variable(tmp_path, stacks, what, checks, opts, sees,

@@ -492,12 +492,13 @@ def test_a_hybrid_verdict_noise_floor_out_of_range_is_refused(floor):
     from harnesscore.stats import compare, speedup_call
     from reframe.utility import import_module_from_file
     kernels = import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+    bound = kernels.HybridVerdict.at_least['noise_floor']
     check = type('HybridVerdict', (), {'noise_floor': floor})()
-    with pytest.raises(ValueError, match=r'HybridVerdict\.noise_floor=.*must be a fraction '
+    with pytest.raises(ValueError, match=r'HybridVerdict\.noise_floor must be a fraction '
                                          r'in \[0, 1\)'):
-        kernels.HybridVerdict.check_noise_floor(check)
+        bound.check(check, 'noise_floor')
     for good in (0.0, 0.05, 0.99):
-        kernels.HybridVerdict.check_noise_floor(type('HybridVerdict', (), {'noise_floor': good})())
+        bound.check(type('HybridVerdict', (), {'noise_floor': good})(), 'noise_floor')
     assert speedup_call(compare([1.0, 1.01, 0.99], [2.0, 2.02, 1.98]).interval) == 'LOSS'
 
 

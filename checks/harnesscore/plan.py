@@ -115,6 +115,14 @@ SERIAL_MEM_CAP = 2 * 2**30
 #: (``spmv_stream_elements``).
 SPMV_STREAM_ELEMENTS = 8388608
 STREAM_ITERS = 10
+#: The most each kernel's option takes (src/: tests/test_kernel_ring_osu.py
+#: reads them there): a larger ``-S`` value is refused at setup.
+MAX_MIN_TIME = 3600.0            # every kernel's --min-time (kc_opt_min_time)
+SPMV_MAX_ITERS = 1_000_000       # spmv --iters (SPMV_MAX_ITERS)
+MD_MAX_STEPS = 1_000_000_000     # md --steps (MD_MAX_STEPS)
+RING_MAX_REPS = 1000             # ring --reps
+RING_MAX_ITERS_SCALE = 1000.0    # ring --iters-scale
+STREAM_MAX_ITERS = 1_000_000     # stream --iters
 
 # ---- cost model ---------------------------------------------------------------------
 

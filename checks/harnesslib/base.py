@@ -18,6 +18,7 @@ import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from harnesscore import plan as planning
 from harnesscore.host import host_cores
 from harnesscore.kernel_output import MalformedResult, result_lines
 from harnesscore.osu_output import (
@@ -158,39 +159,32 @@ def sanity_errors(*errors: type[Exception]) -> Iterator[None]:
         raise sn.SanityError(str(err)) from None
 
 
-def require_at_least(test: rfm.RegressionTest, var: str, low: float, must: str, *,
-                     above: bool = False, high: float = math.inf) -> None:
-    """A ValueError where `test`'s variable `var` (a ``-S`` value) is below `low`
-    (`above`: not above it; a NaN is neither), naming it and its value: it `must`
-    be ... (the setup stage fails the test); or above `high`, the most the
-    kernel takes (it would refuse it in the run, as 'exited with status 2')."""
-    value = getattr(test, var)
-    if not (value > low if above else value >= low):
-        raise ValueError(f'{type(test).__name__}.{var} must be {must}, got {value}')
-    if value > high:
-        raise ValueError(f'{type(test).__name__}.{var} must be at most {high:g} (the most '
-                         f'the kernel takes), got {value}')
-
-
-#: The most each kernel's option takes (src/; ``AtLeast.high``): spmv --iters, md --steps, ring
-#: --iters-scale and --reps, stream --iters.
-SPMV_MAX_ITERS = 1_000_000
-MD_MAX_STEPS = 1_000_000_000
-RING_MAX_ITERS_SCALE = 1000.0
-RING_MAX_REPS = 1000
-STREAM_MAX_ITERS = 1_000_000
-
-
 class AtLeast(NamedTuple):
-    """The lower bound of a ``-S`` variable (``require_at_least``): the bound,
-    what the value must be (the error's words), and whether the bound itself is
-    refused too."""
+    """The bounds of a ``-S`` variable: the lower bound, what the value must be
+    (the error's words), whether the bound itself is refused too (`above`), and
+    an upper bound (`high`: the most a kernel's option takes, or a fraction's
+    1; `below`: refused itself)."""
 
     low: float
     must: str
     above: bool = False
-    #: the most the kernel takes (its option's limit), inf where none
     high: float = math.inf
+    below: bool = False
+
+    def check(self, test: rfm.RegressionTest, var: str) -> None:
+        """A ValueError where `test`'s variable `var` (a ``-S`` value) is out of
+        these bounds (a NaN is in none), naming it and its value (the setup
+        stage fails the test)."""
+        value = getattr(test, var)
+        if not ((value > self.low if self.above else value >= self.low)
+                and (value < self.high if self.below else value <= self.high)):
+            raise ValueError(f'{type(test).__name__}.{var} must be {self.must}, got {value}')
+
+
+#: The ring kernel's --iters-scale, as RingCheck and the sweeps take it.
+RING_ITERS_SCALE = AtLeast(0, f'above 0 and at most {planning.RING_MAX_ITERS_SCALE:g} (the '
+                              "kernel's --iters-scale)", above=True,
+                           high=planning.RING_MAX_ITERS_SCALE)
 
 
 class LowerBounds(rfm.RegressionTestPlugin):
@@ -206,8 +200,7 @@ class LowerBounds(rfm.RegressionTestPlugin):
     def check_lower_bounds(self):
         for cls in reversed(type(self).__mro__):
             for var, bound in vars(cls).get('at_least', {}).items():
-                require_at_least(self, var, bound.low, bound.must, above=bound.above,
-                                 high=bound.high)
+                bound.check(self, var)
 
 
 def bad_value(test: rfm.RegressionTest, var: str, why: object) -> ValueError:
