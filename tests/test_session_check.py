@@ -107,3 +107,22 @@ def test_a_perflog_untouched_since_the_marker_holds_no_record_of_the_session(
     os.utime(tmp_path / LOG, (old, old))
     why = session_check.check(marker, report, logs, 'S1', SINCE)
     assert 'only 0 of 1 performance records' in why, why
+
+
+def test_a_repeated_test_is_found_by_its_name_not_its_display_name(tmp_path: Path) -> None:
+    """ReFrame's --repeat 2 (4.10): the run report's display names hold
+    ' %.repeat_no=N', its names and the perflog's do not (``name`` omits it)."""
+    marker = _marker(tmp_path)
+    done = '2026-11-26T13:00:00+00:00'
+    perflogs = _perflog(tmp_path / LOG, [('Spmv %mode=mpi', 'S1', done)] * 2)
+    cases = [{'system': 'sys', 'partition': 'p', 'environ': 'e', 'name': 'Spmv %mode=mpi',
+              'display_name': f'Spmv %mode=mpi %.repeat_no={i}',
+              'perfvalues': {'sys:p:t': [1.0, 0, None, None, 's', 'pass']}} for i in range(2)]
+    report = tmp_path / 'report.json'
+    report.write_text(json.dumps({'session_info': {'num_cases': 2, 'num_skipped': 0},
+                                  'runs': [{'testcases': cases}]}))
+    assert session_check.check(marker, str(report), perflogs, 'S1', SINCE) == ''
+    # one of the two repeats' records lost is still found missing
+    _perflog(tmp_path / LOG, [('Spmv %mode=mpi', 'S1', done)])
+    why = session_check.check(marker, str(report), perflogs, 'S1', SINCE)
+    assert why.startswith('harness: error: only 1 of 2 performance records'), why

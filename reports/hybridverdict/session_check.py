@@ -153,9 +153,13 @@ def reached(perflogs: str, marker: str, session: str, since: str) -> collections
 
 def _case(tc: dict) -> tuple:
     """A test case of the run report by ``KEY``, its texts as the perflog's
-    reader shows them (``printable``: untrusted text)."""
+    reader shows them (``printable``: untrusted text).  The perflog's ``name`` is
+    the test's ``name``: its ``display_name`` without the parameters that
+    ReFrame's --repeat and --distribute add (``%.repeat_no=1``), which the
+    run report holds as ``name`` (a report without one: its ``display_name``)."""
+    name = tc.get('name') or tc['display_name']
     return tuple(printable(v) if isinstance(v, str) else v
-                 for v in (tc['system'], tc['partition'], tc['environ'], tc['display_name']))
+                 for v in (tc['system'], tc['partition'], tc['environ'], name))
 
 
 def check(marker: str, pattern: str, perflogs: str, session: str, since: str) -> str:
