@@ -594,6 +594,30 @@ def test_a_perflog_rewritten_shorter_in_place_is_read_again(tmp_path):
     assert [r.values['t_total'] for r in st.records(T0 + dt.timedelta(hours=1))] == [9.0]
 
 
+def test_a_perflog_mended_in_place_longer_is_read_again(tmp_path):
+    """A cut line (a full disk) mended in the same file (its inode and first lines):
+    read on from the old offset, within a line, the mended record was never stored
+    and a line the file does not have was named as skipped."""
+    path = tmp_path / 'logs/SpmvCheck.log'
+    lines = [header(['t_total', 'fom'])] + spmv_lines(4)
+    write(path, lines[:2] + [lines[2][:-20]] + lines[3:])
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(path)]).records == 3
+    inode = path.stat().st_ino
+    with open(path, 'w') as fp:
+        fp.write('\n'.join(lines) + '\n')
+    assert path.stat().st_ino == inode
+    stats = ReadStats()
+    done = st.ingest([str(path)], stats)
+    assert done.records == 1 and done.reread == [str(path)] and not stats.skipped
+    assert sorted(r.values['t_total'] for r in st.records()) == [1.0, 2.0, 3.0, 4.0]
+    # lines appended afterwards are read on from where it stopped
+    with open(path, 'a') as fp:
+        fp.write(spmv_lines(1, start=4)[0] + '\n')
+    done = st.ingest([str(path)])
+    assert done.records == 1 and done.reread == []
+
+
 def test_a_perflog_folder_reached_through_a_link_is_stored_once(tmp_path):
     """A perflog folder read under its own name and through a link (a
     HARNESS_VAR_DIR of /home/... that is /gpfs/...): the lines read through one

@@ -148,6 +148,19 @@ def _head_digest(path: str) -> str:
     return hashlib.sha256(first + (second if second.endswith(b'\n') else b'')).hexdigest()
 
 
+#: The bytes before where a perflog was read up to whose digest a part keeps
+#: (``_tail_digest``): a file rewritten in place, longer, with the same first lines
+#: (a cut line mended) is read again from its start, not from within a line.
+TAIL = 4096
+
+
+def _tail_digest(path: str, offset: int) -> str:
+    """A digest of the (at most ``TAIL``) bytes of `path` before byte `offset`."""
+    with open(path, 'rb') as fp:
+        fp.seek(max(offset - TAIL, 0))
+        return hashlib.sha256(fp.read(min(offset, TAIL))).hexdigest()
+
+
 class Store:
     """A history store folder (see the module's description)."""
 
@@ -296,8 +309,11 @@ class Store:
                 prev = same
             start = lines = 0
             if prev is not None:
+                # (a part written before the tail's digest was kept has none: not checked)
                 if (prev.get('inode') == st.st_ino and prev.get('head') == head
-                        and st.st_size >= prev.get('offset', 0)):
+                        and st.st_size >= prev.get('offset', 0)
+                        and prev.get('tail', '') in (
+                            '', _tail_digest(path, prev.get('offset', 0)))):
                     start, lines = prev['offset'], prev['lines']
                 else:
                     reread.append(key)
@@ -312,7 +328,8 @@ class Store:
                     recs = self._unstored(recs)  # a copied, rewritten or moved perflog
             batch.update(map(_identity, recs))
             new += recs
-            updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head}
+            updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head,
+                            'tail': _tail_digest(path, end)}
         if not updated:
             return Ingest(None, 0, 0, reread, 0)
         os.makedirs(self.directory, exist_ok=True)
@@ -392,6 +409,8 @@ def _bad_state(state: object) -> str:
                 return f'"files" {path}: "{key}" is not a whole number: {entry.get(key)!r}'
         if not isinstance(entry.get('head'), str):
             return f'"files" {path}: "head" is not a text: {entry.get("head")!r}'
+        if not isinstance(entry.get('tail', ''), str):
+            return f'"files" {path}: "tail" is not a text: {entry.get("tail")!r}'
     return ''
 
 
