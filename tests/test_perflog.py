@@ -239,6 +239,19 @@ def test_a_file_given_twice_is_read_once(tmp_path):
         assert stats.files == 1
 
 
+def test_perflogs_in_a_folder_linked_under_the_folder_given_are_read_once(tmp_path):
+    """perflogs/<system> a link to another file system: its perflogs were left
+    out, silently (0 records, no warning); a link to a folder above is read once."""
+    write(tmp_path / 'scratch/local/shm/SpmvCheck.log', HEADER, line(),
+          line(mode='masteronly'))
+    (tmp_path / 'perflogs').mkdir()
+    (tmp_path / 'perflogs/local').symlink_to(tmp_path / 'scratch/local')
+    (tmp_path / 'scratch/local/shm/up').symlink_to(tmp_path / 'perflogs')
+    stats = ReadStats()
+    assert len(read_perflogs([str(tmp_path / 'perflogs')], stats=stats)) == 2
+    assert stats.files == 1 and not stats.warnings()
+
+
 @pytest.mark.parametrize('char', ['\x0e', '\x00', '\x1b', '\x7f', '\x85',
                                   # text reordered or hidden: "Trojan source" names
                                   '\u202e', '\u2066', '\u200b', '\u2028', '\ufeff'])

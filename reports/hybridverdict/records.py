@@ -437,8 +437,11 @@ def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: 
     (a file given twice, or given and under a directory given, by its real
     path); `error` for a path that is neither, naming it a `what`.  Under a
     directory only regular files are taken (opening a FIFO blocks): the others
-    are left out, in ``stats.not_regular`` for a warning."""
+    are left out, in ``stats.not_regular`` for a warning.  A folder under one
+    through a link (``perflogs/<system>`` on another file system) is read as
+    ReFrame writes into it; each folder once (a link to a folder above it too)."""
     found: dict[str, str] = {}       # real path -> the path as first met
+    walked: set[str] = set()         # the real paths of the folders read
 
     def take(path: str) -> None:
         found.setdefault(os.path.realpath(path), path)
@@ -447,7 +450,12 @@ def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: 
         if os.path.isfile(path):
             take(path)
         elif os.path.isdir(path):
-            for root, _dirs, files in os.walk(path):
+            for root, dirs, files in os.walk(path, followlinks=True):
+                real = os.path.realpath(root)
+                if real in walked:
+                    dirs[:] = []
+                    continue
+                walked.add(real)
                 for name in sorted(files):
                     if not wanted(name):
                         continue
