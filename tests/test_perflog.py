@@ -198,6 +198,28 @@ def test_an_unusable_time_is_skipped_with_its_place_and_the_rest_judged(tmp_path
     assert cli_main(['--perflogs', str(log), '--out', str(tmp_path / 'out')]) == 0
 
 
+@pytest.mark.parametrize('bad', ['6.9e-310', '1e-200', '1e200'])
+def test_a_time_of_no_measured_magnitude_is_skipped_not_a_traceback(tmp_path, capsys, bad):
+    # an uninitialised timer's 6.9e-310 s made the speedup 1.5 / 6.9e-310 = inf:
+    # 'StatsError: ratios must be finite, got inf', a traceback and exit 1
+    import perflog_writer as pw
+    from hybridverdict.cli import main as cli_main
+    runs = []
+    for i in range(3):
+        for mode, ranks, threads, t in (('mpi', 2, 1, '1.5'),
+                                        ('masteronly', 1, 2, bad if i == 0 else '1.0')):
+            runs.append(pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks,
+                                threads=threads, size='16',
+                                time=pw.T0 + dt.timedelta(seconds=2 * i)))
+    log = pw.write(tmp_path / 'logs' / 'SpmvCheck.log', [pw.header(['t_total'])] + runs)
+    stats = ReadStats()
+    assert len(read_perflogs([str(log)], stats=stats)) == 5
+    assert stats.reasons == {'unusable record (t_total is beyond 1e+/-150: no measurement)': 1}
+    assert cli_main(['--perflogs', str(log), '--out', str(tmp_path / 'out'),
+                     '--no-history-store']) == 0
+    assert f'(first at {log}:3)' in capsys.readouterr().err
+
+
 @pytest.mark.parametrize('field, bad', [('ranks', 10**20), ('ranks', -10**20),
                                         ('threads', 2**63), ('cores', 10**20),
                                         ('nodes', 10**20)])

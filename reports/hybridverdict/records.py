@@ -415,14 +415,30 @@ def provenance(rec: Record) -> dict[str, str]:
     return {f: str(getattr(rec, f, '') or '') for f in PROVENANCE_FIELDS}
 
 
+#: The largest magnitude of a value, and the inverse of the smallest but 0, that
+#: is a measurement: beyond them it is garbage (an uninitialised timer's 6.9e-310),
+#: and the ratio of two values (a speedup, an efficiency) could be no finite number.
+MAGNITUDE = 1e150
+
+
+def _measured(value: float) -> bool:
+    """Whether `value` is finite and 0 or within 1/``MAGNITUDE`` .. ``MAGNITUDE``."""
+    size = abs(value)
+    return size == 0 or 1 / MAGNITUDE <= size <= MAGNITUDE
+
+
 def unusable(rec: Record) -> str:
     """Why a record cannot be used ('' if it can): a value that is not a finite
-    number, or a run time (``t_total``) that is zero or negative.  Every reader
-    skips such a record with a warning naming where it was, and goes on."""
+    number, or one of a magnitude no measurement has (``MAGNITUDE``), or a run
+    time (``t_total``) that is zero or negative.  Every reader skips such a
+    record with a warning naming where it was, and goes on."""
     values = rec.values
     if not all(map(math.isfinite, values.values())):
         bad = next(k for k, v in values.items() if not math.isfinite(v))
         return f'{bad} is not a finite number'
+    if not all(map(_measured, values.values())):
+        bad = next(k for k, v in values.items() if not _measured(v))
+        return f'{bad} is beyond 1e+/-{math.log10(MAGNITUDE):.0f}: no measurement'
     t = values.get(TIME_VARIABLE)
     if t is not None and t <= 0:
         return f'{TIME_VARIABLE} is not positive'
