@@ -274,6 +274,27 @@ def test_perflogs_in_a_folder_linked_under_the_folder_given_are_read_once(tmp_pa
     assert stats.files == 1 and not stats.warnings()
 
 
+def test_a_record_appended_after_the_nuls_of_a_crash_is_read(tmp_path):
+    """After a crash a perflog's last lines may read as NULs (its size kept, not
+    their data); the next session appends its record after them, on their line:
+    it was lost with them ('unparsable value')."""
+    from hybridverdict import store
+    path = tmp_path / 'logs/SpmvCheck.log'
+    path.parent.mkdir()
+    path.write_bytes(f'{HEADER}\n{line()}\n'.encode() + b'\0' * 300
+                     + f'{line(mode="masteronly")}\n'.encode())
+    def stored(stats: ReadStats) -> list:
+        st = store.Store(str(tmp_path / 'history'))
+        st.ingest([str(path)], stats)
+        return st.records()
+
+    for read in (lambda stats: read_perflogs([str(path)], stats=stats), stored):
+        stats = ReadStats()
+        assert [r.mode for r in read(stats)] == ['mpi', 'masteronly']
+        assert stats.reasons == {'field count differs from header (truncated or corrupt)': 1}
+        assert stats.first_at[next(iter(stats.reasons))] == f'{path}:3'
+
+
 @pytest.mark.parametrize('char', ['\x0e', '\x00', '\x1b', '\x7f', '\x85',
                                   # text reordered or hidden: "Trojan source" names
                                   '\u202e', '\u2066', '\u200b', '\u2028', '\ufeff'])

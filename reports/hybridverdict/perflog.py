@@ -8,7 +8,9 @@ header is read by its own shape where a failed first record explains it
 (``_reshaped``: rather fail, naming the line, than guess or lose a valid record);
 other lines that do not fit (truncated, corrupt) are skipped and counted, the first
 named in the warning.  A line ends at '\n' (or '\r\n') only: a lone '\r' in a field
-is shown escaped, it does not split the record.  Files are only read, never modified.
+is shown escaped, it does not split the record; NULs at a line's start (what a crash
+leaves of the lines it lost) are one corrupt line, the record after them is read.
+Files are only read, never modified.
 """
 
 from __future__ import annotations
@@ -273,6 +275,14 @@ def _lines(path: str, limit: int | None) -> Iterator[tuple[int, list[str]]]:
     with _naming(path), _open_text(path, limit) as fp:
         for lineno, line in enumerate(fp, 1):
             line = _strip_newline(line)
+            if line.startswith('\0'):
+                # NULs at a line's start are what a crash leaves of the lines it lost
+                # (the file's size kept, not their data), and ReFrame appends its next
+                # record after them: the NULs one corrupt line, the record read
+                rest = line.lstrip('\0')
+                if rest.strip():
+                    yield lineno, [printable(line[:len(line) - len(rest)])]
+                    line = rest
             if not line.strip():
                 continue
             # Untrusted text: every control character (terminal escapes among
