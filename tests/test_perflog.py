@@ -261,6 +261,18 @@ def test_a_file_given_twice_is_read_once(tmp_path):
         assert stats.files == 1
 
 
+def test_a_perflog_hard_linked_under_the_folder_given_is_read_once(tmp_path):
+    """A hard link (a backup by cp -al under the perflogs): its records were read
+    under both names and counted twice (the verdicts' and the baseline's samples)."""
+    import os
+    path = write(tmp_path / 'logs/SpmvCheck.log', HEADER, line(), line(mode='masteronly'))
+    (tmp_path / 'logs/backup').mkdir()
+    os.link(path, tmp_path / 'logs/backup/SpmvCheck.log')
+    stats = ReadStats()
+    assert len(read_perflogs([str(tmp_path / 'logs')], stats=stats)) == 2
+    assert stats.files == 1
+
+
 def test_perflogs_in_a_folder_linked_under_the_folder_given_are_read_once(tmp_path):
     """perflogs/<system> a link to another file system: its perflogs were left
     out, silently (0 records, no warning); a link to a folder above is read once."""

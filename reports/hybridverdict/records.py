@@ -450,17 +450,23 @@ def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: 
                 stats: ReadStats | None = None) -> list[str]:
     """The files given, and those under the directories given whose names
     `wanted` takes (in subdirectories too where `recursive`), sorted, each once
-    (a file given twice, or given and under a directory given, by its real
-    path); `error` for a path that is neither, naming it a `what`.  Under a
-    directory only regular files are taken (opening a FIFO blocks): the others
-    are left out, in ``stats.not_regular`` for a warning.  A folder under one
+    (a file given twice, or given and under a directory given, or through a
+    symbolic or hard link: by its device and inode); `error` for a path that
+    is neither, naming it a `what`.  Under a directory only regular files are
+    taken (opening a FIFO blocks): the others are left out, in
+    ``stats.not_regular`` for a warning.  A folder under one
     through a link (``perflogs/<system>`` on another file system) is read as
     ReFrame writes into it; each folder once (a link to a folder above it too)."""
-    found: dict[str, str] = {}       # real path -> the path as first met
+    found: dict[tuple[int, int], str] = {}   # the file (device, inode) -> its path first met
     walked: set[str] = set()         # the real paths of the folders read
 
     def take(path: str) -> None:
-        found.setdefault(os.path.realpath(path), path)
+        # by the file, not its name: a hard link (a backup by cp -al) is one file too
+        try:
+            st = os.stat(path)
+        except OSError:
+            return                   # removed meanwhile: nothing to read
+        found.setdefault((st.st_dev, st.st_ino), path)
 
     for path in paths:
         if os.path.isfile(path):
