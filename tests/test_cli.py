@@ -93,6 +93,21 @@ def test_a_huge_history_option_is_refused_by_the_parser(tmp_path, capsys, option
     assert f'error: {option} must be from ' in capsys.readouterr().err
 
 
+@pytest.mark.parametrize('args', [['--out', ''], ['--history-store', ''],
+                                  ['changes', '--store', ''], ['changes', '--json', '']])
+def test_an_empty_path_is_refused_not_taken_for_the_default(tmp_path, capsys, monkeypatch,
+                                                            args):
+    # --history-store "$UNSET" stored nothing, --out "$UNSET" wrote into
+    # $HARNESS_VAR_DIR/reports, changes --json "" wrote nothing: each silently, exit 0
+    monkeypatch.setenv('HARNESS_VAR_DIR', str(tmp_path / 'var'))
+    logs = pair(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(args if args[0] == 'changes' else ['--perflogs', str(logs.parent), *args])
+    assert exit_.value.code == 2
+    assert f'error: argument {args[-2]}: an empty path' in capsys.readouterr().err
+    assert not (tmp_path / 'var').exists()
+
+
 class SpyPool:
     """The process pool of a ``plots.Drawing`` (never started): whether it was ended."""
 

@@ -299,6 +299,15 @@ def iso_time(text: str) -> dt.datetime:
         raise argparse.ArgumentTypeError(f'not an ISO time: {text!r}') from None
 
 
+def path(text: str) -> str:
+    """A path option's value (its ``type``): an empty one (``--out "$UNSET"``) is a
+    usage error, not the default (another folder, no history store, the current
+    folder) taken silently."""
+    if not text:
+        raise argparse.ArgumentTypeError('an empty path')
+    return text
+
+
 def from_fields(texts: Sequence[str], values: dict[str, float], units: dict[str, str],
                 refs: dict[str, Ref], source: str) -> Record:
     """The record of a run from the texts of its run fields (``FIELDS`` order)
