@@ -198,6 +198,17 @@ def test_the_baseline_leaves_out_a_run_completed_at_until(tmp_path, capsys):
     assert 'no verified runs that passed' in capsys.readouterr().err
 
 
+def test_an_empty_prefix_is_refused_not_the_current_folder(tmp_path, capsys, monkeypatch):
+    # --prefix "$UNSET" wrote ./<system>.yaml wherever the command ran, exit 0
+    logs = stream_perflogs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        baseline.main(['--perflogs', logs, '--prefix', ''])
+    assert exit_.value.code == 2
+    assert 'error: argument --prefix: an empty path' in capsys.readouterr().err
+    assert not (tmp_path / 'local.yaml').exists()
+
+
 def test_a_new_tolerance_alone_shows_as_changed():
     old = {'StreamCheck': {KEY: [10.0, -0.1, None, 'GB/s']}}
     new = {'StreamCheck': {KEY: [10.0, -0.2, None, 'GB/s']}}
