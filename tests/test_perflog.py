@@ -220,6 +220,28 @@ def test_a_time_of_no_measured_magnitude_is_skipped_not_a_traceback(tmp_path, ca
     assert f'(first at {log}:3)' in capsys.readouterr().err
 
 
+@pytest.mark.parametrize('when', ['0001-01-01T00:00:00+01:00', '9999-12-31T23:59:59-01:00'])
+def test_a_time_that_is_no_time_in_utc_skips_its_line_not_the_report(tmp_path, capsys, when):
+    # year 0 in UTC was polars' PanicException ('year 0 is out of range') where the
+    # history read the frames back, a traceback and exit 1
+    import perflog_writer as pw
+    from hybridverdict.cli import main as cli_main
+    runs = [pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks, threads=threads,
+                    size='16', time=pw.T0 + dt.timedelta(seconds=2 * i))
+            for i, (mode, ranks, threads, t) in enumerate(
+                [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3)]
+    bad = runs[1]
+    runs.insert(3, when + bad[bad.index('|'):])
+    log = pw.write(tmp_path / 'logs' / 'SpmvCheck.log', [pw.header(['t_total'])] + runs)
+    for store in (['--no-history-store'], ['--history-store', str(tmp_path / 'history')]):
+        assert cli_main(['--perflogs', str(log), '--no-write', *store]) == 0
+        assert (f'hybridverdict: warning: skipped 1 perflog line(s): 1 unparsable value '
+                f'(first at {log}:5)') in capsys.readouterr().err.splitlines()
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(['--perflogs', str(log), '--no-write', '--since', when])
+    assert exit_.value.code == 2 and 'not an ISO time' in capsys.readouterr().err
+
+
 @pytest.mark.parametrize('field, bad', [('ranks', 10**20), ('ranks', -10**20),
                                         ('threads', 2**63), ('cores', 10**20),
                                         ('nodes', 10**20)])

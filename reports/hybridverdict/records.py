@@ -285,9 +285,15 @@ def reference(ref: object, lower: object, upper: object) -> Ref | None:
 
 
 def parse_time(text: str) -> dt.datetime:
-    """An ISO time; one without a zone is UTC (ValueError if it is none)."""
+    """An ISO time; one without a zone is UTC (ValueError if it is none, or one
+    that is no time in UTC, as 0001-01-01T00:00:00+01:00)."""
     t = dt.datetime.fromisoformat(text)
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    t = t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    try:
+        t.astimezone(dt.timezone.utc)   # the frames and the store hold it in UTC
+    except OverflowError:
+        raise ValueError(f'{text} is no time in UTC') from None
+    return t
 
 
 def iso_time(text: str) -> dt.datetime:
