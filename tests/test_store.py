@@ -618,6 +618,25 @@ def test_a_perflog_mended_in_place_longer_is_read_again(tmp_path):
     assert done.records == 1 and done.reread == []
 
 
+@pytest.mark.parametrize('cut', [0, 30])
+def test_the_last_line_of_a_renamed_perflog_is_read_though_it_has_no_line_end(tmp_path,
+                                                                                cut):
+    """ReFrame writes no more to a perflog it renamed (<name>.log.h<N>): its last line
+    without a line end (a crash's) waited for one for ever, silently: a whole record
+    never stored, a truncated one never counted, where the perflogs' reader reads it."""
+    lines = [header(['t_total', 'fom'])] + spmv_lines(4)
+    path = tmp_path / 'logs/SpmvCheck.log.h0'
+    path.parent.mkdir()
+    path.write_text('\n'.join(lines[:-1] + [lines[-1][:len(lines[-1]) - cut]]))
+    st = store.Store(str(tmp_path / 'history'))
+    stats, memory = ReadStats(), ReadStats()
+    assert st.ingest([str(path)], stats).records == (3 if cut else 4)
+    assert stats.skipped == (1 if cut else 0)
+    assert len(st.records()) == len(read_perflogs([str(path)], stats=memory))
+    assert stats.reasons == memory.reasons
+    assert st.ingest([str(path)]).part is None      # read once
+
+
 def test_a_perflog_folder_reached_through_a_link_is_stored_once(tmp_path):
     """A perflog folder read under its own name and through a link (a
     HARNESS_VAR_DIR of /home/... that is /gpfs/...): the lines read through one

@@ -433,19 +433,26 @@ def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats, source: str,
         os.unlink(tmp)
 
 
+#: a perflog ReFrame renamed when its header changed: it writes to it no more
+_ROTATED = re.compile(r'\.log\.h\d+$')
+
+
 def _read_from(path: str, start: int, lines: int, stats: ReadStats, shapes: Shapes
                ) -> tuple[list[Record], int, int]:
     """The records of `path` from byte `start` (after `lines` lines) to its last complete
     line; (records, end offset, lines up to it).  A partial last line (being written)
-    is left for the next ingest; so are the lines appended while it reads: only the
-    bytes up to the size first measured are read."""
+    is left for the next ingest, but in a perflog ReFrame renamed (``<name>.log.h<N>``,
+    to which it writes no more) it is read: a truncated one skipped with a count,
+    not left unread, silently, for ever.  The lines appended while it reads are left
+    for the next ingest: only the bytes up to the size first measured are read."""
+    final = bool(_ROTATED.search(path))
     with open(path, 'rb') as fp:
         size = fp.seek(0, os.SEEK_END)
         last = b''
         if start == 0 and size:
             fp.seek(size - 1)
             last = fp.read(1)
-        if last == b'\n':
+        if last == b'\n' or (final and start == 0 and size):
             # the whole file, complete: read in place up to `size`, its lines counted
             # block by block
             fp.seek(0)
@@ -455,15 +462,16 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats, shapes: Shap
                 if not block:
                     break
                 count += block.count(b'\n')
-            return list(read_file(path, stats, shapes, limit=size)), size, count
+            return (list(read_file(path, stats, shapes, limit=size)), size,
+                    count + (last != b'\n'))
         fp.seek(0)
         header = fp.readline() if start else b''
         fp.seek(start)
         chunk = fp.read(max(size - start, 0))
-    end = chunk.rfind(b'\n') + 1
+    end = len(chunk) if final else chunk.rfind(b'\n') + 1
     if end == 0:
         return [], start, lines
-    count = lines + chunk.count(b'\n', 0, end)
+    count = lines + chunk.count(b'\n', 0, end) + (final and not chunk.endswith(b'\n'))
     # appended lines (or a file whose last line is still being written): parsed under
     # the file's header, their line numbers and source those of `path`
     shift = lines - (1 if header else 0)
