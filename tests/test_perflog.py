@@ -317,6 +317,7 @@ def test_a_record_appended_after_the_nuls_of_a_crash_is_read(tmp_path):
     path.parent.mkdir()
     path.write_bytes(f'{HEADER}\n{line()}\n'.encode() + b'\0' * 300
                      + f'{line(mode="masteronly")}\n'.encode())
+
     def stored(stats: ReadStats) -> list:
         st = store.Store(str(tmp_path / 'history'))
         st.ingest([str(path)], stats)
