@@ -30,7 +30,6 @@ from harnesscore.osu_output import (
     osu_spec,
     parse_osu,
     rejected_options,
-    wrapper_link_check,
 )
 from harnesscore.units import MIB
 from harnesslib.base import (
@@ -111,10 +110,7 @@ class OsuBase(RunBase, OsuRuns):
         self.executable = shlex.quote(path)
         self.executable_opts = shell_words(self.osu_options())
         self.build_spec = osu_spec(given_path(self.osu_prefix()))
-        # What OSU links, and what the environment's wrapper links: in the
-        # job, where the environment (PATH, modules) is in force.
-        self.prerun_cmds = [f'ldd {shlex.quote(path)} > osu.ldd 2>&1',
-                            f'{wrapper_link_check(env)} > stack.link 2>&1']
+        self.prerun_cmds = self.osu_library_probes({'osu.ldd': path})
 
     @run_before('run')
     def end_hung_runs(self):
