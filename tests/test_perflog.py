@@ -175,17 +175,22 @@ def test_skipped_lines_are_named(tmp_path):
     assert f'first at {path}:3' in stats.warnings()[0]
 
 
+def three_pairs() -> list[str]:
+    """The perflog lines of three spmv pairs (pure MPI 2x1 of 1 s, masteronly 1x2
+    of 0.5 s), a run every 2 s from ``perflog_writer.T0``."""
+    import perflog_writer as pw
+    return [pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks, threads=threads,
+                    size='16', time=pw.T0 + dt.timedelta(seconds=2 * i))
+            for i, (mode, ranks, threads, t) in enumerate(
+                [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3)]
+
+
 @pytest.mark.parametrize('bad', ['nan', 'inf', '-inf', '0', '-1.5'])
 def test_an_unusable_time_is_skipped_with_its_place_and_the_rest_judged(tmp_path, bad):
     import perflog_writer as pw
     from hybridverdict.cli import main as cli_main
     from hybridverdict.perflog import ReadStats, read_perflogs
-    runs = []
-    for i, (mode, ranks, threads, t) in enumerate(
-            [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3):
-        runs.append(pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks,
-                            threads=threads, size='16',
-                            time=pw.T0 + dt.timedelta(seconds=2 * i)))
+    runs = three_pairs()
     runs.insert(3, pw.line('spmv', {'t_total': (bad, 's')}, mode='masteronly', ranks=1,
                            threads=2, size='16', time=pw.T0 + dt.timedelta(seconds=5)))
     log = pw.write(tmp_path / 'logs' / 'SpmvCheck.log', [pw.header(['t_total'])] + runs)
@@ -226,10 +231,7 @@ def test_a_time_that_is_no_time_in_utc_skips_its_line_not_the_report(tmp_path, c
     # history read the frames back, a traceback and exit 1
     import perflog_writer as pw
     from hybridverdict.cli import main as cli_main
-    runs = [pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks, threads=threads,
-                    size='16', time=pw.T0 + dt.timedelta(seconds=2 * i))
-            for i, (mode, ranks, threads, t) in enumerate(
-                [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3)]
+    runs = three_pairs()
     bad = runs[1]
     runs.insert(3, when + bad[bad.index('|'):])
     log = pw.write(tmp_path / 'logs' / 'SpmvCheck.log', [pw.header(['t_total'])] + runs)
@@ -251,10 +253,7 @@ def test_a_count_beyond_a_64_bit_integer_skips_its_line_not_the_report(tmp_path,
     # Series of type Int64' where the frames were built, a traceback, exit 1
     import perflog_writer as pw
     from hybridverdict.cli import main as cli_main
-    runs = [pw.line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks, threads=threads,
-                    size='16', time=pw.T0 + dt.timedelta(seconds=2 * i))
-            for i, (mode, ranks, threads, t) in enumerate(
-                [('mpi', 2, 1, 1.0), ('masteronly', 1, 2, 0.5)] * 3)]
+    runs = three_pairs()
     counts: dict = {'ranks': 1, 'threads': 2, 'cores': 2, 'nodes': 1, field: bad}
     runs.insert(3, pw.line('spmv', {'t_total': (0.5, 's')}, mode='masteronly', size='16',
                            time=pw.T0 + dt.timedelta(seconds=5), **counts))

@@ -39,16 +39,10 @@ if(KERNEL_OPENMP) # a pure MPI build runs 1 thread whatever OMP_NUM_THREADS says
   # ranks of different thread counts (MPMD: rank 1 runs 2 threads, rank 0 one):
   # k would differ between the ranks, so masteronly's messages differed in size
   # (MPI_ERR_TRUNCATE) and multiple's second lane waited for ever; refused
-  separate_arguments(_ring_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
   foreach(_m masteronly multiple)
-    set(_ring_args --mode ${_m} --rank-as-node --sizes 8 --iters 5 --reps 1)
-    add_test(NAME ring_${_m}_uneven_threads
-             COMMAND ${CMAKE_COMMAND} "-DREGEX=ring: ranks run different thread counts \\(1\\.\\.2 of 1\\.\\.2 asked for, OMP_NUM_THREADS\\); mode ${_m} needs the same threads on every rank"
-                     -DSTATUS=2 -P ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_failure.cmake
-                     ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_ring_pre} $<TARGET_FILE:ring> ${_ring_args}
-                     : ${MPIEXEC_NUMPROC_FLAG} 1 env OMP_NUM_THREADS=2 $<TARGET_FILE:ring> ${_ring_args})
-    set_tests_properties(ring_${_m}_uneven_threads PROPERTIES
-                         ENVIRONMENT "${KERNEL_TEST_ENV};OMP_NUM_THREADS=1" TIMEOUT 120)
+    uneven_threads_test(ring_${_m}_uneven_threads
+      EXPECT_FAIL "ring: ranks run different thread counts \\(1\\.\\.2 of 1\\.\\.2 asked for, OMP_NUM_THREADS\\); mode ${_m} needs the same threads on every rank"
+      COMMAND ring --mode ${_m} --rank-as-node --sizes 8 --iters 5 --reps 1)
   endforeach()
 endif()
 kernel_test(ring_bad_pingpong_1 NP 1 THREADS 1 EXPECT_FAIL "ring: pattern pingpong needs at least 2 ranks" COMMAND ring --pattern pingpong --sizes 8)

@@ -16,15 +16,9 @@ set_tests_properties(stream_thread_limit_1x2 PROPERTIES PASS_REGULAR_EXPRESSION
 # the bandwidth counted rank 0's arrays on every rank (3.56 GB/s for 3 of 2
 # million elements, "threads":1); refused as spmv does
 if(KERNEL_OPENMP)
-  separate_arguments(_stream_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
-  set(_stream_args --mode masteronly --n 100000 --iters 3)
-  add_test(NAME stream_uneven_threads
-           COMMAND ${CMAKE_COMMAND} "-DREGEX=stream: ranks run different thread counts \\(1\\.\\.2\\): every rank must own the same arrays"
-                   -DSTATUS=2 -P ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_failure.cmake
-                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_stream_pre} $<TARGET_FILE:stream> ${_stream_args}
-                   : ${MPIEXEC_NUMPROC_FLAG} 1 env OMP_NUM_THREADS=2 $<TARGET_FILE:stream> ${_stream_args})
-  set_tests_properties(stream_uneven_threads PROPERTIES
-                       ENVIRONMENT "${KERNEL_TEST_ENV};OMP_NUM_THREADS=1" TIMEOUT 120)
+  uneven_threads_test(stream_uneven_threads
+    EXPECT_FAIL "stream: ranks run different thread counts \\(1\\.\\.2\\): every rank must own the same arrays"
+    COMMAND stream --mode masteronly --n 100000 --iters 3)
 endif()
 # Named fault (KERNEL_FAULT=stream_half_triad): the timed repetitions cover
 # half the array; the check from the initial arrays, the scalar and the count
