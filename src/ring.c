@@ -584,14 +584,10 @@ static long setup_ring(const kc_ctx *ctx, const options *o, topology *topo, exch
      * with more threads would send a message k times larger (masteronly) or
      * serve a lane that no peer serves (multiple) */
     if (hybrid) {
-        const kc_stat t = kc_stat_over_ranks(ctx, ctx->threads);
-        const kc_stat a = kc_stat_over_ranks(ctx, ctx->threads_asked);
-        if (t.min != t.max || a.min != a.max) {
-            topology_free(topo);
-            kc_fail(ctx, 2, "ranks run different thread counts (%d..%d of %d..%d asked for, "
-                            "OMP_NUM_THREADS); mode %s needs the same threads on every rank",
-                    (int)t.min, (int)t.max, (int)a.min, (int)a.max, kc_mode_name(o->mode));
-        }
+        char why[80];
+        snprintf(why, sizeof why, "mode %s needs the same threads on every rank",
+                 kc_mode_name(o->mode));
+        kc_need_same_threads(ctx, 1, why);
     }
     /* hybrid: the threads of the team that runs (ctx->threads); multiple's
      * default k is the threads asked for, each of them a lane of its own */

@@ -59,10 +59,7 @@ int main(int argc, char **argv) {
 
     /* the bandwidth counts rank 0's arrays on every rank, and RESULT's threads
      * is one count: ranks of different thread counts (MPMD) are refused */
-    const kc_stat t = kc_stat_over_ranks(&ctx, ctx.threads);
-    if (t.min != t.max)
-        kc_fail(&ctx, 2, "ranks run different thread counts (%d..%d): every rank must own "
-                "the same arrays (--n per thread)", (int)t.min, (int)t.max);
+    kc_need_same_threads(&ctx, 0, "every rank must own the same arrays (--n per thread)");
     const long n = o.n * ctx.threads;
     char what[64], arrays[96];
     snprintf(what, sizeof what, "--n %ld", o.n);

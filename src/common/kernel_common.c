@@ -443,6 +443,19 @@ kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value) {
     return s;
 }
 
+void kc_need_same_threads(const kc_ctx *ctx, int asked_too, const char *why) {
+    const kc_stat t = kc_stat_over_ranks(ctx, ctx->threads);
+    if (asked_too) {
+        const kc_stat a = kc_stat_over_ranks(ctx, ctx->threads_asked);
+        if (t.min != t.max || a.min != a.max)
+            kc_fail(ctx, 2, "ranks run different thread counts (%d..%d of %d..%d asked for, "
+                    "OMP_NUM_THREADS): %s", (int)t.min, (int)t.max, (int)a.min, (int)a.max, why);
+    } else if (t.min != t.max) {
+        kc_fail(ctx, 2, "ranks run different thread counts (%d..%d): %s", (int)t.min,
+                (int)t.max, why);
+    }
+}
+
 double kc_max_over_ranks(const kc_ctx *ctx, double value) {
     (void)ctx;
     return over_ranks(value, MPI_MAX);

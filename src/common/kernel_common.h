@@ -146,6 +146,13 @@ void kc_need_node_memory(const kc_ctx *ctx, double bytes, const char *what, cons
 typedef struct { double min, mean, max; } kc_stat;
 kc_stat kc_stat_over_ranks(const kc_ctx *ctx, double value);
 
+/* Fails (status 2, collective) unless every rank runs the same team
+ * (ctx->threads) and, with `asked_too`, asked for the same threads
+ * (ctx->threads_asked): "ranks run different thread counts (<min>..<max>[ of
+ * <min>..<max> asked for, OMP_NUM_THREADS]): <why>" (an MPMD launch of
+ * several OMP_NUM_THREADS). */
+void kc_need_same_threads(const kc_ctx *ctx, int asked_too, const char *why);
+
 /* The largest value over all ranks, the sum of a count over all ranks
  * (MPI_Allreduce over MPI_COMM_WORLD; collective). */
 double kc_max_over_ranks(const kc_ctx *ctx, double value);

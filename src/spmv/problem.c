@@ -19,9 +19,7 @@ int spmv_decomp_threads(kc_ctx *ctx, const options *o, long env_threads) {
     if (!kc_all_true(ctx, !(hybrid && cores > 0 && ctx->threads > cores)))
         kc_fail(ctx, 2, "%d threads per rank (OMP_NUM_THREADS) exceed the %ld online cores",
                 (int)t.max, cores);
-    if (t.min != t.max)
-        kc_fail(ctx, 2, "ranks run different thread counts (%d..%d): every rank must own "
-                "the same box", (int)t.min, (int)t.max);
+    kc_need_same_threads(ctx, 0, "every rank must own the same box");
     int decomp = ctx->threads;
     if (o->mode == KC_MODE_SERIAL) decomp = (int)(o->decomp ? o->decomp : env_threads);
     const kc_stat d = kc_stat_over_ranks(ctx, decomp);

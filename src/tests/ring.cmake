@@ -41,7 +41,7 @@ if(KERNEL_OPENMP) # a pure MPI build runs 1 thread whatever OMP_NUM_THREADS says
   # (MPI_ERR_TRUNCATE) and multiple's second lane waited for ever; refused
   foreach(_m masteronly multiple)
     uneven_threads_test(ring_${_m}_uneven_threads
-      EXPECT_FAIL "ring: ranks run different thread counts \\(1\\.\\.2 of 1\\.\\.2 asked for, OMP_NUM_THREADS\\); mode ${_m} needs the same threads on every rank"
+      EXPECT_FAIL "ring: ranks run different thread counts \\(1\\.\\.2 of 1\\.\\.2 asked for, OMP_NUM_THREADS\\): mode ${_m} needs the same threads on every rank"
       COMMAND ring --mode ${_m} --rank-as-node --sizes 8 --iters 5 --reps 1)
   endforeach()
 endif()

@@ -28,6 +28,9 @@ kernel_test(spmv_bad_mode NP 1 THREADS 1 EXPECT_FAIL "spmv: unknown mode 'bogus'
 kernel_test(spmv_bad_mode_multiple NP 1 THREADS 2 EXPECT_FAIL "spmv: mode multiple is not supported" COMMAND spmv --mode multiple)
 if(KERNEL_OPENMP) # a pure MPI build runs 1 thread whatever OMP_NUM_THREADS says
   kernel_test(spmv_bad_threads NP 1 THREADS 512 EXPECT_FAIL "spmv: 512 threads per rank .* exceed the [0-9]+ online cores" COMMAND spmv --mode masteronly --n 4)
+  uneven_threads_test(spmv_uneven_threads
+    EXPECT_FAIL "spmv: ranks run different thread counts \\(1\\.\\.2\\): every rank must own the same box"
+    COMMAND spmv --mode masteronly --n 4 --iters 2)
 endif()
 if(KERNEL_OPENMP)
   # a later parallel region's team larger than the one kc_start measured
