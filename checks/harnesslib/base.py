@@ -304,7 +304,7 @@ class OsuRuns(LowerBounds):
         return osu_libs
 
 
-class AlternatingRounds(StageFiles):
+class AlternatingRounds(StageFiles, LowerBounds):
     """A job script of rounds that run both sides of every comparison side by
     side (``harnesscore.rounds``): at least `rounds` rounds, then more while a
     band is undecided, up to `max_rounds` and within `round_budget_s`."""
@@ -314,14 +314,13 @@ class AlternatingRounds(StageFiles):
     rounds = variable(int)
     max_rounds = variable(int)
     round_budget_s = variable(int)
+    # the loop runs one round at least: 0 or -3 ran as 1, silently
+    at_least = {'rounds': AtLeast(1, '1 or more')}
 
     @run_after('setup')
     def check_rounds(self):
         # The loop stops at max_rounds first: more rounds asked would be cut.
         name = type(self).__name__
-        if self.rounds < 1:
-            # the loop runs one round at least: 0 or -3 ran as 1, silently
-            raise ValueError(f'{name}.rounds must be 1 or more, got {self.rounds}')
         if self.rounds > self.max_rounds:
             raise ValueError(f'{name}.rounds={self.rounds} is above {name}.max_rounds='
                              f'{self.max_rounds}: raise max_rounds too '
