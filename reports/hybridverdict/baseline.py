@@ -46,7 +46,7 @@ from tabulate import tabulate
 from . import BASELINE_STOPPED, atomic
 from .changes import record_sessions
 from .perflog import PerflogError, ReadStats, Record, read_perflogs
-from .records import iso_time, path, printable
+from .records import iso_time, path_option, printable
 
 DEFAULT_FLOOR = 0.05
 #: the file a baseline locks in its prefix (``locked``)
@@ -434,7 +434,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument('--until', type=iso_time, help='only runs completed before this')
     ap.add_argument('--system', action='append', default=[],
                     help='only this system (repeatable; default: every system in the logs)')
-    ap.add_argument('--prefix', default=references_dir(), type=path,
+    ap.add_argument('--prefix', default=references_dir(), type=path_option,
                     help='directory of the <system>.yaml files (default: '
                          '$RFM_REFERENCE_PREFIX, else the checkout\'s config/references)')
     ap.add_argument('--floor', type=_positive, default=DEFAULT_FLOOR,

@@ -20,7 +20,7 @@ from polars.exceptions import PolarsError
 from . import REPORT_STOPPED, __version__, changes, history
 from .atomic import write_replacing
 from .perflog import PerflogError, ReadStats, read_perflogs
-from .records import iso_time, path
+from .records import iso_time, path_option
 from .render import terminal
 from .report import build
 from .runreport import RunReportError, merge, read_run_reports
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument('--since', metavar='ISO-TIME', type=iso_time,
                    help='only runs completed at or after this time, e.g. '
                         '2026-11-22T10:00:00+00:00 (the history plots use every run)')
-    p.add_argument('--out', metavar='DIR', type=path,
+    p.add_argument('--out', metavar='DIR', type=path_option,
                    help='where to write the report (default: $HARNESS_VAR_DIR/reports)')
     p.add_argument('--noise-floor', type=float, default=DEFAULT_NOISE_FLOOR, metavar='F',
                    help=f'smallest relative noise band (default {DEFAULT_NOISE_FLOOR})')
@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    metavar='FORMAT',
                    help='formats of the tidy table: parquet (default), csv, json (CSV and '
                         'JSON are about ten times the size of Parquet)')
-    p.add_argument('--history-store', metavar='DIR', type=path,
+    p.add_argument('--history-store', metavar='DIR', type=path_option,
                    help='the history store: perflog lines not stored yet are added to it '
                         '(once), the report window and the history are read from it '
                         '(default, when neither --perflogs nor --run-reports is given and '
@@ -156,10 +156,11 @@ def changes_main(argv: list[str]) -> int:
                         'own start, so that it never judges an older night)')
     p.add_argument('--until', metavar='ISO', type=iso_time,
                    help='sessions that start before this time')
-    p.add_argument('--store', metavar='DIR', type=path,
+    p.add_argument('--store', metavar='DIR', type=path_option,
                    help='the history store (default: $HARNESS_VAR_DIR/history, else '
                         'the checkout\'s var/history)')
-    p.add_argument('--json', metavar='FILE', type=path, help='also write the change points as JSON')
+    p.add_argument('--json', metavar='FILE', type=path_option,
+                   help='also write the change points as JSON')
     for option, field, kind, metavar, text in KNOB_OPTIONS:
         p.add_argument(option, dest=field, type=kind, metavar=metavar, help=text)
     p.add_argument('--last-night', action='store_true',

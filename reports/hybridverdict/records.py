@@ -305,7 +305,7 @@ def iso_time(text: str) -> dt.datetime:
         raise argparse.ArgumentTypeError(f'not an ISO time: {text!r}') from None
 
 
-def path(text: str) -> str:
+def path_option(text: str) -> str:
     """A path option's value (its ``type``): an empty one (``--out "$UNSET"``) is a
     usage error, not the default (another folder, no history store, the current
     folder) taken silently."""
