@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -205,6 +206,33 @@ def test_mpich_aliases_hydra_mpiexec_and_openmp_variables_are_the_shells_tuning(
                               'GOMP_SPINCOUNT', 'KMP_BLOCKTIME', 'UCX_TLS'])
     # a preloaded library is never taken out (it is recorded)
     assert environ == {'LD_PRELOAD': '/x.so', 'PATH': '/bin', 'HARNESS_MPICH_PREFIX': '/m'}
+
+
+def test_the_libraries_under_mpi_are_the_shells_tuning_too():
+    """Review: HCOLL's and SHARP's collectives, Omni-Path's PSM2/PSM3, UCC's and hwloc's
+    variables (HWLOC_XMLFILE: another topology to bind by) reached the runs unrecorded
+    and stayed in clean mode."""
+    environ = {'HCOLL_ENABLE_MCAST_ALL': '0', 'SHARP_COLL_ENABLE_SAT': '1',
+               'PSM2_MQ_EAGER_SDMA_SZ': '4096', 'PSM3_RDMA': '1', 'UCC_TLS': 'ucp',
+               'HWLOC_XMLFILE': '/t.xml', 'PATH': '/bin'}
+    tuning = {k: v for k, v in environ.items() if k != 'PATH'}
+    assert launch.recorded_vars(environ) == tuning
+    assert clean_mpi_env(environ) == sorted(tuning)
+    assert environ == {'PATH': '/bin'}
+
+
+def test_the_docs_name_every_prefix_of_the_shells_tuning():
+    """configuration.md's row names the MPI prefixes clean mode takes out, checks.md's
+    mpi_env row every prefix a run records: one list in the code, the docs checked."""
+    docs = Path(__file__).resolve().parent.parent / 'docs/pages'
+    config_row = next(line for line in (docs / 'configuration.md').read_text(
+        encoding='utf-8').splitlines() if line.startswith('| MPI tuning variables:'))
+    checks_row = next(line for line in (docs / 'checks.md').read_text(
+        encoding='utf-8').splitlines() if line.startswith('  | `mpi_env` |'))
+    for row, prefixes in ((config_row, launch.MPI_VAR_PREFIXES),
+                          (checks_row, launch.TUNING_VAR_PREFIXES)):
+        named = set(re.findall(r'`([A-Z0-9_]+_)\*`', row))
+        assert named == set(prefixes), (sorted(named ^ set(prefixes)), row[:60])
 
 
 def test_every_run_records_its_binding_and_a_preloaded_library():

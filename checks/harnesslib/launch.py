@@ -30,9 +30,12 @@ from reframe.core.launchers import JobLauncher
 #: collectives, the launcher's options): each stack's own
 #: (``Stack.tuning_prefixes``: Open MPI's, PRRTE's and PMIx's MCA, MPICH's
 #: CVARs and their aliases, Hydra's and ``mpiexec``'s, MVAPICH2's) and those
-#: of the libraries under them: UCX's, libfabric's, Intel MPI's.
+#: of the libraries under them: UCX's and UCC's, Mellanox HCOLL's and SHARP's
+#: collectives, libfabric's, Omni-Path's PSM2 and PSM3, Intel MPI's, and
+#: hwloc's (the topology every launcher binds ranks by).
 MPI_VAR_PREFIXES = (*dict.fromkeys(p for s in STACKS for p in s.tuning_prefixes),
-                    'UCX_', 'FI_', 'I_MPI_')
+                    'UCX_', 'UCC_', 'HCOLL_', 'SHARP_', 'FI_', 'PSM2_', 'PSM3_', 'I_MPI_',
+                    'HWLOC_')
 #: Prefixes of the OpenMP runtime's variables (the standard's, GNU's, LLVM's
 #: and Intel's): a wait policy or spin count changes a hybrid run's figure of
 #: merit as much as a transport does.  The ones a run's binding sets
