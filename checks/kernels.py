@@ -135,8 +135,8 @@ class SpmvCheck(KernelCheck, PlannedRun):
     #: counts the same, ``plan.spmv_stream_elements``).
     stream_elements = variable(int, value=0)
     at_least = {'stream_elements': AtLeast(0, '0 (the default count) or more'),
-                'iters': AtLeast(0, f"0 (the plan's count) to {planning.SPMV_MAX_ITERS} "
-                                    "(the kernel's --iters)", high=planning.SPMV_MAX_ITERS)}
+                'iters': AtLeast.kernel_option('--iters', planning.SPMV_MAX_ITERS, 0,
+                                               low_is="the plan's count")}
 
     def kernel_args(self) -> list[str]:
         # A given count is exact: --min-time would only make it a floor.
@@ -251,8 +251,7 @@ class MdCheck(KernelCheck, PlannedRun):
     layout, problem, sample = kernel_parameters('md')
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
-    at_least = {'steps': AtLeast(1, f"1 to {planning.MD_MAX_STEPS} (the kernel's --steps)",
-                                 high=planning.MD_MAX_STEPS)}
+    at_least = {'steps': AtLeast.kernel_option('--steps', planning.MD_MAX_STEPS)}
 
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
@@ -378,8 +377,7 @@ class StreamCheck(KernelCheck, PlannedRun):
     kernel = 'stream'
     layout, problem, sample = kernel_parameters('stream')
     iters = variable(int, value=planning.STREAM_ITERS)
-    at_least = {'iters': AtLeast(1, f"1 to {planning.STREAM_MAX_ITERS} (the kernel's --iters)",
-                                 high=planning.STREAM_MAX_ITERS)}
+    at_least = {'iters': AtLeast.kernel_option('--iters', planning.STREAM_MAX_ITERS)}
 
     def kernel_args(self) -> list[str]:
         return ['--n', str(self.problem), '--iters', str(self.iters)]

@@ -54,8 +54,7 @@ class RingSweep(KernelCheck):
     sizes = variable(str, value='1:4M')
     iters_scale = variable(float, value=1.0)
     reps = variable(int, value=3)
-    at_least = {'reps': AtLeast(1, f"1 to {planning.RING_MAX_REPS} (the kernel's --reps)",
-                                high=planning.RING_MAX_REPS),
+    at_least = {'reps': AtLeast.kernel_option('--reps', planning.RING_MAX_REPS),
                 'iters_scale': RING_ITERS_SCALE}
 
     @run_after('init')

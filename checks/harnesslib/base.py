@@ -180,11 +180,22 @@ class AtLeast(NamedTuple):
                 and (value < self.high if self.below else value <= self.high)):
             raise ValueError(f'{type(test).__name__}.{var} must be {self.must}, got {value}')
 
+    @classmethod
+    def kernel_option(cls, option: str, high: float, low: float = 1, *, low_is: str = '',
+                      above: bool = False) -> AtLeast:
+        """The bounds of a value a test passes to a kernel's `option` (``--steps``):
+        `low` (what it means: `low_is`; refused itself where `above`) to `high`,
+        the most the kernel takes (its limit in ``harnesscore.plan``)."""
+        def text(x: float) -> str:  # 1000000000, not 1e+09, as the kernel's help says
+            return str(int(x)) if x == int(x) else f'{x:g}'
+        low_text = text(low) + (f' ({low_is})' if low_is else '')
+        span = f'above {low_text} and at most' if above else f'{low_text} to'
+        return cls(low, f"{span} {text(high)} (the kernel's {option})", above=above, high=high)
+
 
 #: The ring kernel's --iters-scale, as RingCheck and the sweeps take it.
-RING_ITERS_SCALE = AtLeast(0, f'above 0 and at most {planning.RING_MAX_ITERS_SCALE:g} (the '
-                              "kernel's --iters-scale)", above=True,
-                           high=planning.RING_MAX_ITERS_SCALE)
+RING_ITERS_SCALE = AtLeast.kernel_option('--iters-scale', planning.RING_MAX_ITERS_SCALE, 0,
+                                         above=True)
 
 
 class LowerBounds(rfm.RegressionTestPlugin):
