@@ -176,13 +176,14 @@ def fake_venv(tmp_path) -> Path:
     return venv
 
 
-def stub_nightly(venv: Path, var: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+def stub_nightly(venv: Path, var: Path, cwd: Path = REPO,
+                 **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(('HARNESS_', 'RFM_'))} | {
         'HARNESS_VAR_DIR': str(var), 'HARNESS_VENV': str(venv), 'HARNESS_NO_APT': '1',
         **extra}
     return subprocess.run([str(REPO / 'harness'), 'nightly'], env=env, capture_output=True,
-                          text=True, timeout=120, cwd=REPO)
+                          text=True, timeout=120, cwd=cwd)
 
 
 def test_the_nightly_names_the_junit_report_it_asked_for_not_an_older_one(
@@ -216,6 +217,19 @@ def test_the_users_options_reach_reframe_and_the_report_as_written(tmp_path, fak
     assert re.search(rf' -r -n \.\* --report-junit={re.escape(str(mine))}\n', log), log
     assert re.search(r'stub hybridverdict --since \S+ --tidy \.\*\n', log), log
     assert f'JUnit report: {mine}\n' in night.stdout, explain(night)
+
+
+def test_a_relative_path_in_the_users_options_is_where_the_user_is(tmp_path, fake_venv):
+    """ReFrame ran from the checkout, so a relative --report-junit (or -c, --report-file,
+    the report's --out) given to ./harness run from elsewhere was written into the
+    checkout, unlike the knobs' paths, which are the user's directory's."""
+    here = tmp_path / 'here'
+    here.mkdir()
+    night = stub_nightly(fake_venv, tmp_path / 'var', cwd=here,
+                         HARNESS_REFRAME_OPTS='--report-junit=mine.xml')
+    assert night.returncode == 0, explain(night)
+    assert (here / 'mine.xml').is_file() and not (REPO / 'mine.xml').exists(), explain(night)
+    assert 'JUnit report: mine.xml\n' in night.stdout, explain(night)
 
 
 @pytest.mark.parametrize('value', ['true', 'yes', '2', ' 1'])
