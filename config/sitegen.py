@@ -517,6 +517,10 @@ def hostname_pattern(host: str) -> str:
     return f'^{out}' + r'(\.|$)'
 
 
+#: The node probe's time limit (srun --time), at most: it takes seconds.
+PROBE_MINUTES = 5
+
+
 def slurm_minutes(text: str) -> int | None:
     """A Slurm time (``30``, ``1:00:00``, ``2-00:00:00``) in minutes; None
     for UNLIMITED, INFINITE and what it cannot read."""
@@ -1045,8 +1049,13 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
         if args.no_srun:
             det.probe_why[part.name] = 'not asked (--no-srun)'
         elif key not in det.probes:
+            # 5 minutes, or the partition's MaxTime where less: a debug partition of
+            # 2 minutes kept a probe of 5 pending (PartitionTimeLimit) until --immediate
+            limit = slurm_minutes(part.max_time)
+            minutes = PROBE_MINUTES if limit is None else max(1, min(PROBE_MINUTES, limit))
             res = runner(['srun', f'--partition={part.name}', '--nodes=1', '--ntasks=1',
-                          '--immediate=60', '--time=5', '--job-name=harness-site', '--quiet',
+                          '--immediate=60', f'--time={minutes}', '--job-name=harness-site',
+                          '--quiet',
                           *args.access, 'sh', '-c', PROBE_SCRIPT], args.srun_timeout, environ)
             sections = probe_sections(res.out)
             if res.ok and 'end' in sections:

@@ -454,6 +454,23 @@ def test_the_test_cluster_from_its_recorded_outputs(tmp_path, test_cluster_runne
     assert out.rstrip().endswith(f'wrote {path}')
 
 
+def test_the_probe_asks_for_no_more_time_than_a_partition_allows(tmp_path, test_cluster_runner):
+    """A partition of MaxTime=2 (a debug one) kept the probe's --time=5 pending
+    (PartitionTimeLimit) until srun's --immediate gave up: no probe of its nodes."""
+    runner, environ = test_cluster_runner
+    key = ('scontrol', '-o', 'show', 'partition')
+    partitions = runner.answers[key].out
+    # 2 minutes; at least 1 where MaxTime has only seconds; 5 where it has none
+    for n, (limit, asked) in enumerate((('00:02:00', '2'), ('0:30', '1'), ('UNLIMITED', '5'))):
+        runner.answers[key] = ok(partitions.replace('MaxTime=UNLIMITED', f'MaxTime={limit}', 1))
+        runner.calls.clear()
+        (tmp_path / str(n)).mkdir()
+        generate(tmp_path / str(n), runner, environ, '--partitions', 'fast')
+        probes = [c for c in runner.calls if c[0] == 'srun' and c[1] != '--mpi=list']
+        assert [c[:2] + c[5:6] for c in probes] == [
+            ['srun', '--partition=fast', f'--time={asked}']], probes
+
+
 def test_stacks_without_modules_debians_tools_and_plain_wrappers(tmp_path, test_cluster_runner,
                                                                  capsys):
     runner, _ = test_cluster_runner
