@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 from harnesscore import stats
 from tabulate import tabulate
@@ -100,8 +101,21 @@ def terminal(rep: Report) -> str:
     return '\n'.join(out)
 
 
+#: What a Markdown renderer reads as the start of raw HTML (CommonMark: '<' and a
+#: letter, '/', '!' or '?', after no backslash or an escaped one), outside code spans.
+_HTML_START = re.compile(r'(`+)(.*?)\1|(?<!\\)((?:\\\\)*)<(?=[A-Za-z/!?])', re.S)
+
+
+def no_html(text: str) -> str:
+    """`text` with each '<' that would open raw HTML escaped (``\\<``): the report's
+    own placeholders (``lat_<m>``, ``bw_<bytes>``) were dropped as unknown tags by
+    GitHub's and GitLab's renderers, and a stack or system name could bring a
+    ``<script>``.  Shown the same; code spans are left as they are."""
+    return _HTML_START.sub(lambda m: m.group(0) if m.group(1) else m.group(3) + '\\<', text)
+
+
 def markdown(rep: Report) -> str:
-    """The Markdown summary (nightly mail, CI page)."""
+    """The Markdown summary (nightly mail, CI page), without raw HTML (``no_html``)."""
     m = rep.meta
     lines = [
         f'# Hybrid vs pure MPI at equal cores: {", ".join(m.systems) or "no system"}',
@@ -133,7 +147,7 @@ def markdown(rep: Report) -> str:
         body = ([sec.note, '', _table(sec.columns, sec.rows, 'github')] if sec.rows
                 else [f'No data: needs {sec.needs}.'])
         lines += [f'## {sec.title}', '', *body, '']
-    return '\n'.join(lines)
+    return no_html('\n'.join(lines))
 
 
 def finite(data: object) -> object:
