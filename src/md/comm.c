@@ -82,7 +82,6 @@ void md_borders(md_sys *s) {
         for (int dir = 0; dir < 2; ++dir) {
             swap_t *w = &s->swap[2 * d + dir];
             w->dim = d;
-            w->dir = dir;
             w->to = send_peer(s, d, dir);
             w->from = recv_peer(s, d, dir);
             w->shift = image_shift(s, d, dir);

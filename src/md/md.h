@@ -43,7 +43,7 @@ typedef struct {
 
 /* One face exchange of the ghost build and the per-step halo refresh. */
 typedef struct {
-    int dim, dir;    /* dir 0: send to the lower neighbour, 1: to the upper */
+    int dim;         /* the dimension of the face (0 x, 1 y, 2 z) */
     int to, from;    /* ranks sent to / received from */
     double shift;    /* periodic image shift added to coordinate `dim` */
     int *list;       /* atoms sent (indices into x) */
