@@ -196,7 +196,7 @@ def header_shapes(files: Iterable[str]) -> Shapes:
 
 
 def _reshaped(header: _Header, fields: list[str], path: str, lineno: int,
-              shapes: Shapes, cache: dict, stats: ReadStats) -> _Header | None:
+              shapes: Shapes, cache: dict) -> _Header | None:
     """The header that reads a line of another width than its own header, by
     the line's shape, in the two cases a failed first record leaves: a line
     without variables under a header with some (a failed run), and a line with
@@ -317,8 +317,7 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
             fields.pop()
         line_header = header
         if len(fields) != header.width:
-            found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped,
-                              stats)
+            found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped)
             if found is None:
                 stats.skip('field count differs from header (truncated or corrupt)',
                            where=f'{source}:{lineno + shift}')
