@@ -74,7 +74,6 @@ def test_decision_against_a_band():
     d = stats.decide(across, 0.95, 1.05)
     assert (d.state, d.side) == (stats.INCONCLUSIVE, 'across')
     assert d.spread == pytest.approx(1.1 / 1.04 - 1)
-    assert 'INCONCLUSIVE' in d.describe() and '±' in d.describe()
     # open ends: a floor only (md against LAMMPS at least 0.9)
     assert stats.decide(below, 0.95, None).state == stats.FAIL
     assert stats.decide(below, 0.9, None).state == stats.INCONCLUSIVE   # touches the edge
@@ -309,4 +308,4 @@ def test_an_interval_describes_its_level_to_a_tenth(confidence, shown):
     iv = stats.Interval(1.0, 0.9, 1.1, 5, confidence, 'm')
     assert f'median 1, {shown} interval [0.9, 1.1] (n=5, m)' == iv.describe()
     decision = stats.judge_ratios([0.5, 0.52, 0.51], 0.95, 1.05)
-    assert '97.5% interval' in decision.describe()
+    assert '97.5% interval' in decision.interval.describe()

@@ -433,12 +433,6 @@ class Decision:
     def spread(self) -> float:
         return self.interval.spread
 
-    def describe(self) -> str:
-        lo = '-inf' if self.low is None else f'{self.low:.4g}'
-        hi = 'inf' if self.high is None else f'{self.high:.4g}'
-        return (f'{self.state}: {self.interval.describe()} lies {self.side} the band '
-                f'[{lo}, {hi}]; spread ±{100 * self.spread:.1f}%')
-
 
 def decide(interval: Interval, low: float | None, high: float | None) -> Decision:
     """PASS inside [low, high], FAIL entirely outside it, INCONCLUSIVE across an edge."""
