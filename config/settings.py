@@ -104,9 +104,9 @@ VAR_DIR = reframe_path(REAL_VAR_DIR)
 STAGE_DIR = os.path.join(VAR_DIR, 'stage') if VAR_DIR == REAL_VAR_DIR else VAR_DIR + '.stage'
 
 try:
-    #: Samples of every kernel run, checked here: an error in a check file
-    #: would only be a warning and an empty session with exit status 0.
-    SAMPLES = samples_per_run()
+    # Samples of every kernel run, checked here: an error in a check file
+    # would only be a warning and an empty session with exit status 0.
+    samples_per_run()
     #: What becomes of the MPI and OpenMP tuning variables this session
     #: inherits from the shell (OMPI_MCA_*, UCX_*, HYDRA_*, OMP_*, ...) and of
     #: the user's own MPI configuration files (~/.mpiexec.hydra.conf,
