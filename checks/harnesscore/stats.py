@@ -284,9 +284,6 @@ class BandSize:
     """How wide a reference band must be for a stated false-alarm rate."""
 
     log_tolerance: float    # the band's half-width in log units (0: no spread seen)
-    sessions: int           # sessions behind it
-    within: float           # SD of a run's log value within a session
-    between: float          # SD of a session's level (log), beyond the within part
     quantile: float         # the t quantile used (Welch-Satterthwaite degrees of freedom)
 
 
@@ -353,7 +350,7 @@ def reference_band(sessions: Sequence[Sequence[float]], night_samples: int,
         df = min(df, len(logs) - 1)
     p = 1 - false_alarm / variables
     q = t_quantile(p, df) if df else statistics.NormalDist().inv_cdf(p)
-    return BandSize(q * math.sqrt(var), len(logs), math.sqrt(within2), math.sqrt(between2), q)
+    return BandSize(q * math.sqrt(var), q)
 
 
 #: How ``paired_interval`` names its method (the report prints it).
