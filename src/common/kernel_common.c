@@ -51,8 +51,32 @@ static const char *level_name(int level) {
     return "unknown";
 }
 
+/* Whether `text` is a number in plain decimal: an optional '-', then digits;
+ * with `real` also a fraction ("2.5", "2.", ".5") and an exponent ("1e-3",
+ * "1E+3").  strtol and strtod take more: leading blanks, a '+' sign, and
+ * strtod hexadecimal ("0x1p-2"), "inf" and "nan"; an option refuses those. */
+static int plain_decimal(const char *text, int real) {
+    const char *p = text + (*text == '-');
+    const size_t whole = strspn(p, "0123456789");
+    p += whole;
+    if (!real) return whole > 0 && *p == '\0';
+    size_t frac = 0;
+    if (*p == '.') {
+        frac = strspn(p + 1, "0123456789");
+        p += 1 + frac;
+    }
+    if (whole + frac == 0) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        const size_t exp = strspn(p, "0123456789");
+        if (exp == 0) return 0;
+        p += exp;
+    }
+    return *p == '\0';
+}
+
 int kc_parse_long(const char *text, long lo, long hi, long *out) {
-    if (!text || !*text) return -1;
+    if (!text || !plain_decimal(text, 0)) return -1;
     errno = 0;
     char *end = NULL;
     long v = strtol(text, &end, 10);
@@ -62,14 +86,19 @@ int kc_parse_long(const char *text, long lo, long hi, long *out) {
 }
 
 static int parse_double(const char *text, double lo, double hi, double *out) {
-    if (!text || !*text) return -1;
+    if (!text || !plain_decimal(text, 1)) return -1;
     errno = 0;
     char *end = NULL;
     double v = strtod(text, &end);
+    /* ERANGE: beyond a double, or an underflow to (nearly) 0: both refused */
     if (errno != 0 || *end != '\0' || !isfinite(v) || v < lo || v > hi) return -1;
-    *out = v;
+    *out = v == 0.0 ? 0.0 : v; /* "-0" is 0, not -0 (RESULT would print -0) */
     return 0;
 }
+
+/* What the messages of a value that is not plain decimal add. */
+#define PLAIN_LONG " (plain decimal digits only)"
+#define PLAIN_REAL " (plain decimal only, e.g. 0.25 or 2.5e-1)"
 
 const char *kc_errf(char *err, size_t cap, const char *fmt, ...) {
     va_list ap;
@@ -82,8 +111,10 @@ const char *kc_errf(char *err, size_t cap, const char *fmt, ...) {
 const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,
                            long *out, char *err, size_t cap) {
     if (kc_parse_long(text, lo, hi, out) == 0) return NULL;
-    if (what) return kc_errf(err, cap, "--%s must be %s, got '%s'", opt, what, text);
-    return kc_errf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'", opt, lo, hi, text);
+    const char *form = text && plain_decimal(text, 0) ? "" : PLAIN_LONG;
+    if (what) return kc_errf(err, cap, "--%s must be %s, got '%s'%s", opt, what, text, form);
+    return kc_errf(err, cap, "--%s must be an integer in [%ld, %ld], got '%s'%s", opt, lo, hi,
+                   text, form);
 }
 
 const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
@@ -98,9 +129,10 @@ const char *kc_opt_double(const char *opt, const char *text, double lo, int lo_o
         *out = v;
         return NULL;
     }
-    if (what) return kc_errf(err, cap, "--%s must be %s, got '%s'", opt, what, text);
-    return kc_errf(err, cap, "--%s must be a number in %c%g, %g], got '%s'", opt,
-                   lo_open ? '(' : '[', lo, hi, text);
+    const char *form = text && plain_decimal(text, 1) ? "" : PLAIN_REAL;
+    if (what) return kc_errf(err, cap, "--%s must be %s, got '%s'%s", opt, what, text, form);
+    return kc_errf(err, cap, "--%s must be a number in %c%g, %g], got '%s'%s", opt,
+                   lo_open ? '(' : '[', lo, hi, text, form);
 }
 
 const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap) {

@@ -51,7 +51,8 @@ const char *kc_mode_name(kc_mode mode);
 #define KC_MODE_BIT(m) (1u << (m))
 
 /* Checked conversion of an option value: 0 on success, -1 if `text` is not an
- * integer within [lo, hi]. */
+ * integer within [lo, hi] written in plain decimal (an optional '-', then
+ * digits only: no blanks, '+' sign or other base, which strtol would take). */
 int kc_parse_long(const char *text, long lo, long hi, long *out);
 
 /* Writes the message into err (cap bytes) and returns err: what the option
@@ -63,7 +64,13 @@ const char *kc_errf(char *err, size_t cap, const char *fmt, ...)
  *   kc_opt_double:   "--<opt> must be <what>, got '<text>'", <what> by default
  *                    "a number in [lo, hi]"; with `lo_open` lo itself is refused
  *                    ("a number in (lo, hi]")
- *   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600] */
+ *   kc_opt_min_time: --min-time SECONDS, a number in [0, 3600]
+ * Every value is plain decimal: integers as kc_parse_long, numbers an optional
+ * '-', digits with an optional fraction and exponent ("0.25", ".5", "2.5e-1";
+ * "-0" is 0).  Leading or trailing blanks, a '+' sign, hexadecimal ("0x10",
+ * "0x1p-2"), "inf" and "nan" are refused, and a value not in that form has
+ * " (plain decimal digits only)" (integers) or " (plain decimal only, e.g. 0.25
+ * or 2.5e-1)" (numbers) after its message. */
 const char *kc_opt_long(const char *opt, const char *text, long lo, long hi, long *out,
                         char *err, size_t cap);
 const char *kc_opt_long_as(const char *opt, const char *text, long lo, long hi, const char *what,

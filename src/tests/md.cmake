@@ -47,6 +47,20 @@ set_tests_properties(md_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
   "\"steps\":([2-9]|[1-9][0-9]+),.*\"steps_requested\":1,\"min_time_s\":1,\"calib_steps\":1,\"calib_t_step_s\":[0-9][^,]*,\"t_step_s\":[0-9].*\"verified\":true")
 kernel_bad_min_time(md "" -1)
 kernel_bad_min_time(md "_text" 1s)
+# plain decimal only (kc_opt_double): strtod took hexadecimal ("0x1p-2" ran
+# 0.25 s), a leading blank and a '+' sign; --steps '+5' ran 5 steps
+kernel_test(md_bad_min_time_hex NP 1 THREADS 1 EXPECT_STATUS 2
+            EXPECT_FAIL "md: --min-time must be a number in \\[0, 3600\\], got '0x1p-2' \\(plain decimal only, e\\.g\\. 0\\.25 or 2\\.5e-1\\)"
+            COMMAND md --min-time 0x1p-2)
+kernel_test(md_bad_dt_plus NP 1 THREADS 1 EXPECT_STATUS 2
+            EXPECT_FAIL "md: --dt must be a positive number, got '\\+0\\.005' \\(plain decimal only"
+            COMMAND md --dt +0.005)
+kernel_test(md_bad_density_blank NP 1 THREADS 1 EXPECT_STATUS 2
+            EXPECT_FAIL "md: --density must be a positive number, got ' 0\\.8442' \\(plain decimal only"
+            COMMAND md --density " 0.8442")
+kernel_test(md_bad_steps_plus NP 1 THREADS 1 EXPECT_STATUS 2
+            EXPECT_FAIL "md: --steps must be a positive integer \\(at most 1e9\\), got '\\+5' \\(plain decimal digits only\\)"
+            COMMAND md --steps +5)
 kernel_test(md_bad_temp NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "md: --temp must be a number in \\[0, 1e6\\], got 'hot'" COMMAND md --temp hot)
 # a dilute gas: the binning grid stays proportional to the atoms (at most 4
 # bins per atom), not 1024^3 bins of 4 GB; run under a 1 GiB data limit

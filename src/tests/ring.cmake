@@ -22,6 +22,10 @@ kernel_test(ring_bad_size_beyond_long NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL
 # the 64-size limit is on the entries given: 65 entries of one size fail, saying so
 string(REPEAT "8," 64 _ring_65)
 kernel_test(ring_bad_size_65_entries NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: more than 64 entries \\(repeated sizes count too\\)" COMMAND ring --sizes ${_ring_65}8)
+# a size is digits (the harness's units.ring_size says so): a '+' sign and a
+# leading blank passed kc_parse_long (strtol) and ran 8 B
+kernel_test(ring_bad_size_plus NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: '\\+8' is not a size" COMMAND ring --sizes +8)
+kernel_test(ring_bad_size_blank NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: ' 8' is not a size" COMMAND ring --sizes "16, 8")
 kernel_test(ring_bad_size_range NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '1M:1K' has MIN > MAX" COMMAND ring --sizes 1M:1K)
 kernel_test(ring_size_range_not_powers_of_two NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '3:100' is not of powers of two" COMMAND ring --sizes 3:100)
 kernel_test(ring_bad_k NP 2 THREADS 1 EXPECT_FAIL "ring: --k 2 is larger than the 1 ranks per node" COMMAND ring --rank-as-node --k 2 --sizes 8)

@@ -1,6 +1,16 @@
 kernel_test(stream_mpi_2x1 NP 2 THREADS 1 COMMAND stream --n 100000 --iters 3)
 kernel_test(stream_masteronly_1x2 NP 1 THREADS 2 COMMAND stream --mode masteronly --n 100000 --iters 3)
 kernel_test(stream_bad_size NP 1 THREADS 1 EXPECT_FAIL "^stream: --n must be" COMMAND stream --n 0)
+# number options are plain decimal (kc_parse_long): strtol took a leading blank
+# and a '+' sign ("--n ' 4'" ran 4 elements per core); refused, the form named
+foreach(_case "blank; 4; 4" "plus;+4;\\+4" "trailing_blank;4 ;4 ")
+  list(GET _case 0 _id)
+  list(GET _case 1 _v)
+  list(GET _case 2 _re)
+  kernel_test(stream_bad_n_${_id} NP 1 THREADS 1 EXPECT_STATUS 2
+              EXPECT_FAIL "^stream: --n must be an integer in \\[1, 17179869184\\], got '${_re}' \\(plain decimal digits only\\)"
+              COMMAND stream --n "${_v}")
+endforeach()
 # arrays that do not fit in the node's memory are refused before they are touched
 # (3 arrays of 2^34 doubles: 412 GB), not killed by the OOM killer on first touch
 kernel_test(stream_bad_size_memory NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "^stream: --n 17179869184 does not fit: 1 rank\\(s\\) per node x 412 GB for 3 arrays of 17179869184 doubles per rank exceed 90% of the node's" COMMAND stream --n 17179869184)
