@@ -85,8 +85,13 @@ static void create_atoms(md_sys *s, const options *o) {
 }
 
 /* The system of the options: box, cutoffs, the rank grid, the binning grid,
- * the arrays, and the owned atoms of the fcc start. */
+ * the arrays, and the owned atoms of the fcc start.  Every rank must run the
+ * same threads (else status 2, collective). */
 void md_setup(md_sys *s, const options *o, kc_ctx *ctx) {
+    /* an MPMD launch of several OMP_NUM_THREADS: the RESULT line reported rank
+     * 0's threads for every rank, and equal sub-boxes wait for the fewest */
+    kc_need_same_threads(ctx, 0, "every rank owns an equal sub-box and the RESULT line "
+                                 "reports one thread count");
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
     s->full = o->full_list;

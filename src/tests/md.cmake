@@ -45,6 +45,14 @@ set_tests_properties(md_layouts_agree PROPERTIES ENVIRONMENT "${KERNEL_TEST_ENV}
 kernel_test(md_min_time_2x1 NP 2 THREADS 1 COMMAND md --cells-per-side 6 --steps 1 --min-time 1)
 set_tests_properties(md_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
   "\"steps\":([2-9]|[1-9][0-9]+),.*\"steps_requested\":1,\"min_time_s\":1,\"calib_steps\":1,\"calib_t_step_s\":[0-9][^,]*,\"t_step_s\":[0-9].*\"verified\":true")
+# ranks of different thread counts (MPMD: rank 1 runs 2 threads, rank 0 one):
+# the RESULT line said "threads":1 (rank 0's) with "cpus":[[0],[1,1]] and
+# passed; refused as spmv, stream and ring do
+if(KERNEL_OPENMP)
+  uneven_threads_test(md_uneven_threads
+    EXPECT_FAIL "md: ranks run different thread counts \\(1\\.\\.2\\): every rank owns an equal sub-box and the RESULT line reports one thread count"
+    COMMAND md --mode masteronly --cells-per-side 6 --steps 5)
+endif()
 kernel_bad_min_time(md "" -1)
 kernel_bad_min_time(md "_text" 1s)
 # plain decimal only (kc_opt_double): strtod took hexadecimal ("0x1p-2" ran
