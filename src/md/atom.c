@@ -63,8 +63,9 @@ void md_ensure_list(const kc_ctx *ctx, swap_t *w, int n) {
  * (`est`: owned and ghosts, with the margin of md_alloc_atoms) must fit its int
  * indices (MD_MAX_ATOMS), and the arrays of all ranks of a node (atoms, cell
  * bins, neighbour lists of `maxn` per owned atom, per-thread force arrays and
- * scratch) must fit in 90% of its memory. */
-static void check_size(const md_sys *s, const options *o, double est, double maxn) {
+ * scratch) must fit in 90% of its memory.  Returns those bytes of the rank
+ * that needs the most (md_sys.need). */
+static double check_size(const md_sys *s, const options *o, double est, double maxn) {
     const kc_ctx *ctx = s->ctx;
     const double side[3] = {s->hi[0] - s->lo[0], s->hi[1] - s->lo[1], s->hi[2] - s->lo[2]};
     const double most = kc_max_over_ranks(ctx, est);
@@ -88,9 +89,25 @@ static void check_size(const md_sys *s, const options *o, double est, double max
              "(--cells-per-side %ld on %d rank(s): about %.3g atoms per rank with their ghosts "
              "within cutoff+skin %g, neighbour lists of %.3g per atom)",
              o->L, ctx->nranks, most, s->rn, maxn);
-    kc_need_node_memory(ctx, kc_max_over_ranks(ctx, need), "the system", detail,
+    const double most_need = kc_max_over_ranks(ctx, need);
+    kc_need_node_memory(ctx, most_need, "the system", detail,
                         "; use more nodes, a smaller --cells-per-side or a smaller "
                         "--cutoff/--skin");
+    return most_need;
+}
+
+void md_need_step_times(const md_sys *s, const options *o, long steps, long held) {
+    const double times = (double)(steps + held) * sizeof(double);
+    char detail[256];
+    if (held == 0)
+        snprintf(detail, sizeof detail, "(%.3g GB of the system and %.3g GB of the per-step "
+                 "times of --steps %ld)", s->need / 1e9, times / 1e9, steps);
+    else
+        snprintf(detail, sizeof detail, "(%.3g GB of the system and %.3g GB of the per-step "
+                 "times of %ld steps: --min-time %g raised --steps %ld)", s->need / 1e9,
+                 times / 1e9, steps, o->min_time, o->steps);
+    kc_need_node_memory(s->ctx, s->need + times, "the run", detail,
+                        held == 0 ? "; use fewer --steps" : "; use a smaller --min-time");
 }
 
 /* Initial capacity: owned + ghosts of the extended sub-box, first-touched by
@@ -102,7 +119,8 @@ void md_alloc_atoms(md_sys *s, const options *o) {
     const double est = 1.3 * ext * o->density + 1024.0;
     /* neighbours within rn: 1.5 x the expected count (fewer than est) */
     const double maxn = 1.5 * o->density * 4.0 / 3.0 * 3.14159265358979 * s->rn2 * s->rn + 16;
-    check_size(s, o, est, maxn);
+    s->need = check_size(s, o, est, maxn);
+    md_need_step_times(s, o, o->steps, 0); /* and with the per-step times of --steps */
     s->trange = kc_malloc(s->ctx, 2 * (size_t)s->ctx->threads * sizeof(int));
     const int cap = (int)est;
     md_ensure_atoms(s, cap);

@@ -46,7 +46,8 @@ static double md_step(md_sys *s, const options *o, long step, double N, kc_timer
 
 /* The timed steps.  --min-time: the first min(--steps, --rebuild-every) steps
  * calibrate; the count becomes max(--steps, enough steps for min_time seconds),
- * the same on every rank. */
+ * the same on every rank, and its per-step times must fit in memory
+ * (md_need_step_times: status 2). */
 void md_run_steps(md_sys *s, const options *o, double N, const thermo *t0, run_t *r) {
     const double e0 = t0->e, escale = md_drift_scale(t0);
     kc_timer tm;
@@ -67,6 +68,9 @@ void md_run_steps(md_sys *s, const options *o, double N, const thermo *t0, run_t
             r->calib_steps = calib;
             r->calib_pace = t_calib / (double)calib;
             steps = kc_min_time_count(s->ctx, o->steps, o->min_time, t_calib, calib, MD_MAX_STEPS);
+            /* up to 8 GB per rank at MD_MAX_STEPS: checked as the system is
+             * (the same count on every rank, so every rank calls it) */
+            if (steps > o->steps) md_need_step_times(s, o, steps, o->steps);
             kc_calls_reserve(s->ctx, &calls, steps); /* room for the steps --min-time added */
         }
         kc_calls_mark(&calls);

@@ -82,6 +82,8 @@ typedef struct {
     double *sbuf, *rbuf;
     size_t scap, rcap;      /* doubles */
     long lost;              /* atoms found outside their sub-box after migration */
+    double need;            /* bytes of the arrays per rank, the largest over ranks
+                             * (md_alloc_atoms' check): md_need_step_times adds to it */
 } md_sys;
 
 /* Phase timers as in the paper. */
@@ -165,6 +167,12 @@ void md_alloc_atoms(md_sys *s, const options *o);
 void md_gather3(double *restrict dst, const double *restrict src, const int *restrict idx, int n,
                 int d, double shift, int min_par);
 void md_free_system(md_sys *s);
+/* The per-step times of the timed steps (kc_calls: a double per step), `steps`
+ * of them plus `held` while kc_calls_reserve copies the first ones, with the
+ * system's arrays (s->need) must fit in the node's memory as the system does
+ * (kc_need_node_memory; collective, status 2): md_alloc_atoms checks --steps,
+ * md_run_steps the count that --min-time raised. */
+void md_need_step_times(const md_sys *s, const options *o, long steps, long held);
 
 /* setup.c */
 void md_setup(md_sys *s, const options *o, kc_ctx *ctx);

@@ -33,6 +33,20 @@ kernel_test(md_bad_size_atoms NP 1 THREADS 1 EXPECT_STATUS 2
 kernel_test(md_bad_size_memory NP 1 THREADS 1 EXPECT_STATUS 2
             EXPECT_FAIL "md: the system does not fit: 1 rank\\(s\\) per node x [0-9.e+]+ GB \\(--cells-per-side 100 on 1 rank\\(s\\): about 4.05e\\+07 atoms per rank with their ghosts within cutoff\\+skin 82.5, neighbour lists of 2.98e\\+06 per atom\\) exceed 90% of the node's"
             COMMAND md --cells-per-side 100 --skin 80 --steps 1)
+# the per-step times (a double per step, kc_calls) count with the system: on a
+# node of 16 MiB (small_node.c) --steps 1e9 allocated 8 GB per rank unchecked
+# and ran, and --min-time 3600 raised 20 steps of 32 atoms to ~3e8 (2.4 GB per
+# rank, ~12 us a step) after the calibration; both refused (status 2)
+add_library(small_node MODULE tests/small_node.c)
+target_link_libraries(small_node PRIVATE ${CMAKE_DL_LIBS})
+set(_md_small_node LD_PRELOAD=$<TARGET_FILE:small_node>
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0)
+kernel_test(md_bad_size_steps NP 1 THREADS 1 EXPECT_STATUS 2 ENV ${_md_small_node}
+            EXPECT_FAIL "md: the run does not fit: 1 rank\\(s\\) per node x 8 GB \\([0-9.e+-]+ GB of the system and 8 GB of the per-step times of --steps 1000000000\\) exceed 90% of the node's 0.0168 GB. use fewer --steps"
+            COMMAND md --cells-per-side 4 --steps 1000000000)
+kernel_test(md_bad_size_min_time NP 1 THREADS 1 EXPECT_STATUS 2 ENV ${_md_small_node}
+            EXPECT_FAIL "md: the run does not fit: 1 rank\\(s\\) per node x [0-9.e+-]+ GB \\([0-9.e+-]+ GB of the system and [0-9.e+-]+ GB of the per-step times of [0-9]+ steps: --min-time 3600 raised --steps 20\\) exceed 90% of the node's 0.0168 GB. use a smaller --min-time"
+            COMMAND md --cells-per-side 2 --cutoff 1.2 --skin 0.1 --steps 20 --rebuild-every 20 --min-time 3600)
 # step-0 energy and virial agree across 1 rank, 2 ranks and 1 rank x 2 threads (1e-12 relative)
 separate_arguments(_md_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
 add_test(NAME md_layouts_agree
