@@ -359,9 +359,10 @@ def test_a_missing_osu_prefix_of_the_environment_is_not_blamed_on_the_knob(tmp_p
 
 #: What MPI libraries print on stderr, recorded here (Open MPI 4.1.4, MPICH 4.0.2):
 #: a help message on a run that went on (an MCA variable of a bad value: exit 0),
-#: Open MPI's and MPICH's errors in MPI_Init (exit 1 and 143).  The two warnings
-#: are Open MPI 4.1.4's help texts (help-mpi-btl-openib.txt, "error in device
-#: init"; help-orte-rmaps-base.txt, "rmaps:membind-not-supported") in the frame
+#: Open MPI's and MPICH's errors in MPI_Init (exit 1 and 143) and MPI_Abort
+#: (exit 3).  The two warnings are Open MPI 4.1.4's help texts
+#: (help-mpi-btl-openib.txt, "error in device init"; help-orte-rmaps-base.txt,
+#: "rmaps:membind-not-supported") in the frame
 #: Open MPI prints them in: this machine has no InfiniBand device to provoke
 #: the first, and binds memory.
 STDERR = DATA / 'stderr'
@@ -382,6 +383,12 @@ def test_open_mpi_warnings_and_help_notes_are_not_errors(name):
     ('openmpi_init_error', '[vm:02800] *** An error occurred in MPI_Init_thread'),
     ('mpich_init_error', 'Abort(538562447): Fatal error in internal_Init_thread: Other MPI '
                          'error, error stack:'),
+    # MPI_Abort(MPI_COMM_WORLD, 3) on rank 1 of 2 (tests/data/osu/stderr, recorded
+    # under mpirun.openmpi --oversubscribe -np 2 and mpirun.mpich -np 2, exit 3):
+    # Open MPI's "MPI_ABORT" has no word boundary before "ABORT"
+    ('openmpi_mpi_abort', 'MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD'),
+    ('mpich_mpi_abort', 'Abort(3) on node 1 (rank 1 in comm 0): application called '
+                        'MPI_Abort(MPI_COMM_WORLD, 3) - process 1'),
 ])
 def test_errors_are_named_by_their_lines_after_a_warning_too(name, first):
     text = (STDERR / f'{name}.txt').read_text()

@@ -129,7 +129,11 @@ def parse_osu(text: str, source: str = 'OSU output') -> OsuTable:
 
 
 #: A line that tells of an error: OSU's, the MPI library's or the launcher's.
-_ERROR = re.compile(r'(?i)(\berror\b|\babort|segmentation fault|bus error|killed by signal)')
+#: "abort" after a word boundary or an underscore: Open MPI 4 says "MPI_ABORT
+#: was invoked on rank 1 in communicator MPI_COMM_WORLD" ('_' is a word
+#: character: no \b before "ABORT"), MPICH "Abort(3) on node 1 ...".
+_ERROR = re.compile(r'(?i)(\berror\b|(?:\b|_)abort|segmentation fault|bus error|'
+                    r'killed by signal)')
 #: An Open MPI help message that is a warning: a line of dashes, ``WARNING: ...``
 #: and its text up to the closing line of dashes.  The run goes on, and the text
 #: may say "error": Open MPI 4's openib BTL on an InfiniBand node run through UCX
