@@ -312,6 +312,11 @@ class OsuMbwMrCheck(OsuBase):
             sn.evaluate(sn.assert_false(
                 missing, msg=f'osu_mbw_mr with {k} pair(s) printed no row for '
                              f'size(s) {missing}'))
+            # each run's stdout is its file (the job's stdout, which
+            # OsuBase.validate scans, has none of it; its stderr has theirs)
+            errors = error_lines(self.stage_text(f'mbw_k{k}.out'))
+            sn.evaluate(sn.assert_false(
+                errors, msg=f'osu_mbw_mr with {k} pair(s) printed an error: {errors[:3]}'))
         OsuBase.validate(self)
         self.finalize_hung = str(bool(noted)).lower()
         return True

@@ -169,7 +169,9 @@ def test_a_slow_ring_fails_its_accuracy_check(tmp_path, stacks):
 #: A stand-in for an OSU benchmark, linked to the stack's MPI: FAKE_OSU=v53 makes
 #: it answer -m as OSU 5.0-5.3 do (its usage, status 1); FAKE_OSU=noversion
 #: prints a title without a version (an OSU built without autotools' version);
-#: FAKE_OSU_STDERR=FILE copies FILE to stderr from rank 0 (what a library printed).
+#: FAKE_OSU_STDERR=FILE copies FILE to stderr from rank 0 (what a library printed),
+#: FAKE_OSU_STDOUT=FILE to stdout after the table.  Named osu_mbw_mr, it prints
+#: that benchmark's table (its pairs: half the ranks).
 FAKE_OSU_C = r'''
 #include <mpi.h>
 #include <stdio.h>
@@ -178,9 +180,10 @@ FAKE_OSU_C = r'''
 int main(int argc, char **argv) {
     const char *mode = getenv("FAKE_OSU");
     long lo = 1, hi = 1;
-    int has_m = 0, rank;
+    int has_m = 0, rank, ranks, mbw = strstr(argv[0], "osu_mbw_mr") != NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "-m")) { has_m = 1; sscanf(argv[i + 1], "%ld:%ld", &lo, &hi); }
     if (rank == 0 && mode && !strcmp(mode, "v53") && has_m) {
@@ -193,11 +196,20 @@ int main(int argc, char **argv) {
     FILE *fp = rank == 0 && err ? fopen(err, "r") : NULL;
     for (int ch; fp && (ch = fgetc(fp)) != EOF;) fputc(ch, stderr);
     if (fp) fclose(fp);
-    if (rank == 0) {
+    if (rank == 0 && mbw) {
+        printf("# OSU MPI Multiple Bandwidth / Message Rate Test v5.9\n"
+               "# [ pairs: %d ] [ window size: 64 ]\n"
+               "# Size                  MB/s        Messages/s\n", ranks / 2);
+        for (long s = lo; s <= hi; s *= 2) printf("%-10ld%18.2f%18.2f\n", s, 1.0, 1.0);
+    } else if (rank == 0) {
         printf("# OSU MPI Latency Test%s\n# Size          Latency (us)\n",
                mode && !strcmp(mode, "noversion") ? "" : " v5.9");
         for (long s = lo; s <= hi; s *= 2) printf("%-10ld%18.2f\n", s, 1.0);
     }
+    const char *out = getenv("FAKE_OSU_STDOUT");
+    fp = rank == 0 && out ? fopen(out, "r") : NULL;
+    for (int ch; fp && (ch = fgetc(fp)) != EOF;) fputc(ch, stdout);
+    if (fp) fclose(fp);
     MPI_Finalize();
     return 0;
 }
@@ -211,8 +223,9 @@ def fake_osu_prefix(tmp_path_factory, stacks) -> tuple[str, Path]:
     root = tmp_path_factory.mktemp('fake_osu')
     (root / stack / 'bin').mkdir(parents=True)
     (root / 'osu.c').write_text(FAKE_OSU_C)
-    subprocess.run([STACKS[stack][0], '-o', str(root / stack / 'bin' / 'osu_latency'),
-                    str(root / 'osu.c')], check=True, env=mpi_env(), timeout=120)
+    for name in ('osu_latency', 'osu_mbw_mr'):
+        subprocess.run([STACKS[stack][0], '-o', str(root / stack / 'bin' / name),
+                        str(root / 'osu.c')], check=True, env=mpi_env(), timeout=120)
     return stack, root
 
 
@@ -235,6 +248,9 @@ def test_an_old_or_unversioned_osu(tmp_path, fake_osu_prefix, mode, outcome_line
         [row] = perflog(tmp_path, 'shm', 'OsuLatencyCheck')
         assert row['build_spec'] == f'osu-micro-benchmarks@? {root / stack}', row
 
+
+#: A line the benchmark prints on stdout after its table (an error of its own).
+STDOUT_ERROR = 'osu: error: buffer check failed at size 64'
 
 @pytest.mark.parametrize('printed, outcome_line, says', [
     ('openmpi_openib_warning', '  OK ', ''),
@@ -261,6 +277,28 @@ def test_an_error_line_fails_and_an_open_mpi_warning_does_not(tmp_path, fake_osu
     got = outcome(proc, 'OsuLatencyCheck', stack, 'shm')
     assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
     assert says in proc.stdout, proc.stdout[-5000:]
+
+
+
+@pytest.mark.parametrize('check', ['OsuLatencyCheck', 'OsuMbwMrCheck'])
+@pytest.mark.parametrize('printed, outcome_line', [('', '  OK '), (STDOUT_ERROR, ' FAIL ')])
+def test_an_error_line_on_the_benchmarks_stdout_fails(tmp_path, fake_osu_prefix, check,
+                                                       printed, outcome_line):
+    """An error line that the benchmark printed on its stdout, beside a whole
+    table, fails every OSU check: OsuMbwMrCheck's runs write their stdout into
+    mbw_k<k>.out, which its sanity read for the tables only (such a run passed
+    where osu_latency's failed)."""
+    stack, root = fake_osu_prefix
+    env = {'HARNESS_STACKS': stack, 'HARNESS_OSU_PREFIX': str(root / '{stack}')}
+    if printed:
+        (tmp_path / 'stdout.txt').write_text(printed + '\n')
+        env['FAKE_OSU_STDOUT'] = str(tmp_path / 'stdout.txt')
+    proc = run_reframe(tmp_path, '-n', check, '--system', 'local:shm', '-r',
+                       '-S', 'max_size=64', env=env, timeout=300)
+    got = outcome(proc, check, stack, 'shm')
+    assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
+    if printed:
+        assert f'printed an error: [{printed!r}]' in proc.stdout, proc.stdout[-5000:]
 
 
 #: An OSU benchmark that links its stack's MPI library but never starts MPI: the
