@@ -253,7 +253,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
         for name in ('osu_latency', 'osu_bw'):
             self.check_osu_library(name, f'{name}.ldd')
         self.verified = 'true'
-        self.flag_oversubscription()
+        # two ranks on one core in any round's ring launch, as KernelCheck's runs
+        self.check_oversubscription(*(res for d in data for res in d['ring_results']))
         # OSU runs that did not exit 0: only `timeout` after a full table.
         noted = self.noted_runs('OSU')
         self.finalize_hung = str(bool(noted) or bool(sn.evaluate(sn.findall(

@@ -350,3 +350,34 @@ def test_the_accuracy_check_fails_an_osu_of_another_stack(tmp_path, stacks):
     assert 'osu_latency links [' in proc.stdout, proc.stdout[-5000:]
     assert 'but stack mpich links [' in proc.stdout, proc.stdout[-5000:]
     assert 'OSU was built for another stack' in proc.stdout, proc.stdout[-5000:]
+
+
+def test_the_accuracy_check_fails_two_ranks_on_one_core(tmp_path, stacks):
+    """RingOsuAccuracy only flagged more threads than cores: its two ranks bound
+    to one core (Hydra told ``-bind-to user:0,0`` in its configuration file,
+    which the launcher reads over HYDRA_BINDING) passed, oversubscribed=false,
+    where RingPingpongCheck fails the same placement from the ring's RESULT
+    line.  Now it reads the ring's RESULT lines of every round as KernelCheck
+    does (``check_oversubscription``)."""
+    from conftest import STACKS, mpi_env
+    if 'mpich' not in stacks:
+        pytest.skip('needs the mpich stack (Hydra)')
+    (tmp_path / 'osu' / 'bin').mkdir(parents=True)
+    (tmp_path / 'osu.c').write_text(LINKED_OSU_C)
+    for name in ('osu_latency', 'osu_bw'):
+        subprocess.run([STACKS['mpich'][0], '-o', str(tmp_path / 'osu' / 'bin' / name),
+                        str(tmp_path / 'osu.c')], check=True, env=mpi_env(), timeout=120)
+    (tmp_path / 'hydra.conf').write_text('-bind-to user:0,0\n')
+    proc = run_reframe(tmp_path / 'var', '-n', 'RingOsuAccuracy', '--system', 'local:shm',
+                       '-r', '-S', 'rounds=1', '-S', 'max_rounds=1', '-S', f'bw_max={MAX_SIZE}',
+                       '-S', 'lat_tol=1', '-S', 'bw_tol=1',
+                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': str(tmp_path / 'osu'),
+                            'HARNESS_MPI_ENV': 'keep',
+                            'HYDRA_CONFIG_FILE': str(tmp_path / 'hydra.conf'),
+                            'FAKE_LAT': '0.4', 'FAKE_BW': '5800'}, timeout=600)
+    got = outcome(proc, 'RingOsuAccuracy', 'mpich', 'shm')
+    assert got and all(' FAIL ' in ln for ln in got), proc.stdout[-5000:]
+    assert ('oversubscribed run RingOsuAccuracy: rank 1 thread 0 and rank 0 thread 0 on '
+            in proc.stdout), proc.stdout[-5000:]
+    [row] = perflog(tmp_path / 'var', 'shm', 'RingOsuAccuracy')
+    assert row['oversubscribed'] == 'true' and row['result'] == 'fail', row

@@ -71,7 +71,8 @@ def osu_table(text: str, name: str) -> OsuTable:
 
 
 def ring_osu_round(dirpath: str, r: int, bw_sizes: list[int]) -> dict:
-    """Round r of RingOsuAccuracy: ring and OSU latency at 8 B, bandwidths."""
+    """Round r of RingOsuAccuracy: ring and OSU latency at 8 B, bandwidths,
+    and the ring's RESULT lines of both launches (where their ranks ran)."""
     rl = ring_results(_text(dirpath, f'ring_lat_{r}.out'), f'ring_lat_{r}.out')
     lat_table = osu_table(_text(dirpath, f'osu_lat_{r}.out'), f'osu_lat_{r}.out')
     ol = lat_table.column(0)
@@ -85,6 +86,7 @@ def ring_osu_round(dirpath: str, r: int, bw_sizes: list[int]) -> dict:
         'lib': str(rl[8].get('mpi_library', '')), 'osu_version': lat_table.version,
         'ring_bw': {s: float(rb[s]['bandwidth_MBps']) for s in bw_sizes},
         'osu_bw': {s: float(ob[s]) for s in bw_sizes},
+        'ring_results': [rl[8], rb[bw_sizes[0]]],
     }
 
 

@@ -860,6 +860,20 @@ class KernelCheck(RunBase):
                 clashes.append(f'{who} and {other} on {host} {where}')
         return clashes
 
+    def check_oversubscription(self, *results: dict) -> None:
+        """Flags the run oversubscribed (``flag_oversubscription``) where two
+        threads of any of the RESULT lines `results` (each a launch's) shared a
+        core, or there are more threads than cores; a sanity error unless the
+        configuration declares it."""
+        clashes = list(dict.fromkeys(c for res in results for c in self._shared_cores(res)))
+        declared = self.declared_oversubscription()
+        over = self.flag_oversubscription(clashes)
+        # Flagged either way (the reports keep such runs out of verdicts);
+        # a failure only where the node was not declared bigger on purpose.
+        sn.evaluate(sn.assert_false(
+            over and not declared, msg=f'oversubscribed run {self.display_name}: '
+                      + ('; '.join(clashes) or 'more threads than cores')))
+
     @sanity_function
     def validate(self):
         results = self.results()
@@ -885,15 +899,7 @@ class KernelCheck(RunBase):
             sn.evaluate(sn.assert_eq(status, 0,
                                      msg=f'{self.kernel} exited with status {{0}}'))
         sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
-        res = self.headline()
-        clashes = self._shared_cores(res)
-        declared = self.declared_oversubscription()
-        over = self.flag_oversubscription(clashes)
-        # Flagged either way (the reports keep such runs out of verdicts);
-        # a failure only where the node was not declared bigger on purpose.
-        sn.evaluate(sn.assert_false(
-            over and not declared, msg=f'oversubscribed run {self.display_name}: '
-                      + ('; '.join(clashes) or 'more threads than cores')))
+        self.check_oversubscription(self.headline())
         # Every line of this run, not another's: the binary launched, the mode
         # and the layout (a RESULT of another kernel or layout passed before).
         binary = os.path.basename(shlex.split(self.executable)[0])
