@@ -78,13 +78,17 @@ def test_an_unknown_field_counts_once_per_file_whatever_its_lines_shape(tmp_path
     """A file whose first record failed (a header without variables) reads its later
     lines by another header's shape: its unknown field is still one file's."""
     n = len(header_fields())
-    fields = line().split('|')
-    passed = '|'.join(fields[:n] + ['x'] + fields[n:])
+
+    def passed(time: str) -> str:
+        fields = line(time=time).split('|')
+        return '|'.join(fields[:n] + ['x'] + fields[n:])
+
     write(tmp_path / 'a' / 'SpmvCheck.log', HEADER.replace('|' + PERF, '|site_extra|' + PERF),
-          passed)
+          passed('2026-11-22T10:00:00+0000'))
     failed = '|'.join(line(result='fail').split('|')[:n] + ['x']) + '|'
+    # another run than a's (a line alike in two files is a copy's, read once)
     write(tmp_path / 'b' / 'SpmvCheck.log', '|'.join(header_fields()) + '|site_extra|',
-          failed, passed)
+          failed, passed('2026-11-22T11:00:00+0000'))
     stats = ReadStats()
     assert len(read_perflogs([str(tmp_path)], stats=stats)) == 3
     assert stats.unknown_fields == {'site_extra': 2}
@@ -445,3 +449,25 @@ def test_since_keeps_a_run_completed_exactly_at_it(tmp_path):
           line(time='2026-11-22T10:00:00+0000'), line(time='2026-11-22T10:00:01+0000'))
     since = dt.datetime(2026, 11, 22, 10, tzinfo=dt.timezone.utc)
     assert [r.time.second for r in read_perflogs([str(tmp_path)], since=since)] == [0, 1]
+
+
+def test_a_copy_of_a_perflog_under_the_folder_given_is_counted_once(tmp_path):
+    """A copy (cp, not a link: another inode) of a perflog beside it: the
+    in-memory reader (--no-history-store, --perflogs) gave every run twice
+    (a verdict's n_mpi and n_hybrid doubled), where the history store's ingest
+    stores it once, by the record's identity (``records.IDENTITY``).  Two
+    records of one identity in one file (two runs in the same second) stay."""
+    import shutil
+
+    from hybridverdict import store
+    path = write(tmp_path / 'logs/SpmvCheck.log', HEADER, line(), line(mode='masteronly'),
+                 line(mode='masteronly'))
+    (tmp_path / 'logs/copy').mkdir()
+    shutil.copy(path, tmp_path / 'logs/copy/SpmvCheck.log')
+    stats = ReadStats()
+    recs = read_perflogs([str(tmp_path / 'logs')], stats=stats)
+    assert stats.files == 2
+    assert [r.mode for r in recs] == ['mpi', 'masteronly', 'masteronly']
+    st = store.Store(str(tmp_path / 'history'))
+    assert st.ingest([str(tmp_path / 'logs')]).records == 3
+    assert sorted(map(store._identity, st.records())) == sorted(map(store._identity, recs))

@@ -28,6 +28,7 @@ from harnesscore.schema import KNOWN, PERFVAR_PARTS, header_fields
 
 from .records import (
     FIELDS,
+    IDENTITY,
     NO_KERNEL,
     PROVENANCE_FIELDS,
     UNPARSABLE,
@@ -36,12 +37,14 @@ from .records import (
     Ref,
     from_fields,
     has_control,
+    identity,
     input_files,
     number,
     parse_time,
     printable,
     provenance,
     reference,
+    same_line,
     size_key,
 )
 
@@ -338,12 +341,26 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
 
 def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
                   stats: ReadStats | None = None) -> list[Record]:
-    """All kernel records under `paths`, optionally only those after `since`."""
+    """All kernel records under `paths`, optionally only those after `since`.
+    A record read from another file before, the same line (``records.same_line``
+    of a record of its ``records.identity``, as the history store's ingest
+    knows one), is left out: a copy of a perflog (not a link: ``input_files``
+    reads one file once) counted every run twice in the verdicts' and the
+    baseline's samples.  Genuinely different runs never have alike lines
+    (their times, and the job's fields)."""
     stats = stats if stats is not None else ReadStats()
     files = perflog_files(paths, stats)
     shapes = header_shapes(files)
-    return [rec for path in files for rec in read_file(path, stats, shapes)
-            if since is None or rec.time >= since]
+    out: list[Record] = []
+    before: dict[tuple, list[Record]] = {}    # identity -> the records of earlier files
+    for path in files:
+        recs = [rec for rec in read_file(path, stats, shapes)
+                if (since is None or rec.time >= since) and not any(
+                    same_line(rec, old) for old in before.get(identity(rec), ()))]
+        for rec in recs:
+            before.setdefault(identity(rec), []).append(rec)
+        out += recs
+    return out
 
 
 def run_fields(path: str) -> Iterator[dict[str, str]]:
@@ -360,6 +377,6 @@ def run_fields(path: str) -> Iterator[dict[str, str]]:
 
 
 # The records' names, read from here by the report and the tests (``records``).
-__all__ = ['PROVENANCE_FIELDS', 'PerflogError', 'ReadStats', 'Record', 'Ref', 'header_fields',
-           'parse_time', 'perflog_files', 'printable', 'provenance', 'read_file',
-           'read_perflogs', 'run_fields', 'size_key']
+__all__ = ['IDENTITY', 'PROVENANCE_FIELDS', 'PerflogError', 'ReadStats', 'Record', 'Ref',
+           'header_fields', 'identity', 'parse_time', 'perflog_files', 'printable',
+           'provenance', 'read_file', 'read_perflogs', 'run_fields', 'size_key']

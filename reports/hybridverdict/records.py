@@ -415,6 +415,27 @@ class ReadStats:
         return out
 
 
+#: What tells a run's record from another's (the history store's columns, the
+#: record's attributes): two copies of a perflog give records of one identity,
+#: stored once by the store's ingest (``perflog.read_perflogs`` counts them
+#: once where their lines are alike too, ``same_line``).  Two copies of a
+#: perflog share the test's name; two checks that ran the same kernel and
+#: layout in the same second differ by it.
+IDENTITY = ('system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size', 'time',
+            'name')
+
+
+def identity(r: Record) -> tuple:
+    """The record's ``IDENTITY`` fields."""
+    return tuple(getattr(r, c) for c in IDENTITY)
+
+
+def same_line(a: Record, b: Record) -> bool:
+    """Whether `a` and `b` were read from the same perflog line, in two files
+    (a copy): every field alike but the file and line they were read from."""
+    return dataclasses.replace(a, source='') == dataclasses.replace(b, source='')
+
+
 #: What a run was made with, beyond what it measured: the fields a performance
 #: engineer diffs between the runs before and after a regression.
 #: In the order they are built and run: the sources, how they were built and

@@ -35,11 +35,13 @@ import polars as pl
 from . import tidy
 from .atomic import locked, write_new
 from .perflog import (
+    IDENTITY,
     PROVENANCE_FIELDS,
     ReadStats,
     Record,
     Shapes,
     header_shapes,
+    identity,
     perflog_files,
     read_file,
 )
@@ -373,17 +375,10 @@ class Store:
         return [r for r in recs if _identity(r) not in stored]
 
 
-#: What tells a run's record from another's (the store's columns, the record's
-#: attributes): a record with the identity of one stored, or of one read before in
-#: the same ingest, is not stored again.  Two copies of a perflog share the test's
-#: name; two checks that ran the same kernel and layout in the same second differ by it.
-IDENTITY = ('system', 'partition', 'stack', 'kernel', 'mode', 'ranks', 'threads', 'size', 'time',
-            'name')
+#: A record with the identity (``records.IDENTITY``) of one stored, or of one read
+#: before in the same ingest from another file, is not stored again.
 _NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
-
-
-def _identity(r: Record) -> tuple:
-    return tuple(getattr(r, c) for c in IDENTITY)
+_identity = identity
 
 
 def _remove(paths: list[str]) -> None:
