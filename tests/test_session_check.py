@@ -126,3 +126,22 @@ def test_a_repeated_test_is_found_by_its_name_not_its_display_name(tmp_path: Pat
     _perflog(tmp_path / LOG, [('Spmv %mode=mpi', 'S1', done)])
     why = session_check.check(marker, str(report), perflogs, 'S1', SINCE)
     assert why.startswith('harness: error: only 1 of 2 performance records'), why
+
+
+def test_a_perflog_that_cannot_be_read_fails_naming_it_not_reframe(tmp_path, monkeypatch):
+    """A perflog the check cannot read (its mode 000 for a user other than root,
+    EIO): its records were skipped unseen and the session failed blaming
+    ReFrame ("ReFrame could not write them").  It still fails, naming the
+    perflog and why.  (Root reads a file of mode 000: run_fields fails as open()
+    does for another user.)"""
+    args = _session(tmp_path, ['SpmvCheck'], [('SpmvCheck', 's1', '2026-11-26T12:30:00+0000')])
+    assert session_check.check(*args, 's1', SINCE) == ''
+
+    def denied(path):
+        raise PermissionError(13, 'Permission denied', path)
+
+    monkeypatch.setattr(session_check, 'run_fields', denied)
+    why = session_check.check(*args, 's1', SINCE)
+    assert why.startswith('harness: error: only 0 of 1 performance records'), why
+    assert f'cannot read the perflog(s) {tmp_path / LOG} (Permission denied)' in why, why
+    assert 'ReFrame' not in why, why

@@ -114,28 +114,34 @@ def _start(text: str) -> dt.datetime | None:
         return None
 
 
-def reached(perflogs: str, marker: str, session: str, since: str) -> collections.Counter:
+def reached(perflogs: str, marker: str, session: str, since: str
+            ) -> tuple[collections.Counter, list[str]]:
     """The session's records in the perflogs under `perflogs` written since
     `marker`, counted by test case (``KEY``): those of `session`, and those
     without a session that completed since `since` (all that completed since
-    `since` where `session` is blank: ``session_field``)."""
+    `since` where `session` is blank: ``session_field``); and the perflogs
+    that could not be read, each with why (their records are not counted)."""
     own = session_field(session)
     begun = _start(since)
     got: collections.Counter = collections.Counter()
+    unreadable: list[str] = []
     try:
         files = perflog_files([perflogs])
     except PerflogError:
-        return got                                   # no perflogs folder
+        return got, unreadable                       # no perflogs folder
     try:
         made = os.path.getmtime(marker)
     except OSError:
-        return got                                   # no marker: no file is since it
+        return got, unreadable                       # no marker: no file is since it
     for path in files:
         try:
             if os.path.getmtime(path) < made:
                 continue
             rows = list(run_fields(path))
-        except OSError:
+        except FileNotFoundError:
+            continue                                 # removed meanwhile
+        except OSError as err:
+            unreadable.append(f'{printable(path)} ({printable(err.strerror or str(err))})')
             continue
         for row in rows:
             if not all(k in row for k in KEY):
@@ -148,7 +154,7 @@ def reached(perflogs: str, marker: str, session: str, since: str) -> collections
             elif mine != own:
                 continue
             got[tuple(row[k] for k in KEY)] += 1
-    return got
+    return got, unreadable
 
 
 def _case(tc: dict) -> tuple:
@@ -184,17 +190,21 @@ def check(marker: str, pattern: str, perflogs: str, session: str, since: str) ->
                 f'HARNESS_STACKS and HARNESS_REFRAME_OPTS')
     if not want:
         return ''
-    got = reached(perflogs, marker, session, since)
+    got, unreadable = reached(perflogs, marker, session, since)
     found = sum(min(n, got[key]) for key, n in want.items())
     if found == sum(want.values()):
         return ''
     lost = sorted(key for key, n in want.items() if got[key] < n)
     names = '; '.join(f'{k[3]} @{k[0]}:{k[1]}+{k[2]}' for k in lost[:3])
     more = f' and {len(lost) - 3} more' if len(lost) > 3 else ''
-    return (f'harness: error: only {found} of {sum(want.values())} performance records '
-            f'of this session reached the perflogs in {perflogs} (missing: {names}{more}): '
-            f'ReFrame could not write them (a full disk, or a perflog it may not write: '
-            f'see its "Logging error" above)')
+    head = (f'harness: error: only {found} of {sum(want.values())} performance records '
+            f'of this session reached the perflogs in {perflogs} (missing: {names}{more})')
+    if unreadable:
+        # the records may be there: it is the perflog that cannot be read, not ReFrame
+        return (f'{head}: cannot read the perflog(s) {"; ".join(unreadable[:3])}'
+                + (f' and {len(unreadable) - 3} more' if len(unreadable) > 3 else ''))
+    return (f'{head}: ReFrame could not write them (a full disk, or a perflog it may not '
+            f'write: see its "Logging error" above)')
 
 
 def main(argv: list[str] | None = None) -> int:
