@@ -470,4 +470,4 @@ def test_a_copy_of_a_perflog_under_the_folder_given_is_counted_once(tmp_path):
     assert [r.mode for r in recs] == ['mpi', 'masteronly', 'masteronly']
     st = store.Store(str(tmp_path / 'history'))
     assert st.ingest([str(tmp_path / 'logs')]).records == 3
-    assert sorted(map(store._identity, st.records())) == sorted(map(store._identity, recs))
+    assert sorted(map(store.identity, st.records())) == sorted(map(store.identity, recs))

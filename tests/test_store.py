@@ -347,7 +347,7 @@ def test_two_ingests_at_once_store_each_record_once(tmp_path):
     # the second waited for the first, then found nothing new
     assert [int(out) for out, _ in outs] == [50, 0]
     recs = store.Store(str(hist)).records()
-    assert len(recs) == len({store._identity(r) for r in recs}) == 50
+    assert len(recs) == len({store.identity(r) for r in recs}) == 50
 
 
 def test_lines_appended_during_the_first_ingest_are_stored_once(tmp_path, monkeypatch):
@@ -370,7 +370,7 @@ def test_lines_appended_during_the_first_ingest_are_stored_once(tmp_path, monkey
     assert st.ingest([str(path)]).records == 2
     recs = st.records()
     assert [r.source for r in recs] == [f'{path}:{n}' for n in range(2, 7)]
-    assert len({store._identity(r) for r in recs}) == 5
+    assert len({store.identity(r) for r in recs}) == 5
 
 
 def test_a_failed_first_record_is_stored_as_the_perflogs_read_it(tmp_path):

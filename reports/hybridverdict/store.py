@@ -294,7 +294,7 @@ class Store:
             known = by_identity.setdefault((v.get('inode'), v.get('head')), v)
             if v.get('offset', 0) > known.get('offset', 0):
                 by_identity[(v.get('inode'), v.get('head'))] = v
-        # the records of this batch (``_identity``): a file read from its start (a copy
+        # the records of this batch (``identity``): a file read from its start (a copy
         # of another given too) adds only those neither stored nor read before in it
         batch: set[tuple] = set()
         for path in files:
@@ -325,10 +325,10 @@ class Store:
             if end == start:  # only a line still being written: nothing to store yet
                 continue
             if start == 0:
-                recs = [r for r in recs if _identity(r) not in batch]
+                recs = [r for r in recs if identity(r) not in batch]
                 if state.get('total_records'):
                     recs = self._unstored(recs)  # a copied, rewritten or moved perflog
-            batch.update(map(_identity, recs))
+            batch.update(map(identity, recs))
             new += recs
             updated[key] = {'offset': end, 'lines': count, 'inode': st.st_ino, 'head': head,
                             'tail': _tail_digest(path, end)}
@@ -372,13 +372,10 @@ class Store:
         stored = set(self._collect(
             self.scan()[0].filter(pl.col('time') >= min(r.time for r in recs))
             .select(IDENTITY).unique()).iter_rows())
-        return [r for r in recs if _identity(r) not in stored]
+        return [r for r in recs if identity(r) not in stored]
 
 
-#: A record with the identity (``records.IDENTITY``) of one stored, or of one read
-#: before in the same ingest from another file, is not stored again.
 _NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
-_identity = identity
 
 
 def _remove(paths: list[str]) -> None:
