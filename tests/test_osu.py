@@ -249,9 +249,6 @@ def test_an_old_or_unversioned_osu(tmp_path, fake_osu_prefix, mode, outcome_line
         assert row['build_spec'] == f'osu-micro-benchmarks@? {root / stack}', row
 
 
-#: A line the benchmark prints on stdout after its table (an error of its own).
-STDOUT_ERROR = 'osu: error: buffer check failed at size 64'
-
 @pytest.mark.parametrize('printed, outcome_line, says', [
     ('openmpi_openib_warning', '  OK ', ''),
     ('mpich_init_error', ' FAIL ', "osu_latency printed an error: ['Abort(538562447): Fatal "
@@ -278,6 +275,9 @@ def test_an_error_line_fails_and_an_open_mpi_warning_does_not(tmp_path, fake_osu
     assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
     assert says in proc.stdout, proc.stdout[-5000:]
 
+
+#: A line the benchmark prints on stdout after its table (an error of its own).
+STDOUT_ERROR = 'osu: error: buffer check failed at size 64'
 
 
 @pytest.mark.parametrize('check', ['OsuLatencyCheck', 'OsuMbwMrCheck'])
