@@ -440,7 +440,9 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                 raise ValueError(f"{swhere}: launch must be 'srun' or 'own', got {launch!r}")
             if launch == 'own' and not sspec.get('launcher'):
                 raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
-            pmi = sspec.get('pmi', SRUN_PMI.get(stack, ''))
+            # the registry's PMI of the stack's family (a stack 'ompi5' of
+            # family openmpi is Open MPI's pmix), where the stack names none
+            pmi = sspec.get('pmi', SRUN_PMI.get(sspec.get('family', stack), ''))
             # The stack's own variables and the partition's pins (below) win.
             base_env = {**files_env[stack], **srun_env(launch, pmi), **sspec.get('env', {})}
             # What this partition pins for the stack (RunBase checks it, against

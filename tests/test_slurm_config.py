@@ -528,6 +528,22 @@ def test_srun_stacks_get_their_pmi_and_core_binding_and_own_launchers_neither(no
         assert not {'SLURM_MPI_TYPE', 'SLURM_CPU_BIND'} & set(envs[('mvapich2', target)])
 
 
+def test_a_stack_of_another_name_gets_its_familys_pmi(no_cluster_env):
+    # a stack 'ompi5' of family openmpi without 'pmi' got no SLURM_MPI_TYPE (the
+    # default was looked up by the stack's name): srun started every rank as a
+    # singleton of its own under Slurm's MpiDefault
+    cluster = template_cluster()
+    ompi5 = {**cluster['stacks'].pop('openmpi'), 'family': 'openmpi'}
+    del ompi5['pmi']
+    cluster['stacks']['ompi5'] = ompi5
+    for part in cluster['partitions'].values():
+        part['transport_env']['ompi5'] = part['transport_env'].pop('openmpi')
+    envs = cluster_envs(cluster, mpi_env='keep')
+    for target in ('example-hpc', 'example-hpc:ib', 'example-hpc:eth'):
+        assert envs[('ompi5', target)]['SLURM_MPI_TYPE'] == [
+            slurm_systems.SRUN_PMI['openmpi']], target
+
+
 def test_a_partitions_time_limit_wins_over_the_clusters(no_cluster_env):
     cluster = template_cluster()
     cluster['time_limit'] = '1h'
