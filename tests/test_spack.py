@@ -353,6 +353,19 @@ def test_a_prefix_whose_launcher_is_another_stacks_is_refused(tmp_path, monkeypa
         spack_site.parse_stack_arg(f'mpich={usr}/bin/mpicc.mine', str(tmp_path / 'pf'))
 
 
+def test_a_prefix_knob_with_a_leading_tilde_is_the_homes(tmp_path, monkeypatch):
+    # config/settings.py reads HARNESS_MPICH_PREFIX='~/mpich' as the home's
+    # (user_path); the generator took it as a folder '~' of the current
+    # directory: "mpich: <cwd>/~/mpich has no bin/mpicc"
+    home = tmp_path / 'home'
+    fake_prefix(home / 'mpich', 'HYDRA build details:\n    Version: 4.0.2')
+    monkeypatch.setenv('HOME', str(home))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(spack_site, 'STACKS', (spack_site.STACK['mpich'],))
+    found = spack_site.detect_stacks(str(tmp_path / 'pf'), {'HARNESS_MPICH_PREFIX': '~/mpich'})
+    assert found == [spack_site.Stack('mpich', '4.0.2', str(home / 'mpich'))]
+
+
 def test_a_prefix_of_links_is_not_re_pointed_to_another_stack_without_force(tmp_path):
     def wrappers(folder: str, *progs: str) -> Path:
         bindir = tmp_path / folder

@@ -29,7 +29,7 @@ import subprocess
 import sys
 
 import yaml
-from harnesscore.paths import REPO_DIR
+from harnesscore.paths import REPO_DIR, user_path
 from harnesscore.stacks import STACK, STACKS
 from harnesscore.stopping import fail
 
@@ -153,7 +153,8 @@ def detect_stacks(prefix_dir: str, environ: dict[str, str]) -> list[Stack]:
     for stack in STACKS:
         prefix = environ.get(stack.prefix_var, '').strip()
         if prefix:
-            found.append(from_prefix(stack.name, prefix))
+            # read as config/settings.py reads the knob: a leading ~ is the home
+            found.append(from_prefix(stack.name, user_path(prefix)))
         elif stack.suffix is not None:
             mpicc = shutil.which(f'mpicc{stack.suffix}', path=environ.get('PATH'))
             if mpicc:
