@@ -98,6 +98,24 @@ def test_ctest_under_sanitizers(stack, tmp_path):
           UBSAN_OPTIONS='halt_on_error=1:print_stacktrace=1')
 
 
+@pytest.mark.parametrize('script, passes', [
+    ('echo boom >&2 && exit 3', True),
+    # the expected message, then no exit: a hang killed at the timeout ("Process
+    # terminated due to timeout") or a death by a signal passed as "failed as
+    # expected"; the signal stands for the timeout's 100 s here
+    ('echo boom >&2 && kill -SEGV $$', False),
+    ('echo boom >&2 && kill -KILL $$', False),
+])
+def test_an_expected_failure_is_an_exit_status(script, passes, tmp_path):
+    proc = subprocess.run(['cmake', '-DREGEX=boom', '-DSTATUS=', '-P',
+                           str(REPO / 'src' / 'tests' / 'expect_failure.cmake'),
+                           'sh', '-c', script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode == 0) == passes, proc.stdout + proc.stderr
+    if not passes:
+        assert 'expected an exit status, but the command did not exit' in proc.stderr
+
+
 @pytest.fixture(scope='module')
 def fault_build(stacks, tmp_path_factory) -> tuple[str, Path]:
     return stacks[-1], cmake_build(stacks[-1], tmp_path_factory.mktemp('fault'),

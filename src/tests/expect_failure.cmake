@@ -1,6 +1,7 @@
 # cmake -DREGEX=<regex> [-DSTATUS=<n>] -P expect_failure.cmake <command> <args...>
 # Passes when the command exits non-zero (exactly STATUS if given) and its
-# combined output matches REGEX.
+# combined output matches REGEX; a command that does not exit (killed at the
+# timeout, or by a signal) fails, whatever it printed before.
 set(cmd "")
 set(seen_script FALSE)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -14,6 +15,9 @@ endforeach()
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 TIMEOUT 100)
 set(all "${out}${err}")
+if(NOT rc MATCHES "^-?[0-9]+$")
+  message(FATAL_ERROR "expected an exit status, but the command did not exit (${rc}):\n${all}")
+endif()
 if(rc EQUAL 0)
   message(FATAL_ERROR "expected a failure, but the command succeeded:\n${all}")
 endif()
