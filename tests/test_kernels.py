@@ -87,6 +87,13 @@ def test_ctest_warnings_as_errors(stack, tmp_path):
     ctest(build)
 
 
+def test_a_pure_mpi_build_compiles_with_warnings_as_errors(stacks, tmp_path):
+    # KERNEL_OPENMP=OFF (Spack's ~openmp): spmv's funneled call left a variable
+    # that only its omp pragma reads unused, and -Werror failed the build
+    cmake_build(stacks[0], tmp_path / 'pure-mpi', '-DKERNEL_OPENMP=OFF',
+                '-DCMAKE_C_FLAGS=-Werror')
+
+
 def test_ctest_under_sanitizers(stack, tmp_path):
     # float-cast-overflow is not part of gcc's "undefined": a double beyond an
     # int converted to int (md's bins of a dilute box or of a diverged run) is

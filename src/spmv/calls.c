@@ -133,6 +133,7 @@ static void call_funneled(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct
     double t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     int team = 1;
     const int nthr = ctx->threads;
+    (void)nthr; /* read by the pragma only: unused in a pure MPI build */
     /* at most the team kc_start measured (thr_t has a slot for each of them):
      * OMP_DYNAMIC may give a later region more threads than the first */
 #pragma omp parallel num_threads(nthr)
