@@ -71,7 +71,8 @@ CLUSTER = {
     'max_jobs': 16,
     # Default time limit of a job; every check also sets its own.
     'time_limit': '30m',
-    # Where builds, stage, outputs and reports go (default $HARNESS_VAR_DIR/<name>);
+    # Where builds, stage, outputs and reports go (default $HARNESS_VAR_DIR/<name>;
+    # $VAR and a leading ~ expand, e.g. '$SCRATCH/harness');
     # perflogs always go to $HARNESS_VAR_DIR/perflogs/<name>/<partition>/.
     # 'prefix': '/scratch/FILL_IN/harness',
 

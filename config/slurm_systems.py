@@ -374,7 +374,10 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     wrongly name."""
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
     name = cluster['name']
-    prefix = cluster.get('prefix') or os.path.join(var_dir, name)
+    # The prefix as ReFrame reads it for the stage and output folders ($VAR,
+    # ~ too), once here: the builds go under the system's prefix as written.
+    prefix = (os.path.expanduser(os.path.expandvars(cluster['prefix'])) if cluster.get('prefix')
+              else os.path.join(var_dir, name))
     hostnames = _strings(origin, 'hostnames', cluster['hostnames'])
     access = _strings(origin, 'access', cluster.get('access', []))
     prepare_cmds = _strings(origin, 'prepare_cmds', cluster.get('prepare_cmds', []))

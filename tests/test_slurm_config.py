@@ -544,6 +544,25 @@ def test_a_stack_of_another_name_gets_its_familys_pmi(no_cluster_env):
             slurm_systems.SRUN_PMI['openmpi']], target
 
 
+@pytest.mark.parametrize('given, want', [('$S45_SCRATCH/harness', '/scratch/me/harness'),
+                                         ('${S45_SCRATCH}/h', '/scratch/me/h'),
+                                         ('~/harness', '/home/me/harness'),
+                                         ('/abs/harness', '/abs/harness')])
+def test_a_clusters_prefix_is_expanded_for_the_builds_as_for_the_stage(given, want,
+                                                                       no_cluster_env,
+                                                                       monkeypatch):
+    # ReFrame expanded '$SCRATCH/harness' for the stage and output folders only:
+    # KernelBuild's build tree (the system's prefix) went to a literal folder
+    # '$SCRATCH' inside its stage, where the runs did not find the kernels
+    monkeypatch.setenv('S45_SCRATCH', '/scratch/me')
+    monkeypatch.setenv('HOME', '/home/me')
+    cluster = template_cluster()
+    cluster['prefix'] = given
+    system, _ = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    assert (system['prefix'], system['stagedir'], system['outputdir']) == (
+        want, f'{want}/stage', f'{want}/output')
+
+
 def test_a_partitions_time_limit_wins_over_the_clusters(no_cluster_env):
     cluster = template_cluster()
     cluster['time_limit'] = '1h'
