@@ -327,24 +327,31 @@ int main(int argc, char **argv) {
 '''
 
 
+def linked_osu_accuracy(tmp_path: Path, built_with: str,
+                        **env: str) -> subprocess.CompletedProcess[str]:
+    """One round of RingOsuAccuracy on mpich at local:shm, with LINKED_OSU_C's
+    osu_latency and osu_bw built with `built_with`'s wrapper (``env``: more)."""
+    from conftest import STACKS, mpi_env
+    (tmp_path / 'osu' / 'bin').mkdir(parents=True)
+    (tmp_path / 'osu.c').write_text(LINKED_OSU_C)
+    for name in ('osu_latency', 'osu_bw'):
+        subprocess.run([STACKS[built_with][0], '-o', str(tmp_path / 'osu' / 'bin' / name),
+                        str(tmp_path / 'osu.c')], check=True, env=mpi_env(), timeout=120)
+    return run_reframe(tmp_path / 'var', '-n', 'RingOsuAccuracy', '--system', 'local:shm',
+                       '-r', '-S', 'rounds=1', '-S', 'max_rounds=1', '-S', f'bw_max={MAX_SIZE}',
+                       '-S', 'lat_tol=1', '-S', 'bw_tol=1',
+                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': str(tmp_path / 'osu'),
+                            'FAKE_LAT': '0.4', 'FAKE_BW': '5800', **env}, timeout=600)
+
+
 def test_the_accuracy_check_fails_an_osu_of_another_stack(tmp_path, stacks):
     """RingOsuAccuracy never looked at what OSU links: osu_latency and osu_bw built
     with Open MPI, given to the MPICH environment, passed (figures near the
     ring's), measuring Open MPI's library against the ring's MPICH, where
     OsuLatencyCheck fails the same OSU.  Now it fails as the OSU checks do."""
-    from conftest import STACKS, mpi_env
     if not {'openmpi', 'mpich'} <= set(stacks):
         pytest.skip('needs the openmpi and mpich stacks')
-    (tmp_path / 'osu' / 'bin').mkdir(parents=True)
-    (tmp_path / 'osu.c').write_text(LINKED_OSU_C)
-    for name in ('osu_latency', 'osu_bw'):
-        subprocess.run([STACKS['openmpi'][0], '-o', str(tmp_path / 'osu' / 'bin' / name),
-                        str(tmp_path / 'osu.c')], check=True, env=mpi_env(), timeout=120)
-    proc = run_reframe(tmp_path / 'var', '-n', 'RingOsuAccuracy', '--system', 'local:shm',
-                       '-r', '-S', 'rounds=1', '-S', 'max_rounds=1', '-S', f'bw_max={MAX_SIZE}',
-                       '-S', 'lat_tol=1', '-S', 'bw_tol=1',
-                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': str(tmp_path / 'osu'),
-                            'FAKE_LAT': '0.4', 'FAKE_BW': '5800'}, timeout=600)
+    proc = linked_osu_accuracy(tmp_path, 'openmpi')
     got = outcome(proc, 'RingOsuAccuracy', 'mpich', 'shm')
     assert got and all(' FAIL ' in ln for ln in got), proc.stdout[-5000:]
     assert 'osu_latency links [' in proc.stdout, proc.stdout[-5000:]
@@ -359,22 +366,11 @@ def test_the_accuracy_check_fails_two_ranks_on_one_core(tmp_path, stacks):
     where RingPingpongCheck fails the same placement from the ring's RESULT
     line.  Now it reads the ring's RESULT lines of every round as KernelCheck
     does (``check_oversubscription``)."""
-    from conftest import STACKS, mpi_env
     if 'mpich' not in stacks:
         pytest.skip('needs the mpich stack (Hydra)')
-    (tmp_path / 'osu' / 'bin').mkdir(parents=True)
-    (tmp_path / 'osu.c').write_text(LINKED_OSU_C)
-    for name in ('osu_latency', 'osu_bw'):
-        subprocess.run([STACKS['mpich'][0], '-o', str(tmp_path / 'osu' / 'bin' / name),
-                        str(tmp_path / 'osu.c')], check=True, env=mpi_env(), timeout=120)
     (tmp_path / 'hydra.conf').write_text('-bind-to user:0,0\n')
-    proc = run_reframe(tmp_path / 'var', '-n', 'RingOsuAccuracy', '--system', 'local:shm',
-                       '-r', '-S', 'rounds=1', '-S', 'max_rounds=1', '-S', f'bw_max={MAX_SIZE}',
-                       '-S', 'lat_tol=1', '-S', 'bw_tol=1',
-                       env={'HARNESS_STACKS': 'mpich', 'HARNESS_OSU_PREFIX': str(tmp_path / 'osu'),
-                            'HARNESS_MPI_ENV': 'keep',
-                            'HYDRA_CONFIG_FILE': str(tmp_path / 'hydra.conf'),
-                            'FAKE_LAT': '0.4', 'FAKE_BW': '5800'}, timeout=600)
+    proc = linked_osu_accuracy(tmp_path, 'mpich', HARNESS_MPI_ENV='keep',
+                               HYDRA_CONFIG_FILE=str(tmp_path / 'hydra.conf'))
     got = outcome(proc, 'RingOsuAccuracy', 'mpich', 'shm')
     assert got and all(' FAIL ' in ln for ln in got), proc.stdout[-5000:]
     assert ('oversubscribed run RingOsuAccuracy: rank 1 thread 0 and rank 0 thread 0 on '
