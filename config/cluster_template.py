@@ -151,7 +151,9 @@ CLUSTER = {
     # the Spack spec that builds the kernels with this stack (e.g.
     # 'hybrid-kernels@develop build_type=Release +openmp ^openmpi@4.1.6';
     # docs/pages/spack.md), as HARNESS_<STACK>_SPACK_SPEC does on this machine;
-    # without it they are built with CMake and 'cc'.
+    # without it they are built with CMake and 'cc'.  'cflags': C flags of those
+    # CMake builds, e.g. ['-march=znver3'] where the login node that builds has
+    # another CPU than the compute nodes (Release's default: -march=native).
     'stacks': {
         'openmpi': {
             'descr': 'Open MPI 4.1',

@@ -130,8 +130,8 @@ _CLUSTER_KEYS = {'name', 'descr', 'hostnames', 'modules_system', 'scheduler', 'a
                  'max_jobs', 'time_limit', 'prefix', 'partitions', 'stacks', 'prepare_cmds'}
 _PARTITION_KEYS = {'descr', 'access', 'nodes', 'max_jobs', 'time_limit', 'processor',
                    'transport_env', 'extras'}
-_STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'launch', 'pmi', 'launcher', 'env',
-               'osu_prefix', 'sysconfdir', 'spack_spec'}
+_STACK_KEYS = {'descr', 'family', 'modules', 'cc', 'cflags', 'launch', 'pmi', 'launcher',
+               'env', 'osu_prefix', 'sysconfdir', 'spack_spec'}
 
 #: OSU's install prefix of a stack where its spec names none (settings.py
 #: passes its HARNESS_OSU_PREFIX reader): '' leaves the OSU checks skipped.
@@ -318,6 +318,10 @@ def _spack_spec(where: str, sspec: dict) -> None:
                                       and sspec['spack_spec'].strip()):
         raise ValueError(f'{where}: spack_spec must be a Spack spec (a string that is not '
                          f'empty), got {_show(sspec["spack_spec"])}')
+    if sspec.get('spack_spec') and sspec.get('cflags'):
+        # Spack builds with its spec's flags and target, never the CMake cflags
+        raise ValueError(f'{where}: cflags are for the CMake builds; with spack_spec give '
+                         f"the flags or target in the spec (cflags=..., target=zen3)")
 
 
 def _note_unused_links(where: str, stacks: dict[str, dict], transport_env: dict[str, dict],
@@ -390,6 +394,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
         swhere = f'{origin}: stack {stack}'
         _require(swhere, sspec, _STACK_KEYS, ('cc',))
         _strings(swhere, 'modules', sspec.get('modules', []))
+        _strings(swhere, 'cflags', sspec.get('cflags', []))
         _env_vars(swhere, 'env', sspec.get('env', {}))
         _spack_spec(swhere, sspec)
         family = sspec.get('family', stack)
@@ -456,6 +461,9 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                 'target_systems': [f'{name}:{part}'],
                 'modules': list(sspec.get('modules', [])),
                 'cc': sspec['cc'],
+                # the kernels' CMake builds add them (-march=znver3: the compute
+                # nodes' CPU where the login node that builds has another)
+                'cflags': list(sspec.get('cflags', [])),
                 'env_vars': [[k, shell_value(str(v))]
                              for k, v in {**base_env, **pinned}.items()],
                 'features': ['mpi', 'openmp', f'stack-{stack}'],

@@ -319,6 +319,12 @@ def test_a_cmake_build_has_its_own_c_flags_not_the_shells_nor_an_old_caches(tmp_
     subprocess.run(build.cmake_configure(str(new), 'Release', cc, '-fno-omit-frame-pointer'),
                    check=True, capture_output=True)
     assert build.cmake_c_flags(str(new)) == '-fno-omit-frame-pointer -O3 -march=native -DNDEBUG'
+    # cflags that name the target CPU (a login node building for other compute
+    # nodes) are the only -march: the later -march=native won over them
+    for target in ('-march=x86-64-v2', '-O2 -mcpu=native'):
+        subprocess.run(build.cmake_configure(str(new), 'Release', cc, target),
+                       check=True, capture_output=True)
+        assert build.cmake_c_flags(str(new)) == f'{target} -O3 -DNDEBUG'
 
 
 def test_a_build_names_the_variables_its_wrapper_reads_and_builds_apart(monkeypatch):
@@ -353,6 +359,16 @@ def test_a_build_names_the_variables_its_wrapper_reads_and_builds_apart(monkeypa
     monkeypatch.delenv('OMPI_CFLAGS')
     assert build.KernelBuild.cmake_build_spec(test) == (
         'cmake Release openmpi cc=/usr/bin/mpicc.openmpi')
+    # an environment's cflags (a cluster stack's -march=znver3) build apart too
+    # (the tree of other flags was configured again and shared); none: as before
+    test.current_environ.cflags = []
+    tags = {build.build_tag(test.current_environ, 'Release', False, 0)}
+    for cflags in (['-march=znver3'], ['-march=znver4']):
+        test.current_environ.cflags = cflags
+        tags.add(build.build_tag(test.current_environ, 'Release', False, 0))
+    assert len(tags) == 3 and all(t.startswith('openmpi-release-') for t in tags), tags
+    assert build.build_tag(test.current_environ, 'Debug', True, 5).endswith(
+        '-fault-inject-fault-slow5')
 
 
 def test_the_job_probe_and_the_launch_line_of_a_script(tmp_path):

@@ -290,6 +290,11 @@ def test_a_missing_cluster_file_is_a_value_error(tmp_path, no_cluster_env):
      "site_x.py: partition eth: access must be a list of strings, got ['--exclusive', 2]"),
     (lambda c: c['stacks']['mpich'].update(modules='mpich/4.1'),
      "site_x.py: stack mpich: modules must be a list of strings, got 'mpich/4.1'"),
+    (lambda c: c['stacks']['mpich'].update(cflags='-march=znver3'),
+     "site_x.py: stack mpich: cflags must be a list of strings, got '-march=znver3'"),
+    (lambda c: c['stacks']['mpich'].update(cflags=['-march=znver3'], spack_spec='x ^mpich'),
+     'site_x.py: stack mpich: cflags are for the CMake builds; with spack_spec give the '
+     'flags or target in the spec (cflags=..., target=zen3)'),
     (lambda c: c['partitions']['ib'].update(nodes='two'),
      "site_x.py: partition ib: nodes must be an integer, got 'two'"),
     (lambda c: c['partitions']['ib'].update(nodes=True),
@@ -340,6 +345,18 @@ def test_lists_and_integers_of_the_right_type_are_kept(no_cluster_env):
     assert ib['access'] == ['--account=FILL_IN_PROJECT', '--partition=compute',
                             '--constraint=ib', '--exclusive']
     assert next(e for e in envs if e['name'] == 'mpich')['modules'] == ['FILL_IN/mpich/4.1.2']
+
+
+def test_a_stacks_cflags_reach_its_environments(no_cluster_env):
+    """A login node that builds for compute nodes of another CPU: the stack's
+    cflags (-march=znver3) are its environments' (the CMake builds add them, and
+    src/CMakeLists.txt then leaves -march=native out); none: none."""
+    cluster = template_cluster()
+    cluster['stacks']['mpich']['cflags'] = ['-march=znver3', '-mtune=znver3']
+    _, envs = slurm_systems.cluster_config(cluster, '/tmp/unused', origin='site_x.py')
+    assert {tuple(e['cflags']) for e in envs if e['name'] == 'mpich'} == {
+        ('-march=znver3', '-mtune=znver3')}
+    assert {tuple(e['cflags']) for e in envs if e['name'] == 'openmpi'} == {()}
 
 
 # ---- HARNESS_MODULES_SYSTEM ----------------------------------------------------------

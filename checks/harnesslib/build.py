@@ -69,7 +69,6 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     @run_before('compile')
     def configure(self):
         env = self.current_environ
-        stack = env.extras.get('stack', env.name)
         if not 0 <= self.fault_slow <= 1000:
             raise ValueError(f'KernelBuild.fault_slow must be a percent from 0 (off) to 1000, '
                              f'got {self.fault_slow}')
@@ -78,14 +77,9 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         if spec:
             self.configure_spack(spec)
             return
-        # the wrapper and the variables it reads (none set: the wrapper's hash, as before)
-        wrapper = hashlib.sha1(' '.join([env.cc, *wrapper_settings(env)]).encode()).hexdigest()[:8]
-        tag = f'{stack}-{self.build_type.lower()}-{wrapper}'
-        if self.fault_inject:
-            tag += '-fault-inject'
-        if self.fault_slow:
-            tag += f'-fault-slow{self.fault_slow}'
-        self.build_dir = os.path.join(self.current_system.prefix, 'build', tag)
+        self.build_dir = os.path.join(self.current_system.prefix, 'build',
+                                      build_tag(env, self.build_type, self.fault_inject,
+                                                self.fault_slow))
         self.build_spec = self.cmake_build_spec()
         configure = cmake_configure(self.build_dir, self.build_type, env.cc,
                                     ' '.join(env.cflags), self.fault_inject, self.fault_slow,
@@ -237,6 +231,19 @@ def tree_digest(root: str, paths: list[str] | None = None) -> str:
         except OSError:
             digest.update(b'unreadable')
     return digest.hexdigest()
+
+
+def build_tag(env, build_type: str, fault_inject: bool, fault_slow: int) -> str:
+    """The name of a CMake build tree: the stack, the build type, a hash of the
+    wrapper, the variables it reads and the environment's cflags (none set:
+    the wrapper's alone, as before), and the faults: builds of other flags apart."""
+    stack = env.extras.get('stack', env.name)
+    flags = [f'cflags={" ".join(env.cflags)}'] if env.cflags else []
+    wrapper = hashlib.sha1(' '.join([env.cc, *wrapper_settings(env), *flags])
+                           .encode()).hexdigest()[:8]
+    return (f'{stack}-{build_type.lower()}-{wrapper}'
+            + ('-fault-inject' if fault_inject else '')
+            + (f'-fault-slow{fault_slow}' if fault_slow else ''))
 
 
 def cmake_compiler(build_dir: str) -> str:
