@@ -299,9 +299,11 @@ class OsuMbwMrCheck(OsuBase):
 
     @sanity_function
     def validate(self):
+        # each run's stdout is its file (the job's stdout, which
+        # OsuBase.validate scans, has none of it; its stderr has theirs)
+        texts = {k: self.stage_text(f'mbw_k{k}.out') for k in self.ks}
         for k in self.ks:
-            self.check_options_accepted(self.stage_text(f'mbw_k{k}.out'),
-                                        f'osu_mbw_mr with {k} pair(s)')
+            self.check_options_accepted(texts[k], f'osu_mbw_mr with {k} pair(s)')
         noted = self.noted_runs('osu_mbw_mr')
         for k in self.ks:
             pairs = [o for o in self.table_of(k).options if 'pairs:' in o]
@@ -312,9 +314,7 @@ class OsuMbwMrCheck(OsuBase):
             sn.evaluate(sn.assert_false(
                 missing, msg=f'osu_mbw_mr with {k} pair(s) printed no row for '
                              f'size(s) {missing}'))
-            # each run's stdout is its file (the job's stdout, which
-            # OsuBase.validate scans, has none of it; its stderr has theirs)
-            errors = error_lines(self.stage_text(f'mbw_k{k}.out'))
+            errors = error_lines(texts[k])
             sn.evaluate(sn.assert_false(
                 errors, msg=f'osu_mbw_mr with {k} pair(s) printed an error: {errors[:3]}'))
         OsuBase.validate(self)
