@@ -219,3 +219,14 @@ def test_every_module_and_folder_has_its_place_in_the_drawing():
     assert len(expected) >= 30, expected
     missing = sorted(expected - words)
     assert not missing, f'README does not place these in "How data flows": {missing}'
+
+
+def test_every_cmake_option_of_the_kernels_is_on_their_page():
+    """The kernels' CMake options (option(), cache strings) are each named on the
+    kernels' page."""
+    cmake = (REPO / 'src' / 'CMakeLists.txt').read_text(encoding='utf-8')
+    options = set(re.findall(r'^option\((KERNEL_\w+)', cmake, re.M)) | \
+        set(re.findall(r'^set\((KERNEL_\w+) "[^"]*" CACHE STRING', cmake, re.M))
+    assert {'KERNEL_OPENMP', 'KERNEL_NATIVE', 'KERNEL_SANITIZE'} <= options, options
+    page = (PAGES / 'kernels.md').read_text(encoding='utf-8')
+    assert not sorted(o for o in options if f'`{o}`' not in page)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -121,6 +122,51 @@ def test_an_expected_failure_is_an_exit_status(script, passes, tmp_path):
     assert (proc.returncode == 0) == passes, proc.stdout + proc.stderr
     if not passes:
         assert 'expected an exit status, but the command did not exit' in proc.stderr
+
+
+def _configure(src: Path, stack: str, *options: str) -> subprocess.CompletedProcess[str]:
+    cc, launcher = STACKS[stack]
+    return subprocess.run(['cmake', '-S', str(src), '-B', str(src / 'build'),
+                           f'-DMPI_C_COMPILER={shutil.which(cc)}',
+                           f'-DCMAKE_C_COMPILER={shutil.which(cc)}',
+                           f'-DMPIEXEC_EXECUTABLE={shutil.which(launcher)}', *options],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize('call, says', [
+    # a ';' in a message split the regex: ring's fault cases checked half of it
+    ('kernel_test(x NP 1 THREADS 1 EXPECT_STATUS 3 EXPECT_FAIL "a;b" COMMAND ring)',
+     'x: unknown arguments: b'),
+    ('kernel_test(x NP 1 THREADS 1 EXPECT_STATUS 2 COMMAND ring)',
+     'kernel_test(x): EXPECT_STATUS goes with EXPECT_FAIL'),
+    ('kernel_test(x THREADS 1 COMMAND ring)', 'x: NP is required'),
+    ('uneven_threads_test(x COMMAND ring)', 'x: EXPECT_FAIL is required'),
+])
+def test_a_kernel_tests_words_it_does_not_take_stop_the_configure(stacks, tmp_path, call,
+                                                                  says):
+    """A ctest case's call with a word its function does not take, or without
+    one it needs, was built into a test that checked less than it said."""
+    src = Path(shutil.copytree(REPO / 'src', tmp_path / 'src'))
+    with open(src / 'tests' / 'ring.cmake', 'a', encoding='utf-8') as fh:
+        fh.write(call + '\n')
+    proc = _configure(src, stacks[0])
+    assert proc.returncode != 0 and says in ' '.join(proc.stderr.split()), proc.stderr
+
+
+def test_the_launchers_postflags_follow_the_kernel_in_every_context(stacks, tmp_path):
+    """FindMPI's MPIEXEC_POSTFLAGS (after the program, before its arguments) were
+    left out of every launched ctest case."""
+    src = Path(shutil.copytree(REPO / 'src', tmp_path / 'src'))
+    proc = _configure(src, stacks[0], '-DMPIEXEC_POSTFLAGS=--post-a --post-b')
+    assert proc.returncode == 0, proc.stderr
+    shown = subprocess.run(['ctest', '--show-only=json-v1'], cwd=src / 'build',
+                           capture_output=True, text=True, check=True).stdout
+    tests = {t['name']: t.get('command', []) for t in json.loads(shown)['tests']}
+    for name, contexts in (('ring_bad_skip', 1), ('md_uneven_threads', 2)):
+        cmd = tests[name]
+        kernel = [i for i, a in enumerate(cmd) if a.endswith(('/ring', '/md'))]
+        assert len(kernel) == contexts, cmd
+        assert all(cmd[i + 1:i + 3] == ['--post-a', '--post-b'] for i in kernel), cmd
 
 
 @pytest.fixture(scope='module')

@@ -368,6 +368,28 @@ def test_a_module_sets_its_stack_on_the_nodes(cluster, stacks, tmp_path):
     assert 'mvapich2: set HARNESS_MVAPICH2_PREFIX' in proc.stderr
 
 
+@pytest.mark.skipif(not Path(slurm_systems.LMOD_INIT).exists(), reason='Lmod is not installed')
+def test_the_mvapich2_module_puts_its_lib64_on_the_library_path(tmp_path):
+    """An MVAPICH2 installed into <prefix>/lib64 (a distribution's libdir): the
+    module put only <prefix>/lib on LD_LIBRARY_PATH."""
+    prefix = tmp_path / 'mv2'
+    for tool in ('mpicc', 'mpiexec'):
+        (prefix / 'bin').mkdir(parents=True, exist_ok=True)
+        (prefix / 'bin' / tool).write_text('#!/bin/sh\n')
+    env = {'PATH': os.environ['PATH'], 'HOME': str(tmp_path),
+           'HARNESS_MVAPICH2_PREFIX': str(prefix)}
+
+    def library_path() -> list[str]:
+        proc = subprocess.run(['bash', '-c', lmod('mvapich2') + 'echo "$LD_LIBRARY_PATH"'],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split()[-1].split(':')
+
+    assert library_path()[0] == f'{prefix}/lib'
+    (prefix / 'lib64').mkdir()
+    assert library_path()[:2] == [f'{prefix}/lib64', f'{prefix}/lib']
+
+
 @pytest.fixture(scope='module')
 def reframe_session(cluster, stacks, tmp_path_factory):
     var = tmp_path_factory.mktemp('var')

@@ -327,6 +327,26 @@ def test_a_cmake_build_has_its_own_c_flags_not_the_shells_nor_an_old_caches(tmp_
         assert build.cmake_c_flags(str(new)) == f'{target} -O3 -DNDEBUG'
 
 
+def test_a_users_release_flags_are_kept_and_native_can_be_left_out(tmp_path, stacks):
+    """A hand build's -DCMAKE_C_FLAGS_RELEASE was shadowed by the kernels' own
+    Release flags (its -O2 built -O3), and a Spack build, whose wrapper gives the
+    spec's target (-march=<target>), had -march=native after it: built for the
+    CPU of the node that builds. KERNEL_NATIVE=OFF (Spack's package) leaves it out."""
+    cc = shutil.which(f'mpicc.{stacks[0]}')
+    if not cc:
+        pytest.skip(f'mpicc.{stacks[0]} is not on PATH')
+    out = str(tmp_path / 'b')
+    for given, flags in ((['-DCMAKE_C_FLAGS_RELEASE=-O2 -g'], '-O2 -g -march=native'),
+                         (['-DCMAKE_C_FLAGS_RELEASE=-O2 -march=x86-64-v3'],
+                          '-O2 -march=x86-64-v3'),
+                         (['-DKERNEL_NATIVE=OFF', '-UCMAKE_C_FLAGS_RELEASE'], '-O3 -DNDEBUG'),
+                         (['-DKERNEL_NATIVE=ON'], '-O3 -march=native -DNDEBUG')):
+        for _ in range(2):          # a configure again keeps them
+            subprocess.run([*build.cmake_configure(out, 'Release', cc), *given],
+                           check=True, capture_output=True)
+            assert build.cmake_c_flags(out) == flags, given
+
+
 def test_a_build_names_the_variables_its_wrapper_reads_and_builds_apart(monkeypatch):
     """Audit: an exported OMPI_CFLAGS=-pg compiled every kernel with -pg (the opal
     wrapper adds it) under a build_spec that said 'cmake Release openmpi cc=...',

@@ -262,6 +262,18 @@ def test_kernels_installed_by_spack_link_their_own_stack(installed):
 
 
 @needs_spack
+def test_kernels_installed_by_spack_are_built_for_the_specs_target(installed):
+    """Spack's wrapper gives the spec's target (-march=<target>); the kernels'
+    Release -march=native came after it (the CPU of the node that built)."""
+    for stack, prefix in installed.items():
+        caches = list(Path(prefix, '.spack').glob('**/CMakeCache.txt'))
+        assert caches, f'{stack}: no CMakeCache.txt archived under {prefix}/.spack'
+        for cache in caches:
+            flags = build.cmake_c_flags(str(cache.parent))
+            assert flags is not None and '-march=native' not in flags, (stack, cache, flags)
+
+
+@needs_spack
 def test_reframe_runs_what_spack_installed(installed, install_tree, tmp_path):
     proc = run_reframe(tmp_path, '-n', 'StreamCheck', '--system', 'local:shm', '-r',
                        env={'HARNESS_SPACK': '1', 'HARNESS_SPACK_SYSTEM': SYSTEM,

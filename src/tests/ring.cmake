@@ -79,7 +79,8 @@ kernel_test(ring_bad_skip NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sk
 # largest size corrupts one byte; the ring must say which rank received it from
 # whom and exit 3 (run by tests/test_kernels.py on every stack found).
 if(KERNEL_FAULT_INJECT)
-  set(_ring_fault "ring: verification FAILED: size 4096 B: 1 wrong byte\\(s\\) received; first on rank")
+  # (the message's ";" as "." here: in CMake a ";" splits the argument)
+  set(_ring_fault "ring: verification FAILED: size 4096 B: 1 wrong byte\\(s\\) received. first on rank")
   kernel_test(ring_fault_pingpong_2x1 NP 2 THREADS 1 EXPECT_STATUS 3
               EXPECT_FAIL "${_ring_fault} 0 in the message from rank 1"
               COMMAND ring --pattern pingpong --sizes 8,4096 --iters-scale 0.01 --reps 1)

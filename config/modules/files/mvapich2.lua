@@ -18,5 +18,9 @@ for _, tool in ipairs({"mpicc", "mpiexec"}) do
     end
 end
 prepend_path("PATH", bin)
+-- its libraries: <prefix>/lib, and <prefix>/lib64 where it installed there
 prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib"))
+if isDir(pathJoin(prefix, "lib64")) then
+    prepend_path("LD_LIBRARY_PATH", pathJoin(prefix, "lib64"))
+end
 setenv("HARNESS_MODULE_STACK", "mvapich2")

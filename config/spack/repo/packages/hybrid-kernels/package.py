@@ -49,4 +49,8 @@ class HybridKernels(CMakePackage):
             self.define_from_variant("KERNEL_OPENMP", "openmp"),
             self.define_from_variant("KERNEL_FAULT_INJECT", "fault_inject"),
             self.define_from_variant("KERNEL_FAULT_SLOW", "fault_slow"),
+            # The spec's target says the CPU (Spack's compiler wrapper adds its
+            # -march=): Release's -march=native, after it, built for the CPU of
+            # the node that builds (a login node of another CPU than the target).
+            self.define("KERNEL_NATIVE", False),
         ]
