@@ -284,6 +284,23 @@ def test_what_a_users_hydra_file_sets_for_the_ranks_is_read(tmp_path):
     assert launch.user_file_settings('mpich', {}, str(tmp_path / 'nohome')) == {}
 
 
+@pytest.mark.parametrize('text', [
+    '-genv UCX_TLS=tcp,self\n',          # NAME=VALUE: Hydra splits it itself
+    '-genv UCX_TLS=tcp,self -ppn 2\n',
+    '-env UCX_TLS tcp,self\n',           # -env in the file applies to every rank too
+    '--genv UCX_TLS tcp,self\n',         # two dashes, as Hydra takes them
+    '--env=UCX_TLS tcp,self\n',
+])
+def test_every_spelling_hydra_takes_in_a_users_file_is_read(tmp_path, text):
+    """Hydra (MPICH 4.0.2's mpiexec, checked) gives the ranks UCX_TLS=tcp,self over
+    the environment's for each of these lines: each must be seen, or a pinned
+    transport changed by the file passes unnoticed."""
+    (tmp_path / '.mpiexec.hydra.conf').write_text(text)
+    path = f'{tmp_path}/.mpiexec.hydra.conf'
+    assert launch.user_file_settings('mpich', {}, str(tmp_path)) == {
+        'UCX_TLS': ('tcp,self', path)}
+
+
 def test_clean_runs_read_only_the_sites_files(tmp_path):
     assert clean_files_env('mpich') == {'HYDRA_CONFIG_FILE': '/dev/null'}
     assert clean_files_env('mvapich2') == {'HYDRA_CONFIG_FILE': '/dev/null'}

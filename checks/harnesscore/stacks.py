@@ -127,7 +127,7 @@ class Stack:
     #: (the variable that names other files instead, the file under $HOME).
     user_files: tuple[tuple[str, str], ...]
     #: The options of those files that set a variable for the ranks over the
-    #: environment's value (Hydra's ``-genv NAME VALUE``): one that changes a
+    #: environment's value (Hydra's ``-genv``, ``-env``): one that changes a
     #: partition's pinned transport fails the run (``harnesslib.launch.user_file_settings``).
     user_file_sets: tuple[str, ...]
     #: What keeps those files out of a run in ``HARNESS_MPI_ENV=clean`` mode,
@@ -229,9 +229,9 @@ _MPICH_FAMILY: dict = dict(
     wrapper_vars=('MPICH_CC', 'MPICC_PROFILE'),
     version_tools=(('mpichversion{suffix}',), ('mpichversion',), ('mpiname', '-a')),
     # Hydra reads HYDRA_CONFIG_FILE, else ~/.mpiexec.hydra.conf (its -genv
-    # lines override a partition's pinned transport); /dev/null: no file.
+    # and -env lines override a partition's pinned transport); /dev/null: no file.
     user_files=(('HYDRA_CONFIG_FILE', '.mpiexec.hydra.conf'),),
-    user_file_sets=('-genv',),
+    user_file_sets=('-genv', '-env'),
     clean_files_env=_env(HYDRA_CONFIG_FILE='/dev/null'),
     clean_files_optional=(),
     sysconfdir_tool=(),

@@ -93,10 +93,13 @@ def user_file_settings(family: str, env: Mapping[str, str],
     """NAME -> (value, file): what the user's own files that `family`'s launcher
     reads with `env` (its variable's file, else the one under `home`) set for
     the ranks over the environment (``Stack.user_file_sets``: Hydra's
-    ``-genv NAME VALUE``); the last setting of a name counts."""
+    ``-genv``/``-env``, as Hydra reads them: ``NAME VALUE`` or ``NAME=VALUE``,
+    the option with one dash or two, ``--opt=ARG`` as ``--opt ARG``); the last
+    setting of a name counts."""
     stack = STACK.get(family)
     if stack is None or not stack.user_file_sets:
         return {}
+    sets = {'-' + opt.lstrip('-') for opt in stack.user_file_sets}
     out: dict[str, tuple[str, str]] = {}
     for var, rel in stack.user_files:
         path = env[var] if var in env else os.path.join(home, rel) if home else ''
@@ -105,9 +108,24 @@ def user_file_settings(family: str, env: Mapping[str, str],
                 words = shlex.split(fp.read())
         except (OSError, ValueError):
             continue
-        for i, word in enumerate(words[:-2]):
-            if word in stack.user_file_sets:
-                out[words[i + 1]] = (words[i + 2], path)
+        args: list[str] = []
+        for word in words:
+            if word.startswith('-') and '=' in word:
+                args += word.split('=', 1)
+            else:
+                args.append(word)
+        i = 0
+        while i < len(args):
+            opt = '-' + args[i].lstrip('-') if args[i].startswith('-') else ''
+            if opt in sets and i + 1 < len(args) and '=' in args[i + 1]:
+                name, value = args[i + 1].split('=', 1)
+                out[name] = (value, path)
+                i += 2
+            elif opt in sets and i + 2 < len(args):
+                out[args[i + 1]] = (args[i + 2], path)
+                i += 3
+            else:
+                i += 1
     return out
 
 
