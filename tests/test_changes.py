@@ -644,3 +644,29 @@ def test_records_without_a_test_name_are_told_apart_by_their_run_fields():
     keys = {p.key.variant for p in changes.series_points(hist, changes._runs(
         hist, changes.Knobs())[0])}
     assert keys == {'mode=mpi layout=2x1 size=64', 'mode=masteronly layout=1x2 size=64'}
+
+
+def test_a_session_starts_at_its_first_record_though_that_one_is_unverified():
+    # system a's nightly (02:30-04:10) regresses tonight, its first record (another
+    # check, 02:30) failed its sanity check; system b's nightly starts at 02:31 and ends
+    # first.  The window of the page's sessions took a's start from its first verified
+    # record (02:35), after b's start: a's night was left out, its regression unseen.
+    rng = random.Random(4)
+    recs: list[Record] = []
+    for system, levels, start, step in (('sysa', [1.0] * 7 + [1.5], 5, 50),
+                                        ('sysb', [1.0] * 8, 1, 5)):
+        recs += [dataclasses.replace(r, system=system, session=f'{system}-{r.time:%d}',
+                                     time=r.time + dt.timedelta(minutes=start + step * k))
+                 for k, r in zip(itertools.cycle(range(SAMPLES)),
+                                 records(levels, rng, 'RingCheck', 0.02))]
+    recs.append(dataclasses.replace(recs[0], time=night(7), system='sysa', session='sysa-08',
+                                    verified=False, result='fail', kernel='stream',
+                                    name='OtherCheck %layout=mpi_2x1'))
+    hist = history_of(sorted(recs, key=lambda r: r.time))
+    page = changes.since_last_night(hist)
+    assert page.last_night == night(7)
+    assert [c.series for c in page.changes] == ['RingCheck t_total, openmpi@sysa:shm']
+    assert page.changes[0].at == night(7) and page.changes[0].direction == 'worse'
+    # --until: the sessions that start before it, a's at 02:30 among them
+    found = changes.find(hist, until=night(7) + dt.timedelta(minutes=2))
+    assert [(c.key.system, c.at) for c in found] == [('sysa', night(7))]

@@ -397,11 +397,21 @@ class SeriesPoints:
 
 def series_points(history: History, runs: pl.DataFrame,
                   since: dt.datetime | None = None, until: dt.datetime | None = None,
+                  session_starts: Sequence[dt.datetime] | None = None,
                   ) -> list[SeriesPoints]:
-    """Every series's session medians (sessions that start in [since, until))."""
+    """Every series's session medians (sessions that start in [since, until)): a
+    session starts at its first record (``sessions``; `session_starts`, by session
+    number, as ``_runs`` gives them), verified or not, of any test variant: not at the
+    first verified record of `runs`, which may come after another session's start."""
     recs = runs.filter(pl.col('verified'))
     if since is not None or until is not None:
-        starts = recs.group_by('session').agg(start=pl.col('time').min())
+        if session_starts is not None:
+            starts = pl.DataFrame({'session': range(len(session_starts)),
+                                   'start': list(session_starts)},
+                                  schema={'session': recs.schema['session'],
+                                          'start': recs.schema['time']})
+        else:
+            starts = runs.group_by('session').agg(start=pl.col('time').min())
         if since is not None:
             starts = starts.filter(pl.col('start') >= since)
         if until is not None:
@@ -673,7 +683,7 @@ def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None
     if with_system is None:
         with_system = recs.get_column('system').n_unique() > 1
     found: list[ChangePoint] = []
-    for pts in series_points(history, recs, since, until):
+    for pts in series_points(history, recs, since, until, starts):
         logs = np.log(np.asarray(pts.medians, dtype=float))
         cuts = detect(pts.medians, knobs)
         bounds = [0, *(c for c, _ in cuts), len(pts.medians)]
