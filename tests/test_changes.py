@@ -670,3 +670,14 @@ def test_a_session_starts_at_its_first_record_though_that_one_is_unverified():
     # --until: the sessions that start before it, a's at 02:30 among them
     found = changes.find(hist, until=night(7) + dt.timedelta(minutes=2))
     assert [(c.key.system, c.at) for c in found] == [('sysa', night(7))]
+
+
+def test_until_with_the_last_night_is_refused_not_left_unread(capsys, morning_store):
+    # the page is of the store's last session (2026-10-30): an --until of 10-10 printed
+    # it, and judged it with --fail-on-change, as if it were of a night before 10-10
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(['changes', '--store', morning_store.directory, '--last-night',
+                  '--fail-on-change', '--until', '2026-10-10T00:00:00'])
+    assert exit_.value.code == 2
+    assert ('--until 2026-10-10T00:00:00+00:00: not with --last-night'
+            in capsys.readouterr().err)

@@ -155,7 +155,7 @@ def changes_main(argv: list[str]) -> int:
                         'the last session must, else exit status 2; the nightly gives its '
                         'own start, so that it never judges an older night)')
     p.add_argument('--until', metavar='ISO', type=iso_time,
-                   help='sessions that start before this time')
+                   help='sessions that start before this time (not with --last-night)')
     p.add_argument('--store', metavar='DIR', type=path_option,
                    help='the history store (default: $HARNESS_VAR_DIR/history, else '
                         'the checkout\'s var/history)')
@@ -171,6 +171,11 @@ def changes_main(argv: list[str]) -> int:
                    help=f'exit {EXIT_REGRESSION} when a confirmed regression was found (with '
                         '--last-night: any regression on the page, confirmed or not)')
     args = p.parse_args(argv)
+    if args.last_night and args.until is not None:
+        # the page is of the last session of the store: an --until was left unread, and
+        # a later night's page printed (and judged) as if it were of the range given
+        p.error(f'--until {args.until.isoformat()}: not with --last-night, whose page is of '
+                'the last session in the store (--since names the earliest start it may have)')
     if args.since is not None and args.until is not None and args.since >= args.until:
         p.error(f'--since {args.since.isoformat()} is not before --until '
                 f'{args.until.isoformat()}: no session starts in that range')
