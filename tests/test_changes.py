@@ -681,3 +681,22 @@ def test_until_with_the_last_night_is_refused_not_left_unread(capsys, morning_st
     assert exit_.value.code == 2
     assert ('--until 2026-10-10T00:00:00+00:00: not with --last-night'
             in capsys.readouterr().err)
+
+
+def test_a_huge_min_segment_finds_nothing_at_once(morning_store):
+    # the unconfirmed tail tried every k below min_segment, each leaving too few sessions
+    # before it: --min-segment 1000000000 looped for hours per series (no error, no end)
+    import signal
+
+    def too_long(*_):
+        raise TimeoutError('the change points took more than 20 s')
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(20)
+    try:
+        page = changes.since_last_night(changes.History.from_store(morning_store),
+                                        knobs=changes.Knobs(min_segment=10 ** 9))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert page.changes == []

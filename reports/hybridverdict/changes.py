@@ -617,10 +617,11 @@ def _tail(logs: np.ndarray, start: int, knobs: Knobs,
     ``p_value / UNCONFIRMED_STRICTER``)."""
     from scipy.stats import t as student_t
     n = len(logs)
-    for k in range(knobs.min_segment - 1, 0, -1):
+    # the tails that leave at least max(min_segment, 2) sessions before them (not every
+    # k below min_segment: a --min-segment of 10^8 looped for minutes per series)
+    most = min(knobs.min_segment - 1, n - start - max(knobs.min_segment, 2))
+    for k in range(most, 0, -1):
         ref, tail = logs[start:n - k], logs[n - k:]
-        if len(ref) < max(knobs.min_segment, 2):
-            continue
         level = float(np.median(ref))
         sizes = np.exp(tail - level) - 1
         if not (np.all(sizes >= knobs.magnitude) or np.all(sizes <= -knobs.magnitude)):
