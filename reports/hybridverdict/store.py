@@ -182,9 +182,21 @@ class Store:
 
     # -- reading -------------------------------------------------------------------
     def parts(self) -> list[str]:
-        """The base paths (``<dir>/part-<N>``) of the committed parts, in order."""
-        return [os.path.join(self.directory, f'part-{n:06d}')
-                for n, kinds in sorted(self._numbers().items()) if kinds == _KINDS]
+        """The base paths (``<dir>/part-<N>``) of the committed parts, in order;
+        StoreError where a committed part (its JSON, written last) lacks a Parquet
+        file: its records are gone, not to be left out silently."""
+        found = []
+        for n, kinds in sorted(self._numbers().items()):
+            base = os.path.join(self.directory, f'part-{n:06d}')
+            if '.json' not in kinds:
+                continue            # a crash before its commit: ignored
+            missing = sorted(_KINDS - kinds)
+            if missing:
+                raise StoreError(f'history store {self.directory}: part {n} is committed '
+                                 f'({base}.json) but {base}{missing[0]} is missing: its '
+                                 'records cannot be read')
+            found.append(base)
+        return found
 
     def state(self) -> dict:
         """The latest committed part's description (empty store: no files, rid 0)."""
