@@ -700,3 +700,14 @@ def test_a_huge_min_segment_finds_nothing_at_once(morning_store):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert page.changes == []
+
+
+def test_the_quiet_line_counts_only_series_with_a_logarithm():
+    # a variable whose values are 0 (the verdict code, INCONCLUSIVE) is no series (no
+    # logarithm): the page said "2 series" of a night with one
+    rng = random.Random(8)
+    recs = [dataclasses.replace(r, values={**r.values, 'verdict': 0.0},
+                                units={**r.units, 'verdict': ''})
+            for r in records([1.0] * 10, rng, 'QuietA', 0.02)]
+    page = changes.since_last_night(history_of(recs))
+    assert page.lines() == ['Since the last night: nothing moved (1 series, 1 checks)']

@@ -846,7 +846,9 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
                    + _newly_confirmed(found, earlier), key=lambda c: (c.at, c.series))
     n_series = 0
     if night.height:
-        n_series = (history.values.select('rid', 'variable')
+        # the series as ``series_points`` makes them: a value of 0 or below is in none
+        n_series = (history.values.filter(pl.col('value').is_finite() & (pl.col('value') > 0))
+                    .select('rid', 'variable')
                     .join(night.lazy().filter(pl.col('verified'))
                           .select('rid', *KEY_COLUMNS[:-1]), on='rid')
                     .select(*KEY_COLUMNS).unique().select(pl.len()).collect().item())
