@@ -15,12 +15,21 @@ import statistics
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from harnesscore.rounds import LMP_TAGS, MD_BANDS, MD_RATIOS, MD_TAGS, RoundsError, md_rates
+from harnesscore.rounds import (
+    LMP_TAGS,
+    MD_BANDS,
+    MD_RATIOS,
+    MD_TAGS,
+    RoundsError,
+    md_rates,
+    md_results,
+)
 from harnesslib import launch
 from harnesslib.base import (
     AlternatingRounds,
     PerflogFields,
     RunBase,
+    SharedCores,
     record_exit_status,
     sanity_errors,
 )
@@ -59,7 +68,7 @@ run             100
 
 @rfm.simple_test
 class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, BandRule,
-                        AlternatingRounds):
+                        AlternatingRounds, SharedCores):
     """md against Debian's LAMMPS (`lmp`) on in.lj, alternating in one job.
 
     Each round runs md on 1 rank, lmp on 1 rank, md on 2 ranks, lmp on 2
@@ -118,9 +127,12 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         family = launch.launcher_family(self.current_partition, self.current_environ)
         self.job.launcher = getlauncher('local')()
 
+        over = self.declared_oversubscription()
+
         def run(ranks: int, threads: int) -> str:
             cpus = launch.slurm_cpus_per_task(self.current_partition, threads)
-            return launch.launch_line(launcher, ranks, cpus, launch.binding_env(family, threads))
+            return launch.launch_line(launcher, ranks, cpus,
+                                      launch.binding_env(family, threads, oversubscribe=over))
 
         md = f'{shlex.quote(self.build.executable_path("md"))} --preset lammps-in.lj'
         lmp = 'lmp -in in.lj -log none'
@@ -141,6 +153,10 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             'set -o pipefail', ': > bench.out',
             *self.round_loop('round', body, ['md', 'bench.out'])])
 
+    def _md_results(self, tag: str) -> list[dict]:
+        with sanity_errors(RoundsError):
+            return md_results(self.stage_text(self.job.stdout), tag)
+
     def _rates(self, tag: str) -> list[float]:
         with sanity_errors(RoundsError):
             return md_rates(self.stage_text(self.job.stdout), tag)
@@ -155,7 +171,10 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         missing = {t: n for t, n in counts.items() if n != rounds}
         sn.evaluate(sn.assert_false(missing, msg=f'rounds missing (of {rounds}): {missing}'))
         self.verified = 'true'
-        self.oversubscribed = 'false'
+        # md's runs say where their threads ran (lmp's do not): two on one core,
+        # or a partition that shares its cores, is flagged, and fails where undeclared
+        self.check_oversubscription(*(res for tag in MD_TAGS
+                                      for res in self._md_results(tag)))
         return True
 
     def ratios(self, num: str, den: str) -> list[float]:

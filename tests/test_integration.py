@@ -221,6 +221,7 @@ def test_md_lammps_benchmark_runs_side_by_side(tmp_path, stacks):
         assert float(row[f'{var}_value']) > 0
     # decided by the one rule (harnesscore.bands); a busy run never fails
     assert row['kernel'] == 'md-vs-lammps' and row['verified'] == 'true', row
+    assert row['oversubscribed'] == 'false', row      # md's threads each on a core
     assert row['judgement'] in ('pass', 'fail', 'inconclusive'), row
     assert row['busy'] in ('true', 'false') and float(row['rounds_value']) == 2, row
     if row['busy'] == 'true':

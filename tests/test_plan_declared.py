@@ -244,3 +244,23 @@ def test_a_verdict_pair_without_runs_says_so(tmp_path):
     assert proc.returncode != 0 and 'no median' not in out, out[-4000:]
     assert ('no runs of spmv size 999 layout mpi_2x1 in this session (the mpi side of '
             'spmv/999/masteronly_1x2)') in out, out[-4000:]
+
+
+def test_md_against_lammps_on_a_declared_node_is_flagged_and_left_unbound(tmp_path, stacks):
+    """The benchmark's own launches were bound as on a real node and its record
+    said oversubscribed=false on a declared node (and on test nodes that share
+    cores); md's runs say where their threads ran, as every kernel check reads."""
+    import shutil
+    if 'openmpi' not in stacks or not shutil.which('lmp'):
+        pytest.skip("Debian's lmp runs on Open MPI")
+    proc = run_reframe(tmp_path, '--system', 'declared:cores16', '-r', '-n',
+                       'MdLammpsBenchmark', '-S', 'rounds=1', '-S', 'max_rounds=1',
+                       '--keep-stage-files',
+                       env={'HARNESS_STACKS': 'openmpi'}, timeout=600)
+    assert 'sanity' not in ''.join(ln for ln in proc.stdout.splitlines()
+                                   if 'Failing phase' in ln), proc.stdout[-6000:]
+    (row,) = _records(tmp_path / 'perflogs' / 'declared' / 'cores16' / 'MdLammpsBenchmark.log')
+    assert row['oversubscribed'] == 'true' and row['verified'] == 'true', row
+    bench = next(tmp_path.glob('**/MdLammpsBenchmark/bench.sh')).read_text()
+    assert 'OMPI_MCA_hwloc_base_binding_policy=none' in bench, bench
+    assert 'OMP_PLACES' not in bench, bench

@@ -175,6 +175,11 @@ def md_rates(text: str, tag: str) -> list[float]:
     return out
 
 
+def md_results(text: str, tag: str) -> list[dict]:
+    """The RESULT objects of every md run with this tag (``MD_TAGS``), in order."""
+    return [res for _, res in _results(text, f'an md run ({tag})', tag)]
+
+
 def md_ratios(text: str) -> dict[str, list[float]]:
     """Per-round ratios of the complete rounds (both sides present)."""
     rates = {tag: md_rates(text, tag) for tag in MD_TAGS + LMP_TAGS}

@@ -587,8 +587,88 @@ def _perflog_fields() -> type:
 PerflogFields = _perflog_fields()
 
 
+class SharedCores(rfm.RegressionTestPlugin):
+    """Whether a run's threads shared cores: declared by the configuration (a
+    topology larger than the machine, test nodes on shared cores) or found in the
+    kernels' RESULT lines (``cpus``, ``cores``); every run of the harness, and a
+    benchmark of its own launches (md against LAMMPS), flags it in the perflog's
+    ``oversubscribed``.  Needs ``current_partition``, ``cores``, ``ranks``,
+    ``threads`` and ``oversubscribed``."""
+
+    def declared_oversubscription(self) -> bool:
+        """True where the configuration says the runs share cores on purpose:
+        a local partition that declares more cores than this machine has
+        (``extras['declared_topology']``; its physical cores, ``host_cores``,
+        as the plan counts them), or a test cluster whose nodes share
+        this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
+        on fewer cores than nodes x cores per node).  Such runs test the path:
+        they are flagged oversubscribed and kept out of verdicts."""
+        part = self.current_partition
+        if part.extras.get('shared_cores'):
+            return True
+        return (bool(part.extras.get('declared_topology')) and
+                part.scheduler.registered_name == 'local' and
+                self.cores > host_cores())
+
+    def flag_oversubscription(self, clashes: list[str] | None = None) -> bool:
+        """Sets the perflog's ``oversubscribed`` and returns it: more threads
+        than cores, two threads found on one core (`clashes`), or an
+        oversubscription the configuration declares."""
+        over = (self.ranks * self.threads > self.cores or bool(clashes) or
+                self.declared_oversubscription())
+        self.oversubscribed = str(over).lower()
+        return over
+
+    def _shared_cores(self, res: dict) -> list[str]:
+        """Cores on which two threads of this run ran (empty if none).
+
+        A thread's core is the RESULT line's ``cores`` entry (the core of its
+        logical CPU: two hardware threads of one core give the same core)
+        where the kernel gives one for every thread that has a CPU, else its
+        ``cpus`` entry, as from kernels that report no cores."""
+        cpus_of = res.get('cpus') or []
+        cores_of = res.get('cores')
+        known = (isinstance(cores_of, list) and len(cores_of) == len(cpus_of) and all(
+            isinstance(cores, list) and len(cores) == len(cpus) and all(
+                cpu is None or cpu < 0 or (isinstance(core, int) and core >= 0)
+                for cpu, core in zip(cpus, cores))
+            for cpus, cores in zip(cpus_of, cores_of)))
+        seen: dict[tuple[str, int], tuple[str, int]] = {}
+        clashes = []
+        hosts = res.get('hosts') or []
+        for r, cpus in enumerate(cpus_of):
+            host = hosts[r] if r < len(hosts) else '?'
+            for t, cpu in enumerate(cpus):
+                if cpu is None or cpu < 0:
+                    continue
+                who = f'rank {r} thread {t}'
+                core = cores_of[r][t] if known else cpu
+                if (host, core) not in seen:
+                    seen[(host, core)] = (who, cpu)
+                    continue
+                other, other_cpu = seen[(host, core)]
+                where = (f'core {cpu}' if cpu == other_cpu else
+                         f'core {core} (hardware threads cpu {cpu} and cpu {other_cpu})')
+                clashes.append(f'{who} and {other} on {host} {where}')
+        return clashes
+
+    def check_oversubscription(self, *results: dict) -> None:
+        """Flags the run oversubscribed (``flag_oversubscription``) where two
+        threads of any of the RESULT lines `results` (each a launch's) shared a
+        core, or there are more threads than cores; a sanity error unless the
+        configuration declares it."""
+        clashes = list(dict.fromkeys(c for res in results for c in self._shared_cores(res)))
+        declared = self.declared_oversubscription()
+        over = self.flag_oversubscription(clashes)
+        # Flagged either way (the reports keep such runs out of verdicts);
+        # a failure only where the node was not declared bigger on purpose.
+        sn.evaluate(sn.assert_false(
+            over and not declared, msg=f'oversubscribed run {self.display_name}: '
+                      + ('; '.join(clashes) or 'more threads than cores')))
+
+
 class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
-              BandRule, StageFiles, LowerBounds):
+              BandRule, StageFiles, LowerBounds, SharedCores):
     """The base of every run of the harness: references, perflog fields, the
     partition's launcher with this run's binding, the node lock, the machine's
     quietness around the run and the one rule for its fixed bands
@@ -646,30 +726,6 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         self.num_tasks_per_node = ranks
         self.num_tasks = ranks * nodes
         self.num_cpus_per_task = slurm_cpus_per_task(part, 1)
-
-    def declared_oversubscription(self) -> bool:
-        """True where the configuration says the runs share cores on purpose:
-        a local partition that declares more cores than this machine has
-        (``extras['declared_topology']``; its physical cores, ``host_cores``,
-        as the plan counts them), or a test cluster whose nodes share
-        this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
-        on fewer cores than nodes x cores per node).  Such runs test the path:
-        they are flagged oversubscribed and kept out of verdicts."""
-        part = self.current_partition
-        if part.extras.get('shared_cores'):
-            return True
-        return (bool(part.extras.get('declared_topology')) and
-                part.scheduler.registered_name == 'local' and
-                self.cores > host_cores())
-
-    def flag_oversubscription(self, clashes: list[str] | None = None) -> bool:
-        """Sets the perflog's ``oversubscribed`` and returns it: more threads
-        than cores, two threads found on one core (`clashes`), or an
-        oversubscription the configuration declares."""
-        over = (self.ranks * self.threads > self.cores or bool(clashes) or
-                self.declared_oversubscription())
-        self.oversubscribed = str(over).lower()
-        return over
 
     @run_after('setup')
     def stack_starts_its_ranks(self):
@@ -826,53 +882,6 @@ class KernelCheck(RunBase):
             if isinstance(hosts, list) and hosts:
                 return list(dict.fromkeys(str(h) for h in hosts))
         return []
-
-    def _shared_cores(self, res: dict) -> list[str]:
-        """Cores on which two threads of this run ran (empty if none).
-
-        A thread's core is the RESULT line's ``cores`` entry (the core of its
-        logical CPU: two hardware threads of one core give the same core)
-        where the kernel gives one for every thread that has a CPU, else its
-        ``cpus`` entry, as from kernels that report no cores."""
-        cpus_of = res.get('cpus') or []
-        cores_of = res.get('cores')
-        known = (isinstance(cores_of, list) and len(cores_of) == len(cpus_of) and all(
-            isinstance(cores, list) and len(cores) == len(cpus) and all(
-                cpu is None or cpu < 0 or (isinstance(core, int) and core >= 0)
-                for cpu, core in zip(cpus, cores))
-            for cpus, cores in zip(cpus_of, cores_of)))
-        seen: dict[tuple[str, int], tuple[str, int]] = {}
-        clashes = []
-        hosts = res.get('hosts') or []
-        for r, cpus in enumerate(cpus_of):
-            host = hosts[r] if r < len(hosts) else '?'
-            for t, cpu in enumerate(cpus):
-                if cpu is None or cpu < 0:
-                    continue
-                who = f'rank {r} thread {t}'
-                core = cores_of[r][t] if known else cpu
-                if (host, core) not in seen:
-                    seen[(host, core)] = (who, cpu)
-                    continue
-                other, other_cpu = seen[(host, core)]
-                where = (f'core {cpu}' if cpu == other_cpu else
-                         f'core {core} (hardware threads cpu {cpu} and cpu {other_cpu})')
-                clashes.append(f'{who} and {other} on {host} {where}')
-        return clashes
-
-    def check_oversubscription(self, *results: dict) -> None:
-        """Flags the run oversubscribed (``flag_oversubscription``) where two
-        threads of any of the RESULT lines `results` (each a launch's) shared a
-        core, or there are more threads than cores; a sanity error unless the
-        configuration declares it."""
-        clashes = list(dict.fromkeys(c for res in results for c in self._shared_cores(res)))
-        declared = self.declared_oversubscription()
-        over = self.flag_oversubscription(clashes)
-        # Flagged either way (the reports keep such runs out of verdicts);
-        # a failure only where the node was not declared bigger on purpose.
-        sn.evaluate(sn.assert_false(
-            over and not declared, msg=f'oversubscribed run {self.display_name}: '
-                      + ('; '.join(clashes) or 'more threads than cores')))
 
     @sanity_function
     def validate(self):
