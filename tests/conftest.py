@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +26,22 @@ BIN = Path(sys.executable).parent
 # stack -> (compiler wrapper, launcher), as config/settings.py finds them
 # without a prefix (harnesscore.stacks: Debian's suffixed tools)
 STACKS = {s.name: s.suffixed_tools for s in REGISTRY if s.suffixed_tools is not None}
+
+
+@contextlib.contextmanager
+def ends_within(seconds: int, what: str) -> Iterator[None]:
+    """A TimeoutError naming `what` where the block runs `seconds` or more: a
+    guard against a hang (hours, or for ever), never a measure of speed."""
+    def hung(*_args: object) -> None:
+        raise TimeoutError(f'{what}: still running after {seconds} s')
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def present_stacks() -> list[str]:

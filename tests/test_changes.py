@@ -483,18 +483,26 @@ def test_each_system_is_compared_with_its_own_session_before():
     assert page.lines() == ['newly failing: RingCheck, openmpi@sysb:shm']
 
 
-def test_the_page_is_of_the_session_that_ended_last_not_the_one_that_started_last():
-    # system a's nightly runs 02:30-04:10 and regresses tonight; system b's, in the
-    # same store, starts a minute after it and ends first: a's nightly ends last and
-    # its page (and `changes --last-night --fail-on-change`) is a's, not b's
+def _two_nightlies(a_start: int) -> list[Record]:
+    """Two systems' nightlies in one store, 8 nights: system a's records every 50
+    minutes from `a_start` minutes past its night's start, +50% on the last night;
+    system b's every 5 minutes from 1 minute past it, level."""
     rng = random.Random(4)
     recs: list[Record] = []
-    for system, levels, start, step in (('sysa', [1.0] * 7 + [1.5], 0, 50),
+    for system, levels, start, step in (('sysa', [1.0] * 7 + [1.5], a_start, 50),
                                         ('sysb', [1.0] * 8, 1, 5)):
         recs += [dataclasses.replace(r, system=system, session=f'{system}-{r.time:%d}',
                                      time=r.time + dt.timedelta(minutes=start + step * k))
                  for k, r in zip(itertools.cycle(range(SAMPLES)),
                                  records(levels, rng, 'RingCheck', 0.02))]
+    return recs
+
+
+def test_the_page_is_of_the_session_that_ended_last_not_the_one_that_started_last():
+    # system a's nightly runs 02:30-04:10 and regresses tonight; system b's, in the
+    # same store, starts a minute after it and ends first: a's nightly ends last and
+    # its page (and `changes --last-night --fail-on-change`) is a's, not b's
+    recs = _two_nightlies(a_start=0)
     page = changes.since_last_night(history_of(sorted(recs, key=lambda r: r.time)))
     assert page.last_night == night(7)
     (line,) = page.lines()
@@ -651,14 +659,7 @@ def test_a_session_starts_at_its_first_record_though_that_one_is_unverified():
     # check, 02:30) failed its sanity check; system b's nightly starts at 02:31 and ends
     # first.  The window of the page's sessions took a's start from its first verified
     # record (02:35), after b's start: a's night was left out, its regression unseen.
-    rng = random.Random(4)
-    recs: list[Record] = []
-    for system, levels, start, step in (('sysa', [1.0] * 7 + [1.5], 5, 50),
-                                        ('sysb', [1.0] * 8, 1, 5)):
-        recs += [dataclasses.replace(r, system=system, session=f'{system}-{r.time:%d}',
-                                     time=r.time + dt.timedelta(minutes=start + step * k))
-                 for k, r in zip(itertools.cycle(range(SAMPLES)),
-                                 records(levels, rng, 'RingCheck', 0.02))]
+    recs = _two_nightlies(a_start=5)
     recs.append(dataclasses.replace(recs[0], time=night(7), system='sysa', session='sysa-08',
                                     verified=False, result='fail', kernel='stream',
                                     name='OtherCheck %layout=mpi_2x1'))
@@ -686,19 +687,11 @@ def test_until_with_the_last_night_is_refused_not_left_unread(capsys, morning_st
 def test_a_huge_min_segment_finds_nothing_at_once(morning_store):
     # the unconfirmed tail tried every k below min_segment, each leaving too few sessions
     # before it: --min-segment 1000000000 looped for hours per series (no error, no end)
-    import signal
+    from conftest import ends_within
 
-    def too_long(*_):
-        raise TimeoutError('the change points took more than 20 s')
-
-    old = signal.signal(signal.SIGALRM, too_long)
-    signal.alarm(20)
-    try:
+    with ends_within(20, 'the change points of a --min-segment of 10^9'):
         page = changes.since_last_night(changes.History.from_store(morning_store),
                                         knobs=changes.Knobs(min_segment=10 ** 9))
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     assert page.changes == []
 
 

@@ -346,23 +346,15 @@ def test_every_control_character_is_shown_escaped(tmp_path, char):
 
 def test_a_fifo_among_the_perflogs_is_skipped_with_a_warning(tmp_path):
     import os
-    import signal
+
+    from conftest import ends_within
 
     write(tmp_path / 'logs/SpmvCheck.log', HEADER, line())
     fifo = tmp_path / 'logs/Pipe.log'
     os.mkfifo(fifo)
-
-    def hung(*_args: object) -> None:
-        raise TimeoutError('reading the perflogs hangs on a FIFO')
-
-    before = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(10)
-    try:
+    with ends_within(10, 'reading the perflogs (a FIFO among them)'):
         stats = ReadStats()
         assert len(read_perflogs([str(tmp_path / 'logs')], stats=stats)) == 1
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
     assert stats.not_regular == [str(fifo)]
     assert any('not regular files' in w and str(fifo) in w for w in stats.warnings())
     with pytest.raises(PerflogError, match='not a regular perflog'):
