@@ -92,7 +92,8 @@ static const char *HELP =
     "  --skip     skipped warm-up iterations per repetition (as OSU's -x; ring:\n"
     "             the warm-up before the repetitions)\n"
     "  --min-time ring only: after the warm-up, each repetition runs at least S\n"
-    "             seconds, judged from a timed calibration (default 0: off)\n"
+    "             seconds, judged from a calibration of 1, 2, 4, ... exchanges until\n"
+    "             one batch lasts S/10 (default 0: off)\n"
     "  --window   bw: messages in flight per window (default 64)\n"
     "  --k        ring: communicating CPUs per node (mpi: ranks per node, default\n"
     "             all; masteronly/multiple: threads per rank, default all)\n"
@@ -702,6 +703,8 @@ typedef struct {
     long sent_model;   /* bytes the figures count per iteration, over all ranks */
     long sent_actual;  /* bytes the MPI messages carry per iteration, over all ranks */
     size_t msg;        /* bytes per MPI message on this rank */
+    long calib_iters;  /* --min-time: exchanges of the calibration (0: none) */
+    double calib_s;    /* --min-time: its last batch's time, slowest rank */
 } size_run;
 
 /* The bytes per iteration the bandwidth and latency figures count, over all
@@ -740,6 +743,8 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
     }
     e->nslots = bw_slots(o->window, size);
     r->c = size_counts(o, size);
+    r->calib_iters = 0;
+    r->calib_s = 0.0;
     long bad = 0;
 
     /* first exchange, verified (bw: one slot per message of the window) */
@@ -753,9 +758,18 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
     if (!pt2pt) {
         run_iters(ctx, e, r->c.skip);
         if (o->min_time > 0.0) {
-            const double t = ring_rep(ctx, e, r->c.iters); /* calibration, discarded */
-            r->c.iters = kc_min_time_count(ctx, r->c.iters, o->min_time, t, r->c.iters,
-                                           RING_MAX_ITERS);
+            /* calibration, discarded: batches of 1, 2, 4, ... exchanges until one
+             * lasts a tenth of S on the slowest rank (as spmv's), so the pace is
+             * not that of one exchange (--iters 1) that the timer barely reads */
+            long n = 1;
+            double t = 0.0;
+            for (;; n *= 2) {
+                t = ring_rep(ctx, e, n); /* the same on every rank */
+                r->calib_iters += n;
+                if (t >= o->min_time / 10.0 || 2 * n > RING_MAX_ITERS) break;
+            }
+            r->calib_s = t;
+            r->c.iters = kc_min_time_count(ctx, r->c.iters, o->min_time, t, n, RING_MAX_ITERS);
         }
     }
     r->total = 0.0;
@@ -860,6 +874,8 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
     kc_json_str(&j, "timer", o->pattern == PAT_RING ? "slowest rank, per repetition"
                                                     : "sender, per iteration (OSU 5.9)");
     kc_json_num(&j, "t_call_s", r->total / ((double)o->reps * (double)r->c.iters));
+    kc_json_int(&j, "calib_iters", r->calib_iters);
+    kc_json_num(&j, "calib_t_s", r->calib_s);
     kc_json_num(&j, "min_time_s", o->min_time);
     if (KC_FAULT_SLOW_PCT > 0) kc_json_int(&j, "fault_slow_pct", KC_FAULT_SLOW_PCT);
     kc_json_bool(&j, "verified", verified);

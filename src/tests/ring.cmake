@@ -70,6 +70,12 @@ set_tests_properties(ring_iters_skip_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
 kernel_test(ring_min_time_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node --sizes 8 --iters 1 --reps 1 --min-time 1)
 set_tests_properties(ring_min_time_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
   "\"iters\":([2-9]|[1-9][0-9]+),.*\"min_time_s\":1,\"verified\":true")
+# the calibration of --min-time is timed until a batch lasts S/10 (as spmv's):
+# it was one loop of --iters exchanges, with --iters 1 a single exchange of a few
+# microseconds, and the repetitions it sized lasted 0.04 s of the 0.5 s asked for
+kernel_test(ring_min_time_calibration_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node --sizes 8 --iters 1 --reps 1 --min-time 1)
+set_tests_properties(ring_min_time_calibration_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"calib_iters\":[1-9][0-9]*,\"calib_t_s\":(0\\.[1-9]|[1-9])[^,]*,\"min_time_s\":1,\"verified\":true")
 kernel_bad_min_time(ring "" -1)
 kernel_bad_min_time(ring "_text" abc)
 kernel_test(ring_bad_min_time_pt2pt NP 2 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --min-time applies only to --pattern ring" COMMAND ring --pattern bw --min-time 1)
