@@ -270,6 +270,20 @@ def test_samples_defer_and_the_last_judges_them_all(tmp_path, stacks):
 
 
 @pytest.mark.integration
+def test_a_retried_sample_is_judged_with_its_retry_not_beside_it(tmp_path, stacks):
+    # --max-retries 1: the last sample failed the pooled judgement and its retry
+    # judged 4 values of 3 samples (the failed attempt's value stayed in the pool)
+    var, refs, stack = tmp_path / 'var', tmp_path / 'refs', stacks[0]
+    _references(refs, stack, 1e6, -0.1)
+    proc = _stream(var, refs, stack, '--max-retries', '1')
+    assert proc.returncode != 0, _explain(proc)
+    assert 'Retrying 1 failed check(s) (retry 1/1)' in proc.stdout, _explain(proc)
+    # the judgement of the last sample, then of its retry: 3 samples each
+    assert re.findall(r'fom FAIL: median \S+ .*? n=(\d+)', proc.stdout) == ['3', '3'], \
+        _explain(proc)
+
+
+@pytest.mark.integration
 def test_a_median_in_the_soft_zone_warns_and_passes(tmp_path, stacks):
     var, refs, stack = tmp_path / 'var', tmp_path / 'refs', stacks[0]
     proc = _stream(tmp_path / 'measure', refs, stack)

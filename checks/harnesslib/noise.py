@@ -72,7 +72,9 @@ class QuietMachine(rfm.RegressionTestPlugin):
 #: samples ran, each with its run's busy flag: ReFrame runs every test's hooks
 #: in its one Python process, so a variant's last sample finds the earlier ones
 #: here.  Key: (class, partition, environment, variant, variable).
-_SESSION_VALUES: dict[tuple[str, str, str, str, str], list[tuple[float, bool]]] = {}
+#: Value: sample -> (value, busy): one value per sample, a retry's
+#: (``--max-retries``) in place of its failed attempt's.
+_SESSION_VALUES: dict[tuple[str, str, str, str, str], dict[int, tuple[float, bool]]] = {}
 
 
 def last_sample(cls) -> int:
@@ -145,10 +147,11 @@ class BandRule(rfm.RegressionTestPlugin):
             if own is None and pool is not None:
                 # A sampled variant: judged once, by its last sample, on all.
                 where, last = pool
-                values = _SESSION_VALUES.setdefault((*where, var), [])
-                values.append((value, busy))
-                j = (judge_band(var, [v for v, _ in values], float(ref[0]), ref[1], ref[2],
-                                any(b for _, b in values), soft, predicted=True)
+                values = _SESSION_VALUES.setdefault((*where, var), {})
+                values[int(self.sample)] = (value, busy)
+                j = (judge_band(var, [v for v, _ in values.values()], float(ref[0]), ref[1],
+                                ref[2], any(b for _, b in values.values()), soft,
+                                predicted=True)
                      if last else deferred(var, float(ref[0]), ref[1], ref[2]))
             else:
                 j = judge_band(var, own or [value], float(ref[0]), ref[1], ref[2], busy, soft)
