@@ -128,6 +128,10 @@ typedef struct {
 static int parse_one_size(const char *text, size_t len, long *out) {
     char tmp[32];
     if (len == 0) return -2;
+    while (len > 1 && text[0] == '0' && isdigit((unsigned char)text[1])) { /* 0008 is 8 */
+        ++text;
+        --len;
+    }
     if (len >= sizeof tmp) { /* too long for any size in range, if a number at all */
         size_t digits = strspn(text, "0123456789");
         if (digits == len - 1 && strchr("KkMm", text[len - 1])) ++digits;

@@ -24,6 +24,10 @@ string(REPEAT "8," 64 _ring_65)
 kernel_test(ring_bad_size_65_entries NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: more than 64 entries \\(repeated sizes count too\\)" COMMAND ring --sizes ${_ring_65}8)
 # a size is digits (the harness's units.ring_size says so): a '+' sign and a
 # leading blank passed kc_parse_long (strtol) and ran 8 B
+# leading zeros are a size's own, however many (32 characters were out of range)
+kernel_test(ring_size_leading_zeros NP 2 THREADS 1 COMMAND ring --pattern pingpong --sizes 00000000000000000000000000000008,0016 --iters 2 --reps 1)
+set_tests_properties(ring_size_leading_zeros PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"size\":8,.*\"size\":16,")
 kernel_test(ring_bad_size_plus NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: '\\+8' is not a size" COMMAND ring --sizes +8)
 kernel_test(ring_bad_size_blank NP 1 THREADS 1 EXPECT_STATUS 2 EXPECT_FAIL "ring: --sizes: ' 8' is not a size" COMMAND ring --sizes "16, 8")
 kernel_test(ring_bad_size_range NP 1 THREADS 1 EXPECT_FAIL "ring: --sizes: range '1M:1K' has MIN > MAX" COMMAND ring --sizes 1M:1K)
