@@ -236,6 +236,25 @@ def test_a_verdict_pair_is_selected_by_name_as_the_docs_say(tmp_path):
         _kernels()._parse_pair('ring/8')
 
 
+@pytest.mark.parametrize('values', ['nodes=1,2', 'min_time=0,0.05'])
+def test_a_verdict_of_a_parameterized_session_depends_on_its_pair(tmp_path, values):
+    # -P VAR=V1,V2 numbers the kernel checks' variants anew: the verdict's
+    # names of the old numbering were other runs, e.g. a masteronly verdict
+    # on two pure-MPI runs (T_hybrid from mpi_2x1), or at nodes=1 on the runs at 2.
+    import re
+    proc = run_reframe(tmp_path, '-n', 'HybridVerdict%pair=stream/8000000/masteronly_1x2',
+                       '-n', 'StreamCheck', '-P', values, '--list', '--system', 'local:shm',
+                       env={'HARNESS_STACKS': 'mpich'}, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = re.findall(r'^- HybridVerdict .*?(?:%\.nodes=(\d))? /\w+\n((?:    .*\n)*)',
+                          proc.stdout, re.M)
+    assert verdicts, proc.stdout
+    for nodes, deps in verdicts:
+        runs = re.findall(r'^    \^StreamCheck %layout=(\S+) .*?(?:%\.nodes=(\d))? /', deps, re.M)
+        assert {lay for lay, _ in runs} == {'mpi_2x1', 'masteronly_1x2'}, proc.stdout
+        assert all(n == nodes for _, n in runs), proc.stdout
+
+
 def test_a_verdict_pair_without_runs_says_so(tmp_path):
     # statistics error: no median for empty data.
     proc = run_reframe(tmp_path, '-n', 'HybridVerdict', '-P', 'pair=spmv/999/masteronly_1x2',
