@@ -545,3 +545,21 @@ def test_headline_bandwidth_ignores_the_bidirectional_osu_bibw():
     assert heads[0].bandwidth == 8000.0
     assert heads[0].largest == (4194304, 9000.0)
     assert comm.headlines([p2p('osu_bibw', {'bandwidth_1MiB': 15000.0})])[0].bandwidth is None
+
+
+def test_stack_comparison_figure_names_the_node_count(monkeypatch):
+    """One stack on 1 and on 2 nodes drew two bars labelled alike ('x\\nshm osu'), 0.5
+    and 5 us: which was which, the figure did not say (the table has a nodes column)."""
+    from hybridverdict import plots
+    drawn: list[list[str]] = []
+
+    def png(fig, caption, metadata=None):
+        drawn.append([t.get_text() for t in fig.axes[0].get_xticklabels()])
+        return caption
+
+    monkeypatch.setattr(plots, '_png', png)
+    heads = comm.headlines([dataclasses.replace(p2p('osu_latency', {'latency_8B': lat}),
+                                                nodes=nodes)
+                            for nodes, lat in ((1, 0.5), (2, 5.0))])
+    plots.stacks(types.SimpleNamespace(headlines=heads))
+    assert drawn == [['x\nshm osu', 'x\nshm osu 2 nodes']]

@@ -362,7 +362,9 @@ def stacks(rep: Report) -> Figure | None:
         return None
     ax_lat, ax_bw = axes
     apart = Apart.of(heads, lambda h: (h.system, h.partition, h.stack, h.family))
-    labels = [f'{apart.stack(h)}\n{apart.partition(h)} {h.family}' for h in heads]
+    # a stack measured on several node counts has a bar per node count: each names its own
+    labels = [f'{apart.stack(h)}\n{apart.partition(h)} {h.family}'
+              + (f' {h.nodes} nodes' if h.nodes > 1 else '') for h in heads]
     xs = range(len(heads))
     ax_lat.bar(xs, [math.nan if h.latency is None else h.latency for h in heads])
     ax_lat.set_ylabel('latency at 8 B [us]')
