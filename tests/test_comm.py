@@ -563,3 +563,18 @@ def test_stack_comparison_figure_names_the_node_count(monkeypatch):
                             for nodes, lat in ((1, 0.5), (2, 5.0))])
     plots.stacks(types.SimpleNamespace(headlines=heads))
     assert drawn == [['x\nshm osu', 'x\nshm osu 2 nodes']]
+
+
+def test_headline_samples_count_only_the_runs_behind_its_figures():
+    """3 osu_latency runs gave the latency; 3 osu_bibw runs, which give no figure of
+    the row (bidirectional), were counted too: samples 6 beside a median of 3 runs."""
+    heads = comm.headlines([p2p('osu_latency', {'latency_8B': 1.0})] * 3
+                           + [p2p('osu_bibw', {'bandwidth_1MiB': 9000.0})] * 3)
+    rows, data = comm.stack_rows(heads)
+    assert [(r[3], r[-1]) for r in rows] == [('1', 3)]
+    assert data[0]['samples'] == 3
+    ring = comm.headlines([p2p('ring-pingpong', {'latency_8B': 2.0})]
+                          + [p2p('osu_latency', {'latency_8B': 1.0})]
+                          + [p2p('osu_bibw', {'bandwidth_1MiB': 9000.0})] * 2)
+    rows, data = comm.ring_osu_rows(ring)
+    assert [r[-1] for r in rows] == ['1/1']

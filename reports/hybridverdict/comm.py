@@ -264,21 +264,24 @@ def headlines(records: Iterable[Record]) -> list[Headline]:
         h = found.get(key)
         if h is None:
             h = found[key] = Headline(*key)
-        h.span.add(rec)
+        # the run counts among the samples only where it gives one of the figures
+        before = (len(h.lat8), len(h.bw1m), sum(map(len, h.bw_sized.values())))
         v = rec.values
         if v.get(LATENCY_8B, 0) > 0:
             h.lat8.append(v[LATENCY_8B])
         elif rec.kernel in LAT_KERNELS and v.get('lat_8', 0) > 0:
             h.lat8.append(v['lat_8'])
-        if rec.kernel == 'osu_bibw':
-            continue     # both directions at once: not comparable with one-way bandwidth
-        if v.get(BANDWIDTH_1MIB, 0) > 0:
-            h.bw1m.append(v[BANDWIDTH_1MIB])
-        if rec.kernel in BW_KERNELS:
-            for var, value in v.items():
-                m = sized(var)
-                if m and m[0] == 'bw' and value > 0:
-                    h.bw_sized[m[1]].append(value)
+        # osu_bibw: both directions at once, not comparable with one-way bandwidth
+        if rec.kernel != 'osu_bibw':
+            if v.get(BANDWIDTH_1MIB, 0) > 0:
+                h.bw1m.append(v[BANDWIDTH_1MIB])
+            if rec.kernel in BW_KERNELS:
+                for var, value in v.items():
+                    m = sized(var)
+                    if m and m[0] == 'bw' and value > 0:
+                        h.bw_sized[m[1]].append(value)
+        if (len(h.lat8), len(h.bw1m), sum(map(len, h.bw_sized.values()))) != before:
+            h.span.add(rec)
     return [found[k] for k in sorted(found)]
 
 
