@@ -22,7 +22,6 @@ The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 import statistics
@@ -33,7 +32,6 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 import reframe.utility.udeps as udeps
 from harnesscore import plan as planning
-from harnesscore import selection
 from harnesscore.schema import TIME_VARIABLE, message_time_variable
 from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
@@ -47,7 +45,7 @@ from harnesslib.base import (
     finalize_hang_only,
     sanity_results,
 )
-from harnesslib.compat import reads_output
+from harnesslib.compat import as_run, reads_output
 from harnesslib.noise import BandRule
 from harnesslib.placement import (
     cores_per_node,
@@ -67,7 +65,6 @@ from reframe.core.builtins import (
     sanity_function,
     variable,
 )
-from reframe.core.meta import make_test
 
 
 def supports_option(executable: str, option: str) -> bool:
@@ -461,46 +458,6 @@ def in_round_order(cls, nums: list[int]) -> list[int]:
     return sorted(nums, key=key)
 
 
-def _session_parameters(words: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The ``-P VAR=V1,V2`` of ReFrame's command line `words` (its
-    ``--param-values-delim``), as (VAR, values), in order."""
-    delim = ','
-    for i, word in enumerate(words):
-        if word == '--param-values-delim' and i + 1 < len(words):
-            delim = words[i + 1]
-        elif word.startswith('--param-values-delim='):
-            delim = word.partition('=')[2]
-    out = []
-    for spec in selection.values(words, '--parameterize'):
-        var, sep, values = spec.partition('=')
-        if sep:
-            out.append((var, tuple(values.split(delim))))
-    return tuple(out)
-
-
-@functools.cache
-def _as_run(cls, params: tuple[tuple[str, tuple[str, ...]], ...]):
-    """Kernel check `cls` as this session runs it: ``-P VAR=V1,V2`` makes ReFrame
-    run a class derived from it with one more parameter (``.VAR`` for a
-    variable; ``frontend.testgenerators.parameterize_tests``), whose variants,
-    and the names that dependencies take, are numbered anew; `cls` itself where
-    no ``-P`` applies to it."""
-    body = {}
-    for var, values in params:
-        check, _, name = var.rpartition('.')
-        if check and check != cls.__name__:
-            continue
-        if name in cls.var_space:
-            body[f'.{name}'] = parameter(list(values), loggable=False)
-        elif name in cls.param_space:
-            ptype = cls.param_space.params[name].type
-            if ptype is not None:
-                body[name] = parameter([ptype(v) for v in values], type=ptype)
-    if not body:
-        return cls
-    return make_test(cls.__name__, (cls,), body=body, module=cls.__module__)
-
-
 def _pair_name(pair: tuple) -> str:
     """``spmv/64/masteronly_1x2``; the ring per message size
     ``ring/8,65536,1048576/masteronly_1x2/64KiB``."""
@@ -578,7 +535,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         # anew: the names of the old numbering were other runs (a masteronly
         # verdict judged two pure-MPI runs); a -P variable this verdict has too
         # (nodes) picks the runs of its own value.
-        cls = _as_run(cls, _session_parameters(sys.argv[1:]))
+        cls = as_run(cls, sys.argv[1:])
         own = {name: str(getattr(self, name)) for name in cls.param_space.params
                if name.startswith('.') and name in type(self).param_space.params}
         own = {name: (lambda v, mine=mine: str(v) == mine) for name, mine in own.items()}

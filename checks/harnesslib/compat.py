@@ -3,6 +3,10 @@
 * ``registered_variants``: ReFrame has no public API for the order in which a
   module's test variants are registered (the serial policy runs them in that
   order), so it reads the module's registry (``_rfm_test_registry``).
+* ``as_run``: ``-P VAR=V1,V2`` makes ReFrame run a class derived from each
+  test (``frontend.testgenerators.parameterize_tests``) whose variants are
+  numbered anew; a test that names another's variants as dependencies must
+  name the derived class's, so this derives it as ReFrame does.
 * ``declare_perf_value``: a performance variable's slot before the
   performance stage fills it (``_perfvalues``), so that a failed run logs
   the same fields as a passed one (``harnesslib.base.PerfSchema``).
@@ -24,8 +28,10 @@ import logging
 import sys
 
 import reframe
-from reframe.core.builtins import run_before
+from harnesscore import selection
+from reframe.core.builtins import parameter, run_before
 from reframe.core.exceptions import ForceExitError
+from reframe.core.meta import make_test
 
 #: ReFrame versions whose registry layout this module knows.
 KNOWN_VERSIONS = ('4.10.',)
@@ -52,6 +58,54 @@ def registered_variants(cls) -> list:
     registry = getattr(inspect.getmodule(cls), '_rfm_test_registry', None)
     entries = getattr(registry, '_tests', {}).get(cls)
     return entries if isinstance(entries, list) else []
+
+
+def _session_parameters(words: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The ``-P VAR=V1,V2`` of ReFrame's command line `words` (its
+    ``--param-values-delim``), as (VAR, values), in order."""
+    delim = ','
+    for i, word in enumerate(words):
+        if word == '--param-values-delim' and i + 1 < len(words):
+            delim = words[i + 1]
+        elif word.startswith('--param-values-delim='):
+            delim = word.partition('=')[2]
+    out = []
+    for spec in selection.values(words, '--parameterize'):
+        var, sep, values = spec.partition('=')
+        if sep:
+            out.append((var, tuple(values.split(delim))))
+    return tuple(out)
+
+
+@functools.cache
+def _parameterized(cls, params: tuple[tuple[str, tuple[str, ...]], ...]):
+    """Kernel check `cls` as this session runs it: ``-P VAR=V1,V2`` makes ReFrame
+    run a class derived from it with one more parameter (``.VAR`` for a
+    variable; ``frontend.testgenerators.parameterize_tests``), whose variants,
+    and the names that dependencies take, are numbered anew; `cls` itself where
+    no ``-P`` applies to it."""
+    body = {}
+    for var, values in params:
+        check, _, name = var.rpartition('.')
+        if check and check != cls.__name__:
+            continue
+        if name in cls.var_space:
+            body[f'.{name}'] = parameter(list(values), loggable=False)
+        elif name in cls.param_space:
+            ptype = cls.param_space.params[name].type
+            if ptype is not None:
+                body[name] = parameter([ptype(v) for v in values], type=ptype)
+    if not body:
+        return cls
+    return make_test(cls.__name__, (cls,), body=body, module=cls.__module__)
+
+
+def as_run(cls, argv: list[str]):
+    """Test class `cls` as the session of ReFrame's command line `argv` runs it
+    (``_parameterized``): the class whose variant numbers, and so the names
+    that dependencies take, are those of the session's test cases."""
+    _guard()
+    return _parameterized(cls, _session_parameters(argv))
 
 
 def declare_perf_value(test, key: str, unit: str) -> None:
