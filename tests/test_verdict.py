@@ -611,3 +611,24 @@ def test_a_pair_with_a_verdict_gets_no_functional_verdict_too():
     assert (v.verdict, v.n_mpi) == ('WIN', 3)
     assert functional(runs) == []
     assert functional(runs, judged=[]) != []     # judged by the same rule otherwise
+
+
+def test_rounds_logged_out_of_order_are_never_paired_across_numbers():
+    """Hybrid's round 1 logged before its round 0 (runs completing out of order):
+    the i-th runs by time are rounds of different numbers, 0 against 1 and 1
+    against 0.  Paired by number the rounds overlap in time (not side by side):
+    the samples are judged unpaired, never MPI's round 0 against hybrid's round 1
+    (that pairing gave three ratios of exactly 2, a WIN on paired rounds)."""
+    def at(r: Record, k: int, second: int) -> Record:
+        return dataclasses.replace(_named(r, k), time=T0 + dt.timedelta(seconds=second),
+                                   source=f'x:{second}')
+    runs = [at(rec('mpi', 2.0), 0, 0), at(hyb(1.0), 1, 1), at(rec('mpi', 4.0), 1, 2),
+            at(hyb(2.0), 0, 3), at(rec('mpi', 2.0), 2, 4), at(hyb(1.0), 2, 5)]
+    (v,) = verdicts(runs)
+    assert (v.basis, v.verdict) == ('back-to-back samples', 'INCONCLUSIVE')
+    # the same rounds logged in round order are paired by number
+    runs = [at(rec('mpi', 2.0), 0, 0), at(hyb(2.0), 0, 1), at(rec('mpi', 4.0), 1, 2),
+            at(hyb(1.0), 1, 3), at(rec('mpi', 2.0), 2, 4), at(hyb(1.0), 2, 5)]
+    (v,) = verdicts(runs)
+    assert (v.basis, v.rounds) == ('paired rounds', 3)
+    assert v.speedup == pytest.approx((1.0 * 4.0 * 2.0) ** (1 / 3))

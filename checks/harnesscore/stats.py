@@ -458,7 +458,16 @@ def interleaved(times_a: Sequence[Moment],
     the next begins.  Samples with equal times prove nothing: not interleaved."""
     if len(times_a) != len(times_b) or len(times_a) < 2:
         return False
-    rounds = list(zip(sorted(times_a), sorted(times_b)))  # type: ignore[type-var]
+    return side_by_side(sorted(times_a), sorted(times_b))  # type: ignore[type-var]
+
+
+def side_by_side(times_a: Sequence[Moment], times_b: Sequence[Moment]) -> bool:
+    """Whether the rounds (times_a[i], times_b[i]), as given (e.g. by round
+    number), ran one after the other: at least two, and each round, in the
+    order of time, over before the next begins."""
+    if len(times_a) != len(times_b) or len(times_a) < 2:
+        return False
+    rounds = sorted(zip(times_a, times_b), key=min)
     return all(max(r) < min(s) for r, s in zip(rounds, rounds[1:]))
 
 
@@ -493,19 +502,25 @@ def compare(num: Sequence[float], den: Sequence[float],
             times_num: Sequence[Moment] | None = None,
             times_den: Sequence[Moment] | None = None,
             floor: float = DEFAULT_FLOOR,
-            confidence: float = DECISION_CONFIDENCE) -> Comparison:
+            confidence: float = DECISION_CONFIDENCE, in_order: bool = False) -> Comparison:
     """The interval of num/den with a noise estimate that covers drift: the
     paired interval of the per-round ratios when the times show paired rounds
     (``interleaved``), else the two lists unpaired (``ratio_interval``)
     widened by `floor` on each side, since back-to-back samples cannot see the
-    drift between the sides."""
+    drift between the sides.  `in_order`: num[i] and den[i] are one round's
+    (the rounds named by number): paired as given where those rounds ran side
+    by side (``side_by_side``), never the i-th of each side by time."""
     if floor < 0:
         raise StatsError(f'the floor must not be negative, got {floor!r}')
     if (times_num is not None and times_den is not None
             and len(times_num) == len(num) and len(times_den) == len(den)
-            and interleaved(times_num, times_den)):
-        order_a = sorted(range(len(num)), key=lambda i: times_num[i])  # type: ignore[index]
-        order_b = sorted(range(len(den)), key=lambda i: times_den[i])  # type: ignore[index]
+            and (side_by_side(times_num, times_den) if in_order
+                 else interleaved(times_num, times_den))):
+        if in_order:
+            order_a = order_b = list(range(len(num)))
+        else:
+            order_a = sorted(range(len(num)), key=lambda i: times_num[i])  # type: ignore[index]
+            order_b = sorted(range(len(den)), key=lambda i: times_den[i])  # type: ignore[index]
         ratios = paired_ratios([num[i] for i in order_a], [den[i] for i in order_b])
         iv = paired_interval(ratios, confidence)
         gaps = [_seconds(times_num[i]) for i in order_a], [_seconds(times_den[i])

@@ -234,10 +234,15 @@ def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
     sides have paired by number (``same_rounds``), never rounds of different
     numbers (``pairs_by_time``)."""
     mpi, hybrid = same_rounds(mpi, hybrid)
+    by_number = _named_rounds(mpi) is not None and _named_rounds(hybrid) is not None
+    if by_number:
+        # round k against round k, whatever order they were logged in
+        mpi, hybrid = (sorted(mpi, key=lambda r: round_of(r) or 0),
+                       sorted(hybrid, key=lambda r: round_of(r) or 0))
     times = (([r.logged for r in mpi], [r.logged for r in hybrid])
              if pairs_by_time(mpi, hybrid) else (None, None))
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
-                        *times, floor=floor)
+                        *times, floor=floor, in_order=by_number)
     return cmp, stats.speedup_call(cmp.interval, floor)
 
 
