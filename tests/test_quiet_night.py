@@ -312,3 +312,20 @@ def test_one_sample_picked_with_P_judges_its_variant(tmp_path, stacks):
     assert proc.returncode != 0, _explain(proc)
     assert [(r, j) for _, r, j in _judgements(tmp_path / 'var')] == [('fail', 'fail')], \
         _explain(proc)
+
+
+def test_a_predicted_band_is_decided_by_the_samples_median_both_ways():
+    """A prediction band judges the samples' median: inside passes even where the
+    paired interval (of the geometric mean) lies wholly outside; outside never
+    passes, even where that interval lies wholly inside."""
+    # 11 samples against a time band (-inf, 1.1] s: 6 at 1.09 s, 5 twice as slow
+    slow = [1.09] * 6 + [2.0] * 5
+    j = bands.judge_band('t_total', slow, 1.0, None, 0.1, predicted=True)
+    assert j is not None and j.state == 'PASS', j.describe()
+    # 6 at 1.12 s (the median out), 5 at 0.5 s: the interval [0.56, 1.09] is inside
+    fast = [1.12] * 6 + [0.5] * 5
+    j = bands.judge_band('t_total', fast, 1.0, None, 0.1, predicted=True)
+    assert j is not None and j.state == 'INCONCLUSIVE', j.describe()
+    # a fixed target still judges the interval
+    j = bands.judge_band('t_total', slow, 1.0, None, 0.1)
+    assert j is not None and j.state == 'FAIL', j.describe()

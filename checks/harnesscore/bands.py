@@ -129,13 +129,17 @@ def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
     interval = values if isinstance(values, Interval) else None
     decision = (decide(interval, low, high) if interval is not None
                 else judge_ratios(list(values), low, high))
-    if predicted and decision.state == INCONCLUSIVE:
+    if predicted:
         # The band predicts the values' sample median (robust to one slow run
-        # of three), not the interval's centre (a geometric mean for paired t).
+        # of three), not the interval's centre (a geometric mean for paired t):
+        # the median inside passes, whatever the interval; outside it fails
+        # only where the whole interval is outside, else is INCONCLUSIVE.
         median = (decision.interval.median if interval is not None
                   else statistics.median(values))
         if (low is None or median >= low) and (high is None or median <= high):
-            decision = dataclasses.replace(decision, state=PASS)
+            decision = dataclasses.replace(decision, state=PASS, side='inside')
+        elif decision.state == PASS:
+            decision = dataclasses.replace(decision, state=INCONCLUSIVE, side='across')
     state = INCONCLUSIVE if (decision.state == FAIL and busy) else decision.state
     limits: tuple[float | None, float | None] = (None, None)
     if soft < 1:
