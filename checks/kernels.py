@@ -555,11 +555,14 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
             self.depends_on(cls.variant_name(num), udeps.by_env)
 
     def _samples(self, side: str) -> list[float]:
+        """The side's times in the order of its rounds (``%sample``)."""
         part = self.current_partition.fullname
         out = []
         times = self._times.setdefault(side, [])
-        for name in self._sides[side]:
-            dep = self.getdep(name)
+        rounds = self._rounds.setdefault(side, [])
+        for dep in sorted((self.getdep(name) for name in self._sides[side]),
+                          key=lambda d: int(d.sample)):
+            rounds.append(int(dep.sample))
             times.append(dep.job.completion_time)
             self._note_quietness(dep)
             entry = dep.perfvalues.get(f'{part}:{self.time_variable}')
@@ -601,6 +604,7 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         # Oversubscribed runs (a declared topology) say nothing of speed.
         self.skip_if(bool(over), f'no verdict from oversubscribed runs: {", ".join(over)}')
         self._times: dict[str, list] = {}
+        self._rounds: dict[str, list[int]] = {}
         self.busy = 'false'
         t_mpi, t_hyb = self._samples('mpi'), self._samples('hybrid')
         for side, values in (('mpi', t_mpi), ('hybrid', t_hyb)):
@@ -617,8 +621,12 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         # a speedup reference (e.g. "within 10% of MPI") is decided from it.
         times = (None if None in self._times['mpi'] + self._times['hybrid']
                  else (self._times['mpi'], self._times['hybrid']))
+        # round k against round k where both sides ran the same rounds (as the
+        # report pairs them), never the i-th of each side by time
+        by_number = (self._rounds['mpi'] == self._rounds['hybrid']
+                     and len(set(self._rounds['mpi'])) == len(self._rounds['mpi']))
         self._cmp = compare(t_mpi, t_hyb, *(times or (None, None)),
-                            floor=self.noise_floor)
+                            floor=self.noise_floor, in_order=by_number)
         self._speedup = self._cmp.ratio
         self._noise = self._cmp.noise
         # The one rule (harnesscore.stats), as the report judges: TIE when the
