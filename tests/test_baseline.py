@@ -137,6 +137,23 @@ def test_a_variable_logged_in_another_unit_takes_the_latest_runs_unit(tmp_path):
                         "in MB/s (its latest run's); left out those in 'GB/s'"]
 
 
+def test_two_checks_of_one_variant_keep_each_their_own_unit(tmp_path):
+    # SpmvCheck and MdCheck at the same layout and problem size (-P problem=8):
+    # their fom in GFLOP/s and atom-steps/s was one unit per variant, the other
+    # check's values left out as 'another unit'
+    runs = [('SpmvCheck', 'spmv', 2.0, 'GFLOP/s', 0), ('MdCheck', 'md', 3e6, 'atom-steps/s', 10)]
+    logs = [write(tmp_path / f'{cls}.log', [header(['fom'])] + [
+        line(kernel, {'fom': (value, unit)}, name=f'{cls} %layout=mpi_2x1 %problem=8',
+             time=T0 + dt.timedelta(minutes=minutes))])
+        for cls, kernel, value, unit, minutes in runs]
+    left_out: list[str] = []
+    got = baseline.collect(read_perflogs([str(p) for p in logs]), left_out)['local']
+    key = ('local:shm', 'mpich', 'layout=mpi_2x1 problem=8', 'fom')
+    assert {cls: (got[cls][key].unit, got[cls][key].values) for cls in got} == {
+        'SpmvCheck': ('GFLOP/s', [2.0]), 'MdCheck': ('atom-steps/s', [3e6])}, left_out
+    assert left_out == []
+
+
 def test_a_users_expected_failure_stays_one(tmp_path, capsys):
     # [$xfail, message, [...]] (references.validate_references takes it) was a
     # TypeError in the diff where the runs covered it (a confusing error where not),

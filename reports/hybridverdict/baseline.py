@@ -97,12 +97,12 @@ def collect(records: Iterable[Record],
     variant whose other runs, and per variable whose other units, were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
     latest: dict[tuple[str, str, str, str, str], Made] = {}
-    units: dict[Key, str] = {}
+    units: dict[tuple[str, Key], str] = {}     # per class: two checks share variants
     for rec in sorted(usable, key=lambda r: r.time):       # the latest run last
         cls, variant = references.split_name(rec.name)
         latest[(rec.system, cls, rec.partition, rec.stack, variant)] = made_with(rec)
         for var in rec.values:
-            units[(f'{rec.system}:{rec.partition}', rec.stack, variant, var)] = \
+            units[(cls, (f'{rec.system}:{rec.partition}', rec.stack, variant, var))] = \
                 rec.units.get(var, '')
     other_units: dict[tuple[str, Key], set[str]] = defaultdict(set)
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
@@ -116,19 +116,20 @@ def collect(records: Iterable[Record],
             continue
         for var, value in rec.values.items():
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
-            if rec.units.get(var, '') != units[key]:
+            unit = units[(cls, key)]
+            if rec.units.get(var, '') != unit:
                 # another scale (MB/s against GB/s): not one band
                 other_units[(cls, key)].add(rec.units.get(var, ''))
                 continue
-            entry = out[rec.system][cls].setdefault(key, Samples(units[key]))
+            entry = out[rec.system][cls].setdefault(key, Samples(unit))
             entry.values.append(value)
             entry.sessions.append(session)
     if left_out is not None:
         for (cls, (part, stack, variant, var)), seen in sorted(other_units.items()):
             left_out.append(
                 f'{cls} {part} {stack} [{variant}] {var}: from the values in '
-                f'{units[(part, stack, variant, var)] or "no unit"} (its latest run\'s); left '
-                f'out those in {", ".join(repr(u) for u in sorted(seen))}')
+                f'{units[(cls, (part, stack, variant, var))] or "no unit"} (its latest '
+                f'run\'s); left out those in {", ".join(repr(u) for u in sorted(seen))}')
         for where, made in sorted(others.items()):
             build, lib, nodes = latest[where]
             left_out.append(
