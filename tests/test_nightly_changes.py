@@ -129,10 +129,10 @@ def test_a_quiet_night_passes_and_a_night_without_shared_memory_names_what_chang
     try:
         _quiet_night_then_one_without_shared_memory(tmp_path / 'var', wrap)
     except AssertionError as first:
-        # The machine, not the nightly: on a shared 2-core CI machine the host at
-        # times ran both CPUs on one core's hardware threads for a stretch of
-        # sessions (the ring's 1 MiB bandwidth 15 GB/s, then 5.4 GB/s; STREAM's
-        # two threads at half their bandwidth), a real change of the machine that
+        # The machine, not the nightly: on a shared 2-core CI machine the host
+        # seemed at times to run both CPUs on one core's hardware threads for a
+        # stretch of sessions (the ring's 1 MiB bandwidth 15 GB/s, then 5.4 GB/s;
+        # STREAM's two threads at half their bandwidth), a real change of the machine that
         # the page rightly named ("nothing in the provenance changed then") or a
         # STREAM that failed its band (CI of a46b86c, twice).  The whole scenario
         # again, once, in a var dir of its own; the nightly's own faults fail both.
