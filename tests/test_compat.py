@@ -43,3 +43,14 @@ def test_reframes_force_exit_leaves_a_log_handler_and_other_errors_do_not(capsys
     assert '--- Logging error ---' in capsys.readouterr().err
     assert logging.Handler.handleError.keeps_force_exit
     assert not getattr(logging.Handler.handleError.__wrapped__, 'keeps_force_exit', False)
+
+
+def test_the_values_of_a_P_option_are_split_as_reframe_splits_them():
+    """-P VAR=V1,V2 in any spelling, split by --param-values-delim (ReFrame's
+    one delimiter for every -P, ',' unless given), in either spelling."""
+    from harnesslib.compat import _session_parameters
+    assert _session_parameters(['-Pnodes=1,2', '-p', 'x']) == (('nodes', ('1', '2')),)
+    assert _session_parameters(['-P', 'nodes=1,2', '--param-values-delim', ';',
+                                '--parameterize=x=a;b']) == (
+        ('nodes', ('1,2',)), ('x', ('a', 'b')))
+    assert _session_parameters(['-P', 'a=1:2', '--param-values-delim=:']) == (('a', ('1', '2')),)

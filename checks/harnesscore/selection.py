@@ -43,6 +43,8 @@ SELECTION = Options(
 #: write the configuration's own run report, never over the session's (the
 #: run report ./harness reads, the JUnit file the nightly names).
 REPORTS = Options(valued={'--report-file': None, '--report-junit': None})
+#: ReFrame's option that splits the values of a ``-P VAR=V1,V2`` (default ',').
+PARAM_VALUES_DELIM = Options(valued={'--param-values-delim': None})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,10 +107,11 @@ def split(words: Iterable[str], options: Options = SELECTION
     return found, rest
 
 
-def values(words: Iterable[str], name: str) -> list[str]:
-    """The values given to the selection option `name` (its long name, e.g.
-    ``--prgenv``), in order."""
-    return [o.value for o in split(words)[0] if o.name == name and o.value is not None]
+def values(words: Iterable[str], name: str, options: Options = SELECTION) -> list[str]:
+    """The values given to the option `name` of `options` (its long name, e.g.
+    ``--prgenv``; ReFrame's selection options by default), in order."""
+    return [o.value for o in split(words, options)[0]
+            if o.name == name and o.value is not None]
 
 
 def passed_on(words: Iterable[str], options: Options = SELECTION) -> list[str]:
@@ -117,4 +120,5 @@ def passed_on(words: Iterable[str], options: Options = SELECTION) -> list[str]:
     return split(words, options)[1]
 
 
-__all__ = ['REPORTS', 'SELECTION', 'Options', 'Selection', 'split', 'values', 'passed_on']
+__all__ = ['PARAM_VALUES_DELIM', 'REPORTS', 'SELECTION', 'Options', 'Selection', 'split',
+           'values', 'passed_on']

@@ -63,12 +63,8 @@ def registered_variants(cls) -> list:
 def _session_parameters(words: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The ``-P VAR=V1,V2`` of ReFrame's command line `words` (its
     ``--param-values-delim``), as (VAR, values), in order."""
-    delim = ','
-    for i, word in enumerate(words):
-        if word == '--param-values-delim' and i + 1 < len(words):
-            delim = words[i + 1]
-        elif word.startswith('--param-values-delim='):
-            delim = word.partition('=')[2]
+    delims = selection.values(words, '--param-values-delim', selection.PARAM_VALUES_DELIM)
+    delim = delims[-1] if delims else ','
     out = []
     for spec in selection.values(words, '--parameterize'):
         var, sep, values = spec.partition('=')
