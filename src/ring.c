@@ -697,6 +697,17 @@ static double ring_rep(kc_ctx *ctx, exch *e, long iters) {
 
 #define RING_MAX_ITERS 100000000L /* --min-time's cap on the ring's count */
 
+/* One batch of --min-time's calibration (kc_min_time_calibrate): ring_rep. */
+typedef struct {
+    kc_ctx *ctx;
+    exch *e;
+} rep_batch;
+
+static double rep_batch_time(void *arg, long n) {
+    rep_batch *b = arg;
+    return ring_rep(b->ctx, b->e, n);
+}
+
 /* What one message size gave. */
 typedef struct {
     counts c;          /* timed and skipped iterations per repetition */
@@ -765,15 +776,11 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
             /* calibration, discarded: batches of 1, 2, 4, ... exchanges until one
              * lasts a tenth of S on the slowest rank (as spmv's), so the pace is
              * not that of one exchange (--iters 1) that the timer barely reads */
-            long n = 1;
-            double t = 0.0;
-            for (;; n *= 2) {
-                t = ring_rep(ctx, e, n); /* the same on every rank */
-                r->calib_iters += n;
-                if (t >= o->min_time / 10.0 || 2 * n > RING_MAX_ITERS) break;
-            }
-            r->calib_s = t;
-            r->c.iters = kc_min_time_count(ctx, r->c.iters, o->min_time, t, n, RING_MAX_ITERS);
+            rep_batch b = {ctx, e};
+            long last_n = 1;
+            r->c.iters = kc_min_time_calibrate(ctx, r->c.iters, o->min_time, RING_MAX_ITERS,
+                                               rep_batch_time, &b, &r->calib_iters,
+                                               &r->calib_s, &last_n);
         }
     }
     r->total = 0.0;

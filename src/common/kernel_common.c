@@ -767,6 +767,19 @@ long kc_min_time_count(const kc_ctx *ctx, long requested, double min_time, doubl
     return agreed;
 }
 
+long kc_min_time_calibrate(const kc_ctx *ctx, long requested, double min_time, long cap,
+                           double (*batch)(void *arg, long n), void *arg, long *calib_calls,
+                           double *last_s, long *last_n) {
+    for (long n = 1;; n *= 2) {
+        const double slowest = batch(arg, n);
+        *calib_calls += n;
+        *last_s = slowest;
+        *last_n = n;
+        if (slowest >= min_time / 10.0 || 2 * n > cap)
+            return kc_min_time_count(ctx, requested, min_time, slowest, n, cap);
+    }
+}
+
 void kc_timer_start(kc_timer *tm) { *tm = (kc_timer){.last = kc_now()}; }
 
 void kc_stamp(kc_timer *tm, int phase) {

@@ -187,22 +187,36 @@ static void one_call(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
     else call_masteronly(ctx, P, ct);
 }
 
+/* One batch of --min-time's calibration (kc_min_time_calibrate): n calls,
+ * their time on the slowest rank. */
+typedef struct {
+    kc_ctx *ctx;
+    problem *P;
+    double *thr_t;
+} calib_batch;
+
+static double calls_batch(void *arg, long n) {
+    calib_batch *b = arg;
+    call_times ct;
+    const double t0 = spmv_now();
+    for (long c = 0; c < n; ++c) one_call(b->ctx, b->P, b->thr_t, &ct);
+    return kc_max_over_ranks(b->ctx, spmv_now() - t0);
+}
+
 /* --min-time: batches of 1, 2, 4, ... calls until one lasts a tenth of
  * min_time on the slowest rank; the count is then max(--iters, the calls
  * that fill min_time at that pace), the same on every rank.  A call slower
  * than min_time/10 (the serial run's node-sized box) ends the calibration
  * after one call, so a small --iters keeps such a run short. */
 static long calibrate(kc_ctx *ctx, const options *o, problem *P, double *thr_t, timing *tm) {
-    call_times ct;
-    for (long n = 1;; n *= 2) {
-        const double t0 = spmv_now();
-        for (long c = 0; c < n; ++c) one_call(ctx, P, thr_t, &ct);
-        const double slowest = kc_max_over_ranks(ctx, spmv_now() - t0);
-        tm->calib_calls += n;
-        tm->calib_pace = slowest / (double)n;
-        if (slowest >= o->min_time / 10.0 || 2 * n > SPMV_MAX_ITERS)
-            return kc_min_time_count(ctx, o->iters, o->min_time, slowest, n, SPMV_MAX_ITERS);
-    }
+    calib_batch b = {ctx, P, thr_t};
+    double last_s = 0.0;
+    long last_n = 1;
+    const long calls = kc_min_time_calibrate(ctx, o->iters, o->min_time, SPMV_MAX_ITERS,
+                                             calls_batch, &b, &tm->calib_calls, &last_s,
+                                             &last_n);
+    tm->calib_pace = last_s / (double)last_n;
+    return calls;
 }
 
 /* After the timed loop (untimed): poison the whole ghost layer of x, the send
