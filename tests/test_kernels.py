@@ -33,11 +33,17 @@ KERNEL_RUNS = {
 }
 
 
-def cmake_build(stack: str, build_dir: Path, *options: str) -> Path:
+def cmake_configure(stack: str, build_dir: Path, *options: str,
+                    src: Path = REPO / 'src') -> list[str]:
+    """The configure command of the kernels in `src` for `stack`'s wrapper and launcher."""
     cc, launcher = STACKS[stack]
-    configure = ['cmake', '-S', str(REPO / 'src'), '-B', str(build_dir),
-                 f'-DMPI_C_COMPILER={shutil.which(cc)}', f'-DCMAKE_C_COMPILER={shutil.which(cc)}',
-                 f'-DMPIEXEC_EXECUTABLE={shutil.which(launcher)}', *options]
+    return ['cmake', '-S', str(src), '-B', str(build_dir),
+            f'-DMPI_C_COMPILER={shutil.which(cc)}', f'-DCMAKE_C_COMPILER={shutil.which(cc)}',
+            f'-DMPIEXEC_EXECUTABLE={shutil.which(launcher)}', *options]
+
+
+def cmake_build(stack: str, build_dir: Path, *options: str) -> Path:
+    configure = cmake_configure(stack, build_dir, *options)
     for cmd in (configure, ['cmake', '--build', str(build_dir), '-j', str(os.cpu_count() or 1)]):
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0, f'{" ".join(cmd)}\n{proc.stdout}\n{proc.stderr}'
@@ -125,11 +131,7 @@ def test_an_expected_failure_is_an_exit_status(script, passes, tmp_path):
 
 
 def _configure(src: Path, stack: str, *options: str) -> subprocess.CompletedProcess[str]:
-    cc, launcher = STACKS[stack]
-    return subprocess.run(['cmake', '-S', str(src), '-B', str(src / 'build'),
-                           f'-DMPI_C_COMPILER={shutil.which(cc)}',
-                           f'-DCMAKE_C_COMPILER={shutil.which(cc)}',
-                           f'-DMPIEXEC_EXECUTABLE={shutil.which(launcher)}', *options],
+    return subprocess.run(cmake_configure(stack, src / 'build', *options, src=src),
                           capture_output=True, text=True, timeout=300)
 
 
