@@ -37,6 +37,7 @@ for _folder in (_HERE, *(os.path.join(os.path.dirname(_HERE), d) for d in ('chec
     if _folder not in sys.path:
         sys.path.append(_folder)
 import cluster_template  # noqa: E402
+import slurm_systems  # noqa: E402
 from harnesscore import paths  # noqa: E402
 from harnesscore.knobs import split_list  # noqa: E402
 from harnesscore.stacks import STACK, STACKS, Stack, sysconfdir_in  # noqa: E402
@@ -868,30 +869,24 @@ def _check_tools(stack: Stack, env: Mapping[str, str], cc: str, suffix: str,
     return version or '?', ''
 
 
-def _ask_sysconfdir(stack: Stack, env: Mapping[str, str], runner: Runner) -> tuple[str, str]:
-    """(the system configuration folder of `stack`, '') from its
-    ``sysconfdir_tool`` on PATH in `env` (its modules loaded), or ('', why
-    not); ('', '') for a stack without one."""
+def _with_sysconfdir(found: FoundStack, stack: Stack, env: Mapping[str, str],
+                     runner: Runner) -> FoundStack:
+    """`found` with the folder its stack's ``sysconfdir_tool`` on PATH in `env` (its
+    modules loaded) says, or why not (neither for a stack without that tool)."""
     if not stack.sysconfdir_tool:
-        return '', ''
+        return found
     name, *args = stack.sysconfdir_tool
     tool = shutil.which(name, path=env.get('PATH'))
     if not tool:
-        return '', f'no {name} on its PATH'
+        found.sysconfdir_why = f'no {name} on its PATH'
+        return found
     res = runner([tool, *args], TIMEOUT, env)
-    found = sysconfdir_in(res.out) if res.ok else ''
-    if not found:
-        said = ' '.join(res.out.split())[:80]
-        command = shlex.join([name, *args])
-        return '', (f'{command}: {res.why()}' if not res.ok else
-                    f'{command} says {said!r}' if said else f'{command} says nothing')
-    return found, ''
-
-
-def _with_sysconfdir(found: FoundStack, stack: Stack, env: Mapping[str, str],
-                     runner: Runner) -> FoundStack:
-    """`found` with its stack's system configuration folder (or why not)."""
-    found.sysconfdir, found.sysconfdir_why = _ask_sysconfdir(stack, env, runner)
+    found.sysconfdir = sysconfdir_in(res.out) if res.ok else ''
+    said = ' '.join(res.out.split())[:80]
+    command = shlex.join([name, *args])
+    if not found.sysconfdir:
+        found.sysconfdir_why = (f'{command}: {res.why()}' if not res.ok else
+                                f'{command} says {said!r}' if said else f'{command} says nothing')
     return found
 
 
@@ -1028,15 +1023,13 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
         raise SiteError(f'--partitions: no Slurm partition {", ".join(unknown)} '
                         f'(Slurm has: {", ".join(names)})')
     down = [p.name for p in det.partitions if not p.up]
-    if down and not args.partitions:
-        det.notes.append(f'left out partition(s) not UP: {", ".join(down)} '
-                         f'(--partitions names them all the same)')
     # A partition without nodes (Nodes=(null)) runs no job.
     empty = [p.name for p in det.partitions if p.up and not p.total_nodes
              and p.nodes in ('', '(null)')]
-    if empty and not args.partitions:
-        det.notes.append(f'left out partition(s) without nodes: {", ".join(empty)} '
-                         f'(--partitions names them all the same)')
+    for left_out, what in ((down, 'not UP'), (empty, 'without nodes')):
+        if left_out and not args.partitions:
+            det.notes.append(f'left out partition(s) {what}: {", ".join(left_out)} '
+                             f'(--partitions names them all the same)')
     det.partitions = [p for p in det.partitions if p.name in args.partitions or (
         p.up and p.name not in empty and not args.partitions)]
     if not det.partitions:
@@ -1369,7 +1362,7 @@ def _stack_entries(det: Detection) -> Block:
             entry.add('modules', found.modules, f'Loaded, and its launcher checked.{others}')
         entry.add('cc', found.cc)
         launch, note = _launch(stack, found, det.mpi_plugins, det.mpi_plugins_why)
-        for key, value in _launch_keys(stack, launch).items():
+        for key, value in slurm_systems.launch_keys(stack, launch).items():
             entry.add(key, value, note if key == 'launch' else '')
         _sysconfdir_entry(entry, stack, found)
         env = {**found.env, **stack.root_env_here()}
@@ -1383,8 +1376,9 @@ def _stack_entries(det: Detection) -> Block:
         if stack.name in det.stacks:
             continue
         entry = Block()
-        for key, value in {'descr': stack.descr, 'modules': [f'FILL_IN/{stack.name}'],
-                           'cc': 'mpicc', **_launch_keys(stack, stack.slurm_launch)}.items():
+        placeholder = {'descr': stack.descr, 'modules': [f'FILL_IN/{stack.name}'], 'cc': 'mpicc',
+                       **slurm_systems.launch_keys(stack, stack.slurm_launch)}
+        for key, value in placeholder.items():
             entry.add(key, value)
         why = det.absent.get(stack.name)
         if none_found:
@@ -1413,13 +1407,6 @@ def _sysconfdir_entry(entry: Block, stack: Stack, found: FoundStack) -> None:
                   f'{found.sysconfdir_why or "it said nothing"}); without it, '
                   'HARNESS_MPI_ENV=clean runs read the user\'s own MCA parameter files too.',
                   commented_out=True)
-
-
-def _launch_keys(stack: Stack, launch: str) -> dict[str, str]:
-    """A stack's keys that say how its ranks start (`launch`: 'srun' or 'own')."""
-    if launch == 'srun':
-        return {'launch': 'srun', 'pmi': stack.srun_pmi}
-    return {'launch': 'own', 'launcher': stack.launchers[0]}
 
 
 def _launch(stack: Stack, found: FoundStack, plugins: set[str],
@@ -1494,7 +1481,6 @@ def validate(text: str, var_dir: str) -> dict[str, Any]:
     """The file's CLUSTER, checked by config/slurm_systems.py as settings.py loads it."""
     namespace: dict[str, Any] = {}
     exec(compile(text, '<site file>', 'exec'), namespace)  # the text made just above
-    import slurm_systems
     # No note on a missing sysconfdir: the file's FILL IN says it.
     slurm_systems.cluster_config(namespace['CLUSTER'], var_dir, origin='the generated file',
                                  note=lambda msg: None)
@@ -1578,7 +1564,6 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run,
     # config/slurm_systems.py reads HARNESS_MODULES_SYSTEM (of this process) as it
     # checks the file made: a bad value, in the environment detected or there, is the
     # caller's, named before anything is asked.
-    import slurm_systems
     try:
         for environment in (env, os.environ):
             slurm_systems.modules_system_override(environment)

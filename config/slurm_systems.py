@@ -40,7 +40,7 @@ from typing import Any
 from harnesscore.host import host_processor  # the local partitions' too (settings.py)
 from harnesscore.knobs import env_list, split_paths
 from harnesscore.paths import user_path
-from harnesscore.stacks import STACK, STACKS, default_stacks
+from harnesscore.stacks import STACK, STACKS, Stack, default_stacks
 
 #: What ``srun --mpi=`` each stack needs where the centre says nothing.
 SRUN_PMI = {s.name: s.srun_pmi for s in STACKS}
@@ -55,31 +55,19 @@ def system_dirs(prefix: str, stagedir: str = '') -> dict[str, str]:
 
 
 def srun_env(launch: str, pmi: str) -> dict[str, str]:
-    """What makes ReFrame's plain ``srun`` launcher start a stack's ranks,
-    in the environment so that any check's srun gets it: the PMI
-    (``SLURM_MPI_TYPE``, srun's ``--mpi``) and every task bound to cores of
-    its own (``SLURM_CPU_BIND``, srun's ``--cpu-bind``; how many comes from
-    the job's ``--cpus-per-task``)."""
+    """The environment that makes any check's plain ``srun`` start a stack's ranks:
+    its PMI (srun's ``--mpi``) and each task bound to cores of its own (``--cpu-bind``;
+    how many: the job's ``--cpus-per-task``)."""
     if launch != 'srun':
         return {}
     return {**({'SLURM_MPI_TYPE': pmi} if pmi else {}), 'SLURM_CPU_BIND': 'cores'}
 
 
-def _retarget(envs: list[dict], targets: dict[str, str],
-              launch: dict[str, dict[str, str]]) -> list[dict]:
-    """Copies of the `local` system's environments for another system:
-    `targets` maps each old target to the new one, `launch` gives the
-    launch extras per stack."""
-    out = []
-    for env in envs:
-        new = [targets[t] for t in env['target_systems'] if t in targets]
-        if not new:
-            continue
-        extras = {**env['extras'], **launch.get(env['extras']['stack'], {})}
-        env_vars = [*env['env_vars'], *([k, v] for k, v in srun_env(
-            extras.get('launch', ''), extras.get('pmi', '')).items())]
-        out.append({**env, 'target_systems': new, 'env_vars': env_vars, 'extras': extras})
-    return out
+def launch_keys(stack: Stack, launch: str) -> dict[str, str]:
+    """A stack's keys that say how its ranks start (`launch`: 'srun' or 'own')."""
+    if launch == 'srun':
+        return {'launch': 'srun', 'pmi': stack.srun_pmi}
+    return {'launch': 'own', 'launcher': stack.launchers[0]}
 
 
 def local_slurm(var_dir: str, local_envs: list[dict],
@@ -119,8 +107,17 @@ def local_slurm(var_dir: str, local_envs: list[dict],
     # ranks inside the allocation (harnesscore.stacks: slurm_launch).
     launch = {s.name: {'launch': 'srun', 'launcher': srun, 'pmi': s.srun_pmi}
               for s in STACKS if s.slurm_launch == 'srun'}
-    envs = _retarget(local_envs, {'local': 'local-slurm', 'local:tcp': 'local-slurm:tcp'},
-                     launch)
+    # Copies of the `local` system's environments, retargeted.
+    targets = {'local': 'local-slurm', 'local:tcp': 'local-slurm:tcp'}
+    envs = []
+    for env in local_envs:
+        new = [targets[t] for t in env['target_systems'] if t in targets]
+        if not new:
+            continue
+        extras = {**env['extras'], **launch.get(env['extras']['stack'], {})}
+        env_vars = [*env['env_vars'], *([k, v] for k, v in srun_env(
+            extras.get('launch', ''), extras.get('pmi', '')).items())]
+        envs.append({**env, 'target_systems': new, 'env_vars': env_vars, 'extras': extras})
     return system, envs
 
 
@@ -633,11 +630,7 @@ def test_cluster_spec(record: dict[str, str] | None = None,
     stacks: dict[str, dict] = {}
     for s in chosen:
         spec: dict[str, Any] = {'descr': f'{s.descr} (module {s.name})', 'modules': [s.name],
-                                'cc': 'mpicc', 'launch': s.slurm_launch}
-        if s.slurm_launch == 'srun':
-            spec['pmi'] = s.srun_pmi
-        else:
-            spec['launcher'] = s.launchers[0]
+                                'cc': 'mpicc', **launch_keys(s, s.slurm_launch)}
         if s.root_env:
             spec['env'] = s.root_env_here()
         if (sysconfdirs or {}).get(s.name):
@@ -673,10 +666,6 @@ def _local_sysconfdirs(local_envs: list[dict]) -> dict[str, str]:
     return found
 
 
-def _silent(msg: str) -> None:
-    return None
-
-
 def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
                  note: Note = note,
                  local_envs: list[dict] | None = None) -> tuple[dict, list[dict]]:
@@ -690,7 +679,7 @@ def test_cluster(var_dir: str, osu_prefix: OsuPrefix = _no_osu, mpi_env: str = '
                    if directory and mpi_env == 'clean' else {})
     system, envs = cluster_config(test_cluster_spec(record, origin, sysconfdirs), var_dir,
                                   origin='test-cluster', osu_prefix=osu_prefix,
-                                  mpi_env=mpi_env, note=note if directory else _silent,
+                                  mpi_env=mpi_env, note=note if directory else (lambda msg: None),
                                   link_notes=False)   # its spec is the harness's own
     system['hostnames'] = []
     return system, envs
