@@ -1,14 +1,11 @@
 """``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``.
 
-Run on a login node, it detects what docs/pages/cluster.md lists (Slurm's
-partitions and node sizes; through ``srun``, each partition's NUMA domains and
-links; the MPI stacks of ``harnesscore.stacks``) and writes a file in the form
-of ``config/cluster_template.py``.  What it cannot detect gets a default or a
-``FILL IN`` placeholder saying what to put there; stdout gets a summary of what
-was detected and what not (stderr with ``--dry-run``, which prints the file).
-Every command runs as an argument list with a timeout.  An existing file is
-never replaced silently: ``--force`` writes ``site_<name>.py.N`` beside it
-(settings.py loads only ``site_*.py``), ``--overwrite`` replaces it.
+Run on a login node, it detects what docs/pages/cluster.md lists and writes a
+file in the form of ``config/cluster_template.py``, with a default or a ``FILL IN``
+placeholder for what it cannot detect, and a summary on stdout.  Every command
+runs as an argument list with a timeout.  An existing file is never replaced
+silently: ``--force`` writes ``site_<name>.py.N`` beside it (settings.py loads
+only ``site_*.py``), ``--overwrite`` replaces it.
 """
 
 from __future__ import annotations
@@ -148,8 +145,7 @@ def _int(text: str | None) -> int | None:
 
 
 def _matches(text: str | Sequence[str], pattern: str) -> Iterator[re.Match[str]]:
-    """The matches of `pattern` at the start of `text`'s lines (or of the lines
-    given, as ``_groups`` gives them)."""
+    """The matches of `pattern` at the start of `text`'s lines (or of the lines given)."""
     lines = text.splitlines() if isinstance(text, str) else text
     return filter(None, (re.match(pattern, ln) for ln in lines))
 
@@ -287,8 +283,7 @@ def parse_sinfo(text: str) -> list[SinfoRow]:
 
 
 def partitions_of_sinfo(rows: Sequence[SinfoRow]) -> list[SlurmPartition]:
-    """The partitions of sinfo's rows: one per partition, its rows (one per node
-    size) merged: their node lists joined, their nodes summed."""
+    """One partition per name of sinfo's rows (one per node size), their nodes merged."""
     merged: dict[str, list[SinfoRow]] = {}
     for row in rows:
         merged.setdefault(row.partition, []).append(row)
@@ -559,12 +554,9 @@ class Link:
         return any(c.split('/')[0] == addr for c in self.addrs)
 
     def env(self, stack: Stack) -> dict[str, str] | None:
-        """The registry's variables that pin `stack` to this link (None: unknown).
-
-        A high-speed link takes them only for a stack steered the way the
-        registry pins it between nodes: by Open MPI's MCA variables (its UCX
-        PML on the port, or its cm PML on libfabric's provider) or by UCX's
-        (MPICH built with ch4:ucx: the port); any other is left to fill in."""
+        """The registry's variables that pin `stack` to this link (None: unknown):
+        on a high-speed link only for a stack the registry pins between nodes by
+        Open MPI's MCA variables or by UCX's (MPICH's ch4:ucx)."""
         if self.kind == 'tcp':
             return stack.tcp_nodes(self.device)
         keys = set(stack.tcp_nodes_env)

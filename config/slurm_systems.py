@@ -1,26 +1,12 @@
-"""Slurm systems of the harness: the local test cluster and the centres' clusters
-(docs/pages/cluster.md).
+"""Slurm systems of the harness (docs/pages/cluster.md says what each is and how it runs).
 
 ``config/settings.py`` imports this module (ReFrame loads configuration files
 under mangled names, so the directory is put on ``sys.path`` first) and adds
-what it returns to its ``systems`` and ``environments``:
-
-* ``local-slurm``: this machine as a one-node Slurm cluster (the test bed of
-  ``tests/slurm/testbed.sh``), only by ``--system local-slurm``; its
-  environments are the ``local`` system's, launched with ``srun``.
-* ``test-cluster``: the multi-node test cluster of ``tests/slurm/cluster.sh``,
-  written as a centre would write its cluster (``cluster_config``); nodes,
-  cores and links are read from ``$HARNESS_TEST_CLUSTER/cluster.env``.
-* the clusters of a centre: every ``config/site_*.py`` (or the files listed in
-  ``HARNESS_CLUSTERS``), each defining ``CLUSTER`` in the form of
-  ``config/cluster_template.py``.
-
-A cluster has one partition per interconnect, one environment per MPI stack
-and partition, and each stack says how its ranks start inside the allocation:
-``srun --mpi=<pmi>`` (``launch: 'srun'``) or its own launcher (``launch:
-'own'``).  In ``HARNESS_MPI_ENV=clean`` mode its environments keep the user's own
-MPI configuration files out, as the ``local`` system's do (``clean_files_env``:
-Open MPI's from the stack's declared ``sysconfdir``).
+what it returns to its ``systems`` and ``environments``: ``local-slurm`` (the
+test bed of ``tests/slurm/testbed.sh``), ``test-cluster`` (the multi-node test
+cluster of ``tests/slurm/cluster.sh``, written as a centre would write its
+cluster) and every centre's ``config/site_*.py`` (or ``HARNESS_CLUSTERS``), each a
+``CLUSTER`` in the form of ``config/cluster_template.py``.
 """
 
 from __future__ import annotations
@@ -168,14 +154,10 @@ _EXPANSION = re.compile(r'\$(?:[A-Za-z_]\w*|[0-9@*#?$!-]|\{[^}]*\}|\((?:[^()]|\(
 
 
 def shell_value(value: str) -> str:
-    """`value` as the right-hand side of ReFrame's ``export K=V`` line (ReFrame
-    writes it verbatim): its literal text quoted for the shell, so that spaces,
-    quotes and backslashes survive, and its ``$VAR``, ``${VAR}``, ``$(cmd)``
-    and ```cmd``` left to expand.  A value that needs no quoting (every value
-    of the documented forms, ``/opt/x/bin:$PATH``) is returned as it is, and so
-    is one the user quoted already (quotes or backslashes that the shell reads
-    as one word: ``"/opt/my mpi/bin":$PATH``, as written before the harness
-    quoted values)."""
+    """`value` for ReFrame's verbatim ``export K=V`` line: its literal text quoted
+    for the shell, its expansions (``$VAR``, ``$(cmd)``...) left to expand.  A value
+    that needs no quoting is returned as it is, and so is one the user quoted
+    already (one shell word: ``"/opt/my mpi/bin":$PATH``)."""
     if any(c in value for c in ('"', "'", '\\')) and _one_shell_word(value):
         return value
     parts: list[tuple[bool, str]] = []    # (an expansion?, its text)
@@ -289,12 +271,9 @@ def _sysconfdir(where: str, sspec: dict, family: str) -> str:
 
 def clean_files_env(where: str, stack: str, family: str, sysconfdir: str, mpi_env: str,
                     note: Note = note) -> dict[str, str]:
-    """In ``HARNESS_MPI_ENV=clean`` mode (`mpi_env`), what keeps the user's own
-    MPI configuration files out of the runs of a cluster's `stack`, as the
-    local system's (``Stack.clean_files_at``): Hydra's static variable always,
-    Open MPI's from the stack's `sysconfdir`.  An Open MPI without one keeps
-    reading (and recording) the user's files, and `note` says so (`where`:
-    the system and its file)."""
+    """In ``HARNESS_MPI_ENV=clean`` mode, what keeps the user's own MPI files out of
+    `stack`'s runs (``Stack.clean_files_at``; Open MPI's from its `sysconfdir`: one
+    without it keeps reading them, and `note` says so)."""
     registry = STACK.get(family)
     if mpi_env != 'clean' or registry is None:
         return {}
@@ -323,11 +302,9 @@ def _spack_spec(where: str, sspec: dict) -> None:
 
 def _note_unused_links(where: str, stacks: dict[str, dict], transport_env: dict[str, dict],
                        nodes: int, note: Note) -> None:
-    """Notes where a partition's records would claim a link its runs do not use
-    (`where`: the system, its file and the partition): a stack it leaves
-    unpinned while it pins others (across nodes: on one node every stack's
-    ranks meet in shared memory), and, on one node per run, the pins of a link
-    between nodes (its point-to-point runs go through shared memory)."""
+    """Notes where a partition's records would claim a link its runs do not use: a
+    stack left unpinned among pinned ones (across nodes), and on one node per run
+    the pins of a link between nodes (its runs go through shared memory)."""
     pinned = [s for s in stacks if transport_env.get(s)]
     loose = [s for s in stacks if s not in pinned]
     if pinned and loose and nodes > 1:
@@ -367,12 +344,9 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                    osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
                    note: Note = note,
                    link_notes: bool = True) -> tuple[dict, list[dict]]:
-    """A ReFrame system and its environments from a `CLUSTER` dictionary
-    (see config/cluster_template.py); `mpi_env` is ``HARNESS_MPI_ENV``'s mode
-    (settings.py passes the session's), `note` takes the configuration's notes
-    (default: `note`; the site generator's check passes a silent one) and
-    `link_notes` says whether also those on links a partition's records would
-    wrongly name."""
+    """A ReFrame system and its environments from a `CLUSTER` dictionary (see
+    config/cluster_template.py); `mpi_env`: ``HARNESS_MPI_ENV``'s mode; `link_notes`:
+    whether to note links a partition's records would wrongly name."""
     _require(origin, cluster, _CLUSTER_KEYS, ('name', 'hostnames', 'partitions', 'stacks'))
     name = cluster['name']
     # The prefix as ReFrame reads it for the stage and output folders ($VAR,
@@ -587,10 +561,8 @@ def _record_count(origin: str, record: dict[str, str], key: str, default: str = 
 def test_cluster_spec(record: dict[str, str] | None = None,
                       origin: str = 'cluster.env',
                       sysconfdirs: dict[str, str] | None = None) -> dict[str, Any]:
-    """The test cluster as a centre's `CLUSTER` dictionary.  Without a
-    record (no cluster started), 2 nodes with this machine's cores;
-    `origin` names the record in errors; `sysconfdirs`: a stack's system
-    configuration folder, by name."""
+    """The test cluster as a centre's `CLUSTER` (without a record, 2 nodes with
+    this machine's cores); `sysconfdirs`: each stack's system configuration folder."""
     record = record or {}
     nodes = _record_count(origin, record, 'NODES', '2')
     if nodes < 1:
@@ -689,9 +661,7 @@ def slurm_systems(var_dir: str, local_envs: list[dict], stack_names: list[str],
                   osu_prefix: OsuPrefix = _no_osu, mpi_env: str = 'clean',
                   note: Note = note) -> tuple[list[dict], list[dict]]:
     """Every Slurm system (local test clusters first) and their environments;
-    `osu_prefix` gives a stack's OSU install where a cluster's stack names none;
-    `mpi_env` is ``HARNESS_MPI_ENV``'s mode, `note` takes the notes (default:
-    `note`)."""
+    `osu_prefix` gives a stack's OSU install where a cluster's stack names none."""
     system, envs = local_slurm(var_dir, local_envs, stack_names)
     cluster, cluster_envs = test_cluster(var_dir, osu_prefix, mpi_env, note, local_envs)
     sites, site_envs = site_clusters(var_dir, osu_prefix, mpi_env, note)
