@@ -1,15 +1,10 @@
 """Template: the harness on a centre's Slurm cluster.
 
 On the cluster's login node, ``./harness site`` writes ``config/site_<cluster>.py``
-in this form from what it detects (Slurm's partitions and node sizes, NUMA
-domains and links seen on a node through ``srun``, the MPI stacks' modules) and
-marks with ``FILL IN`` what it could not (``./harness site --help``; it never
-replaces an existing file unless told).  Or copy this file there by hand and
-fill in every ``FILL IN``.  ``config/settings.py`` loads every
-``config/site_*.py`` (or the files listed in ``HARNESS_CLUSTERS=a.py,b.py``);
-``config/slurm_systems.py`` turns ``CLUSTER`` into a ReFrame system with one
-partition per interconnect and one environment per MPI stack and partition.
-Unknown or missing keys are errors that name the file and the key.
+in this form, marking with ``FILL IN`` what it could not detect; or copy this file
+there by hand and fill in every ``FILL IN`` (docs/pages/cluster.md).
+``config/settings.py`` loads every ``config/site_*.py`` (or ``HARNESS_CLUSTERS``);
+unknown or missing keys are errors that name the file and the key.
 
 Check the result, on the cluster's login node (or anywhere with
 ``--system <name>``; ``HARNESS_MODULES_SYSTEM=nomod`` where the modules
@@ -32,18 +27,12 @@ loads it (the tests do, with ``--list`` and ``--dry-run``).
 """
 
 # FILL IN: one node's processor (the layouts come from it), here the same in
-# both partitions below (a partition whose nodes differ gets a dict of its
-# own); or leave a partition's 'processor' out and let ReFrame detect it on a
-# compute node:
+# both partitions below; or leave a partition's 'processor' out and let ReFrame
+# detect it on a compute node:
 # RFM_REMOTE_DETECT=1 reframe -C config/settings.py --system NAME --list
-# (the result is cached under $HARNESS_VAR_DIR/topology/), or run
-# `reframe --detect-host-topology=topo.json` on a compute node and copy the
-# numbers here.  'num_cpus' counts hardware threads, as Slurm counts CPUs;
-# the layouts use cores (num_cpus / num_cpus_per_core), and the harness asks
-# Slurm for whole cores: --cpus-per-task = threads per rank x num_cpus_per_core
-# (2 threads per core: 'num_cpus': 256, 'num_cpus_per_core': 2 is 128 cores, a
-# 16x8 run asks --cpus-per-task=16).  Where slurm.conf schedules cores (CPUs =
-# cores), write 'num_cpus_per_core': 1.
+# 'num_cpus' counts hardware threads, as Slurm counts CPUs; the harness asks for
+# whole cores (docs/pages/cluster.md, hardware threads).  Where slurm.conf
+# schedules cores (CPUs = cores), write 'num_cpus_per_core': 1.
 NODE = {
     'num_cpus': 128,
     'num_cpus_per_core': 1,
@@ -84,9 +73,7 @@ CLUSTER = {
             # FILL IN: Slurm partition / constraint of the InfiniBand nodes.
             'access': ['--partition=compute', '--constraint=ib', '--exclusive'],
             # Nodes per run: the layouts are R ranks per node x T threads on
-            # every node (sbatch --ntasks-per-node R --cpus-per-task T, then
-            # ReFrame's srun --cpus-per-task=T with SLURM_CPU_BIND=cores; T x
-            # num_cpus_per_core where a core has several hardware threads).
+            # every node (docs/pages/cluster.md: how Slurm binds them).
             'nodes': 2,
             'processor': NODE,
             # Per stack: environment variables that select this interconnect
@@ -119,41 +106,27 @@ CLUSTER = {
     # One environment per MPI stack (per partition).  For each: the modules
     # that provide it, its compiler wrapper, and how ranks start:
     #   'launch': 'srun'  with 'pmi' = what `srun --mpi=` this stack was built
-    #                     for (`srun --mpi=list` shows what Slurm offers;
-    #                     left out: the stack's `srun_pmi` in
-    #                     checks/harnesscore/stacks.py, Open MPI 4/5 'pmix',
-    #                     MPICH and MVAPICH2 'pmi2'); the environment sets it
-    #                     as SLURM_MPI_TYPE, so ReFrame's srun (the
-    #                     partitions' launcher) uses it for any check
+    #                     for (`srun --mpi=list` shows what Slurm offers; left
+    #                     out: its `srun_pmi` in checks/harnesscore/stacks.py),
+    #                     set as SLURM_MPI_TYPE for ReFrame's srun
     #   'launch': 'own'   the stack's own launcher inside the allocation
     #                     ('launcher': 'mpirun' or 'mpiexec'), e.g. an Open MPI
-    #                     built without Slurm's PMI; the harness's checks use
-    #                     ReFrame's launcher of that name (the module makes it
-    #                     the stack's); other checks must set it themselves
-    # 'family' (default: the stack's name) names one of the stacks of
-    # checks/harnesscore/stacks.py (openmpi, mpich, mvapich2): it says how the
-    # stack binds ranks and threads and which MPI_Get_library_version it must
-    # report.  'env': variables the stack always needs, each value written
-    # for the job script's `export K=V` line: `$VAR`, `${VAR}` and `$(cmd)`
-    # expand there (`'PATH': '/opt/mpi/bin:$PATH'`), the rest is kept as
-    # written (a value with spaces or quotes is put in double quotes, where
-    # `~` does not expand: write $HOME; one you quoted yourself is left as it
-    # is).  'osu_prefix': the OSU
-    # Micro-Benchmarks built with this stack, as seen from the nodes (default:
-    # HARNESS_OSU_PREFIX with {stack} replaced; none: OSU checks skip).
-    # 'sysconfdir' (Open MPI only): its system configuration folder, what
-    # `ompi_info --path sysconfdir` prints with its modules loaded; in
-    # HARNESS_MPI_ENV=clean (the default) its runs then read only the MCA
-    # parameter files there, not the user's own (~/.openmpi/mca-params.conf);
-    # without it they read those too (recorded), and the configuration says so.
-    # MPICH's and MVAPICH2's Hydra reads no user file in clean mode
-    # (HYDRA_CONFIG_FILE=/dev/null), with nothing to declare.  'spack_spec':
-    # the Spack spec that builds the kernels with this stack (e.g.
-    # 'hybrid-kernels@develop build_type=Release +openmp ^openmpi@4.1.6';
-    # docs/pages/spack.md), as HARNESS_<STACK>_SPACK_SPEC does on this machine;
-    # without it they are built with CMake and 'cc'.  'cflags': C flags of those
-    # CMake builds, e.g. ['-march=znver3'] where the login node that builds has
-    # another CPU than the compute nodes (Release's default: -march=native).
+    #                     built without Slurm's PMI
+    # docs/pages/cluster.md says more of each key:
+    # 'family' (default: the stack's name): one of checks/harnesscore/stacks.py's
+    # stacks (openmpi, mpich, mvapich2), how it binds and what it must report.
+    # 'env': variables the stack always needs, for the job script's `export K=V`
+    # line (`$VAR` and `$(cmd)` expand: `'PATH': '/opt/mpi/bin:$PATH'`; a value
+    # with spaces or quotes is put in double quotes, where `~` does not expand).
+    # 'osu_prefix': the OSU Micro-Benchmarks built with this stack, as seen from
+    # the nodes (default: HARNESS_OSU_PREFIX with {stack} replaced; none: OSU
+    # checks skip).  'sysconfdir' (Open MPI only): what `ompi_info --path
+    # sysconfdir` prints with its modules loaded; in HARNESS_MPI_ENV=clean (the
+    # default) its runs then read only the MCA parameter files there, not the
+    # user's own.  'spack_spec': the Spack spec that builds the kernels with this
+    # stack (docs/pages/spack.md); without it CMake and 'cc' build them.
+    # 'cflags': C flags of those CMake builds, e.g. ['-march=znver3'] where the
+    # login node that builds has another CPU than the compute nodes.
     'stacks': {
         'openmpi': {
             'descr': 'Open MPI 4.1',
