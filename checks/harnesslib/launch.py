@@ -25,21 +25,16 @@ from harnesscore.osu_output import env_family
 from harnesscore.stacks import STACK, STACKS, Stack, sysconfdir_in
 from reframe.core.launchers import JobLauncher
 
-#: Prefixes of the MPI tuning variables: what a shell's rc file or a module
-#: may export that changes what a run measures (transport, protocol,
-#: collectives, the launcher's options): each stack's own
-#: (``Stack.tuning_prefixes``: Open MPI's, PRRTE's and PMIx's MCA, MPICH's
-#: CVARs and their aliases, Hydra's and ``mpiexec``'s, MVAPICH2's) and those
-#: of the libraries under them: UCX's and UCC's, Mellanox HCOLL's and SHARP's
-#: collectives, libfabric's, Omni-Path's PSM2 and PSM3, Intel MPI's, and
-#: hwloc's (the topology every launcher binds ranks by).
+#: Prefixes of the MPI tuning variables, what a shell's rc file or a module may
+#: export that changes what a run measures: each stack's own
+#: (``Stack.tuning_prefixes``) and those of the libraries under them (UCX, UCC,
+#: HCOLL, SHARP, libfabric, PSM2/3, Intel MPI; hwloc, whose topology every
+#: launcher binds ranks by).
 MPI_VAR_PREFIXES = (*dict.fromkeys(p for s in STACKS for p in s.tuning_prefixes),
                     'UCX_', 'UCC_', 'HCOLL_', 'SHARP_', 'FI_', 'PSM2_', 'PSM3_', 'I_MPI_',
                     'HWLOC_')
-#: Prefixes of the OpenMP runtime's variables (the standard's, GNU's, LLVM's
-#: and Intel's): a wait policy or spin count changes a hybrid run's figure of
-#: merit as much as a transport does.  The ones a run's binding sets
-#: (``binding_env``) are the run's own.
+#: Prefixes of the OpenMP runtime's variables: a wait policy or spin count
+#: changes a hybrid run's figure of merit as much as a transport does.
 OPENMP_VAR_PREFIXES = ('OMP_', 'GOMP_', 'KMP_')
 #: Every prefix ``HARNESS_MPI_ENV`` handles (``mpi_vars``).
 TUNING_VAR_PREFIXES = MPI_VAR_PREFIXES + OPENMP_VAR_PREFIXES
@@ -50,8 +45,7 @@ RECORDED_VARS = ('LD_PRELOAD',)
 #: inherits (the partition's own always apply).
 MPI_ENV_MODES = ('clean', 'keep')
 #: The name under which a run's ``mpi_env`` lists the user's own
-#: configuration files its stack read (``user_config_files``): not an
-#: environment variable.
+#: configuration files its stack read (``user_config_files``).
 USER_FILES_VAR = 'user_config_files'
 
 
@@ -133,16 +127,15 @@ def stack_sysconfdir(stack: Stack, launcher: str) -> str:
     """The system configuration folder of `stack` whose launcher is
     `launcher`, from its ``sysconfdir_tool`` beside it (or on PATH);
     ValueError, naming the launcher, where there is none or it does not say.
-    The tool runs once per launcher and PATH in a process: a configuration
-    load asks twice for a local Open MPI (config/settings.py for its own
-    environments, config/slurm_systems.py for the test cluster's module)."""
+    The tool runs once per launcher and PATH in a process (a configuration
+    load asks twice for a local Open MPI)."""
     return _sysconfdir(stack.sysconfdir_tool, launcher, os.environ.get('PATH'))
 
 
 @functools.cache
 def _sysconfdir(tool_command: tuple[str, ...], launcher: str, path: str | None) -> str:
-    """``stack_sysconfdir`` with the stack's ``sysconfdir_tool``; `path`, the
-    PATH the tool is looked for on, keys the cache (errors are not kept)."""
+    """``stack_sysconfdir``; `path`, the PATH the tool is looked for on, keys
+    the cache (errors are not kept)."""
     name, *args = tool_command
     folders = [os.path.dirname(launcher), os.path.dirname(os.path.realpath(launcher))]
     tool = next((p for p in (os.path.join(f, name) for f in folders)
@@ -165,14 +158,8 @@ def _sysconfdir(tool_command: tuple[str, ...], launcher: str, path: str | None) 
 def clean_files_env(family: str, launcher: str = '') -> dict[str, str]:
     """What keeps a user's own configuration files out of `family`'s runs in
     ``clean`` mode (``Stack.clean_files_env``: Hydra reads no file, Open MPI
-    only its system's MCA files, its folder found from `launcher`).
-
-    Of a stack with a system folder, each variable of ``clean_files_optional``
-    (Open MPI's PRRTE and PMIx ones; its own is always set) names the system's
-    file only where that file is in the folder: PRRTE's and PMIx's are there
-    only where they are bundled, and an external one's site file (elsewhere)
-    must not be dropped.  A variable left unset lets the user's file of that
-    component be read, and recorded (``user_config_files``)."""
+    only its system's MCA files, its folder found from `launcher`;
+    ``Stack.clean_files_at`` says which of them are set)."""
     stack = STACK.get(family)
     if stack is None:
         return {}
@@ -208,39 +195,16 @@ LIBRARY_PREFIX = {s.name: s.library_prefix for s in STACKS}
 #: scheduler reports none (ReFrame's squeue backend).
 EXIT_STATUS_TAG = 'harness: launcher exit status'
 
-#: The generic names a stack's link folder offers, besides its launcher.
+#: The generic names a stack's link folder offers: its launcher's, and the
+#: wrappers found beside its mpicc.
 LAUNCHER_NAMES = ('mpirun', 'mpiexec')
-WRAPPER_NAMES = ('mpicc', 'mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
+WRAPPER_NAMES = ('mpicxx', 'mpic++', 'mpifort', 'mpif90', 'mpif77')
 #: Helpers a family's launcher starts by name (from PATH where they are not
 #: in its own folder: a link named mpirun is not in the stack's folder).
 HELPER_NAMES = {s.name: s.launcher_helpers for s in STACKS if s.launcher_helpers}
 
 
 # ---- the stack's tools under their generic names ---------------------------------
-
-def _sibling(path: str, old: str, new: str) -> str | None:
-    """`path` with `old` replaced by `new` in its file name, if that exists
-    (mpicc.openmpi -> mpicxx.openmpi, <prefix>/bin/mpicc -> <prefix>/bin/mpicxx)."""
-    folder, name = os.path.split(path)
-    if old not in name:
-        return None
-    candidate = os.path.join(folder, name.replace(old, new, 1))
-    return candidate if os.access(candidate, os.X_OK) else None
-
-
-def stack_links(cc: str, launcher: str, family: str = '') -> dict[str, str]:
-    """Generic name -> the stack's own tool, for its link folder."""
-    links = {name: launcher for name in LAUNCHER_NAMES}
-    for name in WRAPPER_NAMES:
-        target = cc if name == 'mpicc' else _sibling(cc, 'mpicc', name)
-        if target:
-            links[name] = target
-    for name in HELPER_NAMES.get(family, ()):
-        helper = os.path.join(os.path.dirname(launcher), name)
-        if os.access(helper, os.X_OK):
-            links[name] = helper
-    return links
-
 
 def stack_bindir(root: str, stack: str, cc: str, launcher: str, family: str = '') -> str:
     """A folder of links named like the generic MPI tools (``mpirun``,
@@ -251,7 +215,16 @@ def stack_bindir(root: str, stack: str, cc: str, launcher: str, family: str = ''
     different prefixes never rewrite each other's; links are replaced
     atomically.
     """
-    links = stack_links(cc, launcher, family)
+    links = {name: launcher for name in LAUNCHER_NAMES}
+    if cc:
+        links['mpicc'] = cc
+    # its other wrappers (mpicc.openmpi -> mpicxx.openmpi) and its launcher's helpers
+    folder, cc_name = os.path.split(cc)
+    beside = {name: os.path.join(folder, cc_name.replace('mpicc', name, 1))
+              for name in WRAPPER_NAMES if 'mpicc' in cc_name}
+    beside.update((name, os.path.join(os.path.dirname(launcher), name))
+                  for name in HELPER_NAMES.get(family, ()))
+    links.update((name, path) for name, path in beside.items() if os.access(path, os.X_OK))
     digest = hashlib.sha256(repr(sorted(links.items())).encode()).hexdigest()[:10]
     bindir = os.path.join(root, f'{stack}-{digest}', 'bin')
     os.makedirs(bindir, exist_ok=True)
@@ -292,16 +265,11 @@ def launcher_family(partition, environ) -> str:
 def rank_binding_env(family: str, cores_per_rank: int = 1,
                      oversubscribe: bool = False) -> dict[str, str]:
     """Every rank bound to `cores_per_rank` cores of its own, in the variables
-    the family's launcher reads (each checked against the installed stacks:
-    Open MPI 4.1 mpirun, MPICH 4.0 hydra; Slurm 22.05 srun).
-
-    Open MPI refuses more ranks than cores (no ``--oversubscribe``); hydra
-    would wrap them round, which the checks' core test catches.  Only where
-    the configuration declares the oversubscription on purpose
-    (`oversubscribe`: a declared topology, a test cluster on shared cores)
-    are the ranks left unbound and Open MPI told to allow it; srun places
-    them as Slurm sees fit.
-    """
+    the family's launcher reads (checked against Open MPI 4.1 mpirun, MPICH
+    4.0 hydra, Slurm 22.05 srun).  Open MPI refuses more ranks than cores;
+    hydra would wrap them round, which the checks' core test catches.  Only
+    where the configuration declares the oversubscription (`oversubscribe`)
+    are the ranks left unbound and Open MPI told to allow it."""
     t = max(1, int(cores_per_rank))
     stack = STACK.get(family)
     if stack is not None and stack.launcher_kind == 'orte':
@@ -324,13 +292,10 @@ def rank_binding_env(family: str, cores_per_rank: int = 1,
 
 
 def slurm_cpus_per_task(partition, cores: int) -> int:
-    """The CPUs a rank bound to `cores` whole cores asks of the scheduler
-    (the job's ``--cpus-per-task`` and srun's): Slurm counts every hardware
-    thread as a CPU, so a rank gets `cores` x the partition's hardware threads
-    per core (``processor.num_cpus_per_core``, 1 where unknown); asking for
-    `cores` CPUs on a node of 2 threads per core would give it half the cores
-    its threads are placed on.  A site whose slurm.conf schedules cores
-    (CPUs = cores) declares ``num_cpus_per_core`` 1."""
+    """The CPUs (``--cpus-per-task``) of a rank bound to `cores` whole cores:
+    Slurm counts every hardware thread as a CPU, so `cores` x the partition's
+    ``processor.num_cpus_per_core`` (1 where unknown; a site whose slurm.conf
+    schedules cores declares 1)."""
     per_core = getattr(partition.processor, 'num_cpus_per_core', None) or 1
     return max(1, int(cores)) * max(1, int(per_core))
 
@@ -360,31 +325,12 @@ def binding_env(family: str, threads: int, binding: str = 'threads',
     threads then share that core and the checks must fail the run); nothing
     bound where the oversubscription is declared (see ``rank_binding_env``)."""
     cores = 1 if binding == 'one-core' else threads
-    if oversubscribe:
-        return {'OMP_NUM_THREADS': str(threads),
-                **rank_binding_env(family, cores, oversubscribe=True)}
-    return {'OMP_NUM_THREADS': str(threads), 'OMP_PLACES': 'cores',
-            'OMP_PROC_BIND': 'close', **rank_binding_env(family, cores)}
+    places = {} if oversubscribe else {'OMP_PLACES': 'cores', 'OMP_PROC_BIND': 'close'}
+    return {'OMP_NUM_THREADS': str(threads), **places,
+            **rank_binding_env(family, cores, oversubscribe)}
 
 
 # ---- command lines for the scripts a check writes ----------------------------------
-
-def per_node_options(launcher: JobLauncher, family: str, per_node: int,
-                     cores_per_rank: int = 1) -> list[str]:
-    """The options that place `per_node` ranks on each node with `launcher`:
-    srun's ``--ntasks-per-node``, else the stack's own launcher's
-    (``Stack.per_node``, by the environment's `family`: Hydra's ``-ppn``,
-    Open MPI's ``--map-by ppr:K:node``); ValueError naming the family where
-    the registry knows none."""
-    if launcher.registered_name == 'srun':
-        return [f'--ntasks-per-node={per_node}']
-    stack = STACK.get(family)
-    if stack is None:
-        raise ValueError(f'launcher {launcher.registered_name} of family {family!r}: no way '
-                         f'known to place {per_node} ranks per node (the families of '
-                         f'harnesscore.stacks: {", ".join(STACK)})')
-    return stack.per_node(per_node, cores_per_rank)
-
 
 def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
                 env: dict[str, str] | None = None, per_node: int = 0, family: str = '',
@@ -393,9 +339,9 @@ def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
     (the partition's, as ReFrame would emit it; every word quoted), for job
     scripts a check writes itself.  `env`: variables for this launch only
     (a layout other than the job's), set with ``env``.  `per_node` > 0: that
-    many ranks on each node, in rank order (``per_node_options``: a stack's
-    own launcher would fill the first node's slots first; `family`, the
-    environment's, and `cores_per_rank` say how)."""
+    many ranks on each node, in rank order: srun's ``--ntasks-per-node``,
+    else the options of the stack of the environment's `family`
+    (``Stack.per_node``), ValueError where it has none."""
     job = types.SimpleNamespace(num_tasks=num_tasks, num_tasks_per_node=None,
                                 num_cpus_per_task=cpus_per_task, name='', time_limit=None)
     command = launcher.command(job)
@@ -403,8 +349,14 @@ def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
         # ReFrame's srun takes the task count from the job's allocation; a
         # script's launch may use fewer.
         command.append(f'--ntasks={num_tasks}')
-    if per_node > 0:
-        command += per_node_options(launcher, family, per_node, cores_per_rank)
+    if per_node > 0 and launcher.registered_name == 'srun':
+        command.append(f'--ntasks-per-node={per_node}')
+    elif per_node > 0:
+        if family not in STACK:
+            raise ValueError(f'launcher {launcher.registered_name} of family {family!r}: no '
+                             f'way known to place {per_node} ranks per node (the families '
+                             f'of harnesscore.stacks: {", ".join(STACK)})')
+        command += STACK[family].per_node(per_node, cores_per_rank)
     words = [*(['env', *(f'{k}={v}' for k, v in env.items())] if env else []),
              *command, *launcher.options]
     if launcher.modifier:
@@ -422,14 +374,11 @@ NODE_LOCK = '/tmp/hybrid-harness-node.lock'
 def hold_node_lock(partition) -> list[str]:
     """Shell lines that take the node's lock for the rest of the job script.
 
-    On a local partition several jobs can run at once (one per partition, or
-    with the async policy, or another session's); they would share the cores
-    and spoil each other's timings.  Every build and run holds this lock
-    (``NODE_LOCK``), so the local machine runs one of them at a time whatever
-    execution policy ReFrame uses and whichever session started it.  The file
-    is made if missing (readable by all); another user's is locked read-only
-    (``flock`` needs no write access); one that cannot be opened at all fails
-    the job with a line naming it, never a hang.
+    On a local partition several jobs (of any partition, execution policy or
+    session) would share the cores and spoil each other's timings: every
+    build and run holds ``NODE_LOCK``.  The file is made if missing (readable
+    by all); another user's is locked read-only; one that cannot be opened
+    fails the job with a line naming it, never a hang.
     """
     if partition.scheduler.registered_name != 'local':
         return []
