@@ -86,7 +86,7 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
                                     env.extras.get('launcher', ''))
         jobs = max(1, len(os.sched_getaffinity(0)))
         self.build_system.commands = [
-            ' '.join(shlex.quote(a) for a in configure),
+            shlex.join(configure),
             f'cmake --build {shlex.quote(self.build_dir)} -j {jobs}',
         ]
         # The partitions of a stack share the build tree: one build at a time
@@ -110,12 +110,10 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
 
     def configure_spack(self, spec: str):
         """Install the kernels with Spack: a one-spec environment derived from
-        the checkout's spack.yaml, installed into the persistent install tree
-        (``<prefix>/spack/opt`` or ``HARNESS_SPACK_INSTALL_TREE``), where a later
-        session finds it installed and rebuilds nothing."""
+        the checkout's spack.yaml, into the persistent install tree
+        (``<prefix>/spack/opt`` or ``HARNESS_SPACK_INSTALL_TREE``, a leading ~
+        the home as for every path knob)."""
         system = os.environ.get('HARNESS_SPACK_SYSTEM') or self.current_system.name
-        # the knob as every path knob is read (a leading ~ is the home: abspath
-        # made '~/tree' a folder '~' in the current directory)
         given = os.environ.get('HARNESS_SPACK_INSTALL_TREE', '').strip()
         tree = user_path(given) if given else os.path.abspath(os.path.join(
             self.current_system.prefix, 'spack', 'opt'))
@@ -178,12 +176,10 @@ COMPILER_NAMES = {'GNU': 'gcc', 'Clang': 'clang', 'AppleClang': 'apple-clang',
 
 @functools.cache
 def source_version(repo: str = REPO_DIR, src: str = SRC_DIR) -> str:
-    """The kernel sources' version: ``git describe --always`` of `repo` where
-    it is a git checkout, with ``-dirty-`` and 12 hex digits of the sources
-    (the files under `src` that git sees, tracked or not ignored) where `src`
-    differs from HEAD (a change elsewhere in the checkout is no change of the
-    kernels); else ``sha256:`` and 12 hex digits of the files under `src`
-    (their paths and contents).  Once per process."""
+    """The kernel sources' version: ``git describe --always`` of `repo`, with
+    ``-dirty-`` and 12 hex digits of the files git sees under `src` where they
+    differ from HEAD (a change elsewhere is no change of the kernels); outside
+    a checkout ``sha256:`` and 12 hex digits of `src`'s files.  Once per process."""
     rel = os.path.relpath(src, repo)
     if os.path.exists(os.path.join(repo, '.git')) and not rel.startswith(os.pardir):
         # GIT_OPTIONAL_LOCKS=0: no index refresh written into a checkout
@@ -246,17 +242,22 @@ def build_tag(env, build_type: str, fault_inject: bool, fault_slow: int) -> str:
             + (f'-fault-slow{fault_slow}' if fault_slow else ''))
 
 
+def _read_text(path: str) -> str | None:
+    """The text of the file `path`, None where it cannot be read."""
+    try:
+        with open(path, encoding='utf-8', errors='replace') as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
 def cmake_compiler(build_dir: str) -> str:
     """'gcc 12.2.0': the C compiler CMake found for `build_dir` (its
     ``CMakeFiles/<version>/CMakeCCompiler.cmake``, the newest), '' if none."""
     found = glob.glob(os.path.join(glob.escape(build_dir), 'CMakeFiles', '*',
                                    'CMakeCCompiler.cmake'))
-    if not found:
-        return ''
-    try:
-        with open(max(found, key=os.path.getmtime), encoding='utf-8', errors='replace') as fh:
-            text = fh.read()
-    except OSError:
+    text = _read_text(max(found, key=os.path.getmtime)) if found else None
+    if text is None:
         return ''
     ident = re.search(r'^set\(CMAKE_C_COMPILER_ID "([^"]*)"\)', text, re.M)
     version = re.search(r'^set\(CMAKE_C_COMPILER_VERSION "([^"]*)"\)', text, re.M)
@@ -269,12 +270,7 @@ def cmake_c_flags(build_dir: str) -> str | None:
     """The C flags of `build_dir`'s build type as its last configure had them
     (``KERNEL_C_FLAGS`` of its CMakeCache.txt, which src/CMakeLists.txt
     writes), None if the cache does not say."""
-    try:
-        with open(os.path.join(build_dir, 'CMakeCache.txt'), encoding='utf-8',
-                  errors='replace') as fh:
-            text = fh.read()
-    except OSError:
-        return None
+    text = _read_text(os.path.join(build_dir, 'CMakeCache.txt')) or ''
     found = re.search(r'^KERNEL_C_FLAGS:INTERNAL=(.*)$', text, re.M)
     return ' '.join(found.group(1).split()) if found else None
 
@@ -349,11 +345,10 @@ SPACK_FORMAT = ('{name}@{version}{%compiler.name}{@compiler.version}{variants}'
 def cmake_configure(build_dir: str, build_type: str, cc: str, cflags: str = '',
                     fault_inject: bool = False, fault_slow: int = 0,
                     launcher: str = '') -> list[str]:
-    """The CMake configure command of the kernels' build in `build_dir`.  Its C
-    flags are given, the environment's `cflags` (usually none): neither the
-    shell's CFLAGS nor an older configure's cache sets them (CMake takes CFLAGS
-    on a folder's first configure only and keeps it, so a build run once under
-    CFLAGS=-pg kept -pg under a Release build_spec that could not say so)."""
+    """The CMake configure command of the kernels' build in `build_dir`, its C
+    flags given (the environment's `cflags`): CMake takes the shell's CFLAGS on
+    a folder's first configure and keeps it, so a build once run under
+    CFLAGS=-pg kept -pg under a Release build_spec that could not say so."""
     return [
         'cmake', '-S', SRC_DIR, '-B', build_dir, f'-DCMAKE_BUILD_TYPE={build_type}',
         f'-DCMAKE_C_COMPILER={cc}', f'-DMPI_C_COMPILER={cc}', f'-DCMAKE_C_FLAGS={cflags}',
@@ -366,15 +361,11 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool,
                fault_slow: int = 0) -> str:
     """The Spack spec of the kernels for this environment, or '' for CMake.
 
-    Spack builds when the environment names a spec (extras ``spack_spec``,
-    e.g. from ``HARNESS_MPICH_SPACK_SPEC``), when the environment or the
-    partition says ``spack: true`` in its extras, or when the user opts in
-    with ``HARNESS_SPACK=1`` and ``spack`` is on PATH.  Without either the
-    kernels are built with CMake and the environment's wrapper.  The MPI
-    dependency is the Spack package of the environment's family (a cluster's
-    stack may have a name of its own).  A user's spec is used as it is: where
-    the build asks for fault_inject, fault_slow or a build type other than
-    Release, the spec must state the same (ValueError otherwise).
+    Spack builds where the environment names a spec (extras ``spack_spec``),
+    the environment or the partition says ``spack: true``, or the user sets
+    ``HARNESS_SPACK=1`` and ``spack`` is on PATH.  The MPI dependency is the
+    package of the environment's family.  A user's spec is used as it is
+    (``check_user_spec``).
     """
     family = env_family(env) or str(env.extras.get('stack', env.name))
     if env.extras.get('spack_spec'):
@@ -394,9 +385,8 @@ def spack_spec(env, partition, build_type: str, fault_inject: bool,
 def wrapper_settings(env) -> list[str]:
     """'NAME=VALUE' (the value quoted) of each variable of the environment's
     compiler wrapper (``Stack.wrapper_vars``: OMPI_CFLAGS, MPICH_CC, ...) set for
-    its build: the environment's own ``env_vars``, else this session's. An
-    exported OMPI_CFLAGS=-pg compiled every kernel with -pg under a build_spec
-    that did not say so, into the build folder later sessions reused."""
+    its build, by its ``env_vars`` or this session: an exported OMPI_CFLAGS=-pg
+    must show in the build_spec and the build folder's name."""
     stack = STACK.get(env_family(env))
     if stack is None:
         return []
@@ -431,10 +421,8 @@ def check_user_spec(spec: str, family: str, build_type: str, fault_inject: bool,
 def spack_env_dir(envs: str, stack: str, system: str, spec: str, repo: str = REPO_DIR) -> str:
     """The one-spec environment of `spec` under `envs`: ``<stack>-<tag>``,
     the tag a digest of the system, the spec and what the solve reads from
-    the checkout (spack.yaml, the system's included configuration, the
-    package repository).  A changed system (``harness-spack-site --force``
-    after an MPI upgrade) gets a new environment and a new solve; an
-    unchanged one keeps its lock file and rebuilds nothing."""
+    the checkout (spack.yaml, its includes and repos), so that a changed
+    system gets a new solve and an unchanged one keeps its lock file."""
     digest = hashlib.sha1(f'{system} {spec}'.encode())
     manifest = os.path.join(repo, 'spack.yaml')
     try:
@@ -492,11 +480,8 @@ def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:
 
 def spack_build_commands(envdir: str, system: str) -> list[str]:
     """Concretise, install, then record the prefix and the concretised spec.
-
-    A failing step ends the script with status 0 after a marker line: the
-    fixture's sanity then fails with Spack's own error text, which a build
-    job's exit status would hide behind 'build job failed'.
-    """
+    A failing step ends the script with status 0 after a marker line, so that
+    the fixture's sanity fails with Spack's own error text."""
     env = shlex.quote(envdir)
     fmt = shlex.quote(SPACK_FORMAT)
     return [
