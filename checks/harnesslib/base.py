@@ -66,14 +66,10 @@ from .placement import cores_per_node, pt2pt_placement
 
 
 class SystemReferences(rfm.RegressionTestPlugin):
-    """Performance references from the system's ``$ref`` file.
-
-    The file is ``<reference prefix>/<system>.yaml`` (see
-    ``harnesscore.references``), indexed by partition, environment and the
-    test's variant (its parameters without the sample number).  Without the
-    file a test has no references; with ``-S require_reference=true`` (the
-    nightly mode) a test without one fails, naming the file and the key.
-    """
+    """Performance references from the system's ``$ref`` file
+    (``harnesscore.references``), by partition, environment and the test's
+    variant.  With ``-S require_reference=true`` (the nightly mode) a test
+    without one fails, naming the file and the key."""
 
     #: The test's parameters without the sample number: its references key.
     ref_variant = variable(str, value='-', loggable=False)
@@ -113,18 +109,11 @@ class SystemReferences(rfm.RegressionTestPlugin):
 
 class PerfSchema(rfm.RegressionTestPlugin):
     """Every perflog line of a test carries the same performance variables,
-    whether the test passed or failed.
-
-    ReFrame writes a perflog file's header from the first line it logs there,
-    and a test that fails sanity has not evaluated its performance variables:
-    its line would have none, and the lines of the passing tests after it more
-    fields than the header (``hybridverdict`` could not read them).  So a
-    test declares its variables by the time it reaches sanity (its hooks up
-    to setup set ``perf_variables``; their values are read lazily), and this
-    plugin logs each of them as ReFrame's placeholder for a variable without
-    a value (``None``, as in ``--dry-run``) until the performance stage
-    replaces it.
-    """
+    passed or failed: ReFrame writes a perflog's header from its first line,
+    and a test that failed sanity evaluated none (the lines after it would have
+    more fields than the header).  So a test declares its variables by the
+    setup stage, and this plugin logs each as ReFrame's placeholder ``None``
+    until the performance stage replaces it."""
 
     @run_before('sanity', always_last=True)
     def declare_perf_variables(self):
@@ -151,8 +140,7 @@ TIMED_OUT = (124, 137)
 
 @contextlib.contextmanager
 def sanity_errors(*errors: type[Exception]) -> Iterator[None]:
-    """Raises each of `errors` in its body as a sanity error, with its message:
-    what a parser of the run's output found wrong is why the run fails."""
+    """Raises each of `errors` in its body as a sanity error, with its message."""
     try:
         yield
     except errors as err:
@@ -172,9 +160,8 @@ class AtLeast(NamedTuple):
     below: bool = False
 
     def check(self, test: rfm.RegressionTest, var: str) -> None:
-        """A ValueError where `test`'s variable `var` (a ``-S`` value) is out of
-        these bounds (a NaN is in none), naming it and its value (the setup
-        stage fails the test)."""
+        """A ValueError, naming `test`'s variable `var` and its value, where it
+        is out of these bounds (a NaN is in none)."""
         value = getattr(test, var)
         if not ((value > self.low if self.above else value >= self.low)
                 and (value < self.high if self.below else value <= self.high)):
@@ -199,11 +186,9 @@ RING_ITERS_SCALE = AtLeast.kernel_option('--iters-scale', planning.RING_MAX_ITER
 
 
 class LowerBounds(rfm.RegressionTestPlugin):
-    """Each class declares the lower bounds of its own variables in
-    ``at_least`` (name -> AtLeast); one hook checks those of every class of a
-    test, base classes first, before any other setup hook of the harness's
-    (the last base class's hooks run first), so that no hook uses a bad
-    value."""
+    """Each class declares the bounds of its own variables in ``at_least``
+    (name -> AtLeast); one hook checks those of every class of a test, before
+    any other setup hook of the harness's (the last base class's run first)."""
 
     at_least: ClassVar[Mapping[str, AtLeast]] = {}
 
@@ -221,16 +206,14 @@ def bad_value(test: rfm.RegressionTest, var: str, why: object) -> ValueError:
 
 
 def record_exit_status(test: rfm.RegressionTest) -> None:
-    """Where the scheduler reports no exit status (ReFrame's squeue backend: no
-    accounting database), the job script records its launcher's (or its
-    script's), right after it: ``RunBase.exit_status`` reads it back."""
+    """Where the scheduler reports no exit status (ReFrame's squeue backend),
+    the job script records its launcher's: ``RunBase.exit_status`` reads it."""
     if test.job.scheduler.registered_name == 'squeue':
         test.postrun_cmds = [f'echo "{EXIT_STATUS_TAG} $?" >&2', *test.postrun_cmds]
 
 
 class StageFiles(rfm.RegressionTestPlugin):
-    """The files a check writes into its stage directory for its job (a
-    script of several launches) and reads back from it after the run."""
+    """The files a check writes into its stage directory and reads back."""
 
     @staticmethod
     def note_status(run: str) -> str:
@@ -240,8 +223,7 @@ class StageFiles(rfm.RegressionTestPlugin):
 
     def noted_runs(self, what: str) -> list[str]:
         """The runs the script noted (``note_status``); a sanity error naming
-        `what` where one of them failed, not only ended by ``timeout`` (OSU
-        has no watchdog for a hung MPI_Finalize: its table decides)."""
+        `what` where one of them failed, not only ended by ``timeout``."""
         noted = [ln.strip() for ln in self.stage_text(STATUS_FILE).splitlines() if ln.strip()]
         bad = [ln for ln in noted if not ln.endswith(tuple(f'status {c}' for c in TIMED_OUT))]
         sn.evaluate(sn.assert_false(bad, msg=f'{what} failed: {bad}'))
@@ -267,13 +249,11 @@ class OsuRuns(LowerBounds):
     """A check that runs OSU benchmarks: the environment's OSU install, and each
     run ended by ``timeout`` (OSU has no watchdog for a hung MPI_Finalize)."""
 
-    #: A run still going after this many seconds is ended.  If OSU had printed
-    #: its whole table by then, only MPI_Finalize hung (MPICH 4.0.x ch4:ucx over
-    #: TCP, see docs/pages/checks.md): the run passes with finalize_hung=true,
-    #: as the kernels do.
+    #: A run still going after this many seconds is ended; if OSU had printed
+    #: its whole table, only MPI_Finalize hung (docs/pages/checks.md): the run
+    #: passes with finalize_hung=true, as the kernels do.
     run_timeout = variable(int, value=90)
-    # 0 would turn `timeout` off (no guard against a hung MPI_Finalize), a
-    # negative value make `timeout` itself fail (status 125) instead of OSU.
+    # 0 would turn `timeout` off, a negative value make `timeout` itself fail
     at_least = {'run_timeout': AtLeast(1, 'a number of seconds above 0')}
 
     def timeout_options(self) -> list[str]:
@@ -287,8 +267,7 @@ class OsuRuns(LowerBounds):
     def osu_library_probes(self, binaries: Mapping[str, str]) -> list[str]:
         """Job-script lines that write what each OSU binary links (its ``ldd``
         into the file it is keyed by) and what the environment's compiler
-        wrapper links (``stack.link``): in the job, where the environment
-        (PATH, modules) is in force."""
+        wrapper links (``stack.link``), where the job's environment is in force."""
         return [*(f'ldd {shlex.quote(path)} > {shlex.quote(out)} 2>&1'
                   for out, path in binaries.items()),
                 f'{wrapper_link_check(self.current_environ)} > stack.link 2>&1']
@@ -318,10 +297,9 @@ class OsuRuns(LowerBounds):
 class AlternatingRounds(StageFiles, LowerBounds):
     """A job script of rounds that run both sides of every comparison side by
     side (``harnesscore.rounds``): at least `rounds` rounds, then more while a
-    band is undecided, up to `max_rounds` and within `round_budget_s`."""
+    band is undecided, up to `max_rounds` and within `round_budget_s` (each
+    check sets its own)."""
 
-    #: Rounds at least, at most, and the seconds the rounds may take in all
-    #: (each check sets its own).
     rounds = variable(int)
     max_rounds = variable(int)
     round_budget_s = variable(int)
@@ -382,21 +360,17 @@ MPI_ENV_LIMIT = 1000
 
 def finalize_hang_only(status: int, finalize_hung: bool, verified: bool) -> bool:
     """Whether a kernel run's non-zero exit status comes only from the MPI stack's
-    teardown: every RESULT printed and verified, then a rank's MPI_Finalize hung
-    and its watchdog ended it (``src/common``: MPICH 4.0's ch4:ucx disconnect
-    over TCP), after which the process manager failed the barrier its peer
-    waited in (Hydra exits 255).  The run passes, recorded as
-    ``finalize_hung=true`` (docs/pages/checks.md); without the watchdog's
-    warning, or with a result unverified, the status fails it."""
+    teardown: every RESULT verified, then a rank's MPI_Finalize hung and its
+    watchdog (``src/common``) ended it.  The run passes, recorded as
+    ``finalize_hung=true`` (docs/pages/checks.md)."""
     return status != 0 and finalize_hung and verified
 
 
 @functools.lru_cache(maxsize=1)
 def session_id() -> str:
     """The session every run of this ReFrame process belongs to (perflog field
-    ``session``): ``HARNESS_SESSION`` where ``./harness`` set one (per run or
-    nightly, shared by its sequential batches), else the process's start
-    time and pid.  Baselines and change points group runs by it."""
+    ``session``): ``HARNESS_SESSION`` where ``./harness`` set one, else the
+    process's start time and pid.  Baselines and change points group runs by it."""
     given = os.environ.get('HARNESS_SESSION', '').strip()
     if given:
         return field_text(given)
@@ -446,15 +420,11 @@ def first_launch(script: str) -> str:
 
 def mpi_env_text(effective: Mapping[str, str], protected: Iterable[str] = ()) -> str:
     """The perflog's ``mpi_env``: NAME=VALUE of each recorded variable, sorted,
-    at most ``MPI_ENV_LIMIT`` characters, each value a shell word
-    (``shlex.quote`` where it needs quoting: ``A='ssh -o B=no'``; a value like
-    ``self,vader`` as it is), so that a value holding a space or a ``NAME=``
-    is read back whole.  Where they do not fit, the longest values (quoted)
-    are cut first, each to a visible ``NAME=<cut:N chars>`` (N: the value's
-    own length), so that every name stays; the `protected` ones (the
-    partition's, the environment's, the run's own: its pins and binding) are
-    never cut.  Only where the names alone do not fit is the text cut at the
-    limit, after the protected variables, which come first then."""
+    each value a shell word, in at most ``MPI_ENV_LIMIT`` characters.  Where
+    they do not fit, the longest values are cut first, each to a visible
+    ``NAME=<cut:N chars>``, so that every name stays; the `protected` ones (the
+    run's pins and binding) never are.  Only where the names alone do not fit
+    is the text cut at the limit, the protected variables first."""
     items = {k: str(v).replace('|', '/') for k, v in effective.items()}
     words = {k: shlex.quote(v) if v else '' for k, v in items.items()}
     keep = set(protected)
@@ -477,17 +447,11 @@ def mpi_env_text(effective: Mapping[str, str], protected: Iterable[str] = ()) ->
 
 class Provenance(StageFiles):
     """What every run was made with and where it ran, into the perflog's
-    provenance fields (``harnesscore.schema``): src_version, compiler,
-    reframe_version, spack_hash, loaded_modules, node_names, kernel_release,
-    launch_command, and mpi_env (the test must also derive from
-    ``PerflogFields``, which derives from this).
-
-    The kernels' compiler and Spack hash are their build's
-    (``KernelBuild``, the fixture ``build``); a check without one (OSU)
-    records its environment's compiler, probed in the job.  The node names,
-    the kernel release and the modules come from the job itself: a prerun
-    line writes ``PROVENANCE_FILE`` in the stage directory, read before
-    sanity (as ``harnesslib.noise.QuietMachine`` reads its snapshots)."""
+    provenance fields (``harnesscore.schema``; the test derives from
+    ``PerflogFields``, which derives from this).  The compiler and Spack hash
+    are the build fixture's; a check without one (OSU) probes its
+    environment's compiler in the job.  The nodes, kernel release and modules
+    come from the job (``PROVENANCE_FILE``, read before sanity)."""
 
     def own_mpi_vars(self) -> dict[str, str]:
         """The variables the partition, the environment and the run itself set
@@ -503,10 +467,8 @@ class Provenance(StageFiles):
                 os.environ.get('HOME') or os.path.expanduser('~'))
 
     def effective_mpi_vars(self) -> dict[str, str]:
-        """What the run records (``harnesslib.launch.recorded_vars``) of the
-        variables in effect for it (``run_environ``); and ``user_config_files``,
-        the user's own configuration files its stack reads
-        (``launch.user_config_files``)."""
+        """What the run records (``recorded_vars``) of the variables in effect
+        for it, and the user's own configuration files its stack reads."""
         env, home = self.run_environ()
         effective = recorded_vars(env)
         files = user_config_files(env_family(self.current_environ), env, home)
@@ -520,8 +482,7 @@ class Provenance(StageFiles):
         return build if isinstance(build, KernelBuild) else None
 
     def rank_hosts(self) -> list[str]:
-        """The hosts the run's ranks ran on, as the program reports them (none
-        here; ``KernelCheck`` reads its RESULT line)."""
+        """The hosts the run's ranks ran on, as the program reports them."""
         return []
 
     @run_before('run', always_last=True)
@@ -541,9 +502,8 @@ class Provenance(StageFiles):
         self.prerun_cmds = [*self.prerun_cmds, *probes]
 
     def launched(self) -> str:
-        """The launcher line of the job script; where the job runs a script of
-        launches (a launcher that launches nothing), the script and its first
-        launch line."""
+        """The launcher line of the job script, and the first launch line of
+        the script of launches it runs where its launcher launches nothing."""
         job = self.job
         line = ' '.join([job.launcher.run_command(job), str(self.executable),
                          *map(str, self.executable_opts)]).strip()
@@ -568,9 +528,9 @@ class Provenance(StageFiles):
 
 
 def _perflog_fields() -> type:
-    """``PerflogFields``: a ReFrame plugin with one variable per run field of
-    the schema that the checks set (``schema.check_fields``), so the perflog
-    format and the checks' variables cannot drift apart."""
+    """A ReFrame plugin with one variable per run field of the schema
+    (``schema.check_fields``): the perflog format and the checks' variables
+    cannot drift apart."""
     meta = type(rfm.RegressionTestPlugin)
     bases = (PerfSchema, Provenance)
     namespace = meta.__prepare__('PerflogFields', bases)
@@ -588,21 +548,16 @@ PerflogFields = _perflog_fields()
 
 
 class SharedCores(rfm.RegressionTestPlugin):
-    """Whether a run's threads shared cores: declared by the configuration (a
-    topology larger than the machine, test nodes on shared cores) or found in the
-    kernels' RESULT lines (``cpus``, ``cores``); every run of the harness, and a
-    benchmark of its own launches (md against LAMMPS), flags it in the perflog's
-    ``oversubscribed``.  Needs ``current_partition``, ``cores``, ``ranks``,
-    ``threads`` and ``oversubscribed``."""
+    """Whether a run's threads shared cores, declared by the configuration or
+    found in the kernels' RESULT lines, into the perflog's ``oversubscribed``.
+    Needs ``current_partition``, ``cores``, ``ranks`` and ``threads``."""
 
     def declared_oversubscription(self) -> bool:
         """True where the configuration says the runs share cores on purpose:
-        a local partition that declares more cores than this machine has
-        (``extras['declared_topology']``; its physical cores, ``host_cores``,
-        as the plan counts them), or a test cluster whose nodes share
-        this machine's cores (``extras['shared_cores']``, tests/slurm/cluster.sh
-        on fewer cores than nodes x cores per node).  Such runs test the path:
-        they are flagged oversubscribed and kept out of verdicts."""
+        a local partition that declares more cores than this machine's physical
+        ones (``extras['declared_topology']``), or a test cluster whose nodes
+        share this machine's cores (``extras['shared_cores']``).  Such runs are
+        flagged oversubscribed and kept out of verdicts."""
         part = self.current_partition
         if part.extras.get('shared_cores'):
             return True
@@ -620,12 +575,9 @@ class SharedCores(rfm.RegressionTestPlugin):
         return over
 
     def _shared_cores(self, res: dict) -> list[str]:
-        """Cores on which two threads of this run ran (empty if none).
-
-        A thread's core is the RESULT line's ``cores`` entry (the core of its
-        logical CPU: two hardware threads of one core give the same core)
-        where the kernel gives one for every thread that has a CPU, else its
-        ``cpus`` entry, as from kernels that report no cores."""
+        """Cores on which two threads of this run ran (empty if none): a
+        thread's core is the RESULT line's ``cores`` entry where the kernel
+        gives one for every thread that has a CPU, else its ``cpus`` entry."""
         cpus_of = res.get('cpus') or []
         cores_of = res.get('cores')
         known = (isinstance(cores_of, list) and len(cores_of) == len(cpus_of) and all(
@@ -670,16 +622,10 @@ class SharedCores(rfm.RegressionTestPlugin):
 class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietMachine,
               BandRule, StageFiles, LowerBounds, SharedCores):
     """The base of every run of the harness: references, perflog fields, the
-    partition's launcher with this run's binding, the node lock, the machine's
-    quietness around the run and the one rule for its fixed bands
-    (``harnesslib.noise``), and what every run's sanity reads (its exit
-    status, its stack's library name).
-
-    The launcher is the partition's own ReFrame launcher, as for any check
-    (config/settings.py); a run only widens its binding to its threads
-    (``binding_env``), in the environment variables its launcher reads.
-    Subclasses set ``threads`` and the task counts in their placement.
-    """
+    partition's own launcher with this run's binding (``binding_env``), the
+    node lock, the machine's quietness and fixed bands (``harnesslib.noise``),
+    and what every run's sanity reads.  Subclasses set ``threads`` and the
+    task counts in their placement."""
 
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
@@ -710,9 +656,8 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         return pt2pt_placement(self.current_partition, cores, nodes)
 
     def place_ranks(self) -> None:
-        """Cores, ranks (per node), nodes and the task counts of a run of
-        one-thread ranks as ``placement`` gives them, or the run skipped,
-        saying why."""
+        """The cores, ranks, nodes and task counts of a run of one-thread ranks
+        (``placement``), or the run skipped, saying why."""
         part = self.current_partition
         self.cores = cores_per_node(part)
         ranks, nodes, why = self.placement(self.cores, int(part.extras.get('nodes', 1)))
@@ -752,13 +697,11 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
 
     @run_before('run')
     def check_mpi_env(self):
-        """The MPI tuning variables in effect for the run (the session's, the
-        partition's and environment's, the run's own binding) into the perflog's
-        ``mpi_env``; a transport variable the partition pins for this stack
-        (environment extras ``pinned``) that has another value, in the
-        environment or in a user's file its launcher reads
-        (``user_file_settings``), fails the run, naming it: its records would
-        claim a transport they did not use."""
+        """The MPI tuning variables in effect for the run into the perflog's
+        ``mpi_env``; a variable the partition pins for this stack (extras
+        ``pinned``) that has another value, in the environment or in a user's
+        file its launcher reads, fails the run: its records would claim a
+        transport they did not use."""
         effective = self.effective_mpi_vars()
         pinned = self.current_environ.extras.get('pinned') or {}
         # a user's file the launcher reads may set them over the environment
@@ -806,10 +749,8 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
 
 def sanity_results(text: str) -> list[dict]:
     """The RESULT lines of a kernel's output (a malformed one: a sanity error)."""
-    try:
+    with sanity_errors(MalformedResult):
         return result_lines(text)
-    except MalformedResult as err:
-        raise sn.SanityError(str(err)) from None
 
 
 class KernelCheck(RunBase):
@@ -873,9 +814,8 @@ class KernelCheck(RunBase):
         return self.results()[-1]
 
     def rank_hosts(self) -> list[str]:
-        """The hosts of the ranks of the last RESULT line that names them, each
-        once, in rank order (read apart from ``results``, whose sanity errors
-        are the sanity stage's)."""
+        """The hosts of the last RESULT line that names them, each once, in
+        rank order (malformed lines skipped: their errors are sanity's)."""
         for res in reversed(result_lines(self.stage_text(str(self.job.stdout)),
                                          skip_malformed=True)):
             hosts = res.get('hosts')

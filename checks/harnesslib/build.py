@@ -30,12 +30,10 @@ KERNELS = ('spmv', 'md', 'ring', 'stream')
 # ---- build fixture --------------------------------------------------------------
 
 class KernelBuild(rfm.CompileOnlyRegressionTest):
-    """CMake build of every kernel with the environment's own MPI wrapper.
-
-    The build tree lives under the system prefix (``var/build/<stack>-...``)
-    rather than in the stage directory, so the shm and tcp partitions of one
-    stack share it and a later session only rebuilds what changed.
-    """
+    """CMake build of every kernel with the environment's own MPI wrapper, in
+    a tree under the system prefix (``var/build/<stack>-...``), not the stage
+    directory: the partitions of a stack share it, a later session only
+    rebuilds what changed."""
 
     descr = 'Build the kernels for one MPI stack'
     valid_systems = ['*']

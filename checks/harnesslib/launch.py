@@ -1,13 +1,10 @@
 """Launching, the ReFrame way: the partition names ReFrame's own launcher
 (``mpirun`` here, ``srun`` on a Slurm system) and each environment makes that
-name resolve to its own stack (``stack_bindir``: links to the stack's own
-tools, first on ``PATH``; Debian's plain ``mpirun`` is whichever stack
-``update-alternatives`` chose), so that every check, the harness's own and a
-centre's, launches the same way.  The binding is set in the variables the
-stack's launcher reads (``binding_env``); ``hold_node_lock`` runs one build or
-run at a time on a local machine; ``HARNESS_MPI_ENV`` says what becomes of the
-MPI and OpenMP tuning variables and configuration files of a user's shell
-(``clean_mpi_env``, ``clean_files_env``).
+name resolve to its own stack (``stack_bindir``), so that every check, the
+harness's own and a centre's, launches the same way.  The binding is set in
+the variables the stack's launcher reads (``binding_env``); ``hold_node_lock``
+runs one build or run at a time on a local machine; ``HARNESS_MPI_ENV`` says
+what becomes of a user's MPI and OpenMP tuning variables and files.
 """
 
 from __future__ import annotations
@@ -86,10 +83,8 @@ def user_file_settings(family: str, env: Mapping[str, str],
                        home: str) -> dict[str, tuple[str, str]]:
     """NAME -> (value, file): what the user's own files that `family`'s launcher
     reads with `env` (its variable's file, else the one under `home`) set for
-    the ranks over the environment (``Stack.user_file_sets``: Hydra's
-    ``-genv``/``-env``, as Hydra reads them: ``NAME VALUE`` or ``NAME=VALUE``,
-    the option with one dash or two, ``--opt=ARG`` as ``--opt ARG``); the last
-    setting of a name counts."""
+    the ranks over the environment (``Stack.user_file_sets``, read as Hydra
+    reads ``-genv``); the last setting of a name counts."""
     stack = STACK.get(family)
     if stack is None or not stack.user_file_sets:
         return {}
@@ -102,12 +97,10 @@ def user_file_settings(family: str, env: Mapping[str, str],
                 words = shlex.split(fp.read())
         except (OSError, ValueError):
             continue
-        args: list[str] = []
-        for word in words:
-            if word.startswith('-') and '=' in word:
-                args += word.split('=', 1)
-            else:
-                args.append(word)
+        # ``NAME=VALUE`` or ``NAME VALUE``, one dash or two, ``--opt=ARG`` as ``--opt ARG``
+        args = [part for word in words
+                for part in (word.split('=', 1) if word.startswith('-') and '=' in word
+                             else [word])]
         i = 0
         while i < len(args):
             opt = '-' + args[i].lstrip('-') if args[i].startswith('-') else ''
@@ -208,13 +201,9 @@ HELPER_NAMES = {s.name: s.launcher_helpers for s in STACKS if s.launcher_helpers
 
 def stack_bindir(root: str, stack: str, cc: str, launcher: str, family: str = '') -> str:
     """A folder of links named like the generic MPI tools (``mpirun``,
-    ``mpiexec``, ``mpicc``...) to `stack`'s own `cc` and `launcher` (and their
-    siblings): put first on PATH, the plain names are that stack's.
-
-    The folder is named by its links, so sessions that find a stack at
-    different prefixes never rewrite each other's; links are replaced
-    atomically.
-    """
+    ``mpicc``...) to `stack`'s own: first on PATH, the plain names are that
+    stack's.  Named by its links, so sessions that find a stack at other
+    prefixes never rewrite each other's; links are replaced atomically."""
     links = {name: launcher for name in LAUNCHER_NAMES}
     if cc:
         links['mpicc'] = cc
@@ -335,13 +324,11 @@ def binding_env(family: str, threads: int, binding: str = 'threads',
 def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
                 env: dict[str, str] | None = None, per_node: int = 0, family: str = '',
                 cores_per_rank: int = 1) -> str:
-    """The shell command line that launches `num_tasks` ranks with `launcher`
-    (the partition's, as ReFrame would emit it; every word quoted), for job
-    scripts a check writes itself.  `env`: variables for this launch only
-    (a layout other than the job's), set with ``env``.  `per_node` > 0: that
-    many ranks on each node, in rank order: srun's ``--ntasks-per-node``,
-    else the options of the stack of the environment's `family`
-    (``Stack.per_node``), ValueError where it has none."""
+    """The shell command line (every word quoted) that launches `num_tasks`
+    ranks with `launcher`, as ReFrame would, for job scripts a check writes
+    itself; `env`: variables for this launch only.  `per_node` > 0: that many
+    ranks on each node, in rank order (srun's option, else the ``Stack.per_node``
+    of the environment's `family`; ValueError where it has none)."""
     job = types.SimpleNamespace(num_tasks=num_tasks, num_tasks_per_node=None,
                                 num_cpus_per_task=cpus_per_task, name='', time_limit=None)
     command = launcher.command(job)
