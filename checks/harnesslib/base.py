@@ -605,10 +605,9 @@ class SharedCores(rfm.RegressionTestPlugin):
         return clashes
 
     def check_oversubscription(self, *results: dict) -> None:
-        """Flags the run oversubscribed (``flag_oversubscription``) where two
-        threads of any of the RESULT lines `results` (each a launch's) shared a
-        core, or there are more threads than cores; a sanity error unless the
-        configuration declares it."""
+        """Flags the run oversubscribed where two threads of any of the RESULT
+        lines `results` shared a core, or there are more threads than cores; a
+        sanity error unless the configuration declares it."""
         clashes = list(dict.fromkeys(c for res in results for c in self._shared_cores(res)))
         declared = self.declared_oversubscription()
         over = self.flag_oversubscription(clashes)
@@ -631,10 +630,9 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
     valid_prog_environs = ['+mpi']
     time_limit = '5m'
 
-    #: ``threads``: each rank is bound to as many cores as it has threads (the
-    #: default).  ``one-core``: each rank is bound to a single core, as
-    #: MVAPICH2 does by default; its threads then share that core and the
-    #: oversubscription check must fail the run (used by the tests).
+    #: ``threads``: each rank bound to as many cores as it has threads;
+    #: ``one-core``: to a single core, as MVAPICH2 does by default, which the
+    #: oversubscription check must fail (used by the tests).
     binding = variable(typ.Str[r'threads|one-core'], value='threads')
 
     def family(self) -> str:

@@ -357,14 +357,11 @@ def cmake_configure(build_dir: str, build_type: str, cc: str, cflags: str = '',
 
 def spack_spec(env, partition, build_type: str, fault_inject: bool,
                fault_slow: int = 0) -> str:
-    """The Spack spec of the kernels for this environment, or '' for CMake.
-
-    Spack builds where the environment names a spec (extras ``spack_spec``),
-    the environment or the partition says ``spack: true``, or the user sets
-    ``HARNESS_SPACK=1`` and ``spack`` is on PATH.  The MPI dependency is the
-    package of the environment's family.  A user's spec is used as it is
-    (``check_user_spec``).
-    """
+    """The Spack spec of the kernels for this environment, or '' for CMake:
+    Spack builds where the environment names a spec (extras ``spack_spec``,
+    used as it is: ``check_user_spec``), the environment or the partition says
+    ``spack: true``, or the user sets ``HARNESS_SPACK=1`` and ``spack`` is on
+    PATH.  The MPI dependency is the package of the environment's family."""
     family = env_family(env) or str(env.extras.get('stack', env.name))
     if env.extras.get('spack_spec'):
         spec = str(env.extras['spack_spec'])

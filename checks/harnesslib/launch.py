@@ -233,9 +233,8 @@ def stack_bindir(root: str, stack: str, cc: str, launcher: str, family: str = ''
 
 def own_launcher(partition, environ) -> str:
     """The registered launcher of a stack that starts its ranks itself inside
-    a Slurm allocation (environment extras ``launch: own``, e.g. MVAPICH2
-    built with ch3:sock: ``mpiexec``, its own by PATH or module), or '' where
-    the partition's launcher serves."""
+    a Slurm allocation (environment extras ``launch: own``, e.g. MVAPICH2 with
+    ch3:sock), or '' where the partition's launcher serves."""
     if environ.extras.get('launch') != 'own':
         return ''
     name = os.path.basename(str(environ.extras.get('launcher') or 'mpiexec'))
@@ -308,11 +307,10 @@ def assigned_value(text: str) -> str:
 
 def binding_env(family: str, threads: int, binding: str = 'threads',
                 oversubscribe: bool = False) -> dict[str, str]:
-    """A run's binding: OpenMP's placement of `threads` threads per rank, one
-    per core, and each rank bound to a core per thread (``binding='threads'``)
-    or to a single core (``'one-core'``, as MVAPICH2 does by default: its
-    threads then share that core and the checks must fail the run); nothing
-    bound where the oversubscription is declared (see ``rank_binding_env``)."""
+    """A run's binding: `threads` OpenMP threads per rank, one per core, each
+    rank bound to a core per thread (``'threads'``) or to a single core
+    (``'one-core'``, as MVAPICH2 does by default, which the checks must fail);
+    nothing bound where the oversubscription is declared."""
     cores = 1 if binding == 'one-core' else threads
     places = {} if oversubscribe else {'OMP_PLACES': 'cores', 'OMP_PROC_BIND': 'close'}
     return {'OMP_NUM_THREADS': str(threads), **places,
@@ -359,14 +357,11 @@ NODE_LOCK = '/tmp/hybrid-harness-node.lock'
 
 
 def hold_node_lock(partition) -> list[str]:
-    """Shell lines that take the node's lock for the rest of the job script.
-
-    On a local partition several jobs (of any partition, execution policy or
-    session) would share the cores and spoil each other's timings: every
-    build and run holds ``NODE_LOCK``.  The file is made if missing (readable
-    by all); another user's is locked read-only; one that cannot be opened
-    fails the job with a line naming it, never a hang.
-    """
+    """Shell lines that take ``NODE_LOCK`` for the rest of the job script: on a
+    local partition, jobs of any partition, execution policy or session would
+    share the cores and spoil each other's timings.  The file is made if
+    missing (readable by all), another user's locked read-only; one that cannot
+    be opened fails the job with a line naming it, never a hang."""
     if partition.scheduler.registered_name != 'local':
         return []
     lock = shlex.quote(NODE_LOCK)
