@@ -337,11 +337,12 @@ def launch_line(launcher: JobLauncher, num_tasks: int, cpus_per_task: int = 1,
     if per_node > 0 and launcher.registered_name == 'srun':
         command.append(f'--ntasks-per-node={per_node}')
     elif per_node > 0:
-        if family not in STACK:
+        stack = STACK.get(family)
+        if stack is None:
             raise ValueError(f'launcher {launcher.registered_name} of family {family!r}: no '
                              f'way known to place {per_node} ranks per node (the families '
                              f'of harnesscore.stacks: {", ".join(STACK)})')
-        command += STACK[family].per_node(per_node, cores_per_rank)
+        command += stack.per_node(per_node, cores_per_rank)
     words = [*(['env', *(f'{k}={v}' for k, v in env.items())] if env else []),
              *command, *launcher.options]
     if launcher.modifier:
