@@ -443,7 +443,7 @@ def test_the_bench_and_the_tests_read_the_registry():
 
 
 def test_every_stacks_launcher_places_k_ranks_per_node():
-    """``per_node_options``: how each stack's own launcher puts k ranks on each
+    """``launch_line``: how each stack's own launcher puts k ranks on each
     node (``launch.launch_line``'s `per_node`); srun's is --ntasks-per-node; a
     family the registry does not know is an error naming it."""
     assert STACK['mpich'].per_node(4) == ['-ppn', '4'] == STACK['mvapich2'].per_node(4, 2)
