@@ -128,6 +128,11 @@ def _fitted(ax, xs: list, ys: list, fitted: list | None, label: str, **style) ->
         ax.plot(xs, fitted, '-', color=pts[0].get_color())
 
 
+def _nan(values: Iterable[float | None]) -> list[float]:
+    """`values` with NaN for None (not measured: no bar, a gap in a band)."""
+    return [math.nan if x is None else x for x in values]
+
+
 def _num(size: str) -> float | None:
     try:
         return float(size)
@@ -246,9 +251,8 @@ def efficiencies(rep: Report) -> Figure | None:
     apart = Apart.of(effs)
     width = 0.2
     for j, name in enumerate(names):
-        ys = [getattr(e, name) for e in effs]
         ax.bar([i + (j - 1.5) * width for i in range(len(effs))],
-               [math.nan if y is None else y for y in ys], width, label=name)
+               _nan(getattr(e, name) for e in effs), width, label=name)
     _one(ax)
     ax.set_xticks(range(len(effs)),
                   [f'{apart.where(e)}\nsize {e.size} {e.layout}'
@@ -344,9 +348,8 @@ def saturation(rep: Report) -> Figure | None:
                  + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
-    ax_abs.set_ylabel('bandwidth per node [MB/s]')
-    ax_rel.set_ylabel('% of the maximum')
-    for ax in (ax_abs, ax_rel):
+    for ax, ylabel in ((ax_abs, 'bandwidth per node [MB/s]'), (ax_rel, '% of the maximum')):
+        ax.set_ylabel(ylabel)
         ax.set_xlabel('k communicating ranks per node')
         ax.set_xticks(sorted({k for s in top.values() for k in s.bw}))
         ax.legend(fontsize=6, loc='upper left')
@@ -366,11 +369,10 @@ def stacks(rep: Report) -> Figure | None:
     labels = [f'{apart.stack(h)}\n{apart.partition(h)} {h.family}'
               + (f' {h.nodes} nodes' if h.nodes > 1 else '') for h in heads]
     xs = range(len(heads))
-    ax_lat.bar(xs, [math.nan if h.latency is None else h.latency for h in heads])
-    ax_lat.set_ylabel('latency at 8 B [us]')
-    ax_bw.bar(xs, [math.nan if h.bandwidth is None else h.bandwidth for h in heads])
-    ax_bw.set_ylabel('bandwidth at 1 MiB [MB/s]')
-    for ax in (ax_lat, ax_bw):
+    for ax, figure, ylabel in ((ax_lat, 'latency', 'latency at 8 B [us]'),
+                               (ax_bw, 'bandwidth', 'bandwidth at 1 MiB [MB/s]')):
+        ax.bar(xs, _nan(getattr(h, figure) for h in heads))
+        ax.set_ylabel(ylabel)
         ax.set_xticks(list(xs), labels, fontsize=7)
     n = sum(h.span.records for h in heads)
     return _png(fig, f'MPI-stack comparison: latency at 8 B and bandwidth at 1 MiB per stack, '
@@ -413,9 +415,8 @@ def history_figures(series: list[history.Series], per_figure: int = 16) -> list[
         for ax, s in zip(axes, chunk):
             ax.plot(s.times, s.values, '.-', ms=3, lw=0.8)
             if s.has_band:
-                lo = [math.nan if x is None else x for x in s.low]
-                hi = [math.nan if x is None else x for x in s.high]
-                ax.fill_between(s.times, lo, hi, color='tab:green', alpha=0.2, step='post')
+                ax.fill_between(s.times, _nan(s.low), _nan(s.high), color='tab:green',
+                                alpha=0.2, step='post')
             ax.set_title(f'{s.label} (n={s.samples})', fontsize=7)
             ax.set_ylabel(s.unit, fontsize=7)
             ax.xaxis.set_major_locator(MaxNLocator(3))

@@ -72,8 +72,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _micros(t: dt.datetime) -> int:
-    delta = t - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return (t - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 @dataclasses.dataclass
@@ -411,10 +410,9 @@ def _bad_state(state: object) -> str:
         for key in ('offset', 'lines', 'inode'):
             if not _count(entry.get(key)):
                 return f'"files" {path}: "{key}" is not a whole number: {entry.get(key)!r}'
-        if not isinstance(entry.get('head'), str):
-            return f'"files" {path}: "head" is not a text: {entry.get("head")!r}'
-        if not isinstance(entry.get('tail', ''), str):
-            return f'"files" {path}: "tail" is not a text: {entry.get("tail")!r}'
+        for key, default in (('head', None), ('tail', '')):
+            if not isinstance(entry.get(key, default), str):
+                return f'"files" {path}: "{key}" is not a text: {entry.get(key)!r}'
     return ''
 
 
@@ -460,12 +458,8 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats, shapes: Shap
             # the whole file, complete: read in place up to `size`, its lines counted
             # block by block
             fp.seek(0)
-            count = 0
-            while fp.tell() < size:
-                block = fp.read(min(1 << 22, size - fp.tell()))
-                if not block:
-                    break
-                count += block.count(b'\n')
+            count = sum(block.count(b'\n') for block in
+                        iter(lambda: fp.read(min(1 << 22, size - fp.tell())), b''))
             return (list(read_file(path, stats, shapes, limit=size)), size,
                     count + (last != b'\n'))
         fp.seek(0)
