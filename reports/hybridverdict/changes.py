@@ -121,12 +121,9 @@ class SeriesKey:
     nodes: int
     variable: str
 
-    @property
-    def label(self) -> str:
-        return _label(vars(self), self.variable)
-
     def labelled(self, system: bool) -> str:
-        """``label``, with the system (``<stack>@<system>:<partition>``) where `system`."""
+        """The series's ``_label``, with the system (``<stack>@<system>:<partition>``)
+        where `system`."""
         return _label(vars(self), self.variable, system)
 
 

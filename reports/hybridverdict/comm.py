@@ -191,12 +191,8 @@ HOCKNEY_COLUMNS = ('stack', 'partition', 'kernel', 'sizes', 't0 [us]', 'r_inf [M
                    'm_1/2 [B]', 'rel. error', 'max error', 'nodes', 'samples', 'dates')
 
 
-def _curve_place(c: Curve) -> tuple:
-    return (c.system, c.partition, c.stack, c.kernel, c.nodes)
-
-
 def hockney_rows(curves: list[Curve]) -> list[list[object]]:
-    apart = Apart.of(curves, _curve_place)
+    apart = Apart.of(curves, lambda c: (c.system, c.partition, c.stack, c.kernel, c.nodes))
     rows: list[list[object]] = []
     for c in curves:
         f = c.fit
@@ -290,10 +286,6 @@ STACK_COLUMNS = ('partition', 'source', 'stack', 'latency 8 B [us]', 'x best',
                  'nodes', 'samples')
 
 
-def _head_place(h: Headline) -> tuple:
-    return (h.system, h.partition, h.family, h.stack, h.nodes)
-
-
 def stack_rows(heads: list[Headline]) -> Table:
     """The MPI-stack comparison: each stack against the best of its partition; the
     bandwidth at the largest size against the best at that same size (of the stacks
@@ -315,7 +307,7 @@ def stack_rows(heads: list[Headline]) -> Table:
         for size, xs in h.bw_sized.items():
             at = (*where, size)
             best_at[at] = max(best_at.get(at, median(xs)), median(xs))
-    apart = Apart.of(heads, _head_place)
+    apart = Apart.of(heads, lambda h: (h.system, h.partition, h.family, h.stack, h.nodes))
     rows, data = empty_table()
     for h in heads:
         where = (h.system, h.partition, h.family, h.nodes)
@@ -567,7 +559,8 @@ SATURATION_COLUMNS = ('stack', 'partition', 'kernel', 'message', 'k', 'measured 
 
 
 def saturation_rows(series: list[Saturation]) -> Table:
-    apart = Apart.of(series, _saturation_place)
+    # a series's place and layout, its build and library aside
+    apart = Apart.of(series, lambda s: (*s.place()[:-2], s.mode, s.ranks, s.threads))
     rows, data = empty_table()
     for s in series:
         for k, bw, frac, n in s.curve():
@@ -579,11 +572,6 @@ def saturation_rows(series: list[Saturation]) -> Table:
                          'bytes': s.size, 'k': k, 'measured_by': by, 'bandwidth_MBps': bw,
                          'fraction_of_max': frac, 'samples': n})
     return rows, data
-
-
-def _saturation_place(s: Saturation) -> tuple:
-    """A series's place and layout, its build and library aside."""
-    return (*s.place()[:-2], s.mode, s.ranks, s.threads)
 
 
 SATURATION_NOTE = ('Aggregated bandwidth per node against k communicating ranks (or pairs) '
@@ -660,15 +648,12 @@ RABENSEIFNER_COLUMNS = ('system', 'partition', 'stack', 'kernel', 'message', 'no
                         'b_MPP/b_hybrid', 'T_hybrid/T_MPP')
 
 
-def _rabenseifner_place(r: Rabenseifner) -> tuple:
-    return (r.system, r.partition, r.stack, r.kernel, r.size, r.nodes)
-
-
 def rabenseifner_rows(rows: list[Rabenseifner]) -> Table:
     """The table (its system column names the system always; the stack names the build
     and library where a place holds several) and the JSON (``build``, ``library`` only
     there)."""
-    apart = Apart.of(rows, _rabenseifner_place)
+    apart = Apart.of(rows, lambda r: (r.system, r.partition, r.stack, r.kernel, r.size,
+                                      r.nodes))
     table = [[r.system, r.partition, apart.stack(r), r.kernel, bytes_label(r.size, ' '),
               r.nodes, f'{r.b_hybrid:.4g}', f'{r.b_mpp:.4g}', r.k_max,
               f'{100 * r.fraction:.0f}%', f'{r.b_mpp / r.b_hybrid:.2f}', f'{r.t_ratio:.2f}']
