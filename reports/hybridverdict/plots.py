@@ -289,11 +289,10 @@ def phases(rep: Report) -> Figure | None:
                       fontsize=7)
         ax.set_title(f'md, cells per side {size}')
         ratios = [r.ratio for r in rs if r.ratio is not None and 0 < r.ratio < math.inf]
-        if ratios and max(ratios) / min(ratios) > 20:
+        log = bool(ratios) and max(ratios) / min(ratios) > 20
+        if log:
             _log(ax)
-            ax.set_ylabel('T_hybrid / T_mpi (log scale)')
-        else:
-            ax.set_ylabel('T_hybrid / T_mpi')
+        ax.set_ylabel('T_hybrid / T_mpi' + (' (log scale)' if log else ''))
         ax.legend(fontsize=6, loc='upper left')
     return _png(fig, 'MD phase breakdown: median hybrid / pure-MPI time per phase (above 1: '
                      'slower in hybrid); n = pure-MPI/hybrid runs.')
