@@ -25,7 +25,6 @@ dirs, one checkout) each merge into what the other wrote.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime as dt
 import math
@@ -183,12 +182,6 @@ def build_entries(classes: dict[str, dict[Key, Samples]], floor: float,
     return out
 
 
-def session_counts(classes: dict[str, dict[Key, Samples]]) -> dict[int, int]:
-    """How many variables (keys) were measured in how many sessions."""
-    return dict(Counter(len(set(samples.sessions)) for keys in classes.values()
-                        for samples in keys.values()))
-
-
 def flatten(doc: dict, path: str) -> dict[str, dict[Key, RefTuple]]:
     """The entries of a references file written with the harness's index."""
     out: dict[str, dict[Key, RefTuple]] = {}
@@ -302,15 +295,8 @@ DIFF_COLUMNS = ('test', 'partition', 'stack', 'variant', 'variable', 'old', 'old
                 'new', 'new tol', 'change', 'status')
 
 
-#: The first line of the comment the written file opens with (``header_lines``).
+#: The first of the 3 comment lines the written file opens with (``write_references``).
 HEADER_FIRST = '# Performance references of this system, written by hybridverdict-baseline'
-
-
-def header_lines(now: dt.datetime) -> str:
-    """The comment the written file opens with."""
-    return (f'{HEADER_FIRST}\n'
-            f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
-            f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
 
 
 def own_comments(path: str) -> int:
@@ -356,7 +342,9 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
             atomic.write_new(kept, old.read())
     target = os.path.realpath(path)
     os.makedirs(os.path.dirname(target) or '.', exist_ok=True)
-    header = header_lines(now)
+    header = (f'{HEADER_FIRST}\n'
+              f'# on {now:%Y-%m-%dT%H:%M:%SZ}: the median of the runs, tolerance from their\n'
+              f'# spread.  A ReFrame $ref file: [reference, lower, upper, unit].\n')
     text = header + yaml.safe_dump(to_document(entries), sort_keys=False,
                                    default_flow_style=None, width=100)
     try:
@@ -366,14 +354,6 @@ def write_references(path: str, entries: dict[str, dict[Key, RefTuple]], force: 
             os.unlink(kept)
         raise
     return kept
-
-
-def locked(prefix: str) -> contextlib.AbstractContextManager[None]:
-    """An exclusive lock on the references folder `prefix` (``LOCK`` in it:
-    ``atomic.locked``) until the block ends: another baseline waits for it; where
-    none can be had (a read-only folder), the write fails with its own error."""
-    return atomic.locked(prefix, LOCK, lambda path, err: ReferencesError(
-        f'cannot lock {path}: {err.strerror or err}'))
 
 
 def _positive(text: str) -> float:
@@ -502,14 +482,13 @@ def baseline(argv: list[str] | None) -> int:
             path = references.references_file(args.prefix, system)
             old = read_references(path)
             new = build_entries(by_system[system], args.floor, args.false_alarm, night)
-            n_runs = sum(len(s.values) for keys in by_system[system].values()
-                         for s in keys.values())
-            counts_s = session_counts(by_system[system])
-            print(f'== {system}: {path} ({n_runs} samples; bands for a false-alarm rate of '
-                  f'{args.false_alarm:g} per check, medians of {night} run(s) a night)')
-            few = sum(n for k, n in counts_s.items() if k < FEW_SESSIONS)
+            samples = [s for keys in by_system[system].values() for s in keys.values()]
+            print(f'== {system}: {path} ({sum(len(s.values) for s in samples)} samples; bands '
+                  f'for a false-alarm rate of {args.false_alarm:g} per check, medians of '
+                  f'{night} run(s) a night)')
+            few = sum(len(set(s.sessions)) < FEW_SESSIONS for s in samples)
             if few:
-                print(f'   note: {few} of {sum(counts_s.values())} variable(s) come from fewer '
+                print(f'   note: {few} of {len(samples)} variable(s) come from fewer '
                       f'than {FEW_SESSIONS} sessions: the drift between sessions is poorly '
                       f'measured (bands wide, or without it from one session); run more '
                       f'sessions on other days before the baseline')
@@ -521,8 +500,11 @@ def baseline(argv: list[str] | None) -> int:
                 print('   dry run: nothing written')
                 continue
             # merged into the file as it is now, read and replaced under the prefix's
-            # lock: another baseline (another var dir) may have written it meanwhile
-            with locked(args.prefix):
+            # lock (``atomic.locked``): another baseline (another var dir) may have
+            # written it meanwhile; where none can be had (a read-only folder), the
+            # write fails with its own error
+            with atomic.locked(args.prefix, LOCK, lambda path, err: ReferencesError(
+                    f'cannot lock {path}: {err.strerror or err}')):
                 comments = own_comments(path)
                 kept = write_references(path, merge(read_references(path), new),
                                         args.force, now)

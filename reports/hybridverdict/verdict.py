@@ -30,6 +30,7 @@ never among ``verdicts``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import re
 import statistics
@@ -150,8 +151,8 @@ def round_of(rec: Record) -> int | None:
 
 
 def _named_rounds(side: Sequence[Record]) -> list[int] | None:
-    """The round of each run of a side, where every run names one and no two
-    share it; else None (older records, several sessions)."""
+    """The round of each run of a side, where each names its own; else None
+    (older records, several sessions)."""
     rounds = [round_of(r) for r in side]
     if None in rounds or len(set(rounds)) < len(rounds):
         return None
@@ -163,9 +164,8 @@ def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
     """The runs of the rounds both sides have, where every run names its round
     once per side: the sequential rounds run a pure-MPI layout for every
     undecided pair of it, so it may have rounds that one hybrid layout lacks.
-    Otherwise (older records, several sessions) the sides as they are; so too
-    where fewer than 2 rounds are common (``pairs_by_time`` then keeps them
-    unpaired)."""
+    Otherwise (older records, several sessions), or where fewer than 2 rounds
+    are common, the sides as they are."""
     rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
     if rounds_m is None or rounds_h is None:
         return mpi, hybrid
@@ -176,23 +176,11 @@ def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
             [r for r, k in zip(hybrid, rounds_h) if k in common])
 
 
-def pairs_by_time(mpi: Sequence[Record], hybrid: Sequence[Record]) -> bool:
-    """Whether ``stats.compare`` may pair the sides' runs by time (the i-th of
-    each): not where every run names its round once per side and the sides'
-    rounds differ (what ``same_rounds`` leaves with fewer than 2 rounds in
-    common), as the i-th runs would be of different rounds; their samples are
-    then judged unpaired.  Runs without round numbers: by time, as ever."""
-    rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
-    return rounds_m is None or rounds_h is None or set(rounds_m) == set(rounds_h)
-
-
 def rounds_run(*sides: Sequence[Record]) -> int:
     """The rounds run for a pair: the round numbers its runs name, on either side
-    (0 where none names one).  A round one side failed or lacks was still run,
-    so this counts toward the cap of rounds where the rounds paired (those both
-    sides passed, ``same_rounds``) would not.  The one count of the cap: the
-    report's ``stopped`` (``verdicts``) and the sequential rounds' driver both
-    count with it, over every run of the pair's two layouts (``pair_rounds``)."""
+    (0 where none names one); a round one side failed or lacks was still run.
+    The one count of the cap: the report's ``stopped`` (``verdicts``) and the
+    sequential rounds' driver both count with it (``pair_rounds``)."""
     return len({n for side in sides for r in side if (n := round_of(r)) is not None})
 
 
@@ -208,23 +196,25 @@ def name_less_sample(name: str) -> str:
 RunsByName = dict[tuple[str, str, str, str], list[Record]]
 
 
+def _layout_key(r: Record) -> tuple[str, str, str, str]:
+    """(system, partition, stack, display name less %sample): one layout's runs
+    of every round."""
+    return r.system, r.partition, r.stack, name_less_sample(r.name)
+
+
 def _runs_by_name(records: Iterable[Record]) -> RunsByName:
-    """Every named run by (system, partition, stack, display name less %sample):
-    one layout's runs of every round, those left out of a verdict (failed,
-    unverified, ...) too."""
+    """Every named run by ``_layout_key``, those left out of a verdict too."""
     out: RunsByName = defaultdict(list)
     for r in records:
         if r.name:
-            out[(r.system, r.partition, r.stack, name_less_sample(r.name))].append(r)
+            out[_layout_key(r)].append(r)
     return out
 
 
 def pair_rounds(runs: RunsByName, *sides: Sequence[Record]) -> int:
-    """``rounds_run`` over every run of a pair's two layouts (the runs of the
-    same names as `sides`' runs, less %sample; ``sequential.pair_runs``): a
-    round failed on one side or on both was run all the same."""
-    names = {(r.system, r.partition, r.stack, name_less_sample(r.name))
-             for side in sides for r in side if r.name}
+    """``rounds_run`` over every run of a pair's two layouts
+    (``sequential.pair_runs``): a round failed on either side was run all the same."""
+    names = {_layout_key(r) for side in sides for r in side if r.name}
     return rounds_run(*sides, *(runs.get(key, []) for key in names))
 
 
@@ -232,22 +222,21 @@ def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
     """The comparison of T_mpi against T_hybrid and its call: the rounds both
     sides have paired by number (``same_rounds``), never rounds of different
-    numbers (``pairs_by_time``)."""
+    numbers."""
     mpi, hybrid = same_rounds(mpi, hybrid)
-    by_number = _named_rounds(mpi) is not None and _named_rounds(hybrid) is not None
+    rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
+    by_number = rounds_m is not None and rounds_h is not None
     if by_number:
         # round k against round k, whatever order they were logged in
         mpi, hybrid = (sorted(mpi, key=lambda r: round_of(r) or 0),
                        sorted(hybrid, key=lambda r: round_of(r) or 0))
+    # paired by time (the i-th run of each), but not where the sides' rounds differ
+    # (fewer than 2 in common): the i-th runs would be of different rounds
     times = (([r.logged for r in mpi], [r.logged for r in hybrid])
-             if pairs_by_time(mpi, hybrid) else (None, None))
+             if not by_number or set(rounds_m) == set(rounds_h) else (None, None))
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
                         *times, floor=floor, in_order=by_number)
     return cmp, stats.speedup_call(cmp.interval, floor)
-
-
-def _usable_but_oversubscribed(rec: Record) -> bool:
-    return set(rec.faults) <= {'oversubscribed'}
 
 
 def layout_pairs(sides: Sides) -> Iterator[tuple[str, list[Record], str, str, list[Record]]]:
@@ -311,13 +300,10 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
     by_session: dict[tuple[str, int], list[Record]] = defaultdict(list)
     for r, session in zip(history, record_sessions(history)):
         by_session[r.system, session].append(r)
-    sessions: dict[str, list[int]] = defaultdict(list)
-    for system, i in sorted(by_session):
-        sessions[system].append(i)
     calls: dict[tuple, list[str]] = defaultdict(list)
-    for system, numbers in sessions.items():
-        for i in numbers[-last:]:
-            for v in verdicts(by_session[system, i], noise_floor, variable):
+    for _system, keys in itertools.groupby(sorted(by_session), key=operator.itemgetter(0)):
+        for key in list(keys)[-last:]:
+            for v in verdicts(by_session[key], noise_floor, variable):
                 calls[v.key].append(v.verdict)
     return calls
 
@@ -416,8 +402,7 @@ def _pairs_by_nodes(found: Iterable[Verdict]) -> list[tuple[Crossover, Verdict]]
     """Each pair's crossover (``crossovers``), with its first verdict."""
     series: dict[tuple, list[Verdict]] = defaultdict(list)
     for v in found:
-        series[(v.system, v.partition, v.stack, v.kernel, v.size, v.build, v.mpi_library,
-                v.cores, v.hybrid_mode, v.hybrid_layout, v.mpi_layout)].append(v)
+        series[v.key[:5] + v.key[6:]].append(v)     # its key less the node count
     out: list[tuple[Crossover, Verdict]] = []
     for key in sorted(series, key=lambda k: k[:4] + (size_key(k[4]),) + k[5:]):
         vs = sorted(series[key], key=lambda v: v.nodes)
@@ -432,27 +417,22 @@ def _pairs_by_nodes(found: Iterable[Verdict]) -> list[tuple[Crossover, Verdict]]
     return out
 
 
-def _named(pairs: Sequence[tuple[Crossover, Verdict]]) -> list[Crossover]:
-    """The crossovers, those told apart by their system, build or library (``Apart``, among
-    these crossovers) as ``NamedCrossover``s naming theirs; the others as they are."""
+def crossovers(found: Iterable[Verdict], min_nodes: int = 1) -> list[Crossover]:
+    """Per pair (everything but the node count) measured on at least `min_nodes` node
+    counts, its verdicts in node order; the cores per node and the layouts are the same
+    at every node count (weak scaling per node).  Where they span several systems, or a
+    place holds several builds or MPI libraries (``Apart``, among these crossovers),
+    each names its own (``NamedCrossover``)."""
+    pairs = [(c, v) for c, v in _pairs_by_nodes(found) if len(c.nodes) >= min_nodes]
     apart = Apart.of(v for _, v in pairs)
     return [NamedCrossover(**dataclasses.asdict(c), build=v.build, mpi_library=v.mpi_library,
                            stack_shown=apart.stack(v), partition_shown=apart.partition(v))
             if apart.systems or apart.shown(v) else c for c, v in pairs]
 
 
-def crossovers(found: Iterable[Verdict]) -> list[Crossover]:
-    """Per pair (everything but the node count), its verdicts in node order; the cores
-    per node and the layouts are the same at every node count (weak scaling per node).
-    Where they span several systems, or a place holds several builds or MPI libraries,
-    each names its own (``NamedCrossover``)."""
-    return _named(_pairs_by_nodes(found))
-
-
 def across_nodes(found: Iterable[Verdict]) -> list[Crossover]:
-    """The ``crossovers`` of the pairs measured on 2 or more node counts (told apart
-    among themselves)."""
-    return _named([(c, v) for c, v in _pairs_by_nodes(found) if len(c.nodes) > 1])
+    """The ``crossovers`` of the pairs measured on 2 or more node counts."""
+    return crossovers(found, min_nodes=2)
 
 
 CROSSOVER_COLUMNS = ('kernel', 'size', 'stack', 'partition', 'hybrid', 'mpi',
@@ -526,17 +506,15 @@ def functional(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLO
                variable: str = TIME_VARIABLE,
                judged: Iterable[Verdict] | None = None) -> list[Verdict]:
     """The verdicts of the pairs that have none (``unjudged``) only because runs
-    were oversubscribed: each judged by the same rule from its passed, verified
-    runs, oversubscribed or not, and marked ``oversubscribed``.  What the
-    verdict path gives on a machine too small for the layouts (its timings are
-    no finding: the ranks and threads shared cores); never confirmed.
+    were oversubscribed, judged by the same rule from their passed, verified runs
+    and marked ``oversubscribed`` (see the module's doc); never confirmed.
     `judged`: the verdicts of the same records, where the caller has them."""
     records = list(records)
     if judged is None:
         judged = verdicts(records, noise_floor, variable)
     keys = {v.key for v in judged}
     return [v for v in verdicts(records, noise_floor, variable,
-                                admit=_usable_but_oversubscribed)
+                                admit=lambda rec: set(rec.faults) <= {'oversubscribed'})
             if v.oversubscribed and v.key not in keys]
 
 
