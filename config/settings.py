@@ -2,21 +2,16 @@
 
 The ``local`` system (this machine) is worked out when the file loads: one
 programming environment per MPI stack really present, found through its *own*
-compiler wrapper and launcher (the table of ``harnesscore.stacks``), never
-through the unsuffixed ``mpicc``/``mpirun`` that Debian's
-``update-alternatives`` points at whichever stack won; one partition per
-interconnect, ``shm`` and ``tcp``, each pinning its transport per stack.
-Every partition names ReFrame's ``mpirun`` launcher and every environment
-makes it its stack's: a folder of links to the stack's own tools first on
-``PATH``, and the binding in the variables its launcher reads
-(``harnesslib.launch``), so any ReFrame check launches its stack this way.
-The processor topology of the local partitions is read from /sys when the
-file loads (``harnesscore.host.host_processor``: physical cores, sockets, NUMA
-nodes, hardware threads per core), for the CPUs the launchers bind ranks to; a
-session whose affinity mask is narrower (taskset) stops here, saying so.
-ReFrame's own detection never runs for them (its ``mpirun`` launcher is not
-"local").  Everything goes under
-``$HARNESS_VAR_DIR`` (default ``<checkout>/var``).
+compiler wrapper and launcher (``harnesscore.stacks``), never through the
+unsuffixed ``mpicc``/``mpirun`` that Debian's ``update-alternatives`` points at
+whichever stack won; one partition per interconnect, ``shm`` and ``tcp``, each
+pinning its transport per stack.  Every environment makes ReFrame's ``mpirun``
+launcher its stack's (a folder of links first on ``PATH``, the binding in the
+variables its launcher reads: ``harnesslib.launch``).  The local processor
+topology is read from /sys (``harnesscore.host.host_processor``), not by
+ReFrame's detection; a session whose affinity mask is narrower (taskset) stops
+here, saying so.  Everything goes under ``$HARNESS_VAR_DIR`` (default
+``<checkout>/var``).
 
 Run it as ``reframe -C config/settings.py -c checks -r``.
 """
@@ -61,9 +56,8 @@ def _config_error(msg: str) -> NoReturn:
 
 
 def _caller_cwd() -> str:
-    """The directory the user ran ReFrame from.  ReFrame imports this file
-    from inside its own folder (it changes directory to it), so a relative
-    path is resolved against the shell's ``$PWD`` there, not ``config/``."""
+    """The directory the user ran ReFrame from: ReFrame imports this file from
+    inside its folder, so a relative path is taken from the shell's ``$PWD``."""
     cwd = os.getcwd()
     pwd = os.environ.get('PWD', '')
     if (os.path.realpath(cwd) == os.path.realpath(_HERE) and os.path.isabs(pwd)
@@ -73,9 +67,8 @@ def _caller_cwd() -> str:
 
 
 def var_dir() -> str:
-    """``HARNESS_VAR_DIR`` (``harnesscore.paths.var_dir``), resolved once, a
-    relative one from where the user ran ReFrame; one with a newline (which
-    no perflog handler or job script can take) is a configuration error."""
+    """``HARNESS_VAR_DIR`` (``harnesscore.paths.var_dir``), a relative one from where
+    the user ran ReFrame; a newline no perflog handler or job script can take."""
     text = os.environ.get('HARNESS_VAR_DIR', '')
     if '\n' in text or '\0' in text:
         _config_error(f'HARNESS_VAR_DIR={text!r}: a path with a newline or NUL')
@@ -107,13 +100,10 @@ try:
     # Samples of every kernel run, checked here: an error in a check file
     # would only be a warning and an empty session with exit status 0.
     samples_per_run()
-    #: What becomes of the MPI and OpenMP tuning variables this session
-    #: inherits from the shell (OMPI_MCA_*, UCX_*, HYDRA_*, OMP_*, ...) and of
-    #: the user's own MPI configuration files (~/.mpiexec.hydra.conf,
-    #: ~/.openmpi/mca-params.conf): ``clean`` (default) takes the variables out
-    #: of the session and keeps the files out of the runs (``_files_env``), so
-    #: each partition measures what it claims; ``keep`` passes both on.  Every
-    #: run records the ones in effect (the perflog's ``mpi_env``).
+    #: The shell's MPI and OpenMP tuning variables (OMPI_MCA_*, UCX_*, OMP_*, ...)
+    #: and the user's own MPI configuration files: ``clean`` (default) keeps both
+    #: out of the runs (``_files_env``), so each partition measures what it claims;
+    #: ``keep`` passes them on.  Every run records those in effect (``mpi_env``).
     MPI_ENV_MODE = mpi_env_mode()
     # The knobs the checks, their job scripts and the sequential rounds read
     # later, checked here too (later, a bad one fails every run, leaves every
@@ -144,29 +134,24 @@ if MPI_ENV_MODE == 'clean':
 
 
 def _runs_on_this_machine() -> bool:
-    """Whether this session's system starts its runs on this machine's CPUs
-    with the MPI launchers: ``local`` or ``declared``, named by ``--system``
-    (``RFM_SYSTEM``) or, where none is named, ``local`` (it matches every
-    host).  A Slurm system's runs start in its allocations."""
+    """Whether this session's system, named by ``--system`` or ``RFM_SYSTEM`` (none:
+    ``local``), starts its runs on this machine: ``local`` or ``declared``."""
     named = option_values(sys.argv[1:], '--system') or [os.environ.get('RFM_SYSTEM', '')]
     system = named[-1].strip().split(':')[0]
     return system in ('', 'local', 'declared')
 
 
 def _local_processor() -> dict:
-    """This machine's processor for the local partitions (``host_processor``:
-    hardware threads of one core are one core).  A session that runs here with
-    an affinity mask narrower than the CPUs the launchers bind ranks to
-    (``narrowed_affinity``: taskset, numactl; hwloc honours only a cgroup's
-    cpuset) stops: its runs would leave the CPUs it plans and watches."""
+    """This machine's processor for the local partitions (``host_processor``).  A
+    session that runs here with an affinity mask narrower than the CPUs the
+    launchers bind ranks to (``narrowed_affinity``) stops: its runs would leave
+    the CPUs it plans and watches."""
     why = narrowed_affinity()
     if why and _runs_on_this_machine():
         _config_error(why)
     return host_processor()
 
 
-#: The local partitions' processor (ReFrame does not detect it: their launcher
-#: is ``mpirun``, not ReFrame's ``local``).
 _LOCAL_PROCESSOR = _local_processor()
 
 _PARTITIONS = {
@@ -177,9 +162,7 @@ _PARTITIONS = {
 
 def _local_partition(name: str, descr: str, features: list[str], extras: dict,
                      **processor: dict) -> dict:
-    """A partition of this machine.  ReFrame's own mpirun launcher: each
-    environment makes `mpirun` its stack's (PATH) and sets its binding; never
-    two runs side by side (no oversubscription)."""
+    """A partition of this machine: never two runs side by side (no oversubscription)."""
     return {'name': name, 'descr': descr, 'scheduler': 'local', 'launcher': 'mpirun',
             'environs': _STACK_NAMES or ['builtin'], 'max_jobs': 1, 'time_limit': '10m',
             **processor, 'features': features, 'extras': extras}
@@ -262,9 +245,7 @@ def _selected_stacks() -> list[str]:
 
 def _files_env(family: str, launcher: str = '') -> dict[str, str]:
     """In ``clean`` mode, what keeps the user's own configuration files out of
-    the runs of `family`'s stack (``harnesslib.launch.clean_files_env``: Hydra
-    reads no user file, Open MPI only its system's MCA files); nothing in
-    ``keep`` mode (the runs record the files they read)."""
+    the runs of `family`'s stack (``harnesslib.launch.clean_files_env``)."""
     if MPI_ENV_MODE != 'clean':
         return {}
     try:
@@ -276,27 +257,21 @@ def _files_env(family: str, launcher: str = '') -> dict[str, str]:
 def _environments() -> tuple[list[dict], list[str]]:
     envs, names = [], []
     for name in _selected_stacks():
-        # The stack's entry (harnesscore.stacks): how to find it, its launcher,
-        # the transport variables each partition pins; its name is its
-        # `family`, which tells the checks how to bind ranks and threads.
-        spec = STACK[name]
+        spec = STACK[name]      # its name is the `family` the checks bind by
         found = _find_stack(name, spec)
         if found is None:
             continue
         names.append(name)
-        # The partitions launch with ReFrame's `mpirun`: this folder of links
-        # (mpirun, mpiexec, mpicc... to the stack's own tools), first on PATH,
-        # makes the name this stack's; its launcher binds every rank to a
-        # core of its own (a hybrid check widens it to its threads).
+        # A folder of links to the stack's own tools, first on PATH, makes ReFrame's
+        # `mpirun` this stack's; it binds each rank to a core (a hybrid check widens it).
         bindir = stack_bindir(os.path.join(VAR_DIR, 'stacks'), name, found['cc'],
                               found['launcher'], spec.name)
         launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec.name),
                       **_files_env(spec.name, found['launcher'])}
         # What the stack needs to run as root (CI machines are root).
         stack_env = spec.root_env_here()
-        # The stack's defaults for the whole system (shm uses them), and a
-        # more specific definition for the tcp partition, which ReFrame picks
-        # there.
+        # The stack's defaults for the whole system (shm), and one for tcp that
+        # ReFrame picks there.
         for target, transport, pinned in (('local', 'shm', spec.shm_env),
                                           ('local:tcp', 'tcp', spec.tcp_env)):
             env_vars = {**launch_env, **stack_env, **pinned}
@@ -314,9 +289,7 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'bindir': bindir,
                     'prefix': found['prefix'],
                     'transport': transport,
-                    # The transport variables this partition pins for the
-                    # stack: a run with other values fails (RunBase).
-                    'pinned': dict(pinned),
+                    'pinned': dict(pinned),     # other values fail a run (RunBase)
                     # The Spack spec of the kernels for this stack (docs/pages/spack.md).
                     'spack_spec': os.environ.get(spec.spack_spec_var, ''),
                     # checks/osu.py: where this stack's OSU benchmarks are
@@ -325,8 +298,7 @@ def _environments() -> tuple[list[dict], list[str]]:
             })
     asked = os.environ.get('HARNESS_STACKS', '').strip()
     if not names and asked:
-        # The user asked for these stacks: a session without any would run
-        # nothing and pass.
+        # a session without the stacks asked for would run nothing and pass
         absent = '; '.join(f'{n}: {why}' for n, why in _ABSENT.items())
         _config_error(f'HARNESS_STACKS={asked!r}: none of these stacks is present ({absent})')
     if not names:
@@ -352,12 +324,10 @@ except ValueError as _err:      # a cluster file or HARNESS_TEST_CLUSTER it cann
 
 
 # ---- declared topologies: big nodes on a small machine ------------------------------
-# System `declared` (only with --system declared; its hostnames match nothing):
-# partitions that DECLARE a node of 16 and of 32 cores (2 sockets, 4 NUMA
-# domains) and run on this machine's cores, oversubscribed on purpose.  The
-# checks run them at tiny sizes (harnesscore.plan.TINY_SIZES) without binding;
-# every run is flagged oversubscribed and kept out of the verdicts, and none
-# fails for it.  A test of the whole pipeline for big nodes, never of speed.
+# System `declared` (only with --system declared): partitions that DECLARE a node
+# of 16 and of 32 cores and run on this machine's, oversubscribed on purpose, at
+# tiny sizes (harnesscore.plan.TINY_SIZES) without binding; every run is flagged
+# oversubscribed and kept out of the verdicts.  A test of the pipeline, not of speed.
 
 
 def _declared_processor(cores: int, sockets: int = 2, numa: int = 4) -> dict:
@@ -391,9 +361,8 @@ _DECLARED_ENVS = [{**env, 'target_systems': ['declared']}
 
 
 def _check_references(systems: list[str]) -> None:
-    """Each system's references file, if it has one, must be one ReFrame can
-    read: otherwise ReFrame would skip every test with a warning and end
-    'PASSED Ran 0/0' with exit status 0."""
+    """Each system's references file, if any, must be one ReFrame can read: else it
+    would skip every test with a warning and end 'PASSED Ran 0/0', exit status 0."""
     prefix = paths.user_path(paths.references_dir(), _caller_cwd())
     for system in systems:
         path = references_file(prefix, system)
