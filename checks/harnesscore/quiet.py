@@ -76,22 +76,15 @@ def steal_percent(before: list[int] | None, after: list[int] | None) -> float | 
 
 
 class _Stat(NamedTuple):
-    """The fields of a /proc/<pid>/stat (or /proc/<pid>/task/<tid>/stat) line
-    that a snapshot reads."""
+    """The fields a snapshot reads of a /proc/<pid>/stat or task/<tid>/stat line."""
     comm: str
     state: str
     ppid: int
-    #: utime + stime (fields 14-15): of the whole process in /proc/<pid>/stat
-    #: (all its threads), of the one thread in task/<tid>/stat
-    ticks: int
-    #: cutime + cstime (fields 16-17): of the children it has reaped
-    child_ticks: int
-    #: num_threads (field 20)
-    threads: int
-    #: starttime (field 22): tells a pid reused between the two reads
-    start: int
-    #: processor (field 39): the last CPU of the (main) thread
-    cpu: int
+    ticks: int          # utime + stime: of all its threads, or of the one in task/<tid>
+    child_ticks: int    # cutime + cstime: of the children it has reaped
+    threads: int        # num_threads
+    start: int          # starttime: tells a pid reused between the two reads
+    cpu: int            # processor: the last CPU of the (main) thread
 
 
 def _read_stat(path: str) -> _Stat | None:
@@ -114,7 +107,6 @@ def _read_stat(path: str) -> _Stat | None:
 
 
 def _proc_stat(pid: int) -> _Stat | None:
-    """The /proc/<pid>/stat of a process (comm, state, ppid, ticks, ...)."""
     return _read_stat(f'/proc/{pid}/stat')
 
 
@@ -137,7 +129,6 @@ def _threads(pid: int, st: _Stat) -> dict[int, _Thread]:
 
 
 def _affinity(pid: int) -> set[int] | None:
-    """The CPUs a process may run on; None where unreadable."""
     try:
         return set(os.sched_getaffinity(pid))
     except (AttributeError, OSError):
@@ -170,10 +161,9 @@ def _read_all(exclude: set[int]) -> dict[int, tuple[_Stat, dict[int, _Thread]]]:
 
 def _reaped_before(first: dict[int, tuple[_Stat, dict[int, _Thread]]],
                    same: set[int]) -> dict[int, int]:
-    """The ticks (own and reaped children's) that the processes of the first
-    read that did not last to the second had used by the first read, summed on
-    the nearest ancestor that lasted (their time goes into its cutime, cstime
-    when it reaps them)."""
+    """The ticks (own and reaped children's) of the processes of the first read
+    that did not last to the second, summed on the nearest ancestor that lasted
+    (whose cutime, cstime they go into when it reaps them)."""
     out: dict[int, int] = {}
     for pid, (st, _threads) in first.items():
         if pid in same:
@@ -188,11 +178,10 @@ def _reaped_before(first: dict[int, tuple[_Stat, dict[int, _Thread]]],
 
 
 def _placed(seen: list[int], cores: set[int], pid: int) -> float:
-    """The part (0 to 1) of a time that no read can place on a core (threads
-    that ended, reaped children) that goes to `cores`: that of `seen`, the last
-    CPUs the reads saw them (or their siblings) on, in `cores`; where the reads
-    saw none, 1 when the affinity of `pid` (which they inherit) is within
-    `cores`, else 0."""
+    """The part (0 to 1) of a time no read can place on a core (threads that
+    ended, reaped children) that goes to `cores`: that of the CPUs `seen` in
+    `cores`; where none was seen, 1 when the affinity of `pid` (which they
+    inherit) is within `cores`, else 0."""
     if seen:
         return sum(cpu in cores for cpu in seen) / len(seen)
     allowed = _affinity(pid)
@@ -201,8 +190,7 @@ def _placed(seen: list[int], cores: set[int], pid: int) -> float:
 
 def _descendant_cpus(pid: int, kids: list[dict[int, list[int]]],
                      reads: list[dict[int, tuple[_Stat, dict[int, _Thread]]]]) -> list[int]:
-    """The last CPUs of the descendants of `pid` at each read (`kids`: the
-    children of each pid at that read)."""
+    """The last CPUs of the descendants of `pid` at each read (`kids`: its children)."""
     cpus = []
     for children, read in zip(kids, reads):
         todo, seen = list(children.get(pid, [])), {pid}
@@ -220,18 +208,14 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
 
     A process counts, in this order, when (1) it is on `cores` (its last CPU)
     and was runnable (``_runnable``) or used at least BUSY_SHARE of a core on
-    `cores`; or (2) its threads on `cores` (each thread's last CPU) were: one
-    of them runnable, or together at least BUSY_SHARE (an OpenMP job, a JVM
-    whose main thread sleeps elsewhere); or (3) it is on `cores` and its time
-    on `cores` plus that of the time its children used in the interval and it
-    reaped (cutime, cstime, less what they had by the first read:
-    ``_reaped_before``) reached BUSY_SHARE (a build or a script loop of
-    short-lived processes).  A process the first read did not see (started
-    during the interval) counts from zero.  Time on `cores`: a single-threaded
-    process's; of a multi-threaded one, that of its threads on `cores` and the
-    part (``_placed``) of that of its threads that ended in the interval by
-    their CPU at the first read.  The reaped time counts by the part
-    (``_placed``) of the descendants seen at the reads that were on `cores`.
+    `cores`; or (2) its threads on `cores` were: one runnable, or together at
+    least BUSY_SHARE (an OpenMP job, a JVM whose main thread sleeps elsewhere);
+    or (3) it is on `cores` and its time there plus the part (``_placed``) of
+    what its children used in the interval and it reaped (less
+    ``_reaped_before``) reached BUSY_SHARE (a build, a script loop).  A process
+    started during the interval counts from zero.  A multi-threaded process's
+    time on `cores` is that of its threads there and the part (``_placed``) of
+    that of its threads that ended, by their CPU at the first read.
     """
     first = _read_all(exclude)
     start = time.monotonic()
@@ -267,15 +251,10 @@ def busy_processes(cores: set[int], interval: float, exclude: set[int]) -> list[
         if st.threads > 1 or (st0 is not None and st0.threads > 1):
             # never the process's total on its main thread's CPU: each thread
             # where it ran, those that ended where the first read saw them
-            live_on = live_off = 0
-            for tid, (_state, t_ticks, cpu) in threads.items():
-                used = t_ticks - threads0.get(tid, (None, 0, -1))[1]
-                if cpu in cores:
-                    live_on += used
-                else:
-                    live_off += used
-            placed = live_on
-            ended = ticks - live_on - live_off
+            used = {tid: t_ticks - threads0.get(tid, (None, 0, -1))[1]
+                    for tid, (_state, t_ticks, _cpu) in threads.items()}
+            placed = sum(n for tid, n in used.items() if threads[tid][2] in cores)
+            ended = ticks - sum(used.values())
             if ended > 0:
                 placed += ended * _placed(
                     [t[2] for tid, t in threads0.items() if tid not in threads], cores, pid)
