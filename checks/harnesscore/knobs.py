@@ -41,10 +41,8 @@ def env_list(name: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# The one list of the harness's knobs: every environment variable its code
-# reads.  `./harness --help` prints it (``python -m harnesscore.knobs
-# --help-text``), the documentation's knobs page is generated from it
-# (docs/hooks.py), and tests/test_knobs.py fails when the code reads a
+# The one list of the harness's knobs: `./harness --help` prints it, docs/hooks.py
+# makes the knobs page of it, and tests/test_knobs.py fails when the code reads a
 # ``HARNESS_*`` variable that is not here, or this lists one nobody reads.
 
 #: The groups, in the order the help and the docs show them, with their titles.
@@ -80,14 +78,8 @@ class Knob:
     def is_pattern(self) -> bool:
         return '<STACK>' in self.name
 
-    @property
-    def regex(self) -> re.Pattern[str]:
-        """The names this knob stands for, as a whole-name regular expression."""
-        stacks = '(?:' + '|'.join(STACK_NAMES) + ')'
-        return re.compile(re.escape(self.name).replace(re.escape('<STACK>'), stacks) + r'\Z')
-
     def matches(self, name: str) -> bool:
-        return bool(self.regex.match(name))
+        return name in self.names()
 
     def names(self) -> list[str]:
         """Every variable this knob stands for."""
@@ -102,8 +94,8 @@ _SESSION = ('run', 'nightly', 'reframe')
 
 
 def _group(group: str, commands: tuple[str, ...] = (), see: str = '') -> Callable[..., Knob]:
-    """What makes the knobs of `group` from (name, default, meaning): each with the
-    group's `commands` and `see` page unless it names its own."""
+    """What makes the knobs of `group` from (name, default, meaning), with the
+    group's `commands` and `see` page unless they name their own."""
     def make(name: str, default: str, meaning: str, commands: tuple[str, ...] = commands,
              see: str = see) -> Knob:
         return Knob(name, default, meaning, commands, group, see=see)

@@ -5,11 +5,8 @@ Each file starts with a header line naming the '|'-separated fields (the
 ReFrame to ``<name>.log.h<N>`` and is read too.  A line is its run fields, then one
 block of five fields per performance variable.  A line of another width than its
 header is read by its own shape where a failed first record explains it
-(``_reshaped``: rather fail, naming the line, than guess or lose a valid record);
-other lines that do not fit (truncated, corrupt) are skipped and counted, the first
-named in the warning.  A line ends at '\n' (or '\r\n') only: a lone '\r' in a field
-is shown escaped, it does not split the record; NULs at a line's start (what a crash
-leaves of the lines it lost) are one corrupt line, the record after them is read.
+(``_reshaped``); other lines that do not fit (truncated, corrupt) are skipped and
+counted, the first named in the warning.  A line ends at '\n' (or '\r\n') only.
 Files are only read, never modified.
 """
 
@@ -77,11 +74,8 @@ def _getter(indices: list[int]):
 
 
 class _Header:
-    """A header line compiled once: where each field and variable sits.
-
-    Parsing runs once per perflog line, so it indexes the split line directly; a
-    field the header lacks reads the empty string appended after the line's fields.
-    """
+    """A header line compiled once: where each field and variable sits (a field
+    the header lacks reads the empty string appended after the line's fields)."""
 
     def __init__(self, fields: list[str], stats: ReadStats):
         #: the names, without the empty field after a trailing '|'
@@ -176,8 +170,7 @@ def _add_shape(shapes: Shapes, path: str, header: _Header) -> None:
 
 @contextlib.contextmanager
 def _naming(path: str) -> Iterator[None]:
-    """An OSError in its body names `path`: a failed read (EIO) names no file,
-    and the report's error would say only "Input/output error"."""
+    """An OSError in its body names `path` (a failed read, EIO, names no file)."""
     try:
         yield
     except OSError as err:
@@ -200,13 +193,12 @@ def header_shapes(files: Iterable[str]) -> Shapes:
 
 def _reshaped(header: _Header, fields: list[str], path: str, lineno: int,
               shapes: Shapes, cache: dict) -> _Header | None:
-    """The header that reads a line of another width than its own header, by
-    the line's shape, in the two cases a failed first record leaves: a line
-    without variables under a header with some (a failed run), and a line with
-    k blocks of five under a header without variables (a passed run), whose
-    names come from the one header of the same check with k variables.
-    None: no such shape (truncated or corrupt).  PerflogError: k blocks whose
-    names no header of the same check tells unambiguously."""
+    """The header that reads a line of another width than its own, in the two
+    shapes a failed first record leaves: a line without variables under a header
+    with some, and one with k blocks under a header without variables, named by
+    the one header of the same check with k variables.  None: no such shape
+    (truncated or corrupt).  PerflogError: blocks no header names unambiguously
+    (rather fail, naming the line, than guess or lose a valid record)."""
     if header.run_width < 0:
         return None
     extra = len(fields) - header.run_width
@@ -264,8 +256,8 @@ class _Bounded(io.RawIOBase):
 
 
 def _open_text(path: str, limit: int | None) -> IO[str]:
-    """`path` opened as text, lines ending at '\n' only (a lone '\r' is in a field),
-    up to byte `limit` (None: to its end)."""
+    """`path` as text up to byte `limit`, lines ending at '\n' only (a lone '\r' is
+    in a field)."""
     if limit is None:
         return open(path, encoding='utf-8', errors='replace', newline='\n')
     raw = io.BufferedReader(_Bounded(open(path, 'rb', buffering=0), limit), 1 << 20)
@@ -273,8 +265,7 @@ def _open_text(path: str, limit: int | None) -> IO[str]:
 
 
 def _lines(path: str, limit: int | None) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each line of the perflog `path` up to byte
-    `limit` (None: to its end) but the blank ones, headers among them."""
+    """(line number, fields) of each non-blank line of `path` up to byte `limit`."""
     with _naming(path), _open_text(path, limit) as fp:
         for lineno, line in enumerate(fp, 1):
             line = _strip_newline(line)
@@ -298,10 +289,9 @@ def _lines(path: str, limit: int | None) -> Iterator[tuple[int, list[str]]]:
 def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
               source: str = '', shift: int = 0, limit: int | None = None
               ) -> Iterator[Record]:
-    """The records of the perflog `path`, each with its ``source``
-    '<file>:<line>': `source` (default `path`) and the line number plus `shift`
-    (a chunk of another file, parsed apart: ``store``).  `limit`: read only its
-    first `limit` bytes (``store``: what was appended meanwhile waits)."""
+    """The records of the perflog `path`, each with its ``source`` '<file>:<line>':
+    `source` (default `path`) and the line number plus `shift` (``store``'s chunks
+    of a file).  `limit`: read only its first `limit` bytes."""
     stats.files += 1
     source = source or path
     shapes = shapes if shapes is not None else {}
@@ -341,13 +331,10 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
 
 def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
                   stats: ReadStats | None = None) -> list[Record]:
-    """All kernel records under `paths`, optionally only those after `since`.
-    A record read from another file before, the same line (``records.same_line``
-    of a record of its ``records.identity``, as the history store's ingest
-    knows one), is left out: a copy of a perflog (not a link: ``input_files``
-    reads one file once) counted every run twice in the verdicts' and the
-    baseline's samples.  Genuinely different runs never have alike lines
-    (their times, and the job's fields)."""
+    """All kernel records under `paths`, optionally only those after `since`.  A
+    record that is the same line as one read from another file before
+    (``records.same_line``, as the history store's ingest tells them) is left
+    out: a copy of a perflog counted every run twice in the samples."""
     stats = stats if stats is not None else ReadStats()
     files = perflog_files(paths, stats)
     shapes = header_shapes(files)
@@ -364,10 +351,8 @@ def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
 
 
 def run_fields(path: str) -> Iterator[dict[str, str]]:
-    """Every line of the perflog `path` under a header, a kernel's record or not
-    (a build's, another check's), as its fields by their header's names (those
-    of a short line's header after its last field left out): what a line says,
-    read as ``read_file`` reads it, not a record (``session_check`` counts them)."""
+    """Every line of the perflog `path` under a header, a kernel's record or not,
+    as its fields by their header's names (``session_check`` counts them)."""
     header: list[str] | None = None
     for _lineno, fields in _lines(path, None):
         if fields[0] == 'job_completion_time':
