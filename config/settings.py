@@ -22,7 +22,8 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
 
 from harnesscore import paths, quiet
 from harnesscore.bands import soft_zone
@@ -42,12 +43,12 @@ from harnesslib.launch import (
 )
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_T = TypeVar('_T')
 
 
 class HarnessConfigError(SystemExit):
-    """A knob or file the configuration cannot use: one line on stderr and a
-    non-zero exit of ReFrame, whatever the command (a ValueError would be a
-    traceback; an error in a check file is only a warning and 'Ran 0/0')."""
+    """A knob or file the configuration cannot use: one line on stderr and a non-zero
+    exit of ReFrame (an error in a check file is only a warning and 'Ran 0/0')."""
 
 
 def _config_error(msg: str) -> NoReturn:
@@ -75,12 +76,17 @@ def var_dir() -> str:
     return paths.var_dir(_caller_cwd())
 
 
-def reframe_path(path: str) -> str:
-    """`path` as ReFrame can take it (``harnesscore.paths.reframe_path``)."""
+def _checked(fn: Callable[..., _T], *args: object) -> _T:
+    """``fn(*args)``, a ValueError of it a configuration error."""
     try:
-        return paths.reframe_path(path)
+        return fn(*args)
     except ValueError as err:
         _config_error(str(err))
+
+
+def _user_path(path: str) -> str:
+    """A path the user gave, as ReFrame can take it (``paths.reframe_path``)."""
+    return _checked(paths.reframe_path, paths.user_path(path, _caller_cwd()))
 
 
 #: The var dir itself (as the user and hybridverdict name it) ...
@@ -90,24 +96,21 @@ try:
 except OSError as _err:
     _config_error(f'HARNESS_VAR_DIR: cannot create {REAL_VAR_DIR!r}: {_err.strerror}')
 #: ... and as ReFrame is given it (every path of this configuration).
-VAR_DIR = reframe_path(REAL_VAR_DIR)
-#: The stage: ReFrame runs job scripts by their physical path (it resolves it
-#: from inside the folder), so a var dir it cannot take gets a stage folder of
-#: its own beside the link (scratch: outputs and perflogs still go to the var dir).
+VAR_DIR = _checked(paths.reframe_path, REAL_VAR_DIR)
+#: The stage: ReFrame runs job scripts by their physical path, so a var dir it
+#: cannot take gets a stage folder beside the link (outputs still go to the var dir).
 STAGE_DIR = os.path.join(VAR_DIR, 'stage') if VAR_DIR == REAL_VAR_DIR else VAR_DIR + '.stage'
 
 try:
-    # Samples of every kernel run, checked here: an error in a check file
-    # would only be a warning and an empty session with exit status 0.
+    # checked here: an error in a check file is only a warning and an empty session
     samples_per_run()
     #: The shell's MPI and OpenMP tuning variables (OMPI_MCA_*, UCX_*, OMP_*, ...)
     #: and the user's own MPI configuration files: ``clean`` (default) keeps both
     #: out of the runs (``_files_env``), so each partition measures what it claims;
     #: ``keep`` passes them on.  Every run records those in effect (``mpi_env``).
     MPI_ENV_MODE = mpi_env_mode()
-    # The knobs the checks, their job scripts and the sequential rounds read
-    # later, checked here too (later, a bad one fails every run, leaves every
-    # run busy=unknown, or is found only after the whole session).
+    # The knobs read later by the checks, job scripts and sequential rounds, checked
+    # here too (later, a bad one fails every run or is found after the session).
     budget_from_env()
     first_round()
     max_rounds()
@@ -121,7 +124,7 @@ except ValueError as _err:
 
 
 # config/'s own modules (nightly, slurm_systems): ReFrame loads this file under a
-# mangled name, so the directory goes on sys.path first.
+# mangled name.
 sys.path.append(_HERE)
 from slurm_systems import note as _note  # noqa: E402
 
@@ -169,9 +172,8 @@ def _local_partition(name: str, descr: str, features: list[str], extras: dict,
 
 
 def _check_launcher_family(name: str, spec: Stack, prefix: str, launcher: str) -> None:
-    """A prefix given for one stack must hold that stack's launcher: another
-    stack's would fail every run with its own errors (hydra refusing Open MPI's
-    options), not with the harness's stack-mismatch message."""
+    """A prefix given for one stack must hold that stack's launcher: another's would
+    fail every run with its own errors, not the harness's stack-mismatch message."""
     try:
         proc = subprocess.run([launcher, '--version'], capture_output=True, text=True,
                               timeout=30, stdin=subprocess.DEVNULL)
@@ -199,8 +201,8 @@ def _find_stack(name: str, spec: Stack) -> dict | None:
     prefix = os.environ.get(spec.prefix_var, '').strip()
     if prefix:
         # Resolved once; a prefix with characters a shell or CMake would read
-        # (spaces, $, quotes) is given to them through a link (reframe_path).
-        given, prefix = prefix, reframe_path(paths.user_path(prefix, _caller_cwd()))
+        # (spaces, $, quotes) is given to them through a link (_user_path).
+        given, prefix = prefix, _user_path(prefix)
         cc = os.path.join(prefix, 'bin', 'mpicc')
         launchers = [os.path.join(prefix, 'bin', exe) for exe in spec.launchers]
         launcher = next((exe for exe in launchers if os.access(exe, os.X_OK)), None)
@@ -224,12 +226,11 @@ def _find_stack(name: str, spec: Stack) -> dict | None:
 
 
 def _osu_prefix(stack: str) -> str:
-    """OSU Micro-Benchmarks of `stack`: HARNESS_OSU_PREFIX with ``{stack}``
-    replaced by the stack's name ('' when unset: the OSU checks skip)."""
+    """HARNESS_OSU_PREFIX with ``{stack}`` replaced by `stack` ('' when unset)."""
     template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
     if not template:
         return ''
-    return reframe_path(paths.user_path(template.replace('{stack}', stack), _caller_cwd()))
+    return _user_path(template.replace('{stack}', stack))
 
 
 def _selected_stacks() -> list[str]:
@@ -246,12 +247,7 @@ def _selected_stacks() -> list[str]:
 def _files_env(family: str, launcher: str = '') -> dict[str, str]:
     """In ``clean`` mode, what keeps the user's own configuration files out of
     the runs of `family`'s stack (``harnesslib.launch.clean_files_env``)."""
-    if MPI_ENV_MODE != 'clean':
-        return {}
-    try:
-        return clean_files_env(family, launcher)
-    except ValueError as err:
-        _config_error(str(err))
+    return _checked(clean_files_env, family, launcher) if MPI_ENV_MODE == 'clean' else {}
 
 
 def _environments() -> tuple[list[dict], list[str]]:
@@ -314,13 +310,10 @@ from nightly import modes as nightly_modes  # noqa: E402
 from nightly import storage as results_storage  # noqa: E402
 from slurm_systems import slurm_systems, system_dirs  # noqa: E402
 
-try:
-    # A cluster's own stacks (modules) keep the user's files out in clean mode
-    # as well: Hydra's always, Open MPI's where the stack names its sysconfdir.
-    _SLURM_SYSTEMS, _SLURM_ENVS = slurm_systems(VAR_DIR, _ENVS, _STACK_NAMES, _osu_prefix,
-                                                MPI_ENV_MODE)
-except ValueError as _err:      # a cluster file or HARNESS_TEST_CLUSTER it cannot use
-    _config_error(str(_err))
+# a cluster's own stacks keep the user's files out in clean mode as well; a cluster
+# file or HARNESS_TEST_CLUSTER it cannot use is a configuration error
+_SLURM_SYSTEMS, _SLURM_ENVS = _checked(slurm_systems, VAR_DIR, _ENVS, _STACK_NAMES,
+                                       _osu_prefix, MPI_ENV_MODE)
 
 
 # ---- declared topologies: big nodes on a small machine ------------------------------

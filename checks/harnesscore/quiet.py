@@ -1,20 +1,17 @@
 """How quiet the machine was during a performance run.
 
 Every performance run wraps its job in ``python -m harnesscore.quiet before
-quiet.json`` (after the node lock) and ``... after quiet.json``.  Each writes
-a snapshot (``snapshot``: the load average, ``/proc/stat``'s CPU times for
-the steal, the other processes busy on the job's cores, ``busy_processes``),
-and the check reads the file (``read_quiet``) into its perflog fields
-``load_before``, ``load_after``, ``steal_pct``, ``busy_procs``, ``busy`` and
-``busy_detail`` (``harnesscore.schema``).
+quiet.json`` (after the node lock) and ``... after quiet.json``: each writes a
+``snapshot`` (load average, ``/proc/stat``'s CPU times for the steal, the other
+processes busy on the job's cores), and the check reads the file (``read_quiet``)
+into its perflog fields (``harnesscore.schema``).
 
 ``busy`` is ``'true'`` when another process counted on the job's cores in
 either snapshot or the steal time reached ``STEAL_BUSY_PCT``, ``'unknown'``
-without both snapshots (the job died, or ``HARNESS_SNAPSHOTS=0``), else
-``'false'``.  The load average is recorded but not judged: its 1-minute mean
-lags and still counts the ranks of the run before.  A busy run is kept out of
-references and cannot fail a fixed band (``harnesscore.bands``).
-docs/pages/statistics.md, "How quiet was the machine", says more.
+without both snapshots, else ``'false'``.  The load average is recorded but not
+judged: its 1-minute mean lags and still counts the ranks of the run before.  A
+busy run is kept out of references and cannot fail a fixed band
+(docs/pages/statistics.md, "How quiet was the machine").
 """
 
 from __future__ import annotations
@@ -115,10 +112,8 @@ _Thread = tuple[str, int, int]
 
 
 def _threads(pid: int, st: _Stat) -> dict[int, _Thread]:
-    """The threads of a process by thread id, each from its own
-    task/<tid>/stat (a single-threaded one's main thread too: its
-    /proc/<pid>/stat also counts the threads that have ended, which no
-    thread's ticks do)."""
+    """The threads of a process by thread id, each from its task/<tid>/stat (a
+    single-threaded one's too: /proc/<pid>/stat counts ended threads as well)."""
     try:
         tids = ([pid] if st.threads <= 1 else
                 [int(d) for d in os.listdir(f'/proc/{pid}/task') if d.isdigit()])
@@ -148,8 +143,7 @@ def ancestors(pid: int) -> set[int]:
 
 
 def _runnable(state0: str | None, state: str, ticks0: int, ticks1: int) -> bool:
-    """Runnable (state R) at both reads, or at one of them and CPU time grown;
-    state0 is None for what the first read did not see."""
+    """Runnable (R) at both reads, or at one (state0 None: unseen) and CPU time grown."""
     return (state0 == state == 'R') or ('R' in (state0, state) and ticks1 > ticks0)
 
 
@@ -292,10 +286,7 @@ def snapshot(interval: float | None = None) -> dict:
     """One snapshot of the machine from this process's point of view."""
     if interval is None:
         interval = sample_interval()
-    try:
-        cores = set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = set(range(os.cpu_count() or 1))
+    cores = _affinity(0) or set(range(os.cpu_count() or 1))
     return {
         'time': time.time(),
         'load': read_loadavg(),
@@ -402,8 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args[0] == 'show':
         print(json.dumps(read_quiet(args[1]), indent=1))
-        return 0
-    record(args[0], args[1])
+    else:
+        record(args[0], args[1])
     return 0
 
 

@@ -5,21 +5,17 @@
                            [--false-alarm A] [--night-samples N] [--dry-run] [--force]
 
 It writes, per system, the ReFrame ``$ref`` file ``<prefix>/<system>.yaml``
-(``harnesscore.references``; docs/pages/nightly.md#references tells its readers
-how): each reference the median of the runs of one test variant on one partition
-and stack, each tolerance one-sided and sized for a false-alarm rate
-(``harnesscore.stats.reference_band``: the spread within and between sessions, for
-the median of a night's runs, the rate split over the variables of the variant),
-never narrower than ``--floor``.  Only runs that passed, and not on a busy machine
-(``harnesscore.quiet``), count; runs that must not be compared are never pooled:
-where a variant ran with several builds, MPI libraries or node counts, its
-reference comes from those of its latest run, and the others are named.  It prints
-the difference from the existing file and replaces it only with ``--force``,
-keeping the previous version under ``<prefix>/previous/``; both are written whole
-or not at all (``hybridverdict.atomic``), a symlinked file through its link.  The new
-references are merged into the file as read again under an exclusive lock (``flock``
-on ``<prefix>/.lock``), held until it is replaced: two baselines at once (two var
-dirs, one checkout) each merge into what the other wrote.
+(docs/pages/nightly.md#references): each reference the median of the runs of one
+test variant on one partition and stack, each tolerance one-sided and sized for a
+false-alarm rate (``harnesscore.stats.reference_band``), never narrower than
+``--floor``.  Only runs that passed, and not on a busy machine, count; where a
+variant ran with several builds, MPI libraries or node counts, its reference comes
+from those of its latest run, and the others are named.  It prints the difference
+from the existing file and replaces it only with ``--force``, keeping the previous
+version under ``<prefix>/previous/``; both are written whole or not at all
+(``hybridverdict.atomic``).  The new references are merged into the file as read
+again under an exclusive lock on ``<prefix>/.lock``: two baselines at once each
+merge into what the other wrote.
 """
 
 from __future__ import annotations
@@ -88,12 +84,10 @@ def made_with(rec: Record) -> Made:
 
 def collect(records: Iterable[Record],
             left_out: list[str] | None = None) -> dict[str, dict[str, dict[Key, Samples]]]:
-    """system -> test class -> key -> samples, from runs that passed.
-
-    Per test variant (class, partition, stack, variant) only the runs made as
-    its latest run was (:func:`made_with`) count, and per variable only the
-    values in the unit of its latest run; `left_out` receives one line per
-    variant whose other runs, and per variable whose other units, were left out."""
+    """system -> test class -> key -> samples, from runs that passed.  Per test
+    variant only the runs made as its latest run was (``made_with``) count, and
+    per variable only the values in its latest run's unit; `left_out` receives
+    one line per variant, and per variable, whose others were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
     latest: dict[tuple[str, str, str, str, str], Made] = {}
     units: dict[tuple[str, Key], str] = {}     # per class: two checks share variants
@@ -300,8 +294,8 @@ HEADER_FIRST = '# Performance references of this system, written by hybridverdic
 
 
 def own_comments(path: str) -> int:
-    """How many comments of the file at `path` a user wrote (not the header this
-    command writes): the file is written anew from its entries, without them."""
+    """How many comment lines of the file at `path` a user wrote (not our header):
+    the file is written anew from its entries, without them."""
     try:
         with open(path, encoding='utf-8') as fh:
             lines = fh.read().splitlines()
@@ -395,8 +389,8 @@ EXIT_STDOUT_CLOSED = 128 + 13
 
 
 def _stdout_closed() -> int:
-    """Quietly stop after a BrokenPipeError on stdout: what is still buffered for it
-    goes to /dev/null, not into an error at exit."""
+    """Quietly stop after a BrokenPipeError on stdout (what is still buffered goes
+    to /dev/null, not into an error at exit)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -434,9 +428,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``hybridverdict-baseline`` (``baseline``): Ctrl-C, SIGTERM and SIGHUP end it
-    with one line and 128 plus the signal's number (each references file is
-    written whole or not at all: ``atomic``); the command starts in ``__main__``."""
+    """``hybridverdict-baseline``: Ctrl-C, SIGTERM and SIGHUP end ``baseline`` with
+    one line and 128 plus the signal's number (each file is written whole or not)."""
     return run_main(baseline, argv, *BASELINE_STOPPED)
 
 

@@ -3,28 +3,20 @@
 A pair lies inside one ``Record.group`` (system, partition, stack, kernel,
 size, node count, build and MPI library) at one number of cores per node: the
 runs of one hybrid mode and layout against those of a pure-MPI layout (mode
-``mpi``).  Every pure-MPI layout of the group is a reference: a hybrid layout
-gets one verdict per pure-MPI layout, and ``mpi_layout`` says which one.  Runs
-on different node counts are never pooled; ``crossovers`` lines the verdicts of
-one pair up by node count.
+``mpi``), one verdict per pure-MPI layout (``mpi_layout``).  Runs on different
+node counts are never pooled; ``crossovers`` lines them up by node count.
 
 The speedup is T_mpi / T_hybrid (``t_total``); above 1 hybrid is faster.  The
-call is the one rule of ``stats`` (``stats.speedup_call``: WIN, LOSS, TIE or
-INCONCLUSIVE, the interval of the speedup against the band [1/(1+floor), 1+floor];
-see docs/pages/statistics.md); each verdict says how many rounds it stands on, why
-they stopped and, for paired rounds, the median gap between a round's two runs.
-
-With the history, a verdict is ``confirmed`` when each of the last
-``stats.CONFIRM_SESSIONS`` sessions (3) of the history made the same call (a
-pair missing from one of them is not confirmed).
+call is ``stats.speedup_call`` (WIN, LOSS, TIE or INCONCLUSIVE; see
+docs/pages/statistics.md).  With the history, a verdict is ``confirmed`` when
+each of the last ``stats.CONFIRM_SESSIONS`` sessions made the same call.
 
 Failed, unverified and oversubscribed runs never enter a verdict
 (``Record.left_out``); ``unjudged`` lists the pairs that got none for it.  On a
-machine too small for its layouts (test nodes sharing one machine's cores, a
-declared 128-core topology on 2 cores) ``functional`` judges the pairs whose
-only fault is oversubscription, by the same rule, marked ``oversubscribed``:
-the verdict path exercised end to end, never a finding, never confirmed, and
-never among ``verdicts``.
+machine too small for its layouts ``functional`` judges the pairs whose only
+fault is oversubscription, by the same rule, marked ``oversubscribed``: the
+verdict path exercised end to end, never a finding, never confirmed, and never
+among ``verdicts``.
 """
 
 from __future__ import annotations
@@ -95,10 +87,9 @@ Sides = dict[tuple[str, str], list[Record]]
 
 
 def judged_as(rec: Record, variable: str = TIME_VARIABLE) -> list[tuple[str, str]]:
-    """(size, variable) under which a record enters the verdicts: a run that logs
-    per-message-size times (the ring's ``t_msg_<bytes>``) once per message size,
-    the size its label ('8B', '1MiB'), where `variable` is the time variable
-    (a size without a positive time is left out); any other run by `variable`
+    """(size, variable) under which a record enters the verdicts: for the time
+    variable, a run that logs per-message-size times (the ring's ``t_msg_<bytes>``)
+    once per positive one, the size its label ('8B', '1MiB'); else by `variable`
     at its own size, where it has it."""
     if variable == TIME_VARIABLE:
         per_message = [(n, var, value) for var, value in rec.values.items()
@@ -113,12 +104,10 @@ def _pairable(records: Iterable[Record], variable: str,
               admit: Callable[[Record], bool],
               unmeasured: bool = False) -> list[tuple[tuple, Sides]]:
     """The records that `admit` lets in, by (group, cores per node, variable
-    compared), each split into sides by (mode, layout); in report order.  A
-    record enters once per (size, variable) of ``judged_as`` (the ring once per
-    message size, its group's size the message's).  With `unmeasured`, a record
-    that measured none of them (a failed run logs its times as None) enters
-    every (size, variable) of its group and cores, or its own size where the
-    group has none."""
+    compared), each split into sides by (mode, layout), in report order; once per
+    (size, variable) of ``judged_as``.  With `unmeasured`, a record that measured
+    none (a failed run) enters every (size, variable) of its group and cores, or
+    its own size where the group has none."""
     groups: dict[tuple, Sides] = defaultdict(lambda: defaultdict(list))
     keys_of: dict[tuple, list[tuple]] = defaultdict(list)
     blank: list[Record] = []
@@ -256,11 +245,9 @@ def verdicts(records: Iterable[Record], noise_floor: float = DEFAULT_NOISE_FLOOR
              max_rounds: int | None = None) -> list[Verdict]:
     """One verdict per hybrid (mode, layout) and pure-MPI layout of a group, from
     the runs `admit` lets in (the usable ones); with `history` (every record
-    read), each marked confirmed or not.  `max_rounds` is the cap of the
-    sequential rounds, for why a verdict's rounds stopped (None:
-    HARNESS_MAX_ROUNDS, ``plan.max_rounds``, as the sequential rounds' driver);
-    the rounds counted toward it are those run, every run of the pair's
-    layouts among `records` (a failed one too, ``pair_rounds``)."""
+    read), each marked confirmed or not.  `max_rounds`: the cap of the sequential
+    rounds, for why a verdict's rounds stopped (None: ``plan.max_rounds``),
+    counted over every run of the pair's layouts (``pair_rounds``)."""
     records = list(records)
     cap = plan.max_rounds() if max_rounds is None else max_rounds
     runs = _runs_by_name(records)
@@ -293,9 +280,8 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
                   variable: str = TIME_VARIABLE, last: int = stats.CONFIRM_SESSIONS,
                   ) -> dict[tuple, list[str]]:
     """Verdict key -> its call in each of the last `last` sessions of its system in the
-    history, oldest first (sessions as ``changes.sessions`` tells them apart; a store
-    can hold several systems' nightlies, whose sessions alternate); a pair not
-    measured in one of them has fewer calls."""
+    history (``changes.sessions``; several systems' sessions alternate), oldest first;
+    a pair not measured in one of them has fewer calls."""
     from .changes import record_sessions  # polars: only where a history is given
     by_session: dict[tuple[str, int], list[Record]] = defaultdict(list)
     for r, session in zip(history, record_sessions(history)):
@@ -311,8 +297,8 @@ def session_calls(history: Sequence[Record], noise_floor: float = DEFAULT_NOISE_
 def confirm(found: list[Verdict], history: Sequence[Record],
             noise_floor: float = DEFAULT_NOISE_FLOOR, variable: str = TIME_VARIABLE,
             sessions: int = stats.CONFIRM_SESSIONS) -> list[Verdict]:
-    """The verdicts, each confirmed when it made the same call as the report's in each
-    of the last `sessions` sessions of its system in the history."""
+    """The verdicts, each confirmed when it made the same call in each of the last
+    `sessions` sessions of its system in the history."""
     calls = session_calls(history, noise_floor, variable, sessions)
     out = []
     for v in found:
@@ -372,9 +358,8 @@ class Crossover(Where):
 
 @dataclasses.dataclass(frozen=True)
 class NamedCrossover(Crossover):
-    """A crossover among those of several systems, or of a place (system, partition and
-    stack) of several builds or MPI libraries: its build and library, and its stack and
-    partition named as ``Apart`` names them."""
+    """A crossover among those of several systems, or of a place of several builds or
+    MPI libraries: its stack and partition named as ``Apart`` names them."""
 
     build: str = ''
     mpi_library: str = ''
@@ -387,7 +372,7 @@ class NamedCrossover(Crossover):
 
 
 def _tail_start(nodes: Sequence[int], calls: Sequence[str], want: str) -> int | None:
-    """The smallest node count with the call `want` from which no larger node count has
+    """The smallest node count with the call `want` from which no larger one has
     another decided call (INCONCLUSIVE ones neither break nor start the tail)."""
     start = None
     for n, c in zip(reversed(nodes), reversed(calls)):
@@ -478,8 +463,7 @@ def _side(name: str, recs: Sequence[Record]) -> str:
 
 def unjudged(records: Iterable[Record], variable: str = TIME_VARIABLE) -> list[Unjudged]:
     """The pairs ``verdicts`` would judge from the same records had every run been
-    usable, that it does not judge: per node count, with the reason (e.g. on a
-    machine whose test nodes share their cores, every run is oversubscribed)."""
+    usable, that it does not judge: per node count, with the reason."""
     out = []
     for (g, cores, _var), sides in _pairable(records, variable, lambda rec: True,
                                              unmeasured=True):
