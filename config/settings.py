@@ -106,7 +106,7 @@ try:
     samples_per_run()
     #: The shell's MPI and OpenMP tuning variables (OMPI_MCA_*, UCX_*, OMP_*, ...)
     #: and the user's own MPI configuration files: ``clean`` (default) keeps both
-    #: out of the runs (``_files_env``), so each partition measures what it claims;
+    #: out of the runs (``clean_files_env``), so each partition measures what it claims;
     #: ``keep`` passes them on.  Every run records those in effect (``mpi_env``).
     MPI_ENV_MODE = mpi_env_mode()
     # The knobs read later by the checks, job scripts and sequential rounds, checked
@@ -144,18 +144,11 @@ def _runs_on_this_machine() -> bool:
     return system in ('', 'local', 'declared')
 
 
-def _local_processor() -> dict:
-    """This machine's processor for the local partitions (``host_processor``).  A
-    session that runs here with an affinity mask narrower than the CPUs the
-    launchers bind ranks to (``narrowed_affinity``) stops: its runs would leave
-    the CPUs it plans and watches."""
-    why = narrowed_affinity()
-    if why and _runs_on_this_machine():
-        _config_error(why)
-    return host_processor()
-
-
-_LOCAL_PROCESSOR = _local_processor()
+# A session that runs here with an affinity mask narrower than the CPUs the
+# launchers bind ranks to stops: its runs would leave the CPUs it plans and watches.
+if (_why := narrowed_affinity()) and _runs_on_this_machine():
+    _config_error(_why)
+_LOCAL_PROCESSOR = host_processor()
 
 _PARTITIONS = {
     'shm': 'shared memory between the ranks of one node (each stack\'s default)',
@@ -244,12 +237,6 @@ def _selected_stacks() -> list[str]:
     return list(dict.fromkeys(names))     # a stack named twice runs once
 
 
-def _files_env(family: str, launcher: str = '') -> dict[str, str]:
-    """In ``clean`` mode, what keeps the user's own configuration files out of
-    the runs of `family`'s stack (``harnesslib.launch.clean_files_env``)."""
-    return _checked(clean_files_env, family, launcher) if MPI_ENV_MODE == 'clean' else {}
-
-
 def _environments() -> tuple[list[dict], list[str]]:
     envs, names = [], []
     for name in _selected_stacks():
@@ -262,8 +249,10 @@ def _environments() -> tuple[list[dict], list[str]]:
         # `mpirun` this stack's; it binds each rank to a core (a hybrid check widens it).
         bindir = stack_bindir(os.path.join(VAR_DIR, 'stacks'), name, found['cc'],
                               found['launcher'], spec.name)
-        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec.name),
-                      **_files_env(spec.name, found['launcher'])}
+        # in clean mode, the user's own configuration files kept out of the runs
+        files_env = (_checked(clean_files_env, spec.name, found['launcher'])
+                     if MPI_ENV_MODE == 'clean' else {})
+        launch_env = {'PATH': f'{bindir}:$PATH', **rank_binding_env(spec.name), **files_env}
         # What the stack needs to run as root (CI machines are root).
         stack_env = spec.root_env_here()
         # The stack's defaults for the whole system (shm), and one for tcp that
@@ -286,10 +275,8 @@ def _environments() -> tuple[list[dict], list[str]]:
                     'prefix': found['prefix'],
                     'transport': transport,
                     'pinned': dict(pinned),     # other values fail a run (RunBase)
-                    # The Spack spec of the kernels for this stack (docs/pages/spack.md).
-                    'spack_spec': os.environ.get(spec.spack_spec_var, ''),
-                    # checks/osu.py: where this stack's OSU benchmarks are
-                    'osu_prefix': _osu_prefix(name),
+                    'spack_spec': os.environ.get(spec.spack_spec_var, ''),  # spack.md
+                    'osu_prefix': _osu_prefix(name),    # read by checks/osu.py
                 },
             })
     asked = os.environ.get('HARNESS_STACKS', '').strip()

@@ -44,7 +44,7 @@ from .perflog import PerflogError, ReadStats, Record, read_perflogs
 from .records import iso_time, path_option, printable
 
 DEFAULT_FLOOR = 0.05
-#: the file a baseline locks in its prefix (``locked``)
+#: the file a baseline locks in its prefix (``atomic.locked``)
 LOCK = '.lock'
 #: Sessions below which the drift between sessions is poorly measured.
 FEW_SESSIONS = 5
