@@ -67,15 +67,6 @@ def _caller_cwd() -> str:
     return cwd
 
 
-def var_dir() -> str:
-    """``HARNESS_VAR_DIR`` (``harnesscore.paths.var_dir``), a relative one from where
-    the user ran ReFrame; a newline no perflog handler or job script can take."""
-    text = os.environ.get('HARNESS_VAR_DIR', '')
-    if '\n' in text or '\0' in text:
-        _config_error(f'HARNESS_VAR_DIR={text!r}: a path with a newline or NUL')
-    return paths.var_dir(_caller_cwd())
-
-
 def _checked(fn: Callable[..., _T], *args: object) -> _T:
     """``fn(*args)``, a ValueError of it a configuration error."""
     try:
@@ -89,8 +80,13 @@ def _user_path(path: str) -> str:
     return _checked(paths.reframe_path, paths.user_path(path, _caller_cwd()))
 
 
-#: The var dir itself (as the user and hybridverdict name it) ...
-REAL_VAR_DIR = var_dir()
+# no perflog handler or job script can take a newline
+_text = os.environ.get('HARNESS_VAR_DIR', '')
+if '\n' in _text or '\0' in _text:
+    _config_error(f'HARNESS_VAR_DIR={_text!r}: a path with a newline or NUL')
+#: The var dir itself (as the user and hybridverdict name it; a relative one from
+#: where the user ran ReFrame) ...
+REAL_VAR_DIR = paths.var_dir(_caller_cwd())
 try:
     os.makedirs(REAL_VAR_DIR, exist_ok=True)
 except OSError as _err:

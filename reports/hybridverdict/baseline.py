@@ -277,8 +277,7 @@ def diff_rows(old: dict[str, dict[Key, RefTuple]],
                           if was[0] not in (0, None) and now[0] is not None else '')
             if _xfail(entry):
                 status += ' (xfail kept)'
-            part, env, variant, var = key
-            rows.append([cls, part, env, variant, var,
+            rows.append([cls, *key,
                          '' if was is None else f'{was[0]:.6g}', _fmt_tol(was),
                          '' if now is None else f'{now[0]:.6g}', _fmt_tol(now),
                          change, status])

@@ -116,17 +116,6 @@ class _Header:
                 refs[var] = ref
         return refs
 
-    def _slow_variables(self, fields: list[str]) -> tuple[dict, dict, dict]:
-        values: dict[str, float] = {}
-        units: dict[str, str] = {}
-        for var, iv, iu, _ir, _il, _ih in self.variables:
-            value = number(fields[iv])
-            if value is not None:
-                values[var] = value
-                units[var] = fields[iu]
-        refs = {k: v for k, v in self._refs(fields).items() if k in values}
-        return values, units, refs
-
     def parse(self, fields: list[str], source: str) -> Record:
         fields.append('')
         # fast path: every value a number, the units as in an earlier line (one shared
@@ -140,11 +129,15 @@ class _Header:
             units = self.unit_dicts.get(unit_key)
             if units is None:
                 units = self.unit_dicts[unit_key] = dict(zip(self.names, unit_key))
-            refs: dict[str, Ref] = {}
-            if not _NO_REF.issuperset(self.get_refs(fields)):
-                refs = self._refs(fields)
+            refs = {} if _NO_REF.issuperset(self.get_refs(fields)) else self._refs(fields)
         else:
-            values, units, refs = self._slow_variables(fields)
+            values, units = {}, {}
+            for var, iv, iu, _ir, _il, _ih in self.variables:
+                value = number(fields[iv])
+                if value is not None:
+                    values[var] = value
+                    units[var] = fields[iu]
+            refs = {k: v for k, v in self._refs(fields).items() if k in values}
         return from_fields(self.get_run(fields), values, units, refs, source)
 
 
