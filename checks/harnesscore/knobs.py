@@ -57,8 +57,7 @@ GROUPS: dict[str, str] = {
     'test-only': 'test-only: set by the test beds or read by the tests',
 }
 
-#: The MPI stacks a ``<STACK>`` in a knob's name stands for (upper case, as in
-#: ``HARNESS_MPICH_PREFIX``): the stacks of ``harnesscore.stacks``.
+#: The stacks a ``<STACK>`` in a knob's name stands for (``HARNESS_MPICH_PREFIX``).
 STACK_NAMES: tuple[str, ...] = tuple(stack.name.upper() for stack in STACKS)
 
 
@@ -255,9 +254,7 @@ def _wrap(text: str, width: int, first: int, rest: int) -> list[str]:
 
 def _cell(text: str) -> str:
     """`text` as a Markdown table cell: read literally (no emphasis, no HTML)."""
-    for char, escaped in (('|', '\\|'), ('*', '\\*'), ('<', '&lt;'), ('>', '&gt;')):
-        text = text.replace(char, escaped)
-    return text
+    return text.translate(str.maketrans({'|': '\\|', '*': '\\*', '<': '&lt;', '>': '&gt;'}))
 
 
 def _value(text: str) -> str:

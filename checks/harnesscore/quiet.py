@@ -350,9 +350,8 @@ def read_quiet(path: str) -> dict[str, object]:
     except FileNotFoundError:
         data = None
     except (OSError, ValueError) as err:
-        out = summarise(None)
-        out['busy_detail'] = field_text(f'unreadable {os.path.basename(path)}: {err}', 300)
-        return out
+        return {**summarise(None),
+                'busy_detail': field_text(f'unreadable {os.path.basename(path)}: {err}', 300)}
     return summarise(data)
 
 

@@ -176,8 +176,7 @@ def header_shapes(files: Iterable[str]) -> Shapes:
     """The variable blocks of the headers of `files`, per check (first lines only)."""
     shapes: Shapes = {}
     for path in files:
-        with _naming(path), open(path, encoding='utf-8', errors='replace',
-                                 newline='\n') as fp:
+        with _naming(path), _open_text(path, None) as fp:
             first = printable(_strip_newline(fp.readline())).split('|')
         if first[0] == 'job_completion_time':
             _add_shape(shapes, path, _Header(first, ReadStats()))
@@ -324,10 +323,9 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
 
 def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
                   stats: ReadStats | None = None) -> list[Record]:
-    """All kernel records under `paths`, optionally only those after `since`.  A
-    record that is the same line as one read from another file before
-    (``records.same_line``, as the history store's ingest tells them) is left
-    out: a copy of a perflog counted every run twice in the samples."""
+    """All kernel records under `paths`, optionally only those after `since`, less
+    those the same line as one of another file (``records.same_line``, as the
+    history store's ingest tells them): a copy of a perflog counts once."""
     stats = stats if stats is not None else ReadStats()
     files = perflog_files(paths, stats)
     shapes = header_shapes(files)

@@ -150,11 +150,9 @@ def _named_rounds(side: Sequence[Record]) -> list[int] | None:
 
 def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
                 ) -> tuple[Sequence[Record], Sequence[Record]]:
-    """The runs of the rounds both sides have, where every run names its round
-    once per side: the sequential rounds run a pure-MPI layout for every
-    undecided pair of it, so it may have rounds that one hybrid layout lacks.
-    Otherwise (older records, several sessions), or where fewer than 2 rounds
-    are common, the sides as they are."""
+    """The runs of the rounds both sides have, where every run names its round once
+    per side (a pure-MPI layout may have rounds one hybrid layout lacks); else, or
+    where fewer than 2 rounds are common, the sides as they are."""
     rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
     if rounds_m is None or rounds_h is None:
         return mpi, hybrid
@@ -403,11 +401,10 @@ def _pairs_by_nodes(found: Iterable[Verdict]) -> list[tuple[Crossover, Verdict]]
 
 
 def crossovers(found: Iterable[Verdict], min_nodes: int = 1) -> list[Crossover]:
-    """Per pair (everything but the node count) measured on at least `min_nodes` node
-    counts, its verdicts in node order; the cores per node and the layouts are the same
-    at every node count (weak scaling per node).  Where they span several systems, or a
-    place holds several builds or MPI libraries (``Apart``, among these crossovers),
-    each names its own (``NamedCrossover``)."""
+    """Per pair (everything but the node count; weak scaling per node) measured on at
+    least `min_nodes` node counts, its verdicts in node order.  Where they span several
+    systems, or a place holds several builds or MPI libraries (``Apart``), each names
+    its own (``NamedCrossover``)."""
     pairs = [(c, v) for c, v in _pairs_by_nodes(found) if len(c.nodes) >= min_nodes]
     apart = Apart.of(v for _, v in pairs)
     return [NamedCrossover(**dataclasses.asdict(c), build=v.build, mpi_library=v.mpi_library,
