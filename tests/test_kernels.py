@@ -164,11 +164,20 @@ def test_the_launchers_postflags_follow_the_kernel_in_every_context(stacks, tmp_
     shown = subprocess.run(['ctest', '--show-only=json-v1'], cwd=src / 'build',
                            capture_output=True, text=True, check=True).stdout
     tests = {t['name']: t.get('command', []) for t in json.loads(shown)['tests']}
-    for name, contexts in (('ring_bad_skip', 1), ('md_uneven_threads', 2)):
-        cmd = tests[name]
-        kernel = [i for i, a in enumerate(cmd) if a.endswith(('/ring', '/md'))]
-        assert len(kernel) == contexts, cmd
-        assert all(cmd[i + 1:i + 3] == ['--post-a', '--post-b'] for i in kernel), cmd
+    post = ['--post-a', '--post-b']
+    kernels = ('/spmv', '/md', '/ring', '/stream')
+
+    def launches(cmd: list[str]) -> list[list[str]]:
+        """Each launch of a kernel in `cmd`: its file and the words after it
+        (a script's -DEXE=<file;words> too)."""
+        words = [a.removeprefix('-DEXE=').split(';') if a.startswith('-DEXE=') else cmd[i:]
+                 for i, a in enumerate(cmd)]
+        return [w for w in words if w[0].endswith(kernels)]
+    for name, contexts in (('ring_bad_skip', 1), ('md_uneven_threads', 2),
+                           ('md_layouts_agree', 1), ('md_dilute_memory', 1)):
+        assert len(launches(tests[name])) == contexts, tests[name]
+    for name, cmd in tests.items():
+        assert all(w[1:3] == post for w in launches(cmd)), (name, cmd)
 
 
 @pytest.fixture(scope='module')

@@ -48,10 +48,11 @@ kernel_test(md_bad_size_min_time NP 1 THREADS 1 EXPECT_STATUS 2 ENV ${_md_small_
             EXPECT_FAIL "md: the run does not fit: 1 rank\\(s\\) per node x [0-9.e+-]+ GB \\([0-9.e+-]+ GB of the system and [0-9.e+-]+ GB of the per-step times of [0-9]+ steps: --min-time 3600 raised --steps 20\\) exceed 90% of the node's 0.0168 GB. use a smaller --min-time"
             COMMAND md --cells-per-side 2 --cutoff 1.2 --skin 0.1 --steps 20 --rebuild-every 20 --min-time 3600)
 # step-0 energy and virial agree across 1 rank, 2 ranks and 1 rank x 2 threads (1e-12 relative)
-separate_arguments(_md_pre UNIX_COMMAND "${MPIEXEC_PREFLAGS} ${KERNEL_MPIEXEC_PREFLAGS}")
+# (EXE: the kernel's file and the launcher's flags after it)
+kernel_launch_words(_md_pre _md_exe md)
 add_test(NAME md_layouts_agree
          COMMAND ${CMAKE_COMMAND} "-DLAUNCHER=${MPIEXEC_EXECUTABLE}" "-DNPFLAG=${MPIEXEC_NUMPROC_FLAG}"
-                 "-DPRE=${_md_pre}" "-DEXE=$<TARGET_FILE:md>"
+                 "-DPRE=${_md_pre}" "-DEXE=${_md_exe}"
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/tests/md_layouts.cmake)
 set_tests_properties(md_layouts_agree PROPERTIES ENVIRONMENT "${KERNEL_TEST_ENV}" TIMEOUT 120)
 # --min-time: 1 requested step grows to last 1 s (2+ steps unless one step
@@ -92,9 +93,10 @@ set(_md_limit "")
 if(PRLIMIT_EXECUTABLE AND NOT KERNEL_SANITIZE)
   set(_md_limit ${PRLIMIT_EXECUTABLE} --data=1073741824)
 endif()
+kernel_launch_words(_md_pre _md_dilute md --cells-per-side 4 --density 1e-9 --steps 2)
 add_test(NAME md_dilute_memory
          COMMAND ${_md_limit} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${_md_pre}
-                 $<TARGET_FILE:md> --cells-per-side 4 --density 1e-9 --steps 2)
+                 ${_md_dilute})
 set_tests_properties(md_dilute_memory PROPERTIES ENVIRONMENT "${KERNEL_TEST_ENV};OMP_NUM_THREADS=1"
                      TIMEOUT 120 PASS_REGULAR_EXPRESSION "\"verified\":true")
 # a NaN momentum (dt 0.05 blows the system up) fails the momentum check and is

@@ -1,4 +1,5 @@
 # cmake -DLAUNCHER=.. -DNPFLAG=.. -DPRE=.. -DEXE=.. -P md_layouts.cmake
+# (EXE: md's file, then the launcher's flags that follow the program, if any)
 # Runs md on the same small system as 1x1 (mpi), 2x1 (mpi) and 1x2 (masteronly),
 # with half lists, and 1x2 with full lists, and checks that the step-0 pe_0 and virial_0 (printed with %.17g) agree with
 # the 1x1 values to 1e-12 relative.
