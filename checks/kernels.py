@@ -22,6 +22,7 @@ The samples are the checks' ``sample`` parameter (``HARNESS_REPEAT``), not
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import statistics
@@ -82,10 +83,8 @@ class PlannedRun(LowerBounds):
     """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
     layout, or that does not fit ``HARNESS_BUDGET``) is skipped before it
-    starts, with the plan's reason; and where the check passes
-    ``min_time_args`` (spmv, md) its timed loop lasts at least ``min_time``
-    seconds (the kernels' ``--min-time``), so the figures are per call (or
-    step), not per run."""
+    starts, with the plan's reason.  ``min_time_args``: the figures are per
+    call (or step), not per run."""
 
     #: Seconds every timed loop lasts at least (0: the fixed counts only).
     #: Passed as ``--min-time`` by SpmvCheck (unless its ``iters`` is given)
@@ -124,6 +123,7 @@ class SpmvCheck(KernelCheck, PlannedRun):
     """Chow & Hysom's 27-point SpMV, weak scaling: N^3 rows per core."""
 
     kernel = 'spmv'
+    calls_key = 'iters'
     #: problem, N^3 rows per core: from cache-resident (16: 1.3 MB of matrix
     #: per core) to memory-bound (128: 680 MB per core, far beyond any cache).
     layout, problem, sample = kernel_parameters('spmv', serial=True)
@@ -153,9 +153,6 @@ class SpmvCheck(KernelCheck, PlannedRun):
         if self.mode == 'serial':
             args += ['--decomp-threads', str(self.decomp)]
         return args
-
-    def calls(self, res: dict) -> int:
-        return int(res.get('iters') or 1)
 
     @run_before('run')
     def measure_roof(self):
@@ -249,6 +246,7 @@ class MdCheck(KernelCheck, PlannedRun):
     """
 
     kernel = 'md'
+    calls_key = 'steps'
     layout, problem, sample = kernel_parameters('md')
     #: Timed steps at least (--min-time stretches them).
     steps = variable(int, value=planning.MD_MIN_STEPS)
@@ -257,9 +255,6 @@ class MdCheck(KernelCheck, PlannedRun):
     def kernel_args(self) -> list[str]:
         return ['--cells-per-side', str(self.problem), '--steps', str(self.steps),
                 *self.min_time_args()]
-
-    def calls(self, res: dict) -> int:
-        return int(res.get('steps') or 1)
 
     @run_after('setup')
     def add_phases(self):
@@ -672,10 +667,8 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         part = self.current_partition.fullname
         out = {}
         for var in self.perf_variables:
-            try:
+            with contextlib.suppress(KeyError):
                 out[var] = self.reference[f'{part}:{var}']
-            except KeyError:
-                continue
         return out
 
     def band_samples(self):

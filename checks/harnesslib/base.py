@@ -758,6 +758,8 @@ class KernelCheck(RunBase):
 
     #: Threads whose subdomain each rank owns (serial mode: > threads).
     decomp = variable(int, value=0)
+    #: The RESULT line's count of the timed calls behind its times ('': none).
+    calls_key = ''
 
     @run_after('init')
     def set_layout(self):
@@ -878,9 +880,9 @@ class KernelCheck(RunBase):
                 lambda key=f'{var}_s': self.per_call(key), 's')
 
     def calls(self, res: dict) -> int:
-        """Timed calls (or steps) behind the RESULT line's times; 1 where the
-        times are already per run of a fixed count."""
-        return 1
+        """Timed calls (or steps) behind the RESULT line's times: its
+        ``calls_key`` field; 1 where the times are already per run of a fixed count."""
+        return int(res.get(self.calls_key) or 1) if self.calls_key else 1
 
     def per_call(self, key: str) -> float:
         """A time of the headline RESULT per call."""
