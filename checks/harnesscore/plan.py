@@ -471,10 +471,9 @@ def process_memory(kernel: str, layout: Layout, size) -> int:
 
 
 def spmv_stream_elements(topo: Topology, override: int = 0) -> int:
-    """STREAM elements per core of the roofline run before spmv (what the check
-    runs and the plan's memory rule and cost model count): `override` (``-S
-    SpmvCheck.stream_elements``) if given, else ``TINY_STREAM_ELEMENTS`` on a
-    declared node, ``SPMV_STREAM_ELEMENTS`` elsewhere."""
+    """STREAM elements per core of the roofline run before spmv, as the check
+    runs it and the plan's memory rule and cost model count it: `override`
+    (``-S SpmvCheck.stream_elements``) where given."""
     if override:
         return int(override)
     return TINY_STREAM_ELEMENTS if topo.declared else SPMV_STREAM_ELEMENTS
@@ -679,14 +678,12 @@ class Plan:
         if verbose:
             lines.append(f'  {"kernel":<7}{"layout":<26}{"size":<17}{"role":<22}'
                          f'{"s/sample":>9} {"mem/proc":>11}')
-            for r in self.runs:
-                lines.append(f'  {r.kernel:<7}{r.name:<26}{str(r.size):<17}{r.role:<22}'
-                             f"{r.seconds:>9.2f}{'*' if r.measured else ' '}"
-                             f' {_gib(r.mem_per_process):>10}')
+            lines += [f'  {r.kernel:<7}{r.name:<26}{str(r.size):<17}{r.role:<22}'
+                      f"{r.seconds:>9.2f}{'*' if r.measured else ' '}"
+                      f' {_gib(r.mem_per_process):>10}' for r in self.runs]
             if self.left_out:
                 lines.append('  left out:')
-                for r in self.left_out:
-                    lines.append(f'    {r.kernel} {r.name} {r.size}: {r.reason}')
+                lines += [f'    {r.kernel} {r.name} {r.size}: {r.reason}' for r in self.left_out]
         known = sum(r.measured for r in self.runs)
         if known:
             lines.append(f'  {known} of {len(self.runs)} runs estimated from this '
@@ -720,8 +717,7 @@ def uses_tiny_sizes(topo: Topology) -> bool:
 
 
 def partition_sizes(kernel: str, topo: Topology) -> tuple:
-    """The sizes of `kernel` the checks run on `topo`: ``TINY_SIZES`` where
-    it ``uses_tiny_sizes``, else ``node_sizes``."""
+    """The sizes of `kernel` the checks run on `topo`."""
     return tuple(TINY_SIZES[kernel]) if uses_tiny_sizes(topo) else node_sizes(kernel, topo)
 
 
@@ -850,13 +846,11 @@ def make_plan(topo: Topology, samples: int = 3, budget_s: float = DEFAULT_BUDGET
 
 
 def session_plan(topo: Topology, samples: int, budget_s: float, batch: bool = False) -> Plan:
-    """The plan the checks follow: the sizes of ``partition_sizes`` (on a
-    declared node the tiny ones), no minimum time on an oversubscribed node,
-    else ``MIN_TIME``; the seconds this partition measured per run where it
-    has them (``measured_costs``), the cost model's elsewhere.  `batch`: a
-    batch of the sequential rounds (``HARNESS_FIRST_ROUND`` > 0), bounded by
-    its driver's own budget: a run left out only for the budget runs
-    (``Plan.unbudgeted``), an infeasible one stays out."""
+    """The plan the checks follow (``partition_sizes``, no minimum time on an
+    oversubscribed node, ``measured_costs`` where this partition has them).
+    `batch`: a batch of the sequential rounds (``HARNESS_FIRST_ROUND`` > 0),
+    bounded by its driver's own budget: a run left out only for the budget
+    runs (``Plan.unbudgeted``), an infeasible one stays out."""
     sizes = {k: partition_sizes(k, topo) for k in SIZES}
     min_time = 0.0 if topo.oversubscribed else MIN_TIME
     measured = measured_costs(topo.name)
@@ -922,10 +916,7 @@ def first_round() -> int:
 
 
 def samples_per_run() -> int:
-    """Samples of every kernel run (``HARNESS_REPEAT``, default 3).
-
-    The samples are a parameter of the checks rather than ReFrame's
-    ``--repeat``: the verdict checks depend on every sample of the runs they
-    judge, and ``--repeat`` renumbers the variants those dependencies name.
-    """
+    """Samples of every kernel run (``HARNESS_REPEAT``, default 3): a parameter
+    of the checks, not ReFrame's ``--repeat``, which renumbers the variants the
+    verdicts depend on (each on every sample of the runs it judges)."""
     return _int_knob('HARNESS_REPEAT', '3', 1, MAX_SAMPLES)
