@@ -228,9 +228,8 @@ class OsuCollectiveBase(OsuBase):
 
     @run_after('setup')
     def set_perf_variables(self):
-        self.perf_variables = {
-            f'lat_{s}': sn.make_performance_function(lambda s=s: self.value(s), 'us')
-            for s in self.sweep()}
+        self.perf_variables = sweep_variables(self.sweep(), lambda _kind, s: self.value(s),
+                                              ('lat',))
 
 
 @rfm.simple_test

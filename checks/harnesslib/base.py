@@ -335,13 +335,13 @@ SWEEP_UNITS = {'lat': 'us', 'bw': 'MB/s'}
 SWEEP_HEADLINES = {'lat': ('latency_8B', 8), 'bw': ('bandwidth_1MiB', MIB)}
 
 
-def sweep_variables(sizes: list[int], value, kinds: tuple[str, ...], headline: str) -> dict:
+def sweep_variables(sizes: list[int], value, kinds: tuple[str, ...], headline: str = '') -> dict:
     """The performance variables of a sweep: ``<kind>_<bytes>`` per size and
-    kind ('lat': us, 'bw': MB/s), then the `headline` kind's headline where
-    the sweep has its size; value(kind, size) reads a figure."""
+    kind ('lat': us, 'bw': MB/s), then the `headline` kind's headline (if any)
+    where the sweep has its size; value(kind, size) reads a figure."""
     out = {f'{kind}_{s}': sn.make_performance_function(
         lambda kind=kind, s=s: value(kind, s), SWEEP_UNITS[kind]) for s in sizes for kind in kinds}
-    name, size = SWEEP_HEADLINES[headline]
+    name, size = SWEEP_HEADLINES.get(headline, ('', None))
     if size in sizes:
         out[name] = sn.make_performance_function(lambda: value(headline, size),
                                                  SWEEP_UNITS[headline])
@@ -553,11 +553,9 @@ class SharedCores(rfm.RegressionTestPlugin):
     Needs ``current_partition``, ``cores``, ``ranks`` and ``threads``."""
 
     def declared_oversubscription(self) -> bool:
-        """True where the configuration says the runs share cores on purpose:
-        a local partition that declares more cores than this machine's physical
-        ones (``extras['declared_topology']``), or a test cluster whose nodes
-        share this machine's cores (``extras['shared_cores']``).  Such runs are
-        flagged oversubscribed and kept out of verdicts."""
+        """True where the configuration says the runs share cores on purpose (a
+        declared topology bigger than this machine, a test cluster on its
+        cores): such runs are flagged oversubscribed and kept out of verdicts."""
         part = self.current_partition
         if part.extras.get('shared_cores'):
             return True
