@@ -83,8 +83,9 @@ class PlannedRun(LowerBounds):
     """A kernel check that follows the session's plan (``harnesscore.plan``):
     a run the plan leaves out on this partition (a size that cannot run on the
     layout, or that does not fit ``HARNESS_BUDGET``) is skipped before it
-    starts, with the plan's reason.  ``min_time_args``: the figures are per
-    call (or step), not per run."""
+    starts, with the plan's reason; where the check passes ``min_time_args``
+    its timed loop lasts at least ``min_time``, and its figures are per call
+    (or step), not per run."""
 
     #: Seconds every timed loop lasts at least (0: the fixed counts only).
     #: Passed as ``--min-time`` by SpmvCheck (unless its ``iters`` is given)
