@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from .apart import Apart
 from .records import size_key
@@ -26,6 +26,14 @@ MAX_NAMED = 3
 def nodes(v: Verdict) -> int:
     """The node count of a verdict."""
     return int(v.nodes or 1)
+
+
+def grouped(items: Iterable, key: Callable) -> dict:
+    """key(item) -> the items of that key, in their order (the keys in first-met order)."""
+    groups: dict = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    return groups
 
 
 def _ranks(layout: str) -> tuple[int, int]:
@@ -79,10 +87,8 @@ def grids(found: Iterable[Verdict]) -> list[Grid]:
     build and MPI library (named in the title where they differ: ``Apart``)."""
     found = list(found)
     apart = Apart.of(found)
-    groups: dict[tuple[str, str, str, int, str, str, str], list[Verdict]] = defaultdict(list)
-    for v in found:
-        groups[(v.kernel, v.stack, v.partition, nodes(v), v.system, v.build,
-                v.mpi_library)].append(v)
+    groups = grouped(found, lambda v: (v.kernel, v.stack, v.partition, nodes(v), v.system,
+                                       v.build, v.mpi_library))
     out = []
     for (kernel, stack, part, n, system, *_), vs in sorted(groups.items()):
         with_mpi = len({v.mpi_layout for v in vs}) > 1
@@ -107,8 +113,9 @@ def _where(v: Verdict, contexts: int, apart: Apart) -> str:
             if contexts > 1 else '')
 
 
-def _sizes(sizes: Iterable[str]) -> str:
-    return ', '.join(sorted(set(sizes), key=size_key))
+def _at_sizes(sizes: Collection[str]) -> str:
+    """'size 64' or 'sizes 64, 128' (`sizes` each once)."""
+    return f'size{"s" if len(sizes) > 1 else ""} ' + ', '.join(sorted(sizes, key=size_key))
 
 
 def _by_layout(vs: list[Verdict], word: str, every: set[str]) -> str:
@@ -116,27 +123,17 @@ def _by_layout(vs: list[Verdict], word: str, every: set[str]) -> str:
 
     `every`: all sizes of the kernel.
     """
-    at: dict[str, list[Verdict]] = defaultdict(list)
-    for v in vs:
-        at[label(v)].append(v)
-    ranked = sorted(at.items(), key=lambda kv: (-len(kv[1]), _row_key(kv[0])))
+    ranked = sorted(grouped(vs, label).items(), key=lambda kv: (-len(kv[1]), _row_key(kv[0])))
     parts = []
     for name, hits in ranked[:MAX_NAMED]:
         sizes = {h.size for h in hits}
         if sizes == every and len(every) > 1:
             parts.append(f'{name} at every size')
         else:
-            parts.append(f'{name} at size{"s" if len(sizes) > 1 else ""} {_sizes(sizes)}')
+            parts.append(f'{name} at {_at_sizes(sizes)}')
     more = len(ranked) - MAX_NAMED
     return (f'It {word} with ' + '; '.join(parts)
             + (f' (and {more} more layout{"s" if more > 1 else ""})' if more > 0 else '') + '.')
-
-
-def counts_text(wins: int, losses: int, ties: int, undecided: int) -> str:
-    """'hybrid wins 0, loses 1, ties 1 and is undecided (INCONCLUSIVE) in 10': each
-    call counted apart, an INCONCLUSIVE comparison never among the ties."""
-    return (f'hybrid wins {wins}, loses {losses}, ties {ties} and is undecided '
-            f'(INCONCLUSIVE) in {undecided}')
 
 
 def kernel_sentences(kernel: str, vs: list[Verdict], apart: Apart | None = None) -> list[str]:
@@ -155,8 +152,10 @@ def kernel_sentences(kernel: str, vs: list[Verdict], apart: Apart | None = None)
     span = (f'{len({v.size for v in vs})} size(s), {len({label(v) for v in vs})} hybrid '
             f'layout(s), {", ".join(where)}'
             + (f', {"/".join(map(str, node_counts))} nodes' if node_counts != [1] else ''))
-    out = [f'{kernel}: {counts_text(len(wins), len(losses), ties, undecided)} of '
-           f'{len(vs)} comparisons with pure MPI at equal cores ({span}).']
+    # each call counted apart, an INCONCLUSIVE comparison never among the ties
+    out = [f'{kernel}: hybrid wins {len(wins)}, loses {len(losses)}, ties {ties} and is '
+           f'undecided (INCONCLUSIVE) in {undecided} of {len(vs)} comparisons with pure MPI '
+           f'at equal cores ({span}).']
 
     def most(word: str, v: Verdict, calls: list[Verdict]) -> str:
         return (f'Hybrid {word} most with {label(v)} at size {v.size}'
@@ -175,19 +174,15 @@ def kernel_sentences(kernel: str, vs: list[Verdict], apart: Apart | None = None)
         out.append(f'Hybrid loses nowhere decidedly ({undecided} undecided).')
     else:
         out.append('Hybrid loses nowhere.')
-    by_size: dict[str, list[Verdict]] = defaultdict(list)
-    for v in vs:
-        by_size[v.size].append(v)
+    by_size = grouped(vs, lambda v: v.size)
     some_win = [s for s, xs in by_size.items() if any(v.verdict == 'WIN' for v in xs)]
     all_lose = [s for s, xs in by_size.items() if all(v.verdict == 'LOSS' for v in xs)]
     if len(by_size) > 1 and (some_win or all_lose):
         parts = []
         if some_win:
-            parts.append(f'some hybrid layout wins at size{"s" if len(some_win) > 1 else ""} '
-                         f'{_sizes(some_win)}')
+            parts.append(f'some hybrid layout wins at {_at_sizes(some_win)}')
         if all_lose:
-            parts.append(f'every hybrid layout loses at size{"s" if len(all_lose) > 1 else ""}'
-                         f' {_sizes(all_lose)}')
+            parts.append(f'every hybrid layout loses at {_at_sizes(all_lose)}')
         out.append(f'By size: {"; ".join(parts)}.')
     return out
 
@@ -196,7 +191,5 @@ def sentences(found: Iterable[Verdict]) -> list[tuple[str, list[str]]]:
     """(kernel, its sentences) for every kernel with verdicts, in kernel order."""
     found = list(found)
     apart = Apart.of(found)
-    by_kernel: dict[str, list[Verdict]] = defaultdict(list)
-    for v in found:
-        by_kernel[v.kernel].append(v)
+    by_kernel = grouped(found, lambda v: v.kernel)
     return [(k, kernel_sentences(k, vs, apart)) for k, vs in sorted(by_kernel.items())]

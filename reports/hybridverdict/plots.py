@@ -86,9 +86,7 @@ def _panels(items: Iterable, key: Callable, cols: int, w: float = 4.2, h: float 
             order: Callable = lambda k: k) -> tuple:
     """A figure of one panel per value of key(item), in `order` of the values:
     the figure and its (axes, (value, items)) pairs; (None, []) without items."""
-    groups: dict = defaultdict(list)
-    for item in items:
-        groups[key(item)].append(item)
+    groups = glance.grouped(items, key)
     if not groups:
         return None, []
     fig, axes = _grid(len(groups), cols, w, h)
@@ -133,6 +131,11 @@ def _nan(values: Iterable[float | None]) -> list[float]:
     return [math.nan if x is None else x for x in values]
 
 
+def _nodes(nodes: int) -> str:
+    """' 4 nodes' in a label, '' on one node."""
+    return f' {nodes} nodes' if nodes > 1 else ''
+
+
 def _num(size: str) -> float | None:
     try:
         return float(size)
@@ -147,12 +150,9 @@ def speedup(rep: Report) -> Figure | None:
     samples = 0
     apart = Apart.of(rep.verdicts)       # a line per system, build and library
     for ax, (kernel, vs) in panels:
-        lines: dict[str, list] = defaultdict(list)
-        for v in vs:
-            nodes = f' {v.nodes} nodes' if v.nodes > 1 else ''
-            lines[f'{v.hybrid_mode} {v.hybrid_layout} vs {v.mpi_layout}{nodes} '
-                  f'{apart.where(v)}'].append(v)
-            samples += v.n_mpi + v.n_hybrid
+        lines = glance.grouped(vs, lambda v: f'{v.hybrid_mode} {v.hybrid_layout} vs '
+                               f'{v.mpi_layout}{_nodes(v.nodes)} {apart.where(v)}')
+        samples += sum(v.n_mpi + v.n_hybrid for v in vs)
         sizes = sorted({v.size for v in vs}, key=size_key)
         numeric = all(_num(s) is not None for s in sizes)
         for label, pts in sorted(lines.items()):
@@ -256,7 +256,7 @@ def efficiencies(rep: Report) -> Figure | None:
     _one(ax)
     ax.set_xticks(range(len(effs)),
                   [f'{apart.where(e)}\nsize {e.size} {e.layout}'
-                   + (f' {e.nodes} nodes' if e.nodes > 1 else '') + f'\nruns {e.samples}'
+                   + _nodes(e.nodes) + f'\nruns {e.samples}'
                    for e in effs], fontsize=7)
     ax.set_ylabel('efficiency')
     ax.legend(fontsize=7, ncol=4, loc='upper right')
@@ -272,8 +272,8 @@ def phases(rep: Report) -> Figure | None:
     apart = Apart.of(rep.phases)         # the system where the rows span several
 
     def bar(r) -> str:           # one bar group per hybrid run, node count and reference
-        nodes = f' {r.nodes} nodes' if r.nodes > 1 else ''
-        return f'{r.hybrid} vs {r.mpi_layout}{nodes} {r.stack_label}@{apart.partition(r)}'
+        return (f'{r.hybrid} vs {r.mpi_layout}{_nodes(r.nodes)} {r.stack_label}'
+                f'@{apart.partition(r)}')
 
     for ax, (size, rs) in panels:
         groups = sorted({bar(r) for r in rs})
@@ -344,7 +344,7 @@ def saturation(rep: Report) -> Figure | None:
         ks = [p[0] for p in pts]
         label = (f'{s.kernel} {apart.where(s)} {bytes_label(s.size, " ")}'
                  + (f' {s.layout}' if len(layouts[key[:-1]]) > 1 else '')
-                 + (f' {s.nodes} nodes' if s.nodes > 1 else '') + f' (n={s.records})')
+                 + _nodes(s.nodes) + f' (n={s.records})')
         ax_abs.plot(ks, [p[1] for p in pts], 'o-', label=label)
         ax_rel.plot(ks, [100 * p[2] for p in pts], 'o-', label=label)
     for ax, ylabel in ((ax_abs, 'bandwidth per node [MB/s]'), (ax_rel, '% of the maximum')):
@@ -365,8 +365,8 @@ def stacks(rep: Report) -> Figure | None:
     ax_lat, ax_bw = axes
     apart = Apart.of(heads, lambda h: (h.system, h.partition, h.stack, h.family))
     # a stack measured on several node counts has a bar per node count: each names its own
-    labels = [f'{apart.stack(h)}\n{apart.partition(h)} {h.family}'
-              + (f' {h.nodes} nodes' if h.nodes > 1 else '') for h in heads]
+    labels = [f'{apart.stack(h)}\n{apart.partition(h)} {h.family}{_nodes(h.nodes)}'
+              for h in heads]
     xs = range(len(heads))
     for ax, figure, ylabel in ((ax_lat, 'latency', 'latency at 8 B [us]'),
                                (ax_bw, 'bandwidth', 'bandwidth at 1 MiB [MB/s]')):
