@@ -69,13 +69,14 @@ class Batch:
         return f'^({alts})%sample=\\d+$'
 
 
-def _records_of(v: Verdict, records: Sequence[Record]) -> list[Record]:
+def _pair_names(v: Verdict, records: Sequence[Record]) -> set[str]:
+    """The display names less %sample of the runs behind a pair's verdict."""
     want = {('mpi', v.mpi_layout), (v.hybrid_mode, v.hybrid_layout)}
-    return [r for r in records
+    return {name_less_sample(r.name) for r in records
             if (r.system, r.partition, r.stack, r.kernel, r.nodes) ==
             (v.system, v.partition, v.stack, v.kernel, v.nodes)
-            and (r.mode, r.layout) in want and r.usable
-            and any(size == v.size for size, _ in judged_as(r, TIME_VARIABLE))]
+            and (r.mode, r.layout) in want and r.usable and r.name
+            and any(size == v.size for size, _ in judged_as(r, TIME_VARIABLE))}
 
 
 def pair_runs(v: Verdict, names: set[str], records: Sequence[Record]) -> list[Record]:
@@ -110,7 +111,7 @@ def undecided(records: Sequence[Record], cap: int, floor: float = stats.DEFAULT_
     for i, v in enumerate(open_):
         if v.stopped == stats.CAP:
             continue
-        names = {name_less_sample(r.name) for r in _records_of(v, records) if r.name}
+        names = _pair_names(v, records)
         if not names:
             continue
         ran = max(v.rounds, rounds_run(pair_runs(v, names, records)))
@@ -131,8 +132,7 @@ def capped_notes(open_: Sequence[Verdict], records: Sequence[Record]) -> list[st
     for v in open_:
         if v.stopped != stats.CAP:
             continue
-        names = {name_less_sample(r.name) for r in _records_of(v, records) if r.name}
-        note = left_out_note(v, pair_runs(v, names, records))
+        note = left_out_note(v, pair_runs(v, _pair_names(v, records), records))
         if note:
             lines.append(f'{v.kernel} {v.size} on {v.system}:{v.partition} {v.stack}, mpi '
                          f'{v.mpi_layout} against {v.hybrid_mode} {v.hybrid_layout}: '
