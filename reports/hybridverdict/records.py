@@ -388,8 +388,7 @@ class ReadStats:
         self.records += 1
         if rec.time > self.now + FUTURE_SLACK:
             self.future += 1
-            if not self.first_future:
-                self.first_future = rec.source
+            self.first_future = self.first_future or rec.source
         return True
 
     def warnings(self) -> list[str]:
@@ -437,10 +436,8 @@ def same_line(a: Record, b: Record) -> bool:
 
 
 #: What a run was made with, beyond what it measured: the fields a performance
-#: engineer diffs between the runs before and after a regression.
-#: In the order they are built and run: the sources, how they were built and
-#: with what, the MPI and how it was tuned, the job's environment and launcher,
-#: where it ran, and the ReFrame that ran it.
+#: engineer diffs between the runs before and after a regression, in the order
+#: they are built and run.
 PROVENANCE_FIELDS = ('src_version', 'build_spec', 'spack_hash', 'compiler', 'mpi_library',
                      'mpi_env', 'loaded_modules', 'launch_command', 'node_names',
                      'kernel_release', 'reframe_version')
@@ -485,14 +482,12 @@ def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: 
                 what: str, error: type[Exception],
                 stats: ReadStats | None = None) -> list[str]:
     """The files given, and those under the directories given whose names
-    `wanted` takes (in subdirectories too where `recursive`), sorted, each once
-    (a file given twice, or given and under a directory given, or through a
-    symbolic or hard link: by its device and inode); `error` for a path that
-    is neither, naming it a `what`.  Under a directory only regular files are
-    taken (opening a FIFO blocks): the others are left out, in
-    ``stats.not_regular`` for a warning.  A folder under one
-    through a link (``perflogs/<system>`` on another file system) is read as
-    ReFrame writes into it; each folder once (a link to a folder above it too)."""
+    `wanted` takes (in subdirectories too where `recursive`), sorted, each file
+    once (by its device and inode: a hard or symbolic link, or a file given
+    twice); `error` for a path that is neither, naming it a `what`.  Under a
+    directory only regular files are taken (opening a FIFO blocks): the others
+    go to ``stats.not_regular`` for a warning.  Folders linked under one
+    (``perflogs/<system>`` on another file system) are read, each once."""
     found: dict[tuple[int, int], str] = {}   # the file (device, inode) -> its path first met
     walked: set[str] = set()         # the real paths of the folders read
 

@@ -89,12 +89,12 @@ def run_report(marker: str, pattern: str) -> str:
     pattern = report_path(pattern)
     since = os.path.getmtime(marker)
     if _OUTPUT in pattern or '{sessionid}' not in pattern:
-        newest = [(when, name) for when, _, name in _written(pattern, since)]
-        return max(newest)[1] if newest else ''
-    folder = os.path.dirname(pattern) or '.'
-    numbered = [(number, name) for _, number, name in
-                _written(os.path.join(folder, os.path.basename(pattern)), since)]
-    return max(numbered)[1] if numbered else ''
+        ranked = [(when, name) for when, _, name in _written(pattern, since)]
+    else:
+        folder = os.path.dirname(pattern) or '.'
+        ranked = [(number, name) for _, number, name in
+                  _written(os.path.join(folder, os.path.basename(pattern)), since)]
+    return max(ranked, default=(0, ''))[1]
 
 
 def session_field(session: str) -> str:

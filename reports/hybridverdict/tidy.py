@@ -47,10 +47,7 @@ def record_columns(records: Sequence[Record], columns: Iterable[str]) -> dict[st
 
 def times(records: Sequence[Record], form: Callable) -> list:
     """form(time) of each record (each time formed once)."""
-    formed: dict[object, object] = {}
-    for r in records:
-        if r.time not in formed:
-            formed[r.time] = form(r.time)
+    formed = {t: form(t) for t in dict.fromkeys(r.time for r in records)}
     return [formed[r.time] for r in records]
 
 
