@@ -276,14 +276,13 @@ def phases(rep: Report) -> Figure | None:
                 f'@{apart.partition(r)}')
 
     for ax, (size, rs) in panels:
-        groups = sorted({bar(r) for r in rs})
-        width = 0.8 / max(1, len(groups))
-        for j, g in enumerate(groups):
-            ratio = {r.phase: math.nan if r.ratio is None else r.ratio
-                     for r in rs if bar(r) == g}
-            n = next(r.samples for r in rs if bar(r) == g)
+        bars = sorted(glance.grouped(rs, bar).items())
+        width = 0.8 / max(1, len(bars))
+        for j, (g, runs) in enumerate(bars):
+            ratio = {r.phase: r.ratio for r in runs}
             ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
-                   [ratio.get(p, math.nan) for p in PHASE_ORDER], width, label=f'{g} (n={n})')
+                   _nan(ratio.get(p) for p in PHASE_ORDER), width,
+                   label=f'{g} (n={runs[0].samples})')
         _one(ax)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)

@@ -51,11 +51,8 @@ _OUTPUT = '\0'
 
 def report_path(pattern: str) -> str:
     """The --report-file `pattern` as ReFrame 4.10 opens it (cli.py:
-    ``os.path.normpath(osext.expandvars(...))``): its environment variables
-    expanded (``$VAR``, ``${VAR}``), the path normalised.  A ``$(cmd)`` or
-    backquoted command is not run (it would run again, to another output, and
-    may do anything): each one is left as ``_OUTPUT``, any part of one file or
-    folder name (``run_report``)."""
+    ``os.path.normpath(osext.expandvars(...))``), each command left as ``_OUTPUT``:
+    not run, since it would run again, to another output, and may do anything."""
     texts = COMMAND.split(pattern)
     return os.path.normpath(_OUTPUT.join(os.path.expandvars(t) for t in texts))
 
