@@ -1,20 +1,15 @@
 """Change points over the history store, and the morning page "Since the last night".
 
-docs/pages/nightly.md (#changes) describes both for their readers.  In short: a
-**series** is one performance variable of one test variant on one system, partition,
-stack and node count, with one point per session (the median of its samples there:
-one noisy night is one point, never many).  On the log of the session medians (a
-level shift is a ratio) E-Divisive's hierarchy proposes change points (``detect``:
-ruptures' exact least-squares split, a permutation test: exact on short segments,
-seeded on long ones), each kept only where both neighbouring segments have
-``min_segment`` sessions, their medians differ by ``magnitude`` and the test's p-value
-is at most ``p_value``: an outlier night cannot make a segment of its own, and inside
-one it barely moves the medians.  The last
-sessions of a series, fewer than ``min_segment``, may be an *unconfirmed* change
-(``_tail``: a stricter test, as every series is tested every night).  Each change
-carries its size with a 95% interval, its direction from the unit and what differs
-in the provenance across it.  The knobs are read in one place, ``Knobs.from_env``
-(``HARNESS_CHANGE_*``; the options of ``hybridverdict changes`` win over them).
+docs/pages/nightly.md (#changes) describes both.  A **series** is one performance
+variable of one test variant on one system, partition, stack and node count, one point
+per session (the median of its samples there: one noisy night is one point, never
+many).  ``detect`` finds change points on the log of the session medians (a level shift
+is a ratio) E-Divisive's way, each with ``min_segment`` sessions on both sides: an
+outlier night cannot make a segment of its own, and inside one it barely moves the
+medians.  Fewer sessions at the end of a series may be an *unconfirmed* change
+(``_tail``: a stricter test, as every series is tested every night).  The knobs are
+read in one place, ``Knobs.from_env`` (``HARNESS_CHANGE_*``; the options of
+``hybridverdict changes`` win over them).
 """
 
 from __future__ import annotations
@@ -121,11 +116,6 @@ class SeriesKey:
     nodes: int
     variable: str
 
-    def labelled(self, system: bool) -> str:
-        """The series's ``_label``, with the system (``<stack>@<system>:<partition>``)
-        where `system`."""
-        return _label(vars(self), self.variable, system)
-
 
 def _label(key: Mapping, variable: str = '', system: bool = False) -> str:
     """'<check>[ <variant>][ <variable>][ <n> nodes], <stack>@[<system>:]<partition>'
@@ -139,6 +129,8 @@ def _label(key: Mapping, variable: str = '', system: bool = False) -> str:
 
 
 KEY_COLUMNS = [f.name for f in dataclasses.fields(SeriesKey)]
+#: a test variant's fields: a series's, its variable aside
+VARIANT_COLUMNS = KEY_COLUMNS[:-1]
 
 
 @dataclasses.dataclass
@@ -173,7 +165,7 @@ class ChangePoint:
 
     @property
     def series(self) -> str:
-        return self.key.labelled(self.with_system)
+        return _label(vars(self.key), self.key.variable, self.with_system)
 
     @property
     def kind(self) -> str:
@@ -394,37 +386,33 @@ class SeriesPoints:
 
 def series_points(history: History, runs: pl.DataFrame,
                   since: dt.datetime | None = None, until: dt.datetime | None = None,
-                  session_starts: Sequence[dt.datetime] | None = None,
+                  session_starts: Sequence[dt.datetime] = (),
                   ) -> list[SeriesPoints]:
     """Every series's session medians (sessions that start in [since, until)): a
-    session starts at its first record (``sessions``; `session_starts`, by session
-    number, as ``_runs`` gives them), verified or not, of any test variant: not at the
-    first verified record of `runs`, which may come after another session's start."""
+    session starts at its first record (`session_starts`, by session number, as
+    ``_runs`` gives them), verified or not, of any test variant: not at the first
+    verified record of `runs`, which may come after another session's start."""
     recs = runs.filter(pl.col('verified'))
     if since is not None or until is not None:
-        if session_starts is not None:
-            starts = pl.DataFrame({'session': range(len(session_starts)),
-                                   'start': list(session_starts)},
-                                  schema={'session': recs.schema['session'],
-                                          'start': recs.schema['time']})
-        else:
-            starts = runs.group_by('session').agg(start=pl.col('time').min())
+        starts = pl.DataFrame({'session': range(len(session_starts)),
+                               'start': list(session_starts)},
+                              schema={'session': recs.schema['session'],
+                                      'start': recs.schema['time']})
         if since is not None:
             starts = starts.filter(pl.col('start') >= since)
         if until is not None:
             starts = starts.filter(pl.col('start') < until)
         recs = recs.join(starts.select('session'), on='session', how='semi')
-    keys = KEY_COLUMNS[:-1]
     per = (history.values.select('rid', 'variable', 'value', 'unit')
-           .join(recs.lazy().select('rid', 'time', 'session', *keys), on='rid')
+           .join(recs.lazy().select('rid', 'time', 'session', *VARIANT_COLUMNS), on='rid')
            .filter(pl.col('value').is_finite() & (pl.col('value') > 0))
            .sort('time', 'rid')
-           .group_by([*keys, 'variable', 'session'])
+           .group_by([*KEY_COLUMNS, 'session'])
            .agg(median=pl.col('value').median(), unit=pl.col('unit').last(),
                 first=pl.col('rid').first(), last=pl.col('rid').last(),
                 noise=(pl.col('value').log().std() / pl.len().sqrt()).fill_null(0.0))
            .sort('session')
-           .group_by([*keys, 'variable'])
+           .group_by(KEY_COLUMNS)
            .agg('session', 'median', 'first', 'last', 'noise', unit=pl.col('unit').last())
            .sort(KEY_COLUMNS)
            .collect())
@@ -758,7 +746,7 @@ def _states(recs: pl.DataFrame, with_system: bool = False) -> dict[str, str]:
     if 'judgement' in recs.columns:
         failed = failed | (pl.col('judgement') == 'fail')
     per = (recs.with_columns(failed=failed)
-           .group_by('system', 'check', 'variant', 'partition', 'stack', 'nodes')
+           .group_by(VARIANT_COLUMNS)
            .agg(pl.col('failed').any()))
     return {_label(row, system=with_system): 'fail' if row['failed'] else 'pass'
             for row in per.iter_rows(named=True)}
@@ -832,9 +820,8 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
     known = _states(night.join(previous, on='system', how='semi'), with_system)
     # the series of the last night's test variants, over the sessions up to the last
     # one, and up to the one before (its systems' sessions before the last)
-    variants = night.select('system', 'check', 'variant', 'partition', 'stack', 'nodes').unique()
-    mine = (recs.join(variants, on=['system', 'check', 'variant', 'partition', 'stack',
-                                    'nodes'], how='semi'), starts)
+    mine = (recs.join(night.select(VARIANT_COLUMNS).unique(), on=VARIANT_COLUMNS, how='semi'),
+            starts)
     after = starts[last + 1] if last + 1 < len(starts) else None
     found = find(history, knobs, until=after, runs=mine, with_system=with_system)
     earlier = find(history, knobs, until=starts[last], runs=mine, with_system=with_system)
@@ -847,7 +834,7 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
         n_series = (history.values.filter(pl.col('value').is_finite() & (pl.col('value') > 0))
                     .select('rid', 'variable')
                     .join(night.lazy().filter(pl.col('verified'))
-                          .select('rid', *KEY_COLUMNS[:-1]), on='rid')
+                          .select('rid', *VARIANT_COLUMNS), on='rid')
                     .select(*KEY_COLUMNS).unique().select(pl.len()).collect().item())
     new = set(known) - set(then)
     return Morning(
