@@ -10,10 +10,8 @@ nodes = n; the accuracy check its ``*_ratio_*``.  Every figure is the median of 
 usable runs, their number beside it.  A curve, fit or saturation series holds the
 runs of one ``Record.group`` (one node count, build and MPI library) only, a
 saturation series those of one mode and layout too; the collectives' fit is the
-exception by design: its abscissa is the rank count n = ranks x nodes, one series
-for the runs on one node (points: their rank counts) and one per ranks per node across
-nodes (points: its node counts), so that a point never pools placements (n = 2 on one
-node and on 1 x 2 nodes).
+exception by design: its abscissa is the rank count n = ranks x nodes, its series
+(``Collective``) such that a point never pools placements.
 """
 
 from __future__ import annotations
@@ -393,9 +391,8 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
     side = {fam: Apart.of((h for h in heads if h.family == fam), _stack_place,
                           build=lambda h: '') for fam in ('ring', 'osu')}
     # the node count where a stack of a partition has rows of several (no nodes column)
-    node_counts: dict[tuple, set[int]] = defaultdict(set)
-    for ring, _ in pairs:
-        node_counts[_stack_place(ring)[:-1]].add(ring.nodes)
+    node_counts = Counter(place for place, _ in {(_stack_place(ring)[:-1], ring.nodes)
+                                                 for ring, _ in pairs})
     rows, data = empty_table()
     for ring, osu in pairs:
         f = _ring_osu_figures(ring, osu)
@@ -403,7 +400,7 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
         ring_build, osu_build = (_side_build(h, '' if one else side[h.family].shown(h))
                                  for h in (ring, osu))
         partition = _with_nodes(systems.partition(ring), ring.nodes,
-                                len(node_counts[_stack_place(ring)[:-1]]))
+                                node_counts[_stack_place(ring)[:-1]])
         rows.append([partition, libraries.stack(ring) if one else ring.stack,
                      ring_build, osu_build, cell(ring.latency), cell(osu.latency),
                      cell(f['latency_ratio'], '.2f'), cell(ring.bandwidth, '.4g'),
@@ -470,13 +467,11 @@ def accuracy_rows(records: Iterable[Record]) -> Table:
     apart = Apart.of(found, lambda k: k[:5])
     # the node count where one variable of a place was measured on several (the table
     # has no column of its own for it)
-    node_counts: dict[tuple, set[int]] = defaultdict(set)
-    for k in found:
-        node_counts[k._replace(nodes=0)].add(k.nodes)
+    node_counts = Counter(k._replace(nodes=0) for k in found)
     rows, data = empty_table()
     for k, xs in sorted(found.items()):
         iv = stats.median_interval(xs)
-        variable = _with_nodes(k.variable, k.nodes, len(node_counts[k._replace(nodes=0)]))
+        variable = _with_nodes(k.variable, k.nodes, node_counts[k._replace(nodes=0)])
         rows.append([apart.partition(k), apart.stack(k), variable, f'{median(xs):.3f}',
                      f'{min(xs):.3f}', f'{max(xs):.3f}', len(xs),
                      f'{iv.low:.3f}-{iv.high:.3f} ({iv.method}, {stats.percent(iv.confidence)})'])
@@ -623,10 +618,8 @@ def rabenseifner(series: list[Saturation], s_ratio: float = S_RATIO) -> list[Rab
     at k > 1 is one CPU per node sending a k times larger message, not k CPUs); on one
     node the ring's "nodes" are ranks sharing memory."""
     # (place, C) -> the masteronly 1 x C run's bandwidth at k = 1
-    masteronly: dict[tuple, float] = {}
-    for s in series:
-        if s.mode == 'masteronly' and s.ranks == 1 and 1 in s.bw:
-            masteronly[(s.place(), s.threads)] = _k_curve(s)[1]
+    masteronly = {(s.place(), s.threads): _k_curve(s)[1] for s in series
+                  if s.mode == 'masteronly' and s.ranks == 1 and 1 in s.bw}
     out = []
     for s in series:
         if s.nodes < 2 or s.mode != 'mpi' or s.threads != 1:
@@ -750,10 +743,8 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
 def several_placements(series: list[Collective]) -> set[tuple]:
     """The (system, partition, stack, kernel, size, build, library) of `series` with
     more than one series (one node, ranks per node): their series name themselves."""
-    per_place: dict[tuple, set[int]] = defaultdict(set)
-    for c in series:
-        per_place[c.place()].add(c.ranks_per_node)
-    return {place for place, kinds in per_place.items() if len(kinds) > 1}
+    per_place = Counter(place for place, _ in {(c.place(), c.ranks_per_node) for c in series})
+    return {place for place, kinds in per_place.items() if kinds > 1}
 
 
 def _fit_ranks(ns: list[int], ts: list[float]) -> LogFit:
