@@ -1,21 +1,17 @@
 """The history store: every record ever read, written once, as Parquet parts.
 
-A nightly report needs the records of its own session and the history of every
-performance variable over every session (a year of nightlies at a big centre:
-millions of records); re-reading every perflog and re-writing the whole history into
-every report does not scale.  So the records are ingested once into a folder of
-Parquet files (``$HARNESS_VAR_DIR/history``) and read back with polars' lazy scans,
-only the columns needed.  Each ``Store.ingest`` that finds new lines writes one part:
+Re-reading every perflog and re-writing the whole history (a year of nightlies at a
+big centre: millions of records) into every report does not scale, so the records are
+ingested once into a folder of Parquet files (``$HARNESS_VAR_DIR/history``) and read
+back with polars' lazy scans, only the columns needed (docs/pages/report.md, "The
+history store").  Each ``Store.ingest`` that finds new lines writes one part:
 ``part-<N>-records.parquet`` (``RECORDS``), ``part-<N>-values.parquet`` (``VALUES``)
 and, last, ``part-<N>.json``, which commits it and says where each perflog was read
-up to, so that the next ingest parses only the lines appended since
-(docs/pages/report.md, "The history store").  Every file is new
-(``atomic.write_new``), so no stored record is ever lost or rewritten; a part
-without its JSON (a crash) is ignored and its number skipped, and one that cannot be
-written (a full disk) is removed: a ``StoreError``, the store as it was.  An ingest holds an
-exclusive lock (``flock`` on ``<store>/.lock``) from reading the latest part to
-committing its own, so that two at once store each record once: the second waits,
-then reads from where the first stopped.
+up to.  Every file is new (``atomic.write_new``): no stored record is ever lost or
+rewritten; a part without its JSON (a crash) is ignored, one that cannot be written
+(a full disk) removed (``StoreError``).  An ingest holds ``flock`` on
+``<store>/.lock`` from reading the latest part to committing its own, so that two at
+once store each record once.
 """
 
 from __future__ import annotations
@@ -170,13 +166,14 @@ class Store:
         #: the Parquet files found readable, with the columns a scan needs
         self._checked: set[str] = set()
 
+    def _error(self, problem: str) -> StoreError:
+        return StoreError(f'history store {self.directory}: {problem}')
+
     def _numbers(self) -> dict[int, set[str]]:
         found: dict[int, set[str]] = {}
         if os.path.isdir(self.directory):
-            for name in os.listdir(self.directory):
-                m = _PART.match(name)
-                if m:
-                    found.setdefault(int(m.group(1)), set()).add(m.group(2))
+            for m in filter(None, map(_PART.match, os.listdir(self.directory))):
+                found.setdefault(int(m.group(1)), set()).add(m.group(2))
         return found
 
     # -- reading -------------------------------------------------------------------
@@ -191,9 +188,8 @@ class Store:
                 continue            # a crash before its commit: ignored
             missing = sorted(_KINDS - kinds)
             if missing:
-                raise StoreError(f'history store {self.directory}: part {n} is committed '
-                                 f'({base}.json) but {base}{missing[0]} is missing: its '
-                                 'records cannot be read')
+                raise self._error(f'part {n} is committed ({base}.json) but '
+                                  f'{base}{missing[0]} is missing: its records cannot be read')
             found.append(base)
         return found
 
@@ -207,12 +203,10 @@ class Store:
             with open(path, encoding='utf-8') as fp:
                 state = json.load(fp)
         except (OSError, ValueError) as err:
-            raise StoreError(f'history store {self.directory}: cannot read {path}: '
-                             f'{err}') from err
+            raise self._error(f'cannot read {path}: {err}') from err
         problem = _bad_state(state)
         if problem:
-            raise StoreError(f'history store {self.directory}: {path} is not a part '
-                             f'description: {problem}')
+            raise self._error(f'{path} is not a part description: {problem}')
         return state
 
     def _check(self, parts: list[str]) -> None:
@@ -226,12 +220,10 @@ class Store:
                 try:
                     columns = pl.read_parquet_schema(path)
                 except (OSError, pl.exceptions.PolarsError) as err:
-                    raise StoreError(f'history store {self.directory}: cannot read {path}: '
-                                     f'{err}') from err
+                    raise self._error(f'cannot read {path}: {err}') from err
                 missing = [c for c in needed if c not in columns]
                 if missing:
-                    raise StoreError(f'history store {self.directory}: {path} lacks the '
-                                     f'column(s) {", ".join(missing)}')
+                    raise self._error(f'{path} lacks the column(s) {", ".join(missing)}')
                 self._checked.add(path)
 
     def _collect(self, frame: pl.LazyFrame) -> pl.DataFrame:
@@ -239,8 +231,7 @@ class Store:
         try:
             return frame.collect()
         except (OSError, pl.exceptions.PolarsError) as err:
-            raise StoreError(f'history store {self.directory}: cannot read its parts: '
-                             f'{err}') from err
+            raise self._error(f'cannot read its parts: {err}') from err
 
     def scan(self) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         """Every stored record and value, lazily (records, values)."""
@@ -284,8 +275,8 @@ class Store:
         """An exclusive lock on the store (``LOCK`` in its folder: ``atomic.locked``):
         another ingest waits for it; a read-only store without one goes on without it
         (a part due fails with its own error)."""
-        return locked(self.directory, LOCK, lambda path, err: StoreError(
-            f'history store {self.directory}: cannot lock {path}: {err}'))
+        return locked(self.directory, LOCK,
+                      lambda path, err: self._error(f'cannot lock {path}: {err}'))
 
     def _ingest(self, files: list[str], stats: ReadStats) -> Ingest:
         """``ingest`` of the perflog `files`, the store locked."""
@@ -366,13 +357,13 @@ class Store:
             written.append(write_new(base + '.json', json.dumps(description, indent=0)))
         except FileExistsError as err:
             _remove(written)
-            raise StoreError(f'history store {self.directory}: part {number} appeared '
-                             'meanwhile (another ingest running?)') from err
+            raise self._error(f'part {number} appeared meanwhile (another ingest '
+                              'running?)') from err
         except (OSError, pl.exceptions.PolarsError) as err:
             # a full disk: the store stays as it was, without this part's files
             _remove(written)
-            raise StoreError(f'history store {self.directory}: cannot write part {number}: '
-                             f'{" ".join(str(err).split())}') from err
+            raise self._error(f'cannot write part {number}: '
+                              f'{" ".join(str(err).split())}') from err
         size = sum(os.path.getsize(base + k) for k in _KINDS)
         return Ingest(base + '.json', len(new), tables.values.height, reread, size)
 
