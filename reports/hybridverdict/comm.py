@@ -391,8 +391,9 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
     side = {fam: Apart.of((h for h in heads if h.family == fam), _stack_place,
                           build=lambda h: '') for fam in ('ring', 'osu')}
     # the node count where a stack of a partition has rows of several (no nodes column)
-    node_counts = Counter(place for place, _ in {(_stack_place(ring)[:-1], ring.nodes)
-                                                 for ring, _ in pairs})
+    node_counts: dict[tuple, set[int]] = defaultdict(set)
+    for ring, _ in pairs:
+        node_counts[_stack_place(ring)[:-1]].add(ring.nodes)
     rows, data = empty_table()
     for ring, osu in pairs:
         f = _ring_osu_figures(ring, osu)
@@ -400,7 +401,7 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
         ring_build, osu_build = (_side_build(h, '' if one else side[h.family].shown(h))
                                  for h in (ring, osu))
         partition = _with_nodes(systems.partition(ring), ring.nodes,
-                                node_counts[_stack_place(ring)[:-1]])
+                                len(node_counts[_stack_place(ring)[:-1]]))
         rows.append([partition, libraries.stack(ring) if one else ring.stack,
                      ring_build, osu_build, cell(ring.latency), cell(osu.latency),
                      cell(f['latency_ratio'], '.2f'), cell(ring.bandwidth, '.4g'),
@@ -743,8 +744,10 @@ def collectives(records: Iterable[Record]) -> list[Collective]:
 def several_placements(series: list[Collective]) -> set[tuple]:
     """The (system, partition, stack, kernel, size, build, library) of `series` with
     more than one series (one node, ranks per node): their series name themselves."""
-    per_place = Counter(place for place, _ in {(c.place(), c.ranks_per_node) for c in series})
-    return {place for place, kinds in per_place.items() if kinds > 1}
+    per_place: dict[tuple, set[int]] = defaultdict(set)
+    for c in series:
+        per_place[c.place()].add(c.ranks_per_node)
+    return {place for place, kinds in per_place.items() if len(kinds) > 1}
 
 
 def _fit_ranks(ns: list[int], ts: list[float]) -> LogFit:
