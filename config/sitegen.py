@@ -1,11 +1,6 @@
-"""``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``.
-
-Run on a login node, it detects what docs/pages/cluster.md lists and writes a
-file in the form of ``config/cluster_template.py``, with a default or a ``FILL IN``
-placeholder for what it cannot detect, and a summary on stdout.  Every command
-runs as an argument list with a timeout.  An existing file is never replaced
-silently: ``--force`` writes ``site_<name>.py.N`` beside it (settings.py loads
-only ``site_*.py``), ``--overwrite`` replaces it.
+"""``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``, what
+docs/pages/cluster.md lists detected on a login node.  Every command runs as an
+argument list with a timeout.
 """
 
 from __future__ import annotations
@@ -1087,11 +1082,10 @@ def _node_size(det: Detection, part: SlurmPartition,
         (r.size, r.nodes or 1) for r in det.sinfo if r.partition == part.name and r.size]
     if not weighed:
         return None, ''
-    sizes = [s for s, _ in weighed]
     counts: collections.Counter[tuple[int, int, int, int]] = collections.Counter()
     for s, n in weighed:
         counts[s.key()] += n
-    same = [s for s in sizes if s.key() == counts.most_common(1)[0][0]]
+    same = [s for s, _ in weighed if s.key() == counts.most_common(1)[0][0]]
     size = same[0]._replace(memory_mib=min(s.memory_mib for s in same))
     return size, '' if len(counts) == 1 else (
         f'its nodes differ ({len(counts)} sizes): the most common is written; give the others '
@@ -1367,11 +1361,9 @@ def _stack_entries(det: Detection) -> Block:
     for stack in STACKS:
         if stack.name in det.stacks:
             continue
-        entry = Block()
         placeholder = {'descr': stack.descr, 'modules': [f'FILL_IN/{stack.name}'], 'cc': 'mpicc',
                        **slurm_systems.launch_keys(stack, stack.slurm_launch)}
-        for key, value in placeholder.items():
-            entry.add(key, value)
+        entry = Block([Item(key, value, []) for key, value in placeholder.items()])
         why = det.absent.get(stack.name)
         if none_found:
             block.add(stack.name, entry, f'{FILL_IN}: no MPI stack was found ({stack.name}: '
