@@ -739,11 +739,6 @@ def render_block(block: Block, indent: int, width: int = WIDTH) -> list[str]:
     return lines
 
 
-def render(block: Block, docstring: str) -> str:
-    return (f'"""{docstring.rstrip()}\n"""\n\nCLUSTER = {{\n'
-            + '\n'.join(render_block(block, 4)) + '\n}\n')
-
-
 # ---- detection ---------------------------------------------------------------------
 
 class ModuleTool(NamedTuple):
@@ -1442,9 +1437,10 @@ def summary(det: Detection, cluster: Block, target: str) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def docstring(det: Detection, name: str) -> str:
+def render(cluster: Block, det: Detection, name: str) -> str:
+    """The site file: its docstring, then CLUSTER."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
-    return f'''The harness on Slurm cluster {name}: written by ``./harness site``.
+    return f'''"""The harness on Slurm cluster {name}: written by ``./harness site``.
 
 Detected on {det.host} at {when} (config/sitegen.py; the form is
 config/cluster_template.py's, which says what every key means).  Each ``{FILL_IN}``
@@ -1458,7 +1454,10 @@ Check the result, on the cluster's login node::
     reframe -C config/settings.py -c checks --system {name} -n StreamCheck --dry-run
 
 then a real run of one check: ``reframe ... --system {name} -n StreamCheck -r``.
-'''
+"""
+
+CLUSTER = {{
+''' + '\n'.join(render_block(cluster, 4)) + '\n}\n'
 
 
 def validate(text: str, var_dir: str) -> dict[str, Any]:
@@ -1559,7 +1558,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run,
     except SiteError as err:
         return _fail(str(err), 2)
     name = cluster.plain()['name']
-    text = render(cluster, docstring(det, name))
+    text = render(cluster, det, name)
     try:
         loaded = validate(text, paths.var_dir())
     except (ValueError, SyntaxError, KeyError, TypeError) as err:
