@@ -698,15 +698,7 @@ static double ring_rep(kc_ctx *ctx, exch *e, long iters) {
 #define RING_MAX_ITERS 100000000L /* --min-time's cap on the ring's count */
 
 /* One batch of --min-time's calibration (kc_min_time_calibrate): ring_rep. */
-typedef struct {
-    kc_ctx *ctx;
-    exch *e;
-} rep_batch;
-
-static double rep_batch_time(void *arg, long n) {
-    rep_batch *b = arg;
-    return ring_rep(b->ctx, b->e, n);
-}
+static double rep_batch_time(kc_ctx *ctx, void *e, long n) { return ring_rep(ctx, e, n); }
 
 /* What one message size gave. */
 typedef struct {
@@ -776,11 +768,11 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
             /* calibration, discarded: batches of 1, 2, 4, ... exchanges until one
              * lasts a tenth of S on the slowest rank (as spmv's), so the pace is
              * not that of one exchange (--iters 1) that the timer barely reads */
-            rep_batch b = {ctx, e};
-            long last_n = 1;
-            r->c.iters = kc_min_time_calibrate(ctx, r->c.iters, o->min_time, RING_MAX_ITERS,
-                                               rep_batch_time, &b, &r->calib_iters,
-                                               &r->calib_s, &last_n);
+            const kc_calibration cal = kc_min_time_calibrate(ctx, r->c.iters, o->min_time,
+                                                             RING_MAX_ITERS, rep_batch_time, e);
+            r->c.iters = cal.count;
+            r->calib_iters = cal.calib_calls;
+            r->calib_s = cal.last_s;
         }
     }
     r->total = 0.0;

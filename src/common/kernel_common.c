@@ -767,16 +767,17 @@ long kc_min_time_count(const kc_ctx *ctx, long requested, double min_time, doubl
     return agreed;
 }
 
-long kc_min_time_calibrate(const kc_ctx *ctx, long requested, double min_time, long cap,
-                           double (*batch)(void *arg, long n), void *arg, long *calib_calls,
-                           double *last_s, long *last_n) {
+kc_calibration kc_min_time_calibrate(kc_ctx *ctx, long requested, double min_time, long cap,
+                                     double (*batch)(kc_ctx *ctx, void *arg, long n), void *arg) {
+    kc_calibration c = {0};
     for (long n = 1;; n *= 2) {
-        const double slowest = batch(arg, n);
-        *calib_calls += n;
-        *last_s = slowest;
-        *last_n = n;
-        if (slowest >= min_time / 10.0 || 2 * n > cap)
-            return kc_min_time_count(ctx, requested, min_time, slowest, n, cap);
+        c.last_s = batch(ctx, arg, n);
+        c.last_n = n;
+        c.calib_calls += n;
+        if (c.last_s >= min_time / 10.0 || 2 * n > cap) {
+            c.count = kc_min_time_count(ctx, requested, min_time, c.last_s, n, cap);
+            return c;
+        }
     }
 }
 

@@ -224,14 +224,18 @@ int kc_num_threads(void);
 long kc_min_time_count(const kc_ctx *ctx, long requested, double min_time, double calib_s,
                        long calib_calls, long cap);
 
-/* --min-time's calibration: `batch(arg, n)` runs n calls and returns their time
- * on the slowest rank (the same on every rank); batches of 1, 2, 4, ... calls
- * run until one lasts a tenth of min_time or the next would pass `cap`, and the
- * count is kc_min_time_count's for the last one.  *calib_calls: the calls the
- * calibration ran; *last_s and *last_n: its last batch's time and calls. */
-long kc_min_time_calibrate(const kc_ctx *ctx, long requested, double min_time, long cap,
-                           double (*batch)(void *arg, long n), void *arg, long *calib_calls,
-                           double *last_s, long *last_n);
+/* --min-time's calibration: `batch(ctx, arg, n)` runs n calls and returns their
+ * time on the slowest rank (the same on every rank); batches of 1, 2, 4, ...
+ * calls run until one lasts a tenth of min_time or the next would pass `cap`,
+ * and the count is kc_min_time_count's for the last one. */
+typedef struct {
+    long count;       /* the calls to time */
+    long calib_calls; /* the calls the calibration ran */
+    double last_s;    /* its last batch's time, slowest rank */
+    long last_n;      /* and calls */
+} kc_calibration;
+kc_calibration kc_min_time_calibrate(kc_ctx *ctx, long requested, double min_time, long cap,
+                                     double (*batch)(kc_ctx *ctx, void *arg, long n), void *arg);
 
 /* A phase timer in the spirit of miniMD's timer.stamp(TIME_COMM): kc_stamp
  * adds the time since the previous stamp (or kc_timer_start) to phase

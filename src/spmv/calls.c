@@ -190,17 +190,16 @@ static void one_call(kc_ctx *ctx, problem *P, double *thr_t, call_times *ct) {
 /* One batch of --min-time's calibration (kc_min_time_calibrate): n calls,
  * their time on the slowest rank. */
 typedef struct {
-    kc_ctx *ctx;
     problem *P;
     double *thr_t;
 } calib_batch;
 
-static double calls_batch(void *arg, long n) {
+static double calls_batch(kc_ctx *ctx, void *arg, long n) {
     calib_batch *b = arg;
     call_times ct;
     const double t0 = spmv_now();
-    for (long c = 0; c < n; ++c) one_call(b->ctx, b->P, b->thr_t, &ct);
-    return kc_max_over_ranks(b->ctx, spmv_now() - t0);
+    for (long c = 0; c < n; ++c) one_call(ctx, b->P, b->thr_t, &ct);
+    return kc_max_over_ranks(ctx, spmv_now() - t0);
 }
 
 /* --min-time: batches of 1, 2, 4, ... calls until one lasts a tenth of
@@ -209,14 +208,12 @@ static double calls_batch(void *arg, long n) {
  * than min_time/10 (the serial run's node-sized box) ends the calibration
  * after one call, so a small --iters keeps such a run short. */
 static long calibrate(kc_ctx *ctx, const options *o, problem *P, double *thr_t, timing *tm) {
-    calib_batch b = {ctx, P, thr_t};
-    double last_s = 0.0;
-    long last_n = 1;
-    const long calls = kc_min_time_calibrate(ctx, o->iters, o->min_time, SPMV_MAX_ITERS,
-                                             calls_batch, &b, &tm->calib_calls, &last_s,
-                                             &last_n);
-    tm->calib_pace = last_s / (double)last_n;
-    return calls;
+    calib_batch b = {P, thr_t};
+    const kc_calibration cal = kc_min_time_calibrate(ctx, o->iters, o->min_time, SPMV_MAX_ITERS,
+                                                     calls_batch, &b);
+    tm->calib_calls = cal.calib_calls;
+    tm->calib_pace = cal.last_s / (double)cal.last_n;
+    return cal.count;
 }
 
 /* After the timed loop (untimed): poison the whole ghost layer of x, the send
