@@ -25,11 +25,9 @@ set_tests_properties(stream_thread_limit_1x2 PROPERTIES PASS_REGULAR_EXPRESSION
 # ranks of different thread counts (MPMD: rank 1 runs 2 threads, rank 0 one):
 # the bandwidth counted rank 0's arrays on every rank (3.56 GB/s for 3 of 2
 # million elements, "threads":1); refused as spmv does
-if(KERNEL_OPENMP)
-  uneven_threads_test(stream_uneven_threads
-    EXPECT_FAIL "stream: ranks run different thread counts \\(1\\.\\.2\\): every rank must own the same arrays"
-    COMMAND stream --mode masteronly --n 100000 --iters 3)
-endif()
+uneven_threads_test(stream_uneven_threads
+  EXPECT_FAIL "stream: ranks run different thread counts \\(1\\.\\.2\\): every rank must own the same arrays"
+  COMMAND stream --mode masteronly --n 100000 --iters 3)
 # Named fault (KERNEL_FAULT=stream_half_triad): the timed repetitions cover
 # half the array; the check from the initial arrays, the scalar and the count
 # of repetitions catches it (exit 3).
