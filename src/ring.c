@@ -208,13 +208,12 @@ static const char *parse_sizes(const char *arg, options *o, char *err, size_t ca
 static const char *parse_one(int c, const char *arg, void *opts, char *err, size_t cap) {
     options *o = opts;
     switch (c) {
-    case 'p':
-        for (int i = 0; i < PAT_COUNT; ++i)
-            if (strcmp(arg, pattern_names[i]) == 0) {
-                o->pattern = (pattern_t)i;
-                return NULL;
-            }
-        return kc_errf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", arg);
+    case 'p': {
+        const int i = kc_name_index(pattern_names, PAT_COUNT, arg);
+        if (i < 0) return kc_errf(err, cap, "unknown pattern '%s' (pingpong, bw, ring)", arg);
+        o->pattern = (pattern_t)i;
+        return NULL;
+    }
     case 's': return parse_sizes(arg, o, err, cap);
     case 'r': return kc_opt_long("reps", arg, 1, 1000, &o->reps, err, cap);
     case 'f':
@@ -530,7 +529,7 @@ static counts size_counts(const options *o, long size) {
         if (c.iters < 1) c.iters = 1;
     }
     if (o->skip < 0) {
-        if (o->pattern == PAT_RING) c.skip = c.iters / 10 > 1 ? c.iters / 10 : 1;
+        if (o->pattern == PAT_RING) c.skip = c.iters / 10;
         else c.skip = o->iters ? b.skip : (long)llround((double)b.skip * o->iters_scale);
         if (c.skip < 1) c.skip = 1;
     }

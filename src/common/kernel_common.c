@@ -24,13 +24,9 @@ const char *kc_mode_name(kc_mode mode) {
     return (mode >= 0 && mode < KC_MODE_COUNT) ? mode_names[mode] : "?";
 }
 
-static int parse_mode(const char *text, kc_mode *mode) {
-    for (int m = 0; m < KC_MODE_COUNT; ++m) {
-        if (strcmp(text, mode_names[m]) == 0) {
-            *mode = (kc_mode)m;
-            return 0;
-        }
-    }
+int kc_name_index(const char *const *names, int n, const char *text) {
+    for (int i = 0; i < n; ++i)
+        if (strcmp(text, names[i]) == 0) return i;
     return -1;
 }
 
@@ -142,10 +138,10 @@ const char *kc_opt_min_time(const char *text, double *out, char *err, size_t cap
 /* --mode: one of cli->modes (the messages: kc_cli.unsupported). */
 static const char *opt_mode(const char *text, const kc_cli *cli, kc_mode *out, char *err,
                             size_t cap) {
-    kc_mode m;
-    const int known = parse_mode(text, &m) == 0;
+    const int m = kc_name_index(mode_names, KC_MODE_COUNT, text);
+    const int known = m >= 0;
     if (known && (cli->modes & KC_MODE_BIT(m))) {
-        *out = m;
+        *out = (kc_mode)m;
         return NULL;
     }
     char names[96] = "";
@@ -270,12 +266,6 @@ int kc_fault(const char *name) { return strcmp(fault_name, name) == 0; }
 static const char *const FAULT_NAMES[] = {
     "none", "spmv_halo_once", "spmv_face_as_interior", "md_list_no_skin", "md_thermo_max",
     "md_drop_ghost_pairs", "md_virial_double", "ring_msg_bytes", "stream_half_triad"};
-
-static int known_fault(const char *name) {
-    for (size_t i = 0; i < sizeof FAULT_NAMES / sizeof FAULT_NAMES[0]; ++i)
-        if (strcmp(FAULT_NAMES[i], name) == 0) return 1;
-    return 0;
-}
 #endif
 
 /* ---- Cores of the logical CPUs ------------------------------------------
@@ -314,14 +304,20 @@ static int cmp_place(const void *a, const void *b) {
     return (x->cpu > y->cpu) - (x->cpu < y->cpu);
 }
 
+/* malloc, or the rank aborts with "out of memory". */
+static void *malloc_or_abort(const kc_ctx *ctx, size_t bytes) {
+    void *p = malloc(bytes);
+    if (!p) kc_abort(ctx, "out of memory");
+    return p;
+}
+
 /* ctx->cpu_core and ctx->ncpus (kc_ctx): every configured logical CPU's core. */
 static void read_cpu_cores(kc_ctx *ctx) {
     const long conf = sysconf(_SC_NPROCESSORS_CONF);
     const int n = conf > 0 && conf < INT_MAX ? (int)conf : 1;
     ctx->ncpus = n;
-    ctx->cpu_core = malloc((size_t)n * sizeof *ctx->cpu_core);
-    cpu_place *place = malloc((size_t)n * sizeof *place);
-    if (!ctx->cpu_core || !place) kc_abort(ctx, "out of memory");
+    ctx->cpu_core = malloc_or_abort(ctx, (size_t)n * sizeof *ctx->cpu_core);
+    cpu_place *place = malloc_or_abort(ctx, (size_t)n * sizeof *place);
     for (int c = 0; c < n; ++c) {
         cpu_place p = {.pkg = topology_value(c, "physical_package_id"),
                        .die = topology_value(c, "die_id"),
@@ -382,7 +378,8 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
      * in their first collective. */
     const char *named = getenv("KERNEL_FAULT");
     if (named && named[0] != '\0') {
-        if (!known_fault(named)) {
+        if (kc_name_index(FAULT_NAMES, (int)(sizeof FAULT_NAMES / sizeof FAULT_NAMES[0]),
+                          named) < 0) {
             if (ctx->rank == 0)
                 fprintf(stderr, "%s: KERNEL_FAULT=%s is not a named fault (see "
                         "docs/pages/kernels.md; none: no fault)\n", kernel, named);
@@ -419,8 +416,7 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
     ctx->threads = team;
 #endif
     read_cpu_cores(ctx);
-    ctx->thread_cpu = malloc((size_t)ctx->threads * sizeof *ctx->thread_cpu);
-    if (!ctx->thread_cpu) kc_abort(ctx, "out of memory");
+    ctx->thread_cpu = malloc_or_abort(ctx, (size_t)ctx->threads * sizeof *ctx->thread_cpu);
     for (int t = 0; t < ctx->threads; ++t) ctx->thread_cpu[t] = -1;
     kc_record_cpu(ctx);
 }
@@ -520,9 +516,8 @@ long kc_gather_counts(const kc_ctx *ctx, MPI_Comm comm, int count, int **counts,
     MPI_Comm_size(comm, &size);
     *counts = *displs = NULL;
     if (rank == 0) {
-        *counts = malloc((size_t)size * sizeof **counts);
-        *displs = malloc((size_t)size * sizeof **displs);
-        if (!*counts || !*displs) kc_abort(ctx, "out of memory");
+        *counts = malloc_or_abort(ctx, (size_t)size * sizeof **counts);
+        *displs = malloc_or_abort(ctx, (size_t)size * sizeof **displs);
     }
     MPI_Gather(&count, 1, MPI_INT, *counts, 1, MPI_INT, 0, comm);
     long total = 0;
@@ -681,15 +676,11 @@ void kc_json_open(kc_json *j, const kc_ctx *ctx) {
     MPI_Get_processor_name(host, &hlen);
     char *hosts = NULL;
     int *cpus = NULL;
-    if (ctx->rank == 0) {
-        hosts = malloc((size_t)ctx->nranks * MPI_MAX_PROCESSOR_NAME);
-        if (!hosts) kc_abort(ctx, "out of memory");
-    }
+    if (ctx->rank == 0) hosts = malloc_or_abort(ctx, (size_t)ctx->nranks * MPI_MAX_PROCESSOR_NAME);
     MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME,
                MPI_CHAR, 0, MPI_COMM_WORLD);
     /* The core of each thread's CPU (the table read in kc_start). */
-    int *core = malloc((size_t)ctx->threads * sizeof *core);
-    if (!core) kc_abort(ctx, "out of memory");
+    int *core = malloc_or_abort(ctx, (size_t)ctx->threads * sizeof *core);
     for (int t = 0; t < ctx->threads; ++t) {
         const int cpu = ctx->thread_cpu[t];
         core[t] = cpu >= 0 && cpu < ctx->ncpus ? ctx->cpu_core[cpu] : -1;
@@ -697,9 +688,8 @@ void kc_json_open(kc_json *j, const kc_ctx *ctx) {
     int *counts = NULL, *displs = NULL, *cores = NULL;
     const long total = kc_gather_counts(ctx, MPI_COMM_WORLD, ctx->threads, &counts, &displs);
     if (ctx->rank == 0) {
-        cpus = malloc((size_t)(total ? total : 1) * sizeof *cpus);
-        cores = malloc((size_t)(total ? total : 1) * sizeof *cores);
-        if (!cpus || !cores) kc_abort(ctx, "out of memory");
+        cpus = malloc_or_abort(ctx, (size_t)(total ? total : 1) * sizeof *cpus);
+        cores = malloc_or_abort(ctx, (size_t)(total ? total : 1) * sizeof *cores);
     }
     MPI_Gatherv(ctx->thread_cpu, ctx->threads, MPI_INT, cpus, counts, displs, MPI_INT,
                 0, MPI_COMM_WORLD);

@@ -48,6 +48,8 @@ typedef struct {
 
 /* The name of a mode ("mpi", "masteronly", ...). */
 const char *kc_mode_name(kc_mode mode);
+/* The index of `text` in names[0..n), or -1. */
+int kc_name_index(const char *const *names, int n, const char *text);
 #define KC_MODE_BIT(m) (1u << (m))
 
 /* Checked conversion of an option value: 0 on success, -1 if `text` is not an
