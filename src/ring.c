@@ -819,7 +819,6 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
         tsum += r->samples[i];
     }
     const double tmean = tsum / (double)o->reps;
-    const int hybrid = o->mode != KC_MODE_MPI;
     const int verified = r->bad_total == 0 && r->sent_actual == r->sent_model;
     double latency_us = NAN, bw_mbps = NAN, bytes_node = 0.0;
     if (o->pattern == PAT_PINGPONG) {
@@ -828,9 +827,7 @@ static void report_size(kc_ctx *ctx, const options *o, const topology *topo, con
     } else if (o->pattern == PAT_BW) {
         bw_mbps = (double)size * (double)o->window / tmin / 1e6;
     } else {
-        /* bytes every node sends per exchange: mpi k ranks x size;
-         * masteronly/multiple: every rank k x size */
-        bytes_node = (double)size * (double)k * (hybrid ? (double)topo->ppn : 1.0);
+        bytes_node = (double)r->sent_model / topo->nnodes; /* model_bytes per node */
         latency_us = tmin * 1e6;
         bw_mbps = bytes_node / tmin / 1e6;
     }
