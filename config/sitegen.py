@@ -1,6 +1,7 @@
 """``./harness site``: a centre's Slurm cluster as ``config/site_<name>.py``, what
 docs/pages/cluster.md lists detected on a login node.  Every command runs as an
-argument list with a timeout.
+argument list with a timeout; an existing file is never replaced unless asked to
+(``--overwrite``).
 """
 
 from __future__ import annotations
@@ -1080,7 +1081,8 @@ def _node_size(det: Detection, part: SlurmPartition,
     counts: collections.Counter[tuple[int, int, int, int]] = collections.Counter()
     for s, n in weighed:
         counts[s.key()] += n
-    same = [s for s, _ in weighed if s.key() == counts.most_common(1)[0][0]]
+    commonest = counts.most_common(1)[0][0]
+    same = [s for s, _ in weighed if s.key() == commonest]
     size = same[0]._replace(memory_mib=min(s.memory_mib for s in same))
     return size, '' if len(counts) == 1 else (
         f'its nodes differ ({len(counts)} sizes): the most common is written; give the others '
