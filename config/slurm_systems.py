@@ -547,15 +547,18 @@ def test_cluster_record(directory: str) -> dict[str, str]:
                 if line and not line.startswith('#') and '=' in line)
 
 
-def _record_count(origin: str, record: dict[str, str], key: str, default: str = '') -> int:
-    """The whole number `key` of a test cluster's record (`default` where absent)."""
+def _record_count(origin: str, record: dict[str, str], key: str, default: str = '',
+                  least: int = 0) -> int:
+    """The whole number `key` (at least `least`) of a test cluster's record (`default`: absent)."""
     text = record.get(key, default)
     if not text:
         raise ValueError(f'{origin}: {key} missing or empty')
-    value = text.strip()
-    if not value.isdecimal():
+    if not text.strip().isdecimal():
         raise ValueError(f'{origin}: {key} must be a whole number, got {text!r}')
-    return int(value)
+    value = int(text)
+    if value < least:
+        raise ValueError(f'{origin}: {key} must be at least {least}, got {value}')
+    return value
 
 
 def test_cluster_spec(record: dict[str, str] | None = None,
@@ -564,16 +567,12 @@ def test_cluster_spec(record: dict[str, str] | None = None,
     """The test cluster as a centre's `CLUSTER` (without a record, 2 nodes with
     this machine's cores); `sysconfdirs`: each stack's system configuration folder."""
     record = record or {}
-    nodes = _record_count(origin, record, 'NODES', '2')
-    if nodes < 1:
-        raise ValueError(f'{origin}: NODES must be at least 1, got {nodes}')
+    nodes = _record_count(origin, record, 'NODES', '2', least=1)
     shared = record.get('SHARED_CORES', '1') == '1'
     if shared:
         processor = host_processor()
     else:
-        cpus = _record_count(origin, record, 'CPUS_PER_NODE')
-        if cpus < 1:
-            raise ValueError(f'{origin}: CPUS_PER_NODE must be at least 1, got {cpus}')
+        cpus = _record_count(origin, record, 'CPUS_PER_NODE', least=1)
         processor = {'num_cpus': cpus, 'num_cpus_per_core': 1, 'num_sockets': 1,
                      'num_cpus_per_socket': cpus}
     # A stack without Debian's packages only where its prefix is given.
