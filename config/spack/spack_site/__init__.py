@@ -128,11 +128,8 @@ def from_wrapper(name: str, mpicc: str, prefix_dir: str, version: str = '') -> S
     if os.path.isdir(mpicc) or not suffix:
         # An unsuffixed mpicc names its own prefix.
         return from_prefix(name, os.path.dirname(bindir), version)
-    links = {}
-    for prog in WRAPPERS + LAUNCHERS:
-        target = os.path.join(bindir, prog + suffix)
-        if os.access(target, os.X_OK):
-            links[f'bin/{prog}'] = target
+    targets = {f'bin/{prog}': os.path.join(bindir, prog + suffix) for prog in WRAPPERS + LAUNCHERS}
+    links = {rel: target for rel, target in targets.items() if os.access(target, os.X_OK)}
     if 'bin/mpic++' not in links and 'bin/mpicxx' in links:
         links['bin/mpic++'] = links['bin/mpicxx']
     if not any(f'bin/{launcher}' in links for launcher in LAUNCHERS):
@@ -240,13 +237,6 @@ def operating_system(os_release: str = '/etc/os-release') -> str:
     return distro.replace('-', '_') + version.replace('-', '_')
 
 
-def _tool_version(cmd: list[str], pattern: str) -> str:
-    match = re.search(pattern, _run(cmd))
-    if not match:
-        raise SiteError(f'cannot tell the version of {cmd[0]} from {shlex.join(cmd)}')
-    return match.group(1)
-
-
 def build_tools(path: str | None) -> dict[str, dict]:
     """cmake and gmake as externals (the ones on PATH)."""
     out = {}
@@ -255,9 +245,13 @@ def build_tools(path: str | None) -> dict[str, dict]:
         found = shutil.which(exe, path=path)
         if not found:
             raise SiteError(f'{exe} not found on PATH (the kernels need {pkg})')
-        version = _tool_version([found, '--version'], pattern)
+        cmd = [found, '--version']
+        version = re.search(pattern, _run(cmd))
+        if not version:
+            raise SiteError(f'cannot tell the version of {found} from {shlex.join(cmd)}')
         out[pkg] = {'buildable': False, 'externals': [
-            {'spec': f'{pkg}@{version}', 'prefix': os.path.dirname(os.path.dirname(found))}]}
+            {'spec': f'{pkg}@{version.group(1)}',
+             'prefix': os.path.dirname(os.path.dirname(found))}]}
     return out
 
 
