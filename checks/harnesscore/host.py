@@ -118,18 +118,13 @@ def launcher_cpus(root: str | None = None) -> set[int]:
     return (online & cgroup_cpus(root)) or online
 
 
-def affinity_cpus() -> set[int]:
-    """The CPUs this process may run on (its affinity mask)."""
-    return set(os.sched_getaffinity(0))
-
-
 def narrowed_affinity(affinity: set[int] | None = None, root: str | None = None) -> str:
     """Why runs started from this process would leave its CPUs, or '': its
     affinity mask (`affinity`, default this process's) narrower than the CPUs
     the launchers bind ranks to (``launcher_cpus``).  The plan, the cores and
     the quiet snapshot would count the mask's CPUs while the ranks run on the
     others."""
-    mine = affinity_cpus() if affinity is None else set(affinity)
+    mine = set(os.sched_getaffinity(0) if affinity is None else affinity)
     wider = launcher_cpus(root)
     if not wider - mine:
         return ''
@@ -177,7 +172,7 @@ def host_processor(cpus: Iterable[int] | None = None, root: str | None = None) -
     unequal numbers of cores of the sockets, or of the NUMA nodes, it declares
     one socket, or no NUMA nodes: no layout places a rank per socket or per
     domain on them."""
-    chosen = sorted(affinity_cpus() if cpus is None else set(cpus))
+    chosen = sorted(set(os.sched_getaffinity(0) if cpus is None else cpus))
     if not chosen:
         raise ValueError('host_processor: no CPUs')
     cores: dict[tuple[str, str, str], list[int]] = {}

@@ -18,11 +18,8 @@ def var_dir(cwd: str | None = None) -> str:
     """``HARNESS_VAR_DIR``, else the checkout's ``var/``: where ``./harness`` and
     ReFrame's configuration put perflogs, stage and reports, so that the report
     tools read what the runs wrote from whichever directory they are run.
-
-    The one reading of the knob: a blank value is the default; ``~`` is
-    expanded; a relative path is taken from `cwd` (default: this process's;
-    ReFrame's configuration passes the directory the user ran ReFrame from),
-    as ``./harness`` takes it from where the user ran it."""
+    The one reading of the knob: a blank value is the default, any other is
+    read as ``user_path`` reads it (from `cwd`)."""
     text = os.environ.get('HARNESS_VAR_DIR', '')
     if not text.strip():
         return os.path.join(REPO_DIR, 'var')
