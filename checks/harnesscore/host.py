@@ -51,9 +51,8 @@ def _read_text(root: str | None, path: str) -> str | None:
 
 def _read_cpus(root: str | None, path: str) -> set[int]:
     """The CPU list in the file `path` under `root` (none where unreadable)."""
-    text = _read_text(root, path)
     try:
-        return cpu_list(text) if text is not None else set()
+        return cpu_list(_read_text(root, path) or '')
     except ValueError:
         return set()
 
