@@ -1,19 +1,11 @@
-"""``harness-spack-site``: the Spack configuration of one system, for spack.yaml
-(docs/pages/spack.md).
+"""``harness-spack-site``: the Spack configuration of one system, for spack.yaml.
 
 Writes ``<config-dir>/<NAME>/`` (default ``config/spack/systems/local`` of the
-checkout, wherever it runs) with
-``packages.yaml`` (every MPI stack found, cmake and gmake as non-buildable
-externals), ``compilers.yaml`` (the system's gcc) and ``definitions.yaml``
-(the list ``stacks``, which spack.yaml crosses with the kernels and OSU).
-
-Spack takes a stack's wrappers from ``<prefix>/bin/mpicc``, and Debian's
-``/usr/bin/mpicc`` is whichever stack won update-alternatives: a kernel built
-``^mpich`` against an external ``mpich prefix=/usr`` would link Open MPI.  A
-stack given by its suffixed wrapper (``mpicc.mpich``) therefore gets a prefix
-of its own under ``--prefix-dir``, of links to its suffixed programs and its
-header directory; a stack given by a real prefix is used as it is.  Stacks
-are found as config/settings.py finds them.
+checkout): ``packages.yaml`` (every MPI stack found as config/settings.py finds
+them, cmake and gmake: non-buildable externals), ``compilers.yaml`` (the system's
+gcc) and ``definitions.yaml`` (the list ``stacks``).  A stack given by its
+suffixed wrapper (``mpicc.mpich``) gets a prefix of links of its own under
+``--prefix-dir``: docs/pages/spack.md says why.
 """
 
 from __future__ import annotations
