@@ -148,21 +148,6 @@ def _named_rounds(side: Sequence[Record]) -> list[int] | None:
     return rounds   # type: ignore[return-value]
 
 
-def same_rounds(mpi: Sequence[Record], hybrid: Sequence[Record],
-                ) -> tuple[Sequence[Record], Sequence[Record]]:
-    """The runs of the rounds both sides have, where every run names its round once
-    per side (a pure-MPI layout may have rounds one hybrid layout lacks); else, or
-    where fewer than 2 rounds are common, the sides as they are."""
-    rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
-    if rounds_m is None or rounds_h is None:
-        return mpi, hybrid
-    common = set(rounds_m) & set(rounds_h)
-    if len(common) < 2 or len(common) == len(mpi) == len(hybrid):
-        return mpi, hybrid
-    return ([r for r, k in zip(mpi, rounds_m) if k in common],
-            [r for r, k in zip(hybrid, rounds_h) if k in common])
-
-
 def rounds_run(*sides: Sequence[Record]) -> int:
     """The rounds run for a pair: the round numbers its runs name, on either side
     (0 where none names one); a round one side failed or lacks was still run.
@@ -207,20 +192,26 @@ def pair_rounds(runs: RunsByName, *sides: Sequence[Record]) -> int:
 
 def judge_pair(mpi: Sequence[Record], hybrid: Sequence[Record], floor: float,
                variable: str = TIME_VARIABLE) -> tuple[stats.Comparison, str]:
-    """The comparison of T_mpi against T_hybrid and its call: the rounds both
-    sides have paired by number (``same_rounds``), never rounds of different
-    numbers."""
-    mpi, hybrid = same_rounds(mpi, hybrid)
+    """The comparison of T_mpi against T_hybrid and its call.  Where every run names
+    its round once per side, round k against round k (never rounds of different
+    numbers), of the rounds both sides have where 2 or more are common (a pure-MPI
+    layout may have rounds one hybrid layout lacks); else the sides as they are."""
     rounds_m, rounds_h = _named_rounds(mpi), _named_rounds(hybrid)
     by_number = rounds_m is not None and rounds_h is not None
+    # paired by time (the i-th run of each), but not where the sides' rounds differ
+    # (fewer than 2 in common): the i-th runs would be of different rounds
+    by_time = True
     if by_number:
+        common = set(rounds_m) & set(rounds_h)
+        if len(common) >= 2:
+            mpi = [r for r, k in zip(mpi, rounds_m) if k in common]
+            hybrid = [r for r, k in zip(hybrid, rounds_h) if k in common]
+        else:
+            by_time = set(rounds_m) == set(rounds_h)
         # round k against round k, whatever order they were logged in
         mpi, hybrid = (sorted(mpi, key=lambda r: round_of(r) or 0),
                        sorted(hybrid, key=lambda r: round_of(r) or 0))
-    # paired by time (the i-th run of each), but not where the sides' rounds differ
-    # (fewer than 2 in common): the i-th runs would be of different rounds
-    times = (([r.logged for r in mpi], [r.logged for r in hybrid])
-             if not by_number or set(rounds_m) == set(rounds_h) else (None, None))
+    times = ([r.logged for r in mpi], [r.logged for r in hybrid]) if by_time else (None, None)
     cmp = stats.compare([r.values[variable] for r in mpi], [r.values[variable] for r in hybrid],
                         *times, floor=floor, in_order=by_number)
     return cmp, stats.speedup_call(cmp.interval, floor)
