@@ -91,13 +91,11 @@ class Apart:
     def stack(self, x: Placed) -> str:
         """'mpich', or 'mpich (cmake Debug)' where its place has several builds."""
         shown = self.shown(x)
-        stack = x.stack
-        return f'{stack} ({shown})' if shown else stack
+        return f'{x.stack} ({shown})' if shown else x.stack
 
     def partition(self, x: Placed) -> str:
         """'shm', or 'alpha:shm' where the items span several systems."""
-        part = x.partition
-        return f'{x.system}:{part}' if self.systems else part
+        return f'{x.system}:{x.partition}' if self.systems else x.partition
 
     def where(self, x: Placed) -> str:
         """'mpich@shm', 'mpich (cmake Debug)@alpha:shm', ..."""
