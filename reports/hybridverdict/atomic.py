@@ -54,9 +54,15 @@ def _staged(path: str, data: Content) -> Iterator[str]:
             os.fsync(fp.fileno())
             yield tmp
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        remove_files([tmp])
         raise
+
+
+def remove_files(paths: Iterable[str]) -> None:
+    """Remove the files `paths` (a caller's own), those already gone aside."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _sync_dir(path: str) -> None:
@@ -72,10 +78,8 @@ def _link_new(tmp: str, path: str) -> None:
     """Give `tmp` the name `path`, which must be free."""
     try:
         os.link(tmp, path)
-    except FileExistsError:
-        raise
     except OSError as err:
-        if err.errno not in _NO_LINKS:
+        if err.errno not in _NO_LINKS:      # FileExistsError too (EEXIST)
             raise
         if os.path.lexists(path):   # no hard links here: rename, if the name is free
             raise FileExistsError(errno.EEXIST, 'will not overwrite', path) from None
@@ -151,11 +155,9 @@ def _open_lock(directory: str, path: str) -> int | None:
     except OSError:
         return None
     for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
-        try:
+        with contextlib.suppress(OSError):
             return os.open(path, flags, 0o666)
-        except OSError:
-            continue
     return None
 
 
-__all__ = ['Content', 'locked', 'unique_stem', 'write_new', 'write_replacing']
+__all__ = ['Content', 'locked', 'remove_files', 'unique_stem', 'write_new', 'write_replacing']

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from . import tidy
-from .atomic import locked, write_new
+from .atomic import locked, remove_files, write_new
 from .perflog import (
     IDENTITY,
     PROVENANCE_FIELDS,
@@ -356,12 +356,12 @@ class Store:
             # commits the part
             written.append(write_new(base + '.json', json.dumps(description, indent=0)))
         except FileExistsError as err:
-            _remove(written)
+            remove_files(written)
             raise self._error(f'part {number} appeared meanwhile (another ingest '
                               'running?)') from err
         except (OSError, pl.exceptions.PolarsError) as err:
             # a full disk: the store stays as it was, without this part's files
-            _remove(written)
+            remove_files(written)
             raise self._error(f'cannot write part {number}: '
                               f'{" ".join(str(err).split())}') from err
         size = sum(os.path.getsize(base + k) for k in _KINDS)
@@ -378,13 +378,6 @@ class Store:
 
 
 _NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
-
-
-def _remove(paths: list[str]) -> None:
-    """Remove the files `paths` (this ingest's own), those already gone aside."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
 
 
 def _bad_state(state: object) -> str:

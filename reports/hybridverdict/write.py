@@ -10,14 +10,13 @@ request (``tidy_formats``).
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import datetime as dt
 import os
 import time
 from collections.abc import Sequence
 
 from . import html, plots, render, tidy
-from .atomic import unique_stem, write_new
+from .atomic import remove_files, unique_stem, write_new
 from .report import Report
 
 #: output kind -> file name suffix
@@ -98,9 +97,7 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
             timings[f'  (tidy {", ".join(tidy_formats)}, in the worker thread)'] = tidy_secs
     except BaseException:
         # the worker thread has ended (the pool's block waits for it): its files too
-        for path in written:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        remove_files(written)
         raise
     finally:
         _close(drawing)    # its process too when a write failed before ``result()``
