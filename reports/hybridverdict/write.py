@@ -72,17 +72,16 @@ def write_all(rep: Report, out_dir: str, now: dt.datetime | None = None,
         meta = rep.meta.as_dict() | {'rows': df.height}
         clock.lap(f'tidy table ({df.height} rows)')
 
+        writers = {'parquet': lambda path: tidy.write_parquet(df, path, meta),
+                   'csv': lambda path: tidy.write_csv(df, path),
+                   'tidy_json': lambda path: tidy.write_json(df, path, meta)}
+
         def tidy_files() -> float:
             start = time.perf_counter()
-            if 'parquet' in paths:
-                tidy.write_parquet(df, paths['parquet'], meta)
-                written.append(paths['parquet'])
-            if 'csv' in paths:
-                tidy.write_csv(df, paths['csv'])
-                written.append(paths['csv'])
-            if 'tidy_json' in paths:
-                tidy.write_json(df, paths['tidy_json'], meta)
-                written.append(paths['tidy_json'])
+            for kind, write in writers.items():
+                if kind in paths:
+                    write(paths[kind])
+                    written.append(paths[kind])
             return time.perf_counter() - start
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
