@@ -115,13 +115,18 @@ def write_csv(df: pl.DataFrame, path: str) -> None:
 _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
-def _json_cells(df: pl.DataFrame) -> pl.DataFrame:
-    """`df`'s cells as the text of JSON values, where no string needs escaping
-    (``_plain``): strings quoted, booleans ``true``/``false`` (polars' CSV
-    writer quotes them as it quotes strings), NaN and infinities (which JSON
-    lacks) null; a null stays null."""
+def _json_cells(df: pl.DataFrame, escape: bool = False) -> pl.DataFrame:
+    """`df`'s cells as the text of JSON values: strings quoted (where `escape`,
+    as ``json.dumps`` writes them; else as they are, for strings that need no
+    escaping: ``_plain``), booleans ``true``/``false`` (polars' CSV writer
+    quotes them as it quotes strings), NaN and infinities (which JSON lacks)
+    null; a null stays null."""
     def cell(c: str, t: pl.DataType) -> pl.Expr:
         col = pl.col(c)
+        if t == pl.String and escape:
+            uniques = df.get_column(c).drop_nulls().unique().to_list()
+            return col.replace_strict({u: json.dumps(u) for u in uniques}, default=None,
+                                      return_dtype=pl.String)
         if t == pl.String:
             return pl.concat_str([pl.lit('"'), col, pl.lit('"')])
         if t.is_float():
@@ -141,19 +146,9 @@ def _plain(df: pl.DataFrame) -> bool:
 
 def _json_rows(df: pl.DataFrame) -> str:
     """The rows as JSON arrays separated by _SEP, without the outer brackets (slow path)."""
-    cells = []
-    for name, dtype in df.schema.items():
-        col = pl.col(name)
-        if dtype == pl.String:
-            uniques = df.get_column(name).drop_nulls().unique().to_list()
-            text_col = col.replace_strict({u: json.dumps(u) for u in uniques}, default=None,
-                                          return_dtype=pl.String)
-        elif dtype.is_float():
-            text_col = pl.when(col.is_finite()).then(col.cast(pl.String))
-        else:
-            text_col = col.cast(pl.String)
-        cells.append(text_col.fill_null('null'))
-    return df.select(pl.concat_str(cells, separator=',')).to_series().str.join(_SEP).item()
+    cells = [pl.col(c).cast(pl.String).fill_null('null') for c in df.columns]
+    return (_json_cells(df, escape=True).select(pl.concat_str(cells, separator=','))
+            .to_series().str.join(_SEP).item())
 
 
 def write_json(df: pl.DataFrame, path: str, meta: dict) -> None:
