@@ -294,8 +294,9 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
             header = _Header(fields, stats)
             _add_shape(shapes, source, header)
             continue
+        where = f'{source}:{lineno + shift}'
         if header is None:
-            stats.skip('no header', where=f'{source}:{lineno + shift}')
+            stats.skip('no header', where=where)
             continue
         # The perf-variable block ends with a '|': tolerate one empty field.
         if fields[-1] == '' and len(fields) != header.width:
@@ -305,13 +306,11 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
             found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped)
             if found is None:
                 stats.skip('field count differs from header (truncated or corrupt)',
-                           where=f'{source}:{lineno + shift}')
+                           where=where)
                 continue
             line_header = found
-        if (line_header.kernel is not None
-                and fields[line_header.kernel] in NO_KERNEL):
+        if line_header.kernel is not None and fields[line_header.kernel] in NO_KERNEL:
             continue  # a build or other non-kernel test: nothing to pair
-        where = f'{source}:{lineno + shift}'
         try:
             rec = line_header.parse(fields, where)
         except UNPARSABLE as err:
