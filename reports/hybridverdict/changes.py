@@ -73,7 +73,6 @@ class Knobs:
         if name == 'p_value' and not MIN_P_VALUE <= x <= 1:
             return f'must be in [{MIN_P_VALUE:g}, 1]'
         if name == 'magnitude' and not 0 <= x < 1:
-            # a drop is at most 100% (after / before - 1 >= -1): 1 or more found rises only
             return 'must be in [0, 1) (a drop is at most 100%: 1 or more finds no drop)'
         if name == 'session_gap' and not 0 < x <= MAX_SESSION_GAP:
             return f'must be positive minutes, at most {MAX_SESSION_GAP:g}'
@@ -394,15 +393,9 @@ def series_points(history: History, runs: pl.DataFrame,
     verified record of `runs`, which may come after another session's start."""
     recs = runs.filter(pl.col('verified'))
     if since is not None or until is not None:
-        starts = pl.DataFrame({'session': range(len(session_starts)),
-                               'start': list(session_starts)},
-                              schema={'session': recs.schema['session'],
-                                      'start': recs.schema['time']})
-        if since is not None:
-            starts = starts.filter(pl.col('start') >= since)
-        if until is not None:
-            starts = starts.filter(pl.col('start') < until)
-        recs = recs.join(starts.select('session'), on='session', how='semi')
+        wanted = [n for n, start in enumerate(session_starts)
+                  if (since is None or start >= since) and (until is None or start < until)]
+        recs = recs.filter(pl.col('session').is_in(wanted))
     per = (history.values.select('rid', 'variable', 'value', 'unit')
            .join(recs.lazy().select('rid', 'time', 'session', *VARIANT_COLUMNS), on='rid')
            .filter(pl.col('value').is_finite() & (pl.col('value') > 0))
@@ -516,11 +509,6 @@ def permutation_p(pool: np.ndarray, knobs: Knobs, seed: int = 0) -> float:
     return _sampled_p(pool, knobs, observed, seed)
 
 
-def _ratio(a: np.ndarray, b: np.ndarray) -> float:
-    """median(after) / median(before) from log values."""
-    return math.exp(float(np.median(b)) - float(np.median(a)))
-
-
 def _best_split(x: np.ndarray, min_segment: int) -> int:
     """Where the one best mean shift of `x` splits it (ruptures' KernelCPD, linear
     kernel: the exact least-squares split, in C)."""
@@ -555,7 +543,7 @@ def detect(medians: Sequence[float], knobs: Knobs) -> list[tuple[int, float]]:
         tested = []
         for i in range(1, len(bounds) - 1):
             a, b = logs[bounds[i - 1]:bounds[i]], logs[bounds[i]:bounds[i + 1]]
-            size = abs(_ratio(a, b) - 1)
+            size = abs(math.exp(float(np.median(b)) - float(np.median(a))) - 1)  # of the medians
             p = permutation_p(logs[bounds[i - 1]:bounds[i + 1]], knobs) \
                 if size >= knobs.magnitude else 1.0
             tested.append(p)
