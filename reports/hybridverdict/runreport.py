@@ -141,10 +141,7 @@ def read_run_report(path: str, stats: ReadStats) -> list[Record]:
 
 
 def read_run_reports(paths: Iterable[str], stats: ReadStats) -> list[Record]:
-    out: list[Record] = []
-    for path in report_files(paths, stats):
-        out += read_run_report(path, stats)
-    return out
+    return [rec for path in report_files(paths, stats) for rec in read_run_report(path, stats)]
 
 
 def _key(r: Record) -> tuple:
