@@ -417,17 +417,19 @@ def series_points(history: History, runs: pl.DataFrame,
 
 # ---- detection -----------------------------------------------------------------------
 
+def _shift_stat(left: np.ndarray, k: np.ndarray, total: np.ndarray | float, m: int) -> np.ndarray:
+    """The mean-shift statistic k (m - k) / m (mean before - mean after)^2 of splitting
+    m points (sum `total`) after the first k (sum `left`)."""
+    return k * (m - k) / m * (left / k - (total - left) / (m - k)) ** 2
+
+
 def _split_stat(x: np.ndarray, min_segment: int) -> np.ndarray:
-    """The largest mean-shift statistic k (m - k) / m (mean before - mean after)^2 over
-    the splits k of each row of `x` (rows: orderings of one pool of m points) that
-    leave at least `min_segment` points on each side."""
+    """The largest ``_shift_stat`` over the splits of each row of `x` (rows: orderings
+    of one pool of m points) that leave at least `min_segment` points on each side."""
     m = x.shape[-1]
     k = np.arange(min_segment, m - min_segment + 1)
     sums = np.cumsum(x, axis=-1)
-    total = sums[..., -1:]
-    left = sums[..., k - 1]
-    diff = left / k - (total - left) / (m - k)
-    return (k * (m - k) / m * diff ** 2).max(axis=-1)
+    return _shift_stat(sums[..., k - 1], k, sums[..., -1:], m).max(axis=-1)
 
 
 #: series of at most this many sessions get the exact permutation p-value (``_exact_p``:
@@ -453,8 +455,7 @@ def _exact_p(pool: np.ndarray, min_segment: int, observed: float) -> float:
         sums, sizes = np.concatenate([sums, sums + x]), np.concatenate([sizes, sizes + 1])
     total = float(pool.sum())
     with np.errstate(divide='ignore', invalid='ignore'):
-        diff = sums / sizes - (total - sums) / (m - sizes)
-        stat = sizes * (m - sizes) / m * diff ** 2
+        stat = _shift_stat(sums, sizes, total, m)
     passes = (sizes >= min_segment) & (sizes <= m - min_segment) & (stat >= observed)
     q = np.zeros(1 << m)
     q[0] = 1.0
