@@ -510,6 +510,11 @@ def permutation_p(pool: np.ndarray, knobs: Knobs, seed: int = 0) -> float:
     return _sampled_p(pool, knobs, observed, seed)
 
 
+def _ratio(a: np.ndarray, b: np.ndarray) -> float:
+    """median(after) / median(before) from log values."""
+    return math.exp(float(np.median(b)) - float(np.median(a)))
+
+
 def _best_split(x: np.ndarray, min_segment: int) -> int:
     """Where the one best mean shift of `x` splits it (ruptures' KernelCPD, linear
     kernel: the exact least-squares split, in C)."""
@@ -544,7 +549,7 @@ def detect(medians: Sequence[float], knobs: Knobs) -> list[tuple[int, float]]:
         tested = []
         for i in range(1, len(bounds) - 1):
             a, b = logs[bounds[i - 1]:bounds[i]], logs[bounds[i]:bounds[i + 1]]
-            size = abs(math.exp(float(np.median(b)) - float(np.median(a))) - 1)  # of the medians
+            size = abs(_ratio(a, b) - 1)
             p = permutation_p(logs[bounds[i - 1]:bounds[i + 1]], knobs) \
                 if size >= knobs.magnitude else 1.0
             tested.append(p)
