@@ -8,10 +8,10 @@ the one rule (harnesscore.bands; see its docstring).
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import statistics
+from collections.abc import Callable
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -22,6 +22,7 @@ from harnesscore.rounds import (
     MD_TAGS,
     RoundsError,
     md_rates,
+    md_ratios,
     md_results,
 )
 from harnesslib import launch
@@ -146,20 +147,16 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             f'OMP_NUM_THREADS=2 {run(1, 2)} {md} --mode masteronly'
             ' | sed -n "s/^RESULT /MD_1x2 /p" | tee -a bench.out',
         ]
-        with open(os.path.join(self.stagedir, 'in.lj'), 'w') as fp:
-            fp.write(LAMMPS_IN_LJ)
+        self.write_stage_script('in.lj', LAMMPS_IN_LJ.splitlines())
         record_exit_status(self)
         self.write_stage_script('bench.sh', [
             'set -o pipefail', ': > bench.out',
             *self.round_loop('round', body, ['md', 'bench.out'])])
 
-    def _md_results(self, tag: str) -> list[dict]:
+    def _read(self, reader: Callable, *args: str):
+        """`reader` (``md_rates``, ``md_results``, ``md_ratios``) of the job's output."""
         with sanity_errors(RoundsError):
-            return md_results(self.stage_text(self.job.stdout), tag)
-
-    def _rates(self, tag: str) -> list[float]:
-        with sanity_errors(RoundsError):
-            return md_rates(self.stage_text(self.job.stdout), tag)
+            return reader(self.stage_text(self.job.stdout), *args)
 
     @sanity_function
     def all_rounds_ran(self):
@@ -167,31 +164,28 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         sn.evaluate(sn.assert_eq(RunBase.exit_status(self), 0,
                                  msg='the benchmark script failed (status {0})'))
         rounds = self.rounds_done()
-        counts = {tag: len(self._rates(tag)) for tag in MD_TAGS + LMP_TAGS}
+        counts = {tag: len(self._read(md_rates, tag)) for tag in MD_TAGS + LMP_TAGS}
         missing = {t: n for t, n in counts.items() if n != rounds}
         sn.evaluate(sn.assert_false(missing, msg=f'rounds missing (of {rounds}): {missing}'))
         self.verified = 'true'
         # md's runs say where their threads ran (lmp's do not): two on one core,
         # or a partition that shares its cores, is flagged, and fails where undeclared
         self.check_oversubscription(*(res for tag in MD_TAGS
-                                      for res in self._md_results(tag)))
+                                      for res in self._read(md_results, tag)))
         return True
 
-    def ratios(self, num: str, den: str) -> list[float]:
-        return [a / b for a, b in zip(self._rates(num), self._rates(den))]
-
     def band_samples(self) -> dict[str, list[float]]:
-        return {name: self.ratios(*tags) for name, tags in MD_RATIOS.items()}
+        return self._read(md_ratios)
 
     @run_after('setup')
     def set_perf_variables(self):
         # The judged figures: medians of the per-round ratios
         # (harnesscore.rounds.MD_RATIOS); the rates and rounds are shown only.
         self.perf_variables = {name: sn.make_performance_function(
-            lambda tags=tags: statistics.median(self.ratios(*tags)), 'x')
-            for name, tags in MD_RATIOS.items()}
+            lambda name=name: statistics.median(self.band_samples()[name]), 'x')
+            for name in MD_RATIOS}
         for name, tag in (('md_1rank', 'MD_1x1'), ('lammps_1rank', 'LMP_1')):
             self.perf_variables[name] = sn.make_performance_function(
-                lambda tag=tag: statistics.median(self._rates(tag)), 'atom-steps/s')
+                lambda tag=tag: statistics.median(self._read(md_rates, tag)), 'atom-steps/s')
         self.perf_variables['rounds'] = sn.make_performance_function(self.rounds_done,
                                                                      'rounds')

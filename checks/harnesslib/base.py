@@ -230,8 +230,8 @@ class StageFiles(rfm.RegressionTestPlugin):
         return noted
 
     def write_stage_script(self, name: str, lines: list[str]) -> None:
-        """A bash script `name` of `lines` in the stage directory (every word
-        in it already quoted by its writer)."""
+        """A file `name` of `lines` in the stage directory (a bash script's
+        every word already quoted by its writer)."""
         with open(os.path.join(self.stagedir, name), 'w', encoding='utf-8') as fp:
             fp.write('\n'.join(lines) + '\n')
 
