@@ -42,6 +42,14 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 
 
+def checked_sizes(test: KernelCheck, var: str, sizes: str) -> list[int]:
+    """The ring's --sizes `sizes`; a bad value is `test`'s error on `var` (setup stage)."""
+    try:
+        return message_sizes(sizes)
+    except ValueError as err:
+        raise bad_value(test, var, err) from None
+
+
 class RingSweep(KernelCheck):
     """One point-to-point sweep of the ring kernel on 2 ranks."""
 
@@ -108,11 +116,7 @@ class RingSweep(KernelCheck):
             self.headline_kind))
 
     def sweep(self) -> list[int]:
-        """The sizes of ``sizes``; a bad value is the test's error (setup stage)."""
-        try:
-            return message_sizes(self.sizes)
-        except ValueError as err:
-            raise bad_value(self, 'sizes', err) from None
+        return checked_sizes(self, 'sizes', self.sizes)
 
 
 @rfm.simple_test
@@ -180,10 +184,7 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     def check_bw_max(self):
         # the ring's --sizes 1M:bw_max: a power of two up to 16 MiB (else the job
         # script ended in its first round, after the latency runs, naming nothing)
-        try:
-            message_sizes(f'{MIB}:{self.bw_max}')
-        except ValueError as err:
-            raise bad_value(self, 'bw_max', err) from None
+        checked_sizes(self, 'bw_max', f'{MIB}:{self.bw_max}')
 
     def bw_sizes(self) -> list[int]:
         return bw_sizes(self.bw_max)
@@ -263,11 +264,8 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
 
     # The figures are medians over rounds (each round ran both tools side by
     # side); the ratios are medians of the per-round ratios, judged by the rule.
-    def ratios(self) -> dict[str, list[float]]:
-        return ring_osu_ratios(self.rounds_data(), self.bw_sizes())
-
     def band_samples(self) -> dict[str, list[float]]:
-        out = self.ratios()
+        out = ring_osu_ratios(self.rounds_data(), self.bw_sizes())
         out['bandwidth_ratio_1MiB'] = out[f'bandwidth_ratio_{MIB}']
         return out
 
@@ -281,37 +279,28 @@ class RingOsuAccuracy(KernelCheck, AlternatingRounds, OsuRuns):
     def set_perf_variables(self):
         # Declared before the run (harnesslib.base.PerfSchema), read lazily:
         # each ratio is the median of its per-round ratios.
-        def ratio(name: str) -> float:
-            return statistics.median(self.ratios()[name])
-
-        pv = {'latency_ratio_8B': sn.make_performance_function(
-            lambda: ratio('latency_ratio_8B'), 'x')}
+        names = ['latency_ratio_8B']
         for s in self.bw_sizes():
-            names = [f'bandwidth_ratio_{s}'] + (['bandwidth_ratio_1MiB'] if s == MIB else [])
-            for name in names:
-                pv[name] = sn.make_performance_function(
-                    lambda s=s: ratio(f'bandwidth_ratio_{s}'), 'x')
-        pv['ring_latency_8B'] = sn.make_performance_function(
-            lambda: self.median_lat('ring'), 'us')
-        pv['osu_latency_8B'] = sn.make_performance_function(
-            lambda: self.median_lat('osu'), 'us')
+            names += [f'bandwidth_ratio_{s}'] + (['bandwidth_ratio_1MiB'] if s == MIB else [])
+        pv = {name: sn.make_performance_function(
+            lambda name=name: statistics.median(self.band_samples()[name]), 'x')
+            for name in names}
+        for tool in ('ring', 'osu'):
+            pv[f'{tool}_latency_8B'] = sn.make_performance_function(
+                lambda tool=tool: self.median_lat(tool), 'us')
         pv['rounds'] = sn.make_performance_function(lambda: len(self.rounds_data()), 'rounds')
         for s in self.bw_sizes():
-            pv[f'ring_bw_{s}'] = sn.make_performance_function(
-                lambda s=s: self.median_bw('ring', s), 'MB/s')
-            pv[f'osu_bw_{s}'] = sn.make_performance_function(
-                lambda s=s: self.median_bw('osu', s), 'MB/s')
+            for tool in ('ring', 'osu'):
+                pv[f'{tool}_bw_{s}'] = sn.make_performance_function(
+                    lambda tool=tool, s=s: self.median_bw(tool, s), 'MB/s')
         self.perf_variables = pv
 
     @reads_output('performance')
     def set_tolerances(self):
         bands = ring_osu_bands(self.rounds_data(), self.bw_sizes(), self.lat_tol,
                                self.lat_floor_us, self.bw_tol)
-        ref = {}
-        for name, band in bands.items():
-            ref[name] = (*band, 'x')
-            if name == f'bandwidth_ratio_{MIB}':
-                ref['bandwidth_ratio_1MiB'] = (*band, 'x')
+        ref = {name: (*band, 'x') for name, band in bands.items()}
+        ref['bandwidth_ratio_1MiB'] = ref[f'bandwidth_ratio_{MIB}']
         # The figures behind the ratios are shown, not judged.
         ref.update({name: (0, None, None, fn.unit) for name, fn in self.perf_variables.items()
                     if name not in ref})
