@@ -122,10 +122,8 @@ def ring_osu_bands(data: list[dict], bw_sizes: list[int], lat_tol: float, lat_fl
     """(ref, lower, upper) of each ratio: 1 within the tolerances."""
     lt = latency_tolerance(statistics.median(d['osu_lat'] for d in data), lat_tol,
                            lat_floor_us)
-    out = {'latency_ratio_8B': (1.0, -lt, lt)}
-    for s in bw_sizes:
-        out[f'bandwidth_ratio_{s}'] = (1.0, -bw_tol, bw_tol)
-    return out
+    return {'latency_ratio_8B': (1.0, -lt, lt),
+            **{f'bandwidth_ratio_{s}': (1.0, -bw_tol, bw_tol) for s in bw_sizes}}
 
 
 # -- md against LAMMPS --------------------------------------------------------------
