@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from .bands import band_bounds, more_rounds
 from .kernel_output import RESULT, MalformedResult, results_with_lines
-from .osu_output import OsuParseError, OsuTable, parse_osu, rejected_options
+from .osu_output import OsuParseError, OsuTable, expected_sizes, parse_osu, rejected_options
+from .units import MIB
 
 #: the file in which the job script notes how many rounds it ran
 ROUNDS_FILE = 'rounds_done.txt'
@@ -236,11 +237,7 @@ def undecided(kind: str, args: list[str]) -> list[str]:
 
 def bw_sizes(bw_max: int) -> list[int]:
     """1 MiB .. bw_max, doubling."""
-    out, s = [], 1 << 20
-    while s <= bw_max:
-        out.append(s)
-        s *= 2
-    return out
+    return expected_sizes(MIB, bw_max) if bw_max >= MIB else []
 
 
 def main(argv: list[str] | None = None) -> int:
