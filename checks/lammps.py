@@ -12,6 +12,7 @@ import shlex
 import shutil
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -153,7 +154,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             'set -o pipefail', ': > bench.out',
             *self.round_loop('round', body, ['md', 'bench.out'])])
 
-    def _read(self, reader: Callable, *args: str):
+    def _read(self, reader: Callable[..., Any], *args: str) -> Any:
         """`reader` (``md_rates``, ``md_results``, ``md_ratios``) of the job's output."""
         with sanity_errors(RoundsError):
             return reader(self.stage_text(self.job.stdout), *args)
