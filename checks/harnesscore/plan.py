@@ -198,6 +198,7 @@ class Topology:
         numa = int(proc.num_numa_nodes or 0) or sockets
         extras = partition.extras
         local = partition.scheduler.registered_name == 'local'
+        declared = bool(extras.get('declared_topology'))
         if extras.get('mem_per_node'):
             mem = parse_memory(str(extras['mem_per_node']))
         elif local:
@@ -208,13 +209,12 @@ class Topology:
             mem = cores * ASSUMED_MEM_PER_CORE
         # Declared bigger than this machine's physical cores (not its hardware
         # threads: two ranks on the threads of one core share it).
-        over = (bool(extras.get('declared_topology')) and local
-                and cores > host_cores())
+        over = declared and local and cores > host_cores()
         return cls(cores=cores, sockets=sockets,
                    numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
                    oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0,
-                   declared=bool(extras.get('declared_topology')))
+                   declared=declared)
 
 
 #: Memory per core assumed for a remote (Slurm) partition whose configuration
@@ -502,9 +502,8 @@ def infeasible(kernel: str, layout: Layout, size, topo: Topology,
         return why
     if ranks * threads != topo.cores:
         return f'{layout_name(layout)} does not fill the {topo.cores} cores of {topo.name}'
-    total_ranks = ranks * topo.nodes
     if kernel == 'md':
-        why = md_infeasible(int(size), total_ranks)
+        why = md_infeasible(int(size), ranks * topo.nodes)
         if why:
             return why
     if kernel == 'spmv':
@@ -851,15 +850,12 @@ def session_plan(topo: Topology, samples: int, budget_s: float, batch: bool = Fa
     `batch`: a batch of the sequential rounds (``HARNESS_FIRST_ROUND`` > 0),
     bounded by its driver's own budget: a run left out only for the budget
     runs (``Plan.unbudgeted``), an infeasible one stays out."""
-    sizes = {k: partition_sizes(k, topo) for k in SIZES}
-    min_time = 0.0 if topo.oversubscribed else MIN_TIME
-    measured = measured_costs(topo.name)
-    plan = make_plan(topo, samples=samples, budget_s=budget_s, min_time=min_time,
-                     sizes=sizes, measured=measured)
+    planned = functools.partial(
+        make_plan, topo, samples=samples, min_time=0.0 if topo.oversubscribed else MIN_TIME,
+        sizes={k: partition_sizes(k, topo) for k in SIZES}, measured=measured_costs(topo.name))
+    plan = planned(budget_s=budget_s)
     if batch:
-        free = make_plan(topo, samples=samples, budget_s=math.inf, min_time=min_time,
-                         sizes=sizes, measured=measured)
-        plan.unbudgeted = frozenset(map(run_key, free.runs))
+        plan.unbudgeted = frozenset(map(run_key, planned(budget_s=math.inf).runs))
     return plan
 
 
