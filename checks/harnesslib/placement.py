@@ -60,9 +60,8 @@ def declared_system() -> bool:
 
 def system_sizes(kernel: str) -> list:
     """The ``problem`` values of a kernel check: the sizes the plan gives each
-    partition (``plan.partition_sizes``: ``plan.TINY_SIZES`` on a declared
-    partition, else ``plan.node_sizes``, md's smallest box on a big node
-    among them); on a system that is not wholly declared ``plan.SIZES`` too."""
+    partition (``plan.partition_sizes``); on a system that is not wholly
+    declared ``plan.SIZES`` too."""
     sizes = set() if declared_system() else set(_plan.SIZES[kernel])
     for part in _partitions():
         with contextlib.suppress(ValueError):   # a partition of unknown topology
@@ -200,19 +199,15 @@ def interleave_samples(cls):
 
 # ---- the plan -------------------------------------------------------------------
 
-@functools.cache
-def _cached_plan(topo: _plan.Topology, samples: int, budget_s: float,
-                 batch: bool) -> _plan.Plan:
-    return _plan.session_plan(topo, samples, budget_s, batch=batch)
+_cached_plan = functools.cache(_plan.session_plan)
 
 
 def partition_plan(partition, nodes: int | None = None) -> _plan.Plan:
     """The session's plan for `partition` (``HARNESS_REPEAT`` samples,
     ``HARNESS_BUDGET`` split across the system's partitions and stacks, or
     per part as ``./harness`` exports it), as ``python -m harnesslib.plan``
-    prints it.  In a batch of the sequential rounds (``HARNESS_FIRST_ROUND``
-    > 0, bounded by its driver's own budget) a run left out only for the
-    budget runs (``plan.session_plan``)."""
+    prints it; in a batch of the sequential rounds (``HARNESS_FIRST_ROUND``
+    > 0) as ``plan.session_plan`` says."""
     topo = _plan.Topology.from_partition(partition, nodes)
     # The stacks selected (-p); a partition with none runs nothing (where no
     # partition has one, each counts once, as python -m harnesslib.plan does).
