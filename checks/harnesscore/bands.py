@@ -130,10 +130,7 @@ def judge_band(var: str, values: Sequence[float] | Interval, ref: float,
     decision = (decide(interval, low, high) if interval is not None
                 else judge_ratios(list(values), low, high))
     if predicted:
-        # The band predicts the values' sample median (robust to one slow run
-        # of three), not the interval's centre (a geometric mean for paired t):
-        # the median inside passes, whatever the interval; outside it fails
-        # only where the whole interval is outside, else is INCONCLUSIVE.
+        # the sample median, not the interval's centre (a geometric mean for paired t)
         median = (decision.interval.median if interval is not None
                   else statistics.median(values))
         if (low is None or median >= low) and (high is None or median <= high):
@@ -179,9 +176,7 @@ def more_rounds(samples: dict[str, Sequence[float]],
     out = []
     for var, values in samples.items():
         low, high = bands.get(var, (None, None))
-        if (low is None and high is None) or not values:
-            continue
-        if any(not math.isfinite(v) for v in values):
+        if (low is None and high is None) or not values or not all(map(math.isfinite, values)):
             continue
         decision = judge_ratios(list(values), low, high)
         if decision.state == INCONCLUSIVE or (
