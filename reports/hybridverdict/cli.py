@@ -182,8 +182,7 @@ def changes_main(argv: list[str]) -> int:
     given = {field: getattr(args, field) for _, field, *_ in KNOB_OPTIONS}
     for option, field, *_ in KNOB_OPTIONS:
         value = given[field]
-        problem = '' if value is None else changes.Knobs.problem(field, value)
-        if problem:
+        if value is not None and (problem := changes.Knobs.problem(field, value)):
             p.error(f'{option} {value}: {problem}')
     try:
         knobs = changes.Knobs.from_env(**given)

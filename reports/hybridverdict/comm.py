@@ -156,16 +156,14 @@ def p2p_curves(records: Iterable[Record]) -> list[Curve]:
     """One curve per group (the message sweep's size aside), with its Hockney fit."""
     curves: dict[tuple, Curve] = {}
     for rec in _usable(records, P2P_KERNELS):
-        lat: dict[int, float] = {}
-        bw: dict[int, float] = {}
+        found: dict[str, dict[int, float]] = {'lat': {}, 'bw': {}}
         for var, value in rec.values.items():
-            m = sized(var)
-            if m:
-                (lat if m[0] == 'lat' else bw)[m[1]] = value
+            if m := sized(var):
+                found[m[0]][m[1]] = value
         # one-way time: measured latency if the kernel logs it, else size / bandwidth;
         # 0 is "not measured" (ReFrame cannot log NaN)
-        lat = {size: t for size, t in lat.items() if t > 0}
-        points = lat or {size: size / b for size, b in bw.items() if b > 0}
+        points = ({size: t for size, t in found['lat'].items() if t > 0}
+                  or {size: size / b for size, b in found['bw'].items() if b > 0})
         if not points:
             continue
         key = rec.group.with_size('')
@@ -529,7 +527,6 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
     counted: Counter[tuple] = Counter()     # key -> the records behind it
     for rec in _usable(records, SATURATION_KERNELS):
         seen: set[tuple] = set()
-        layout = f'{rec.mode} {rec.ranks}x{rec.threads}'
         for var, value in rec.values.items():
             m = saturation_var(var)
             if not m or not value > 0:
@@ -543,7 +540,7 @@ def saturation(records: Iterable[Record]) -> list[Saturation]:
                                             layouts=defaultdict(set), mode=rec.mode,
                                             ranks=rec.ranks, threads=rec.threads)
             s.bw[k].append(value)
-            s.layouts[k].add(layout)
+            s.layouts[k].add(s.layout)
             seen.add(key)
         counted.update(seen)
     return [dataclasses.replace(found[k], records=counted[k])

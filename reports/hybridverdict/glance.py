@@ -127,10 +127,8 @@ def _by_layout(vs: list[Verdict], word: str, every: set[str]) -> str:
     parts = []
     for name, hits in ranked[:MAX_NAMED]:
         sizes = {h.size for h in hits}
-        if sizes == every and len(every) > 1:
-            parts.append(f'{name} at every size')
-        else:
-            parts.append(f'{name} at {_at_sizes(sizes)}')
+        at = 'every size' if sizes == every and len(every) > 1 else _at_sizes(sizes)
+        parts.append(f'{name} at {at}')
     more = len(ranked) - MAX_NAMED
     return (f'It {word} with ' + '; '.join(parts)
             + (f' (and {more} more layout{"s" if more > 1 else ""})' if more > 0 else '') + '.')
@@ -149,7 +147,7 @@ def kernel_sentences(kernel: str, vs: list[Verdict], apart: Apart | None = None)
     every = {v.size for v in vs}
     where = sorted({apart.where(v) for v in vs})
     node_counts = sorted({nodes(v) for v in vs})
-    span = (f'{len({v.size for v in vs})} size(s), {len({label(v) for v in vs})} hybrid '
+    span = (f'{len(every)} size(s), {len({label(v) for v in vs})} hybrid '
             f'layout(s), {", ".join(where)}'
             + (f', {"/".join(map(str, node_counts))} nodes' if node_counts != [1] else ''))
     # each call counted apart, an INCONCLUSIVE comparison never among the ties

@@ -283,26 +283,24 @@ def phases(rep: Report) -> Figure | None:
             ax.bar([i + j * width for i in range(len(PHASE_ORDER))],
                    _nan(ratio.get(p) for p in PHASE_ORDER), width,
                    label=f'{g} (n={runs[0].samples})')
-        _one(ax)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(PHASE_ORDER))], PHASE_ORDER,
                       fontsize=7)
-        ax.set_title(f'md, cells per side {size}')
         ratios = [r.ratio for r in rs if r.ratio is not None and 0 < r.ratio < math.inf]
         log = bool(ratios) and max(ratios) / min(ratios) > 20
         if log:
             _log(ax)
-        ax.set_ylabel('T_hybrid / T_mpi' + (' (log scale)' if log else ''))
-        ax.legend(fontsize=6, loc='upper left')
+        _finish(ax, f'md, cells per side {size}', '',
+                'T_hybrid / T_mpi' + (' (log scale)' if log else ''), one=True)
     return _png(fig, 'MD phase breakdown: median hybrid / pure-MPI time per phase (above 1: '
                      'slower in hybrid); n = pure-MPI/hybrid runs.')
 
 
 def hockney(rep: Report) -> Figure | None:
-    fig, panels = _panels([c for c in rep.curves if c.times],
-                          lambda c: (c.system, c.partition, c.nodes), 2, 5.5, 4.0)
+    curves = [c for c in rep.curves if c.times]
+    fig, panels = _panels(curves, lambda c: (c.system, c.partition, c.nodes), 2, 5.5, 4.0)
     if fig is None:
         return None
-    apart = Apart.of([c for c in rep.curves if c.times], kernel_place)
+    apart = Apart.of(curves, kernel_place)
     for ax, ((system, part, nodes), cs) in panels:
         for c in cs:
             sizes, times = c.medians()
