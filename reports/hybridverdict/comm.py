@@ -319,11 +319,10 @@ def stack_rows(heads: list[Headline]) -> Table:
                      cell(big[1] if big else None, '.4g'), _pct(rel_big), h.nodes,
                      h.span.records])
         data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
-                     'source': h.family,
-                     'stack': h.stack, 'library': h.span.library, **_own(apart, h, 'build'),
-                     'latency_8B_us': lat,
-                     'latency_vs_best': rel_lat, 'bandwidth_1MiB_MBps': bw,
-                     'bandwidth_vs_best': rel_bw, 'largest_bytes': big[0] if big else None,
+                     'source': h.family, 'stack': h.stack, 'library': h.span.library,
+                     **_own(apart, h, 'build'), 'latency_8B_us': lat, 'latency_vs_best': rel_lat,
+                     'bandwidth_1MiB_MBps': bw, 'bandwidth_vs_best': rel_bw,
+                     'largest_bytes': big[0] if big else None,
                      'bandwidth_largest_MBps': big[1] if big else None,
                      'largest_vs_best': rel_big, 'samples': h.span.records})
     return rows, data
@@ -774,8 +773,7 @@ def collective_rows(series: list[Collective]) -> Table:
             per_node = ({'nodes': 1} if c.ranks_per_node == ONE_NODE
                         else {'ranks_per_node': c.ranks_per_node})
         data.append({**c.where(), **_own(apart, c, 'build', 'library'), 'bytes': c.size,
-                     'ranks': ns, 'times_us': ts,
-                     **per_node, **c.fit_data(), 'samples': c.samples})
+                     'ranks': ns, 'times_us': ts, **per_node, **c.fit_data(), 'samples': c.samples})
         if c.size not in shown:
             continue
         fit = [c.error, '', ''] if c.fit is None else [
