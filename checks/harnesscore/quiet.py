@@ -329,16 +329,15 @@ def summarise(data: dict | None) -> dict[str, object]:
     if steal is not None and steal >= STEAL_BUSY_PCT:
         reasons.append(f'steal {steal:.1f}%')
     load_b, load_a = before.get('load'), after.get('load')
-    # the detail goes into a '|'-separated perflog line: a process name may hold '|',
-    # '\n' or '\r' (Linux allows them), which would split the line
-    detail = field_text('; '.join(reasons), 300)
     return {
         'load_before': -1.0 if load_b is None else float(load_b),
         'load_after': -1.0 if load_a is None else float(load_a),
         'steal_pct': '' if steal is None else f'{steal:.2f}',
         'busy_procs': len(procs),
         'busy': 'true' if reasons else 'false',
-        'busy_detail': detail,
+        # the detail goes into a '|'-separated perflog line: a process name may hold '|',
+        # '\n' or '\r' (Linux allows them), which would split the line
+        'busy_detail': field_text('; '.join(reasons)),
     }
 
 
@@ -351,7 +350,7 @@ def read_quiet(path: str) -> dict[str, object]:
         data = None
     except (OSError, ValueError) as err:
         return {**summarise(None),
-                'busy_detail': field_text(f'unreadable {os.path.basename(path)}: {err}', 300)}
+                'busy_detail': field_text(f'unreadable {os.path.basename(path)}: {err}')}
     return summarise(data)
 
 

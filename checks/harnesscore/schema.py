@@ -124,11 +124,8 @@ def message_time_variable(size: int) -> str:
 
 def message_time_size(name: str) -> int | None:
     """The message size in bytes of a ``t_msg_<bytes>`` variable, else None."""
-    if name.startswith(MESSAGE_TIME_PREFIX):
-        digits = name[len(MESSAGE_TIME_PREFIX):]
-        if digits.isdigit():
-            return int(digits)
-    return None
+    digits = name.removeprefix(MESSAGE_TIME_PREFIX)
+    return int(digits) if digits != name and digits.isdigit() else None
 
 
 #: Fields without which a line cannot be paired with another.
@@ -139,14 +136,13 @@ REQUIRED = ('job_completion_time', 'system', 'partition', 'environ', 'kernel',
 def field_text(text: object, limit: int = FIELD_LIMIT) -> str:
     """`text` as a perflog field: on one line, without the perflog's separator
     ('|' becomes '/'), at most `limit` characters."""
-    one = ' '.join(str(text).replace('|', '/').splitlines())
-    return one[:limit]
+    return ' '.join(str(text).replace('|', '/').splitlines())[:limit]
 
 
 def fields_after(name: str) -> tuple[str, ...]:
     """Run fields after `name` (e.g. the ones appended after 'result')."""
-    names = [f.name for f in RUN_FIELDS]
-    return tuple(names[names.index(name) + 1:])
+    names = header_fields()
+    return names[names.index(name) + 1:]
 
 
 def empty_after_result() -> str:
