@@ -217,9 +217,7 @@ def _find_stack(name: str, spec: Stack) -> dict | None:
 def _osu_prefix(stack: str) -> str:
     """HARNESS_OSU_PREFIX with ``{stack}`` replaced by `stack` ('' when unset)."""
     template = os.environ.get('HARNESS_OSU_PREFIX', '').strip()
-    if not template:
-        return ''
-    return _user_path(template.replace('{stack}', stack))
+    return _user_path(template.replace('{stack}', stack)) if template else ''
 
 
 def _selected_stacks() -> list[str]:
