@@ -419,12 +419,7 @@ def spack_env_dir(envs: str, stack: str, system: str, spec: str, repo: str = REP
     the checkout (spack.yaml, its includes and repos), so that a changed
     system gets a new solve and an unchanged one keeps its lock file."""
     digest = hashlib.sha1(f'{system} {spec}'.encode())
-    manifest = os.path.join(repo, 'spack.yaml')
-    try:
-        with open(manifest, encoding='utf-8') as fh:
-            text = fh.read()
-    except OSError:
-        text = ''
+    text = _read_text(os.path.join(repo, 'spack.yaml')) or ''
     digest.update(b'\0' + text.encode())
     conf = (yaml.safe_load(text) or {}).get('spack', {}) if text else {}
     for path in [*conf.get('include', []), *conf.get('repos', [])]:
@@ -445,14 +440,11 @@ def write_spack_env(envdir: str, spec: str, install_tree: str) -> None:
     with open(os.path.join(REPO_DIR, 'spack.yaml'), encoding='utf-8') as fh:
         manifest = yaml.safe_load(fh)
     conf = manifest['spack']
-
-    def absolute(path: str) -> str:
-        return path if os.path.isabs(path) else os.path.join(REPO_DIR, path)
-
-    conf['include'] = [absolute(p) for p in conf.get('include', [])]
-    conf['repos'] = [absolute(p) for p in conf.get('repos', [])]
+    # os.path.join keeps an absolute path as it is
+    conf['include'] = [os.path.join(REPO_DIR, p) for p in conf.get('include', [])]
+    conf['repos'] = [os.path.join(REPO_DIR, p) for p in conf.get('repos', [])]
     for dev in conf.get('develop', {}).values():
-        dev['path'] = absolute(dev['path'])
+        dev['path'] = os.path.join(REPO_DIR, dev['path'])
     conf.pop('definitions', None)
     conf['specs'] = [spec]
     conf.setdefault('config', {})['install_tree'] = {'root': install_tree}
