@@ -342,15 +342,13 @@ class RingCheck(KernelCheck, PlannedRun):
         # layout of the partition logs every k of its layouts, so all lines of
         # the perflog file fit one header; 0 where the layout has no such k
         # (ReFrame fails a performance value of nan).
-        cores = cores_per_node(self.current_partition)
-        ks = divisors(cores)
         sizes = self.message_sizes()
 
         def value(k: int, size: int) -> float:
             return next((float(r['bandwidth_MBps']) for r in self.results()
                          if int(r['k']) == k and int(r['size']) == size), 0.0)
 
-        for k in ks:
+        for k in divisors(cores_per_node(self.current_partition)):
             for size in sizes:
                 self.perf_variables[f'bw_k{k}_{size}'] = sn.make_performance_function(
                     lambda k=k, size=size: value(k, size), 'MB/s')

@@ -54,8 +54,7 @@ def mpi_vars(env: Mapping[str, str]) -> dict[str, str]:
 def binding_var_names() -> frozenset[str]:
     """Every variable a run's binding may set (``binding_env``'s keys, for
     every family, bound or declared oversubscribed)."""
-    families = ['srun', *STACK]
-    return frozenset(name for family in families for over in (False, True)
+    return frozenset(name for family in ['srun', *STACK] for over in (False, True)
                      for binding in ('threads', 'one-core')
                      for name in binding_env(family, 2, binding, oversubscribe=over))
 

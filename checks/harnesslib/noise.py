@@ -10,10 +10,9 @@ after a warning that gives the rule's interval; INCONCLUSIVE passes with a
 warning, its reference logged without thresholds where the median lies
 outside the band (``./harness nightly`` then exits 3); DEFERRED, a sample
 (``%sample=N``) that is not the session's last of its variant
-(``last_sample``), passes, and
-the last sample judges the median of all of them (``-S
-judge_samples_together=false``: every sample alone).  The perflog field
-``judgement`` says which.
+(``last_sample``), passes, and the last sample judges the median of all of
+them (``-S judge_samples_together=false``: every sample alone).  The perflog
+field ``judgement`` says which.
 """
 
 from __future__ import annotations
