@@ -419,7 +419,12 @@ def spack_env_dir(envs: str, stack: str, system: str, spec: str, repo: str = REP
     the checkout (spack.yaml, its includes and repos), so that a changed
     system gets a new solve and an unchanged one keeps its lock file."""
     digest = hashlib.sha1(f'{system} {spec}'.encode())
-    text = _read_text(os.path.join(repo, 'spack.yaml')) or ''
+    manifest = os.path.join(repo, 'spack.yaml')
+    try:
+        with open(manifest, encoding='utf-8') as fh:
+            text = fh.read()
+    except OSError:
+        text = ''
     digest.update(b'\0' + text.encode())
     conf = (yaml.safe_load(text) or {}).get('spack', {}) if text else {}
     for path in [*conf.get('include', []), *conf.get('repos', [])]:
