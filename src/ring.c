@@ -157,7 +157,10 @@ static int cmp_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static const char *size_error(char *err, size_t cap, const char *text, size_t len, int code) {
+/* parse_one_size with the message of --sizes; NULL or the message written into err. */
+static const char *size_arg(const char *text, size_t len, long *out, char *err, size_t cap) {
+    const int code = parse_one_size(text, len, out);
+    if (code == 0) return NULL;
     return kc_errf(err, cap, code == -2
                    ? "--sizes: '%.*s' is not a size (integer bytes, optional K or M suffix)"
                    : "--sizes: size '%.*s' is out of range (1 B .. 16 MiB)",
@@ -170,10 +173,9 @@ static const char *parse_sizes(const char *arg, options *o, char *err, size_t ca
     o->nsizes = 0;
     if (colon) {
         long lo = 0, hi = 0;
-        int rc = parse_one_size(arg, (size_t)(colon - arg), &lo);
-        if (rc != 0) return size_error(err, cap, arg, (size_t)(colon - arg), rc);
-        rc = parse_one_size(colon + 1, strlen(colon + 1), &hi);
-        if (rc != 0) return size_error(err, cap, colon + 1, strlen(colon + 1), rc);
+        if (size_arg(arg, (size_t)(colon - arg), &lo, err, cap) ||
+            size_arg(colon + 1, strlen(colon + 1), &hi, err, cap))
+            return err;
         if (lo > hi) return kc_errf(err, cap, "--sizes: range '%s' has MIN > MAX", arg);
         /* MIN, doubling, lands on MAX only for powers of two: MAX never measured */
         if ((lo & (lo - 1)) != 0 || (hi & (hi - 1)) != 0)
@@ -189,8 +191,7 @@ static const char *parse_sizes(const char *arg, options *o, char *err, size_t ca
             return kc_errf(err, cap, "--sizes: more than %d entries (repeated sizes count too)",
                            RING_MAX_SIZES);
         long v = 0;
-        int rc = parse_one_size(p, len, &v);
-        if (rc != 0) return size_error(err, cap, p, len, rc);
+        if (size_arg(p, len, &v, err, cap)) return err;
         o->sizes[o->nsizes++] = v;
         if (!comma) break;
         p = comma + 1;
