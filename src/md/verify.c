@@ -31,6 +31,9 @@ static void brute_force(long N, const double *xg, double box, double rc2, double
         }
 }
 
+/* `diff` relative to `scale`; to 1 where the scale is not positive (0 or NaN). */
+static double relative(double diff, double scale) { return diff / (scale > 0.0 ? scale : 1.0); }
+
 /* Rank 0's side of check_forces: the gathered (x, f, id) records of `total`
  * doubles against brute force; prints the figures, returns the largest
  * relative error (infinite if the ids are not every atom once). */
@@ -64,9 +67,9 @@ static double compare_brute(const md_sys *s, long N, const double *all, long tot
             const double dk = fabs(fb[k] - fc[k]);
             dmax = dmax > dk ? dmax : dk;
         }
-        const double ef = dmax / (fbig > 0.0 ? fbig : 1.0);
-        const double ee = fabs(epot - eb) / (fabs(eb) > 0.0 ? fabs(eb) : 1.0);
-        const double ew = fabs(vir - wb) / (fabs(wb) > 0.0 ? fabs(wb) : 1.0);
+        const double ef = relative(dmax, fbig);
+        const double ee = relative(fabs(epot - eb), fabs(eb));
+        const double ew = relative(fabs(vir - wb), fabs(wb));
         worst = fmax(ef, fmax(ee, ew));
         if (!(ef == ef && ee == ee && ew == ew)) worst = INFINITY;
         printf("md: check-forces (%s): %ld atoms, max |f - f_brute| / max |f_brute| = %.3e "
@@ -78,10 +81,13 @@ static double compare_brute(const md_sys *s, long N, const double *all, long tot
 }
 
 /* Brute-force O(N^2) minimum-image check of forces, energy and virial on rank
- * 0 (owned atoms of every rank gathered by global id).  Returns the largest
- * relative error on every rank. */
+ * 0 (owned atoms of every rank gathered by global id), against the sums over
+ * ranks of this rank's shares epot and vir.  Returns the largest relative
+ * error on every rank. */
 static double check_forces(md_sys *s, long natoms, double epot, double vir, const char *which) {
     const kc_ctx *ctx = s->ctx;
+    double local[2] = {epot, vir}, sums[2];
+    MPI_Allreduce(local, sums, 2, MPI_DOUBLE, MPI_SUM, s->cart);
     const int n = s->nlocal;
     double *pack = kc_malloc(ctx, (size_t)(n ? n : 1) * 7 * sizeof(double));
     for (int i = 0; i < n; ++i) {
@@ -95,7 +101,7 @@ static double check_forces(md_sys *s, long natoms, double epot, double vir, cons
     if (ctx->rank == 0) all = kc_malloc(ctx, (size_t)(total ? total : 1) * sizeof(double));
     MPI_Gatherv(pack, 7 * n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, s->cart);
     double worst = 0.0;
-    if (ctx->rank == 0) worst = compare_brute(s, natoms, all, total, epot, vir, which);
+    if (ctx->rank == 0) worst = compare_brute(s, natoms, all, total, sums[0], sums[1], which);
     MPI_Bcast(&worst, 1, MPI_DOUBLE, 0, s->cart);
     KC_FREE_ALL(pack, counts, displs, all);
     return worst;
@@ -198,12 +204,12 @@ void md_verify(md_sys *s, const options *o, long natoms, const thermo *t0, long 
     v->ok_lost = v->lost == 0;
     /* step 0: the temperature asked for, and the fcc lattice's energy and virial
      * (the start is a perfect lattice whatever the decomposition) */
-    v->temp_err = fabs(t0->temp - o->temp) / (o->temp > 0.0 ? o->temp : 1.0);
+    v->temp_err = relative(fabs(t0->temp - o->temp), o->temp);
     v->ok_temp = v->temp_err <= TEMP_TOL;
     double se = 0.0, sw = 0.0;
     fcc_lattice_sums(s, o->L, &v->pe_lat, &v->vir_lat, &se, &sw, &v->vir_at_cutoff);
-    v->pe_err = fabs(t0->pe - v->pe_lat) / (se > 0.0 ? se : 1.0);
-    v->vir_err = v->vir_at_cutoff ? 0.0 : fabs(t0->vir - v->vir_lat) / (sw > 0.0 ? sw : 1.0);
+    v->pe_err = relative(fabs(t0->pe - v->pe_lat), se);
+    v->vir_err = v->vir_at_cutoff ? 0.0 : relative(fabs(t0->vir - v->vir_lat), sw);
     v->ok_lattice = v->pe_err <= LATTICE_TOL && v->vir_err <= LATTICE_TOL;
     /* The lists as built hold every pair within cutoff+skin (from the options,
      * not the lists' own radius): at step 0 (list_0), and at the end if the
@@ -234,9 +240,7 @@ void md_verify(md_sys *s, const options *o, long natoms, const thermo *t0, long 
     v->ok_forces = 1;
     if (o->check_forces) {
         /* first the forces of the last step, from the lists the run used */
-        double l2[2] = {r->epot, r->vir}, g2[2];
-        MPI_Allreduce(l2, g2, 2, MPI_DOUBLE, MPI_SUM, s->cart);
-        const double err_run = check_forces(s, natoms, g2[0], g2[1], "the run's lists");
+        const double err_run = check_forces(s, natoms, r->epot, r->vir, "the run's lists");
         /* then after migration, on fresh ghosts and lists */
         md_migrate(s);
         md_borders(s);
@@ -244,10 +248,7 @@ void md_verify(md_sys *s, const options *o, long natoms, const thermo *t0, long 
         double ep = 0.0, vr = 0.0;
         md_compute_forces(s, &ep, &vr);
         if (KC_FAULT_INJECTED && ctx->rank == 0 && s->nlocal > 0) s->f[0] += 1.0;
-        l2[0] = ep;
-        l2[1] = vr;
-        MPI_Allreduce(l2, g2, 2, MPI_DOUBLE, MPI_SUM, s->cart);
-        const double err_new = check_forces(s, natoms, g2[0], g2[1], "rebuilt lists");
+        const double err_new = check_forces(s, natoms, ep, vr, "rebuilt lists");
         v->force_err = isnan(err_run) || isnan(err_new) ? INFINITY : fmax(err_run, err_new);
         v->ok_forces = v->force_err <= 1e-10;
         v->lost = kc_sum_over_ranks(ctx, s->lost);
