@@ -11,18 +11,15 @@ from __future__ import annotations
 import shlex
 import shutil
 import statistics
-from collections.abc import Callable
-from typing import Any
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from harnesscore.rounds import (
-    LMP_TAGS,
     MD_BANDS,
     MD_RATIOS,
     MD_TAGS,
     RoundsError,
-    md_rates,
+    md_rates_by_tag,
     md_ratios,
     md_results,
 )
@@ -154,10 +151,13 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             'set -o pipefail', ': > bench.out',
             *self.round_loop('round', body, ['md', 'bench.out'])])
 
-    def _read(self, reader: Callable[..., Any], *args: str) -> Any:
-        """`reader` (``md_rates``, ``md_results``, ``md_ratios``) of the job's output."""
-        with sanity_errors(RoundsError):
-            return reader(self.stage_text(self.job.stdout), *args)
+    def rates(self) -> dict[str, list[float]]:
+        """Every tag's atom-steps per second, round by round (``md_rates_by_tag``):
+        the job's output parsed once, for the sanity, band samples and perf variables."""
+        if not hasattr(self, '_rates'):
+            with sanity_errors(RoundsError):
+                self._rates = md_rates_by_tag(self.stage_text(self.job.stdout))
+        return self._rates
 
     @sanity_function
     def all_rounds_ran(self):
@@ -165,18 +165,20 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         sn.evaluate(sn.assert_eq(RunBase.exit_status(self), 0,
                                  msg='the benchmark script failed (status {0})'))
         rounds = self.rounds_done()
-        counts = {tag: len(self._read(md_rates, tag)) for tag in MD_TAGS + LMP_TAGS}
+        counts = {tag: len(rates) for tag, rates in self.rates().items()}
         missing = {t: n for t, n in counts.items() if n != rounds}
         sn.evaluate(sn.assert_false(missing, msg=f'rounds missing (of {rounds}): {missing}'))
         self.verified = 'true'
         # md's runs say where their threads ran (lmp's do not): two on one core,
         # or a partition that shares its cores, is flagged, and fails where undeclared
-        self.check_oversubscription(*(res for tag in MD_TAGS
-                                      for res in self._read(md_results, tag)))
+        with sanity_errors(RoundsError):
+            text = self.stage_text(self.job.stdout)
+            results = [res for tag in MD_TAGS for res in md_results(text, tag)]
+        self.check_oversubscription(*results)
         return True
 
     def band_samples(self) -> dict[str, list[float]]:
-        return self._read(md_ratios)
+        return md_ratios(self.rates())
 
     @run_after('setup')
     def set_perf_variables(self):
@@ -187,6 +189,6 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             for name in MD_RATIOS}
         for name, tag in (('md_1rank', 'MD_1x1'), ('lammps_1rank', 'LMP_1')):
             self.perf_variables[name] = sn.make_performance_function(
-                lambda tag=tag: statistics.median(self._read(md_rates, tag)), 'atom-steps/s')
+                lambda tag=tag: statistics.median(self.rates()[tag]), 'atom-steps/s')
         self.perf_variables['rounds'] = sn.make_performance_function(self.rounds_done,
                                                                      'rounds')

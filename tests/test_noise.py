@@ -471,14 +471,14 @@ def test_md_rounds_busy_hybrid_is_withheld_quiet_passes(tmp_path):
                    'MD_1x2': [3.95e6, 4.05e6, 4.0e6]}
     out = tmp_path / 'bench.out'
     out.write_text(md_output(quiet_rates))
-    ratios = rounds.md_ratios(out.read_text())
+    ratios = rounds.md_ratios(rounds.md_rates_by_tag(out.read_text()))
     states = {v: bands.judge_band(v, ratios[v], *rounds.MD_BANDS[v]).state for v in ratios}
     assert set(states.values()) == {stats.PASS}, states
     assert rounds.main(['md', str(out)]) == 1
     # loaded: the hybrid loses 27% (the 0.730), every round
     loaded = {**quiet_rates, 'MD_1x2': [2.9e6, 3.0e6, 2.95e6]}
     out.write_text(md_output(loaded))
-    ratios = rounds.md_ratios(out.read_text())
+    ratios = rounds.md_ratios(rounds.md_rates_by_tag(out.read_text()))
     assert bands.judge_band('hybrid_over_mpi', ratios['hybrid_over_mpi'],
                             *rounds.MD_BANDS['hybrid_over_mpi']).state == stats.FAIL
     # a FAIL on 3 rounds stands on a full interval (paired t on the log ratios,
@@ -495,7 +495,7 @@ def test_md_rounds_busy_hybrid_is_withheld_quiet_passes(tmp_path):
 def test_md_unverified_run_is_an_error(tmp_path):
     text = md_output({t: [1.0] for t in rounds.MD_TAGS + rounds.LMP_TAGS})
     with pytest.raises(rounds.RoundsError, match='did not verify'):
-        rounds.md_ratios(text.replace('"verified": true', '"verified": false'))
+        rounds.md_rates_by_tag(text.replace('"verified": true', '"verified": false'))
 
 
 # ---- the nightly's judgements ------------------------------------------------------

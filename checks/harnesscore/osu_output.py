@@ -303,5 +303,10 @@ def libraries_agree(linked: set[str], stack: set[str]) -> bool:
     """Whether a binary's MPI libraries (`mpi_libraries`) include one the
     stack's wrapper links (`stack_libraries`): the same file, or the same
     name where the wrapper's folder was not found."""
-    return any(lib in linked or (not lib.startswith('/') and any(
-        os.path.basename(p).startswith(lib) for p in linked)) for lib in stack)
+    for lib in stack:
+        if lib in linked:
+            return True
+        if not lib.startswith('/') and any(
+                os.path.basename(p).startswith(lib) for p in linked):
+            return True
+    return False

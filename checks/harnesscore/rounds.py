@@ -179,9 +179,14 @@ def md_results(text: str, tag: str) -> list[dict]:
     return [res for _, res in _results(text, f'an md run ({tag})', tag)]
 
 
-def md_ratios(text: str) -> dict[str, list[float]]:
-    """Per-round ratios of the complete rounds (both sides present)."""
-    rates = {tag: md_rates(text, tag) for tag in MD_TAGS + LMP_TAGS}
+def md_rates_by_tag(text: str) -> dict[str, list[float]]:
+    """``md_rates`` of every tag: md's (``MD_TAGS``), then lmp's (``LMP_TAGS``)."""
+    return {tag: md_rates(text, tag) for tag in MD_TAGS + LMP_TAGS}
+
+
+def md_ratios(rates: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Per-round ratios of the complete rounds (both sides present) of
+    ``md_rates_by_tag``."""
     return {name: [a / b for a, b in zip(rates[num], rates[den])]
             for name, (num, den) in MD_RATIOS.items()}
 
@@ -230,7 +235,7 @@ def undecided(kind: str, args: list[str]) -> list[str]:
                            _bounds(ring_osu_bands(data, sizes, lat_tol, lat_floor, bw_tol)))
     if kind == 'md':
         with open(args[0], encoding='utf-8', errors='replace') as fp:
-            ratios = md_ratios(fp.read())
+            ratios = md_ratios(md_rates_by_tag(fp.read()))
         return more_rounds(ratios, _bounds(MD_BANDS))
     raise RoundsError(f"unknown kind {kind!r} (ring or md)")
 

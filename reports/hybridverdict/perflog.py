@@ -294,9 +294,8 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
             header = _Header(fields, stats)
             _add_shape(shapes, source, header)
             continue
-        where = f'{source}:{lineno + shift}'
         if header is None:
-            stats.skip('no header', where=where)
+            stats.skip('no header', where=f'{source}:{lineno + shift}')
             continue
         # The perf-variable block ends with a '|': tolerate one empty field.
         if fields[-1] == '' and len(fields) != header.width:
@@ -306,11 +305,12 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
             found = _reshaped(header, fields, source, lineno + shift, shapes, reshaped)
             if found is None:
                 stats.skip('field count differs from header (truncated or corrupt)',
-                           where=where)
+                           where=f'{source}:{lineno + shift}')
                 continue
             line_header = found
         if line_header.kernel is not None and fields[line_header.kernel] in NO_KERNEL:
             continue  # a build or other non-kernel test: nothing to pair
+        where = f'{source}:{lineno + shift}'
         try:
             rec = line_header.parse(fields, where)
         except UNPARSABLE as err:
