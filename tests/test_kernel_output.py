@@ -54,7 +54,7 @@ def test_each_reader_makes_a_malformed_line_its_own_error(tmp_path, capsys):
     out = tmp_path / 'bench.out'
     out.write_text('MD_1x1 {"verified": true, "fom": }\n')
     with pytest.raises(rounds.RoundsError, match=r'an md run \(MD_1x1\): malformed MD_1x1'):
-        rounds.md_ratios(out.read_text())
+        rounds.md_rates_by_tag(out.read_text())
     assert rounds.main(['md', str(out)]) == 2
     assert 'malformed MD_1x1 line' in capsys.readouterr().err
 

@@ -672,7 +672,7 @@ def test_rounds_refuse_a_zero_time_or_rate_naming_the_line(tmp_path, capsys, lin
     out = tmp_path / 'md.out'
     out.write_text(line + '\n')
     with pytest.raises(rounds.RoundsError, match='no positive rate'):
-        rounds.md_ratios(out.read_text())
+        rounds.md_rates_by_tag(out.read_text())
     assert rounds.main(['md', str(out)]) == 2
     assert repr(line) in capsys.readouterr().err
 
