@@ -62,7 +62,10 @@ def _partition_topologies(config: str, system: str | None,
         except ValueError as err:
             print(f'plan: {part.fullname}: {err}', file=sys.stderr)
             continue
-        (out if topo.stacks else idle).append(topo)
+        if topo.stacks:
+            out.append(topo)
+        else:
+            idle.append(topo)
     if not out:
         # No partition runs a selected stack: one part each, as before.
         return [dataclasses.replace(t, stacks=1) for t in idle]
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_main(_main, argv, 'plan: interrupted (Ctrl-C)', signals=())
 
 
-def _main(argv: list[str] | None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog='python -m harnesslib.plan',
         description='The plan of a session: runs per partition, the runs left out and '
@@ -115,6 +118,38 @@ def _main(argv: list[str] | None) -> int:
                     help='print only "SECONDS_PER_PART SESSION_SECONDS PARTS" (the split of '
                          'HARNESS_BUDGET across the partitions and stacks; ./harness exports '
                          'the first as HARNESS_BUDGET=<s>s/part for the checks)')
+    return ap
+
+
+def _bad_options(args: argparse.Namespace) -> str:
+    """What is wrong with the options ('' if nothing)."""
+    for name, top in (('cores', MAX_DECLARED), ('sockets', MAX_DECLARED),
+                      ('numa', MAX_DECLARED), ('nodes', MAX_DECLARED),
+                      ('samples', MAX_SAMPLES), ('stacks', None)):
+        value = getattr(args, name)
+        if value is not None and (value < 1 or (top and value > top)):
+            allowed = f'1 to {top}' if top else '1 up'
+            return f'--{name} must be an integer from {allowed}, got {value}'
+    # a declared node's options: a configured partition has its own
+    given = [n for n in ('sockets', 'numa', 'mem', 'nodes', 'stacks')
+             if getattr(args, n) is not None]
+    if given and not args.cores:
+        return (f'--{given[0]} describes a declared node: give --cores too (a '
+                'configured partition\'s topology is its configuration\'s)')
+    for pattern in args.prgenv or ():
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            return f'--prgenv {pattern!r} is not a regular expression: {err}'
+    for name in ('sockets', 'numa'):
+        count = getattr(args, name)
+        if args.cores and count and args.cores % count:
+            return f'--{name} {count} does not divide --cores {args.cores}'
+    return ''
+
+
+def _main(argv: list[str] | None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     if args.reframe_options and '--' not in (sys.argv[1:] if argv is None else argv):
         ap.error(f'unrecognized arguments: {" ".join(args.reframe_options)} (reframe\'s '
@@ -126,38 +161,18 @@ def _main(argv: list[str] | None) -> int:
     # then RFM_SYSTEM, as reframe takes it (and settings.py) where none is named
     args.system = (args.system or (systems[-1] if systems else None)
                    or os.environ.get('RFM_SYSTEM', '').strip() or None)
-    for name, top in (('cores', MAX_DECLARED), ('sockets', MAX_DECLARED),
-                      ('numa', MAX_DECLARED), ('nodes', MAX_DECLARED),
-                      ('samples', MAX_SAMPLES), ('stacks', None)):
-        value = getattr(args, name)
-        if value is not None and (value < 1 or (top and value > top)):
-            return fail('plan', f'--{name} must be an integer from 1'
-                        + (f' to {top}' if top else ' up') + f', got {value}')
-    # a declared node's options: a configured partition has its own
-    given = [n for n in ('sockets', 'numa', 'mem', 'nodes', 'stacks')
-             if getattr(args, n) is not None]
-    if given and not args.cores:
-        return fail('plan', f'--{given[0]} describes a declared node: give --cores too (a '
-                            'configured partition\'s topology is its configuration\'s)')
-    for name in ('sockets', 'numa', 'nodes', 'stacks'):
-        if getattr(args, name) is None:
-            setattr(args, name, 1)
-    for pattern in args.prgenv or ():
-        try:
-            re.compile(pattern)
-        except re.error as err:
-            return fail('plan', f'--prgenv {pattern!r} is not a regular expression: {err}')
-    for name in ('sockets', 'numa'):
-        if args.cores and args.cores % getattr(args, name):
-            return fail('plan', f'--{name} {getattr(args, name)} does not divide --cores '
-                                f'{args.cores}')
+    error = _bad_options(args)
+    if error:
+        return fail('plan', error)
     try:
         samples = args.samples or samples_per_run()
         if args.cores:
-            topos = [Topology(cores=args.cores, sockets=args.sockets, numa=args.numa,
+            # sockets, NUMA domains, nodes and stacks not given: 1 each
+            topos = [Topology(cores=args.cores, sockets=args.sockets or 1,
+                              numa=args.numa or 1,
                               mem_bytes=parse_memory(args.mem) if args.mem else 0,
-                              nodes=args.nodes, name=f'declared {args.cores}-core node',
-                              stacks=args.stacks)]
+                              nodes=args.nodes or 1, name=f'declared {args.cores}-core node',
+                              stacks=args.stacks or 1)]
         else:
             config = args.config or os.path.join(REPO_DIR, 'config', 'settings.py')
             topos = _partition_topologies(config, args.system, args.prgenv)
