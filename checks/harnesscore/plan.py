@@ -191,11 +191,14 @@ class Topology:
         declares none: ``ASSUMED_MEM_PER_CORE`` per core); ``extras['nodes']``."""
         proc = partition.processor
         cores = cores_per_node(partition)
+        # A count that does not divide the cores is taken for one.
         sockets = int(proc.num_sockets or 1)
         if cores % sockets:
             sockets = 1
         # An unknown NUMA count is at least one domain per socket.
         numa = int(proc.num_numa_nodes or 0) or sockets
+        if cores % numa:
+            numa = 1
         extras = partition.extras
         local = partition.scheduler.registered_name == 'local'
         declared = bool(extras.get('declared_topology'))
@@ -210,8 +213,7 @@ class Topology:
         # Declared bigger than this machine's physical cores (not its hardware
         # threads: two ranks on the threads of one core share it).
         over = declared and local and cores > host_cores()
-        return cls(cores=cores, sockets=sockets,
-                   numa=numa if cores % numa == 0 else 1, mem_bytes=mem,
+        return cls(cores=cores, sockets=sockets, numa=numa, mem_bytes=mem,
                    nodes=int(nodes or extras.get('nodes', 1)), name=partition.fullname,
                    oversubscribed=over, online_cpus=(os.cpu_count() or 0) if over else 0,
                    declared=declared)
@@ -314,23 +316,24 @@ def divisors(n: int) -> list[int]:
 def layout_roles(topo: Topology) -> dict[tuple[int, int], str]:
     """The R x T layouts with a name: pure MPI, one rank per socket (Chorley's
     Hybrid 2), one per NUMA domain, one per node (Hybrid 1)."""
-    c = topo.cores
+    cores = topo.cores
     roles: dict[tuple[int, int], list[str]] = {}
-    roles.setdefault((c, 1), []).append('mpi')
-    if c > 1:
-        roles.setdefault((topo.sockets, c // topo.sockets), []).append('per-socket')
-        roles.setdefault((topo.numa, c // topo.numa), []).append('per-NUMA')
-        roles.setdefault((1, c), []).append('per-node')
+    roles.setdefault((cores, 1), []).append('mpi')
+    if cores > 1:
+        roles.setdefault((topo.sockets, cores // topo.sockets), []).append('per-socket')
+        roles.setdefault((topo.numa, cores // topo.numa), []).append('per-NUMA')
+        roles.setdefault((1, cores), []).append('per-node')
     return {lay: '/'.join(names) for lay, names in roles.items()}
 
 
 def hybrid_layouts(topo: Topology) -> list[tuple[int, int]]:
     """Every R x T (T > 1) filling the node, in the plan's order: per socket,
     per NUMA domain, per node, then the other divisors from the middle out."""
-    c = topo.cores
+    cores = topo.cores
     named = [lay for lay in layout_roles(topo) if lay[1] > 1]   # mpi is not hybrid
-    rest = [(c // t, t) for t in divisors(c) if t > 1]
-    rest.sort(key=lambda lay: (abs(math.log(lay[1]) - 0.5 * math.log(c)), -lay[1]))
+    rest = [(cores // t, t) for t in divisors(cores) if t > 1]
+    # the threads' distance from sqrt(cores) on a log scale, more threads first
+    rest.sort(key=lambda lay: (abs(math.log(lay[1]) - 0.5 * math.log(cores)), -lay[1]))
     return list(dict.fromkeys(named + rest))
 
 
@@ -389,8 +392,10 @@ def parse_integer(name: str, example: str):
 def dims_create(n: int) -> tuple[int, int, int]:
     """A 3-D grid of n ranks as balanced as possible, largest first (what
     ``MPI_Dims_create(n, 3)`` returns in MPICH and Open MPI)."""
-    grids = [tuple(sorted((a, b, n // a // b), reverse=True))
-             for a in divisors(n) for b in divisors(n // a)]
+    grids = []
+    for a in divisors(n):
+        for b in divisors(n // a):
+            grids.append(tuple(sorted((a, b, n // a // b), reverse=True)))
     # The first of the most balanced (smallest spread, then smallest largest).
     return min(grids, key=lambda dims: (dims[0] - dims[2], dims[0]))  # type: ignore[return-value]
 
@@ -398,14 +403,14 @@ def dims_create(n: int) -> tuple[int, int, int]:
 def _dims_greedy(n: int) -> tuple[int, int, int]:
     """Open MPI's MPI_Dims_create: the prime factors, largest first, each to
     the smallest dimension so far."""
-    factors, m, p = [], n, 2
-    while p * p <= m:
-        while m % p == 0:
-            factors.append(p)
-            m //= p
-        p += 1
-    if m > 1:
-        factors.append(m)
+    factors, rest, prime = [], n, 2
+    while prime * prime <= rest:
+        while rest % prime == 0:
+            factors.append(prime)
+            rest //= prime
+        prime += 1
+    if rest > 1:   # a prime factor above sqrt(n)
+        factors.append(rest)
     dims = [1, 1, 1]
     for f in sorted(factors, reverse=True):
         dims[dims.index(min(dims))] *= f
@@ -652,15 +657,23 @@ class Plan:
             return (f'left out by the plan: {kernel} size {size} is another node\'s '
                     f'(sizes of {self.topo.name}: '
                     f'{", ".join(map(str, self.sizes[kernel]))})')
+        run = self._planned_run(kernel, layout, size)
+        if run is None:
+            why = infeasible(kernel, layout, size, self.topo, stream_elements)
+            return f'infeasible: {why}' if why else ''
+        if stream_elements and kernel == 'spmv' and run.reason.startswith('infeasible'):
+            return ''   # feasible with the STREAM size the check runs
+        if self.unbudgeted is not None and run_key(run) in self.unbudgeted:
+            return ''   # left out only for the budget, in a batch
+        return run.reason and f'left out by the plan: {run.reason}'
+
+    def _planned_run(self, kernel: str, layout: Layout, size) -> Run | None:
+        """The run of `kernel` at `size` as `layout` the plan runs or left out
+        (None: it has no such run)."""
         for run in (*self.runs, *self.left_out):
             if run.kernel == kernel and run.layout == layout and str(run.size) == str(size):
-                if stream_elements and kernel == 'spmv' and run.reason.startswith('infeasible'):
-                    return ''   # feasible with the STREAM size the check runs
-                if self.unbudgeted is not None and run_key(run) in self.unbudgeted:
-                    return ''   # left out only for the budget, in a batch
-                return run.reason and f'left out by the plan: {run.reason}'
-        why = infeasible(kernel, layout, size, self.topo, stream_elements)
-        return f'infeasible: {why}' if why else ''
+                return run
+        return None
 
     def summary(self) -> str:
         total = len(self.runs) + len(self.left_out)
