@@ -79,23 +79,28 @@ def kernel_parameters(kernel: str, serial: bool = False) -> tuple:
     (``-P problem=24``); its samples (``sample_parameter``)."""
     runs = runs_for(_plan.HYBRID_MODES[kernel]) + (serial_runs() if serial else [])
     sizes = system_sizes(kernel)
-    # -P problem=abc: the plan's message, not int's traceback inside ReFrame
-    size_type = _plan.parse_integer('problem', str(sizes[0])) if isinstance(sizes[0], int) \
-        else type(sizes[0])
+    if isinstance(sizes[0], int):
+        # -P problem=abc: the plan's message, not int's traceback inside ReFrame
+        size_type = _plan.parse_integer('problem', str(sizes[0]))
+    else:
+        size_type = type(sizes[0])
     return (parameter(runs, fmt=layout_name, type=parse_layout),
             parameter(sizes, type=size_type), sample_parameter())
 
 
 def system_layouts() -> list[tuple[int, int]]:
     """Every R x T with R*T = cores per node, over all partitions of the system."""
-    cores = set()
+    core_counts = set()
     for part in _partitions():
         with contextlib.suppress(ValueError):   # a partition of unknown topology
-            cores.add(cores_per_node(part))
-    if not cores:   # no runtime, or no partition with a topology: this machine's cores
-        cores.add(host_cores())
-    return sorted({lay for c in cores for lay in _divisor_layouts(c)},
-                  key=lambda rt_: (rt_[1], rt_[0]))
+            core_counts.add(cores_per_node(part))
+    if not core_counts:   # no runtime, or no partition with a topology: this machine's cores
+        core_counts.add(host_cores())
+    layouts = set()
+    for cores in core_counts:
+        layouts.update(_divisor_layouts(cores))
+    # by threads per rank, then ranks
+    return sorted(layouts, key=lambda lay: (lay[1], lay[0]))
 
 
 def runs_for(hybrid_modes: tuple[str, ...]) -> list[tuple[str, int, int]]:
@@ -182,16 +187,18 @@ def interleave_samples(cls):
         return cls
     nums = [entry[1].get('variant_num', 0) for entry in entries]
     params = {num: cls.get_variant_info(num, recurse=True)['params'] for num in nums}
+    # the variants' layouts, each once, in the order of registration
     layouts = [lay for lay in dict.fromkeys(map(_layout_of, params.values())) if lay is not None]
-    positions = {}
+    positions = {}   # {round: {layout: its place in the round}}
+    for rnd in {variant.get('sample', 0) for variant in params.values()}:
+        positions[rnd] = {lay: i for i, lay in enumerate(round_order(layouts, rnd))}
 
     def key(entry: tuple) -> tuple:
         num = entry[1].get('variant_num', 0)
-        p = params[num]
-        rnd = p.get('sample', 0)
-        if rnd not in positions:
-            positions[rnd] = {lay: i for i, lay in enumerate(round_order(layouts, rnd))}
-        return (rnd, str(p.get('problem', '')), positions[rnd].get(_layout_of(p), -1), num)
+        variant = params[num]
+        rnd = variant.get('sample', 0)
+        place = positions[rnd].get(_layout_of(variant), -1)
+        return (rnd, str(variant.get('problem', '')), place, num)
 
     entries.sort(key=key)
     return cls
