@@ -85,20 +85,26 @@ class Knobs:
         env = os.environ if env is None else env
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):
-            name = cls.ENV[f.name]
-            text = env.get(name, '').strip()
+            text = env.get(cls.ENV[f.name], '').strip()
             if text:
-                try:
-                    value = int(text) if f.name == 'min_segment' else float(text)
-                except ValueError:
-                    raise KnobError(f'{name}={text!r}: not a number') from None
-                problem = cls.problem(f.name, value)
-                if problem:
-                    raise KnobError(f'{name}={text!r}: {problem}')
-                values[f.name] = value
+                values[f.name] = cls._from_text(f.name, text)
             if given.get(f.name) is not None:
                 values[f.name] = given[f.name]
         return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def _from_text(cls, name: str, text: str) -> int | float:
+        """The knob `name` from the text of its environment variable (KnobError naming
+        the variable where it is not a valid value)."""
+        variable = cls.ENV[name]
+        try:
+            value = int(text) if name == 'min_segment' else float(text)
+        except ValueError:
+            raise KnobError(f'{variable}={text!r}: not a number') from None
+        problem = cls.problem(name, value)
+        if problem:
+            raise KnobError(f'{variable}={text!r}: {problem}')
+        return value
 
     @property
     def gap(self) -> dt.timedelta:
@@ -179,10 +185,11 @@ class ChangePoint:
             text += (f', unconfirmed: {self.sessions_after} session(s) after it, '
                      f'a change needs {self.needed}')
         text += ')'
+        if not self.changed:
+            return text + '; nothing in the provenance changed then'
         changed = '; '.join(f'{k} {a or "unset"} -> {b or "unset"}'
                             for k, (a, b) in self.changed.items())
-        return text + (f'; changed then: {changed}' if changed else '; nothing in the '
-                       'provenance changed then')
+        return f'{text}; changed then: {changed}'
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -236,13 +243,17 @@ def provenance_diff(before: Record, after: Record) -> dict[str, tuple[str, str]]
     """What differs in the provenance of two records: field -> (before, after), and
     for ``mpi_env`` ('NAME=VALUE ...') each MPI variable that differs."""
     out: dict[str, tuple[str, str]] = {}
-    for (field, x), y in zip(provenance(before).items(), provenance(after).values()):
-        if x != y and field == 'mpi_env':
-            ea, eb = _env(x), _env(y)
-            out |= {name: (ea.get(name, ''), eb.get(name, ''))
-                    for name in sorted(set(ea) | set(eb)) if ea.get(name, '') != eb.get(name, '')}
-        elif x != y:
-            out[field] = (x, y)
+    for (field, old), new in zip(provenance(before).items(), provenance(after).values()):
+        if old == new:
+            continue
+        if field != 'mpi_env':
+            out[field] = (old, new)
+            continue
+        old_env, new_env = _env(old), _env(new)
+        for name in sorted(old_env.keys() | new_env.keys()):
+            was, now = old_env.get(name, ''), new_env.get(name, '')
+            if was != now:
+                out[name] = (was, now)
     return out
 
 
@@ -363,9 +374,9 @@ def _runs(history: History, knobs: Knobs) -> tuple[pl.DataFrame, list[dt.datetim
     # fields tell its runs apart, as the history's series do (pure MPI 2x1 and
     # hybrid 1x2 runs were one series, and a change in their mix a change point).
     nameless = pl.col('name').is_null() | (pl.col('name') == '')
-    recs = recs.with_columns(variant=pl.when(nameless).then(pl.format(
-        'mode={} layout={}x{} size={}', 'mode', 'ranks', 'threads', 'size'))
-        .otherwise(pl.col('variant')))
+    run_fields = pl.format('mode={} layout={}x{} size={}', 'mode', 'ranks', 'threads', 'size')
+    recs = recs.with_columns(variant=pl.when(nameless).then(run_fields)
+                             .otherwise(pl.col('variant')))
     starts = sess.group_by('session').agg(start=pl.col('start').first()).sort('session')
     return recs, starts.get_column('start').to_list()
 
@@ -545,22 +556,25 @@ def detect(medians: Sequence[float], knobs: Knobs) -> list[tuple[int, float]]:
     cuts.sort()
     while cuts:
         bounds = [0, *cuts, len(logs)]
-        worst, worst_score = -1, 0.0
         tested = []
-        for i in range(1, len(bounds) - 1):
-            a, b = logs[bounds[i - 1]:bounds[i]], logs[bounds[i]:bounds[i + 1]]
-            size = abs(_ratio(a, b) - 1)
-            p = permutation_p(logs[bounds[i - 1]:bounds[i + 1]], knobs) \
-                if size >= knobs.magnitude else 1.0
+        # index in `cuts` of each one that fails -> how weak it is: a step below the
+        # magnitude (the smaller the weaker) is weaker than any p-value too large
+        weakness: dict[int, float] = {}
+        for i, cut in enumerate(cuts):
+            lo, hi = bounds[i], bounds[i + 2]
+            size = abs(_ratio(logs[lo:cut], logs[cut:hi]) - 1)
+            if size < knobs.magnitude:
+                p = 1.0
+                weakness[i] = 2 - size
+            else:
+                p = permutation_p(logs[lo:hi], knobs)
+                if p > knobs.p_value:
+                    weakness[i] = p
             tested.append(p)
-            if p > knobs.p_value or size < knobs.magnitude:
-                # the weakest: the smallest step, then the largest p-value
-                score = (2 - size) if size < knobs.magnitude else p
-                if worst < 0 or score > worst_score:
-                    worst, worst_score = i - 1, score
-        if worst < 0:
+        if not weakness:
             return _placed(logs, list(zip(cuts, tested)), ms)
-        del cuts[worst]
+        # the weakest (the first of equals)
+        del cuts[max(weakness, key=weakness.__getitem__)]
     return []
 
 
@@ -664,26 +678,27 @@ def find(history: History, knobs: Knobs | None = None, since: dt.datetime | None
         with_system = recs.get_column('system').n_unique() > 1
     found: list[ChangePoint] = []
     for pts in series_points(history, recs, since, until, starts):
-        logs = np.log(np.asarray(pts.medians, dtype=float))
         cuts = detect(pts.medians, knobs)
         bounds = [0, *(c for c, _ in cuts), len(pts.medians)]
         for i, (cut, p) in enumerate(cuts, 1):
             found.append(_change_point(pts, cut, bounds[i - 1], bounds[i + 1], p, starts,
-                                       True, knobs))
+                                       confirmed=True, knobs=knobs))
+        logs = np.log(np.asarray(pts.medians, dtype=float))
         tail = _tail(logs, bounds[-2], knobs, pts.noise)
         if tail is not None:
-            found.append(_change_point(pts, tail[0], bounds[-2], len(pts.medians), tail[1],
-                                       starts, False, knobs))
+            cut, p = tail
+            found.append(_change_point(pts, cut, bounds[-2], len(pts.medians), p, starts,
+                                       confirmed=False, knobs=knobs))
     for c in found:
         c.with_system = with_system
     found.sort(key=lambda c: (c.at, c.series))
     if found:
         full = history.lookup(sorted({r for c in found for r in c.rids}))
         for c in found:
-            a, b = full.get(c.rids[0]), full.get(c.rids[1])
-            if a is not None and b is not None:
-                c.changed = provenance_diff(a, b)
-                c.last_before, c.first_after = a.source, b.source
+            before, after = full.get(c.rids[0]), full.get(c.rids[1])
+            if before is not None and after is not None:
+                c.changed = provenance_diff(before, after)
+                c.last_before, c.first_after = before.source, after.source
     return found
 
 
@@ -772,15 +787,42 @@ def _newly_confirmed(now: Sequence[ChangePoint], then: Sequence[ChangePoint],
     that none is are new."""
     known = [c for c in then if c.confirmed]
     found = [c for c in now if c.confirmed]
-    pairs = sorted((abs(c.position - k.position), i, j) for i, c in enumerate(found)
-                   for j, k in enumerate(known) if _same_change(c, k))
-    matched: set[int] = set()
-    used: set[int] = set()
-    for _, i, j in pairs:
-        if i not in matched and j not in used:
-            matched.add(i)
-            used.add(j)
-    return [c for i, c in enumerate(found) if i not in matched]
+    # (distance of the boundaries, index in found, index in known) of each possible match
+    pairs = []
+    for i, c in enumerate(found):
+        for j, k in enumerate(known):
+            if _same_change(c, k):
+                pairs.append((abs(c.position - k.position), i, j))
+    matched_found: set[int] = set()
+    matched_known: set[int] = set()
+    for _, i, j in sorted(pairs):
+        if i not in matched_found and j not in matched_known:
+            matched_found.add(i)
+            matched_known.add(j)
+    return [c for i, c in enumerate(found) if i not in matched_found]
+
+
+def _last_session(recs: pl.DataFrame, starts: Sequence[dt.datetime],
+                  last_night: dt.datetime | None) -> int:
+    """The number of the session that starts at `last_night`; None: of the session
+    that ended last (another system's nightly that started after it and ended before
+    it is not this night's: its own page came with it)."""
+    if last_night is not None:
+        return max(0, stats_rule.session_of(last_night, starts))
+    ends = recs.group_by('session').agg(end=pl.col('time').max())
+    return int(ends.sort('end', 'session').get_column('session')[-1])
+
+
+def _series_count(values: pl.LazyFrame, night: pl.DataFrame) -> int:
+    """How many series have a point among the records `night`, as ``series_points``
+    makes them (verified records; a value of 0 or below is in none)."""
+    if not night.height:
+        return 0
+    points = (values.filter(pl.col('value').is_finite() & (pl.col('value') > 0))
+              .select('rid', 'variable')
+              .join(night.lazy().filter(pl.col('verified')).select('rid', *VARIANT_COLUMNS),
+                    on='rid'))
+    return points.select(*KEY_COLUMNS).unique().select(pl.len()).collect().item()
 
 
 def since_last_night(history: History, last_night: dt.datetime | None = None,
@@ -793,13 +835,7 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
     recs, starts = _runs(history, knobs)
     if not starts:
         return Morning(None, 0, 0, [], [], [], [], [])
-    if last_night is None:
-        # the session that ended last: another system's nightly that started after it
-        # and ended before it is not this night's (its own page came with it)
-        ends = recs.group_by('session').agg(end=pl.col('time').max())
-        last = int(ends.sort('end', 'session').get_column('session')[-1])
-    else:
-        last = max(0, stats_rule.session_of(last_night, starts))
+    last = _last_session(recs, starts, last_night)
     with_system = recs.get_column('system').n_unique() > 1
     night = recs.filter(pl.col('session') == last)
     systems = night.get_column('system').unique()
@@ -814,25 +850,18 @@ def since_last_night(history: History, last_night: dt.datetime | None = None,
     known = _states(night.join(previous, on='system', how='semi'), with_system)
     # the series of the last night's test variants, over the sessions up to the last
     # one, and up to the one before (its systems' sessions before the last)
-    mine = (recs.join(night.select(VARIANT_COLUMNS).unique(), on=VARIANT_COLUMNS, how='semi'),
-            starts)
+    variants = night.select(VARIANT_COLUMNS).unique()
+    runs = (recs.join(variants, on=VARIANT_COLUMNS, how='semi'), starts)
     after = starts[last + 1] if last + 1 < len(starts) else None
-    found = find(history, knobs, until=after, runs=mine, with_system=with_system)
-    earlier = find(history, knobs, until=starts[last], runs=mine, with_system=with_system)
+    found = find(history, knobs, until=after, runs=runs, with_system=with_system)
+    earlier = find(history, knobs, until=starts[last], runs=runs, with_system=with_system)
     # unconfirmed from the last session on, or confirmed first with it
     moved = sorted([c for c in found if not c.confirmed and c.at == starts[last]]
                    + _newly_confirmed(found, earlier), key=lambda c: (c.at, c.series))
-    n_series = 0
-    if night.height:
-        # the series as ``series_points`` makes them: a value of 0 or below is in none
-        n_series = (history.values.filter(pl.col('value').is_finite() & (pl.col('value') > 0))
-                    .select('rid', 'variable')
-                    .join(night.lazy().filter(pl.col('verified'))
-                          .select('rid', *VARIANT_COLUMNS), on='rid')
-                    .select(*KEY_COLUMNS).unique().select(pl.len()).collect().item())
     new = set(known) - set(then)
     return Morning(
-        last_night=starts[last], series=n_series, checks=len(now), changes=moved,
+        last_night=starts[last], series=_series_count(history.values, night),
+        checks=len(now), changes=moved,
         # a new variant that fails is newly failing too: a line that says only "new"
         # would hide it (a system's first session has no new variants, so none)
         failing=sorted(c for c, s in now.items() if s == 'fail'
