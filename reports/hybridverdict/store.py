@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import re
@@ -292,10 +293,11 @@ class Store:
         # keeps its inode and first lines: it goes on from where it was read, the
         # furthest of its names (it only grows while its inode and head stay)
         by_identity: dict[tuple, dict] = {}
-        for v in seen.values():
-            known = by_identity.setdefault((v.get('inode'), v.get('head')), v)
-            if v.get('offset', 0) > known.get('offset', 0):
-                by_identity[(v.get('inode'), v.get('head'))] = v
+        for entry in seen.values():
+            ident = (entry.get('inode'), entry.get('head'))
+            known = by_identity.get(ident)
+            if known is None or entry.get('offset', 0) > known.get('offset', 0):
+                by_identity[ident] = entry
         # the records of this batch (``identity``): a file read from its start (a copy
         # of another given too) adds only those neither stored nor read before in it
         batch: set[tuple] = set()
@@ -313,11 +315,7 @@ class Store:
                 prev = same
             start = lines = 0
             if prev is not None:
-                # (a part written before the tail's digest was kept has none: not checked)
-                if (prev.get('inode') == st.st_ino and prev.get('head') == head
-                        and st.st_size >= prev.get('offset', 0)
-                        and prev.get('tail', '') in (
-                            '', _tail_digest(path, prev.get('offset', 0)))):
+                if _only_grown(path, st, head, prev):
                     start, lines = prev['offset'], prev['lines']
                 else:
                     reread.append(key)
@@ -347,13 +345,19 @@ class Store:
             'next_rid': rid + len(new),
             'total_records': int(state.get('total_records', 0)) + len(new),
             'files': seen | updated}
+        self._write_part(number, base, tables, description)
+        size = sum(os.path.getsize(base + k) for k in _KINDS)
+        return Ingest(base + '.json', len(new), tables.values.height, reread, size)
+
+    def _write_part(self, number: int, base: str, tables: Frames, description: dict) -> None:
+        """Part `number`'s files, its JSON `description` last (which commits it); none
+        of them where one cannot be written (StoreError)."""
         written: list[str] = []
         try:
             for kind, df in (('records', tables.records), ('values', tables.values)):
                 written.append(write_new(
                     f'{base}-{kind}.parquet',
                     lambda fp, df=df: df.write_parquet(fp, compression='zstd')))
-            # commits the part
             written.append(write_new(base + '.json', json.dumps(description, indent=0)))
         except FileExistsError as err:
             remove_files(written)
@@ -364,8 +368,6 @@ class Store:
             remove_files(written)
             raise self._error(f'cannot write part {number}: '
                               f'{" ".join(str(err).split())}') from err
-        size = sum(os.path.getsize(base + k) for k in _KINDS)
-        return Ingest(base + '.json', len(new), tables.values.height, reread, size)
 
     def _unstored(self, recs: list[Record]) -> list[Record]:
         """The records of a re-read file that the store does not hold yet."""
@@ -378,6 +380,17 @@ class Store:
 
 
 _NEEDED_RECORDS = [c for c in RECORDS if c not in TEXT_COLUMNS]
+
+
+def _only_grown(path: str, st: os.stat_result, head: str, prev: dict) -> bool:
+    """Whether the perflog `path` (``os.stat`` `st`, first lines' digest `head`) is the
+    file a part read up to ``prev['offset']``, only grown since: the same inode and
+    first lines, and the same bytes before that offset (a part written before the
+    tail's digest was kept has none: not checked)."""
+    offset = prev.get('offset', 0)
+    return (prev.get('inode') == st.st_ino and prev.get('head') == head
+            and st.st_size >= offset
+            and prev.get('tail', '') in ('', _tail_digest(path, offset)))
 
 
 def _bad_state(state: object) -> str:
@@ -419,6 +432,16 @@ def _parse_chunk(header: bytes, chunk: bytes, stats: ReadStats, source: str,
         os.unlink(tmp)
 
 
+def _count_lines(fp: io.BufferedReader, size: int) -> int:
+    """The line ends in the first `size` bytes of `fp` (fewer where it was cut
+    meanwhile), read block by block."""
+    fp.seek(0)
+    count = 0
+    while block := fp.read(min(1 << 22, size - fp.tell())):
+        count += block.count(b'\n')
+    return count
+
+
 #: a perflog ReFrame renamed when its header changed: it writes to it no more
 _ROTATED = re.compile(r'\.log\.h\d+$')
 
@@ -434,18 +457,14 @@ def _read_from(path: str, start: int, lines: int, stats: ReadStats, shapes: Shap
     final = bool(_ROTATED.search(path))
     with open(path, 'rb') as fp:
         size = fp.seek(0, os.SEEK_END)
-        last = b''
         if start == 0 and size:
             fp.seek(size - 1)
-            last = fp.read(1)
-        if last == b'\n' or (final and start == 0 and size):
-            # the whole file, complete: read in place up to `size`, its lines counted
-            # block by block
-            fp.seek(0)
-            count = sum(block.count(b'\n') for block in
-                        iter(lambda: fp.read(min(1 << 22, size - fp.tell())), b''))
-            return (list(read_file(path, stats, shapes, limit=size)), size,
-                    count + (last != b'\n'))
+            complete = fp.read(1) == b'\n'
+            if complete or final:
+                # the whole file: read in place up to `size` (a final partial line
+                # counted as a line)
+                count = _count_lines(fp, size) + (not complete)
+                return list(read_file(path, stats, shapes, limit=size)), size, count
         fp.seek(0)
         header = fp.readline() if start else b''
         fp.seek(start)
