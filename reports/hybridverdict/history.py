@@ -146,16 +146,18 @@ def series(records: pl.LazyFrame, values: pl.LazyFrame, limit: int = DEFAULT_LIM
                  time=pl.col('time').get(pl.len() // 2), value=pl.col('value').median(),
                  low=pl.col('low').last(), high=pl.col('high').last())
              .group_by('rank', maintain_order=True).agg('time', 'value', 'low', 'high'))
-    info = {r['rank']: r for r in summary.iter_rows(named=True)}
-    pts = {r['rank']: r for r in drawn.iter_rows(named=True)}
+    summary_by_rank = {r['rank']: r for r in summary.iter_rows(named=True)}
+    drawn_by_rank = {r['rank']: r for r in drawn.iter_rows(named=True)}
     found = []
     for cand in top.iter_rows(named=True):
-        s, p = info[cand['rank']], pts[cand['rank']]
+        summary_row, drawn_row = summary_by_rank[cand['rank']], drawn_by_rank[cand['rank']]
         found.append(Series(*(cand[k] for k in SERIES_KEY), variable=cand['variable'],
-                            unit=s['unit'] or '', samples=s['samples'], times=p['time'],
-                            values=p['value'], low=p['low'], high=p['high'],
-                            out_of_band=s['out_of_band'], failed=s['failed'],
-                            first=s['first'], last=s['last'], last_value=s['last_value']))
+                            unit=summary_row['unit'] or '', samples=summary_row['samples'],
+                            times=drawn_row['time'], values=drawn_row['value'],
+                            low=drawn_row['low'], high=drawn_row['high'],
+                            out_of_band=summary_row['out_of_band'], failed=summary_row['failed'],
+                            first=summary_row['first'], last=summary_row['last'],
+                            last_value=summary_row['last_value']))
     found.sort(key=lambda s: (s.has_band, s.out_of_band > 0, s.samples), reverse=True)
     chosen = found[:limit]
     chosen.sort(key=lambda s: (s.kernel, s.variable, s.system, s.partition, s.stack, s.mode,
