@@ -79,8 +79,10 @@ class _Span:
 
     def add(self, rec: Record) -> None:
         self.records += 1
-        self.first = rec.time if self.first is None or rec.time < self.first else self.first
-        self.last = rec.time if self.last is None or rec.time > self.last else self.last
+        if self.first is None or rec.time < self.first:
+            self.first = rec.time
+        if self.last is None or rec.time > self.last:
+            self.last = rec.time
         self.library = rec.mpi_library
 
 
@@ -248,6 +250,25 @@ class Headline:
         return size, median(self.bw_sized[size])
 
 
+def _headline_figures(rec: Record) -> tuple[float, float, list[tuple[int, float]]]:
+    """A run's latency at 8 B, its bandwidth at 1 MiB (each measured where above 0)
+    and its one-way bandwidths by message size (bytes, MB/s)."""
+    values = rec.values
+    latency = values.get(LATENCY_8B, 0)
+    if not latency > 0 and rec.kernel in LAT_KERNELS:
+        latency = values.get('lat_8', 0)
+    # osu_bibw: both directions at once, not comparable with one-way bandwidth
+    if rec.kernel == 'osu_bibw':
+        return latency, 0, []
+    by_size: list[tuple[int, float]] = []
+    if rec.kernel in BW_KERNELS:
+        for var, value in values.items():
+            m = sized(var)
+            if m and m[0] == 'bw' and value > 0:
+                by_size.append((m[1], value))
+    return latency, values.get(BANDWIDTH_1MIB, 0), by_size
+
+
 def headlines(records: Iterable[Record]) -> list[Headline]:
     found: dict[tuple, Headline] = {}
     for rec in _usable(records, P2P_KERNELS):
@@ -256,23 +277,15 @@ def headlines(records: Iterable[Record]) -> list[Headline]:
         h = found.get(key)
         if h is None:
             h = found[key] = Headline(*key)
+        latency, bandwidth, by_size = _headline_figures(rec)
+        if latency > 0:
+            h.lat8.append(latency)
+        if bandwidth > 0:
+            h.bw1m.append(bandwidth)
+        for size, value in by_size:
+            h.bw_sized[size].append(value)
         # the run counts among the samples only where it gives one of the figures
-        before = (len(h.lat8), len(h.bw1m), sum(map(len, h.bw_sized.values())))
-        v = rec.values
-        if v.get(LATENCY_8B, 0) > 0:
-            h.lat8.append(v[LATENCY_8B])
-        elif rec.kernel in LAT_KERNELS and v.get('lat_8', 0) > 0:
-            h.lat8.append(v['lat_8'])
-        # osu_bibw: both directions at once, not comparable with one-way bandwidth
-        if rec.kernel != 'osu_bibw':
-            if v.get(BANDWIDTH_1MIB, 0) > 0:
-                h.bw1m.append(v[BANDWIDTH_1MIB])
-            if rec.kernel in BW_KERNELS:
-                for var, value in v.items():
-                    m = sized(var)
-                    if m and m[0] == 'bw' and value > 0:
-                        h.bw_sized[m[1]].append(value)
-        if (len(h.lat8), len(h.bw1m), sum(map(len, h.bw_sized.values()))) != before:
+        if latency > 0 or bandwidth > 0 or by_size:
             h.span.add(rec)
     return [found[k] for k in sorted(found)]
 
@@ -287,45 +300,45 @@ def stack_rows(heads: list[Headline]) -> Table:
     bandwidth at the largest size against the best at that same size (of the stacks
     that measured it: a stack alone at its largest size is its own best, as a stack
     alone in its partition is)."""
-    def figures(h: Headline) -> dict[str, float | None]:
-        return {'lat': h.latency, 'bw': h.bandwidth}
-
     # the best of each figure in its group: the lowest latency, the highest bandwidths
-    best: dict[tuple, dict[str, float]] = defaultdict(dict)
+    lowest_lat: dict[tuple, float] = {}
+    highest_bw: dict[tuple, float] = {}
     # the highest bandwidth at each size in its group: (group, bytes) -> MB/s
-    best_at: dict[tuple, float] = {}
+    highest_at: dict[tuple, float] = {}
     for h in heads:
         where = (h.system, h.partition, h.family, h.nodes)
-        group = best[where]
-        for k, x in figures(h).items():
-            if x is not None:
-                group[k] = (min if k == 'lat' else max)(group.get(k, x), x)
+        if h.latency is not None:
+            lowest_lat[where] = min(lowest_lat.get(where, h.latency), h.latency)
+        if h.bandwidth is not None:
+            highest_bw[where] = max(highest_bw.get(where, h.bandwidth), h.bandwidth)
         for size, xs in h.bw_sized.items():
             at = (*where, size)
-            best_at[at] = max(best_at.get(at, median(xs)), median(xs))
+            highest_at[at] = max(highest_at.get(at, median(xs)), median(xs))
     apart = Apart.of(heads, lambda h: (h.system, h.partition, h.family, h.stack, h.nodes))
     rows, data = empty_table()
     for h in heads:
         where = (h.system, h.partition, h.family, h.nodes)
-        group = best[where]
-        lat, bw, big = h.latency, h.bandwidth, h.largest
-        rel_lat, rel_bw = (x / group[k] if x is not None and group.get(k) else None
-                           for k, x in figures(h).items())
-        top = best_at.get((*where, big[0])) if big else None
-        rel_big = big[1] / top if big and top else None
+        lat, bw = h.latency, h.bandwidth
+        largest, bw_largest = h.largest or (None, None)
+        rel_lat = _ratio(lat, lowest_lat.get(where))
+        rel_bw = _ratio(bw, highest_bw.get(where))
+        rel_big = _ratio(bw_largest, highest_at.get((*where, largest)))
         rows.append([apart.partition(h), h.family, apart.stack(h), cell(lat),
                      cell(rel_lat, '.2f'), cell(bw, '.4g'), _pct(rel_bw),
-                     bytes_label(big[0], ' ') if big else 'n/a',
-                     cell(big[1] if big else None, '.4g'), _pct(rel_big), h.nodes,
-                     h.span.records])
+                     'n/a' if largest is None else bytes_label(largest, ' '),
+                     cell(bw_largest, '.4g'), _pct(rel_big), h.nodes, h.span.records])
         data.append({'system': h.system, 'partition': h.partition, 'nodes': h.nodes,
                      'source': h.family, 'stack': h.stack, 'library': h.span.library,
                      **_own(apart, h, 'build'), 'latency_8B_us': lat, 'latency_vs_best': rel_lat,
                      'bandwidth_1MiB_MBps': bw, 'bandwidth_vs_best': rel_bw,
-                     'largest_bytes': big[0] if big else None,
-                     'bandwidth_largest_MBps': big[1] if big else None,
+                     'largest_bytes': largest, 'bandwidth_largest_MBps': bw_largest,
                      'largest_vs_best': rel_big, 'samples': h.span.records})
     return rows, data
+
+
+def _ratio(x: float | None, of: float | None) -> float | None:
+    """x / of; None where either is not measured (a figure measured is above 0)."""
+    return x / of if x is not None and of else None
 
 
 def _pct(x: float | None) -> str:
@@ -362,15 +375,15 @@ def ring_osu_pairs(heads: list[Headline]) -> list[tuple[Headline, Headline]]:
         rings, osus = found.get('ring', []), found.get('osu', [])
         ring_libraries = {h.library for h in rings}
         osu_libraries = {h.library for h in osus}
-        # the library strings left once the exact matches are taken
+        # the library strings left once the exact matches are taken: they pair where
+        # one is left on each side
         ring_left = ring_libraries - osu_libraries
         osu_left = osu_libraries - ring_libraries
-        told_apart = len(ring_left) == 1 and len(osu_left) == 1
-        pairs += sorted(((ring, osu) for ring in rings for osu in osus
-                         if osu.library == ring.library
-                         or (told_apart and ring.library in ring_left
-                             and osu.library in osu_left)),
-                        key=lambda p: (p[0].library, p[0].build, p[1].build, p[1].library))
+        matched = [(ring, osu) for ring in rings for osu in osus
+                   if osu.library == ring.library
+                   or (ring_left == {ring.library} and osu_left == {osu.library})]
+        pairs += sorted(matched, key=lambda p: (p[0].library, p[0].build, p[1].build,
+                                                p[1].library))
     return pairs
 
 
@@ -395,8 +408,8 @@ def ring_osu_rows(heads: list[Headline]) -> Table:
     for ring, osu in pairs:
         f = _ring_osu_figures(ring, osu)
         one = ring.library == osu.library
-        ring_build, osu_build = (_side_build(h, '' if one else side[h.family].shown(h))
-                                 for h in (ring, osu))
+        ring_build = _side_build(ring, '' if one else side['ring'].shown(ring))
+        osu_build = _side_build(osu, '' if one else side['osu'].shown(osu))
         partition = _with_nodes(systems.partition(ring), ring.nodes,
                                 len(node_counts[_stack_place(ring)[:-1]]))
         rows.append([partition, libraries.stack(ring) if one else ring.stack,
@@ -427,12 +440,10 @@ def _side_build(h: Headline, library: str) -> str:
 def _ring_osu_figures(ring: Headline, osu: Headline) -> dict[str, float | None]:
     """The ring's and OSU's figures side by side and their ratios (None: not measured)."""
     return {'ring_latency_8B_us': ring.latency, 'osu_latency_8B_us': osu.latency,
-            'latency_ratio': (ring.latency / osu.latency
-                              if ring.latency and osu.latency else None),
+            'latency_ratio': _ratio(ring.latency, osu.latency),
             'ring_bandwidth_1MiB_MBps': ring.bandwidth,
             'osu_bandwidth_1MiB_MBps': osu.bandwidth,
-            'bandwidth_ratio': (ring.bandwidth / osu.bandwidth
-                                if ring.bandwidth and osu.bandwidth else None),
+            'bandwidth_ratio': _ratio(ring.bandwidth, osu.bandwidth),
             'samples_ring': ring.span.records, 'samples_osu': osu.span.records}
 
 
@@ -648,8 +659,10 @@ def rabenseifner_rows(rows: list[Rabenseifner]) -> Table:
               r.nodes, f'{r.b_hybrid:.4g}', f'{r.b_mpp:.4g}', r.k_max,
               f'{100 * r.fraction:.0f}%', f'{r.b_mpp / r.b_hybrid:.2f}', f'{r.t_ratio:.2f}']
              for r in rows]
-    data = [{k: v for k, v in dataclasses.asdict(r).items() if k not in ('build', 'library')}
-            | _own(apart, r, 'build', 'library') | {'t_ratio': r.t_ratio} for r in rows]
+    data = []
+    for r in rows:
+        figures = {k: v for k, v in dataclasses.asdict(r).items() if k not in ('build', 'library')}
+        data.append({**figures, **_own(apart, r, 'build', 'library'), 't_ratio': r.t_ratio})
     return table, data
 
 
@@ -695,8 +708,9 @@ class Collective(_OneBuild, _Fitted):
     @property
     def series(self) -> str:
         """Which series of its place: 'one node' or '<c> per node'."""
-        return 'one node' if self.ranks_per_node == ONE_NODE else \
-            f'{self.ranks_per_node} per node'
+        if self.ranks_per_node == ONE_NODE:
+            return 'one node'
+        return f'{self.ranks_per_node} per node'
 
     @property
     def samples(self) -> int:
