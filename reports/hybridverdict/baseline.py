@@ -124,9 +124,10 @@ def collect(records: Iterable[Record],
                 f'{units[(cls, (part, stack, variant, var))] or "no unit"} (its latest '
                 f'run\'s); left out those in {", ".join(repr(u) for u in sorted(seen))}')
         for where, made in sorted(others.items()):
+            system, cls, partition, stack, variant = where
             build, lib, nodes = latest[where]
             left_out.append(
-                f'{where[1]} {where[0]}:{where[2]} {where[3]} [{where[4]}]: from the runs of '
+                f'{cls} {system}:{partition} {stack} [{variant}]: from the runs of '
                 f'"{build}", "{lib}", {nodes} node(s) (its latest); left out the runs of '
                 + '; '.join(f'"{b}", "{m}", {n} node(s)' for b, m, n in sorted(made)))
     return out
@@ -138,6 +139,7 @@ def reference_tuple(samples: Samples, floor: float,
     """[median, lower, upper, unit] with a one-sided tolerance sized for the
     false-alarm rate (``stats.reference_band``), at least `floor`."""
     med = statistics.median(samples.values)
+    lower_is_better = references.lower_is_better(samples.unit)
     if med == 0 or min(samples.values) <= 0:
         # no log scale: an absolute band of the floor around a zero median (ReFrame
         # reads the thresholds of a zero reference as absolute), else the largest
@@ -149,16 +151,15 @@ def reference_tuple(samples: Samples, floor: float,
                                          variables)
         grow = math.expm1(size.log_tolerance)
         fall = -math.expm1(-size.log_tolerance)
-        tol = max(floor, grow if references.lower_is_better(samples.unit) else fall)
+        tol = max(floor, grow if lower_is_better else fall)
     tol = round(tol, 4)
-    if med == 0:
-        low, high = -tol, tol
+    # One-sided: a bound above where lower is better, else below.  ReFrame's
+    # thresholds are fractions of |reference|; a positive reference cannot fall
+    # by more than 100%, a negative one rise by it.
+    if lower_is_better:
+        low, high = None, (min(tol, 1.0) if med < 0 else tol)
     else:
-        # ReFrame's thresholds are fractions of |reference|; a positive
-        # reference cannot fall by more than 100%, a negative one rise by it.
-        low = -min(tol, 1.0) if med > 0 else -tol
-        high = min(tol, 1.0) if med < 0 else tol
-    low, high = (None, high) if references.lower_is_better(samples.unit) else (low, None)
+        low, high = (-min(tol, 1.0) if med > 0 else -tol), None
     return [float(f'{med:.6g}'), low, high, samples.unit]
 
 
@@ -310,7 +311,8 @@ def _has_comment(line: str) -> bool:
     quote = ''
     for i, c in enumerate(line):
         if quote:
-            quote = '' if c == quote else quote
+            if c == quote:
+                quote = ''
         elif c in '\'"':
             quote = c
         elif c == '#' and (i == 0 or line[i - 1].isspace()):
@@ -426,6 +428,38 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _print_samples(system: str, path: str, classes: dict[str, dict[Key, Samples]],
+                   false_alarm: float, night: int) -> None:
+    """The line that opens a system's part of the output, and a note where few
+    sessions lie behind its variables."""
+    samples = [s for keys in classes.values() for s in keys.values()]
+    print(f'== {system}: {path} ({sum(len(s.values) for s in samples)} samples; bands '
+          f'for a false-alarm rate of {false_alarm:g} per check, medians of '
+          f'{night} run(s) a night)')
+    few = sum(len(set(s.sessions)) < FEW_SESSIONS for s in samples)
+    if few:
+        print(f'   note: {few} of {len(samples)} variable(s) come from fewer '
+              f'than {FEW_SESSIONS} sessions: the drift between sessions is poorly '
+              f'measured (bands wide, or without it from one session); run more '
+              f'sessions on other days before the baseline')
+
+
+def _write_merged(path: str, prefix: str, new: dict[str, dict[Key, RefTuple]], force: bool,
+                  now: dt.datetime) -> None:
+    """Merge `new` into the file as it is now, read and replaced under the prefix's
+    lock (``atomic.locked``): another baseline (another var dir) may have written
+    it meanwhile; where none can be had (a read-only folder), the write fails with
+    its own error."""
+    with atomic.locked(prefix, LOCK, lambda lock, err: ReferencesError(
+            f'cannot lock {lock}: {err.strerror or err}')):
+        comments = own_comments(path)
+        kept = write_references(path, merge(read_references(path), new), force, now)
+    print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
+    if comments and kept:
+        print(f'   note: {comments} comment line(s) of the file are not in the new '
+              f'one (it is written from its entries): they are in {kept}')
+
+
 def main(argv: list[str] | None = None) -> int:
     """``hybridverdict-baseline``: Ctrl-C, SIGTERM and SIGHUP end ``baseline`` with
     one line and 128 plus the signal's number (each file is written whole or not)."""
@@ -474,36 +508,15 @@ def baseline(argv: list[str] | None) -> int:
             path = references.references_file(args.prefix, system)
             old = read_references(path)
             new = build_entries(by_system[system], args.floor, args.false_alarm, night)
-            samples = [s for keys in by_system[system].values() for s in keys.values()]
-            print(f'== {system}: {path} ({sum(len(s.values) for s in samples)} samples; bands '
-                  f'for a false-alarm rate of {args.false_alarm:g} per check, medians of '
-                  f'{night} run(s) a night)')
-            few = sum(len(set(s.sessions)) < FEW_SESSIONS for s in samples)
-            if few:
-                print(f'   note: {few} of {len(samples)} variable(s) come from fewer '
-                      f'than {FEW_SESSIONS} sessions: the drift between sessions is poorly '
-                      f'measured (bands wide, or without it from one session); run more '
-                      f'sessions on other days before the baseline')
+            _print_samples(system, path, by_system[system], args.false_alarm, night)
             rows = diff_rows(old, new)
             print(tabulate(rows, headers=DIFF_COLUMNS))
-            print('   ' + ', '.join(f'{n} {what}' for what, n
-                                    in sorted(Counter(row[-1] for row in rows).items())))
+            statuses = Counter(row[-1] for row in rows)
+            print('   ' + ', '.join(f'{n} {status}' for status, n in sorted(statuses.items())))
             if args.dry_run:
                 print('   dry run: nothing written')
                 continue
-            # merged into the file as it is now, read and replaced under the prefix's
-            # lock (``atomic.locked``): another baseline (another var dir) may have
-            # written it meanwhile; where none can be had (a read-only folder), the
-            # write fails with its own error
-            with atomic.locked(args.prefix, LOCK, lambda path, err: ReferencesError(
-                    f'cannot lock {path}: {err.strerror or err}')):
-                comments = own_comments(path)
-                kept = write_references(path, merge(read_references(path), new),
-                                        args.force, now)
-            print(f'   written: {path}' + (f' (previous version kept: {kept})' if kept else ''))
-            if comments and kept:
-                print(f'   note: {comments} comment line(s) of the file are not in the new '
-                      f'one (it is written from its entries): they are in {kept}')
+            _write_merged(path, args.prefix, new, args.force, now)
         except BrokenPipeError:
             return _stdout_closed()
         except (ReferencesError, ValueError) as err:
