@@ -14,7 +14,7 @@ import datetime as dt
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from harnesscore.schema import REQUIRED, TIME_VARIABLE
@@ -35,8 +35,13 @@ has_control = _CONTROL.search
 
 def printable(text: str) -> str:
     """`text` with every control character written as a visible escape."""
-    return _CONTROL.sub(lambda m: f'\\x{ord(m.group()):02x}' if ord(m.group()) < 0x100
-                        else f'\\u{ord(m.group()):04x}', text)
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    """A control character as ``\\x1b``, or ``\\u202e`` beyond one byte."""
+    code = ord(match.group())
+    return f'\\x{code:02x}' if code < 0x100 else f'\\u{code:04x}'
 
 
 def one_line(text: str) -> str:
@@ -395,11 +400,12 @@ class ReadStats:
         """One line per kind of problem met while reading, for the user."""
         out = []
         if self.skipped:
-            reasons = ', '.join(
-                f'{n} {why}' + (f' (first at {printable(self.first_at[why])})'
-                                if why in self.first_at else '')
-                for why, n in sorted(self.reasons.items()))
-            out.append(f'skipped {self.skipped} perflog line(s): {reasons}')
+            reasons = []
+            for why, n in sorted(self.reasons.items()):
+                first = (f' (first at {printable(self.first_at[why])})'
+                         if why in self.first_at else '')
+                reasons.append(f'{n} {why}{first}')
+            out.append(f'skipped {self.skipped} perflog line(s): {", ".join(reasons)}')
         if self.unknown_fields:
             names = ', '.join(f'{k} ({n} file(s))' for k, n in sorted(self.unknown_fields.items()))
             out.append(f'ignored unknown perflog field(s): {names}')
@@ -503,24 +509,31 @@ def input_files(paths: Iterable[str], wanted: Callable[[str], bool], recursive: 
         if os.path.isfile(path):
             take(path)
         elif os.path.isdir(path):
-            for root, dirs, files in os.walk(path, followlinks=True):
-                real = os.path.realpath(root)
-                if real in walked:
-                    dirs[:] = []
-                    continue
-                walked.add(real)
-                for name in sorted(files):
-                    if not wanted(name):
-                        continue
-                    full = os.path.join(root, name)
-                    if os.path.isfile(full):
-                        take(full)
-                    elif stats is not None and full not in stats.not_regular:
-                        stats.not_regular.append(full)
-                if not recursive:
-                    break
+            for full in _wanted_under(path, wanted, recursive, walked):
+                if os.path.isfile(full):
+                    take(full)
+                elif stats is not None and full not in stats.not_regular:
+                    stats.not_regular.append(full)
         elif os.path.exists(path):
             raise error(f'not a regular {what} file or directory: {path}')
         else:
             raise error(f'no such {what} file or directory: {path}')
     return sorted(found.values())
+
+
+def _wanted_under(folder: str, wanted: Callable[[str], bool], recursive: bool,
+                  walked: set[str]) -> Iterator[str]:
+    """The paths under `folder` whose names `wanted` takes, sorted by name in each
+    folder (in subfolders too where `recursive`); a folder whose real path is in
+    `walked` (linked twice) is not read again, and those read are added to it."""
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in walked:
+            dirs[:] = []
+            continue
+        walked.add(real)
+        for name in sorted(files):
+            if wanted(name):
+                yield os.path.join(root, name)
+        if not recursive:
+            break
