@@ -125,10 +125,12 @@ def run(argv: Sequence[str], timeout: float = TIMEOUT,
                               stdin=subprocess.DEVNULL, env=dict(env) if env else None)
     except subprocess.TimeoutExpired:
         return CmdResult(args, problem=f'{args[0]} timed out after {timeout:.0f}s')
+    except FileNotFoundError:
+        return CmdResult(args, problem=f'{args[0]} not found')
+    except PermissionError:
+        return CmdResult(args, problem=f'{args[0]}: permission denied')
     except OSError as err:
-        why = (' not found' if isinstance(err, FileNotFoundError) else ': permission denied'
-               if isinstance(err, PermissionError) else f': {err.strerror}')
-        return CmdResult(args, problem=args[0] + why)
+        return CmdResult(args, problem=f'{args[0]}: {err.strerror}')
     return CmdResult(args, proc.returncode, proc.stdout.decode(errors='replace'),
                      proc.stderr.decode(errors='replace'))
 
@@ -294,9 +296,13 @@ def parse_mpi_plugins(text: str) -> set[str]:
     for line in text.splitlines():
         line = re.sub(r'^srun:\s*', '', line.strip())
         m = re.search(r'versions available:\s*(.*)$', line)
-        found.update(m.group(1).replace(',', ' ').split() if m else (
-            [line] if re.fullmatch(r'[a-z][a-z0-9_]*', line) else []))
-    return found | ({'pmix'} if any(w.startswith('pmix_') for w in found) else set())
+        if m:
+            found.update(m.group(1).replace(',', ' ').split())
+        elif re.fullmatch(r'[a-z][a-z0-9_]*', line):
+            found.add(line)
+    if any(w.startswith('pmix_') for w in found):
+        found.add('pmix')
+    return found
 
 
 class CpuTopology(NamedTuple):
@@ -466,9 +472,13 @@ SPACK_FORMAT = '{name} {version} {prefix}'
 
 
 def parse_spack_find(text: str) -> list[SpackInstall]:
-    return [SpackInstall(*cols) for line in text.splitlines()
-            if len(cols := line.split()) == 3 and cols[2].startswith('/')
-            and not line.startswith('==')]
+    """``spack find --format SPACK_FORMAT``: its installs (not its ``==>`` lines)."""
+    installs = []
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) == 3 and cols[2].startswith('/') and not line.startswith('=='):
+            installs.append(SpackInstall(*cols))
+    return installs
 
 
 def module_stack(name: str) -> str | None:
@@ -567,6 +577,19 @@ _NOT_LINKS = re.compile(r'^(lo|docker\d*|virbr\d*|br-.*|veth.*|cni.*|flannel.*|c
                         r'tun\d*|tap\d*|kube.*|podman\d*)$')
 
 
+def _ucx_ports(ucx_info: str) -> list[IbPort]:
+    """The ports of UCX's RDMA transports (rc, dc, ud), each once, none of EFA: a
+    node's InfiniBand ports where ibv_devinfo gave none."""
+    devices = dict.fromkeys(d.device for d in parse_ucx_info(ucx_info)
+                            if re.match(r'^(rc|dc|ud)', d.transport) and ':' in d.device)
+    ports = []
+    for device in devices:
+        hca, port = device.split(':')[:2]
+        if port.isdigit():
+            ports.append(IbPort(hca, int(port), True, 'InfiniBand'))
+    return [p for p in ports if not p.efa]
+
+
 def node_links(sections: Mapping[str, str]) -> list[Link]:
     """The links of a probed node: active InfiniBand/RoCE ports (ibv_devinfo,
     else ucx_info), libfabric's HPC fabrics (fi_info), then its Ethernet
@@ -577,10 +600,7 @@ def node_links(sections: Mapping[str, str]) -> list[Link]:
     ports = [p for p in parse_ibv_devinfo(sections.get('ibv_devinfo', ''))
              if p.active and p.link_layer in ('InfiniBand', 'Ethernet') and not p.efa]
     if not ports:
-        seen = dict.fromkeys(d.device for d in parse_ucx_info(sections.get('ucx_info', ''))
-                             if re.match(r'^(rc|dc|ud)', d.transport) and ':' in d.device)
-        ports = [p for p in (IbPort(d.split(':')[0], int(d.split(':')[1]), True, 'InfiniBand')
-                             for d in seen if d.split(':')[1].isdigit()) if not p.efa]
+        ports = _ucx_ports(sections.get('ucx_info', ''))
     for p in ports:
         kind, what = ('roce', 'RoCE') if p.link_layer == 'Ethernet' else ('ib', 'InfiniBand')
         links.append(Link(kind, p.device, f'{what} {p.rate}'.strip() + f' port {p.device}'))
@@ -698,8 +718,10 @@ def py_value(value: Any, indent: int, col: int, width: int = WIDTH) -> str:
     where it fits the margin (with the comma after it)."""
     if isinstance(value, str):
         one = py_str(value)
-        return one if col + len(one) + 1 <= width or not re.search(r'[ /]', value[:-1]) \
-            else _long_str(value, col, width)
+        # Past the margin, and with a space or a slash to break at: in pieces.
+        if col + len(one) + 1 > width and re.search(r'[ /]', value[:-1]):
+            return _long_str(value, col, width)
+        return one
     if value is None or isinstance(value, (int, float)):     # bool is an int
         return repr(value)
     if not isinstance(value, (dict, list, tuple)):
@@ -824,11 +846,12 @@ def _ask(launcher: str, stacks: Sequence[Stack], env: Mapping[str, str], suffix:
     launcher said)."""
     says = runner([launcher, '--version'], TIMEOUT, env)
     texts = [says.out + says.err]
-    for tool in (t for stack in stacks for t in stack.version_tools):
-        argv = [tool[0].replace('{suffix}', suffix), *tool[1:]]
-        if shutil.which(argv[0], path=env.get('PATH')):
-            res = runner(argv, TIMEOUT, env)
-            texts.append(res.out + res.err)
+    for stack in stacks:
+        for tool in stack.version_tools:
+            argv = [tool[0].replace('{suffix}', suffix), *tool[1:]]
+            if shutil.which(argv[0], path=env.get('PATH')):
+                res = runner(argv, TIMEOUT, env)
+                texts.append(res.out + res.err)
     found = identify_stack(texts[0], texts[1:])
     return found, stack_version(STACK[found], texts) if found else '', texts[0]
 
@@ -865,11 +888,16 @@ def _with_sysconfdir(found: FoundStack, stack: Stack, env: Mapping[str, str],
         return found
     res = runner([tool, *args], TIMEOUT, env)
     found.sysconfdir = sysconfdir_in(res.out) if res.ok else ''
+    if found.sysconfdir:
+        return found
     said = ' '.join(res.out.split())[:80]
     command = shlex.join([name, *args])
-    if not found.sysconfdir:
-        found.sysconfdir_why = (f'{command}: {res.why()}' if not res.ok else
-                                f'{command} says {said!r}' if said else f'{command} says nothing')
+    if not res.ok:
+        found.sysconfdir_why = f'{command}: {res.why()}'
+    elif said:
+        found.sysconfdir_why = f'{command} says {said!r}'
+    else:
+        found.sysconfdir_why = f'{command} says nothing'
     return found
 
 
@@ -1422,8 +1450,10 @@ def summary(det: Detection, cluster: Block, target: str) -> str:
     for key, stack in plain['stacks'].items():
         if any(str(m).startswith('FILL_IN') for m in stack.get('modules', [])):
             continue
-        how = f'srun --mpi={stack["pmi"]}' if stack['launch'] == 'srun' else \
-            f'its own {stack["launcher"]}'
+        if stack['launch'] == 'srun':
+            how = f'srun --mpi={stack["pmi"]}'
+        else:
+            how = f'its own {stack["launcher"]}'
         lines.append(f'  stack {key}: {stack["descr"]}, cc {stack["cc"]}, {how}')
     lines.append(f'  modules system: {plain["modules_system"]}; scheduler: {plain["scheduler"]}')
     if det.mpi_plugins:
