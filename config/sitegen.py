@@ -941,6 +941,24 @@ def detect_module_stacks(tool: ModuleTool, environ: Mapping[str, str], runner: R
             det.absent[stack_name] = '; '.join(reasons)
 
 
+def _install_candidates(stack: Stack, environ: Mapping[str, str],
+                        spack: list[SpackInstall]) -> list[tuple[str, str, str]]:
+    """Where `stack` may be, in the order tried: (how, where, install prefix; '' for
+    Debian's suffixed tools on PATH)."""
+    prefix = environ.get(stack.prefix_var, '').strip()
+    candidates = [('prefix', f'{stack.prefix_var}={prefix}', prefix)] if prefix else []
+    candidates += [('spack', f'spack {i.name}@{i.version} {i.prefix}', i.prefix) for i in
+                   sorted((i for i in spack if i.name == stack.name),
+                          key=lambda i: _version_key(i.version), reverse=True)]
+    path = environ.get('PATH')
+    if stack.suffixed_tools and all(shutil.which(t, path=path) for t in stack.suffixed_tools):
+        candidates.append(('debian', ' + '.join(stack.suffixed_tools), ''))
+    candidates += [('prefix', found, found) for pattern in KNOWN_PREFIXES for found in
+                   sorted(glob.glob(pattern.format(stack=stack.name)), reverse=True)
+                   if os.access(os.path.join(found, 'bin', 'mpicc'), os.X_OK)]
+    return candidates
+
+
 def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detection) -> None:
     """Stacks not provided by a module: the prefixes of the harness's knobs,
     Spack, Debian's suffixed tools, usual prefixes, plain wrappers on PATH."""
@@ -949,34 +967,32 @@ def detect_path_stacks(environ: Mapping[str, str], runner: Runner, det: Detectio
     for stack in STACKS:
         if stack.name in det.stacks:
             continue
-        prefix = environ.get(stack.prefix_var, '').strip()
-        # (how, where, install prefix; '' for Debian's suffixed tools on PATH)
-        candidates = [('prefix', f'{stack.prefix_var}={prefix}', prefix)] if prefix else []
         if spack is None:
             res = runner(['spack', 'find', '--format', SPACK_FORMAT], TIMEOUT * 2, environ)
             spack = parse_spack_find(res.out) if res.ok else []
-        candidates += [('spack', f'spack {i.name}@{i.version} {i.prefix}', i.prefix) for i in
-                       sorted((i for i in spack if i.name == stack.name),
-                              key=lambda i: _version_key(i.version), reverse=True)]
-        if stack.suffixed_tools and all(shutil.which(t, path=path) for t in stack.suffixed_tools):
-            candidates.append(('debian', ' + '.join(stack.suffixed_tools), ''))
-        candidates += [('prefix', found, found) for pattern in KNOWN_PREFIXES for found in
-                       sorted(glob.glob(pattern.format(stack=stack.name)), reverse=True)
-                       if os.access(os.path.join(found, 'bin', 'mpicc'), os.X_OK)]
         reasons = []
-        for how, where, install in candidates:
-            # A prefix: its bin first on PATH; Debian's suffixed tools: PATH as it is.
-            bindir = os.path.join(install, 'bin') if install else ''
-            env = {**environ, 'PATH': f'{bindir}:{path or ""}'} if install else environ
-            cc = os.path.join(bindir, 'mpicc') if install else (stack.suffixed_tools or ('',))[0]
-            suffix = '' if install else stack.suffix or ''
+        for how, where, install in _install_candidates(stack, environ, spack):
+            if install:
+                # its bin first on PATH
+                bindir = os.path.join(install, 'bin')
+                env = {**environ, 'PATH': f'{bindir}:{path or ""}'}
+                cc = os.path.join(bindir, 'mpicc')
+                suffix = ''
+                stack_env = {'PATH': f'{bindir}:$PATH'}
+            else:
+                # Debian's suffixed tools, on PATH as it is
+                env = environ
+                cc = (stack.suffixed_tools or ('',))[0]
+                suffix = stack.suffix or ''
+                stack_env = {}
             version, why = _check_tools(stack, env, cc, suffix, runner)
-            if not why:
-                det.stacks[stack.name] = _with_sysconfdir(FoundStack(
-                    stack.name, how, where, version, shutil.which(cc, path=env.get('PATH')) or cc,
-                    env={'PATH': f'{bindir}:$PATH'} if install else {}), stack, env, runner)
-                break
-            reasons.append(f'{where}: {why}')
+            if why:
+                reasons.append(f'{where}: {why}')
+                continue
+            det.stacks[stack.name] = _with_sysconfdir(FoundStack(
+                stack.name, how, where, version, shutil.which(cc, path=env.get('PATH')) or cc,
+                env=stack_env), stack, env, runner)
+            break
         if stack.name not in det.stacks and reasons:
             det.absent[stack.name] = '; '.join(
                 x for x in (det.absent.get(stack.name, ''), *reasons) if x)
@@ -1027,7 +1043,28 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
     mpi = runner(['srun', '--mpi=list'], TIMEOUT, environ)
     det.mpi_plugins = parse_mpi_plugins(mpi.out + mpi.err) if mpi.ok else set()
     det.mpi_plugins_why = '' if det.mpi_plugins else f'srun --mpi=list: {mpi.why()}'
+    _choose_partitions(det, args)
+    _probe_partitions(det, args, environ, runner)
+    # This host's interconnect (only for the summary: a login node's devices
+    # need not be the compute nodes').
+    texts = {}
+    for argv in (['ucx_info', '-d'], ['ibv_devinfo'], ['fi_info']):
+        res = runner(argv, TIMEOUT, environ)
+        texts[argv[0]] = res.out if res.ok else ''
+    det.login_links = [x for x in node_links(texts) if x.high_speed]
 
+    det.module_tool = find_module_tool(environ, runner)
+    if not det.module_tool and (environ.get('MODULES_CMD') or environ.get('MODULESHOME')):
+        det.notes.append('modules: not Lmod nor Environment Modules 4 or later, which '
+                         'ReFrame 4.10 drives: stacks from PATH only')
+    if det.module_tool:
+        detect_module_stacks(det.module_tool, environ, runner, det)
+    detect_path_stacks(environ, runner, det)
+    return det
+
+
+def _choose_partitions(det: Detection, args: argparse.Namespace) -> None:
+    """Keeps the partitions named by --partitions, else those UP with nodes."""
     names = [p.name for p in det.partitions]
     unknown = [p for p in args.partitions if p not in names]
     if unknown:
@@ -1047,7 +1084,11 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
         raise SiteError(f'no Slurm partition is UP with nodes ({", ".join(names)}); name '
                         f'the ones to use with --partitions')
 
-    # One probe per set of nodes (partitions over the same nodes share it).
+
+def _probe_partitions(det: Detection, args: argparse.Namespace, environ: Mapping[str, str],
+                      runner: Runner) -> None:
+    """Probes a node of each partition with srun: one probe per set of nodes
+    (partitions over the same nodes share it)."""
     for part in det.partitions:
         key = part.nodes or part.name
         if args.no_srun:
@@ -1066,22 +1107,6 @@ def detect(args: argparse.Namespace, environ: Mapping[str, str], runner: Runner)
                 det.probes[key] = sections
             else:
                 det.probe_why[part.name] = f'srun on partition {part.name}: {res.why()}'
-    # This host's interconnect (only for the summary: a login node's devices
-    # need not be the compute nodes').
-    texts = {}
-    for argv in (['ucx_info', '-d'], ['ibv_devinfo'], ['fi_info']):
-        res = runner(argv, TIMEOUT, environ)
-        texts[argv[0]] = res.out if res.ok else ''
-    det.login_links = [x for x in node_links(texts) if x.high_speed]
-
-    det.module_tool = find_module_tool(environ, runner)
-    if not det.module_tool and (environ.get('MODULES_CMD') or environ.get('MODULESHOME')):
-        det.notes.append('modules: not Lmod nor Environment Modules 4 or later, which '
-                         'ReFrame 4.10 drives: stacks from PATH only')
-    if det.module_tool:
-        detect_module_stacks(det.module_tool, environ, runner, det)
-    detect_path_stacks(environ, runner, det)
-    return det
 
 
 # ---- from what was detected to the file --------------------------------------------
@@ -1268,16 +1293,19 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
     # At most the partition's nodes, and its MaxNodes (a job of more never starts).
     most = min(filter(None, (count, part.max_nodes)), default=0)
     per_run = max(1, min(args.nodes, most or args.nodes))
+    if per_run == args.nodes:
+        fewer_nodes = ''
+    elif most == count:
+        fewer_nodes = f' The partition has only {count}.'
+    else:
+        fewer_nodes = f' The partition\'s MaxNodes is {most}.'
     size, size_note = _node_size(det, part, nodes)
     sections = det.probes.get(part.nodes or part.name, {})
     probed_on = (sections.get('host', '').strip() or 'a node') if sections else ''
     links: list[Link] = []
     link_why = ''
     if sections:
-        # `hostname` may say the node's full name where Slurm has its short one, or back.
-        names = {probed_on, probed_on.split('.')[0]}
-        host = next((n for n in nodes if probed_on in (n.hostname, n.name)), None) or next(
-            (n for n in nodes if names & {n.hostname, n.name, n.hostname.split('.')[0]}), None)
+        host = _probed_node(nodes, probed_on)
         features = sorted({f for n in nodes for f in n.features})
         links, link_why = choose_links(part.name, features, node_links(sections),
                                        host.addr if host else '')
@@ -1292,10 +1320,7 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                   'Whole nodes (--exclusive): runs that hold a few CPUs per node '
                   '(point-to-point, small collectives) must not share them.')
         entry.add('nodes', per_run, 'Nodes per run: the layouts are R ranks per node x T '
-                  'threads on every node.' + ('' if per_run == args.nodes else
-                                              f' The partition has only {count}.'
-                                              if most == count else
-                                              f' The partition\'s MaxNodes is {most}.'))
+                  'threads on every node.' + fewer_nodes)
         if size:
             proc, notes = _processor(size, parse_lscpu(sections.get('lscpu', '')), det,
                                      probed_on, det.probe_why.get(part.name, ''))
@@ -1321,6 +1346,19 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
         if name in taken:
             name = next(f'{name}_{n}' for n in itertools.count(2) if f'{name}_{n}' not in taken)
         out.add(name, entry)
+
+
+def _probed_node(nodes: Sequence[SlurmNode], probed_on: str) -> SlurmNode | None:
+    """The node the probe ran on, from what `hostname` said there: Slurm's name or
+    hostname of a node, else their short name (one may be the full name, the other not)."""
+    for node in nodes:
+        if probed_on in (node.hostname, node.name):
+            return node
+    names = {probed_on, probed_on.split('.')[0]}
+    for node in nodes:
+        if names & {node.hostname, node.name, node.hostname.split('.')[0]}:
+            return node
+    return None
 
 
 def _add_transport(entry: Block, det: Detection, part: SlurmPartition, link: Link | None,
