@@ -1176,30 +1176,40 @@ def _processor(size: NodeSize, topo: CpuTopology | None, det: Detection,
         'num_sockets': sockets,
         'num_cpus_per_socket': size.cpus // sockets,
     }
+    numa_nodes, numa_note = _numa_nodes(size, topo, det, probed_on, no_probe)
+    if numa_nodes:
+        proc['topology'] = {'numa_nodes': numa_nodes}
+    notes.append(numa_note)
+    return proc, notes
+
+
+def _numa_nodes(size: NodeSize, topo: CpuTopology | None, det: Detection, probed_on: str,
+                no_probe: str) -> tuple[list[str], str]:
+    """A node's NUMA domains, one CPU mask each ([] where unknown), and the note on them."""
     numa_as_socket = 'numa_node_as_socket' in det.config.get('SlurmdParameters', '')
     if topo and topo.numa_masks and topo.cpus == size.cpus:
-        proc['topology'] = {'numa_nodes': topo.numa_masks}
-        notes.append(f'NUMA domains from lscpu on {probed_on}.')
-    elif numa_as_socket and size.threads_per_core == 1:
+        return topo.numa_masks, f'NUMA domains from lscpu on {probed_on}.'
+    if numa_as_socket and size.threads_per_core == 1:
         # One hardware thread per core: Linux numbers the CPUs of a domain in a block.
         domains = size.sockets if size.cpus % size.sockets == 0 else 1
         per = size.cpus // domains
-        proc['topology'] = {'numa_nodes': [hex(((1 << per) - 1) << (i * per))
-                                           for i in range(domains)]}
-        notes.append('NUMA domains: Slurm counts them as sockets (SlurmdParameters='
-                     'numa_node_as_socket); their CPUs taken as numbered in blocks.')
+        return ([hex(((1 << per) - 1) << (i * per)) for i in range(domains)],
+                'NUMA domains: Slurm counts them as sockets (SlurmdParameters='
+                'numa_node_as_socket); their CPUs taken as numbered in blocks.')
+    if topo:
+        why = f'lscpu on {probed_on} saw {topo.cpus} CPUs'
+    elif no_probe:
+        why = f'lscpu on a node: {no_probe}'
     else:
-        why = (f'lscpu on {probed_on} saw {topo.cpus} CPUs' if topo else
-               f'lscpu on a node: {no_probe}' if no_probe else f'lscpu on {probed_on} said none')
-        if numa_as_socket:
-            # Linux numbers a core's second thread after all the first ones: no blocks.
-            why += (f'; Slurm counts them as sockets (numa_node_as_socket), but with '
-                    f'{size.threads_per_core} threads per core their CPUs are not numbered '
-                    f'in blocks')
-        notes.append(f'{FILL_IN}: the NUMA domains ({why}): add \'topology\': '
-                     f'{{\'numa_nodes\': [<one CPU mask per domain>]}}, or leave it out '
-                     f'(one domain assumed).')
-    return proc, notes
+        why = f'lscpu on {probed_on} said none'
+    if numa_as_socket:
+        # Linux numbers a core's second thread after all the first ones: no blocks.
+        why += (f'; Slurm counts them as sockets (numa_node_as_socket), but with '
+                f'{size.threads_per_core} threads per core their CPUs are not numbered '
+                f'in blocks')
+    return [], (f'{FILL_IN}: the NUMA domains ({why}): add \'topology\': '
+                f'{{\'numa_nodes\': [<one CPU mask per domain>]}}, or leave it out '
+                f'(one domain assumed).')
 
 
 def keeps_accounting(storage_type: str) -> bool:
