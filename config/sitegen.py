@@ -1298,6 +1298,7 @@ def build(det: Detection, args: argparse.Namespace) -> Block:
 
 def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                     args: argparse.Namespace, stacks: list[str]) -> None:
+    """A Slurm partition's entries added to `out`: one per link it measures."""
     nodes = [n for n in det.nodes if part.name in n.partitions]
     count = part.total_nodes or len(nodes)
     # At most the partition's nodes, and its MaxNodes (a job of more never starts).
@@ -1319,8 +1320,15 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
         features = sorted({f for n in nodes for f in n.features})
         links, link_why = choose_links(part.name, features, node_links(sections),
                                        host.addr if host else '')
-    targets = [(part.name if len(links) <= 1 else f'{part.name}_{_sanitize(x.device)}', x)
-               for x in links] or [(part.name, None)]
+    # One entry per link, named after the partition (and, where it has several, each
+    # link's device); without a link, one whose link is left to fill in.
+    targets: list[tuple[str, Link | None]]
+    if len(links) > 1:
+        targets = [(f'{part.name}_{_sanitize(x.device)}', x) for x in links]
+    elif links:
+        targets = [(part.name, links[0])]
+    else:
+        targets = [(part.name, None)]
     for key, link in targets:
         entry = Block()
         entry.add('descr', link.descr if link else f'Slurm partition {part.name} (link not '
@@ -1352,7 +1360,8 @@ def _add_partitions(out: Block, det: Detection, part: SlurmPartition,
                       commented_out=True)
         _add_transport(entry, det, part, link, link_why, sections, stacks)
         # Slurm's gpu.a100 and gpu_a100 are both gpu_a100 here: the second gets a number.
-        name, taken = _sanitize(key), {i.key for i in out.items}
+        name = _sanitize(key)
+        taken = {i.key for i in out.items}
         if name in taken:
             name = next(f'{name}_{n}' for n in itertools.count(2) if f'{name}_{n}' not in taken)
         out.add(name, entry)
