@@ -46,7 +46,9 @@ def srun_env(launch: str, pmi: str) -> dict[str, str]:
     how many: the job's ``--cpus-per-task``)."""
     if launch != 'srun':
         return {}
-    return {**({'SLURM_MPI_TYPE': pmi} if pmi else {}), 'SLURM_CPU_BIND': 'cores'}
+    env = {'SLURM_MPI_TYPE': pmi} if pmi else {}
+    env['SLURM_CPU_BIND'] = 'cores'
+    return env
 
 
 def launch_keys(stack: Stack, launch: str) -> dict[str, str]:
@@ -101,8 +103,8 @@ def local_slurm(var_dir: str, local_envs: list[dict],
         if not new:
             continue
         extras = {**env['extras'], **launch.get(env['extras']['stack'], {})}
-        env_vars = [*env['env_vars'], *([k, v] for k, v in srun_env(
-            extras.get('launch', ''), extras.get('pmi', '')).items())]
+        srun_vars = srun_env(extras.get('launch', ''), extras.get('pmi', ''))
+        env_vars = [*env['env_vars'], *([k, v] for k, v in srun_vars.items())]
         envs.append({**env, 'target_systems': new, 'env_vars': env_vars, 'extras': extras})
     return system, envs
 
@@ -328,6 +330,46 @@ def _note_unused_links(where: str, stacks: dict[str, dict], transport_env: dict[
              f"'nodes': 2 or more")
 
 
+def _stack_family(where: str, stack: str, sspec: dict) -> str:
+    """A stack's family (the registry's stack it is), its spec checked."""
+    _require(where, sspec, _STACK_KEYS, ('cc',))
+    _strings(where, 'modules', sspec.get('modules', []))
+    _strings(where, 'cflags', sspec.get('cflags', []))
+    _env_vars(where, 'env', sspec.get('env', {}))
+    _spack_spec(where, sspec)
+    family = sspec.get('family', stack)
+    if family not in STACK:
+        # an unknown family checks no library and keeps the user's MPI files
+        raise ValueError(f'{where}: family {_show(family)} is not one of '
+                         f'{", ".join(STACK)} (a stack of another name says its '
+                         f'family)')
+    return family
+
+
+def _transport_env(where: str, pspec: dict, stacks: dict[str, dict]) -> dict:
+    """A partition's ``transport_env``: the variables it pins, per stack of the cluster."""
+    transport_env = _mapping(where, 'transport_env', pspec.get('transport_env', {}))
+    unknown = sorted(set(transport_env) - set(stacks), key=str)
+    if unknown:
+        raise ValueError(f'{where}: transport_env names unknown stack(s) '
+                         f'{", ".join(map(str, unknown))}')
+    for stack, pinned_env in transport_env.items():
+        _env_vars(where, f'transport_env[{stack!r}]', pinned_env)
+    return transport_env
+
+
+def _launch_and_pmi(where: str, stack: str, sspec: dict) -> tuple[str, str]:
+    """How a stack's ranks start ('srun' or 'own') and srun's ``--mpi`` for them."""
+    launch = sspec.get('launch', 'srun')
+    if launch not in ('srun', 'own'):
+        raise ValueError(f"{where}: launch must be 'srun' or 'own', got {launch!r}")
+    if launch == 'own' and not sspec.get('launcher'):
+        raise ValueError(f"{where}: launch 'own' needs 'launcher' (e.g. mpirun)")
+    # the registry's PMI of the stack's family (a stack 'ompi5' of
+    # family openmpi is Open MPI's pmix), where the stack names none
+    return launch, sspec.get('pmi', SRUN_PMI.get(sspec.get('family', stack), ''))
+
+
 def modules_system_override(environ: Mapping[str, str] = os.environ) -> str:
     """HARNESS_MODULES_SYSTEM of `environ`, stripped ('' when unset or empty: each
     cluster's own)."""
@@ -363,17 +405,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     files_env: dict[str, dict[str, str]] = {}
     for stack, sspec in stacks.items():
         swhere = f'{origin}: stack {stack}'
-        _require(swhere, sspec, _STACK_KEYS, ('cc',))
-        _strings(swhere, 'modules', sspec.get('modules', []))
-        _strings(swhere, 'cflags', sspec.get('cflags', []))
-        _env_vars(swhere, 'env', sspec.get('env', {}))
-        _spack_spec(swhere, sspec)
-        family = sspec.get('family', stack)
-        if family not in STACK:
-            # an unknown family checks no library and keeps the user's MPI files
-            raise ValueError(f'{swhere}: family {_show(family)} is not one of '
-                             f'{", ".join(STACK)} (a stack of another name says its '
-                             f'family)')
+        family = _stack_family(swhere, stack, sspec)
         files_env[stack] = clean_files_env(f'system {name} ({origin})', stack, family,
                                            _sysconfdir(swhere, sspec, family), mpi_env, note)
     partitions, envs = [], []
@@ -402,26 +434,12 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
         if pspec.get('processor'):
             entry['processor'] = _mapping(where, 'processor', pspec['processor'])
         partitions.append(entry)
-        transport_env = _mapping(where, 'transport_env', pspec.get('transport_env', {}))
-        unknown = sorted(set(transport_env) - set(stacks), key=str)
-        if unknown:
-            raise ValueError(f'{where}: transport_env names unknown stack(s) '
-                             f'{", ".join(map(str, unknown))}')
-        for stack, pinned_env in transport_env.items():
-            _env_vars(where, f'transport_env[{stack!r}]', pinned_env)
+        transport_env = _transport_env(where, pspec, stacks)
         if link_notes:
             _note_unused_links(f'system {name} ({origin}): partition {part}', stacks,
                                transport_env, nodes, note)
         for stack, sspec in stacks.items():
-            swhere = f'{origin}: stack {stack}'
-            launch = sspec.get('launch', 'srun')
-            if launch not in ('srun', 'own'):
-                raise ValueError(f"{swhere}: launch must be 'srun' or 'own', got {launch!r}")
-            if launch == 'own' and not sspec.get('launcher'):
-                raise ValueError(f"{swhere}: launch 'own' needs 'launcher' (e.g. mpirun)")
-            # the registry's PMI of the stack's family (a stack 'ompi5' of
-            # family openmpi is Open MPI's pmix), where the stack names none
-            pmi = sspec.get('pmi', SRUN_PMI.get(sspec.get('family', stack), ''))
+            launch, pmi = _launch_and_pmi(f'{origin}: stack {stack}', stack, sspec)
             # The stack's own variables and the partition's pins (below) win.
             base_env = {**files_env[stack], **srun_env(launch, pmi), **sspec.get('env', {})}
             # What this partition pins for the stack (RunBase checks it, against
@@ -578,11 +596,13 @@ def test_cluster_spec(record: dict[str, str] | None = None,
     # A stack without Debian's packages only where its prefix is given.
     wanted = env_list('HARNESS_STACKS') or default_stacks(os.environ)
     chosen = [s for s in STACKS if s.name in wanted]
-    links = {'fast': (record.get('FAST_IFACE', 'fast0'), 'unshaped veth'),
+    # (interface, what it is, its rate in bit/s for the records: 0 where unshaped)
+    links = {'fast': (record.get('FAST_IFACE', 'fast0'), 'unshaped veth', 0),
              'slow': (record.get('SLOW_IFACE', 'slow0'),
-                      f'veth shaped to {record.get("SLOW_RATE", "1gbit")} by tc tbf')}
+                      f'veth shaped to {record.get("SLOW_RATE", "1gbit")} by tc tbf',
+                      _record_count(origin, record, 'SLOW_RATE_BITS', '1000000000'))}
     partitions = {}
-    for part, (iface, what) in links.items():
+    for part, (iface, what, rate_bits) in links.items():
         partitions[part] = {
             'descr': f'{nodes} nodes joined by {iface} ({what})',
             'access': [f'--partition={part}'],
@@ -590,9 +610,7 @@ def test_cluster_spec(record: dict[str, str] | None = None,
             'processor': processor,
             'max_jobs': 4,
             'time_limit': '10m',
-            'extras': {'link': iface, 'shared_cores': shared,
-                       'rate_bits': _record_count(origin, record, 'SLOW_RATE_BITS',
-                                                  '1000000000') if part == 'slow' else 0},
+            'extras': {'link': iface, 'shared_cores': shared, 'rate_bits': rate_bits},
             # Each stack pinned to this partition's link.
             'transport_env': {s.name: s.tcp_nodes(iface) for s in chosen},
         }
@@ -604,8 +622,9 @@ def test_cluster_spec(record: dict[str, str] | None = None,
                                 'cc': 'mpicc', **launch_keys(s, s.slurm_launch)}
         if s.root_env:
             spec['env'] = s.root_env_here()
-        if (sysconfdirs or {}).get(s.name):
-            spec['sysconfdir'] = (sysconfdirs or {})[s.name]
+        sysconfdir = (sysconfdirs or {}).get(s.name)
+        if sysconfdir:
+            spec['sysconfdir'] = sysconfdir
         stacks[s.name] = spec
     return {
         'name': 'test-cluster',
