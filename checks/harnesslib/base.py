@@ -547,6 +547,23 @@ def _perflog_fields() -> type:
 PerflogFields = _perflog_fields()
 
 
+def _cores_known(cpus_of: list, cores_of: object) -> bool:
+    """Whether a RESULT line's ``cores`` (`cores_of`) gives a core for every
+    thread of its ``cpus`` (`cpus_of`) that has a CPU: a list per rank, as
+    long as the rank's ``cpus``."""
+    if not isinstance(cores_of, list) or len(cores_of) != len(cpus_of):
+        return False
+    for cpus, cores in zip(cpus_of, cores_of):
+        if not isinstance(cores, list) or len(cores) != len(cpus):
+            return False
+        for cpu, core in zip(cpus, cores):
+            if cpu is None or cpu < 0:
+                continue
+            if not (isinstance(core, int) and core >= 0):
+                return False
+    return True
+
+
 class SharedCores(rfm.RegressionTestPlugin):
     """Whether a run's threads shared cores, declared by the configuration or
     found in the kernels' RESULT lines, into the perflog's ``oversubscribed``.
@@ -578,11 +595,7 @@ class SharedCores(rfm.RegressionTestPlugin):
         gives one for every thread that has a CPU, else its ``cpus`` entry."""
         cpus_of = res.get('cpus') or []
         cores_of = res.get('cores')
-        known = (isinstance(cores_of, list) and len(cores_of) == len(cpus_of) and all(
-            isinstance(cores, list) and len(cores) == len(cpus) and all(
-                cpu is None or cpu < 0 or (isinstance(core, int) and core >= 0)
-                for cpu, core in zip(cpus, cores))
-            for cpus, cores in zip(cpus_of, cores_of)))
+        known = _cores_known(cpus_of, cores_of)
         seen: dict[tuple[str, int], tuple[str, int]] = {}
         clashes = []
         hosts = res.get('hosts') or []
