@@ -120,6 +120,20 @@ class BandRule(rfm.RegressionTestPlugin):
         # rounds of the verdicts) only defer: the planned rounds judged the variant.
         return where, first_round() == 0 and int(sample) >= last_sample(type(self))
 
+    def judge_pooled(self, var: str, value: float, ref: tuple, busy: bool,
+                     soft: float, pool: tuple[tuple[str, str, str, str], bool]
+                     ) -> Judgement | None:
+        """A sampled variant's judgement of `var`: this sample's `value` joins
+        the session's; the last sample judges all of them, the others defer."""
+        where, last = pool
+        values = _SESSION_VALUES.setdefault((*where, var), {})
+        values[int(self.sample)] = (value, busy)
+        if not last:
+            return deferred(var, float(ref[0]), ref[1], ref[2])
+        pooled = list(values.values())
+        return judge_band(var, [v for v, _busy in pooled], float(ref[0]), ref[1], ref[2],
+                          any(b for _value, b in pooled), soft, predicted=True)
+
     @reads_output('performance', always_last=True)
     def apply_band_rule(self):
         part = self.current_partition.fullname
@@ -144,32 +158,30 @@ class BandRule(rfm.RegressionTestPlugin):
                 continue
             own = samples.get(var)
             if own is None and pool is not None:
-                # A sampled variant: judged once, by its last sample, on all.
-                where, last = pool
-                values = _SESSION_VALUES.setdefault((*where, var), {})
-                values[int(self.sample)] = (value, busy)
-                j = (judge_band(var, [v for v, _ in values.values()], float(ref[0]), ref[1],
-                                ref[2], any(b for _, b in values.values()), soft,
-                                predicted=True)
-                     if last else deferred(var, float(ref[0]), ref[1], ref[2]))
+                judgement = self.judge_pooled(var, value, ref, busy, soft, pool)
             else:
-                j = judge_band(var, own or [value], float(ref[0]), ref[1], ref[2], busy, soft)
-            if j is not None:
-                judged.append((j, value))
-        self.judgement = overall([j for j, _ in judged])
-        self.judgement_detail = '; '.join(j.describe() for j, _ in judged)[:1000]
+                judgement = judge_band(var, own or [value], float(ref[0]), ref[1], ref[2],
+                                       busy, soft)
+            if judgement is not None:
+                judged.append((judgement, value))
+        judgements = [judgement for judgement, _value in judged]
+        self.judgement = overall(judgements)
+        self.judgement_detail = '; '.join(
+            judgement.describe() for judgement in judgements)[:1000]
         neutral = False
         self._pooled_failures = []
-        for j, value in judged:
-            if j.state not in (PASS, DEFERRED):
-                self.logger.warning(f'{self.display_name}: {j.describe()}')
-            if j.state != FAIL and not j.inside(value):
-                ref = refs[j.var]
-                refs[j.var] = (ref[0], None, None, *ref[3:])
+        for judgement, value in judged:
+            if judgement.state not in (PASS, DEFERRED):
+                self.logger.warning(f'{self.display_name}: {judgement.describe()}')
+            if judgement.state != FAIL and not judgement.inside(value):
+                # not failed, but outside the band: its reference loses its
+                # thresholds, so that ReFrame does not fail it
+                ref = refs[judgement.var]
+                refs[judgement.var] = (ref[0], None, None, *ref[3:])
                 neutral = True
-            elif j.state == FAIL and j.inside(value):
+            elif judgement.state == FAIL and judgement.inside(value):
                 # the samples' median fails, this last sample's own value not
-                self._pooled_failures.append(j.describe())
+                self._pooled_failures.append(judgement.describe())
         if neutral:
             self.reference = {'*': refs}
 
