@@ -163,8 +163,9 @@ class AtLeast(NamedTuple):
         """A ValueError, naming `test`'s variable `var` and its value, where it
         is out of these bounds (a NaN is in none)."""
         value = getattr(test, var)
-        if not ((value > self.low if self.above else value >= self.low)
-                and (value < self.high if self.below else value <= self.high)):
+        low_ok = value > self.low if self.above else value >= self.low
+        high_ok = value < self.high if self.below else value <= self.high
+        if not (low_ok and high_ok):
             raise ValueError(f'{type(test).__name__}.{var} must be {self.must}, got {value}')
 
     @classmethod
@@ -893,7 +894,9 @@ class KernelCheck(RunBase):
     def calls(self, res: dict) -> int:
         """Timed calls (or steps) behind the RESULT line's times: its
         ``calls_key`` field; 1 where the times are already per run of a fixed count."""
-        return int(res.get(self.calls_key) or 1) if self.calls_key else 1
+        if not self.calls_key:
+            return 1
+        return int(res.get(self.calls_key) or 1)
 
     def per_call(self, key: str) -> float:
         """A time of the headline RESULT per call."""
