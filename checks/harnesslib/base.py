@@ -340,8 +340,11 @@ def sweep_variables(sizes: list[int], value, kinds: tuple[str, ...], headline: s
     """The performance variables of a sweep: ``<kind>_<bytes>`` per size and
     kind ('lat': us, 'bw': MB/s), then the `headline` kind's headline (if any)
     where the sweep has its size; value(kind, size) reads a figure."""
-    out = {f'{kind}_{s}': sn.make_performance_function(
-        lambda kind=kind, s=s: value(kind, s), SWEEP_UNITS[kind]) for s in sizes for kind in kinds}
+    out = {}
+    for nbytes in sizes:
+        for kind in kinds:
+            out[f'{kind}_{nbytes}'] = sn.make_performance_function(
+                lambda kind=kind, nbytes=nbytes: value(kind, nbytes), SWEEP_UNITS[kind])
     name, size = SWEEP_HEADLINES.get(headline, ('', None))
     if size in sizes:
         out[name] = sn.make_performance_function(lambda: value(headline, size),
@@ -400,6 +403,15 @@ def read_job_probe(text: str) -> dict[str, str]:
     return out
 
 
+def _command_words(words: list[str]) -> list[str]:
+    """The `words` of a shell line before its first pipe, redirection or list
+    operator (a word of those characters only)."""
+    for i, word in enumerate(words):
+        if word and set(word) <= set('|&;<>()'):
+            return words[:i]
+    return words
+
+
 def first_launch(script: str) -> str:
     """The first launch line of a job script a check wrote (a line that runs a
     launcher, ``LAUNCHER_WORDS``), up to its first pipe, redirection or list
@@ -411,9 +423,7 @@ def first_launch(script: str) -> str:
             words = list(lex)
         except ValueError:
             continue
-        cut = next((i for i, w in enumerate(words) if w and set(w) <= set('|&;<>()')),
-                   len(words))
-        words = words[:cut]
+        words = _command_words(words)
         if any(os.path.basename(w).startswith(LAUNCHER_WORDS) for w in words):
             return ' '.join(shlex.quote(w) for w in words)
     return ''
@@ -718,10 +728,12 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         # (HARNESS_MPI_ENV=keep: Hydra's -genv in ~/.mpiexec.hydra.conf)
         files = user_file_settings(self.family(), *self.run_environ())
         got = {**effective, **{var: value for var, (value, _path) in files.items()}}
-        wrong = [f'{var}={got.get(var, "(unset)")}'
-                 + (f' ({files[var][1]})' if var in files else '')
-                 + f' (the partition pins {want})'
-                 for var, want in sorted(pinned.items()) if got.get(var) != want]
+        wrong = []
+        for var, want in sorted(pinned.items()):
+            if got.get(var) == want:
+                continue
+            source = f' ({files[var][1]})' if var in files else ''
+            wrong.append(f'{var}={got.get(var, "(unset)")}{source} (the partition pins {want})')
         if wrong:
             claim = self.current_environ.extras.get('transport') or 'its transport'
             raise sn.SanityError(
