@@ -226,7 +226,8 @@ class StageFiles(rfm.RegressionTestPlugin):
         """The runs the script noted (``note_status``); a sanity error naming
         `what` where one of them failed, not only ended by ``timeout``."""
         noted = [ln.strip() for ln in self.stage_text(STATUS_FILE).splitlines() if ln.strip()]
-        bad = [ln for ln in noted if not ln.endswith(tuple(f'status {c}' for c in TIMED_OUT))]
+        timed_out = tuple(f'status {code}' for code in TIMED_OUT)
+        bad = [ln for ln in noted if not ln.endswith(timed_out)]
         sn.evaluate(sn.assert_false(bad, msg=f'{what} failed: {bad}'))
         return noted
 
@@ -284,10 +285,11 @@ class OsuRuns(LowerBounds):
         sn.evaluate(sn.assert_true(
             osu_libs, msg=f'{name}: ldd shows no MPI library (libmpi*, '
                           f'libmpich*): {ldd[:300]!r}'))
-        stack_libs = stack_libraries(self.stage_text('stack.link'))
+        stack_link = self.stage_text('stack.link')
+        stack_libs = stack_libraries(stack_link)
         sn.evaluate(sn.assert_true(
             stack_libs, msg=f'the compiler wrapper of stack {stack} names no MPI library: '
-                            f'{self.stage_text("stack.link")[:300]!r}'))
+                            f'{stack_link[:300]!r}'))
         sn.evaluate(sn.assert_true(
             libraries_agree(osu_libs, stack_libs),
             msg=f'{name} links {sorted(osu_libs)}, but stack {stack} links '
