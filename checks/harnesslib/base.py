@@ -875,8 +875,13 @@ class KernelCheck(RunBase):
                                      msg=f'{self.kernel} exited with status {{0}}'))
         sn.evaluate(sn.assert_true(results, msg=f'{self.kernel} printed no RESULT line'))
         self.check_oversubscription(self.headline())
-        # Every line of this run, not another's: the binary launched, the mode
-        # and the layout (a RESULT of another kernel or layout passed before).
+        self.check_results_match_run(results)
+        return True
+
+    def check_results_match_run(self, results: list[dict]) -> None:
+        """A sanity error unless every RESULT line is this run's, not another's:
+        the binary launched, the mode and the layout (a RESULT of another
+        kernel or layout passed before)."""
         binary = os.path.basename(shlex.split(self.executable)[0])
         for res in results:
             if (res.get('ranks') != self.num_tasks or
@@ -889,7 +894,6 @@ class KernelCheck(RunBase):
                     f'{self.kernel}: a RESULT line of kernel {res.get("kernel")!r} mode '
                     f'{res.get("mode")!r}, where this run launched {binary} in mode '
                     f'{self.mode}')
-        return True
 
     @run_after('setup')
     def set_perf_variables(self):
