@@ -285,11 +285,10 @@ class OsuRuns(LowerBounds):
         sn.evaluate(sn.assert_true(
             osu_libs, msg=f'{name}: ldd shows no MPI library (libmpi*, '
                           f'libmpich*): {ldd[:300]!r}'))
-        stack_link = self.stage_text('stack.link')
-        stack_libs = stack_libraries(stack_link)
+        stack_libs = stack_libraries(self.stage_text('stack.link'))
         sn.evaluate(sn.assert_true(
             stack_libs, msg=f'the compiler wrapper of stack {stack} names no MPI library: '
-                            f'{stack_link[:300]!r}'))
+                            f'{self.stage_text("stack.link")[:300]!r}'))
         sn.evaluate(sn.assert_true(
             libraries_agree(osu_libs, stack_libs),
             msg=f'{name} links {sorted(osu_libs)}, but stack {stack} links '
