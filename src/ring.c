@@ -123,11 +123,15 @@ typedef struct {
 
 /* ---- option parsing (before MPI starts) ---------------------------------- */
 
-/* One size "N", "NK" or "NM" (KiB, MiB) of `len` characters; 0 on success,
- * -2 if it is not a size (empty, not a number), -1 if it is out of range. */
+/* What parse_one_size makes of one size. */
+enum { SIZE_OK, SIZE_NOT_A_SIZE, SIZE_OUT_OF_RANGE };
+
+/* One size "N", "NK" or "NM" (KiB, MiB) of `len` characters into *out:
+ * SIZE_NOT_A_SIZE if it is empty or not a number, SIZE_OUT_OF_RANGE if it is
+ * not within 1 B .. 16 MiB. */
 static int parse_one_size(const char *text, size_t len, long *out) {
     char tmp[32];
-    if (len == 0) return -2;
+    if (len == 0) return SIZE_NOT_A_SIZE;
     while (len > 1 && text[0] == '0' && isdigit((unsigned char)text[1])) { /* 0008 is 8 */
         ++text;
         --len;
@@ -135,7 +139,8 @@ static int parse_one_size(const char *text, size_t len, long *out) {
     if (len >= sizeof tmp) { /* too long for any size in range, if a number at all */
         size_t digits = strspn(text, "0123456789");
         if (digits == len - 1 && strchr("KkMm", text[len - 1])) ++digits;
-        return digits == len && isdigit((unsigned char)text[0]) ? -1 : -2;
+        return digits == len && isdigit((unsigned char)text[0]) ? SIZE_OUT_OF_RANGE
+                                                                : SIZE_NOT_A_SIZE;
     }
     memcpy(tmp, text, len);
     tmp[len] = '\0';
@@ -146,10 +151,10 @@ static int parse_one_size(const char *text, size_t len, long *out) {
     if (mult != 1) tmp[--len] = '\0';
     long v = 0;
     if (kc_parse_long(tmp, 0, LONG_MAX, &v) != 0) /* digits only: beyond a long, too large */
-        return len > 0 && strspn(tmp, "0123456789") == len ? -1 : -2;
-    if (v < 1 || v > RING_MAX_SIZE / mult) return -1; /* v * mult cannot overflow */
+        return len > 0 && strspn(tmp, "0123456789") == len ? SIZE_OUT_OF_RANGE : SIZE_NOT_A_SIZE;
+    if (v < 1 || v > RING_MAX_SIZE / mult) return SIZE_OUT_OF_RANGE; /* v * mult cannot overflow */
     *out = v * mult;
-    return 0;
+    return SIZE_OK;
 }
 
 static int cmp_long(const void *a, const void *b) {
@@ -160,8 +165,8 @@ static int cmp_long(const void *a, const void *b) {
 /* parse_one_size with the message of --sizes; NULL or the message written into err. */
 static const char *size_arg(const char *text, size_t len, long *out, char *err, size_t cap) {
     const int code = parse_one_size(text, len, out);
-    if (code == 0) return NULL;
-    return kc_errf(err, cap, code == -2
+    if (code == SIZE_OK) return NULL;
+    return kc_errf(err, cap, code == SIZE_NOT_A_SIZE
                    ? "--sizes: '%.*s' is not a size (integer bytes, optional K or M suffix)"
                    : "--sizes: size '%.*s' is out of range (1 B .. 16 MiB)",
                    (int)(len > 40 ? 40 : len), text);
@@ -310,12 +315,14 @@ static long words_par(kc_ctx *ctx, unsigned char *buf, size_t n, uint64_t seed, 
     return bad;
 }
 
+/* The n-byte buffer poisoned by all threads of the rank, in chunks of 64 KiB. */
 static void poison_par(unsigned char *buf, size_t n) {
-    const long chunk = 1L << 16, nc = (long)((n + (size_t)chunk - 1) / (size_t)chunk);
+    const size_t chunk = 64 * 1024;
+    const long nchunks = (long)((n + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static)
-    for (long c = 0; c < nc; ++c) {
-        size_t b = (size_t)c * (size_t)chunk, e = b + (size_t)chunk < n ? b + (size_t)chunk : n;
-        memset(buf + b, POISON, e - b);
+    for (long c = 0; c < nchunks; ++c) {
+        const size_t begin = (size_t)c * chunk;
+        memset(buf + begin, POISON, n - begin < chunk ? n - begin : chunk);
     }
 }
 
@@ -379,63 +386,67 @@ typedef struct {
     char ack[4];
 } exch;
 
+/* pingpong: n round trips, one loop per role, as OSU times it. */
+static void pingpong_iters(const exch *e, long n) {
+    if (e->role == 0) {
+        for (long it = 0; it < n; ++it) {
+            MPI_Send(e->sbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm);
+            MPI_Recv(e->rbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+        }
+    } else if (e->role == 1) {
+        for (long it = 0; it < n; ++it) {
+            MPI_Recv(e->rbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+            MPI_Send(e->sbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm);
+        }
+    }
+}
+
+/* bw: n windows of messages, each answered by the receiver's ack. */
+static void bw_iters(exch *e, long n) {
+    if (e->role == 0) {
+        for (long it = 0; it < n; ++it) {
+            for (long j = 0; j < e->window; ++j)
+                MPI_Isend(e->sbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
+            MPI_Waitall((int)e->window, e->reqs, e->stats);
+            MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
+        }
+    } else if (e->role == 1) {
+        for (long it = 0; it < n; ++it) {
+            for (long j = 0; j < e->window; ++j)
+                MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, e->count, e->unit, e->peer,
+                          TAG_DATA, e->comm, &e->reqs[j]);
+            MPI_Waitall((int)e->window, e->reqs, e->stats);
+            MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
+        }
+    }
+}
+
+/* ring: n exchanges with the previous and the next node (multiple: by each
+ * of the k threads, on its own tag). */
+static void ring_iters(kc_ctx *ctx, const exch *e, long n) {
+    if (e->role != 1) return;
+    if (e->mode != KC_MODE_MULTIPLE) {
+        for (long it = 0; it < n; ++it)
+            MPI_Sendrecv(e->sbuf, e->count, e->unit, e->next, TAG_DATA, e->rbuf, e->count,
+                         e->unit, e->prev, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
+        return;
+    }
+#pragma omp parallel
+    {
+        const int t = kc_thread_num();
+        kc_record_cpu(ctx);
+        if (t < e->kthreads)
+            for (long it = 0; it < n; ++it)
+                MPI_Sendrecv(e->tsbuf[t], e->count, e->unit, e->next, TAG_DATA + t, e->trbuf[t],
+                             e->count, e->unit, e->prev, TAG_DATA + t, e->comm, MPI_STATUS_IGNORE);
+    }
+}
+
 /* n iterations of the pattern; no timing, no buffer work. */
 static void run_iters(kc_ctx *ctx, exch *e, long n) {
-    const int count = e->count;
-    const MPI_Datatype unit = e->unit;
-    switch (e->pat) {
-    case PAT_PINGPONG: /* one loop per role, as OSU times it */
-        if (e->role == 0) {
-            for (long it = 0; it < n; ++it) {
-                MPI_Send(e->sbuf, count, unit, e->peer, TAG_DATA, e->comm);
-                MPI_Recv(e->rbuf, count, unit, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-            }
-        } else if (e->role == 1) {
-            for (long it = 0; it < n; ++it) {
-                MPI_Recv(e->rbuf, count, unit, e->peer, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-                MPI_Send(e->sbuf, count, unit, e->peer, TAG_DATA, e->comm);
-            }
-        }
-        break;
-    case PAT_BW:
-        if (e->role == 0) {
-            for (long it = 0; it < n; ++it) {
-                for (long j = 0; j < e->window; ++j)
-                    MPI_Isend(e->sbuf, count, unit, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
-                MPI_Waitall((int)e->window, e->reqs, e->stats);
-                MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
-            }
-        } else if (e->role == 1) {
-            for (long it = 0; it < n; ++it) {
-                for (long j = 0; j < e->window; ++j)
-                    MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, count, unit, e->peer,
-                              TAG_DATA, e->comm, &e->reqs[j]);
-                MPI_Waitall((int)e->window, e->reqs, e->stats);
-                MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
-            }
-        }
-        break;
-    case PAT_RING:
-        if (e->role != 1) break;
-        if (e->mode == KC_MODE_MULTIPLE) {
-#pragma omp parallel
-            {
-                const int t = kc_thread_num();
-                kc_record_cpu(ctx);
-                if (t < e->kthreads)
-                    for (long it = 0; it < n; ++it)
-                        MPI_Sendrecv(e->tsbuf[t], count, unit, e->next, TAG_DATA + t,
-                                     e->trbuf[t], count, unit, e->prev, TAG_DATA + t, e->comm,
-                                     MPI_STATUS_IGNORE);
-            }
-        } else {
-            for (long it = 0; it < n; ++it)
-                MPI_Sendrecv(e->sbuf, count, unit, e->next, TAG_DATA, e->rbuf, count, unit,
-                             e->prev, TAG_DATA, e->comm, MPI_STATUS_IGNORE);
-        }
-        break;
-    default: break;
-    }
+    if (e->pat == PAT_PINGPONG) pingpong_iters(e, n);
+    else if (e->pat == PAT_BW) bw_iters(e, n);
+    else ring_iters(ctx, e, n);
 }
 
 static int sends(const exch *e) { return e->role == 0 || (e->role == 1 && e->pat != PAT_BW); }
@@ -734,6 +745,15 @@ static long sent_bytes(const exch *e) {
 #define IT_FIRST 0
 #define IT_TIMED 1
 
+/* Exchange `iter` outside the timed loops, verified: its wrong bytes on this
+ * rank (bw: one slot per message of the window). */
+static long verified_exchange(kc_ctx *ctx, exch *e, long iter) {
+    e->nslots = bw_slots(e->window, e->size);
+    prepare(ctx, e, iter);
+    run_iters(ctx, e, 1);
+    return check(ctx, e, iter, 0);
+}
+
 /* Time one size (pingpong/bw as OSU; ring: warm-up, then --reps loops) and
  * verify the first exchange, the last timed one and a last separate one. */
 static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, exch *e,
@@ -748,16 +768,10 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
         MPI_Type_commit(&e->unit);
         e->count = (int)(e->msg / (size_t)size);
     }
-    e->nslots = bw_slots(o->window, size);
     r->c = size_counts(o, size);
     r->calib_iters = 0;
     r->calib_s = 0.0;
-    long bad = 0;
-
-    /* first exchange, verified (bw: one slot per message of the window) */
-    prepare(ctx, e, IT_FIRST);
-    run_iters(ctx, e, 1);
-    bad += check(ctx, e, IT_FIRST, 0);
+    long bad = verified_exchange(ctx, e, IT_FIRST); /* the first exchange */
 
     /* warm-up and timed repetitions; bw: one receive buffer, as osu_bw */
     e->nslots = 1;
@@ -792,12 +806,8 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
                        ctx->rank == (o->pattern == PAT_BW ? ctx->nranks - 1 : 0);
     bad += check(ctx, e, IT_TIMED, inject); /* data of the last timed exchange */
 
-    /* last exchange, verified (bw: one slot per message of the window) */
     const long it_last = 2 + o->reps * (r->c.skip + r->c.iters);
-    e->nslots = bw_slots(o->window, size);
-    prepare(ctx, e, it_last);
-    run_iters(ctx, e, 1);
-    bad += check(ctx, e, it_last, 0);
+    bad += verified_exchange(ctx, e, it_last); /* a last, separate exchange */
 
     r->bad_total = kc_sum_over_ranks(ctx, bad);
     r->first = first_wrong_rank(bad, ctx->rank, e->src_world);
@@ -810,17 +820,22 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
 
 /* ---- reporting ------------------------------------------------------------ */
 
+/* No wrong byte anywhere, and the messages carried the bytes the figures count. */
+static int size_verified(const size_run *r) {
+    return r->bad_total == 0 && r->sent_actual == r->sent_model;
+}
+
 static void report_size(kc_ctx *ctx, const options *o, const topology *topo, const exch *e,
                         long k, const size_run *r) {
     const long size = e->size;
     double tmin = r->samples[0], tmax = r->samples[0], tsum = 0.0;
     for (long i = 0; i < o->reps; ++i) {
-        tmin = r->samples[i] < tmin ? r->samples[i] : tmin;
-        tmax = r->samples[i] > tmax ? r->samples[i] : tmax;
+        tmin = fmin(tmin, r->samples[i]);
+        tmax = fmax(tmax, r->samples[i]);
         tsum += r->samples[i];
     }
     const double tmean = tsum / (double)o->reps;
-    const int verified = r->bad_total == 0 && r->sent_actual == r->sent_model;
+    const int verified = size_verified(r);
     double latency_us = NAN, bw_mbps = NAN, bytes_node = 0.0;
     if (o->pattern == PAT_PINGPONG) {
         latency_us = tmin / 2.0 * 1e6;
@@ -914,7 +929,7 @@ int main(int argc, char **argv) {
 
     size_run r = {.samples = kc_malloc(&ctx, (size_t)o.reps * sizeof *r.samples)};
     int si = 0; /* sizes ascending, up to the first that fails its verification */
-    for (; si < o.nsizes && r.bad_total == 0 && r.sent_actual == r.sent_model; ++si) {
+    for (; si < o.nsizes && size_verified(&r); ++si) {
         measure_size(&ctx, &o, &topo, &e, o.sizes[si], k, &r);
         report_size(&ctx, &o, &topo, &e, k, &r);
     }
@@ -922,14 +937,14 @@ int main(int argc, char **argv) {
     free(r.samples);
     release(&e, o.pattern != PAT_RING);
     topology_free(&topo);
-    if (r.bad_total == 0 && r.sent_actual != r.sent_model)
-        kc_fail(&ctx, 3, "verification FAILED: size %ld B: the MPI messages carry %ld bytes per "
-                         "iteration over all ranks (msg_bytes %zu) but the bandwidth counts %ld "
-                         "(bytes_counted_per_iter)",
-                o.sizes[si - 1], r.sent_actual, r.msg, r.sent_model);
     if (r.bad_total != 0)
         kc_fail(&ctx, 3, "verification FAILED: size %ld B: %ld wrong byte(s) received; first on "
                          "rank %d in the message from rank %d",
                 o.sizes[si - 1], r.bad_total, r.first.rank, r.first.src);
+    if (r.sent_actual != r.sent_model)
+        kc_fail(&ctx, 3, "verification FAILED: size %ld B: the MPI messages carry %ld bytes per "
+                         "iteration over all ranks (msg_bytes %zu) but the bandwidth counts %ld "
+                         "(bytes_counted_per_iter)",
+                o.sizes[si - 1], r.sent_actual, r.msg, r.sent_model);
     return kc_finalize(&ctx);
 }
