@@ -191,12 +191,14 @@ static const char *parse_args(int argc, char **argv, const kc_cli *cli, void *op
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
-        if (c == 'h') *help = 1;
-        else if (c == '?' || c == ':')
-            return unknown_option(argc, argv, err, cap);
-        else if (c == OPT_MODE ? opt_mode(optarg, cli, mode, err, cap)
-                               : cli->one(c, optarg, opts, err, cap))
-            return err;
+        if (c == 'h') {
+            *help = 1;
+            continue;
+        }
+        if (c == '?' || c == ':') return unknown_option(argc, argv, err, cap);
+        const char *wrong = c == OPT_MODE ? opt_mode(optarg, cli, mode, err, cap)
+                                          : cli->one(c, optarg, opts, err, cap);
+        if (wrong) return wrong;
     }
     if (optind >= argc) return NULL;
     return kc_errf(err, cap, "unexpected argument '%s'", argv[optind]);
@@ -266,7 +268,55 @@ int kc_fault(const char *name) { return strcmp(fault_name, name) == 0; }
 static const char *const FAULT_NAMES[] = {
     "none", "spmv_halo_once", "spmv_face_as_interior", "md_list_no_skin", "md_thermo_max",
     "md_drop_ghost_pairs", "md_virial_double", "ring_msg_bytes", "stream_half_triad"};
+
+/* KERNEL_FAULT and KERNEL_FAULT_HANG (kernel_common.h), read once MPI runs: a
+ * name that is not in FAULT_NAMES fails (status 2).  A hung rank 0 leaves the
+ * other ranks waiting for it in their first collective. */
+static void read_fault_env(const kc_ctx *ctx) {
+    const char *kernel = ctx->kernel;
+    const char *named = getenv("KERNEL_FAULT");
+    if (named && named[0] != '\0') {
+        if (kc_name_index(FAULT_NAMES, (int)(sizeof FAULT_NAMES / sizeof FAULT_NAMES[0]),
+                          named) < 0) {
+            if (ctx->rank == 0)
+                fprintf(stderr, "%s: KERNEL_FAULT=%s is not a named fault (see "
+                        "docs/pages/kernels.md; none: no fault)\n", kernel, named);
+            finish(kernel, 2);
+        }
+        fault_name = strcmp(named, "none") == 0 ? "" : named;
+        fault_corrupts = 0;
+    }
+    const char *hang = getenv("KERNEL_FAULT_HANG");
+    if (hang && hang[0] != '\0') {
+        fault_corrupts = 0;
+        if (strcmp(hang, kernel) == 0 && ctx->rank == 0) {
+            fprintf(stderr, "%s: KERNEL_FAULT_HANG=%s: rank 0 hangs on purpose\n",
+                    kernel, hang);
+            fflush(stderr);
+            for (;;) sleep(60);
+        }
+    }
+}
 #endif
+
+/* ctx->threads_asked and ctx->threads (kc_ctx): modes mpi and serial run one
+ * thread per rank; the team that runs may be smaller than the threads asked
+ * for (OMP_THREAD_LIMIT, OMP_DYNAMIC or the runtime), and every kernel reports
+ * (and sizes its per-thread data by) the threads that ran. */
+static void count_threads(kc_ctx *ctx) {
+    ctx->threads = ctx->threads_asked = 1;
+#ifdef _OPENMP
+    if (ctx->mode == KC_MODE_MPI || ctx->mode == KC_MODE_SERIAL) omp_set_num_threads(1);
+    ctx->threads_asked = omp_get_max_threads();
+    int team = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    ctx->threads = team;
+#endif
+}
 
 /* ---- Cores of the logical CPUs ------------------------------------------
  * Read once in kc_start, before any timer: sched_getcpu() gives a logical CPU
@@ -304,6 +354,11 @@ static int cmp_place(const void *a, const void *b) {
     return (x->cpu > y->cpu) - (x->cpu < y->cpu);
 }
 
+/* Whether two places are on one core. */
+static int same_core(const cpu_place *x, const cpu_place *y) {
+    return x->pkg == y->pkg && x->die == y->die && x->core == y->core;
+}
+
 /* malloc, or the rank aborts with "out of memory". */
 static void *malloc_or_abort(const kc_ctx *ctx, size_t bytes) {
     void *p = malloc(bytes);
@@ -329,12 +384,10 @@ static void read_cpu_cores(kc_ctx *ctx) {
     }
     /* Sorted by core, then CPU: each core's CPUs in a row, its lowest first. */
     qsort(place, (size_t)n, sizeof *place, cmp_place);
-    int first = -1;
+    int first = -1; /* the lowest CPU of place[i]'s core */
     for (int i = 0; i < n; ++i) {
-        const cpu_place *p = &place[i], *q = i > 0 ? &place[i - 1] : NULL;
-        if (!q || p->pkg != q->pkg || p->die != q->die || p->core != q->core)
-            first = p->cpu;
-        ctx->cpu_core[p->cpu] = p->pkg < 0 ? -1 : first;
+        if (i == 0 || !same_core(&place[i], &place[i - 1])) first = place[i].cpu;
+        ctx->cpu_core[place[i].cpu] = place[i].pkg < 0 ? -1 : first;
     }
     free(place);
 }
@@ -374,47 +427,9 @@ void kc_start(kc_ctx *ctx, int *argc, char ***argv, const kc_cli *cli, void *opt
         finish(kernel, 1);
     }
 #ifdef KC_FAULT_INJECT
-    /* KERNEL_FAULT_HANG (kernel_common.h): the other ranks then wait for rank 0
-     * in their first collective. */
-    const char *named = getenv("KERNEL_FAULT");
-    if (named && named[0] != '\0') {
-        if (kc_name_index(FAULT_NAMES, (int)(sizeof FAULT_NAMES / sizeof FAULT_NAMES[0]),
-                          named) < 0) {
-            if (ctx->rank == 0)
-                fprintf(stderr, "%s: KERNEL_FAULT=%s is not a named fault (see "
-                        "docs/pages/kernels.md; none: no fault)\n", kernel, named);
-            finish(kernel, 2);
-        }
-        fault_name = strcmp(named, "none") == 0 ? "" : named;
-        fault_corrupts = 0;
-    }
-    const char *hang = getenv("KERNEL_FAULT_HANG");
-    if (hang && hang[0] != '\0') {
-        fault_corrupts = 0;
-        if (strcmp(hang, kernel) == 0 && ctx->rank == 0) {
-            fprintf(stderr, "%s: KERNEL_FAULT_HANG=%s: rank 0 hangs on purpose\n",
-                    kernel, hang);
-            fflush(stderr);
-            for (;;) sleep(60);
-        }
-    }
+    read_fault_env(ctx);
 #endif
-    ctx->threads = ctx->threads_asked = 1;
-#ifdef _OPENMP
-    if (*mode == KC_MODE_MPI || *mode == KC_MODE_SERIAL)
-        omp_set_num_threads(1);
-    ctx->threads_asked = omp_get_max_threads();
-    /* The team that runs: OMP_THREAD_LIMIT, OMP_DYNAMIC or the runtime may give
-     * fewer threads than omp_get_max_threads() asks for, and every kernel
-     * reports (and sizes its per-thread data by) the threads that ran. */
-    int team = 1;
-#pragma omp parallel
-    {
-#pragma omp single
-        team = omp_get_num_threads();
-    }
-    ctx->threads = team;
-#endif
+    count_threads(ctx);
     read_cpu_cores(ctx);
     ctx->thread_cpu = malloc_or_abort(ctx, (size_t)ctx->threads * sizeof *ctx->thread_cpu);
     for (int t = 0; t < ctx->threads; ++t) ctx->thread_cpu[t] = -1;
@@ -652,6 +667,50 @@ static void json_per_thread(kc_json *j, const char *key, const int *v, const int
     jappend(j, "]");
 }
 
+/* "hosts": the processor name of every rank (gathered on rank 0; collective). */
+static void json_hosts(kc_json *j, const kc_ctx *ctx) {
+    char host[MPI_MAX_PROCESSOR_NAME] = {0};
+    int hlen = 0;
+    MPI_Get_processor_name(host, &hlen);
+    char *hosts = NULL;
+    if (ctx->rank == 0) hosts = malloc_or_abort(ctx, (size_t)ctx->nranks * MPI_MAX_PROCESSOR_NAME);
+    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME,
+               MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (ctx->rank == 0) {
+        jappend(jkey(j, "hosts"), "[");
+        for (int r = 0; r < ctx->nranks; ++r) {
+            if (r) jappend(j, ",");
+            jstring(j, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
+        }
+        jappend(j, "]");
+    }
+    free(hosts);
+}
+
+/* "cpus" and "cores": the logical CPU of every thread of every rank and its
+ * core (the table read in kc_start), gathered on rank 0 (collective). */
+static void json_cpus_and_cores(kc_json *j, const kc_ctx *ctx) {
+    int *core = malloc_or_abort(ctx, (size_t)ctx->threads * sizeof *core);
+    for (int t = 0; t < ctx->threads; ++t) {
+        const int cpu = ctx->thread_cpu[t];
+        core[t] = cpu >= 0 && cpu < ctx->ncpus ? ctx->cpu_core[cpu] : -1;
+    }
+    int *counts = NULL, *displs = NULL, *cpus = NULL, *cores = NULL;
+    const long total = kc_gather_counts(ctx, MPI_COMM_WORLD, ctx->threads, &counts, &displs);
+    if (ctx->rank == 0) {
+        cpus = malloc_or_abort(ctx, (size_t)(total ? total : 1) * sizeof *cpus);
+        cores = malloc_or_abort(ctx, (size_t)(total ? total : 1) * sizeof *cores);
+    }
+    MPI_Gatherv(ctx->thread_cpu, ctx->threads, MPI_INT, cpus, counts, displs, MPI_INT,
+                0, MPI_COMM_WORLD);
+    MPI_Gatherv(core, ctx->threads, MPI_INT, cores, counts, displs, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ctx->rank == 0) {
+        json_per_thread(j, "cpus", cpus, counts, displs, ctx->nranks);
+        json_per_thread(j, "cores", cores, counts, displs, ctx->nranks);
+    }
+    KC_FREE_ALL(cpus, cores, core, counts, displs);
+}
+
 void kc_json_open(kc_json *j, const kc_ctx *ctx) {
     *j = (kc_json){.first = 1};
     jappend(j, "{");
@@ -669,42 +728,8 @@ void kc_json_open(kc_json *j, const kc_ctx *ctx) {
 #else
     kc_json_int(j, "fault_injected", 0);
 #endif
-
-    /* Hosts and cores of every thread of every rank, gathered on rank 0. */
-    char host[MPI_MAX_PROCESSOR_NAME] = {0};
-    int hlen = 0;
-    MPI_Get_processor_name(host, &hlen);
-    char *hosts = NULL;
-    int *cpus = NULL;
-    if (ctx->rank == 0) hosts = malloc_or_abort(ctx, (size_t)ctx->nranks * MPI_MAX_PROCESSOR_NAME);
-    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME,
-               MPI_CHAR, 0, MPI_COMM_WORLD);
-    /* The core of each thread's CPU (the table read in kc_start). */
-    int *core = malloc_or_abort(ctx, (size_t)ctx->threads * sizeof *core);
-    for (int t = 0; t < ctx->threads; ++t) {
-        const int cpu = ctx->thread_cpu[t];
-        core[t] = cpu >= 0 && cpu < ctx->ncpus ? ctx->cpu_core[cpu] : -1;
-    }
-    int *counts = NULL, *displs = NULL, *cores = NULL;
-    const long total = kc_gather_counts(ctx, MPI_COMM_WORLD, ctx->threads, &counts, &displs);
-    if (ctx->rank == 0) {
-        cpus = malloc_or_abort(ctx, (size_t)(total ? total : 1) * sizeof *cpus);
-        cores = malloc_or_abort(ctx, (size_t)(total ? total : 1) * sizeof *cores);
-    }
-    MPI_Gatherv(ctx->thread_cpu, ctx->threads, MPI_INT, cpus, counts, displs, MPI_INT,
-                0, MPI_COMM_WORLD);
-    MPI_Gatherv(core, ctx->threads, MPI_INT, cores, counts, displs, MPI_INT, 0, MPI_COMM_WORLD);
-    if (ctx->rank == 0) {
-        jappend(jkey(j, "hosts"), "[");
-        for (int r = 0; r < ctx->nranks; ++r) {
-            if (r) jappend(j, ",");
-            jstring(j, hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME);
-        }
-        jappend(j, "]");
-        json_per_thread(j, "cpus", cpus, counts, displs, ctx->nranks);
-        json_per_thread(j, "cores", cores, counts, displs, ctx->nranks);
-    }
-    KC_FREE_ALL(hosts, cpus, cores, core, counts, displs);
+    json_hosts(j, ctx);
+    json_cpus_and_cores(j, ctx);
 }
 
 void kc_json_emit(kc_json *j, const kc_ctx *ctx) {
@@ -744,14 +769,14 @@ long kc_min_time_count(const kc_ctx *ctx, long requested, double min_time, doubl
                        long calib_calls, long cap) {
     (void)ctx;
     if (!(min_time > 0.0)) return requested;
-    long mine = requested;
+    long mine = requested; /* never fewer */
     if (calib_calls > 0) {
         const double per_call = calib_s / (double)calib_calls;
         /* a calibration too short to read (0 s) asks for the cap */
         const double want = per_call > 0.0 ? ceil(min_time / per_call) : (double)cap;
-        if (want > (double)mine) mine = want >= (double)cap ? cap : (long)want;
+        const long capped = want >= (double)cap ? cap : (long)want;
+        if (capped > mine) mine = capped;
     }
-    if (mine < requested) mine = requested;
     long agreed = mine;
     MPI_Allreduce(&mine, &agreed, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
     return agreed;

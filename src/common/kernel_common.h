@@ -309,8 +309,8 @@ int kc_finalize(kc_ctx *ctx);
  * so the harness can prove that a wrong result fails its check.
  * KERNEL_FAULT_HANG=<kernel> injects a hang instead: rank 0 of that kernel
  * sleeps forever after MPI init (proof that a check's time limit ends a hung
- * run), and no kernel corrupts its values. */
-/* KERNEL_FAULT=<name> injects one named fault instead of the corrupted value
+ * run), and no kernel corrupts its values.
+ * KERNEL_FAULT=<name> injects one named fault instead of the corrupted value
  * (no kernel corrupts a value then): a defect that a weaker verification let
  * pass, reproduced on purpose so that a test proves the verification now
  * catches it.  The names (each kernel checks its own with KC_FAULT):
