@@ -358,8 +358,9 @@ def _transport_env(where: str, pspec: dict, stacks: dict[str, dict]) -> dict:
     return transport_env
 
 
-def _launch_and_pmi(where: str, stack: str, sspec: dict) -> tuple[str, str]:
-    """How a stack's ranks start ('srun' or 'own') and srun's ``--mpi`` for them."""
+def _launch_and_pmi(where: str, family: str, sspec: dict) -> tuple[str, str]:
+    """How a stack of `family` starts its ranks ('srun' or 'own'), and srun's
+    ``--mpi`` for them."""
     launch = sspec.get('launch', 'srun')
     if launch not in ('srun', 'own'):
         raise ValueError(f"{where}: launch must be 'srun' or 'own', got {launch!r}")
@@ -367,7 +368,7 @@ def _launch_and_pmi(where: str, stack: str, sspec: dict) -> tuple[str, str]:
         raise ValueError(f"{where}: launch 'own' needs 'launcher' (e.g. mpirun)")
     # the registry's PMI of the stack's family (a stack 'ompi5' of
     # family openmpi is Open MPI's pmix), where the stack names none
-    return launch, sspec.get('pmi', SRUN_PMI.get(sspec.get('family', stack), ''))
+    return launch, sspec.get('pmi', SRUN_PMI.get(family, ''))
 
 
 def modules_system_override(environ: Mapping[str, str] = os.environ) -> str:
@@ -403,9 +404,11 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
     stacks: dict[str, dict] = _mapping(origin, 'stacks', cluster['stacks'])
     # What keeps the user's own MPI configuration files out of each stack's runs.
     files_env: dict[str, dict[str, str]] = {}
+    families: dict[str, str] = {}
     for stack, sspec in stacks.items():
         swhere = f'{origin}: stack {stack}'
         family = _stack_family(swhere, stack, sspec)
+        families[stack] = family
         files_env[stack] = clean_files_env(f'system {name} ({origin})', stack, family,
                                            _sysconfdir(swhere, sspec, family), mpi_env, note)
     partitions, envs = [], []
@@ -439,7 +442,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
             _note_unused_links(f'system {name} ({origin}): partition {part}', stacks,
                                transport_env, nodes, note)
         for stack, sspec in stacks.items():
-            launch, pmi = _launch_and_pmi(f'{origin}: stack {stack}', stack, sspec)
+            launch, pmi = _launch_and_pmi(f'{origin}: stack {stack}', families[stack], sspec)
             # The stack's own variables and the partition's pins (below) win.
             base_env = {**files_env[stack], **srun_env(launch, pmi), **sspec.get('env', {})}
             # What this partition pins for the stack (RunBase checks it, against
@@ -458,7 +461,7 @@ def cluster_config(cluster: dict[str, Any], var_dir: str, origin: str = 'CLUSTER
                 'features': ['mpi', 'openmp', f'stack-{stack}'],
                 'extras': {
                     'stack': stack,
-                    'family': sspec.get('family', stack),
+                    'family': families[stack],
                     'descr': sspec.get('descr', stack),
                     'launch': launch,
                     'launcher': sspec.get('launcher', 'srun'),
