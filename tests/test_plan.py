@@ -600,6 +600,22 @@ def test_a_partition_without_a_selected_stack_takes_no_part_of_the_budget(tmp_pa
     assert placement.partition_plan(b).budget_s == 900
 
 
+def test_a_system_whose_modules_system_is_missing_is_a_one_line_error(tmp_path):
+    # A system on Lmod, planned where Lmod is not set up (no LMOD_CMD): ReFrame's
+    # ConfigError reached the user as a 30-line traceback.
+    config = tmp_path / 'lmod.py'
+    config.write_text(_TWO_PARTITIONS.replace("'hostnames': ['.*'],",
+                                              "'hostnames': ['.*'], 'modules_system': 'lmod',"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('LMOD', 'HARNESS_'))}
+    proc = subprocess.run([sys.executable, '-m', 'harnesslib.plan', '-C', str(config),
+                           '--system', 'mini', '--part-budget'], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**env, 'HARNESS_VAR_DIR': str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        f'plan: error: configuration {config}: could not find a sane Lmod installation: '
+        'environment variable LMOD_CMD is not defined'], proc.stderr
+
+
 def test_harness_passes_the_stacks_p_selects_to_the_budget_split(tmp_path):
     # ./harness passes HARNESS_REFRAME_OPTS' words, then its arguments, to the
     # plan after --, quoted: the plan parses them (harnesscore.selection).  Its

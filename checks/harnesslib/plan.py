@@ -50,10 +50,11 @@ def _partition_topologies(config: str, system: str | None,
             # What reframe -p does: only the matching environments are the
             # partitions' (general/valid_env_names).
             site.add_sticky_option('general/valid_env_names', list(prgenvs))
+        # the system's modules system is checked here (Lmod without LMOD_CMD)
+        runtime.init_runtime(site)
+        autodetect.detect_topology()
     except (ConfigError, OSError) as err:
         raise ValueError(f'configuration {config}: {err}') from None
-    runtime.init_runtime(site)
-    autodetect.detect_topology()
     out, idle = [], []
     for part in runtime.runtime().system.partitions:
         try:
