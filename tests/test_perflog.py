@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import perflog_writer
 import pytest
 from harnesscore.schema import empty_after_result
 from hybridverdict.perflog import PerflogError, ReadStats, header_fields, read_perflogs
+from hybridverdict.store import Store
 
 PERF = ('fom_value|fom_unit|fom_ref|fom_lower_thres|fom_upper_thres|'
         't_total_value|t_total_unit|t_total_ref|t_total_lower_thres|t_total_upper_thres')
@@ -463,3 +465,46 @@ def test_a_copy_of_a_perflog_under_the_folder_given_is_counted_once(tmp_path):
     st = store.Store(str(tmp_path / 'history'))
     assert st.ingest([str(tmp_path / 'logs')]).records == 3
     assert sorted(map(store.identity, st.records())) == sorted(map(store.identity, recs))
+
+
+# ---- a test case ReFrame retried (--max-retries) counts by its last try ----
+
+def tries(*runs: tuple[str, str, int]) -> list[str]:
+    """Perflog lines of one case's runs, 10 s apart, each (result, session, nodes);
+    run i logs t_total i + 1 (a failed run's value too: one judged out of its band)."""
+    return [perflog_writer.line('spmv', {'t_total': (i + 1.0, 's')}, result=result,
+                                nodes=nodes, time=perflog_writer.T0 + dt.timedelta(seconds=10 * i),
+                                after_result={'session': session})
+            for i, (result, session, nodes) in enumerate(runs)]
+
+
+def read_through_store(path: Path) -> list:
+    """The records of the perflog `path` as the report reads them by default:
+    ingested into a history store, read back from it."""
+    history = Store(str(path.parent / 'history'))
+    history.ingest([str(path)])
+    return sorted(history.records(), key=lambda r: r.time)
+
+
+@pytest.mark.parametrize('runs, kept', [
+    # retried once, passed: the failed try was replaced
+    ([('fail', 's1', 1), ('pass', 's1', 1)], [('pass', 2.0)]),
+    # retried twice
+    ([('fail', 's1', 1), ('fail', 's1', 1), ('pass', 's1', 1)], [('pass', 3.0)]),
+    # every try failed: the last counts, once
+    ([('fail', 's1', 1), ('fail', 's1', 1)], [('fail', 2.0)]),
+    # the same case in another session is another run
+    ([('fail', 's1', 1), ('pass', 's2', 1)], [('fail', 1.0), ('pass', 2.0)]),
+    # without a session (older perflogs) a retry is not told from a later night's run
+    ([('fail', '', 1), ('pass', '', 1)], [('fail', 1.0), ('pass', 2.0)]),
+    # another node count (-P nodes=1,2: the same display name) is another case
+    ([('fail', 's1', 2), ('pass', 's1', 1)], [('fail', 1.0), ('pass', 2.0)]),
+    # a pass is never retried; a failure after it was not replaced
+    ([('pass', 's1', 1), ('fail', 's1', 1)], [('pass', 1.0), ('fail', 2.0)]),
+])
+@pytest.mark.parametrize('read', [lambda path: read_perflogs([str(path)]), read_through_store],
+                         ids=['perflogs', 'store'])
+def test_a_failed_try_that_a_retry_replaced_is_left_out(tmp_path, runs, kept, read):
+    path = write(tmp_path / 'logs/SpmvCheck.log', perflog_writer.header(['t_total']),
+                 *tries(*runs))
+    assert [(r.result, r.values['t_total']) for r in read(path)] == kept

@@ -225,3 +225,26 @@ def test_a_run_report_run_completed_exactly_at_since_joins_the_stored_window(tmp
     assert found['meta']['records'] == 2
     assert [(v['n_mpi'], v['n_hybrid'], v['verdict']) for v in found['verdicts']] == [
         (1, 1, 'WIN')]
+
+
+def test_a_retried_case_counts_by_its_last_try_in_its_perflog_as_in_its_report(tmp_path):
+    """--max-retries 1: the perflog logs the failed try (out of its band) and its
+    retry, the report holds the retry in its runs[1]; both readers keep the
+    retry alone (the perflog's reader kept the failed try as a run)."""
+    import dataclasses
+    import datetime as dt
+
+    run = {'session': 's-1'}
+    write(tmp_path / 'Spmv.log', [header(['fom', 't_total'])] + [
+        line('spmv', {'fom': (2.5, 'GFLOP/s', 2.0, -0.1, None), 't_total': (t, 's')},
+             size='16', name='SpmvCheck %layout=mpi', result=result, after_result=run,
+             time=T0 + dt.timedelta(seconds=seconds))
+        for result, t, seconds in (('fail', 3.0, 0), ('pass', 2.0, 60))])
+    release = 'cmake Release mpich'
+    report(tmp_path / 'run-report-0.json', [case(t=3.0, result='fail', build_spec=release, **run)],
+           [case(t=2.0, when=UNIX + 60, build_spec=release, **run)])
+    from_log = read_perflogs([str(tmp_path / 'Spmv.log')])
+    from_report = read_run_reports([str(tmp_path)], ReadStats())
+    assert [dataclasses.replace(r, source='') for r in from_log] == [
+        dataclasses.replace(r, source='') for r in from_report]
+    assert [(r.result, r.values['t_total']) for r in from_log] == [('pass', 2.0)]

@@ -7,7 +7,9 @@ block of five fields per performance variable.  A line of another width than its
 header is read by its own shape where a failed first record explains it
 (``_reshaped``); other lines that do not fit (truncated, corrupt) are skipped and
 counted, the first named in the warning.  A line ends at '\n' (or '\r\n') only.
-Files are only read, never modified.
+A test case ReFrame retried (``--max-retries``) counts by its last try, as in its
+run report (``runreport``): a failed line that a later line of the same case and
+session replaced is left out (``last_tries``).  Files are only read, never modified.
 """
 
 from __future__ import annotations
@@ -278,17 +280,40 @@ def _lines(path: str, limit: int | None) -> Iterator[tuple[int, list[str]]]:
             yield lineno, line.split('|')
 
 
+#: What tells a test case's line from another's in one session: ReFrame logs no
+#: retry's run index, and its display name leaves out ``-P`` parameters (nodes).
+_CASE = operator.attrgetter('session', 'system', 'partition', 'stack', 'name', 'kernel',
+                            'mode', 'ranks', 'threads', 'size', 'cores', 'nodes',
+                            'build_spec', 'mpi_env', 'launch_command')
+
+
+def last_tries(recs: list[Record]) -> list[Record]:
+    """`recs` (one perflog's, in the order of its lines) less every failed try
+    that a later line of the same test case in the same session replaced: a
+    retry (``--max-retries``) logs the case again, and only its last try counts,
+    as in ReFrame's summary and its run report (``runreport``).  A record without
+    a session (older perflogs) is kept: its case is not told from another night's."""
+    if all(rec.result == 'pass' for rec in recs):
+        return recs
+    last = {_CASE(rec): i for i, rec in enumerate(recs)}
+    return [rec for i, rec in enumerate(recs)
+            if rec.result == 'pass' or not rec.session or last[_CASE(rec)] == i]
+
+
 def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
               source: str = '', shift: int = 0, limit: int | None = None
               ) -> Iterator[Record]:
     """The records of the perflog `path`, each with its ``source`` '<file>:<line>':
     `source` (default `path`) and the line number plus `shift` (``store``'s chunks
-    of a file).  `limit`: read only its first `limit` bytes."""
+    of a file).  `limit`: read only its first `limit` bytes.  A failed try is left
+    out where a retry replaced it among the lines read (``last_tries``; a chunk the
+    store read before the retry was logged keeps it)."""
     stats.files += 1
     source = source or path
     shapes = shapes if shapes is not None else {}
     reshaped: dict = {}
     header: _Header | None = None
+    parsed: list[Record] = []
     for lineno, fields in _lines(path, limit):
         if fields[0] == 'job_completion_time':
             header = _Header(fields, stats)
@@ -312,12 +337,10 @@ def read_file(path: str, stats: ReadStats, shapes: Shapes | None = None,
             continue  # a build or other non-kernel test: nothing to pair
         where = f'{source}:{lineno + shift}'
         try:
-            rec = line_header.parse(fields, where)
+            parsed.append(line_header.parse(fields, where))
         except UNPARSABLE as err:
             stats.unparsable(err, where)
-            continue
-        if stats.keep(rec):
-            yield rec
+    yield from filter(stats.keep, last_tries(parsed))
 
 
 def read_perflogs(paths: Iterable[str], since: dt.datetime | None = None,
