@@ -30,6 +30,12 @@ def hyb(t: float, **kw) -> Record:
     return rec('masteronly', t, ranks=1, threads=2, **kw)
 
 
+def twice(*runs: Record) -> list[Record]:
+    """Two samples of each run: one sample per side measures no spread, and its
+    call is INCONCLUSIVE (stats.speedup_call)."""
+    return [r for r in runs for _ in range(2)]
+
+
 def test_speedup_is_tmpi_over_thybrid_with_medians():
     (v,) = verdicts([rec('mpi', 2.0), rec('mpi', 2.0), rec('mpi', 2.0),
                      hyb(1.0), hyb(1.0), hyb(1.0)])
@@ -49,7 +55,7 @@ def test_noisy_samples_make_a_difference_inconclusive():
 
 
 def test_loss_when_hybrid_is_clearly_slower():
-    assert verdicts([rec('mpi', 1.0), hyb(1.5)])[0].verdict == 'LOSS'
+    assert verdicts(twice(rec('mpi', 1.0), hyb(1.5)))[0].verdict == 'LOSS'
 
 
 def test_pairs_only_within_stack_partition_size_and_cores():
@@ -90,8 +96,8 @@ def test_md_phase_table_pairs_phases_of_mpi_and_hybrid():
 
 def test_node_counts_are_never_pooled():
     # hybrid wins by 2x on 1 node and loses by 2x on 4 nodes: pooled, they would cancel
-    found = verdicts([rec('mpi', 2.0, nodes=1), hyb(1.0, nodes=1),
-                      rec('mpi', 1.0, nodes=4), hyb(2.0, nodes=4)])
+    found = verdicts(twice(rec('mpi', 2.0, nodes=1), hyb(1.0, nodes=1),
+                           rec('mpi', 1.0, nodes=4), hyb(2.0, nodes=4)))
     assert [(v.nodes, v.verdict, v.speedup) for v in found] == [(1, 'WIN', 2.0),
                                                                 (4, 'LOSS', 0.5)]
     assert verdicts([rec('mpi', 1.0, nodes=1), hyb(1.0, nodes=2)]) == []
@@ -130,16 +136,14 @@ def test_interleaved_rounds_decide_where_back_to_back_samples_cannot():
 
 def test_confirmed_when_the_last_three_sessions_agree():
     day = dt.timedelta(days=1)
-    history = []
-    for night, t_hyb in enumerate((1.0, 0.5, 0.5, 0.5)):     # TIE, then WIN three times
-        when = T0 + night * day
-        history += [rec('mpi', 1.0, time=when), hyb(t_hyb, time=when)]
-    last = history[-2:]
+    nights = [twice(rec('mpi', 1.0, time=T0 + night * day), hyb(t_hyb, time=T0 + night * day))
+              for night, t_hyb in enumerate((1.0, 0.5, 0.5, 0.5))]   # TIE, then WIN 3 times
+    history, last = [r for n in nights for r in n], nights[-1]
     (v,) = verdicts(last, history=history)
     assert v.verdict == 'WIN' and v.confirmed and v.sessions == 'WIN WIN WIN'
-    (v2,) = verdicts(last, history=history[2:6] + last)      # TIE dropped: only 3 nights
+    (v2,) = verdicts(last, history=nights[1] + nights[2] + last)   # TIE dropped: 3 nights
     assert v2.confirmed
-    (v3,) = verdicts(last, history=history[:2] + history[4:])  # TIE, WIN, WIN
+    (v3,) = verdicts(last, history=nights[0] + nights[2] + last)   # TIE, WIN, WIN
     assert not v3.confirmed and v3.sessions == 'TIE WIN WIN'
 
 
@@ -150,16 +154,16 @@ def test_each_system_confirms_by_its_own_last_three_sessions():
     for night in range(3):
         for system, hours in (('alpha', 0), ('beta', 2)):
             when = T0 + dt.timedelta(days=night, hours=hours)
-            history += [rec('mpi', 1.0, time=when, system=system, session=f'{system}-{night}'),
-                        hyb(0.5, time=when, system=system, session=f'{system}-{night}')]
-    found = verdicts(history[-4:], history=history)
+            history += twice(rec('mpi', 1.0, time=when, system=system, session=f'{system}-{night}'),
+                             hyb(0.5, time=when, system=system, session=f'{system}-{night}'))
+    found = verdicts(history[-8:], history=history)
     assert [(v.system, v.confirmed, v.sessions) for v in found] == [
         ('alpha', True, 'WIN WIN WIN'), ('beta', True, 'WIN WIN WIN')]
     # a session of alpha's that did not run the pair still counts against it
     other = T0 + dt.timedelta(days=3)
     extra = [dataclasses.replace(rec('mpi', 1.0, time=other, system='alpha',
                                      session='alpha-3'), kernel='md')]
-    (a, b) = verdicts(history[-4:], history=history + extra)
+    (a, b) = verdicts(history[-8:], history=history + extra)
     assert (a.system, a.confirmed, a.sessions) == ('alpha', False, 'WIN WIN')
     assert (b.system, b.confirmed) == ('beta', True)
 
@@ -168,14 +172,14 @@ def test_crossover_per_size_with_its_sentence():
     from hybridverdict.verdict import crossovers
     runs = []
     for nodes, t_hyb in ((1, 0.5), (2, 1.0), (4, 1.5), (8, 1.6)):
-        runs += [rec('mpi', 1.0, nodes=nodes), hyb(t_hyb, nodes=nodes)]
+        runs += twice(rec('mpi', 1.0, nodes=nodes), hyb(t_hyb, nodes=nodes))
     (c,) = crossovers(verdicts(runs))
     assert c.nodes == (1, 2, 4, 8) and c.calls == ('WIN', 'TIE', 'LOSS', 'LOSS')
     assert (c.wins_from, c.loses_from) == (None, 4)
     assert 'hybrid loses from 4 nodes on' in c.sentence
     assert 'WIN at 1, TIE at 2' in c.sentence
-    (w,) = crossovers(verdicts([rec('mpi', 1.0, nodes=n) for n in (1, 2)]
-                               + [hyb(0.5, nodes=n) for n in (1, 2)]))
+    (w,) = crossovers(verdicts(twice(*[rec('mpi', 1.0, nodes=n) for n in (1, 2)],
+                                     *[hyb(0.5, nodes=n) for n in (1, 2)])))
     assert 'hybrid wins at every node count measured (1-2 nodes' in w.sentence
 
 
@@ -215,11 +219,11 @@ def test_the_ring_is_judged_per_message_size():
 
 
 def test_old_ring_perflogs_keep_their_one_verdict_by_t_total():
-    old = [ring('mpi', None, t_total=1.0), ring('masteronly', None, t_total=2.0)]
+    old = twice(ring('mpi', None, t_total=1.0), ring('masteronly', None, t_total=2.0))
     (v,) = verdicts(old)
     assert (v.size, v.variable, v.verdict) == (SWEEP, 't_total', 'LOSS')
     # spmv and the other kernels are judged by t_total at their own size, as before
-    (s,) = verdicts([rec('mpi', 1.0), hyb(0.5)])
+    (s,) = verdicts(twice(rec('mpi', 1.0), hyb(0.5)))
     assert (s.size, s.variable, s.verdict) == ('16', 't_total', 'WIN')
 
 
@@ -278,13 +282,13 @@ def test_three_named_sessions_in_one_hour_confirm_a_call():
     history = []
     for i, (name, t_hyb) in enumerate((('n1', 1.0), ('n2', 0.5), ('n3', 0.5), ('n4', 0.5))):
         when = T0 + dt.timedelta(minutes=10 * i)
-        history += [rec('mpi', 1.0, time=when, session=name),
-                    hyb(t_hyb, time=when, session=name)]
-    (v,) = verdicts(history[-2:], history=history)
+        history += twice(rec('mpi', 1.0, time=when, session=name),
+                         hyb(t_hyb, time=when, session=name))
+    (v,) = verdicts(history[-4:], history=history)
     assert v.confirmed and v.sessions == 'WIN WIN WIN'
     # the same runs without names are one session (all within the gap): one call
     plain = [dataclasses.replace(r, session='') for r in history]
-    (p,) = verdicts(plain[-2:], history=plain)
+    (p,) = verdicts(plain[-4:], history=plain)
     assert not p.confirmed and len(p.sessions.split()) == 1
 
 
@@ -507,7 +511,8 @@ def test_a_hybrid_verdict_noise_floor_out_of_range_is_refused(floor):
 def _across(system: str = 'local', build: str = 'cmake Release mpich',
             library: str = 'MPICH Version: 4.0.2', t_hyb: float = 0.5) -> list[Record]:
     kw = dict(system=system, build_spec=build, mpi_library=library)
-    return [r for n in (1, 2) for r in (rec('mpi', 1.0, nodes=n, **kw), hyb(t_hyb, nodes=n, **kw))]
+    return [r for n in (1, 2) for r in twice(rec('mpi', 1.0, nodes=n, **kw),
+                                             hyb(t_hyb, nodes=n, **kw))]
 
 
 def _scaling_labels(monkeypatch, found) -> list[str]:
