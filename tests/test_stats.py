@@ -146,6 +146,20 @@ def test_compare_without_times_and_with_one_sample_each():
     assert (c0.interval.low, c0.interval.high, c0.noise) == (2.0, 2.0, 0.0)
 
 
+@pytest.mark.parametrize(('t_mpi', 't_hybrid', 'call'), [
+    (2.0, 1.0, stats.WIN), (1.0, 2.0, stats.LOSS), (1.0, 1.0, stats.TIE)])
+def test_one_sample_per_side_is_no_call(t_mpi, t_hybrid, call):
+    """Review: one run per side made a call: its interval is the one ratio widened
+    by the floor, and a 2x speedup was a WIN on no measured spread."""
+    one = stats.compare([t_mpi], [t_hybrid])
+    assert stats.speedup_call(one.interval) == stats.INCONCLUSIVE
+    one_round = stats.paired_interval([t_mpi / t_hybrid])
+    assert stats.speedup_call(one_round) == stats.INCONCLUSIVE
+    # a second sample per side measures a spread (none here): the call is made
+    two = stats.compare([t_mpi] * 2, [t_hybrid] * 2)
+    assert stats.speedup_call(two.interval) == call
+
+
 def test_ratio_interval_of_large_unpaired_lists_uses_order_statistics():
     iv = stats.ratio_interval([float(x) for x in range(1, 21)], [10.0] * 20)
     assert iv.method == 'order statistics of each side'

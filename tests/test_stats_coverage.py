@@ -74,8 +74,10 @@ def test_looks_and_stop_reasons():
         stats.looks(0, 15)
 
 
-def test_the_calibration_meets_its_targets():
-    assert calibrate.main(['--pairs', '100']) == 0
+@pytest.mark.parametrize('planned', ['3', '1'])
+def test_the_calibration_meets_its_targets(planned):
+    # 1 (HARNESS_REPEAT=1): a first look at one round called up to 65% wrong
+    assert calibrate.main(['--pairs', '100', '--planned', planned]) == 0
 
 
 @pytest.mark.parametrize('runs', [3, 5])

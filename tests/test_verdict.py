@@ -58,6 +58,14 @@ def test_loss_when_hybrid_is_clearly_slower():
     assert verdicts(twice(rec('mpi', 1.0), hyb(1.5)))[0].verdict == 'LOSS'
 
 
+def test_one_sample_per_side_is_no_call():
+    """Review: one run per side made a call: a 1.5x slower hybrid run was a LOSS,
+    on no measured spread (the 5% floor alone)."""
+    (v,) = verdicts([rec('mpi', 1.0), hyb(1.5)])
+    assert (v.verdict, v.n_mpi, v.n_hybrid) == ('INCONCLUSIVE', 1, 1)
+    assert v.speedup == pytest.approx(1 / 1.5)
+
+
 def test_pairs_only_within_stack_partition_size_and_cores():
     found = verdicts([rec('mpi', 1.0), hyb(1.0, stack='openmpi'), hyb(1.0, partition='tcp'),
                       hyb(1.0, size='32'), rec('masteronly', 1.0, ranks=1, threads=4)])

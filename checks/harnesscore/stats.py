@@ -60,7 +60,10 @@ The rule
 
 For a hybrid-against-MPI verdict the band is [1 / (1 + floor), 1 + floor]
 around a speedup of 1: inside it the two are equal (TIE), above it hybrid wins,
-below it hybrid loses, across an edge the samples cannot tell.  For a
+below it hybrid loses, across an edge the samples cannot tell.  One value per
+side (one sample of each layout, or one round) measures no spread: no call,
+INCONCLUSIVE (``speedup_call``); the floor's widening covers the drift between
+sessions, not a run's own noise (5-10% per round, issue 25).  For a
 fixed-band assertion (ring against OSU within 5%, md against LAMMPS above 0.9)
 the band is the assertion's.
 """
@@ -182,6 +185,11 @@ class Interval:
     confidence: float           # coverage: exact (order statistics), at most (bootstrap of
                                 # fewer values than order statistics need), nominal, or 0
     method: str                 # 'order statistics', 'bootstrap', 'single value', ...
+
+    @property
+    def single(self) -> bool:
+        """Made from one value (per side): no spread measured, no coverage (0)."""
+        return self.confidence == 0.0
 
     @property
     def spread(self) -> float:
@@ -576,7 +584,12 @@ def band(floor: float = DEFAULT_FLOOR) -> tuple[float, float]:
 
 def speedup_call(interval: Interval, floor: float = DEFAULT_FLOOR) -> str:
     """The verdict of a speedup's interval: the one rule (``decide``) against the
-    band of a TIE around 1 (``band``), as a call (``call``)."""
+    band of a TIE around 1 (``band``), as a call (``call``).  An interval of one
+    value per side (one sample of each layout, or one round: ``single``) has
+    measured no spread, and the floor's widening covers the drift between
+    sessions, not a run's own noise: INCONCLUSIVE, whatever the value."""
+    if interval.single:
+        return INCONCLUSIVE
     return call(decide(interval, *band(floor)))
 
 
