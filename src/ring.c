@@ -7,9 +7,14 @@
  *             posts the matching MPI_Irecv window; after each window rank P-1
  *             answers with a 4-byte ack.  bandwidth = size*window*iters / time.
  *             As osu_bw (its default single buffer), every message of a timed
- *             window lands in the same receive buffer; the verified exchanges
- *             give each message of the window its own slot instead, so a
- *             missing or misplaced message is caught.
+ *             window lands in the same receive buffer.  The verified exchanges
+ *             tell the messages apart instead: message j of the window carries
+ *             the pattern from word j on, and each is received into its own
+ *             slot, in rounds of at most BW_RECV_CAP bytes of slots (each round
+ *             poisoned, then checked), so a missing or misplaced message is
+ *             caught at every size with bounded memory (64 MiB of receive slots
+ *             at 16 MiB, 4 per round; the sender's buffer is 8 x (window-1)
+ *             bytes longer than a message).
  *   ring      Rabenseifner's ring (seed 002, Sect. 3.1): nodes (MPI_COMM_TYPE_SHARED
  *             groups, or single ranks with --rank-as-node) form a logical ring; the
  *             k communicating CPUs of a node each MPI_Sendrecv a message to their
@@ -56,7 +61,7 @@
 #define RING_MAX_SIZE (16L * 1024 * 1024) /* largest message size (per CPU) */
 #define RING_MAX_SIZES 64                 /* entries in --sizes (repeated ones too) */
 #define RING_MAX_K 64                     /* largest --k (the default k is not capped) */
-#define BW_RECV_CAP (64L * 1024 * 1024)   /* receive window memory of bw */
+#define BW_RECV_CAP (64L * 1024 * 1024)   /* bw: receive slots of one verified round */
 #define TAG_DATA 100
 #define TAG_ACK 99
 #define POISON 0xA5
@@ -267,11 +272,17 @@ static uint64_t pattern_seed(int src, int lane, long size, long iter) {
     return kc_mix64(s + (uint64_t)iter);
 }
 
+#define PATTERN_STEP 0x9E3779B97F4A7C15ull
+
 /* Word j of the pattern (a bijection of seed + j*C, so two seeds differ in every word). */
 static inline uint64_t pattern_word(uint64_t seed, size_t j) {
-    uint64_t x = seed + (uint64_t)j * 0x9E3779B97F4A7C15ull;
+    uint64_t x = seed + (uint64_t)j * PATTERN_STEP;
     return x ^ (x >> 29);
 }
+
+/* The seed of the pattern from word j on: pattern_word(shifted_seed(s, j), i)
+ * is pattern_word(s, j + i) (bw: message j of a verified window). */
+static uint64_t shifted_seed(uint64_t seed, long j) { return seed + (uint64_t)j * PATTERN_STEP; }
 
 /* The words of an n-byte buffer (the last one may be partial) and the bytes of word j. */
 static size_t words(size_t n) { return (n + 7) / 8; }
@@ -372,7 +383,7 @@ typedef struct {
     int next, prev; /* ring neighbours (ranks in comm) */
     int src_world;  /* world rank whose data this rank receives */
     int kthreads;   /* multiple: communicating threads */
-    long window, nslots;
+    long window;
     long size;      /* per-CPU message size of the current step */
     size_t msg;     /* bytes per MPI message (masteronly ring: k * size) */
     /* the message as MPI count and datatype: msg bytes, or where msg exceeds an
@@ -401,20 +412,24 @@ static void pingpong_iters(const exch *e, long n) {
     }
 }
 
+/* bw sender: one window, message j sent from byte `stride` x j of the send
+ * buffer, then the receiver's ack. */
+static void bw_send_window(exch *e, size_t stride) {
+    for (long j = 0; j < e->window; ++j)
+        MPI_Isend(e->sbuf + stride * (size_t)j, e->count, e->unit, e->peer, TAG_DATA, e->comm,
+                  &e->reqs[j]);
+    MPI_Waitall((int)e->window, e->reqs, e->stats);
+    MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
+}
+
 /* bw: n windows of messages, each answered by the receiver's ack. */
 static void bw_iters(exch *e, long n) {
     if (e->role == 0) {
-        for (long it = 0; it < n; ++it) {
-            for (long j = 0; j < e->window; ++j)
-                MPI_Isend(e->sbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
-            MPI_Waitall((int)e->window, e->reqs, e->stats);
-            MPI_Recv(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm, MPI_STATUS_IGNORE);
-        }
+        for (long it = 0; it < n; ++it) bw_send_window(e, 0);
     } else if (e->role == 1) {
         for (long it = 0; it < n; ++it) {
             for (long j = 0; j < e->window; ++j)
-                MPI_Irecv(e->rbuf + (size_t)(j % e->nslots) * e->msg, e->count, e->unit, e->peer,
-                          TAG_DATA, e->comm, &e->reqs[j]);
+                MPI_Irecv(e->rbuf, e->count, e->unit, e->peer, TAG_DATA, e->comm, &e->reqs[j]);
             MPI_Waitall((int)e->window, e->reqs, e->stats);
             MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
         }
@@ -451,8 +466,10 @@ static void run_iters(kc_ctx *ctx, exch *e, long n) {
 
 static int sends(const exch *e) { return e->role == 0 || (e->role == 1 && e->pat != PAT_BW); }
 static int receives(const exch *e) { return e->role == 1 || (e->role == 0 && e->pat == PAT_PINGPONG); }
-static size_t recv_bytes(const exch *e) { /* bw: nslots <= window (bw_slots) */
-    return e->pat == PAT_BW ? (size_t)e->nslots * e->msg : e->msg;
+/* The bytes of the send buffer that prepare fills: bw, one message and a word
+ * more per further message of a window (bw_verified_window: message j from word j). */
+static size_t send_fill_bytes(const exch *e) {
+    return e->msg + (e->pat == PAT_BW ? 8 * (size_t)(e->window - 1) : 0);
 }
 
 /* Fill the send buffer(s) with the pattern of exchange `iter`, poison the receive buffer(s).
@@ -473,8 +490,9 @@ static void prepare(kc_ctx *ctx, exch *e, long iter) {
         }
         return;
     }
-    if (sends(e)) words_par(ctx, e->sbuf, e->msg, pattern_seed(ctx->rank, 0, e->size, iter), 0);
-    if (receives(e)) poison_par(e->rbuf, recv_bytes(e));
+    if (sends(e))
+        words_par(ctx, e->sbuf, send_fill_bytes(e), pattern_seed(ctx->rank, 0, e->size, iter), 0);
+    if (receives(e)) poison_par(e->rbuf, e->msg);
 }
 
 /* Wrong bytes received in exchange `iter`; `inject` corrupts one byte first. */
@@ -491,10 +509,7 @@ static long check(kc_ctx *ctx, exch *e, long iter, int inject) {
     }
     if (!receives(e)) return 0;
     if (inject) e->rbuf[e->msg / 2] ^= 0x5A;
-    const uint64_t seed = pattern_seed(e->src_world, 0, e->size, iter);
-    const size_t nmsg = recv_bytes(e) / e->msg;
-    for (size_t m = 0; m < nmsg; ++m) bad += words_par(ctx, e->rbuf + m * e->msg, e->msg, seed, 1);
-    return bad;
+    return words_par(ctx, e->rbuf, e->msg, pattern_seed(e->src_world, 0, e->size, iter), 1);
 }
 
 /* The lowest world rank that received wrong bytes, and the rank whose message
@@ -548,6 +563,8 @@ static counts size_counts(const options *o, long size) {
     return c;
 }
 
+/* bw, verified exchanges: receive slots per round, as many of the window's
+ * messages as BW_RECV_CAP holds (at least 1). */
 static long bw_slots(long window, long size) {
     if (window * size <= BW_RECV_CAP) return window;
     long s = BW_RECV_CAP / size;
@@ -644,12 +661,14 @@ static size_t message_bytes(const options *o, long size, long k) {
 /* Buffers, allocated once for the largest size; first touch by the fills. */
 static void alloc_buffers(const kc_ctx *ctx, const options *o, exch *e, long k) {
     const size_t msg_max = message_bytes(o, o->sizes[o->nsizes - 1], k);
-    size_t rcap = msg_max;
-    if (o->pattern == PAT_BW)
+    size_t rcap = msg_max, scap = msg_max;
+    if (o->pattern == PAT_BW) {
+        scap += 8 * (size_t)(o->window - 1); /* send_fill_bytes */
         for (int i = 0; i < o->nsizes; ++i) {
             const size_t b = (size_t)bw_slots(o->window, o->sizes[i]) * (size_t)o->sizes[i];
             if (b > rcap) rcap = b;
         }
+    }
     if (e->pat == PAT_RING && e->mode == KC_MODE_MULTIPLE) {
         e->tsbuf = kc_malloc(ctx, (size_t)k * sizeof *e->tsbuf);
         e->trbuf = kc_malloc(ctx, (size_t)k * sizeof *e->trbuf);
@@ -658,7 +677,7 @@ static void alloc_buffers(const kc_ctx *ctx, const options *o, exch *e, long k) 
             e->trbuf[t] = page_alloc(ctx, msg_max);
         }
     } else if (e->role >= 0) {
-        e->sbuf = page_alloc(ctx, sends(e) ? msg_max : 1);
+        e->sbuf = page_alloc(ctx, sends(e) ? scap : 1);
         e->rbuf = page_alloc(ctx, receives(e) ? rcap : 1);
     }
     e->reqs = kc_malloc(ctx, (size_t)o->window * sizeof *e->reqs);
@@ -745,11 +764,43 @@ static long sent_bytes(const exch *e) {
 #define IT_FIRST 0
 #define IT_TIMED 1
 
+/* bw, a verified window of exchange `iter` (after prepare): the sender sends
+ * message j from word j of its pattern, so every message differs; the
+ * receiver takes them in rounds of bw_slots messages, each into its own slot,
+ * poisoned before the round and checked after it, then acknowledges the
+ * window.  The wrong bytes on this rank. */
+static long bw_verified_window(kc_ctx *ctx, exch *e, long iter) {
+    if (e->role == 0) {
+        bw_send_window(e, 8);
+        return 0;
+    }
+    if (e->role != 1) return 0;
+    const uint64_t seed = pattern_seed(e->src_world, 0, e->size, iter);
+    const long slots = bw_slots(e->window, e->size);
+    long bad = 0;
+    for (long first = 0; first < e->window; first += slots) {
+        const long n = e->window - first < slots ? e->window - first : slots;
+        poison_par(e->rbuf, (size_t)n * e->msg);
+        for (long j = 0; j < n; ++j) {
+            /* fault: the window's last message lands in the round's first slot */
+            const int misplace = KC_FAULT("ring_bw_slot") && first + j == e->window - 1;
+            MPI_Irecv(e->rbuf + (size_t)(misplace ? 0 : j) * e->msg, e->count, e->unit, e->peer,
+                      TAG_DATA, e->comm, &e->reqs[j]);
+        }
+        MPI_Waitall((int)n, e->reqs, e->stats);
+        for (long j = 0; j < n; ++j)
+            bad += words_par(ctx, e->rbuf + (size_t)j * e->msg, e->msg,
+                             shifted_seed(seed, first + j), 1);
+    }
+    MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
+    return bad;
+}
+
 /* Exchange `iter` outside the timed loops, verified: its wrong bytes on this
- * rank (bw: one slot per message of the window). */
+ * rank (bw: bw_verified_window). */
 static long verified_exchange(kc_ctx *ctx, exch *e, long iter) {
-    e->nslots = bw_slots(e->window, e->size);
     prepare(ctx, e, iter);
+    if (e->pat == PAT_BW) return bw_verified_window(ctx, e, iter);
     run_iters(ctx, e, 1);
     return check(ctx, e, iter, 0);
 }
@@ -774,7 +825,6 @@ static void measure_size(kc_ctx *ctx, const options *o, const topology *topo, ex
     long bad = verified_exchange(ctx, e, IT_FIRST); /* the first exchange */
 
     /* warm-up and timed repetitions; bw: one receive buffer, as osu_bw */
-    e->nslots = 1;
     prepare(ctx, e, IT_TIMED);
     if (!pt2pt) {
         run_iters(ctx, e, r->c.skip);

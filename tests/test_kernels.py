@@ -214,6 +214,10 @@ NAMED_FAULTS = {
     'md_virial_double': ('md', 'mpi', '2', '1', KERNEL_RUNS['md']),
     # masteronly ring: a message of size bytes where the bandwidth counts k x size
     'ring_msg_bytes': ('ring', 'masteronly', '1', '2', KERNEL_RUNS['ring']),
+    # bw's verified window: its last message in the slot of its round's first (2 MiB:
+    # rounds of 32 slots; slots shared as j mod 32 and one pattern let it pass)
+    'ring_bw_slot': ('ring', 'mpi', '2', '1', ['--pattern', 'bw', '--sizes', '2M', '--iters', '1',
+                                               '--skip', '0', '--reps', '1']),
     # the timed triads cover half the array after the first repetition
     'stream_half_triad': ('stream', 'mpi', '2', '1', KERNEL_RUNS['stream']),
 }

@@ -267,7 +267,8 @@ int kc_fault(const char *name) { return strcmp(fault_name, name) == 0; }
 /* The named faults (docs/pages/kernels.md); "none": no fault, nothing corrupted. */
 static const char *const FAULT_NAMES[] = {
     "none", "spmv_halo_once", "spmv_face_as_interior", "md_list_no_skin", "md_thermo_max",
-    "md_drop_ghost_pairs", "md_virial_double", "ring_msg_bytes", "stream_half_triad"};
+    "md_drop_ghost_pairs", "md_virial_double", "ring_msg_bytes", "ring_bw_slot",
+    "stream_half_triad"};
 
 /* KERNEL_FAULT and KERNEL_FAULT_HANG (kernel_common.h), read once MPI runs: a
  * name that is not in FAULT_NAMES fails (status 2).  A hung rank 0 leaves the

@@ -321,6 +321,8 @@ int kc_finalize(kc_ctx *ctx);
  *   md_drop_ghost_pairs  half lists leave out the pairs with ghosts
  *   md_virial_double     the pairs with ghosts count their whole virial, not half
  *   ring_msg_bytes       masteronly ring sends size bytes, not k x size
+ *   ring_bw_slot         bw's verified window: the last message lands in the
+ *                        slot of its round's first one
  *   stream_half_triad    the triad covers half the array after the first repetition */
 #ifdef KC_FAULT_INJECT
 int kc_fault_corrupts(void);

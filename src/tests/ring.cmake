@@ -4,6 +4,11 @@ set(RING_QUICK --sizes 8,1000,65536,1048576 --iters-scale 0.05 --reps 2)
 kernel_test(ring_pingpong_2x1 NP 2 THREADS 1 COMMAND ring --pattern pingpong ${RING_QUICK})
 kernel_test(ring_bw_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw ${RING_QUICK})
 kernel_test(ring_bw_small_window_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw --window 3 --sizes 1:4K --iters-scale 0.05)
+# above 1 MiB a verified window of 22 does not fit 64 MiB of slots: it is
+# received in rounds (3 MiB: 21 + 1; 16 MiB: 5 x 4 + 2), every message checked
+kernel_test(ring_bw_rounds_2x1 NP 2 THREADS 1 COMMAND ring --pattern bw --window 22 --sizes 3M,16M --iters 1 --skip 0 --reps 1)
+set_tests_properties(ring_bw_rounds_2x1 PROPERTIES PASS_REGULAR_EXPRESSION
+  "\"size\":3145728,.*\"verified\":true.*\"size\":16777216,.*\"verified\":true")
 kernel_test(ring_ring_mpi_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --rank-as-node ${RING_QUICK})
 kernel_test(ring_ring_shared_2x1 NP 2 THREADS 1 COMMAND ring --pattern ring --k 1 ${RING_QUICK})
 kernel_test(ring_ring_masteronly_1x2 NP 1 THREADS 2 COMMAND ring --pattern ring --mode masteronly --rank-as-node ${RING_QUICK})
@@ -112,4 +117,13 @@ if(KERNEL_FAULT_INJECT AND KERNEL_OPENMP)
   named_fault(ring_msg_bytes _1x2 NP 1 THREADS 2
               EXPECT_FAIL "\"verified\":false.*ring: verification FAILED: size 8 B: the MPI messages carry 8 bytes per iteration over all ranks \\(msg_bytes 8\\) but the bandwidth counts 16"
               COMMAND ring --pattern ring --mode masteronly --rank-as-node --sizes 8,4096 --iters-scale 0.01 --reps 1)
+endif()
+# Named fault (KERNEL_FAULT=ring_bw_slot): in bw's verified window the last
+# message lands in the slot of its round's first.  At 2 MiB (window 64: two
+# rounds of 32 slots) this passed when message j went to slot j mod 32 and
+# every message carried one pattern: slot 31 got message 31, slot 0 the same bytes.
+if(KERNEL_FAULT_INJECT)
+  named_fault(ring_bw_slot _2x1 NP 2 THREADS 1
+              EXPECT_FAIL "\"verified\":false.*ring: verification FAILED: size 2097152 B: [0-9]+ wrong byte\\(s\\) received. first on rank 1 in the message from rank 0"
+              COMMAND ring --pattern bw --sizes 2M --iters 1 --skip 0 --reps 1)
 endif()
