@@ -182,25 +182,45 @@ def test_stdout_closed_early_is_quiet_not_a_write_error(tmp_path, capsys, monkey
         assert not (tmp_path / 'refs').exists()
 
 
+def stream_against(tmp_path, stack: str, key: str, *options: str) -> tuple[int, str]:
+    """(exit status, output) of a nightly-mode --dry-run of StreamCheck mpi_2x1 on
+    local:shm with `stack` and the ReFrame `options`, against a references file
+    whose one entry is for the variant `key` (its fom only, no t_total)."""
+    from conftest import one_reference, run_reframe
+    refs = tmp_path / 'refs'
+    one_reference(refs, 'StreamCheck', stack, key, {'fom': [10.0, None, None, 'GB/s']})
+    proc = run_reframe(tmp_path / 'run', '--system', 'local:shm', '-n',
+                       'StreamCheck%layout=mpi_2x1', *options, '-P', 'sample=0', '-S',
+                       'require_reference=true', '--dry-run',
+                       env={'HARNESS_STACKS': stack, 'RFM_REFERENCE_PREFIX': str(refs)})
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 @pytest.mark.integration
 def test_a_run_on_a_node_count_of_p_has_its_own_reference(tmp_path, stacks):
     """-P nodes=N runs other jobs than the partition's own: their references (and
     their pools of samples) are apart. The key dropped '%.nodes', so a run on 2 nodes
     was judged against the reference of a run on 1."""
-    from conftest import one_reference, run_reframe
     stack = stacks[0]
-    refs = tmp_path / 'refs'
-    one_reference(refs, 'StreamCheck', stack, 'layout=mpi_2x1 problem=8000000 .nodes=1',
-                  {'fom': [10.0, None, None, 'GB/s']})
-    texts = {}
-    for name, extra in (('nodes', ['-P', 'nodes=1']), ('plain', [])):
-        proc = run_reframe(tmp_path / name, '--system', 'local:shm', '-n',
-                           'StreamCheck%layout=mpi_2x1', *extra, '-P', 'sample=0', '-S',
-                           'require_reference=true', '--dry-run',
-                           env={'HARNESS_STACKS': stack, 'RFM_REFERENCE_PREFIX': str(refs)})
-        texts[name] = proc.stdout + proc.stderr
+    key = 'layout=mpi_2x1 problem=8000000 .nodes=1'
+    texts = {name: stream_against(tmp_path / name, stack, key, *extra)[1]
+             for name, extra in (('nodes', ['-P', 'nodes=1']), ('plain', []))}
     # found: only the variable the entry lacks is missing
     assert "no reference value found for performance variable 't_total'" in texts['nodes']
     assert 'no reference for' not in texts['nodes'], texts['nodes']
     assert (f'no reference for local:shm {stack} StreamCheck [layout=mpi_2x1 problem=8000000]'
             in texts['plain']), texts['plain']
+
+
+@pytest.mark.integration
+def test_a_node_count_set_with_s_is_refused_not_judged_unkeyed(tmp_path, stacks):
+    """-S nodes=N left the node count out of the test's name, so the run was
+    judged against the reference of the partition's own node count (the key
+    without '.nodes': found, only t_total missing) and baseline pooled it with
+    those runs; it is refused, pointing to -P."""
+    status, text = stream_against(tmp_path, stacks[0], 'layout=mpi_2x1 problem=8000000',
+                                  '-S', 'nodes=1')
+    assert status != 0, text
+    assert ('StreamCheck.nodes=1: give a node count as a parameter, -P nodes=1, not -S'
+            in text), text
+    assert 'no reference value found' not in text, text

@@ -86,6 +86,18 @@ class SystemReferences(rfm.RegressionTestPlugin):
         if self.system_references and os.path.isfile(self.references_path):
             self.reference = {'$ref': self.references_path}
 
+    @run_before('setup')
+    def refuse_unkeyed_nodes(self) -> None:
+        """A node count set with ``-S nodes=N`` is not in the test's name, so
+        neither in its references key nor in the baseline's pool of its
+        samples: a run on N nodes would be judged against, and pooled with, the
+        partition's own node count.  ``-P nodes=N`` names it (``.nodes=N``)."""
+        nodes = getattr(self, 'nodes', 0)
+        if nodes and '.nodes=' not in self.ref_variant:
+            raise bad_value(self, 'nodes', f'give a node count as a parameter, '
+                                           f'-P nodes={nodes}, not -S: the run\'s name and '
+                                           f'its references key would not say {nodes} node(s)')
+
     @run_before('performance')
     def demand_reference(self):
         if not self.require_reference or not self.system_references:
@@ -683,7 +695,7 @@ class RunBase(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, QuietM
         self.cores = cores_per_node(part)
         ranks, nodes, why = self.placement(self.cores, int(part.extras.get('nodes', 1)))
         self.skip_if(bool(why), why)
-        # -P/-S nodes=N: this run places its ranks itself; another N is not its run
+        # -P nodes=N: this run places its ranks itself; another N is not its run
         # (the variant's name, and its reference key, would say N nodes)
         self.skip_if(bool(self.nodes) and self.nodes != nodes,
                      f'{type(self).__name__} places its {ranks * nodes} rank(s) itself, on '
@@ -809,7 +821,7 @@ class KernelCheck(RunBase):
         if not self.nodes:
             self.nodes = int(part.extras.get('nodes', 1))
         elif self.nodes > 1 and part.scheduler.registered_name == 'local':
-            # -P/-S nodes=N on this machine: N times the ranks on its cores
+            # -P nodes=N on this machine: N times the ranks on its cores
             raise bad_value(self, 'nodes', f'{part.fullname} runs on this machine alone '
                                            '(the local scheduler): 1 node')
         self.num_tasks_per_node = self.ranks
