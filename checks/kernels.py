@@ -272,6 +272,26 @@ class MdCheck(KernelCheck, PlannedRun):
                 / self.calls(self.headline()), 's')
 
 
+SWEEP_STATUS_TAG = 'ring: k sweep launch exit status'
+
+
+def check_sweep_statuses(ks: list[int], stdout: str, finalize_hung: bool,
+                         verified: bool) -> None:
+    """A sanity error unless every launch of the k sweep (`ks`, run before the
+    job's last launch) recorded exit status 0 in the job's `stdout`: the job's
+    own status is only its last launch's.  A status from a hung MPI_Finalize
+    after verified results passes, as the last launch's does."""
+    statuses = {int(k): int(st) for k, st in
+                re.findall(rf'^{SWEEP_STATUS_TAG} (\d+) (\d+)$', stdout, re.M)}
+    for k in ks:
+        status = statuses.get(k)
+        if status is None:
+            raise sn.SanityError(f'ring: the k sweep launch at k={k} did not finish')
+        if status != 0 and not finalize_hang_only(status, finalize_hung, verified):
+            raise sn.SanityError(
+                f'ring: the k sweep launch at k={k} exited with status {status}')
+
+
 @interleave_samples
 @rfm.simple_test
 class RingCheck(KernelCheck, PlannedRun):
@@ -325,7 +345,10 @@ class RingCheck(KernelCheck, PlannedRun):
         # the largest k, gives the headline figures).
         line = f'{self.launch(self.num_tasks)} {self.executable} ' + ' '.join(
             self.executable_opts)
-        self.prerun_cmds += [f'{line} --k {k}' for k in self.swept_ks()]
+        # A job script goes on after a failed command and reports only its
+        # last launch's status: each sweep launch records its own.
+        self.prerun_cmds += [f'{line} --k {k}; echo "{SWEEP_STATUS_TAG} {k} $?"'
+                             for k in self.swept_ks()]
 
     @sanity_function
     def validate(self):
@@ -334,6 +357,10 @@ class RingCheck(KernelCheck, PlannedRun):
         # the sweep's launches and the last one (the headline's k): a size left
         # out was logged as a time of 0 before
         ks = [*self.swept_ks(), int(self.headline()['k'])]
+        check_sweep_statuses(self.swept_ks(), self.stage_text(str(sn.evaluate(self.stdout))),
+                             'MPI_Finalize did not return' in self.stage_text(
+                                 str(sn.evaluate(self.stderr))),
+                             self.verified == 'true')
         missing = sorted({(k, s) for k in ks for s in self.message_sizes()} - got)
         sn.evaluate(sn.assert_false(
             missing, msg=f'ring: no RESULT for k, size {missing} (the launches of the '

@@ -322,8 +322,45 @@ def test_the_ring_k_sweep_of_a_192_core_node_stays_within_the_kernels_k(tmp_path
         'RingCheck*/rfm_job.sh'))
     assert jobs
     for job in jobs:
-        ks = [int(k) for k in re.findall(r' --k (\d+)\b', job.read_text())]
+        text = job.read_text()
+        ks = [int(k) for k in re.findall(r' --k (\d+)\b', text)]
         assert ks == [k for k in divisors(192) if k <= RING_MAX_K], (job, ks)
+        # each sweep launch records its own exit status (the job's is the last's)
+        statuses = [int(k) for k in re.findall(
+            r' --k (\d+); echo "ring: k sweep launch exit status \1 \$\?"$', text, re.M)]
+        assert statuses == ks, (job, text)
+
+
+SWEEP_OUT = ('ring: k sweep launch exit status 1 0\n'
+             'ring: k sweep launch exit status 2 {}\n')
+
+
+@pytest.mark.parametrize('status, finalize_hung, verified, sees', [
+    (0, False, True, None),
+    (134, False, True, 'k=2 exited with status 134'),
+    (3, False, False, 'k=2 exited with status 3'),
+    (124, True, False, 'k=2 exited with status 124'),
+    (124, True, True, None),
+])
+def test_a_failed_k_sweep_launch_fails_the_ring_sanity(status, finalize_hung, verified, sees):
+    """A launch of the k sweep that exits nonzero after printing its RESULT
+    lines fails RingCheck's sanity, unless only its MPI_Finalize hung after
+    verified results (as the job's last launch)."""
+    import reframe.utility.sanity as sn
+    from kernels import check_sweep_statuses
+    out = SWEEP_OUT.format(status)
+    if sees is None:
+        check_sweep_statuses([1, 2], out, finalize_hung, verified)
+    else:
+        with pytest.raises(sn.SanityError, match=sees):
+            check_sweep_statuses([1, 2], out, finalize_hung, verified)
+
+
+def test_a_k_sweep_launch_without_a_status_did_not_finish():
+    import reframe.utility.sanity as sn
+    from kernels import check_sweep_statuses
+    with pytest.raises(sn.SanityError, match='k=2 did not finish'):
+        check_sweep_statuses([1, 2], 'ring: k sweep launch exit status 1 0\n', False, True)
 
 
 def _available_gib() -> float:
