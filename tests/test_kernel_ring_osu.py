@@ -335,6 +335,14 @@ SWEEP_OUT = ('ring: k sweep launch exit status 1 0\n'
              'ring: k sweep launch exit status 2 {}\n')
 
 
+def check_sweep_statuses(*args) -> None:
+    """checks/kernels.py's ``check_sweep_statuses`` (a check file, not a module)."""
+    from conftest import REPO
+    from reframe.utility import import_module_from_file
+    kernels = import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+    kernels.check_sweep_statuses(*args)
+
+
 @pytest.mark.parametrize('status, finalize_hung, verified, sees', [
     (0, False, True, None),
     (134, False, True, 'k=2 exited with status 134'),
@@ -347,7 +355,6 @@ def test_a_failed_k_sweep_launch_fails_the_ring_sanity(status, finalize_hung, ve
     lines fails RingCheck's sanity, unless only its MPI_Finalize hung after
     verified results (as the job's last launch)."""
     import reframe.utility.sanity as sn
-    from kernels import check_sweep_statuses
     out = SWEEP_OUT.format(status)
     if sees is None:
         check_sweep_statuses([1, 2], out, finalize_hung, verified)
@@ -358,7 +365,6 @@ def test_a_failed_k_sweep_launch_fails_the_ring_sanity(status, finalize_hung, ve
 
 def test_a_k_sweep_launch_without_a_status_did_not_finish():
     import reframe.utility.sanity as sn
-    from kernels import check_sweep_statuses
     with pytest.raises(sn.SanityError, match='k=2 did not finish'):
         check_sweep_statuses([1, 2], 'ring: k sweep launch exit status 1 0\n', False, True)
 
