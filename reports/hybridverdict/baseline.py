@@ -8,13 +8,11 @@ It writes, per system, the ReFrame ``$ref`` file ``<prefix>/<system>.yaml``
 (docs/pages/nightly.md#references): each reference the median of the runs of one
 test variant on one partition and stack, each tolerance one-sided and sized for a
 false-alarm rate (``harnesscore.stats.reference_band``), never narrower than
-``--floor``.  Only runs that passed, and not on a busy machine, count, and a
-``HybridVerdict``'s ``verdict`` code only where its call was decided (an
-INCONCLUSIVE call logs 0, as a TIE does); where a variant ran with several
-builds, MPI libraries or node counts, its reference comes from those of its
-latest run, and the others are named.  It prints the difference from the
-existing file and replaces it only with ``--force``, keeping the previous version
-under ``<prefix>/previous/``; both are written whole or not at all
+``--floor``.  Only runs that passed, and not on a busy machine, count; where a
+variant ran with several builds, MPI libraries or node counts, its reference comes
+from those of its latest run, and the others are named.  It prints the difference
+from the existing file and replaces it only with ``--force``, keeping the previous
+version under ``<prefix>/previous/``; both are written whole or not at all
 (``hybridverdict.atomic``).  The new references are merged into the file as read
 again under an exclusive lock on ``<prefix>/.lock``: two baselines at once each
 merge into what the other wrote.
@@ -50,8 +48,6 @@ DEFAULT_FLOOR = 0.05
 LOCK = '.lock'
 #: Sessions below which the drift between sessions is poorly measured.
 FEW_SESSIONS = 5
-#: ``HybridVerdict``'s code of its call (1 WIN, 0 TIE, -1 LOSS; 0 INCONCLUSIVE too)
-VERDICT = 'verdict'
 
 #: (partition, environ, variant, variable) within one test class
 Key = tuple[str, str, str, str]
@@ -90,8 +86,7 @@ def collect(records: Iterable[Record],
             left_out: list[str] | None = None) -> dict[str, dict[str, dict[Key, Samples]]]:
     """system -> test class -> key -> samples, from runs that passed.  Per test
     variant only the runs made as its latest run was (``made_with``) count, and
-    per variable only the values in its latest run's unit, and a ``verdict``
-    code only where its call was decided (``undecided``); `left_out` receives
+    per variable only the values in its latest run's unit; `left_out` receives
     one line per variant, and per variable, whose others were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
     latest: dict[tuple[str, str, str, str, str], Made] = {}
@@ -105,7 +100,6 @@ def collect(records: Iterable[Record],
     other_units: dict[tuple[str, Key], set[str]] = defaultdict(set)
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
     others: dict[tuple[str, str, str, str, str], set[Made]] = defaultdict(set)
-    undecided_calls: Counter[tuple[str, Key]] = Counter()
     # the sessions' rule is the change points' and the verdicts' (``changes.sessions``)
     for rec, session in zip(usable, record_sessions(usable)):
         cls, variant = references.split_name(rec.name)
@@ -115,9 +109,6 @@ def collect(records: Iterable[Record],
             continue
         for var, value in rec.values.items():
             key = (f'{rec.system}:{rec.partition}', rec.stack, variant, var)
-            if var == VERDICT and undecided(rec):
-                undecided_calls[(cls, key)] += 1
-                continue
             unit = units[(cls, key)]
             if rec.units.get(var, '') != unit:
                 # another scale (MB/s against GB/s): not one band
@@ -127,10 +118,6 @@ def collect(records: Iterable[Record],
             entry.values.append(value)
             entry.sessions.append(session)
     if left_out is not None:
-        for (cls, (part, stack, variant, var)), n in sorted(undecided_calls.items()):
-            left_out.append(
-                f'{cls} {part} {stack} [{variant}] {var}: from the decided calls; left out '
-                f'{n} INCONCLUSIVE one(s) (code 0, no TIE)')
         for (cls, (part, stack, variant, var)), seen in sorted(other_units.items()):
             left_out.append(
                 f'{cls} {part} {stack} [{variant}] {var}: from the values in '
@@ -144,12 +131,6 @@ def collect(records: Iterable[Record],
                 f'"{build}", "{lib}", {nodes} node(s) (its latest); left out the runs of '
                 + '; '.join(f'"{b}", "{m}", {n} node(s)' for b, m, n in sorted(made)))
     return out
-
-
-def undecided(rec: Record) -> bool:
-    """Whether `rec` is a ``HybridVerdict`` run whose call was INCONCLUSIVE: its
-    ``judgement_detail`` opens with ``UNDECIDED_VERDICT`` (``checks/kernels.py``)."""
-    return rec.judgement_detail.startswith(stats_rule.UNDECIDED_VERDICT)
 
 
 def reference_tuple(samples: Samples, floor: float,
