@@ -274,15 +274,15 @@ static uint64_t pattern_seed(int src, int lane, long size, long iter) {
 
 #define PATTERN_STEP 0x9E3779B97F4A7C15ull
 
-/* Word j of the pattern (a bijection of seed + j*C, so two seeds differ in every word). */
-static inline uint64_t pattern_word(uint64_t seed, size_t j) {
-    uint64_t x = seed + (uint64_t)j * PATTERN_STEP;
-    return x ^ (x >> 29);
-}
-
 /* The seed of the pattern from word j on: pattern_word(shifted_seed(s, j), i)
  * is pattern_word(s, j + i) (bw: message j of a verified window). */
-static uint64_t shifted_seed(uint64_t seed, long j) { return seed + (uint64_t)j * PATTERN_STEP; }
+static inline uint64_t shifted_seed(uint64_t seed, uint64_t j) { return seed + j * PATTERN_STEP; }
+
+/* Word j of the pattern (a bijection of seed + j*C, so two seeds differ in every word). */
+static inline uint64_t pattern_word(uint64_t seed, size_t j) {
+    const uint64_t x = shifted_seed(seed, j);
+    return x ^ (x >> 29);
+}
 
 /* The words of an n-byte buffer (the last one may be partial) and the bytes of word j. */
 static size_t words(size_t n) { return (n + 7) / 8; }
@@ -790,7 +790,7 @@ static long bw_verified_window(kc_ctx *ctx, exch *e, long iter) {
         MPI_Waitall((int)n, e->reqs, e->stats);
         for (long j = 0; j < n; ++j)
             bad += words_par(ctx, e->rbuf + (size_t)j * e->msg, e->msg,
-                             shifted_seed(seed, first + j), 1);
+                             shifted_seed(seed, (uint64_t)(first + j)), 1);
     }
     MPI_Send(e->ack, 4, MPI_BYTE, e->peer, TAG_ACK, e->comm);
     return bad;
