@@ -34,7 +34,13 @@ import reframe.utility.typecheck as typ
 import reframe.utility.udeps as udeps
 from harnesscore import plan as planning
 from harnesscore.schema import TIME_VARIABLE, message_time_variable
-from harnesscore.stats import DEFAULT_FLOOR, INCONCLUSIVE, compare, speedup_call
+from harnesscore.stats import (
+    DEFAULT_FLOOR,
+    INCONCLUSIVE,
+    UNDECIDED_VERDICT,
+    compare,
+    speedup_call,
+)
 from harnesscore.units import bytes_label, message_sizes, parse_bytes
 from harnesslib.base import (
     RING_ITERS_SCALE,
@@ -679,6 +685,19 @@ class HybridVerdict(rfm.RunOnlyRegressionTest, SystemReferences, PerflogFields, 
         self.reference = {'*': refs}
         self.logger.info(f'verdict INCONCLUSIVE (code 0) not judged against its reference '
                          f'{ref[0]:g} (thresholds {ref[1]}, {ref[2]})')
+
+    @run_after('performance')
+    def log_an_undecided_call(self):
+        """An INCONCLUSIVE call's perflog line says so: its ``judgement_detail``
+        opens with ``UNDECIDED_VERDICT`` (its code 0 is no TIE, and
+        ``hybridverdict-baseline`` pools no such night into a ``verdict``
+        reference), before the band rule's detail, if any."""
+        if getattr(self, '_verdict', None) != INCONCLUSIVE:
+            return
+        interval = self._cmp.interval
+        call = (f'{UNDECIDED_VERDICT}: code 0, no TIE (speedup interval '
+                f'{interval.low:.4f}..{interval.high:.4f}, noise floor {self.noise_floor:g})')
+        self.judgement_detail = '; '.join(filter(None, (call, self.judgement_detail)))[:1000]
 
     def _references(self) -> dict[str, tuple]:
         """This run's references by variable, as ReFrame looks them up: the $ref

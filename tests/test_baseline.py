@@ -310,3 +310,96 @@ def test_a_perflog_whose_read_fails_is_one_line_naming_it(tmp_path, capsys):
                           str(tmp_path / 'refs')]) == 2
     assert capsys.readouterr().err == (
         'hybridverdict-baseline: error: cannot read /proc/self/mem: Input/output error\n')
+
+
+# ---- HybridVerdict's verdict code: an INCONCLUSIVE call logs 0, as a TIE does -----
+
+VERDICT_UNIT = 'win=1 tie=0 loss=-1'
+PAIR = ('local:shm', 'mpich', 'pair=spmv/64/masteronly_1x2')
+#: the judgement_detail of an INCONCLUSIVE call's perflog line (checks/kernels.py)
+UNDECIDED = ('verdict INCONCLUSIVE: code 0, no TIE (speedup interval 0.9300..1.1200, '
+             'noise floor 0.05)')
+#: a night's call -> (verdict code, speedup, judgement_detail)
+NIGHT = {'WIN': (1, 1.3, ''), 'TIE': (0, 1.01, ''), 'INCONCLUSIVE': (0, 1.02, UNDECIDED)}
+
+
+def verdict_nights(tmp_path: Path, calls: list[str | tuple[int, float, str]]) -> str:
+    """A perflog of HybridVerdict, one run a night per call (a name of ``NIGHT``,
+    or its code, speedup and judgement_detail)."""
+    nights = [NIGHT[c] if isinstance(c, str) else c for c in calls]
+    return str(write(tmp_path / 'logs' / 'HybridVerdict.log', [header(['speedup', 'verdict'])] + [
+        line('spmv', {'speedup': (speedup, 'x'), 'verdict': (code, VERDICT_UNIT)},
+             mode='verdict-masteronly', ranks=1, threads=2, size='64',
+             name=f'HybridVerdict %pair={PAIR[2][5:]}', time=T0 + dt.timedelta(days=night),
+             after_result={'judgement_detail': detail})
+        for night, (code, speedup, detail) in enumerate(nights)]))
+
+
+@pytest.mark.parametrize('wins, undecided', [(4, 3), (3, 4), (1, 6)])
+def test_inconclusive_nights_never_enter_a_verdict_reference(tmp_path, capsys, wins, undecided):
+    # A pair that WINs on its decided nights, INCONCLUSIVE on the others: its code 0
+    # was pooled as a TIE's, [1, -1.0] (a decided TIE passed) or [0, -1.0] (a LOSS
+    # passed).  Its decided nights alone make [1, -0.05]; its speedups all count.
+    refs = tmp_path / 'refs'
+    logs = verdict_nights(tmp_path, ['WIN'] * wins + ['INCONCLUSIVE'] * undecided)
+    assert baseline.main(['--perflogs', logs, '--prefix', str(refs)]) == 0
+    entry = yaml.safe_load((refs / 'local.yaml').read_text())['HybridVerdict']
+    variables = entry[PAIR[0]][PAIR[1]][PAIR[2]]
+    assert variables['verdict'] == [1.0, -0.05, None, VERDICT_UNIT]
+    assert variables['speedup'][0] == (1.3 if wins > undecided else 1.02)
+    assert (f'note: not pooled: HybridVerdict local:shm mpich [{PAIR[2]}] verdict: from the '
+            f'decided calls; left out {undecided} INCONCLUSIVE one(s) (code 0, no TIE)'
+            in capsys.readouterr().err)
+
+
+def test_a_tie_is_pooled_and_a_variant_never_decided_gets_an_unbounded_reference(
+        tmp_path, capsys):
+    decided = baseline.collect(read_perflogs([verdict_nights(tmp_path / 'a', [
+        'WIN', 'TIE', 'INCONCLUSIVE'])]))['local']['HybridVerdict']
+    assert decided[(*PAIR, 'verdict')].values == [1.0, 0.0]
+    # Never decided: a reference all the same (a nightly with require_reference
+    # finds one), that no code fails; it takes no share of the variant's
+    # false-alarm rate, so the speedup's band is that of a variant of one variable.
+    refs = tmp_path / 'refs'
+    never = verdict_nights(tmp_path / 'b', ['INCONCLUSIVE'] * 2)
+    assert baseline.main(['--perflogs', never, '--prefix', str(refs)]) == 0
+    variables = yaml.safe_load((refs / 'local.yaml').read_text())[
+        'HybridVerdict'][PAIR[0]][PAIR[1]][PAIR[2]]
+    assert variables['verdict'] == [0.0, None, None, VERDICT_UNIT]
+    assert (f'note: not pooled: HybridVerdict local:shm mpich [{PAIR[2]}] verdict: never '
+            f'decided: an unbounded reference (any code passes) from 2 INCONCLUSIVE one(s) '
+            f'(code 0, no TIE)' in capsys.readouterr().err)
+
+
+def test_an_unbounded_reference_takes_no_share_of_the_false_alarm_rate():
+    speedup = baseline.Samples('x', [1.0, 1.1, 0.95, 1.2, 0.9, 1.05], [0, 1, 2, 3, 4, 5])
+    key = (*PAIR, 'speedup')
+    entries = baseline.build_entries({'HybridVerdict': {
+        key: speedup, (*PAIR, 'verdict'): baseline.Samples(VERDICT_UNIT)}}, 0.01)
+    assert entries['HybridVerdict'][(*PAIR, 'verdict')] == [0.0, None, None, VERDICT_UNIT]
+    assert entries['HybridVerdict'][key] == baseline.reference_tuple(speedup, 0.01, variables=1)
+    assert entries['HybridVerdict'][key] != baseline.reference_tuple(speedup, 0.01, variables=2)
+
+
+@pytest.mark.parametrize('call', ['INCONCLUSIVE', 'TIE', 'WIN', None])
+def test_the_check_logs_an_undecided_call_as_the_baseline_reads_it(tmp_path, call):
+    """HybridVerdict's own hook writes the judgement_detail the baseline leaves
+    out, before the band rule's detail; a decided call's detail stays the band
+    rule's (None: a dry run, no call)."""
+    from types import SimpleNamespace
+
+    from conftest import REPO
+    from reframe.utility import import_module_from_file
+    kernels = import_module_from_file(str(REPO / 'checks' / 'kernels.py'))
+    band_rule = 'speedup PASS: median 1.02 interval [0.93, 1.12]'
+    check = SimpleNamespace(noise_floor=0.05, judgement_detail=band_rule, _cmp=SimpleNamespace(
+        interval=stats.Interval(1.02, 0.93, 1.12, 3, 0.95, 'paired')))
+    if call is not None:
+        check._verdict = call
+    kernels.HybridVerdict.log_an_undecided_call(check)
+    if call != 'INCONCLUSIVE':
+        assert check.judgement_detail == band_rule
+        return
+    assert check.judgement_detail == f'{UNDECIDED}; {band_rule}'
+    (rec,) = read_perflogs([verdict_nights(tmp_path, [(0, 1.02, check.judgement_detail)])])
+    assert baseline.undecided(rec)

@@ -562,6 +562,10 @@ def confirmed(calls: Sequence[str], sessions: int = CONFIRM_SESSIONS) -> bool:
 
 #: What a speedup's decision against the band around 1 calls (``call``).
 WIN, LOSS, TIE = 'WIN', 'LOSS', 'TIE'
+#: How a ``HybridVerdict`` perflog line's ``judgement_detail`` opens when its call
+#: was INCONCLUSIVE: its ``verdict`` code 0 is then no TIE, and
+#: ``hybridverdict-baseline`` pools none of them into a ``verdict`` reference.
+UNDECIDED_VERDICT = f'verdict {INCONCLUSIVE}'
 
 
 def call(decision: Decision) -> str:

@@ -8,11 +8,14 @@ It writes, per system, the ReFrame ``$ref`` file ``<prefix>/<system>.yaml``
 (docs/pages/nightly.md#references): each reference the median of the runs of one
 test variant on one partition and stack, each tolerance one-sided and sized for a
 false-alarm rate (``harnesscore.stats.reference_band``), never narrower than
-``--floor``.  Only runs that passed, and not on a busy machine, count; where a
-variant ran with several builds, MPI libraries or node counts, its reference comes
-from those of its latest run, and the others are named.  It prints the difference
-from the existing file and replaces it only with ``--force``, keeping the previous
-version under ``<prefix>/previous/``; both are written whole or not at all
+``--floor``.  Only runs that passed, and not on a busy machine, count, and a
+``HybridVerdict``'s ``verdict`` code only where its call was decided (an
+INCONCLUSIVE call logs 0, as a TIE does; a pair never decided gets an unbounded
+reference); where a variant ran with several
+builds, MPI libraries or node counts, its reference comes from those of its
+latest run, and the others are named.  It prints the difference from the
+existing file and replaces it only with ``--force``, keeping the previous version
+under ``<prefix>/previous/``; both are written whole or not at all
 (``hybridverdict.atomic``).  The new references are merged into the file as read
 again under an exclusive lock on ``<prefix>/.lock``: two baselines at once each
 merge into what the other wrote.
@@ -48,6 +51,8 @@ DEFAULT_FLOOR = 0.05
 LOCK = '.lock'
 #: Sessions below which the drift between sessions is poorly measured.
 FEW_SESSIONS = 5
+#: ``HybridVerdict``'s code of its call (1 WIN, 0 TIE, -1 LOSS; 0 INCONCLUSIVE too)
+VERDICT = 'verdict'
 
 #: (partition, environ, variant, variable) within one test class
 Key = tuple[str, str, str, str]
@@ -86,7 +91,8 @@ def collect(records: Iterable[Record],
             left_out: list[str] | None = None) -> dict[str, dict[str, dict[Key, Samples]]]:
     """system -> test class -> key -> samples, from runs that passed.  Per test
     variant only the runs made as its latest run was (``made_with``) count, and
-    per variable only the values in its latest run's unit; `left_out` receives
+    per variable only the values in its latest run's unit, and a ``verdict``
+    code only where its call was decided (``undecided``); `left_out` receives
     one line per variant, and per variable, whose others were left out."""
     usable = [r for r in records if r.name and r.usable and not r.busy]
     latest: dict[tuple[str, str, str, str, str], Made] = {}
@@ -100,6 +106,7 @@ def collect(records: Iterable[Record],
     other_units: dict[tuple[str, Key], set[str]] = defaultdict(set)
     out: dict[str, dict[str, dict[Key, Samples]]] = defaultdict(lambda: defaultdict(dict))
     others: dict[tuple[str, str, str, str, str], set[Made]] = defaultdict(set)
+    undecided_calls: Counter[tuple[str, str, Key]] = Counter()
     # the sessions' rule is the change points' and the verdicts' (``changes.sessions``)
     for rec, session in zip(usable, record_sessions(usable)):
         cls, variant = references.split_name(rec.name)
@@ -115,9 +122,20 @@ def collect(records: Iterable[Record],
                 other_units[(cls, key)].add(rec.units.get(var, ''))
                 continue
             entry = out[rec.system][cls].setdefault(key, Samples(unit))
+            if var == VERDICT and undecided(rec):
+                # no value, but the variable keeps its reference (``reference_tuple``)
+                undecided_calls[(rec.system, cls, key)] += 1
+                continue
             entry.values.append(value)
             entry.sessions.append(session)
     if left_out is not None:
+        for (system, cls, (part, stack, variant, var)), n in sorted(undecided_calls.items()):
+            decided = out[system][cls][(part, stack, variant, var)].values
+            left_out.append(
+                f'{cls} {part} {stack} [{variant}] {var}: '
+                + ('from the decided calls; left out' if decided else
+                   'never decided: an unbounded reference (any code passes) from')
+                + f' {n} INCONCLUSIVE one(s) (code 0, no TIE)')
         for (cls, (part, stack, variant, var)), seen in sorted(other_units.items()):
             left_out.append(
                 f'{cls} {part} {stack} [{variant}] {var}: from the values in '
@@ -133,11 +151,22 @@ def collect(records: Iterable[Record],
     return out
 
 
+def undecided(rec: Record) -> bool:
+    """Whether `rec` is a ``HybridVerdict`` run whose call was INCONCLUSIVE: its
+    ``judgement_detail`` opens with ``UNDECIDED_VERDICT`` (``checks/kernels.py``)."""
+    return rec.judgement_detail.startswith(stats_rule.UNDECIDED_VERDICT)
+
+
 def reference_tuple(samples: Samples, floor: float,
                     false_alarm: float = stats_rule.DEFAULT_FALSE_ALARM, night_samples: int = 3,
                     variables: int = 1) -> RefTuple:
     """[median, lower, upper, unit] with a one-sided tolerance sized for the
-    false-alarm rate (``stats.reference_band``), at least `floor`."""
+    false-alarm rate (``stats.reference_band``), at least `floor`; without values
+    (a ``verdict`` never decided: ``collect``) an unbounded [0, None, None, unit],
+    as the checks' informational references: ReFrame finds a reference (as
+    ``require_reference`` wants) that no value fails."""
+    if not samples.values:
+        return [0.0, None, None, samples.unit]
     med = statistics.median(samples.values)
     lower_is_better = references.lower_is_better(samples.unit)
     if med == 0 or min(samples.values) <= 0:
@@ -170,7 +199,8 @@ def build_entries(classes: dict[str, dict[Key, Samples]], floor: float,
     split over its variables (one check fails when any of them does)."""
     out: dict[str, dict[Key, RefTuple]] = {}
     for cls, keys in classes.items():
-        per_variant = Counter(key[:3] for key in keys)
+        # an unbounded reference (``reference_tuple`` of no values) never fails
+        per_variant = Counter(key[:3] for key, s in keys.items() if s.values)
         out[cls] = {key: reference_tuple(s, floor, false_alarm, night_samples,
                                          per_variant[key[:3]])
                     for key, s in keys.items()}
@@ -436,7 +466,7 @@ def _print_samples(system: str, path: str, classes: dict[str, dict[Key, Samples]
     print(f'== {system}: {path} ({sum(len(s.values) for s in samples)} samples; bands '
           f'for a false-alarm rate of {false_alarm:g} per check, medians of '
           f'{night} run(s) a night)')
-    few = sum(len(set(s.sessions)) < FEW_SESSIONS for s in samples)
+    few = sum(len(set(s.sessions)) < FEW_SESSIONS for s in samples if s.values)
     if few:
         print(f'   note: {few} of {len(samples)} variable(s) come from fewer '
               f'than {FEW_SESSIONS} sessions: the drift between sessions is poorly '
