@@ -261,6 +261,17 @@ def test_the_user_files_a_stack_reads_are_named(tmp_path):
     clean = STACK['openmpi'].clean_files('/etc/o')
     assert user_config_files('openmpi', clean, home) == []
     assert user_config_files('srun', {}, home) == []
+    # started by srun: Hydra (and PRRTE) do not run, the ranks' own libraries read theirs
+    (tmp_path / '.prte').mkdir()
+    (tmp_path / '.prte' / 'mca-params.conf').write_text('')
+    assert user_config_files('mpich', {}, home, 'srun') == []
+    assert user_config_files('mvapich2', {}, home, 'mvapich2') == [
+        f'{home}/.mpiexec.hydra.conf']
+    assert user_config_files('openmpi', {}, home, 'srun') == [
+        f'{home}/.openmpi/mca-params.conf', f'{home}/.pmix/mca-params.conf']
+    assert user_config_files('openmpi', {}, home, 'openmpi') == [
+        f'{home}/.openmpi/mca-params.conf', f'{home}/.prte/mca-params.conf',
+        f'{home}/.pmix/mca-params.conf']
 
 
 def test_what_a_users_hydra_file_sets_for_the_ranks_is_read(tmp_path):

@@ -126,6 +126,9 @@ class Stack:
     #: The user's own configuration files its launcher or library reads:
     #: (the variable that names other files instead, the file under $HOME).
     user_files: tuple[tuple[str, str], ...]
+    #: The variables of those files that only its own launcher reads (Hydra's
+    #: file, PRRTE's): under srun nothing reads them (``user_config_files``).
+    launcher_files: tuple[str, ...]
     #: The options of those files that set a variable for the ranks over the
     #: environment's value (Hydra's ``-genv``, ``-env``): one that changes a
     #: partition's pinned transport fails the run (``harnesslib.launch.user_file_settings``).
@@ -231,6 +234,7 @@ _MPICH_FAMILY: dict = dict(
     # Hydra reads HYDRA_CONFIG_FILE, else ~/.mpiexec.hydra.conf (its -genv
     # and -env lines override a partition's pinned transport); /dev/null: no file.
     user_files=(('HYDRA_CONFIG_FILE', '.mpiexec.hydra.conf'),),
+    launcher_files=('HYDRA_CONFIG_FILE',),
     user_file_sets=('-genv', '-env'),
     clean_files_env=_env(HYDRA_CONFIG_FILE='/dev/null'),
     clean_files_optional=(),
@@ -284,6 +288,8 @@ STACKS: tuple[Stack, ...] = (
         user_files=(('OMPI_MCA_mca_base_param_files', '.openmpi/mca-params.conf'),
                     ('PRTE_MCA_mca_base_param_files', '.prte/mca-params.conf'),
                     ('PMIX_MCA_mca_base_param_files', '.pmix/mca-params.conf')),
+        # the library and the PMIx client read theirs in each rank, under any launcher
+        launcher_files=('PRTE_MCA_mca_base_param_files',),
         # an exported OMPI_MCA_ variable wins over these files
         user_file_sets=(),
         clean_files_env=_env(

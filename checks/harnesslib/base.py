@@ -495,7 +495,7 @@ class Provenance(StageFiles):
         for it, and the user's own configuration files its stack reads."""
         env, home = self.run_environ()
         effective = recorded_vars(env)
-        files = user_config_files(env_family(self.current_environ), env, home)
+        files = user_config_files(env_family(self.current_environ), env, home, self.family())
         if files:
             effective[USER_FILES_VAR] = ','.join(files)
         return effective

@@ -67,14 +67,19 @@ def recorded_vars(env: Mapping[str, str]) -> dict[str, str]:
     return {**mpi_vars(env), **{k: str(v) for k, v in env.items() if k in names}}
 
 
-def user_config_files(family: str, env: Mapping[str, str], home: str) -> list[str]:
+def user_config_files(family: str, env: Mapping[str, str], home: str,
+                      launcher: str = '') -> list[str]:
     """The user's own configuration files that a run of `family`'s stack with
     `env` reads (``Stack.user_files`` that exist under `home`, each unless
-    `env` names other files in its variable: that variable is recorded)."""
+    `env` names other files in its variable: that variable is recorded);
+    started by another `launcher` family (srun), not those only the stack's
+    own launcher reads (``Stack.launcher_files``)."""
     stack = STACK.get(family)
     if stack is None or not home:
         return []
-    paths = [os.path.join(home, rel) for var, rel in stack.user_files if var not in env]
+    foreign = launcher not in ('', family)
+    paths = [os.path.join(home, rel) for var, rel in stack.user_files
+             if var not in env and not (foreign and var in stack.launcher_files)]
     return [p for p in paths if os.path.isfile(p)]
 
 
