@@ -495,7 +495,8 @@ class Provenance(StageFiles):
         for it, and the user's own configuration files its stack reads."""
         env, home = self.run_environ()
         effective = recorded_vars(env)
-        files = user_config_files(env_family(self.current_environ), env, home, self.family())
+        files = user_config_files(env_family(self.current_environ), env, home,
+                                  launcher_family(self.current_partition, self.current_environ))
         if files:
             effective[USER_FILES_VAR] = ','.join(files)
         return effective
