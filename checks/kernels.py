@@ -358,8 +358,8 @@ class RingCheck(KernelCheck, PlannedRun):
         # out was logged as a time of 0 before
         ks = [*self.swept_ks(), int(self.headline()['k'])]
         # (KernelCheck.validate above read finalize_hung from the job's stderr)
-        check_sweep_statuses(self.swept_ks(), self.stage_text(str(sn.evaluate(self.stdout))),
-                             self.finalize_hung == 'true', self.verified == 'true')
+        check_sweep_statuses(self.swept_ks(), self.job_stdout(), self.finalize_hung == 'true',
+                             self.verified == 'true')
         missing = sorted({(k, s) for k in ks for s in self.message_sizes()} - got)
         sn.evaluate(sn.assert_false(
             missing, msg=f'ring: no RESULT for k, size {missing} (the launches of the '

@@ -151,18 +151,12 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
             'set -o pipefail', ': > bench.out',
             *self.round_loop('round', body, ['md', 'bench.out'])])
 
-    def job_output(self) -> str:
-        """The job's output, read once (the rates and md's RESULT lines come from it)."""
-        if not hasattr(self, '_output'):
-            self._output = self.stage_text(self.job.stdout)
-        return self._output
-
     def rates(self) -> dict[str, list[float]]:
         """Every tag's atom-steps per second, round by round (``md_rates_by_tag``):
         the job's output parsed once, for the sanity, band samples and perf variables."""
         if not hasattr(self, '_rates'):
             with sanity_errors(RoundsError):
-                self._rates = md_rates_by_tag(self.job_output())
+                self._rates = md_rates_by_tag(self.job_stdout())
         return self._rates
 
     @sanity_function
@@ -178,7 +172,7 @@ class MdLammpsBenchmark(rfm.RunOnlyRegressionTest, PerflogFields, QuietMachine, 
         # md's runs say where their threads ran (lmp's do not): two on one core,
         # or a partition that shares its cores, is flagged, and fails where undeclared
         with sanity_errors(RoundsError):
-            results = [res for tag in MD_TAGS for res in md_results(self.job_output(), tag)]
+            results = [res for tag in MD_TAGS for res in md_results(self.job_stdout(), tag)]
         self.check_oversubscription(*results)
         return True
 

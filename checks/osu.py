@@ -155,7 +155,7 @@ class OsuBase(RunBase, OsuRuns):
             missing, msg=f'{self.benchmark_name} printed no row for size(s) {missing} '
                          f'(the run stopped early)'))
         self.verified = 'true'
-        errors = error_lines(self.stage_text(str(sn.evaluate(self.stdout))))
+        errors = error_lines(self.job_stdout())
         errors += error_lines(self.stage_text(str(sn.evaluate(self.stderr))))
         sn.evaluate(sn.assert_false(
             errors, msg=f'{self.benchmark_name} printed an error: {errors[:3]}'))

@@ -61,8 +61,7 @@ def test_each_reader_makes_a_malformed_line_its_own_error(tmp_path, capsys):
 
 def test_the_ranks_hosts_come_from_the_last_line_that_names_them_past_a_malformed_one():
     def check(text: str) -> types.SimpleNamespace:
-        return types.SimpleNamespace(job=types.SimpleNamespace(stdout='rfm_job.out'),
-                                     stage_text={'rfm_job.out': text}.get)
+        return types.SimpleNamespace(job_stdout=lambda: text)
 
     text = ('RESULT {"hosts": ["n1", "n2", "n1"]}\n'
             'RESULT {"hosts": []}\n'

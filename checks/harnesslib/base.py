@@ -258,6 +258,14 @@ class StageFiles(rfm.RegressionTestPlugin):
         except FileNotFoundError:
             return ''
 
+    def job_stdout(self) -> str:
+        """The text of the job's stdout (``stage_text``), read once: every reader
+        of it (a kernel's RESULT lines and its ranks' hosts, the ring's k sweep
+        statuses, OSU's error lines, md-vs-LAMMPS's rounds) reads the same text."""
+        if not hasattr(self, '_job_stdout'):
+            self._job_stdout = self.stage_text(str(self.job.stdout))
+        return self._job_stdout
+
 
 class OsuRuns(LowerBounds):
     """A check that runs OSU benchmarks: the environment's OSU install, and each
@@ -844,7 +852,7 @@ class KernelCheck(RunBase):
     def results(self) -> list[dict]:
         """Every RESULT line of the run, parsed (cached)."""
         if not hasattr(self, '_results'):
-            self._results = sanity_results(self.stage_text(str(self.job.stdout)))
+            self._results = sanity_results(self.job_stdout())
         return self._results
 
     def headline(self) -> dict:
@@ -854,8 +862,7 @@ class KernelCheck(RunBase):
     def rank_hosts(self) -> list[str]:
         """The hosts of the last RESULT line that names them, each once, in
         rank order (malformed lines skipped: their errors are sanity's)."""
-        for res in reversed(result_lines(self.stage_text(str(self.job.stdout)),
-                                         skip_malformed=True)):
+        for res in reversed(result_lines(self.job_stdout(), skip_malformed=True)):
             hosts = res.get('hosts')
             if isinstance(hosts, list) and hosts:
                 return list(dict.fromkeys(str(h) for h in hosts))
