@@ -316,7 +316,7 @@ class OsuMbwMrCheck(OsuBase):
             errors = error_lines(texts[k])
             sn.evaluate(sn.assert_false(
                 errors, msg=f'osu_mbw_mr with {k} pair(s) printed an error: {errors[:3]}'))
-        OsuBase.validate(self)
+        sn.evaluate(OsuBase.validate(self))
         self.finalize_hung = str(bool(noted)).lower()
         return True
 

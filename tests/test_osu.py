@@ -44,9 +44,9 @@ def perflog(var: Path, part: str, check: str) -> list[dict[str, str]]:
     return [dict(zip(header, ln.split('|'))) for ln in lines[1:]]
 
 
-def outcome(proc, check: str, stack: str, part: str) -> list[str]:
+def outcome(proc, check: str, stack: str, part: str, system: str = 'local') -> list[str]:
     return [ln for ln in proc.stdout.splitlines()
-            if check in ln and f'@local:{part}+{stack}' in ln and
+            if check in ln and f'@{system}:{part}+{stack}' in ln and
             ('  OK ' in ln or ' FAIL ' in ln)]
 
 
@@ -171,7 +171,8 @@ def test_a_slow_ring_fails_its_accuracy_check(tmp_path, stacks):
 #: prints a title without a version (an OSU built without autotools' version);
 #: FAKE_OSU_STDERR=FILE copies FILE to stderr from rank 0 (what a library printed),
 #: FAKE_OSU_STDOUT=FILE to stdout after the table.  Named osu_mbw_mr, it prints
-#: that benchmark's table (its pairs: half the ranks).
+#: that benchmark's table (its pairs: half the ranks); FAKE_OSU=fail_k<k> adds OSU's
+#: data-validation column (``-c``), ``Fail`` at every size of the run of k pairs.
 FAKE_OSU_C = r'''
 #include <mpi.h>
 #include <stdio.h>
@@ -197,10 +198,13 @@ int main(int argc, char **argv) {
     for (int ch; fp && (ch = fgetc(fp)) != EOF;) fputc(ch, stderr);
     if (fp) fclose(fp);
     if (rank == 0 && mbw) {
+        int fail_k = 0, check = mode && sscanf(mode, "fail_k%d", &fail_k) == 1;
+        const char *word = !check ? "" : ranks / 2 == fail_k ? "  Fail" : "  Pass";
         printf("# OSU MPI Multiple Bandwidth / Message Rate Test v5.9\n"
                "# [ pairs: %d ] [ window size: 64 ]\n"
-               "# Size                  MB/s        Messages/s\n", ranks / 2);
-        for (long s = lo; s <= hi; s *= 2) printf("%-10ld%18.2f%18.2f\n", s, 1.0, 1.0);
+               "# Size                  MB/s        Messages/s%s\n", ranks / 2,
+               check ? "  Validation" : "");
+        for (long s = lo; s <= hi; s *= 2) printf("%-10ld%18.2f%18.2f%s\n", s, 1.0, 1.0, word);
     } else if (rank == 0) {
         printf("# OSU MPI Latency Test%s\n# Size          Latency (us)\n",
                mode && !strcmp(mode, "noversion") ? "" : " v5.9");
@@ -299,6 +303,26 @@ def test_an_error_line_on_the_benchmarks_stdout_fails(tmp_path, fake_osu_prefix,
     assert got and all(outcome_line in ln for ln in got), proc.stdout[-5000:]
     if printed:
         assert f'printed an error: [{printed!r}]' in proc.stdout, proc.stdout[-5000:]
+
+
+@pytest.mark.parametrize('k, says', [
+    (8, 'osu_mbw_mr: OSU data validation failed at size(s) [1, 2, 4]'),
+])
+def test_a_failed_data_validation_fails_osu_mbw_mr(tmp_path, fake_osu_prefix, k, says):
+    """OSU's data validation (``-c``: a row that says Fail) failed by osu_mbw_mr's
+    run of k pairs fails the check.  OsuMbwMrCheck.validate called OsuBase.validate
+    without evaluating it (a sanity function is deferred): no k's validation was
+    read, nor the library, the exit status or the oversubscription.  On a
+    declared 16-core node, so that this small machine runs every k = 1, 2, 4, 8
+    (oversubscribed on purpose)."""
+    stack, root = fake_osu_prefix
+    proc = run_reframe(tmp_path, '-n', 'OsuMbwMrCheck', '--system', 'declared:cores16', '-r',
+                       '-S', 'max_size=4',
+                       env={'HARNESS_STACKS': stack, 'FAKE_OSU': f'fail_k{k}',
+                            'HARNESS_OSU_PREFIX': str(root / '{stack}')}, timeout=300)
+    got = outcome(proc, 'OsuMbwMrCheck', stack, 'cores16', system='declared')
+    assert got and all(' FAIL ' in ln for ln in got), proc.stdout[-5000:]
+    assert says in proc.stdout, proc.stdout[-5000:]
 
 
 #: An OSU benchmark that links its stack's MPI library but never starts MPI: the
