@@ -183,29 +183,34 @@ def test_the_default_store_is_the_harness_var_dir(tmp_path, monkeypatch, perflog
     assert store_dir(parse_args([])) is None
 
 
-def test_the_store_gives_the_last_named_sessions_as_the_perflogs_do(tmp_path):
-    # four named sessions within an hour: the last three, in the perflog's order,
-    # and the same confirmed verdict from the store as from the perflogs (two
-    # samples a side: one measures no spread, and makes no call)
+@pytest.mark.parametrize('systems, first_kept', [(('local',) * 4, 4), (('a', 'b') * 3, 0)])
+def test_the_store_gives_each_systems_last_sessions_as_the_perflogs_do(
+        tmp_path, systems, first_kept):
+    # named sessions 10 minutes apart (within an hour), on one system or two in turn:
+    # the last three of each system, in the perflog's order, and the same confirmed
+    # verdicts from the store as from the perflogs (two samples a side: one measures
+    # no spread, and makes no call)
     lines = []
-    for i, name in enumerate(('n1', 'n2', 'n3', 'n4')):
+    for i, system in enumerate(systems):
         when = T0 + dt.timedelta(minutes=10 * i)
         for mode, t, ranks, threads in (('mpi', 1.0, 2, 1), ('masteronly', 0.5, 1, 2)):
             lines += [line('spmv', {'t_total': (t, 's')}, mode=mode, ranks=ranks,
-                           threads=threads, time=when, after_result={'session': name})] * 2
+                           threads=threads, time=when, system=system,
+                           after_result={'session': f'n{i + 1}'})] * 2
     logs = write(tmp_path / 'logs/SpmvCheck.log', [header(['t_total'])] + lines)
     recs = read_perflogs([str(logs)])
     st = store.Store(str(tmp_path / 'history'))
     st.ingest([str(logs)])
     recent = recent_sessions(*st.scan())
-    assert [(r.session, r.mode) for r in recent] == [(r.session, r.mode) for r in recs[4:]]
-    since = T0 + dt.timedelta(minutes=30)
+    assert ([(r.session, r.mode) for r in recent]
+            == [(r.session, r.mode) for r in recs[first_kept:]])
+    since = T0 + dt.timedelta(minutes=10 * (len(systems) - 2))
     plain = build(recs, ReadStats(), ['x'], since=since)
     stored = build(st.records(since), ReadStats(), ['x'], since=since, stored=st.scan(),
                    stored_records=len(recs))
     for rep in (plain, stored):
-        (v,) = rep.verdicts
-        assert v.confirmed and v.sessions == 'WIN WIN WIN'
+        assert [v.system for v in rep.verdicts] == sorted(set(systems))
+        assert all(v.confirmed and v.sessions == 'WIN WIN WIN' for v in rep.verdicts)
 
 
 def test_two_copies_of_a_perflog_in_one_ingest_store_its_records_once(tmp_path):

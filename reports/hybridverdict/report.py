@@ -100,13 +100,16 @@ def _meta(window: Sequence[Record], read: int, stats: ReadStats, inputs: list[st
 
 def recent_sessions(records: pl.LazyFrame, values: pl.LazyFrame,
                     sessions: int = stats_rule.CONFIRM_SESSIONS) -> list[Record]:
-    """The records of the last `sessions` sessions of the history store (what a
-    verdict's confirmation reads), without reading the rest of the history."""
+    """The records of the last `sessions` sessions of each system in the history
+    store (what a verdict's confirmation reads, ``verdict.session_calls``: several
+    systems' sessions alternate), without reading the rest of the history."""
     from .store import records_from
     number = changes.session_numbers(records, stats_rule.SESSION_GAP)
     if number.is_empty():
         return []
-    recent = records.filter(pl.lit(number) > number.max() - sessions).collect()
+    latest = pl.col('_session').rank('dense', descending=True).over('system')
+    recent = (records.with_columns(_session=pl.lit(number)).filter(latest <= sessions)
+              .drop('_session').collect())
     vals = values.join(recent.lazy().select('rid'), on='rid').collect()
     return records_from(recent, vals)
 
