@@ -68,10 +68,14 @@ def test_rounds_are_paired_by_number_when_one_side_has_more(tmp_path):
     assert v.basis == stats.PAIRED and v.verdict == stats.WIN
 
 
+#: A ReFrame option a user passes on to every batch (the checks refuse -S nodes=N).
+SET = ['-S', 'HybridVerdict.noise_floor=0.1']
+
+
 def test_the_users_selection_is_not_passed_to_the_batches():
     opts = ['-C', 'config/settings.py', '-n', 'SpmvCheck', '--system=local:shm', '-p',
-            'mpich', '-S', 'nodes=2', '--failed', '--mode', 'nightly', '-v']
-    assert sequential.passed_on(opts) == ['-C', 'config/settings.py', '-S', 'nodes=2', '-v']
+            'mpich', *SET, '--failed', '--mode', 'nightly', '-v']
+    assert sequential.passed_on(opts) == ['-C', 'config/settings.py', *SET, '-v']
 
 
 def test_the_users_report_files_are_not_passed_to_the_batches():
@@ -98,10 +102,10 @@ def test_a_batch_gets_only_its_own_selection_in_every_spelling(monkeypatch, spel
     # passed on to a batch beside its own -p ^stack$; so were -nX, -E and the
     # long forms of -E and -P.
     argv = ['--since', '2026-11-25T00:00:00', '--deadline', '0', '--', 'reframe', '-C',
-            'config/settings.py', *spelling, '-nSpmv', '--system=local:shm', '-S', 'nodes=2',
+            'config/settings.py', *spelling, '-nSpmv', '--system=local:shm', *SET,
             '-Ex', '--filter-expr', 'y', '--parameterize=a:1', '-v']
     args = sequential.parse_args(argv)
-    assert args.reframe == ['reframe', '-C', 'config/settings.py', '-S', 'nodes=2', '-v']
+    assert args.reframe == ['reframe', '-C', 'config/settings.py', *SET, '-v']
     ran = []
 
     class Ran:
